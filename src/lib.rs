@@ -1,0 +1,9 @@
+//! nvml-exporter: a Prometheus exporter for NVIDIA GPUs and MIG instances.
+//!
+//! The core types, in the order data flows through them:
+//! - [`snapshot::Snapshot`]: plain data, everything known about every GPU at
+//!   one moment. The boundary between sampling and encoding.
+//! - [`family::Family`]: the collector families that flags switch on and off.
+
+pub mod family;
+pub mod snapshot;

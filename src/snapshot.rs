@@ -1,0 +1,356 @@
+//! The plain-data snapshot that separates sampling from encoding.
+//!
+//! The sampler (`crate::nvml`, the only module that imports `nvml_wrapper`)
+//! fills these types; the collectors (`crate::collectors`) read them and never
+//! touch NVML. Everything here is owned data: no handles, no lifetimes, cheap
+//! to clone and safe to share behind an `Arc` across threads.
+//!
+//! Conventions the two sides rely on:
+//! - Values are already in Prometheus base units (bytes, seconds, celsius,
+//!   watts, joules, hertz, ratios 0..=1). Conversion from NVML's units (mW,
+//!   mJ, MHz, KiB/s, percent) happens in the sampler, once.
+//! - A reading NVML does not support, or that failed, is `None` or simply not
+//!   in its `Vec`. It is never 0. The encoders emit exactly what is present.
+//! - Labelled readings are `Vec<(Label, value)>` with a small enum for the
+//!   label so its spelling lives in one place (`as_label`).
+
+use std::time::{Duration, SystemTime};
+
+/// Everything the exporter knows at one moment. Built once per poll, encoded
+/// once per poll, then served to every scrape until the next one.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Whether NVML is loaded and initialized right now.
+    pub nvml_up: bool,
+    /// Present once NVML has been initialized at least once.
+    pub driver: Option<DriverInfo>,
+    /// Every GPU known since start, in NVML index order. A GPU that is lost
+    /// or hung stays here (with `health` saying so) so its identity and `up`
+    /// series survive.
+    pub gpus: Vec<GpuState>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DriverInfo {
+    pub driver_version: String,
+    pub nvml_version: String,
+    /// CUDA driver API version as NVML reports it, rendered `major.minor`.
+    pub cuda_driver_version: Option<String>,
+}
+
+/// One physical GPU: identity that survives faults, health, and the latest
+/// readings (withdrawn while the GPU is unhealthy).
+#[derive(Debug, Clone)]
+pub struct GpuState {
+    pub index: u32,
+    pub uuid: String,
+    pub identity: GpuIdentity,
+    pub health: Health,
+    /// When the last complete sample of this GPU finished.
+    pub last_sample: Option<SystemTime>,
+    /// How long that sample took.
+    pub sample_duration: Option<Duration>,
+    /// A driver call that has not returned yet, if it has been blocked for
+    /// longer than the stuck-call deadline.
+    pub stuck_call: Option<StuckCall>,
+    /// `None` while the GPU is lost, hung or failing: its measurement series
+    /// are withdrawn, its info and `up` series stay.
+    pub readings: Option<GpuReadings>,
+    /// XID events counted since the exporter started. Kept outside
+    /// `readings` so the counts survive every fault.
+    pub xids: Vec<XidCount>,
+    /// NVML calls that failed, per family and error, since start.
+    /// `NotSupported` is not an error and is not counted here.
+    pub nvml_errors: Vec<NvmlErrorCount>,
+    /// Kubernetes pods that hold this GPU or one of its MIG devices, when
+    /// pod attribution is on.
+    pub pods: Vec<PodAttribution>,
+}
+
+/// Strings that identify a GPU. Each is absent when NVML cannot give it
+/// (consumer cards have no serial, for example).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuIdentity {
+    pub name: Option<String>,
+    pub brand: Option<String>,
+    pub architecture: Option<String>,
+    pub pci_bus_id: Option<String>,
+    pub serial: Option<String>,
+    pub vbios_version: Option<String>,
+    /// `major.minor`, e.g. `9.0`.
+    pub compute_capability: Option<String>,
+    pub board_part_number: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// The last sample completed.
+    Up,
+    /// NVML said `GPU_IS_LOST`: the GPU fell off the bus.
+    Lost,
+    /// A driver call on this GPU has been blocked past the deadline.
+    Hung,
+    /// Sampling fails for another reason (every family erroring).
+    Failing,
+    /// Not sampled yet since start (or since NVML came back).
+    Pending,
+}
+
+impl Health {
+    pub fn is_up(self) -> bool {
+        matches!(self, Health::Up)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StuckCall {
+    /// The collector family whose call is blocked, e.g. `power`.
+    pub family: &'static str,
+    pub since: SystemTime,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct XidCount {
+    pub xid: u64,
+    /// Set when the event named a MIG GPU instance.
+    pub gpu_instance: Option<u32>,
+    pub compute_instance: Option<u32>,
+    pub count: u64,
+    /// Wall-clock time of the most recent event of this kind.
+    pub last_seen: SystemTime,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvmlErrorCount {
+    /// Collector family, e.g. `ecc`.
+    pub family: &'static str,
+    /// NVML error in lower snake case, e.g. `gpu_is_lost`, `timeout`.
+    pub error: String,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodAttribution {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    /// MIG GPU instance the pod holds, `None` for a whole GPU.
+    pub gpu_instance: Option<u32>,
+    pub compute_instance: Option<u32>,
+}
+
+/// All measurements of one GPU from one poll. Each field is absent where
+/// NVML does not support it on this GPU or the call failed.
+#[derive(Debug, Clone, Default)]
+pub struct GpuReadings {
+    pub utilization: Vec<(Engine, f64)>,
+    /// GPM metrics (Hopper and newer), ratios 0..=1.
+    pub activity: Vec<(GpmMetric, f64)>,
+    pub memory: Option<Memory>,
+    pub bar1: Option<Bar1Memory>,
+    pub temperatures: Vec<(Sensor, f64)>,
+    pub temperature_thresholds: Vec<(Threshold, f64)>,
+    /// Fan index and speed as a ratio of maximum.
+    pub fan_speeds: Vec<(u32, f64)>,
+    pub power_usage_watts: Option<f64>,
+    pub power_limits: Vec<(PowerLimit, f64)>,
+    /// Energy since the driver was loaded (NVML total energy consumption).
+    pub energy_joules: Option<f64>,
+    /// P0 = 0 ... P15 = 15.
+    pub performance_state: Option<u32>,
+    pub clocks_hertz: Vec<(Clock, f64)>,
+    pub max_clocks_hertz: Vec<(Clock, f64)>,
+    /// Only reasons the GPU supports appear; `true` while active.
+    pub throttle_active: Vec<(ThrottleReason, bool)>,
+    /// Cumulative time spent throttled per reason, where NVML reports it.
+    pub throttle_seconds: Vec<(ThrottleReason, f64)>,
+    pub pcie: Pcie,
+    pub persistence_mode: Option<bool>,
+    pub display_active: Option<bool>,
+    pub compute_mode: Option<ComputeMode>,
+    pub ecc_mode: Option<ModePair>,
+    pub mig_mode: Option<ModePair>,
+    pub ecc_errors: Vec<EccCount>,
+    pub retired_pages: Vec<(RetirementCause, u64)>,
+    pub retired_pages_pending: Option<bool>,
+    pub remapped_rows: Option<RemappedRows>,
+    pub recovery_action: Option<u32>,
+    pub nvlinks: Vec<NvLink>,
+    /// `None` where listing processes of that type is not supported.
+    pub compute_processes: Option<Vec<Process>>,
+    pub graphics_processes: Option<Vec<Process>>,
+    /// GPU instances, when MIG is enabled.
+    pub mig: Vec<MigGpuInstance>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Memory {
+    pub total_bytes: u64,
+    pub used_bytes: u64,
+    pub free_bytes: u64,
+    /// Only from `nvmlDeviceGetMemoryInfo_v2`; v1 folds it into `used`.
+    pub reserved_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Bar1Memory {
+    pub total_bytes: u64,
+    pub used_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Pcie {
+    pub link_generation_current: Option<u32>,
+    pub link_generation_max: Option<u32>,
+    pub link_width_current: Option<u32>,
+    pub link_width_max: Option<u32>,
+    pub replay_errors: Option<u64>,
+    pub tx_bytes: Option<u64>,
+    pub rx_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModePair {
+    pub current: bool,
+    pub pending: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EccCount {
+    pub error: EccError,
+    pub scope: EccScope,
+    pub location: EccLocation,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemappedRows {
+    pub correctable: u64,
+    pub uncorrectable: u64,
+    pub pending: bool,
+    pub failed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NvLink {
+    pub link: u32,
+    pub up: bool,
+    pub errors: Vec<(NvLinkError, u64)>,
+    pub tx_bytes: Option<u64>,
+    pub rx_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Process {
+    pub pid: u32,
+    pub name: Option<String>,
+    pub used_memory_bytes: Option<u64>,
+    pub gpu_instance: Option<u32>,
+    pub compute_instance: Option<u32>,
+}
+
+/// One MIG GPU instance and the compute instances (MIG devices) inside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MigGpuInstance {
+    pub gpu_instance: u32,
+    /// GPU instance profile name, e.g. `3g.40gb`.
+    pub profile: String,
+    pub memory: Option<MigMemory>,
+    /// GPM per GPU instance (Hopper and newer); empty on A100.
+    pub activity: Vec<(GpmMetric, f64)>,
+    pub compute_instances: Vec<MigComputeInstance>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MigMemory {
+    pub total_bytes: u64,
+    pub used_bytes: u64,
+    pub free_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigComputeInstance {
+    pub compute_instance: u32,
+    /// The MIG device UUID (`MIG-...`).
+    pub mig_uuid: String,
+}
+
+/// Declares a label enum with its exposition spelling in one place.
+macro_rules! label_enum {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident => $label:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The label value as it appears on `/metrics`.
+            pub fn as_label(self) -> &'static str {
+                match self { $($name::$variant => $label),+ }
+            }
+        }
+    };
+}
+
+label_enum!(Engine {
+    Gpu => "gpu", Memory => "memory", Encoder => "encoder",
+    Decoder => "decoder", Jpeg => "jpeg", Ofa => "ofa",
+});
+
+label_enum!(
+    /// GPM metrics exported as ratios.
+    GpmMetric {
+        Graphics => "graphics", Sm => "sm", SmOccupancy => "sm_occupancy",
+        Tensor => "tensor", Dram => "dram", Fp64 => "fp64", Fp32 => "fp32",
+        Fp16 => "fp16", Integer => "integer",
+        NvDec => "nvdec", NvJpg => "nvjpg", NvOfa => "nvofa",
+    }
+);
+
+label_enum!(Sensor { Gpu => "gpu", Memory => "memory" });
+
+label_enum!(Threshold {
+    Shutdown => "shutdown", Slowdown => "slowdown", MemoryMax => "memory_max",
+    GpuMax => "gpu_max", AcousticMin => "acoustic_min",
+    AcousticCurrent => "acoustic_current", AcousticMax => "acoustic_max",
+});
+
+label_enum!(PowerLimit {
+    Enforced => "enforced", Management => "management", Default => "default",
+    Min => "min", Max => "max",
+});
+
+label_enum!(Clock { Graphics => "graphics", Sm => "sm", Memory => "memory", Video => "video" });
+
+label_enum!(ThrottleReason {
+    GpuIdle => "gpu_idle", ApplicationsClocks => "applications_clocks",
+    SwPowerCap => "sw_power_cap", HwSlowdown => "hw_slowdown",
+    SyncBoost => "sync_boost", SwThermal => "sw_thermal",
+    HwThermal => "hw_thermal", HwPowerBrake => "hw_power_brake",
+    DisplayClocks => "display_clocks",
+});
+
+label_enum!(ComputeMode {
+    Default => "default", ExclusiveThread => "exclusive_thread",
+    Prohibited => "prohibited", ExclusiveProcess => "exclusive_process",
+});
+
+label_enum!(EccError { Corrected => "corrected", Uncorrected => "uncorrected" });
+
+label_enum!(EccScope { Volatile => "volatile", Aggregate => "aggregate" });
+
+label_enum!(EccLocation {
+    All => "all", L1Cache => "l1_cache", L2Cache => "l2_cache", Dram => "dram",
+    DeviceMemory => "device_memory", RegisterFile => "register_file",
+    TextureMemory => "texture_memory", TextureShm => "texture_shm",
+    Cbu => "cbu", Sram => "sram",
+});
+
+label_enum!(RetirementCause { SingleBitEcc => "single_bit_ecc", DoubleBitEcc => "double_bit_ecc" });
+
+label_enum!(NvLinkError {
+    CrcFlit => "crc_flit", CrcData => "crc_data", Replay => "replay", Recovery => "recovery",
+});
+
+label_enum!(ProcessKind { Compute => "compute", Graphics => "graphics" });
