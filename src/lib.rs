@@ -6,4 +6,5 @@
 //! - [`family::Family`]: the collector families that flags switch on and off.
 
 pub mod family;
+pub mod nvml;
 pub mod snapshot;
