@@ -8,4 +8,5 @@
 pub mod collectors;
 pub mod exposition;
 pub mod family;
+pub mod nvml;
 pub mod snapshot;
