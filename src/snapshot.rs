@@ -22,6 +22,9 @@ use std::time::{Duration, SystemTime};
 pub struct Snapshot {
     /// Whether NVML is loaded and initialized right now.
     pub nvml_up: bool,
+    /// NVML is up and every known GPU has been through one poll (sampled,
+    /// or found lost or hung). Backs `/-/ready`.
+    pub ready: bool,
     /// Present once NVML has been initialized at least once.
     pub driver: Option<DriverInfo>,
     /// Every GPU known since start, in NVML index order. A GPU that is lost
