@@ -7,3 +7,7 @@
 
 pub mod family;
 pub mod snapshot;
+pub mod app;
+pub mod cli;
+pub mod http;
+pub mod logging;
