@@ -189,10 +189,7 @@ fn publisher(
 ) -> Arc<dyn Fn(Arc<Snapshot>) + Send + Sync> {
     let ctx = RenderContext {
         families: config.families.clone(),
-        build: BuildInfo {
-            version: env!("CARGO_PKG_VERSION"),
-            revision: option_env!("NVML_EXPORTER_REVISION").unwrap_or("unknown"),
-        },
+        build: BuildInfo::current(),
     };
     let was_ready = AtomicBool::new(false);
     Arc::new(move |snapshot: Arc<Snapshot>| {

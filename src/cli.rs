@@ -356,7 +356,9 @@ fn parse_listen_address(s: &str) -> Result<ListenAddress, String> {
             .map_err(|_| format!("{s:?}: {inner:?} is not an IPv6 address"))?;
         Some(inner.to_string())
     } else if host.contains(':') {
-        return Err(format!("{s:?}: write IPv6 addresses in brackets, e.g. [::1]:{port}"));
+        return Err(format!(
+            "{s:?}: write IPv6 addresses in brackets, e.g. [::1]:{port}"
+        ));
     } else if host
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
@@ -529,7 +531,13 @@ mod tests {
     fn stuck_deadline_follows_interval_unless_set() {
         let c = parse(&["--collect.interval", "1s"]).unwrap();
         assert_eq!(c.stuck_deadline, Duration::from_secs(3));
-        let c = parse(&["--collect.interval", "1s", "--collect.stuck-deadline", "10s"]).unwrap();
+        let c = parse(&[
+            "--collect.interval",
+            "1s",
+            "--collect.stuck-deadline",
+            "10s",
+        ])
+        .unwrap();
         assert_eq!(c.stuck_deadline, Duration::from_secs(10));
     }
 
@@ -548,7 +556,18 @@ mod tests {
         for (s, ms) in ok {
             assert_eq!(parse_duration(s), Ok(Duration::from_millis(ms)), "{s}");
         }
-        for s in ["", "5", "s", "1.5s", "1s1m", "1s1s", "-1s", "1x", "1 s", "99999999999999y"] {
+        for s in [
+            "",
+            "5",
+            "s",
+            "1.5s",
+            "1s1m",
+            "1s1s",
+            "-1s",
+            "1x",
+            "1 s",
+            "99999999999999y",
+        ] {
             assert!(parse_duration(s).is_err(), "{s:?} should be rejected");
         }
         assert!(parse(&["--collect.interval", "0s"]).is_err());
@@ -573,7 +592,9 @@ mod tests {
             parse_listen_address("[::1]:1").unwrap().to_socket_string(),
             "[::1]:1"
         );
-        for s in ["9445", "host:", ":99999", "::1:80", "[::1:80", "[zz]:80", "a b:1"] {
+        for s in [
+            "9445", "host:", ":99999", "::1:80", "[::1:80", "[zz]:80", "a b:1",
+        ] {
             assert!(parse_listen_address(s).is_err(), "{s:?} should be rejected");
         }
     }

@@ -14,7 +14,10 @@ fn rejects(args: &[&str], code: i32, must_mention: &[&str]) {
     let (status, out) = run_to_exit(args, &[]);
     assert_eq!(status.code(), Some(code), "{args:?}: {out}");
     for m in must_mention {
-        assert!(out.contains(m), "{args:?}: output should mention {m:?}:\n{out}");
+        assert!(
+            out.contains(m),
+            "{args:?}: output should mention {m:?}:\n{out}"
+        );
     }
     assert!(!out.contains("panicked"), "{args:?} panicked:\n{out}");
     assert!(!out.contains("RUST_BACKTRACE"), "{args:?} panicked:\n{out}");
@@ -23,20 +26,52 @@ fn rejects(args: &[&str], code: i32, must_mention: &[&str]) {
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
     rejects(&["--no-such-flag"], 2, &["--no-such-flag"]);
-    rejects(&["--web.listen-address", "nope"], 2, &["--web.listen-address", "nope"]);
-    rejects(&["--web.listen-address", ":70000"], 2, &["--web.listen-address", "70000"]);
-    rejects(&["--web.telemetry-path", "metrics"], 2, &["--web.telemetry-path"]);
-    rejects(&["--web.telemetry-path", "/-/ready"], 2, &["--web.telemetry-path"]);
-    rejects(&["--collect.interval", "fast"], 2, &["--collect.interval", "fast"]);
+    rejects(
+        &["--web.listen-address", "nope"],
+        2,
+        &["--web.listen-address", "nope"],
+    );
+    rejects(
+        &["--web.listen-address", ":70000"],
+        2,
+        &["--web.listen-address", "70000"],
+    );
+    rejects(
+        &["--web.telemetry-path", "metrics"],
+        2,
+        &["--web.telemetry-path"],
+    );
+    rejects(
+        &["--web.telemetry-path", "/-/ready"],
+        2,
+        &["--web.telemetry-path"],
+    );
+    rejects(
+        &["--collect.interval", "fast"],
+        2,
+        &["--collect.interval", "fast"],
+    );
     rejects(&["--collect.interval", "0s"], 2, &["--collect.interval"]);
     rejects(&["--collect.interval", "1.5s"], 2, &["--collect.interval"]);
-    rejects(&["--collect.stuck-deadline=-1s"], 2, &["--collect.stuck-deadline"]);
+    rejects(
+        &["--collect.stuck-deadline=-1s"],
+        2,
+        &["--collect.stuck-deadline"],
+    );
     rejects(&["--web.max-requests=-3"], 2, &["--web.max-requests"]);
-    rejects(&["--web.read-header-timeout", "10"], 2, &["--web.read-header-timeout"]);
+    rejects(
+        &["--web.read-header-timeout", "10"],
+        2,
+        &["--web.read-header-timeout"],
+    );
     rejects(&["--log.level", "loud"], 2, &["--log.level", "loud"]);
     rejects(&["--log.format", "xml"], 2, &["--log.format", "xml"]);
     rejects(&["--collector.nonsense"], 2, &["--collector.nonsense"]);
-    rejects(&["--collector.ecc=perhaps"], 2, &["--collector.ecc", "perhaps"]);
+    rejects(
+        &["--collector.ecc=perhaps"],
+        2,
+        &["--collector.ecc", "perhaps"],
+    );
     rejects(
         &["--simulate", "--nvml.library", "/tmp/x.so"],
         2,
@@ -49,13 +84,24 @@ fn bad_flags_exit_2_naming_the_flag() {
 fn bad_environment_values_name_the_variable_flag() {
     let (status, out) = run_to_exit(&[], &[("NVML_EXPORTER_COLLECT_INTERVAL", "soon")]);
     assert_eq!(status.code(), Some(2), "{out}");
-    assert!(out.contains("--collect.interval") && out.contains("soon"), "{out}");
+    assert!(
+        out.contains("--collect.interval") && out.contains("soon"),
+        "{out}"
+    );
 }
 
 #[test]
 fn missing_nvml_library_file_is_fatal() {
     let missing = "/nonexistent/dir/libnvidia-ml.so.1";
-    rejects(&["--nvml.library", missing, "--web.listen-address=127.0.0.1:0"], 1, &[missing]);
+    rejects(
+        &[
+            "--nvml.library",
+            missing,
+            "--web.listen-address=127.0.0.1:0",
+        ],
+        1,
+        &[missing],
+    );
 }
 
 #[test]
@@ -70,7 +116,10 @@ fn port_in_use_is_fatal() {
 #[test]
 fn unresolvable_host_is_fatal() {
     rejects(
-        &["--web.listen-address=no-such-host.invalid:9445", "--simulate"],
+        &[
+            "--web.listen-address=no-such-host.invalid:9445",
+            "--simulate",
+        ],
         1,
         &["no-such-host.invalid"],
     );
@@ -113,11 +162,11 @@ fn flags_from_environment() {
             ("NVML_EXPORTER_SIMULATE", "workstation"),
             ("NVML_EXPORTER_WEB_TELEMETRY_PATH", "/gpu-metrics"),
             ("NVML_EXPORTER_COLLECT_INTERVAL", "200ms"),
+            ("NVML_EXPORTER_COLLECTOR_ECC", "false"),
             ("NVML_EXPORTER_LOG_LEVEL", "debug"),
         ],
     );
-    e.wait_ready();
-    assert_eq!(e.get("/gpu-metrics").status, 200);
+    e.wait_status("/gpu-metrics", 200);
     assert_eq!(e.get("/metrics").status, 404);
     assert!(e.log().contains("level=debug") || e.log().contains("telemetry_path=/gpu-metrics"));
 }
@@ -126,11 +175,14 @@ fn flags_from_environment() {
 fn command_line_wins_over_environment() {
     common::sim_library();
     let e = Exporter::start(
-        &["--simulate=workstation", "--web.telemetry-path=/cli"],
+        &[
+            "--simulate=workstation",
+            "--web.telemetry-path=/cli",
+            "--collect.interval=200ms",
+        ],
         &[("NVML_EXPORTER_WEB_TELEMETRY_PATH", "/env")],
     );
-    e.wait_ready();
-    assert_eq!(e.get("/cli").status, 200);
+    e.wait_status("/cli", 200);
     assert_eq!(e.get("/env").status, 404);
 }
 
@@ -162,9 +214,12 @@ fn log_level_filters() {
     common::sim_library();
     let listen = format!("--web.listen-address=127.0.0.1:{}", common::free_port());
     let mut e = Exporter::simulate("workstation", &["--log.level=warn", &listen]);
-    e.wait_ready();
+    e.wait_serving();
     let status = e.terminate(Duration::from_secs(30));
     assert!(status.success());
     let log = e.log();
-    assert!(!log.contains("level=info"), "--log.level=warn wrote info lines:\n{log}");
+    assert!(
+        !log.contains("level=info"),
+        "--log.level=warn wrote info lines:\n{log}"
+    );
 }

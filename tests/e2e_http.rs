@@ -22,16 +22,17 @@ fn gunzip(bytes: &[u8]) -> String {
 
 #[test]
 fn endpoints() {
-    let e = Exporter::ready("dgx-h100", &[]);
+    let e = Exporter::serving("dgx-h100", &[]);
     let landing = e.get("/");
     assert_eq!(landing.status, 200);
-    assert_eq!(landing.header("content-type"), Some("text/html; charset=utf-8"));
+    assert_eq!(
+        landing.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
     assert!(landing.text().contains("href=\"/metrics\""));
 
     let healthy = e.get("/-/healthy");
     assert_eq!(healthy.status, 200);
-    let ready = e.get("/-/ready");
-    assert_eq!(ready.status, 200);
 
     assert_eq!(e.get("/nope").status, 404);
     assert_eq!(e.get("/metrics/extra").status, 404);
@@ -48,8 +49,27 @@ fn endpoints() {
 }
 
 #[test]
+fn not_ready_while_nvml_is_unavailable() {
+    // A file that exists but is no NVML library: the exporter stays up,
+    // serves nvml_up 0 and reports not ready.
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("libnvidia-ml.so.1");
+    std::fs::write(&fake, b"not a shared object").unwrap();
+    let lib = format!("--nvml.library={}", fake.display());
+    let e = Exporter::start(&[lib.as_str(), "--collect.interval=200ms"], &[]);
+    e.wait_serving();
+    assert_eq!(e.get("/-/healthy").status, 200);
+    let ready = e.get("/-/ready");
+    assert_eq!(ready.status, 503);
+    assert!(ready.text().contains("Not ready"));
+    let metrics = e.get("/metrics").text();
+    assert!(metrics.contains("\nnvml_exporter_nvml_up 0\n"), "{metrics}");
+    assert_eq!(e.request("HEAD", "/-/ready", &[]).status, 503);
+}
+
+#[test]
 fn head_matches_get_without_body() {
-    let e = Exporter::ready("dgx-h100", &[]);
+    let e = Exporter::serving("dgx-h100", &[]);
     let head = e.request("HEAD", "/metrics", &[]);
     assert_eq!(head.status, 200);
     assert!(head.body.is_empty());
@@ -61,7 +81,7 @@ fn head_matches_get_without_body() {
 
 #[test]
 fn content_negotiation() {
-    let e = Exporter::ready("dgx-h100", &[]);
+    let e = Exporter::serving("dgx-h100", &[]);
     let cases: &[(Option<&str>, &str)] = &[
         (None, TEXT),
         (Some("*/*"), TEXT),
@@ -69,7 +89,10 @@ fn content_negotiation() {
         (Some("text/plain;version=0.0.4"), TEXT),
         (Some("application/json"), TEXT),
         (Some("application/openmetrics-text"), OPENMETRICS),
-        (Some("application/openmetrics-text; version=1.0.0"), OPENMETRICS),
+        (
+            Some("application/openmetrics-text; version=1.0.0"),
+            OPENMETRICS,
+        ),
         // What Prometheus 2.42 sends.
         (
             Some(
@@ -102,7 +125,7 @@ fn content_negotiation() {
 #[test]
 fn gzip_decodes_to_the_plain_body() {
     // A slow interval so both requests see the same snapshot.
-    let e = Exporter::ready("dgx-h100", &["--collect.interval=1h"]);
+    let e = Exporter::serving("dgx-h100", &["--collect.interval=1h"]);
     for accept in ["text/plain", "application/openmetrics-text"] {
         let plain = e.request("GET", "/metrics", &[("Accept", accept)]);
         assert_eq!(plain.header("content-encoding"), None);
@@ -115,15 +138,22 @@ fn gzip_decodes_to_the_plain_body() {
         assert_eq!(gz.header("content-encoding"), Some("gzip"));
         assert_eq!(gz.header("content-type"), plain.header("content-type"));
         assert_eq!(
-            gz.header("content-length").map(|l| l.parse::<usize>().unwrap()),
+            gz.header("content-length")
+                .map(|l| l.parse::<usize>().unwrap()),
             Some(gz.body.len())
         );
-        assert!(gz.body.len() < plain.body.len(), "gzip should shrink the exposition");
+        assert!(
+            gz.body.len() < plain.body.len(),
+            "gzip should shrink the exposition"
+        );
         assert_eq!(gunzip(&gz.body), plain.text(), "{accept}");
         let refused = e.request(
             "GET",
             "/metrics",
-            &[("Accept", accept), ("Accept-Encoding", "gzip;q=0, identity")],
+            &[
+                ("Accept", accept),
+                ("Accept-Encoding", "gzip;q=0, identity"),
+            ],
         );
         assert_eq!(refused.header("content-encoding"), None);
         assert_eq!(refused.body, plain.body);
@@ -132,11 +162,12 @@ fn gzip_decodes_to_the_plain_body() {
 
 #[test]
 fn keep_alive_serves_many_requests_on_one_connection() {
-    let e = Exporter::ready("workstation", &[]);
+    let e = Exporter::serving("workstation", &[]);
     let mut s = TcpStream::connect(e.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     for _ in 0..3 {
-        s.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        s.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
         let mut buf = [0u8; 4096];
         let n = s.read(&mut buf).unwrap();
         let r = Response::parse(&buf[..n]).unwrap();
@@ -146,12 +177,16 @@ fn keep_alive_serves_many_requests_on_one_connection() {
 
 #[test]
 fn malformed_and_oversized_requests_get_4xx_and_the_server_lives() {
-    let e = Exporter::ready("workstation", &[]);
+    let e = Exporter::serving("workstation", &[]);
     let garbage = e.raw(b"THIS IS NOT HTTP\r\n\r\n").unwrap();
     assert_eq!(garbage.status, 400);
     let bad_version = e.raw(b"GET /metrics HTTP/9.9\r\nHost: x\r\n\r\n");
     if let Ok(r) = bad_version {
-        assert!((400..500).contains(&r.status) || r.status == 505, "{}", r.status);
+        assert!(
+            (400..500).contains(&r.status) || r.status == 505,
+            "{}",
+            r.status
+        );
     }
     let huge_header = format!(
         "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
@@ -167,7 +202,10 @@ fn malformed_and_oversized_requests_get_4xx_and_the_server_lives() {
         .raw(format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{many_headers}\r\n").as_bytes())
         .unwrap();
     assert!((400..500).contains(&r.status), "{}", r.status);
-    let huge_uri = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(100 * 1024));
+    let huge_uri = format!(
+        "GET /{} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "a".repeat(100 * 1024)
+    );
     if let Ok(r) = e.raw(huge_uri.as_bytes()) {
         assert!((400..500).contains(&r.status), "{}", r.status);
     }
@@ -178,18 +216,21 @@ fn malformed_and_oversized_requests_get_4xx_and_the_server_lives() {
 
 #[test]
 fn slow_clients_time_out_without_blocking_others() {
-    let e = Exporter::ready("workstation", &["--web.read-header-timeout=500ms"]);
+    let e = Exporter::serving("workstation", &["--web.read-header-timeout=500ms"]);
     let mut slow = TcpStream::connect(e.addr).unwrap();
-    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").unwrap();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
     // Others are served while the slow one dawdles.
     assert_eq!(e.get("/metrics").status, 200);
     // The server closes the slow connection: EOF (or a 408) well before
     // the client's own 30s timeout.
-    slow.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     let mut buf = Vec::new();
     let res = slow.read_to_end(&mut buf);
     assert!(
-        res.is_ok() || matches!(res, Err(ref err) if err.kind() == std::io::ErrorKind::ConnectionReset),
+        res.is_ok()
+            || matches!(res, Err(ref err) if err.kind() == std::io::ErrorKind::ConnectionReset),
         "{res:?}"
     );
     if !buf.is_empty() {
@@ -198,8 +239,10 @@ fn slow_clients_time_out_without_blocking_others() {
     }
     // An idle keep-alive connection is closed the same way.
     let mut idle = TcpStream::connect(e.addr).unwrap();
-    idle.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    idle.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    idle.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     let mut first = [0u8; 1024];
     assert!(idle.read(&mut first).unwrap() > 0);
     let mut rest = Vec::new();
@@ -209,7 +252,7 @@ fn slow_clients_time_out_without_blocking_others() {
 
 #[test]
 fn custom_telemetry_path() {
-    let e = Exporter::ready("workstation", &["--web.telemetry-path=/gpu/metrics"]);
+    let e = Exporter::serving("workstation", &["--web.telemetry-path=/gpu/metrics"]);
     assert_eq!(e.get("/gpu/metrics").status, 200);
     assert_eq!(e.get("/metrics").status, 404);
     assert!(e.get("/").text().contains("href=\"/gpu/metrics\""));
@@ -217,7 +260,7 @@ fn custom_telemetry_path() {
 
 #[test]
 fn sigterm_exits_zero_and_finishes_the_request_in_flight() {
-    let mut e = Exporter::ready("dgx-h100", &[]);
+    let mut e = Exporter::serving("dgx-h100", &[]);
     let plain_len = e.get("/metrics").body.len();
     // A request whose headers are half sent when the signal arrives.
     let mut inflight = TcpStream::connect(e.addr).unwrap();
@@ -252,7 +295,7 @@ fn sigterm_exits_zero_and_finishes_the_request_in_flight() {
 
 #[test]
 fn sigint_exits_zero() {
-    let mut e = Exporter::ready("workstation", &[]);
+    let mut e = Exporter::serving("workstation", &[]);
     common::signal(e.pid(), "INT");
     let status = e.wait_exit(Duration::from_secs(30));
     assert_eq!(status.code(), Some(0), "log:\n{}", e.log());

@@ -136,7 +136,8 @@ mod tests {
                     version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
         assert_eq!(format(Some(p242)), Format::OpenMetrics);
         // Prometheus 2.x older default.
-        let old = "application/openmetrics-text; version=0.0.1,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        let old =
+            "application/openmetrics-text; version=0.0.1,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
         assert_eq!(format(Some(old)), Format::OpenMetrics);
         // Prometheus 3 asking for the text format first.
         let p3 = "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1";

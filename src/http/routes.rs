@@ -42,8 +42,8 @@ impl Router {
     pub fn route(&self, method: &Method, path: &str, headers: &HeaderMap) -> Response<Body> {
         let head = method == Method::HEAD;
         if method != Method::GET && !head {
-            let known = path == self.telemetry_path
-                || matches!(path, "/" | "/-/healthy" | "/-/ready");
+            let known =
+                path == self.telemetry_path || matches!(path, "/" | "/-/healthy" | "/-/ready");
             if !known {
                 return text(StatusCode::NOT_FOUND, "Not found.\n", head);
             }
@@ -105,7 +105,11 @@ impl Router {
                 head,
             );
         };
-        let header_str = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+        let header_str = |name| {
+            headers
+                .get(name)
+                .and_then(|v: &HeaderValue| v.to_str().ok())
+        };
         let format = negotiate::format(header_str(header::ACCEPT));
         let gzip = negotiate::gzip(header_str(header::ACCEPT_ENCODING));
         let e = &published.exposition;
@@ -230,7 +234,11 @@ mod tests {
         assert_eq!(header(&plain, "content-length"), Some("5"));
         assert!(header(&plain, "vary").unwrap().contains("Accept-Encoding"));
 
-        let om = get(&r, "/metrics", &[("accept", "application/openmetrics-text")]);
+        let om = get(
+            &r,
+            "/metrics",
+            &[("accept", "application/openmetrics-text")],
+        );
         assert_eq!(om.body().bytes(), "om\n# EOF\n");
         assert_eq!(header(&om, "content-type"), Some(OPENMETRICS_CONTENT_TYPE));
 
@@ -247,7 +255,10 @@ mod tests {
             ],
         );
         assert_eq!(omgz.body().bytes(), "om-gz");
-        assert_eq!(header(&omgz, "content-type"), Some(OPENMETRICS_CONTENT_TYPE));
+        assert_eq!(
+            header(&omgz, "content-type"),
+            Some(OPENMETRICS_CONTENT_TYPE)
+        );
     }
 
     #[test]
@@ -282,7 +293,8 @@ mod tests {
         assert_eq!(get(&r, "/nope", &[]).status(), 404);
         assert_eq!(get(&r, "/metrics/", &[]).status(), 404);
         assert_eq!(
-            r.route(&Method::DELETE, "/nope", &HeaderMap::new()).status(),
+            r.route(&Method::DELETE, "/nope", &HeaderMap::new())
+                .status(),
             404
         );
     }
@@ -293,7 +305,10 @@ mod tests {
         let r = Router::new("/gpu/metrics".into(), latest, 0);
         let resp = get(&r, "/", &[]);
         assert_eq!(resp.status(), 200);
-        assert_eq!(header(&resp, "content-type"), Some("text/html; charset=utf-8"));
+        assert_eq!(
+            header(&resp, "content-type"),
+            Some("text/html; charset=utf-8")
+        );
         let body = String::from_utf8(resp.body().bytes().to_vec()).unwrap();
         assert!(body.contains("href=\"/gpu/metrics\""), "{body}");
         assert_eq!(get(&r, "/metrics", &[]).status(), 404);

@@ -22,7 +22,10 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 pub const TEST_INTERVAL: &str = "200ms";
 
 pub fn target_dir() -> PathBuf {
-    Path::new(EXE).parent().expect("exe has a directory").to_path_buf()
+    Path::new(EXE)
+        .parent()
+        .expect("exe has a directory")
+        .to_path_buf()
 }
 
 /// The simulated driver the exporter loads for `--simulate`. Built by
@@ -43,6 +46,7 @@ pub struct Exporter {
     pub addr: SocketAddr,
     log: Arc<Mutex<String>>,
     reader: Option<std::thread::JoinHandle<()>>,
+    telemetry_path: String,
 }
 
 impl Exporter {
@@ -76,6 +80,17 @@ impl Exporter {
             .iter()
             .find_map(|a| a.strip_prefix("--web.listen-address="))
             .map(|a| a.parse().expect("tests pass a literal IP:PORT"));
+        let telemetry_path = args
+            .iter()
+            .rev()
+            .find_map(|a| a.strip_prefix("--web.telemetry-path="))
+            .or_else(|| {
+                env.iter()
+                    .find(|(k, _)| *k == "NVML_EXPORTER_WEB_TELEMETRY_PATH")
+                    .map(|(_, v)| *v)
+            })
+            .unwrap_or("/metrics")
+            .to_string();
         if given.is_none() {
             cmd.arg("--web.listen-address=127.0.0.1:0");
         }
@@ -125,6 +140,7 @@ impl Exporter {
                         addr,
                         log,
                         reader: reader.take(),
+                        telemetry_path,
                     };
                 }
                 None => {
@@ -159,16 +175,33 @@ impl Exporter {
         self.child.id()
     }
 
+    /// Like `simulate`, then waits for the first exposition (`/metrics`
+    /// 200), ready or not: for tests of the HTTP layer, which do not care
+    /// what the driver says.
+    pub fn serving(scenario: &str, extra: &[&str]) -> Exporter {
+        let e = Exporter::simulate(scenario, extra);
+        e.wait_serving();
+        e
+    }
+
+    pub fn wait_serving(&self) {
+        self.wait_status(&self.telemetry_path(), 200);
+    }
+
     /// Waits until `/-/ready` answers 200.
     pub fn wait_ready(&self) {
+        self.wait_status("/-/ready", 200);
+    }
+
+    pub fn wait_status(&self, path: &str, status: u16) {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            if self.get("/-/ready").status == 200 {
+            if self.get(path).status == status {
                 return;
             }
             assert!(
                 Instant::now() < deadline,
-                "exporter not ready within {START_TIMEOUT:?}; log:\n{}",
+                "{path} did not answer {status} within {START_TIMEOUT:?}; log:\n{}",
                 self.log()
             );
             std::thread::sleep(Duration::from_millis(50));
@@ -181,7 +214,10 @@ impl Exporter {
     }
 
     pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Response {
-        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", self.addr);
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
+            self.addr
+        );
         for (k, v) in headers {
             req.push_str(&format!("{k}: {v}\r\n"));
         }
@@ -205,7 +241,13 @@ impl Exporter {
     /// The text-format exposition (no gzip), asserting a 200.
     pub fn scrape(&self) -> String {
         let r = self.get(&self.telemetry_path());
-        assert_eq!(r.status, 200, "scrape failed: {}\nlog:\n{}", r.text(), self.log());
+        assert_eq!(
+            r.status,
+            200,
+            "scrape failed: {}\nlog:\n{}",
+            r.text(),
+            self.log()
+        );
         r.text()
     }
 
@@ -221,7 +263,7 @@ impl Exporter {
     }
 
     fn telemetry_path(&self) -> String {
-        "/metrics".to_string()
+        self.telemetry_path.clone()
     }
 
     /// Sends SIGTERM and waits for the exit (killing it after `timeout`);
@@ -234,7 +276,10 @@ impl Exporter {
     pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
         let status = wait_timeout(&mut self.child, timeout).unwrap_or_else(|| {
             let _ = self.child.kill();
-            panic!("exporter did not exit within {timeout:?}; log:\n{}", self.log())
+            panic!(
+                "exporter did not exit within {timeout:?}; log:\n{}",
+                self.log()
+            )
         });
         if let Some(r) = self.reader.take() {
             let _ = r.join();
@@ -397,12 +442,14 @@ impl Response {
 fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     loop {
-        let nl = b
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .ok_or("bad chunk")?;
-        let size = usize::from_str_radix(std::str::from_utf8(&b[..nl]).map_err(|e| e.to_string())?.trim(), 16)
-            .map_err(|e| e.to_string())?;
+        let nl = b.windows(2).position(|w| w == b"\r\n").ok_or("bad chunk")?;
+        let size = usize::from_str_radix(
+            std::str::from_utf8(&b[..nl])
+                .map_err(|e| e.to_string())?
+                .trim(),
+            16,
+        )
+        .map_err(|e| e.to_string())?;
         b = &b[nl + 2..];
         if size == 0 {
             return Ok(out);
