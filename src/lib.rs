@@ -7,3 +7,4 @@
 
 pub mod family;
 pub mod snapshot;
+pub mod web_config;
