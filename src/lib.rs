@@ -14,3 +14,4 @@ pub mod http;
 pub mod logging;
 pub mod nvml;
 pub mod snapshot;
+pub mod web_config;
