@@ -68,6 +68,16 @@ def build_release() -> Path:
     return target
 
 
+def binaries(bin_dir: Path | None, no_build: bool) -> Path:
+    """Where nvml-exporter and libnvml_sim.so are: DIR as given, the release
+    build as it is (`no_build`), or a fresh release build."""
+    if bin_dir:
+        return bin_dir.resolve()
+    if no_build:
+        return Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / "release"
+    return build_release()
+
+
 # ---- processes and /proc ---------------------------------------------------------
 
 
