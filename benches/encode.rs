@@ -22,15 +22,25 @@ use nvml_exporter::snapshot::Snapshot;
 /// `large` (16 GPUs x 7 MIG instances, a process in each).
 const SCENARIOS: &[&str] = &["dgx-h100", "large"];
 
-/// Starts the real sampler on the simulated driver, waits for the first
-/// snapshot that says every GPU has been through a poll, and stops it.
+/// Ready snapshots skipped before the one measured: rates (utilization from
+/// GPM, PCIe and NVLink throughput) need two samples to exist, and a running
+/// exporter serves them, so the first ready snapshot is smaller than what
+/// scrapes see.
+const SKIP_READY: usize = 2;
+
+/// Starts the real sampler on the simulated driver, waits until every GPU
+/// has been through a few polls, keeps that snapshot, and stops sampling.
 fn sample(scenario: &str) -> Arc<Snapshot> {
     let (tx, rx) = mpsc::sync_channel::<Arc<Snapshot>>(1);
-    let tx = Mutex::new(Some(tx));
+    let state = Mutex::new((0usize, Some(tx)));
     let publish = Arc::new(move |snap: Arc<Snapshot>| {
         if snap.ready {
-            if let Some(tx) = tx.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                let _ = tx.send(snap);
+            let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+            st.0 += 1;
+            if st.0 > SKIP_READY {
+                if let Some(tx) = st.1.take() {
+                    let _ = tx.send(snap);
+                }
             }
         }
     });

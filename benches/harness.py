@@ -386,8 +386,10 @@ def wrk(
     headers: dict | None = None,
     path: str = "/metrics",
     timeout: float = 5,
+    pace_ms: float | None = None,
 ) -> dict:
-    """Runs wrk and returns its figures (latencies in seconds)."""
+    """Runs wrk and returns its figures (latencies in seconds). With
+    `pace_ms`, each connection waits about that long between requests."""
     threads = threads or min(connections, 2)
     cmd = [
         "wrk",
@@ -401,8 +403,11 @@ def wrk(
     for k, v in (headers or {}).items():
         cmd += ["-H", f"{k}: {v}"]
     cmd.append(f"http://127.0.0.1:{port}{path}")
-    log("$ " + " ".join(cmd))
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    env = dict(os.environ)
+    if pace_ms:
+        env["WRK_PACE_MS"] = str(int(pace_ms))
+    log(("WRK_PACE_MS=%d " % pace_ms if pace_ms else "") + "$ " + " ".join(cmd))
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
     for line in out.splitlines():
         if line.startswith("WRK_JSON "):
             r = json.loads(line[len("WRK_JSON "):])

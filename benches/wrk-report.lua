@@ -1,6 +1,21 @@
 -- wrk reporter for scripts/bench and scripts/load: prints the run's figures
 -- as one JSON line (latencies in microseconds) after wrk's own summary, so
 -- the scripts need not parse wrk's human-readable units.
+--
+-- WRK_PACE_MS=N paces each connection: it waits a random 0.5N to 1.5N ms
+-- before each request (wrk's `delay`, not counted in the latency), so many
+-- clients scrape at a steady rate instead of back to back.
+local pace = tonumber(os.getenv("WRK_PACE_MS") or "")
+
+if pace and pace > 0 then
+  init = function(args)
+    math.randomseed(os.time() + math.floor(os.clock() * 1e6))
+  end
+  delay = function()
+    return math.floor(pace * (0.5 + math.random()))
+  end
+end
+
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
