@@ -9,20 +9,20 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename = "web config mapping")]
 pub(crate) struct RawConfig {
     #[serde(default)]
     pub tls_server_config: Option<RawTls>,
     #[serde(default)]
     pub http_server_config: Option<RawHttp>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "strict_map")]
     pub basic_auth_users: Option<BTreeMap<String, Option<String>>>,
     #[serde(default)]
     pub rate_limit: Option<RawRateLimit>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename = "tls_server_config mapping")]
 pub(crate) struct RawTls {
     #[serde(default)]
     pub cert: Option<String>,
@@ -53,21 +53,60 @@ pub(crate) struct RawTls {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename = "http_server_config mapping")]
 pub(crate) struct RawHttp {
     #[serde(default, deserialize_with = "yaml11_bool")]
     pub http2: Option<bool>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "strict_map")]
     pub headers: Option<BTreeMap<String, Option<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename = "rate_limit mapping")]
 pub(crate) struct RawRateLimit {
     #[serde(default)]
     pub burst: Option<u32>,
     #[serde(default, deserialize_with = "go_duration")]
     pub interval: Option<Duration>,
+}
+
+/// A string map that refuses a key given twice, as go-yaml's strict mode does
+/// (serde_yaml would silently keep the last one: a second entry for a user
+/// would quietly replace the first password).
+fn strict_map<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<BTreeMap<String, Option<String>>>, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Option<BTreeMap<String, Option<String>>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a mapping of strings")
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_any(V)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(k) = map.next_key::<String>()? {
+                if out.contains_key(&k) {
+                    return Err(serde::de::Error::custom(format!("duplicate key {k:?}")));
+                }
+                let v = map.next_value::<Option<String>>()?;
+                out.insert(k, v);
+            }
+            Ok(Some(out))
+        }
+    }
+    d.deserialize_option(V)
 }
 
 /// The toolkit reads YAML 1.1 (go-yaml v2), where `yes`, `on` and friends are

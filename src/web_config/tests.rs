@@ -169,6 +169,8 @@ fn malformed_yaml_is_refused() {
         "a: b: c\n",
         "\"unterminated\n",
         "tls_server_config:\n  cert_file: a\n  cert_file: b\n",
+        "basic_auth_users:\n  a: x\n  a: y\n",
+        "http_server_config:\n  headers:\n    X-Frame-Options: deny\n    X-Frame-Options: deny\n",
         "http_server_config:\n  http2: maybe\n",
         "rate_limit:\n  burst: -1\n",
         "rate_limit:\n  interval: soon\n",
