@@ -5,5 +5,8 @@
 //!   one moment. The boundary between sampling and encoding.
 //! - [`family::Family`]: the collector families that flags switch on and off.
 
+pub mod collectors;
+pub mod exposition;
 pub mod family;
+pub mod nvml;
 pub mod snapshot;

@@ -1,0 +1,779 @@
+#!/usr/bin/env python3
+"""Generates the Grafana dashboards in this directory from one description.
+
+The JSON files are what users import; this script is how we keep three
+dashboards consistent (variables, datasource references, units, links)
+without hand-editing thousands of lines. Run it after changing a panel:
+
+    python3 dashboards/build.py
+
+tests/test_dashboards.py fails when the committed JSON differs from what
+this script generates, and runs every query against a real Prometheus.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCHEMA_VERSION = 39
+DS = {"type": "prometheus", "uid": "${datasource}"}
+TAGS = ["nvidia", "gpu", "nvml-exporter"]
+
+# Label matchers every per-GPU query carries.
+SEL = 'job=~"$job", instance=~"$instance", gpu=~"$gpu"'
+# For node-level series (no gpu label).
+NODE = 'job=~"$job", instance=~"$instance"'
+
+
+# --------------------------------------------------------------------------
+# Building blocks
+# --------------------------------------------------------------------------
+
+
+class Layout:
+    """Places panels left to right on Grafana's 24-column grid."""
+
+    def __init__(self) -> None:
+        self.x = 0
+        self.y = 0
+        self.row_h = 0
+        self.next_id = 1
+        self.panels: list[dict] = []
+
+    def add(self, panel: dict, w: int, h: int) -> dict:
+        if self.x + w > 24:
+            self.x = 0
+            self.y += self.row_h
+            self.row_h = 0
+        panel["gridPos"] = {"h": h, "w": w, "x": self.x, "y": self.y}
+        panel["id"] = self.next_id
+        self.next_id += 1
+        self.x += w
+        self.row_h = max(self.row_h, h)
+        self.panels.append(panel)
+        return panel
+
+    def row(self, title: str) -> None:
+        if self.x:
+            self.x = 0
+            self.y += self.row_h
+            self.row_h = 0
+        self.add({"type": "row", "title": title, "collapsed": False, "panels": []}, 24, 1)
+        self.x = 0
+        self.y += 1
+        self.row_h = 0
+
+
+def target(expr: str, legend: str = "__auto", ref: str = "A", instant: bool = False,
+           table: bool = False) -> dict:
+    t = {
+        "datasource": DS,
+        "editorMode": "code",
+        "expr": expr,
+        "legendFormat": legend,
+        "range": not instant,
+        "instant": instant,
+        "refId": ref,
+    }
+    if table:
+        t["format"] = "table"
+    return t
+
+
+def targets(*specs) -> list[dict]:
+    """specs: (expr, legend) pairs, refIds assigned A, B, C..."""
+    out = []
+    for i, spec in enumerate(specs):
+        expr, legend = spec[0], spec[1]
+        opts = spec[2] if len(spec) > 2 else {}
+        out.append(target(expr, legend, ref=chr(ord("A") + i), **opts))
+    return out
+
+
+def thresholds(*steps) -> dict:
+    """steps: (value or None, color)."""
+    return {"mode": "absolute", "steps": [{"color": c, "value": v} for v, c in steps]}
+
+
+GREEN = thresholds((None, "green"))
+
+
+def base(kind: str, title: str, description: str, unit: str, tgts: list[dict],
+         defaults: dict | None = None, options: dict | None = None,
+         overrides: list | None = None, links: list | None = None,
+         transformations: list | None = None) -> dict:
+    d = {"unit": unit, "thresholds": GREEN, "color": {"mode": "palette-classic"}}
+    d.update(defaults or {})
+    p = {
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "fieldConfig": {"defaults": d, "overrides": overrides or []},
+        "options": options or {},
+        "targets": tgts,
+    }
+    if links:
+        p["links"] = links
+    if transformations:
+        p["transformations"] = transformations
+    return p
+
+
+def timeseries(title, description, unit, tgts, minv=None, maxv=None, stack=False,
+               draw="line", overrides=None, fill=10):
+    custom = {
+        "drawStyle": draw,
+        "lineWidth": 1,
+        "fillOpacity": fill,
+        "showPoints": "never",
+        "spanNulls": False,
+        "stacking": {"mode": "normal" if stack else "none", "group": "A"},
+        "axisPlacement": "auto",
+        "lineInterpolation": "linear",
+    }
+    defaults = {"custom": custom}
+    if minv is not None:
+        defaults["min"] = minv
+    if maxv is not None:
+        defaults["max"] = maxv
+    return base("timeseries", title, description, unit, tgts, defaults, {
+        "legend": {"displayMode": "table", "placement": "right", "showLegend": True,
+                   "calcs": ["lastNotNull", "max"]},
+        "tooltip": {"mode": "multi", "sort": "desc"},
+    }, overrides)
+
+
+def stat(title, description, unit, tgts, thresh=GREEN, mappings=None, color_mode="value",
+         text_mode="auto", decimals=None):
+    defaults = {"thresholds": thresh, "color": {"mode": "thresholds"}}
+    if mappings:
+        defaults["mappings"] = mappings
+    if decimals is not None:
+        defaults["decimals"] = decimals
+    return base("stat", title, description, unit, tgts, defaults, {
+        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+        "colorMode": color_mode,
+        "graphMode": "area",
+        "justifyMode": "auto",
+        "orientation": "auto",
+        "textMode": text_mode,
+    })
+
+
+def bargauge(title, description, unit, tgts, thresh=GREEN, minv=None, maxv=None):
+    defaults = {"thresholds": thresh, "color": {"mode": "thresholds"}}
+    if minv is not None:
+        defaults["min"] = minv
+    if maxv is not None:
+        defaults["max"] = maxv
+    return base("bargauge", title, description, unit, tgts, defaults, {
+        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+        "orientation": "horizontal",
+        "displayMode": "gradient",
+        "showUnfilled": True,
+        "valueMode": "color",
+    })
+
+
+def state_timeline(title, description, unit, tgts, mappings, thresh):
+    return base("state-timeline", title, description, unit, tgts,
+                {"mappings": mappings, "thresholds": thresh, "color": {"mode": "thresholds"},
+                 "custom": {"fillOpacity": 80, "lineWidth": 0}},
+                {"showValue": "never", "mergeValues": True, "rowHeight": 0.9,
+                 "alignValue": "left",
+                 "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                 "tooltip": {"mode": "single", "sort": "none"}})
+
+
+def table(title, description, unit, tgts, transformations=None, overrides=None, links=None):
+    return base("table", title, description, unit, tgts,
+                {"custom": {"align": "auto", "cellOptions": {"type": "auto"}, "filterable": True}},
+                {"showHeader": True, "cellHeight": "sm",
+                 "footer": {"show": False, "reducer": ["sum"], "fields": ""}},
+                overrides, links, transformations)
+
+
+def text(title, description, content):
+    return {
+        "type": "text",
+        "title": title,
+        "description": description,
+        "options": {"mode": "markdown", "content": content,
+                    "code": {"language": "plaintext", "showLineNumbers": False,
+                             "showMiniMap": False}},
+    }
+
+
+def value_map(pairs) -> list[dict]:
+    """pairs: (value, text, color)."""
+    return [{"type": "value", "options": {str(v): {"text": t, "color": c, "index": i}
+                                           for i, (v, t, c) in enumerate(pairs)}}]
+
+
+UP_MAP = value_map([(0, "DOWN", "red"), (1, "UP", "green")])
+ACTIVE_MAP = value_map([(0, "inactive", "transparent"), (1, "active", "red")])
+YES_NO_MAP = value_map([(0, "no", "green"), (1, "YES", "red")])
+
+
+def override(name: str, props: dict) -> dict:
+    return {"matcher": {"id": "byName", "options": name},
+            "properties": [{"id": k, "value": v} for k, v in props.items()]}
+
+
+# --------------------------------------------------------------------------
+# Variables and dashboard shell
+# --------------------------------------------------------------------------
+
+
+def query_var(name, label, query, multi=True, include_all=True):
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DS,
+        "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
+        "refresh": 2,
+        "regex": "",
+        "sort": 3,
+        "multi": multi,
+        "includeAll": include_all,
+        "allValue": ".*",
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "options": [],
+        "hide": 0,
+        "skipUrlSync": False,
+    }
+
+
+def variables() -> list[dict]:
+    return [
+        {
+            "name": "datasource",
+            "label": "Data source",
+            "type": "datasource",
+            "query": "prometheus",
+            "regex": "",
+            "options": [],
+            "refresh": 1,
+            "hide": 0,
+            "skipUrlSync": False,
+        },
+        query_var("job", "Job", "label_values(nvml_exporter_build_info, job)"),
+        query_var("instance", "Node", 'label_values(nvml_exporter_build_info{job=~"$job"}, instance)'),
+        query_var("gpu", "GPU", 'label_values(nvidia_gpu_info{job=~"$job", instance=~"$instance"}, gpu)'),
+    ]
+
+
+def dashboard(uid: str, title: str, description: str, layout: Layout) -> dict:
+    return {
+        "annotations": {"list": [{
+            "builtIn": 1,
+            "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+            "enable": True,
+            "hide": True,
+            "iconColor": "rgba(0, 211, 255, 1)",
+            "name": "Annotations & Alerts",
+            "type": "dashboard",
+        }]},
+        "description": description,
+        "editable": True,
+        "fiscalYearStartMonth": 0,
+        "graphTooltip": 1,
+        "id": None,
+        "links": [{
+            "type": "dashboards",
+            "title": "nvml-exporter dashboards",
+            "tags": ["nvml-exporter"],
+            "asDropdown": False,
+            "includeVars": True,
+            "keepTime": True,
+            "targetBlank": False,
+            "icon": "external link",
+            "tooltip": "",
+            "url": "",
+        }],
+        "panels": layout.panels,
+        "refresh": "30s",
+        "schemaVersion": SCHEMA_VERSION,
+        "tags": TAGS,
+        "templating": {"list": variables()},
+        "time": {"from": "now-6h", "to": "now"},
+        "timepicker": {},
+        "timezone": "",
+        "title": title,
+        "uid": uid,
+        "version": 1,
+        "weekStart": "",
+    }
+
+
+# --------------------------------------------------------------------------
+# Fleet overview
+# --------------------------------------------------------------------------
+
+
+def fleet_overview() -> dict:
+    L = Layout()
+    L.row("Fleet")
+    L.add(stat("GPUs", "GPUs known to the exporters in scope (including lost or hung ones).",
+               "short", targets((f"count(nvidia_gpu_up{{{SEL}}})", "GPUs"))), 3, 4)
+    L.add(stat("Healthy GPUs", "GPUs whose last sample completed (nvidia_gpu_up = 1).", "short",
+               targets((f"sum(nvidia_gpu_up{{{SEL}}})", "healthy"))), 3, 4)
+    L.add(stat("Unhealthy GPUs", "GPUs that are lost, hung or failing (nvidia_gpu_up = 0).",
+               "short", targets((f"count(nvidia_gpu_up{{{SEL}}} == 0) or vector(0)", "unhealthy")),
+               thresholds((None, "green"), (1, "red"))), 3, 4)
+    L.add(stat("Nodes", "Exporter targets up / in scope.", "short", targets(
+        (f"sum(up{{{NODE}}} and on (job, instance) nvml_exporter_build_info)", "up"))), 3, 4)
+    L.add(stat("Firing GPU alerts",
+               "Alerts of the nvml-exporter rules that are firing now, critical and warning.",
+               "short", targets(
+                   ('count(ALERTS{alertstate="firing", severity="critical", '
+                    'alertname=~"NvidiaGpu.*|NvmlExporter.*", job=~"$job", instance=~"$instance"}) or vector(0)',
+                    "critical"),
+                   ('count(ALERTS{alertstate="firing", severity="warning", '
+                    'alertname=~"NvidiaGpu.*|NvmlExporter.*", job=~"$job", instance=~"$instance"}) or vector(0)',
+                    "warning")),
+               thresholds((None, "green"), (1, "orange"))), 3, 4)
+    L.add(stat("GPU utilization", "Mean GPU engine utilization over the GPUs that report it "
+               "(not MIG-enabled GPUs: NVML has no whole-GPU utilization there).", "percentunit",
+               targets((f'avg(nvidia_gpu_utilization_ratio{{{SEL}, engine="gpu"}})', "utilization")),
+               decimals=1), 3, 4)
+    L.add(stat("Memory used", "Frame buffer memory used over total, whole fleet in scope.",
+               "percentunit", targets((f"sum(nvidia_gpu_memory_used_bytes{{{SEL}}}) / "
+                                       f"sum(nvidia_gpu_memory_total_bytes{{{SEL}}})", "used")),
+               thresholds((None, "green"), (0.9, "orange")), decimals=1), 3, 4)
+    L.add(stat("Power draw", "Sum of the GPUs' power draw now.", "watt",
+               targets((f"sum(nvidia_gpu_power_usage_watts{{{SEL}}})", "power"))), 3, 4)
+
+    L.row("Health per node and GPU")
+    health_q = [
+        (f"max by (instance, gpu, uuid) (nvidia_gpu_up{{{SEL}}})", "up"),
+        (f'max by (instance, gpu, uuid) (nvidia_gpu_ecc_errors_total{{{SEL}, error="uncorrected", '
+         f'scope="volatile", location="all"}})', "uncorrected ECC"),
+        (f"max by (instance, gpu, uuid) (nvidia_gpu_remapped_rows_pending{{{SEL}}})",
+         "remap pending"),
+        (f"sum by (instance, gpu, uuid) (nvidia_gpu_xid_errors_total{{{SEL}}}) or "
+         f"max by (instance, gpu, uuid) (nvidia_gpu_up{{{SEL}}}) * 0", "XIDs"),
+        (f'count by (instance, gpu, uuid) (nvidia_gpu_clock_throttle_active{{{SEL}, '
+         f'reason!~"gpu_idle|applications_clocks|display_clocks"}} == 1) or '
+         f"max by (instance, gpu, uuid) (nvidia_gpu_up{{{SEL}}}) * 0", "throttling"),
+        (f'max by (instance, gpu, uuid) (nvidia_gpu_temperature_celsius{{{SEL}, sensor="gpu"}})',
+         "temperature"),
+        (f'max by (instance, gpu, uuid) (nvidia_gpu_temperature_threshold_celsius{{{SEL}, '
+         f'threshold="slowdown"}}) - on (instance, gpu, uuid) max by (instance, gpu, uuid) '
+         f'(nvidia_gpu_temperature_celsius{{{SEL}, sensor="gpu"}})', "to slowdown"),
+    ]
+    tq = [target(e, l, ref=chr(65 + i), instant=True, table=True) for i, (e, l) in enumerate(health_q)]
+    renames = {f"Value #{chr(65 + i)}": l for i, (_, l) in enumerate(health_q)}
+    L.add(table(
+        "GPU health",
+        "One row per GPU: up, uncorrected volatile ECC errors since the last reset, row remap "
+        "pending (reset needed), XIDs since the exporter started, active throttle reasons other "
+        "than idle/application clocks, GPU temperature and the margin to the slowdown threshold. "
+        "Click a GPU to open its detail dashboard.",
+        "short", tq,
+        transformations=[
+            {"id": "merge", "options": {}},
+            {"id": "organize", "options": {"excludeByName": {"Time": True},
+                                           "renameByName": renames,
+                                           "indexByName": {"instance": 0, "gpu": 1, "uuid": 2}}},
+        ],
+        overrides=[
+            override("up", {"mappings": UP_MAP, "custom.cellOptions": {"type": "color-background"},
+                            "unit": "none"}),
+            override("uncorrected ECC", {"thresholds": thresholds((None, "green"), (1, "red")),
+                                         "custom.cellOptions": {"type": "color-background"}}),
+            override("remap pending", {"mappings": YES_NO_MAP, "unit": "none",
+                                       "custom.cellOptions": {"type": "color-background"}}),
+            override("XIDs", {"thresholds": thresholds((None, "green"), (1, "orange")),
+                              "custom.cellOptions": {"type": "color-background"}}),
+            override("throttling", {"thresholds": thresholds((None, "green"), (1, "orange")),
+                                    "custom.cellOptions": {"type": "color-background"}}),
+            override("temperature", {"unit": "celsius"}),
+            override("to slowdown", {"unit": "celsius",
+                                     "thresholds": thresholds((None, "red"), (5, "orange"), (10, "green")),
+                                     "custom.cellOptions": {"type": "color-background"}}),
+            override("gpu", {"links": DETAIL_LINK_TABLE}),
+        ]), 24, 10)
+
+    L.row("Fleet over time")
+    L.add(timeseries("GPU utilization per node",
+                     "Mean GPU engine utilization of each node's GPUs.", "percentunit",
+                     targets((f'avg by (instance) (nvidia_gpu_utilization_ratio{{{SEL}, engine="gpu"}})',
+                              "{{instance}}")), 0, 1), 12, 8)
+    L.add(timeseries("Memory used per node", "Frame buffer memory used, summed per node.", "bytes",
+                     targets((f"sum by (instance) (nvidia_gpu_memory_used_bytes{{{SEL}}})",
+                              "{{instance}} used"),
+                             (f"sum by (instance) (nvidia_gpu_memory_total_bytes{{{SEL}}})",
+                              "{{instance}} total")), 0), 12, 8)
+    L.add(timeseries("Power per node", "Power draw summed per node, and the sum of enforced limits.",
+                     "watt", targets((f"sum by (instance) (nvidia_gpu_power_usage_watts{{{SEL}}})",
+                                      "{{instance}}"),
+                                     (f'sum by (instance) (nvidia_gpu_power_limit_watts{{{SEL}, limit="enforced"}})',
+                                      "{{instance}} limit")), 0), 12, 8)
+    L.add(timeseries("Energy per node",
+                     "Energy used per node in each interval, from the GPUs' energy counters.",
+                     "joule", targets((f"sum by (instance) (increase(nvidia_gpu_energy_joules_total{{{SEL}}}[$__rate_interval]))",
+                                       "{{instance}}")), 0, draw="bars", fill=80), 12, 8)
+    L.add(stat("Energy in range", "Energy the GPUs in scope used over the dashboard's time range.",
+               "joule", targets((f"sum(increase(nvidia_gpu_energy_joules_total{{{SEL}}}[$__range]))",
+                                 "energy"))), 6, 6)
+    L.add(stat("Mean power in range", "Mean power draw of the GPUs in scope over the time range.",
+               "watt", targets((f"sum(avg_over_time(nvidia_gpu_power_usage_watts{{{SEL}}}[$__range]))",
+                                "power"))), 6, 6)
+    L.add(stat("Throttled GPUs", "GPUs with a thermal, power-brake or hardware slowdown reason "
+               "active now.", "short",
+               targets((f'count(max by (instance, gpu) (nvidia_gpu_clock_throttle_active{{{SEL}, '
+                        f'reason=~"hw_slowdown|hw_thermal|sw_thermal|hw_power_brake"}}) == 1) or vector(0)',
+                        "throttled")),
+               thresholds((None, "green"), (1, "orange"))), 6, 6)
+    L.add(stat("GPUs with pending remaps", "GPUs that need a reset to apply a row remap or page "
+               "retirement.", "short",
+               targets((f"count((nvidia_gpu_remapped_rows_pending{{{SEL}}} == 1) or "
+                        f"(nvidia_gpu_retired_pages_pending{{{SEL}}} == 1)) or vector(0)", "pending")),
+               thresholds((None, "green"), (1, "orange"))), 6, 6)
+
+    L.row("Top GPUs")
+    L.add(bargauge("Hottest GPUs", "The ten hottest GPUs now (GPU sensor).", "celsius",
+                   targets((f'topk(10, nvidia_gpu_temperature_celsius{{{SEL}, sensor="gpu"}})',
+                            "{{instance}} GPU {{gpu}}", {"instant": True})),
+                   thresholds((None, "green"), (75, "orange"), (85, "red")), 0, 100), 8, 10)
+    L.add(bargauge("Most ECC errors", "GPUs with the most ECC errors over their lifetime "
+                   "(aggregate counters, corrected and uncorrected).", "short",
+                   targets((f'topk(10, sum by (instance, gpu) (nvidia_gpu_ecc_errors_total{{{SEL}, '
+                            f'scope="aggregate", location="all"}}))', "{{instance}} GPU {{gpu}}",
+                            {"instant": True})),
+                   thresholds((None, "green"), (1, "orange"), (100, "red")), 0), 8, 10)
+    L.add(bargauge("Most XIDs", "GPUs with the most XID events since their exporter started.",
+                   "short",
+                   targets((f"topk(10, sum by (instance, gpu) (nvidia_gpu_xid_errors_total{{{SEL}}}))",
+                            "{{instance}} GPU {{gpu}}", {"instant": True})),
+                   thresholds((None, "green"), (1, "orange"), (10, "red")), 0), 8, 10)
+    return dashboard("nvml-fleet-overview", "NVIDIA GPU fleet overview",
+                     "How many GPUs, how many healthy, and which need attention. "
+                     "From nvml-exporter.", L)
+
+
+DETAIL_LINK_TABLE = [{
+    "title": "GPU detail",
+    "url": "/d/nvml-gpu-detail/nvidia-gpu-detail?${datasource:queryparam}&${job:queryparam}"
+           "&var-instance=${__data.fields.instance}&var-gpu=${__data.fields.gpu}&${__url_time_range}",
+}]
+
+
+# --------------------------------------------------------------------------
+# GPU detail
+# --------------------------------------------------------------------------
+
+G = "{{instance}} GPU {{gpu}}"
+
+
+def gpu_detail() -> dict:
+    L = Layout()
+    L.row("Identity and state")
+    L.add(table("GPU identity", "Name, architecture, PCI bus id, serial, VBIOS and board part "
+                "number of each GPU (nvidia_gpu_info).", "none",
+                [target(f"nvidia_gpu_info{{{SEL}}}", "", instant=True, table=True)],
+                transformations=[{"id": "organize", "options": {
+                    "excludeByName": {"Time": True, "Value": True, "__name__": True, "job": True},
+                    "indexByName": {"instance": 0, "gpu": 1, "name": 2, "uuid": 3}}}]), 16, 6)
+    L.add(table("Driver", "Driver, NVML and CUDA driver versions per node.", "none",
+                [target(f"nvidia_gpu_driver_info{{{NODE}}}", "", instant=True, table=True)],
+                transformations=[{"id": "organize", "options": {
+                    "excludeByName": {"Time": True, "Value": True, "__name__": True, "job": True}}}]),
+          8, 6)
+    L.add(state_timeline("GPU up", "1 while the GPU samples fine; 0 when it is lost, hung or "
+                         "failing.", "none", targets((f"nvidia_gpu_up{{{SEL}}}", G)), UP_MAP,
+                         thresholds((None, "red"), (1, "green"))), 12, 6)
+    L.add(stat("Performance state", "Current P-state: P0 is maximum performance, higher numbers "
+               "are deeper idle states.", "prefix:P",
+               targets((f"nvidia_gpu_performance_state{{{SEL}}}", "GPU {{gpu}}")), decimals=0),
+          6, 6)
+    L.add(table("Modes", "Persistence mode, display active, ECC and MIG mode (current and pending) "
+                "and compute mode. 1 = enabled.", "none",
+                targets((f"nvidia_gpu_persistence_mode_enabled{{{SEL}}}", "persistence",
+                         {"instant": True, "table": True}),
+                        (f'nvidia_gpu_ecc_enabled{{{SEL}, state="current"}}', "ECC",
+                         {"instant": True, "table": True}),
+                        (f'nvidia_gpu_compute_mode{{{SEL}}} == 1', "compute mode",
+                         {"instant": True, "table": True})),
+                transformations=[{"id": "merge", "options": {}}, {"id": "organize", "options": {
+                    "excludeByName": {"Time": True, "__name__": True, "job": True},
+                    "renameByName": {"Value #A": "persistence", "Value #B": "ECC",
+                                     "Value #C": "compute mode active"}}}]), 6, 6)
+
+    L.row("Utilization")
+    L.add(timeseries("Engine utilization", "Utilization by engine (gpu, memory, encoder, "
+                     "decoder, jpeg, ofa) as NVML reports it over its sample period. Absent on "
+                     "MIG-enabled GPUs.", "percentunit",
+                     targets((f"nvidia_gpu_utilization_ratio{{{SEL}}}", G + " {{engine}}")), 0, 1),
+          12, 8)
+    L.add(timeseries("GPM activity", "GPU Performance Monitoring metrics (Hopper and newer): "
+                     "SM activity and occupancy, tensor, DRAM and FP pipe activity.", "percentunit",
+                     targets((f"nvidia_gpu_activity_ratio{{{SEL}}}", G + " {{metric}}")), 0, 1),
+          12, 8)
+
+    L.row("Memory")
+    L.add(timeseries("Frame buffer memory", "Used, reserved (by the driver) and total memory.",
+                     "bytes", targets((f"nvidia_gpu_memory_used_bytes{{{SEL}}}", G + " used"),
+                                      (f"nvidia_gpu_memory_reserved_bytes{{{SEL}}}", G + " reserved"),
+                                      (f"nvidia_gpu_memory_total_bytes{{{SEL}}}", G + " total")), 0),
+          12, 8)
+    L.add(timeseries("BAR1 memory", "BAR1 (CPU-mapped) memory used and total.", "bytes",
+                     targets((f"nvidia_gpu_bar1_memory_used_bytes{{{SEL}}}", G + " used"),
+                             (f"nvidia_gpu_bar1_memory_total_bytes{{{SEL}}}", G + " total")), 0),
+          12, 8)
+
+    L.row("Temperature and power")
+    L.add(timeseries("Temperatures and thresholds", "GPU and memory temperature with the "
+                     "slowdown and shutdown thresholds of each GPU.", "celsius",
+                     targets((f"nvidia_gpu_temperature_celsius{{{SEL}}}", G + " {{sensor}}"),
+                             (f'nvidia_gpu_temperature_threshold_celsius{{{SEL}, threshold=~"slowdown|shutdown"}}',
+                              G + " {{threshold}}")),
+                     overrides=[{"matcher": {"id": "byRegexp", "options": ".*(slowdown|shutdown)"},
+                                 "properties": [{"id": "custom.lineStyle",
+                                                 "value": {"fill": "dash", "dash": [10, 10]}},
+                                                {"id": "custom.fillOpacity", "value": 0}]}]),
+          12, 8)
+    L.add(timeseries("Power and limits", "Power draw with the enforced limit and the "
+                     "allowed range.", "watt",
+                     targets((f"nvidia_gpu_power_usage_watts{{{SEL}}}", G),
+                             (f'nvidia_gpu_power_limit_watts{{{SEL}, limit=~"enforced|max"}}',
+                              G + " {{limit}} limit")), 0,
+                     overrides=[{"matcher": {"id": "byRegexp", "options": ".*limit"},
+                                 "properties": [{"id": "custom.lineStyle",
+                                                 "value": {"fill": "dash", "dash": [10, 10]}},
+                                                {"id": "custom.fillOpacity", "value": 0}]}]),
+          12, 8)
+    L.add(timeseries("Fan speed", "Fan speed as a fraction of maximum (absent on passively "
+                     "cooled data centre GPUs).", "percentunit",
+                     targets((f"nvidia_gpu_fan_speed_ratio{{{SEL}}}", G + " fan {{fan}}")), 0, 1),
+          8, 8)
+    L.add(timeseries("Energy", "Energy used per interval, from the energy counter.", "joule",
+                     targets((f"increase(nvidia_gpu_energy_joules_total{{{SEL}}}[$__rate_interval])", G)),
+                     0, draw="bars", fill=80), 8, 8)
+    L.add(stat("Energy in range", "Energy used over the dashboard's time range.", "joule",
+               targets((f"increase(nvidia_gpu_energy_joules_total{{{SEL}}}[$__range])", "GPU {{gpu}}"))),
+          8, 8)
+
+    L.row("Clocks and throttling")
+    L.add(timeseries("Clocks", "Current clocks with each clock's maximum.", "hertz",
+                     targets((f"nvidia_gpu_clock_hertz{{{SEL}}}", G + " {{clock}}"),
+                             (f'nvidia_gpu_clock_max_hertz{{{SEL}, clock=~"sm|memory"}}',
+                              G + " {{clock}} max")), 0), 12, 8)
+    L.add(timeseries("Throttled time", "Fraction of time each throttle reason held the clocks "
+                     "down, where NVML reports violation time.", "percentunit",
+                     targets((f"rate(nvidia_gpu_clock_throttle_seconds_total{{{SEL}}}[$__rate_interval])",
+                              G + " {{reason}}")), 0, 1), 12, 8)
+    L.add(state_timeline("Throttle reasons", "Which clock event (throttle) reasons are active, "
+                         "per GPU. gpu_idle is normal on an idle GPU; hw_thermal, hw_power_brake "
+                         "and hw_slowdown need attention.", "none",
+                         targets((f"nvidia_gpu_clock_throttle_active{{{SEL}}}", "GPU {{gpu}} {{reason}}")),
+                         ACTIVE_MAP, thresholds((None, "transparent"), (1, "red"))), 24, 10)
+
+    L.row("PCIe and NVLink")
+    L.add(timeseries("PCIe traffic", "PCIe bytes per second, transmitted and received.",
+                     "Bps", targets((f"rate(nvidia_gpu_pcie_bytes_total{{{SEL}}}[$__rate_interval])",
+                                     G + " {{direction}}")), 0), 8, 8)
+    L.add(table("PCIe link", "Current and maximum PCIe link generation and width. A current "
+                "link below its maximum under load points at a bad slot or riser.", "none",
+                targets((f"nvidia_gpu_pcie_link_generation{{{SEL}}}", "generation",
+                         {"instant": True, "table": True}),
+                        (f"nvidia_gpu_pcie_link_width{{{SEL}}}", "width",
+                         {"instant": True, "table": True})),
+                transformations=[{"id": "merge", "options": {}}, {"id": "organize", "options": {
+                    "excludeByName": {"Time": True, "job": True, "__name__": True},
+                    "renameByName": {"Value #A": "generation", "Value #B": "width"}}}]), 8, 8)
+    L.add(timeseries("PCIe replay errors", "PCIe replays per interval: link-level retransmissions "
+                     "after errors. Steady replays point at a marginal link.", "short",
+                     targets((f"increase(nvidia_gpu_pcie_replay_errors_total{{{SEL}}}[$__rate_interval])", G)),
+                     0), 8, 8)
+    L.add(timeseries("NVLink traffic", "NVLink bytes per second per link and direction.", "Bps",
+                     targets((f"sum by (instance, gpu, direction) (rate(nvidia_gpu_nvlink_bytes_total{{{SEL}}}[$__rate_interval]))",
+                              G + " {{direction}}")), 0), 8, 8)
+    L.add(state_timeline("NVLink links up", "State of each NVLink link.", "none",
+                         targets((f"nvidia_gpu_nvlink_up{{{SEL}}}", "GPU {{gpu}} link {{link}}")),
+                         UP_MAP, thresholds((None, "red"), (1, "green"))), 8, 8)
+    L.add(timeseries("NVLink errors", "NVLink CRC, replay and recovery errors per interval, "
+                     "summed over links.", "short",
+                     targets((f"sum by (instance, gpu, error) (increase(nvidia_gpu_nvlink_errors_total{{{SEL}}}[$__rate_interval]))",
+                              G + " {{error}}")), 0), 8, 8)
+
+    L.row("Memory errors and XIDs")
+    L.add(bargauge("ECC errors by location", "Aggregate (lifetime) ECC errors by memory location "
+                   "and type. Uncorrected errors in DRAM lead to row remaps.", "short",
+                   targets((f'nvidia_gpu_ecc_errors_total{{{SEL}, scope="aggregate", location!="all"}}',
+                            "GPU {{gpu}} {{location}} {{error}}", {"instant": True})),
+                   thresholds((None, "green"), (1, "orange")), 0), 12, 10)
+    L.add(timeseries("ECC errors (volatile)", "Volatile ECC error counters (since the last "
+                     "driver load or reset), all locations.", "short",
+                     targets((f'nvidia_gpu_ecc_errors_total{{{SEL}, scope="volatile", location="all"}}',
+                              G + " {{error}}")), 0), 12, 10)
+    L.add(stat("Remapped rows", "Rows remapped to spares, by cause (Ampere and newer).", "short",
+               targets((f"nvidia_gpu_remapped_rows{{{SEL}}}", "GPU {{gpu}} {{cause}}")),
+               thresholds((None, "green"), (1, "orange"))), 6, 6)
+    L.add(stat("Remap pending / failed", "Row remap pending (reset needed) and remap failure "
+               "(RMA).", "none",
+               targets((f"nvidia_gpu_remapped_rows_pending{{{SEL}}}", "GPU {{gpu}} pending"),
+                       (f"nvidia_gpu_remapped_rows_failed{{{SEL}}}", "GPU {{gpu}} failed")),
+               thresholds((None, "green"), (1, "red")), YES_NO_MAP, color_mode="background"), 6, 6)
+    L.add(stat("Retired pages", "Pages retired by cause, and whether a retirement is pending "
+               "(Volta and older; newer GPUs remap rows).", "short",
+               targets((f"nvidia_gpu_retired_pages{{{SEL}}}", "GPU {{gpu}} {{cause}}"),
+                       (f"nvidia_gpu_retired_pages_pending{{{SEL}}}", "GPU {{gpu}} pending")),
+               thresholds((None, "green"), (1, "orange"))), 6, 6)
+    L.add(stat("Recovery action", "Recovery action the driver asks for: 0 none, 1 GPU reset, "
+               "2 node reboot, 3 drain peer-to-peer, 4 drain and reset.", "none",
+               targets((f"nvidia_gpu_recovery_action{{{SEL}}}", "GPU {{gpu}}")),
+               thresholds((None, "green"), (1, "red")),
+               value_map([(0, "none", "green"), (1, "GPU reset", "red"), (2, "node reboot", "red"),
+                          (3, "drain P2P", "orange"), (4, "drain and reset", "red")])), 6, 6)
+    L.add(timeseries("XIDs by code", "XID events counted since the exporter started, per code. "
+                     "See docs/runbooks.md for the severity of each code.", "short",
+                     targets((f"sum by (instance, gpu, xid) (nvidia_gpu_xid_errors_total{{{SEL}}})",
+                              G + " XID {{xid}}")), 0, draw="line", fill=0), 12, 8)
+    L.add(table("Last XID per code", "When each XID code last occurred, and how often.",
+                "dateTimeAsIso",
+                targets((f"max by (instance, gpu, xid) (nvidia_gpu_xid_last_timestamp_seconds{{{SEL}}}) * 1000",
+                         "last", {"instant": True, "table": True}),
+                        (f"sum by (instance, gpu, xid) (nvidia_gpu_xid_errors_total{{{SEL}}})",
+                         "count", {"instant": True, "table": True})),
+                transformations=[{"id": "merge", "options": {}}, {"id": "organize", "options": {
+                    "excludeByName": {"Time": True},
+                    "renameByName": {"Value #A": "last seen", "Value #B": "count"}}}],
+                overrides=[override("count", {"unit": "short"})]), 12, 8)
+
+    L.row("Processes and exporter")
+    L.add(timeseries("Processes", "Compute and graphics processes on each GPU.", "short",
+                     targets((f"nvidia_gpu_processes{{{SEL}}}", G + " {{type}}")), 0), 8, 8)
+    L.add(table("Process memory", "GPU memory per process (opt-in collector "
+                "--collector.process_memory).", "bytes",
+                [target(f"nvidia_gpu_process_memory_used_bytes{{{SEL}}}", "", instant=True, table=True)],
+                transformations=[{"id": "organize", "options": {
+                    "excludeByName": {"Time": True, "job": True, "__name__": True}}}]), 8, 8)
+    L.add(timeseries("Sample duration", "How long the exporter's last sample of each GPU took; "
+                     "stuck driver calls show as blocked time.", "s",
+                     targets((f"nvml_exporter_sample_duration_seconds{{{SEL}}}", G),
+                             (f"nvml_exporter_stuck_call_seconds{{{SEL}}}", G + " stuck {{family}}")), 0),
+          8, 8)
+    L.add(timeseries("NVML errors", "NVML call failures per interval by family and error "
+                     "(not-supported is not an error).", "short",
+                     targets((f"increase(nvml_exporter_nvml_errors_total{{{SEL}}}[$__rate_interval])",
+                              G + " {{family}} {{error}}")), 0), 12, 8)
+    L.add(timeseries("Sample age", "Seconds since the last complete sample of each GPU.", "s",
+                     targets((f"time() - nvml_exporter_last_sample_timestamp_seconds{{{SEL}}}", G)), 0),
+          12, 8)
+    return dashboard("nvml-gpu-detail", "NVIDIA GPU detail",
+                     "Every metric family of nvml-exporter for the selected node and GPUs.", L)
+
+
+# --------------------------------------------------------------------------
+# MIG
+# --------------------------------------------------------------------------
+
+A100_NOTE = """**Per-instance activity is unavailable on A100.** NVML exposes per-MIG-instance
+activity only through GPM (GPU Performance Monitoring), which exists on Hopper (H100, H200)
+and newer. On A100, NVML does not report utilization for MIG-enabled GPUs or MIG devices at
+all, so the activity panels below stay empty for A100 GPUs: the exporter leaves
+`nvidia_gpu_mig_activity_ratio` absent rather than reporting a misleading 0. Per-instance
+memory is available on every MIG-capable GPU. DCGM profiling metrics are the only source of
+per-instance activity on A100.
+
+The table *MIG GPUs without activity* lists the GPUs this affects."""
+
+
+def mig() -> dict:
+    L = Layout()
+    L.add(text("About MIG activity", "Why some GPUs have no per-instance activity.", A100_NOTE),
+          12, 7)
+    L.add(stat("MIG-enabled GPUs", "GPUs with MIG mode currently enabled.", "short",
+               targets((f'sum(nvidia_gpu_mig_enabled{{{SEL}, state="current"}})', "current"))), 4, 7)
+    L.add(stat("GPU instances", "MIG GPU instances in scope.", "short",
+               targets((f"count(count by (instance, gpu, gpu_instance) (nvidia_gpu_mig_info{{{SEL}}}))",
+                        "instances"))), 4, 7)
+    L.add(stat("MIG mode change pending", "GPUs whose MIG mode changes at the next reset "
+               "(pending differs from current).", "short",
+               targets((f'count(nvidia_gpu_mig_enabled{{{SEL}, state="pending"}} != ignoring(state) '
+                        f'nvidia_gpu_mig_enabled{{{SEL}, state="current"}}) or vector(0)', "pending")),
+               thresholds((None, "green"), (1, "orange"))), 4, 7)
+
+    L.row("Layout")
+    L.add(table("MIG layout", "Each GPU's GPU instances and compute instances with their "
+                "profile and MIG device UUID.", "none",
+                [target(f"nvidia_gpu_mig_info{{{SEL}}}", "", instant=True, table=True)],
+                transformations=[{"id": "organize", "options": {
+                    "excludeByName": {"Time": True, "Value": True, "__name__": True, "job": True},
+                    "indexByName": {"instance": 0, "gpu": 1, "gpu_instance": 2,
+                                    "compute_instance": 3, "profile": 4, "mig_uuid": 5}}}],
+                overrides=[override("gpu", {"links": DETAIL_LINK_TABLE})]), 16, 9)
+    L.add(bargauge("Instances per GPU", "Number of GPU instances on each MIG-enabled GPU.",
+                   "short",
+                   targets((f"count by (instance, gpu) (count by (instance, gpu, gpu_instance) "
+                            f"(nvidia_gpu_mig_info{{{SEL}}}))", G, {"instant": True})),
+                   minv=0, maxv=7), 8, 9)
+
+    L.row("Memory per instance")
+    L.add(timeseries("Memory used per instance", "Memory used in each GPU instance.", "bytes",
+                     targets((f"nvidia_gpu_mig_memory_used_bytes{{{SEL}}}", G + " GI {{gpu_instance}}")),
+                     0), 12, 8)
+    L.add(bargauge("Memory used per instance (ratio)", "Memory used over the instance's "
+                   "memory slice.", "percentunit",
+                   targets((f"nvidia_gpu_mig_memory_used_bytes{{{SEL}}} / "
+                            f"nvidia_gpu_mig_memory_total_bytes{{{SEL}}}",
+                            G + " GI {{gpu_instance}}", {"instant": True})),
+                   thresholds((None, "green"), (0.8, "orange"), (0.95, "red")), 0, 1), 12, 8)
+
+    L.row("Activity per instance (GPM, Hopper and newer)")
+    for metric, title in (("sm", "SM activity"), ("tensor", "Tensor activity"),
+                          ("dram", "DRAM activity")):
+        L.add(timeseries(f"{title} per instance",
+                         f"GPM {metric} activity of each GPU instance, as a fraction of the "
+                         f"instance's capacity. Absent on A100 (no GPM).", "percentunit",
+                         targets((f'nvidia_gpu_mig_activity_ratio{{{SEL}, metric="{metric}"}}',
+                                  G + " GI {{gpu_instance}}")), 0, 1), 8, 8)
+    L.add(table("MIG GPUs without activity", "MIG-enabled GPUs that report per-instance memory "
+                "but no per-instance activity: GPUs without GPM, such as A100.", "short",
+                [target(f"count by (instance, gpu) (nvidia_gpu_mig_memory_total_bytes{{{SEL}}}) "
+                        f"unless on (instance, gpu) count by (instance, gpu) "
+                        f"(nvidia_gpu_mig_activity_ratio{{{SEL}}})", "", instant=True, table=True)],
+                transformations=[{"id": "organize", "options": {
+                    "excludeByName": {"Time": True},
+                    "renameByName": {"Value": "GPU instances without activity"}}}]), 24, 6)
+    return dashboard("nvml-mig", "NVIDIA GPU MIG",
+                     "MIG layout, per-instance memory and activity. From nvml-exporter.", L)
+
+
+DASHBOARDS = {
+    "fleet-overview.json": fleet_overview,
+    "gpu-detail.json": gpu_detail,
+    "mig.json": mig,
+}
+
+
+def render(build) -> str:
+    return json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    stale = []
+    for name, build in DASHBOARDS.items():
+        path = HERE / name
+        text_out = render(build)
+        if check:
+            if not path.exists() or path.read_text() != text_out:
+                stale.append(name)
+        else:
+            path.write_text(text_out)
+    if stale:
+        print("out of date, run dashboards/build.py: " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

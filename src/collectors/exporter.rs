@@ -1,0 +1,104 @@
+//! The exporter's own health: build, NVML state, sampling freshness, driver
+//! errors and calls stuck in the driver. Always on.
+
+use super::{unix_seconds, Collector, Kind, Metric, Scope};
+use crate::exposition::SampleSink;
+
+pub static COLLECTOR: Collector = Collector {
+    family: None,
+    metrics: &[
+        Metric {
+            name: "nvml_exporter_build_info",
+            help: "Version and git revision of this exporter; always 1.",
+            kind: Kind::Gauge,
+            unit: None,
+            collect: build_info,
+        },
+        Metric {
+            name: "nvml_exporter_nvml_up",
+            help: "1 if NVML is loaded and initialized, 0 while the exporter retries.",
+            kind: Kind::Gauge,
+            unit: None,
+            collect: nvml_up,
+        },
+        Metric {
+            name: "nvml_exporter_last_sample_timestamp_seconds",
+            help: "Unix time the GPU's last complete sample finished.",
+            kind: Kind::Gauge,
+            unit: Some("seconds"),
+            collect: last_sample,
+        },
+        Metric {
+            name: "nvml_exporter_sample_duration_seconds",
+            help: "How long the GPU's last complete sample took.",
+            kind: Kind::Gauge,
+            unit: Some("seconds"),
+            collect: sample_duration,
+        },
+        Metric {
+            name: "nvml_exporter_nvml_errors_total",
+            help: "NVML calls that failed, by family and error (not_supported is not counted).",
+            kind: Kind::Counter,
+            unit: None,
+            collect: nvml_errors,
+        },
+        Metric {
+            name: "nvml_exporter_stuck_call_seconds",
+            help: "How long a driver call on the GPU has been blocked, as of the last poll; present only while one is stuck.",
+            kind: Kind::Gauge,
+            unit: Some("seconds"),
+            collect: stuck_call,
+        },
+    ],
+};
+
+fn build_info<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    out.sample()
+        .label("version", scope.build.version)
+        .label("revision", scope.build.revision)
+        .set(1u64);
+}
+
+fn nvml_up<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    out.sample().set(scope.snapshot.nvml_up);
+}
+
+fn last_sample<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for g in scope.gpus() {
+        if let Some(t) = g.last_sample.and_then(unix_seconds) {
+            out.gpu(g).set(t);
+        }
+    }
+}
+
+fn sample_duration<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for g in scope.gpus() {
+        if let Some(d) = g.sample_duration {
+            out.gpu(g).set(d.as_secs_f64());
+        }
+    }
+}
+
+fn nvml_errors<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for g in scope.gpus() {
+        for e in &g.nvml_errors {
+            out.gpu(g)
+                .label("family", e.family)
+                .label("error", &e.error)
+                .set(e.count);
+        }
+    }
+}
+
+fn stuck_call<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for g in scope.gpus() {
+        if let Some(s) = &g.stuck_call {
+            // A clock stepped back reads as just stuck, not as negative.
+            let secs = scope
+                .now
+                .duration_since(s.since)
+                .map_or(0.0, |d| d.as_secs_f64());
+            out.gpu(g).label("family", s.family).set(secs);
+        }
+    }
+}

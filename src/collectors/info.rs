@@ -1,0 +1,64 @@
+//! Identity: which GPUs, which driver. Always on, and kept for lost or hung
+//! GPUs so that their other series can still be joined to a name.
+
+use super::{Collector, Kind, Metric, Scope};
+use crate::exposition::SampleSink;
+
+pub static COLLECTOR: Collector = Collector {
+    family: None,
+    metrics: &[
+        Metric {
+            name: "nvidia_gpu_info",
+            help: "GPU identity; always 1. Labels NVML cannot report are left out.",
+            kind: Kind::Gauge,
+            unit: None,
+            collect: gpu_info,
+        },
+        Metric {
+            name: "nvidia_gpu_driver_info",
+            help: "Driver, NVML and CUDA driver versions; always 1.",
+            kind: Kind::Gauge,
+            unit: None,
+            collect: driver_info,
+        },
+        Metric {
+            name: "nvidia_gpu_up",
+            help: "1 if the GPU's last sample completed, 0 while it is lost, hung, failing or not yet sampled.",
+            kind: Kind::Gauge,
+            unit: None,
+            collect: up,
+        },
+    ],
+};
+
+fn gpu_info<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for g in scope.gpus() {
+        let id = &g.identity;
+        out.gpu(g)
+            .label_opt("name", id.name.as_ref())
+            .label_opt("brand", id.brand.as_ref())
+            .label_opt("architecture", id.architecture.as_ref())
+            .label_opt("pci_bus_id", id.pci_bus_id.as_ref())
+            .label_opt("serial", id.serial.as_ref())
+            .label_opt("vbios_version", id.vbios_version.as_ref())
+            .label_opt("compute_capability", id.compute_capability.as_ref())
+            .label_opt("board_part_number", id.board_part_number.as_ref())
+            .set(1u64);
+    }
+}
+
+fn driver_info<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    if let Some(d) = &scope.snapshot.driver {
+        out.sample()
+            .label("driver_version", &d.driver_version)
+            .label("nvml_version", &d.nvml_version)
+            .label_opt("cuda_driver_version", d.cuda_driver_version.as_ref())
+            .set(1u64);
+    }
+}
+
+fn up<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for g in scope.gpus() {
+        out.gpu(g).set(g.health.is_up());
+    }
+}

@@ -1,0 +1,41 @@
+//! Temperatures and the thresholds the driver acts on.
+
+use super::{Collector, Kind, Metric, Scope};
+use crate::exposition::SampleSink;
+use crate::family::Family;
+
+pub static COLLECTOR: Collector = Collector {
+    family: Some(Family::Temperature),
+    metrics: &[
+        Metric {
+            name: "nvidia_gpu_temperature_celsius",
+            help: "Temperature by sensor.",
+            kind: Kind::Gauge,
+            unit: Some("celsius"),
+            collect: temperature,
+        },
+        Metric {
+            name: "nvidia_gpu_temperature_threshold_celsius",
+            help: "Temperature at which the driver slows down or shuts down the GPU, and the other thresholds NVML reports.",
+            kind: Kind::Gauge,
+            unit: Some("celsius"),
+            collect: threshold,
+        },
+    ],
+};
+
+fn temperature<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for (g, r) in scope.readings() {
+        for &(sensor, v) in &r.temperatures {
+            out.gpu(g).label("sensor", sensor.as_label()).set(v);
+        }
+    }
+}
+
+fn threshold<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for (g, r) in scope.readings() {
+        for &(t, v) in &r.temperature_thresholds {
+            out.gpu(g).label("threshold", t.as_label()).set(v);
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! Engine utilization over NVML's last sample period.
+
+use super::{Collector, Kind, Metric, Scope};
+use crate::exposition::SampleSink;
+use crate::family::Family;
+
+pub static COLLECTOR: Collector = Collector {
+    family: Some(Family::Utilization),
+    metrics: &[Metric {
+        name: "nvidia_gpu_utilization_ratio",
+        help: "Fraction of the last sample period the engine was busy (not reported on MIG-enabled GPUs).",
+        kind: Kind::Gauge,
+        unit: Some("ratio"),
+        collect: utilization,
+    }],
+};
+
+fn utilization<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for (g, r) in scope.readings() {
+        for &(engine, v) in &r.utilization {
+            out.gpu(g).label("engine", engine.as_label()).set(v);
+        }
+    }
+}

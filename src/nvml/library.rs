@@ -1,0 +1,112 @@
+//! Which libnvidia-ml to load, decided once at start. Only configuration
+//! mistakes are errors here; a library that fails to load later is retried.
+
+use std::path::{Path, PathBuf};
+
+use super::{LibrarySource, StartError};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResolvedLibrary {
+    /// `libnvidia-ml.so.1` through the dynamic loader's search path.
+    System,
+    Path(PathBuf),
+}
+
+impl ResolvedLibrary {
+    pub fn describe(&self) -> String {
+        match self {
+            ResolvedLibrary::System => "libnvidia-ml.so.1".to_string(),
+            ResolvedLibrary::Path(p) => p.display().to_string(),
+        }
+    }
+}
+
+pub const SIM_LIBRARY_ENV: &str = "NVML_SIM_LIBRARY";
+pub const SIM_SCENARIO_ENV: &str = "NVML_SIM_SCENARIO";
+const SIM_FILE: &str = "libnvml_sim.so";
+
+pub fn resolve(source: &LibrarySource) -> Result<ResolvedLibrary, StartError> {
+    match source {
+        LibrarySource::System => Ok(ResolvedLibrary::System),
+        LibrarySource::Path(p) => {
+            if p.is_file() {
+                Ok(ResolvedLibrary::Path(p.clone()))
+            } else {
+                Err(StartError::LibraryNotFound(p.clone()))
+            }
+        }
+        LibrarySource::Simulated { scenario } => {
+            let searched = simulator_candidates(
+                std::env::var_os(SIM_LIBRARY_ENV).map(PathBuf::from),
+                std::env::current_exe().ok().as_deref(),
+            );
+            let found = searched.iter().find(|p| p.is_file()).cloned();
+            match found {
+                Some(path) => {
+                    // The simulator reads its scenario from the environment
+                    // when NVML is initialized; set it before any load.
+                    std::env::set_var(SIM_SCENARIO_ENV, scenario);
+                    Ok(ResolvedLibrary::Path(path))
+                }
+                None => Err(StartError::SimulatorNotFound { searched }),
+            }
+        }
+    }
+}
+
+/// Where the simulated driver is looked for, in order: `$NVML_SIM_LIBRARY`,
+/// next to the executable, `<exe dir>/../lib/nvml-exporter/`, and the parent
+/// of the executable's directory (cargo's test binaries live in
+/// `target/<profile>/deps/`).
+pub fn simulator_candidates(env: Option<PathBuf>, exe: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(p) = env {
+        if !p.as_os_str().is_empty() {
+            out.push(p);
+        }
+    }
+    if let Some(dir) = exe.and_then(Path::parent) {
+        out.push(dir.join(SIM_FILE));
+        if let Some(up) = dir.parent() {
+            out.push(up.join("lib").join("nvml-exporter").join(SIM_FILE));
+            out.push(up.join(SIM_FILE));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidates_follow_the_documented_order() {
+        let got = simulator_candidates(
+            Some("/x/sim.so".into()),
+            Some(Path::new("/opt/bin/nvml-exporter")),
+        );
+        assert_eq!(
+            got,
+            vec![
+                PathBuf::from("/x/sim.so"),
+                PathBuf::from("/opt/bin/libnvml_sim.so"),
+                PathBuf::from("/opt/lib/nvml-exporter/libnvml_sim.so"),
+                PathBuf::from("/opt/libnvml_sim.so"),
+            ]
+        );
+        assert_eq!(
+            simulator_candidates(Some("".into()), None),
+            Vec::<PathBuf>::new()
+        );
+    }
+
+    #[test]
+    fn a_missing_explicit_library_is_a_start_error() {
+        let err = resolve(&LibrarySource::Path(
+            "/nonexistent/libnvidia-ml.so.1".into(),
+        ))
+        .unwrap_err();
+        assert!(matches!(err, StartError::LibraryNotFound(_)));
+        assert!(err.to_string().contains("/nonexistent/libnvidia-ml.so.1"));
+    }
+}

@@ -1,0 +1,155 @@
+//! MIG: GPU instances, their compute instances (MIG devices), per-instance
+//! memory and GPM activity. Enumerated again on every poll, so a layout
+//! change shows at the next poll: vanished instances are simply not in the
+//! new list, and nothing keeps a handle across polls.
+
+use std::collections::{BTreeMap, HashMap};
+
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::Nvml;
+
+use super::fields::mig_profile_from_name;
+use super::gpu::{read_memory, Calls, Got, GpmPair};
+use super::raw::{self, DeviceHandle};
+use crate::family::Family;
+use crate::snapshot::{MigComputeInstance, MigGpuInstance, MigMemory};
+
+/// What a MIG device (by UUID) is: those never change for one UUID, so
+/// they are read once per MIG device.
+#[derive(Debug, Clone)]
+struct MigIdentity {
+    gpu_instance: u32,
+    compute_instance: u32,
+    profile: Option<String>,
+}
+
+pub struct MigSampler<'n> {
+    nvml: &'n Nvml,
+    parent: DeviceHandle,
+    max_devices: Option<u32>,
+    known: HashMap<String, MigIdentity>,
+    /// GPM samples per GPU instance, keyed by (gpu instance id, profile) so
+    /// an instance recreated with another shape starts afresh.
+    gpm: HashMap<(u32, String), GpmPair<'n>>,
+}
+
+impl<'n> MigSampler<'n> {
+    pub fn new(nvml: &'n Nvml, parent: DeviceHandle) -> Self {
+        MigSampler {
+            nvml,
+            parent,
+            max_devices: None,
+            known: HashMap::new(),
+            gpm: HashMap::new(),
+        }
+    }
+
+    pub fn sample(&mut self, c: &mut Calls<'_>, with_gpm: bool) -> Vec<MigGpuInstance> {
+        let fam = Family::Mig.name();
+        let (nvml, parent) = (self.nvml, self.parent);
+        if self.max_devices.is_none() {
+            self.max_devices = c
+                .run(fam, || raw::max_mig_device_count(nvml, parent))
+                .value();
+        }
+        let Some(max) = self.max_devices else {
+            return Vec::new();
+        };
+
+        let mut instances: BTreeMap<u32, MigGpuInstance> = BTreeMap::new();
+        let mut first_device: BTreeMap<u32, DeviceHandle> = BTreeMap::new();
+        let mut seen = Vec::new();
+        for index in 0..max {
+            let handle = match c.run(fam, || {
+                match raw::mig_device_by_index(nvml, parent, index) {
+                    // An empty slot in the MIG device table, not a failure.
+                    Err(NvmlError::NotFound) | Err(NvmlError::InvalidArg) => {
+                        Err(NvmlError::NotSupported)
+                    }
+                    other => other,
+                }
+            }) {
+                Got::Value(h) => h,
+                _ => continue,
+            };
+            let Some(uuid) = c.run(fam, || raw::uuid(nvml, handle)).value() else {
+                continue;
+            };
+            let identity = match self.known.get(&uuid) {
+                Some(id) => id.clone(),
+                None => {
+                    let Some(gi) = c.run(fam, || raw::gpu_instance_id(nvml, handle)).value() else {
+                        continue;
+                    };
+                    let Some(ci) = c
+                        .run(fam, || raw::compute_instance_id(nvml, handle))
+                        .value()
+                    else {
+                        continue;
+                    };
+                    let profile = c
+                        .run(fam, || raw::name(nvml, handle))
+                        .value()
+                        .and_then(|n| mig_profile_from_name(&n));
+                    let id = MigIdentity {
+                        gpu_instance: gi,
+                        compute_instance: ci,
+                        profile,
+                    };
+                    self.known.insert(uuid.clone(), id.clone());
+                    id
+                }
+            };
+            seen.push(uuid.clone());
+            first_device.entry(identity.gpu_instance).or_insert(handle);
+            let gi = instances
+                .entry(identity.gpu_instance)
+                .or_insert_with(|| MigGpuInstance {
+                    gpu_instance: identity.gpu_instance,
+                    profile: String::new(),
+                    memory: None,
+                    activity: Vec::new(),
+                    compute_instances: Vec::new(),
+                });
+            if gi.profile.is_empty() {
+                if let Some(p) = &identity.profile {
+                    gi.profile = p.clone();
+                }
+            }
+            gi.compute_instances.push(MigComputeInstance {
+                compute_instance: identity.compute_instance,
+                mig_uuid: uuid,
+            });
+        }
+        self.known.retain(|uuid, _| seen.contains(uuid));
+
+        for (gi_id, gi) in instances.iter_mut() {
+            gi.compute_instances.sort_by_key(|ci| ci.compute_instance);
+            if let Some(&h) = first_device.get(gi_id) {
+                // MIG devices of one GPU instance share its memory.
+                gi.memory = read_memory(nvml, h, c, fam).map(|m| MigMemory {
+                    total_bytes: m.total_bytes,
+                    used_bytes: m.used_bytes,
+                    free_bytes: m.free_bytes,
+                });
+            }
+        }
+
+        let live: Vec<(u32, String)> = instances
+            .values()
+            .map(|gi| (gi.gpu_instance, gi.profile.clone()))
+            .collect();
+        self.gpm.retain(|key, _| live.contains(key));
+        if with_gpm {
+            for gi in instances.values_mut() {
+                let pair = self
+                    .gpm
+                    .entry((gi.gpu_instance, gi.profile.clone()))
+                    .or_insert_with(GpmPair::new);
+                let id = gi.gpu_instance;
+                gi.activity = pair.step(nvml, c, |b| b.fill_mig(parent, id));
+            }
+        }
+        instances.into_values().collect()
+    }
+}

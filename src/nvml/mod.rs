@@ -1,0 +1,128 @@
+//! Sampling NVML in the background. The only module that imports
+//! `nvml_wrapper`: everything it learns leaves as a plain `Snapshot`.
+//!
+//! See docs/design.md ("Sampling") for the thread layout and why a stuck
+//! driver call never costs more than one thread per GPU.
+
+mod backoff;
+mod errors;
+mod fields;
+mod gpu;
+mod library;
+mod mig;
+mod poller;
+mod raw;
+mod units;
+mod watchdog;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::family::FamilySet;
+use crate::snapshot::Snapshot;
+
+pub use library::{SIM_LIBRARY_ENV, SIM_SCENARIO_ENV};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LibrarySource {
+    /// Let nvml-wrapper find libnvidia-ml.so.1 the usual way.
+    System,
+    /// `--nvml.library PATH`; must exist.
+    Path(PathBuf),
+    /// `--simulate [SCENARIO]`: the simulated driver, found through
+    /// `$NVML_SIM_LIBRARY`, next to the executable, or in
+    /// `<exe dir>/../lib/nvml-exporter/`; `NVML_SIM_SCENARIO` is set to
+    /// `scenario` for it.
+    Simulated { scenario: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct PollerConfig {
+    pub library: LibrarySource,
+    /// How often every GPU is sampled and a snapshot published.
+    pub interval: Duration,
+    /// How long one driver call may block before its GPU is reported hung.
+    pub stuck_deadline: Duration,
+    pub families: FamilySet,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("NVML library {0} does not exist or is not a file")]
+    LibraryNotFound(PathBuf),
+    #[error("simulated driver libnvml_sim.so not found; looked in: {}", display_paths(.searched))]
+    SimulatorNotFound { searched: Vec<PathBuf> },
+    #[error("the collect interval must be greater than zero")]
+    ZeroInterval,
+    #[error("cannot start the sampling thread: {0}")]
+    Spawn(#[source] std::io::Error),
+}
+
+fn display_paths(paths: &[PathBuf]) -> String {
+    if paths.is_empty() {
+        return "(nowhere: set NVML_SIM_LIBRARY)".into();
+    }
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Handle on the background sampling threads.
+pub struct Poller {
+    shared: Arc<poller::Shared>,
+    supervisor: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Starts sampling in background threads and returns at once. `publish`
+/// gets a fresh snapshot after every poll round, also while NVML is down
+/// (`nvml_up: false`). Only configuration errors are `Err`; a driver that
+/// fails to load or initialize is retried with backoff.
+pub fn start(
+    cfg: PollerConfig,
+    publish: Arc<dyn Fn(Arc<Snapshot>) + Send + Sync>,
+) -> Result<Poller, StartError> {
+    if cfg.interval.is_zero() {
+        return Err(StartError::ZeroInterval);
+    }
+    let lib = library::resolve(&cfg.library)?;
+    let shared = Arc::new(poller::Shared::new());
+    let s = shared.clone();
+    let supervisor = std::thread::Builder::new()
+        .name("nvml-poller".into())
+        .spawn(move || poller::supervise(cfg, lib, publish, s))
+        .map_err(StartError::Spawn)?;
+    Ok(Poller {
+        shared,
+        supervisor: Some(supervisor),
+    })
+}
+
+impl Poller {
+    /// Stops polling and joins every thread that is not stuck in a driver
+    /// call. NVML is shut down when the last thread using it lets go, which
+    /// for a stuck thread is when its call returns. Never blocks longer
+    /// than `timeout`.
+    pub fn shutdown(mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        self.shared.stop.stop();
+        if let Some(h) = self.supervisor.take() {
+            while !h.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if h.is_finished() {
+                let _ = h.join();
+            }
+        }
+        self.shared.join_threads(deadline);
+    }
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        // Dropped without shutdown: stop the threads, do not wait for them.
+        self.shared.stop.stop();
+    }
+}

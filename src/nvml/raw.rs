@@ -1,0 +1,399 @@
+//! The only `unsafe` in the exporter: NVML calls that nvml-wrapper does not
+//! wrap, or wraps in a way that loses information (see docs/design.md and
+//! FACTS.md): per-link field values need their scope id, XID events their
+//! MIG instance ids, MIG devices their instance ids; remapped rows and the
+//! memory v1 fallback are not wrapped at all.
+//!
+//! Every function resolves its symbol first and answers
+//! `FailedToLoadSymbol` (treated as "absent") when the library lacks it,
+//! instead of the panic that `NvmlLib`'s convenience methods would raise.
+
+// bindgen spells C enum constants in lower case; they are matched as
+// constants (a misspelling would fail to resolve and warn as a binding).
+#![allow(non_upper_case_globals)]
+
+use std::ffi::CStr;
+use std::mem;
+
+use nvml_wrapper::error::{nvml_try, NvmlError};
+use nvml_wrapper::Nvml;
+use nvml_wrapper_sys::bindings::*;
+
+pub type DeviceHandle = nvmlDevice_t;
+
+macro_rules! sym {
+    ($nvml:expr, $name:ident) => {
+        match $nvml.lib().$name.as_ref() {
+            Ok(f) => *f,
+            Err(e) => return Err(NvmlError::FailedToLoadSymbol(e.to_string())),
+        }
+    };
+}
+
+/// `NVML_STRUCT_VERSION(v)`: the struct size in the low bits, the version
+/// in the top byte. bindgen drops the C macro, so it is rebuilt here.
+const fn struct_version<T>(v: u32) -> u32 {
+    (mem::size_of::<T>() as u32) | (v << 24)
+}
+
+pub fn device_handle(device: &nvml_wrapper::Device<'_>) -> DeviceHandle {
+    // SAFETY: reading the handle out does not use it; it stays valid for
+    // the lifetime of the `Nvml` the device borrows.
+    unsafe { device.handle() }
+}
+
+/// A value from `nvmlDeviceGetFieldValues`, kept in the type NVML gave.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FieldValue {
+    Unsigned(u64),
+    Signed(i64),
+    Double(f64),
+}
+
+impl FieldValue {
+    pub fn as_u64(self) -> Option<u64> {
+        match self {
+            FieldValue::Unsigned(v) => Some(v),
+            FieldValue::Signed(v) => u64::try_from(v).ok(),
+            FieldValue::Double(v) if v >= 0.0 && v.is_finite() => Some(v as u64),
+            FieldValue::Double(_) => None,
+        }
+    }
+
+    pub fn as_f64(self) -> f64 {
+        match self {
+            FieldValue::Unsigned(v) => v as f64,
+            FieldValue::Signed(v) => v as f64,
+            FieldValue::Double(v) => v,
+        }
+    }
+}
+
+/// One `nvmlDeviceGetFieldValues` call for all `(field id, scope id)`
+/// requests; per-field failures come back per entry. Field ids are sent
+/// exactly as given (no renumbering).
+pub fn field_values(
+    nvml: &Nvml,
+    device: DeviceHandle,
+    requests: &[(u32, u32)],
+) -> Result<Vec<Result<FieldValue, NvmlError>>, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetFieldValues);
+    // SAFETY: nvmlFieldValue_t is plain old data; zeroed is a valid value.
+    let mut values: Vec<nvmlFieldValue_t> = requests
+        .iter()
+        .map(|&(id, scope)| {
+            let mut v: nvmlFieldValue_t = unsafe { mem::zeroed() };
+            v.fieldId = id;
+            v.scopeId = scope;
+            v
+        })
+        .collect();
+    let count = i32::try_from(values.len()).map_err(|_| NvmlError::InvalidArg)?;
+    // SAFETY: the buffer holds exactly `count` initialized entries.
+    nvml_try(unsafe { f(device, count, values.as_mut_ptr()) })?;
+    Ok(values
+        .iter()
+        .map(|v| {
+            nvml_try(v.nvmlReturn)?;
+            // SAFETY: the union member read is the one valueType names.
+            let value = unsafe {
+                match v.valueType {
+                    nvmlValueType_enum_NVML_VALUE_TYPE_DOUBLE => FieldValue::Double(v.value.dVal),
+                    nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT => {
+                        FieldValue::Unsigned(u64::from(v.value.uiVal))
+                    }
+                    nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG => {
+                        FieldValue::Unsigned(v.value.ulVal as u64)
+                    }
+                    nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG => {
+                        FieldValue::Unsigned(v.value.ullVal)
+                    }
+                    nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_LONG_LONG => {
+                        FieldValue::Signed(v.value.sllVal)
+                    }
+                    nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_INT => {
+                        FieldValue::Signed(i64::from(v.value.siVal))
+                    }
+                    nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_SHORT => {
+                        FieldValue::Unsigned(u64::from(v.value.usVal))
+                    }
+                    other => return Err(NvmlError::UnexpectedVariant(other)),
+                }
+            };
+            Ok(value)
+        })
+        .collect())
+}
+
+/// `(total, reserved, free, used)` from `nvmlDeviceGetMemoryInfo_v2`.
+pub fn memory_v2(nvml: &Nvml, device: DeviceHandle) -> Result<(u64, u64, u64, u64), NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetMemoryInfo_v2);
+    // SAFETY: POD struct, version set as nvml.h requires.
+    let mut m: nvmlMemory_v2_t = unsafe { mem::zeroed() };
+    m.version = struct_version::<nvmlMemory_v2_t>(2);
+    nvml_try(unsafe { f(device, &mut m) })?;
+    Ok((m.total, m.reserved, m.free, m.used))
+}
+
+/// `(total, free, used)` from the v1 call; `used` includes reserved memory.
+pub fn memory_v1(nvml: &Nvml, device: DeviceHandle) -> Result<(u64, u64, u64), NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetMemoryInfo);
+    // SAFETY: POD out-parameter.
+    let mut m: nvmlMemory_t = unsafe { mem::zeroed() };
+    nvml_try(unsafe { f(device, &mut m) })?;
+    Ok((m.total, m.free, m.used))
+}
+
+/// `(correctable, uncorrectable, pending, failure)`.
+pub fn remapped_rows(
+    nvml: &Nvml,
+    device: DeviceHandle,
+) -> Result<(u32, u32, bool, bool), NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetRemappedRows);
+    let (mut cor, mut unc, mut pending, mut failed) = (0u32, 0u32, 0u32, 0u32);
+    // SAFETY: four valid out-pointers.
+    nvml_try(unsafe { f(device, &mut cor, &mut unc, &mut pending, &mut failed) })?;
+    Ok((cor, unc, pending != 0, failed != 0))
+}
+
+pub fn mig_mode(nvml: &Nvml, device: DeviceHandle) -> Result<(bool, bool), NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetMigMode);
+    let (mut current, mut pending) = (0u32, 0u32);
+    // SAFETY: valid out-pointers.
+    nvml_try(unsafe { f(device, &mut current, &mut pending) })?;
+    Ok((current == 1, pending == 1))
+}
+
+pub fn max_mig_device_count(nvml: &Nvml, device: DeviceHandle) -> Result<u32, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetMaxMigDeviceCount);
+    let mut count = 0u32;
+    // SAFETY: valid out-pointer.
+    nvml_try(unsafe { f(device, &mut count) })?;
+    Ok(count)
+}
+
+pub fn mig_device_by_index(
+    nvml: &Nvml,
+    device: DeviceHandle,
+    index: u32,
+) -> Result<DeviceHandle, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetMigDeviceHandleByIndex);
+    // SAFETY: valid out-pointer; a null handle is only stored, never used
+    // unless NVML reported success.
+    let mut handle: nvmlDevice_t = std::ptr::null_mut();
+    nvml_try(unsafe { f(device, index, &mut handle) })?;
+    Ok(handle)
+}
+
+pub fn gpu_instance_id(nvml: &Nvml, device: DeviceHandle) -> Result<u32, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetGpuInstanceId);
+    let mut id = 0u32;
+    // SAFETY: valid out-pointer.
+    nvml_try(unsafe { f(device, &mut id) })?;
+    Ok(id)
+}
+
+pub fn compute_instance_id(nvml: &Nvml, device: DeviceHandle) -> Result<u32, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetComputeInstanceId);
+    let mut id = 0u32;
+    // SAFETY: valid out-pointer.
+    nvml_try(unsafe { f(device, &mut id) })?;
+    Ok(id)
+}
+
+fn read_string(
+    buf_len: usize,
+    call: impl FnOnce(*mut std::os::raw::c_char, u32) -> nvmlReturn_t,
+) -> Result<String, NvmlError> {
+    let mut buf = vec![0 as std::os::raw::c_char; buf_len];
+    nvml_try(call(buf.as_mut_ptr(), buf_len as u32))?;
+    // Guarantee termination even if the library filled the whole buffer.
+    if let Some(last) = buf.last_mut() {
+        *last = 0;
+    }
+    // SAFETY: NUL-terminated above, within the buffer.
+    let s = unsafe { CStr::from_ptr(buf.as_ptr()) };
+    Ok(s.to_str()?.to_string())
+}
+
+/// UUID of any handle, MIG devices included (96 bytes as nvml.h sizes it).
+pub fn uuid(nvml: &Nvml, device: DeviceHandle) -> Result<String, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetUUID);
+    // SAFETY: the buffer is `len` bytes long.
+    read_string(96, |p, len| unsafe { f(device, p, len) })
+}
+
+pub fn name(nvml: &Nvml, device: DeviceHandle) -> Result<String, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetName);
+    // SAFETY: the buffer is `len` bytes long.
+    read_string(96, |p, len| unsafe { f(device, p, len) })
+}
+
+pub fn process_name(nvml: &Nvml, pid: u32) -> Result<String, NvmlError> {
+    let f = sym!(nvml, nvmlSystemGetProcessName);
+    // SAFETY: the buffer is `len` bytes long.
+    read_string(256, |p, len| unsafe { f(pid, p, len) })
+}
+
+/// JPEG or OFA engine utilization in percent.
+pub fn jpg_utilization(nvml: &Nvml, device: DeviceHandle) -> Result<u32, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetJpgUtilization);
+    let (mut util, mut period) = (0u32, 0u32);
+    // SAFETY: valid out-pointers.
+    nvml_try(unsafe { f(device, &mut util, &mut period) })?;
+    Ok(util)
+}
+
+pub fn ofa_utilization(nvml: &Nvml, device: DeviceHandle) -> Result<u32, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetOfaUtilization);
+    let (mut util, mut period) = (0u32, 0u32);
+    // SAFETY: valid out-pointers.
+    nvml_try(unsafe { f(device, &mut util, &mut period) })?;
+    Ok(util)
+}
+
+pub fn nvlink_active(nvml: &Nvml, device: DeviceHandle, link: u32) -> Result<bool, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetNvLinkState);
+    let mut state: nvmlEnableState_t = 0;
+    // SAFETY: valid out-pointer.
+    nvml_try(unsafe { f(device, link, &mut state) })?;
+    Ok(state == nvmlEnableState_enum_NVML_FEATURE_ENABLED)
+}
+
+pub fn gpm_supported(nvml: &Nvml, device: DeviceHandle) -> Result<bool, NvmlError> {
+    let f = sym!(nvml, nvmlGpmQueryDeviceSupport);
+    let mut s = nvmlGpmSupport_t {
+        version: NVML_GPM_SUPPORT_VERSION,
+        isSupportedDevice: 0,
+    };
+    // SAFETY: versioned POD out-parameter.
+    nvml_try(unsafe { f(device, &mut s) })?;
+    Ok(s.isSupportedDevice != 0)
+}
+
+/// A GPM sample buffer, freed on drop. Holds a raw pointer, so it is
+/// neither Send nor Sync: it lives and dies in its GPU's worker thread.
+pub struct GpmBuffer<'n> {
+    nvml: &'n Nvml,
+    handle: nvmlGpmSample_t,
+}
+
+impl<'n> GpmBuffer<'n> {
+    pub fn alloc(nvml: &'n Nvml) -> Result<Self, NvmlError> {
+        let f = sym!(nvml, nvmlGpmSampleAlloc);
+        let mut handle: nvmlGpmSample_t = std::ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        nvml_try(unsafe { f(&mut handle) })?;
+        Ok(GpmBuffer { nvml, handle })
+    }
+
+    /// Fills this buffer from the whole GPU.
+    pub fn fill(&mut self, device: DeviceHandle) -> Result<(), NvmlError> {
+        let f = sym!(self.nvml, nvmlGpmSampleGet);
+        // SAFETY: handle allocated by nvmlGpmSampleAlloc of this library.
+        nvml_try(unsafe { f(device, self.handle) })
+    }
+
+    /// Fills this buffer from one MIG GPU instance of `device`.
+    pub fn fill_mig(&mut self, device: DeviceHandle, gpu_instance: u32) -> Result<(), NvmlError> {
+        let f = sym!(self.nvml, nvmlGpmMigSampleGet);
+        // SAFETY: as above.
+        nvml_try(unsafe { f(device, gpu_instance, self.handle) })
+    }
+}
+
+impl Drop for GpmBuffer<'_> {
+    fn drop(&mut self) {
+        if let Ok(f) = self.nvml.lib().nvmlGpmSampleFree.as_ref() {
+            // SAFETY: handle came from nvmlGpmSampleAlloc and is freed once.
+            unsafe {
+                f(self.handle);
+            }
+        }
+    }
+}
+
+/// `nvmlGpmMetricsGet` between two samples; one result per requested id.
+pub fn gpm_metrics(
+    nvml: &Nvml,
+    earlier: &GpmBuffer<'_>,
+    later: &GpmBuffer<'_>,
+    ids: &[u32],
+) -> Result<Vec<Result<f64, NvmlError>>, NvmlError> {
+    let f = sym!(nvml, nvmlGpmMetricsGet);
+    // SAFETY: POD request; only `numMetrics` entries are read or written
+    // (the array's declared size differs between header versions).
+    let mut req: Box<nvmlGpmMetricsGet_t> = Box::new(unsafe { mem::zeroed() });
+    let n = ids.len().min(req.metrics.len());
+    req.version = NVML_GPM_METRICS_GET_VERSION;
+    req.numMetrics = n as u32;
+    req.sample1 = earlier.handle;
+    req.sample2 = later.handle;
+    for (slot, id) in req.metrics.iter_mut().zip(ids) {
+        slot.metricId = *id;
+    }
+    nvml_try(unsafe { f(&mut *req) })?;
+    Ok(req.metrics[..n]
+        .iter()
+        .map(|m| nvml_try(m.nvmlReturn).map(|()| m.value))
+        .collect())
+}
+
+/// An XID event as NVML delivered it, MIG instance ids included.
+#[derive(Debug, Clone, Copy)]
+pub struct RawEvent {
+    pub device: DeviceHandle,
+    pub event_type: u64,
+    pub data: u64,
+    pub gpu_instance: u32,
+    pub compute_instance: u32,
+}
+
+pub struct EventSet<'n> {
+    nvml: &'n Nvml,
+    handle: nvmlEventSet_t,
+}
+
+impl<'n> EventSet<'n> {
+    pub fn create(nvml: &'n Nvml) -> Result<Self, NvmlError> {
+        let f = sym!(nvml, nvmlEventSetCreate);
+        let mut handle: nvmlEventSet_t = std::ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        nvml_try(unsafe { f(&mut handle) })?;
+        Ok(EventSet { nvml, handle })
+    }
+
+    pub fn register(&self, device: DeviceHandle, event_types: u64) -> Result<(), NvmlError> {
+        let f = sym!(self.nvml, nvmlDeviceRegisterEvents);
+        // SAFETY: set handle from nvmlEventSetCreate, device from NVML.
+        nvml_try(unsafe { f(device, event_types, self.handle) })
+    }
+
+    /// Waits up to `timeout_ms`; `Timeout` when nothing arrived.
+    pub fn wait(&self, timeout_ms: u32) -> Result<RawEvent, NvmlError> {
+        let f = sym!(self.nvml, nvmlEventSetWait_v2);
+        // SAFETY: POD out-parameter.
+        let mut data: nvmlEventData_t = unsafe { mem::zeroed() };
+        nvml_try(unsafe { f(self.handle, &mut data, timeout_ms) })?;
+        Ok(RawEvent {
+            device: data.device,
+            event_type: data.eventType,
+            data: data.eventData,
+            gpu_instance: data.gpuInstanceId,
+            compute_instance: data.computeInstanceId,
+        })
+    }
+}
+
+impl Drop for EventSet<'_> {
+    fn drop(&mut self) {
+        if let Ok(f) = self.nvml.lib().nvmlEventSetFree.as_ref() {
+            // SAFETY: handle came from nvmlEventSetCreate and is freed once.
+            unsafe {
+                f(self.handle);
+            }
+        }
+    }
+}
+
+pub const XID_EVENT: u64 = nvmlEventTypeXidCriticalError as u64;

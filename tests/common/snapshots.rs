@@ -1,0 +1,388 @@
+//! Hand-built snapshots for the exposition tests: what the sampler would
+//! publish for a DGX-like fleet (MIG, a lost GPU, a hung GPU), a
+//! workstation, and a large fleet. Every field of the snapshot is set
+//! somewhere in `dgx_fleet`, so it emits every metric family.
+#![allow(dead_code)]
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use nvml_exporter::snapshot::*;
+
+/// The render time the fixtures are built around.
+pub fn now() -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(1_795_000_000_250)
+}
+
+fn ago(secs: f64) -> SystemTime {
+    now() - Duration::from_secs_f64(secs)
+}
+
+pub fn h100_identity(i: u32) -> GpuIdentity {
+    GpuIdentity {
+        name: Some("NVIDIA H100 80GB HBM3".into()),
+        brand: Some("nvidia".into()),
+        architecture: Some("hopper".into()),
+        pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x18 + i * 0x10)),
+        serial: Some(format!("165322000{i:04}")),
+        vbios_version: Some("96.00.74.00.01".into()),
+        compute_capability: Some("9.0".into()),
+        board_part_number: Some("692-2G520-0200-000".into()),
+    }
+}
+
+pub fn uuid(i: u32) -> String {
+    format!("GPU-{i:08x}-1111-2222-3333-444455556666")
+}
+
+fn process(pid: u32, name: &str, bytes: u64, mig: Option<(u32, u32)>) -> Process {
+    Process {
+        pid,
+        name: Some(name.into()),
+        used_memory_bytes: Some(bytes),
+        gpu_instance: mig.map(|m| m.0),
+        compute_instance: mig.map(|m| m.1),
+    }
+}
+
+/// Readings of a busy H100 with every optional reading present.
+pub fn h100_readings(i: u32) -> GpuReadings {
+    let f = f64::from(i);
+    GpuReadings {
+        utilization: Engine::ALL
+            .iter()
+            .enumerate()
+            .map(|(k, &e)| (e, (k as f64 * 0.13 + f * 0.01) % 1.0))
+            .collect(),
+        activity: GpmMetric::ALL
+            .iter()
+            .enumerate()
+            .map(|(k, &m)| (m, (k as f64 * 0.07 + 0.05) % 1.0))
+            .collect(),
+        memory: Some(Memory {
+            total_bytes: 85_520_809_984,
+            used_bytes: 40_000_000_000 + u64::from(i) * 1_000_000,
+            free_bytes: 45_000_000_000 - u64::from(i) * 1_000_000,
+            reserved_bytes: Some(520_809_984),
+        }),
+        bar1: Some(Bar1Memory {
+            total_bytes: 137_438_953_472,
+            used_bytes: 5_242_880,
+        }),
+        temperatures: vec![(Sensor::Gpu, 41.0 + f), (Sensor::Memory, 49.0 + f)],
+        temperature_thresholds: Threshold::ALL
+            .iter()
+            .enumerate()
+            .map(|(k, &t)| (t, 80.0 + k as f64))
+            .collect(),
+        fan_speeds: vec![],
+        power_usage_watts: Some(312.625 + f),
+        power_limits: vec![
+            (PowerLimit::Enforced, 700.0),
+            (PowerLimit::Management, 700.0),
+            (PowerLimit::Default, 700.0),
+            (PowerLimit::Min, 200.0),
+            (PowerLimit::Max, 700.0),
+        ],
+        energy_joules: Some(123_456_789.123 + f),
+        performance_state: Some(0),
+        clocks_hertz: Clock::ALL.iter().map(|&c| (c, 1_755_000_000.0)).collect(),
+        max_clocks_hertz: Clock::ALL.iter().map(|&c| (c, 1_980_000_000.0)).collect(),
+        throttle_active: ThrottleReason::ALL
+            .iter()
+            .map(|&r| (r, r == ThrottleReason::SwPowerCap))
+            .collect(),
+        throttle_seconds: vec![
+            (ThrottleReason::SwPowerCap, 12.5),
+            (ThrottleReason::HwSlowdown, 0.0),
+            (ThrottleReason::SwThermal, 0.001),
+        ],
+        pcie: Pcie {
+            link_generation_current: Some(5),
+            link_generation_max: Some(5),
+            link_width_current: Some(16),
+            link_width_max: Some(16),
+            replay_errors: Some(u64::from(i)),
+            tx_bytes: Some(9_007_199_254_740_993),
+            rx_bytes: Some(u64::MAX - 1),
+        },
+        persistence_mode: Some(true),
+        display_active: Some(false),
+        compute_mode: Some(ComputeMode::Default),
+        ecc_mode: Some(ModePair {
+            current: true,
+            pending: true,
+        }),
+        mig_mode: Some(ModePair {
+            current: false,
+            pending: false,
+        }),
+        ecc_errors: EccError::ALL
+            .iter()
+            .flat_map(|&error| {
+                EccScope::ALL.iter().flat_map(move |&scope| {
+                    EccLocation::ALL.iter().map(move |&location| EccCount {
+                        error,
+                        scope,
+                        location,
+                        count: if error == EccError::Corrected { 3 } else { 0 },
+                    })
+                })
+            })
+            .collect(),
+        retired_pages: vec![
+            (RetirementCause::SingleBitEcc, 0),
+            (RetirementCause::DoubleBitEcc, 0),
+        ],
+        retired_pages_pending: Some(false),
+        remapped_rows: Some(RemappedRows {
+            correctable: 1,
+            uncorrectable: 0,
+            pending: false,
+            failed: false,
+        }),
+        recovery_action: Some(0),
+        nvlinks: (0..18)
+            .map(|link| NvLink {
+                link,
+                up: link != 17,
+                errors: NvLinkError::ALL
+                    .iter()
+                    .map(|&e| (e, u64::from(link % 3)))
+                    .collect(),
+                tx_bytes: Some(1_000_000_000_000 * u64::from(link + 1)),
+                rx_bytes: Some(2_000_000_000_000 * u64::from(link + 1)),
+            })
+            .collect(),
+        compute_processes: Some(vec![
+            process(4242, "python3", 30_000_000_000, None),
+            process(4243, "weird \"name\" \\ with\nnewline ünï", 1_048_576, None),
+        ]),
+        graphics_processes: Some(vec![]),
+        mig: vec![],
+    }
+}
+
+fn mig_readings(i: u32) -> GpuReadings {
+    let mut r = h100_readings(i);
+    // NVML reports no engine utilization on a MIG-enabled GPU.
+    r.utilization.clear();
+    r.mig_mode = Some(ModePair {
+        current: true,
+        pending: true,
+    });
+    let profiles = [
+        (1, "3g.40gb", 2),
+        (2, "2g.20gb", 1),
+        (9, "1g.10gb", 1),
+        (10, "1g.10gb", 0),
+    ];
+    r.mig = profiles
+        .iter()
+        .map(|&(gi, profile, cis)| MigGpuInstance {
+            gpu_instance: gi,
+            profile: profile.into(),
+            memory: Some(MigMemory {
+                total_bytes: 10_468_982_784,
+                used_bytes: 13_631_488,
+                free_bytes: 10_455_351_296,
+            }),
+            activity: vec![
+                (GpmMetric::Sm, 0.25),
+                (GpmMetric::Tensor, 0.125),
+                (GpmMetric::Dram, 0.5),
+            ],
+            compute_instances: (0..cis)
+                .map(|ci| MigComputeInstance {
+                    compute_instance: ci,
+                    mig_uuid: format!("MIG-{i:04x}{gi:04x}-{ci:04x}-5555-6666-777788889999"),
+                })
+                .collect(),
+        })
+        .collect();
+    r.compute_processes = Some(vec![
+        process(5000, "trainer", 8_000_000_000, Some((1, 0))),
+        process(5001, "trainer", 4_000_000_000, Some((1, 1))),
+        process(5002, "infer", 2_000_000_000, Some((2, 0))),
+    ]);
+    r.graphics_processes = Some(vec![process(5003, "Xorg", 4_194_304, Some((9, 0)))]);
+    r
+}
+
+fn gpu(i: u32, health: Health, readings: Option<GpuReadings>) -> GpuState {
+    GpuState {
+        index: i,
+        uuid: uuid(i),
+        identity: h100_identity(i),
+        health,
+        last_sample: Some(ago(1.0 + f64::from(i) * 0.001)),
+        sample_duration: Some(Duration::from_micros(1500 + u64::from(i))),
+        stuck_call: None,
+        readings,
+        xids: vec![],
+        nvml_errors: vec![],
+        pods: vec![],
+    }
+}
+
+/// Eight H100s: 0-3 whole, 4-5 in MIG mode, 6 lost (fell off the bus after
+/// an XID 79), 7 hung in a power call.
+pub fn dgx_fleet() -> Snapshot {
+    let mut gpus: Vec<GpuState> = (0..4)
+        .map(|i| gpu(i, Health::Up, Some(h100_readings(i))))
+        .collect();
+    gpus.extend((4..6).map(|i| gpu(i, Health::Up, Some(mig_readings(i)))));
+
+    gpus[4].xids = vec![
+        XidCount {
+            xid: 13,
+            gpu_instance: Some(1),
+            compute_instance: Some(0),
+            count: 2,
+            last_seen: ago(300.0),
+        },
+        XidCount {
+            xid: 13,
+            gpu_instance: Some(2),
+            compute_instance: Some(0),
+            count: 1,
+            last_seen: ago(60.0),
+        },
+        XidCount {
+            xid: 31,
+            gpu_instance: None,
+            compute_instance: None,
+            count: 1,
+            last_seen: ago(3600.0),
+        },
+    ];
+
+    let mut lost = gpu(6, Health::Lost, None);
+    lost.identity.serial = None; // also exercises an absent info label
+    lost.xids = vec![XidCount {
+        xid: 79,
+        gpu_instance: None,
+        compute_instance: None,
+        count: 1,
+        last_seen: ago(30.0),
+    }];
+    lost.nvml_errors = vec![
+        NvmlErrorCount {
+            family: "power",
+            error: "gpu_is_lost".into(),
+            count: 12,
+        },
+        NvmlErrorCount {
+            family: "memory",
+            error: "gpu_is_lost".into(),
+            count: 12,
+        },
+    ];
+    gpus.push(lost);
+
+    let mut hung = gpu(7, Health::Hung, None);
+    hung.stuck_call = Some(StuckCall {
+        family: "power",
+        since: ago(42.5),
+    });
+    hung.nvml_errors = vec![NvmlErrorCount {
+        family: "ecc",
+        error: "timeout".into(),
+        count: 1,
+    }];
+    gpus.push(hung);
+
+    Snapshot {
+        nvml_up: true,
+        ready: true,
+        driver: Some(DriverInfo {
+            driver_version: "550.90.07".into(),
+            nvml_version: "12.550.90.07".into(),
+            cuda_driver_version: Some("12.4".into()),
+        }),
+        gpus,
+    }
+}
+
+/// `dgx_fleet` plus what no DGX has (fans): every field of the snapshot is
+/// set on some GPU, so every metric family is emitted.
+pub fn fully_populated() -> Snapshot {
+    let mut s = dgx_fleet();
+    if let Some(r) = s.gpus[0].readings.as_mut() {
+        r.fan_speeds = vec![(0, 0.45), (1, 0.5)];
+    }
+    s
+}
+
+/// One consumer card: no ECC, no MIG, no NVLink, no BAR1 beyond basics, a
+/// fan, graphics processes, no serial.
+pub fn workstation() -> Snapshot {
+    let mut r = h100_readings(0);
+    r.activity.clear();
+    r.memory = Some(Memory {
+        total_bytes: 25_757_220_864,
+        used_bytes: 1_073_741_824,
+        free_bytes: 24_683_479_040,
+        reserved_bytes: None,
+    });
+    r.fan_speeds = vec![(0, 0.3), (1, 0.31)];
+    r.ecc_mode = None;
+    r.mig_mode = None;
+    r.ecc_errors.clear();
+    r.retired_pages.clear();
+    r.retired_pages_pending = None;
+    r.remapped_rows = None;
+    r.recovery_action = None;
+    r.nvlinks.clear();
+    r.display_active = Some(true);
+    r.graphics_processes = Some(vec![process(1200, "Xorg", 300_000_000, None)]);
+    let mut g = gpu(0, Health::Up, Some(r));
+    g.identity = GpuIdentity {
+        name: Some("NVIDIA GeForce RTX 4090".into()),
+        brand: Some("geforce_rtx".into()),
+        architecture: Some("ada_lovelace".into()),
+        pci_bus_id: Some("00000000:01:00.0".into()),
+        serial: None,
+        vbios_version: Some("95.02.18.80.5F".into()),
+        compute_capability: Some("8.9".into()),
+        board_part_number: None,
+    };
+    Snapshot {
+        nvml_up: true,
+        ready: true,
+        driver: Some(DriverInfo {
+            driver_version: "550.90.07".into(),
+            nvml_version: "12.550.90.07".into(),
+            cuda_driver_version: Some("12.4".into()),
+        }),
+        gpus: vec![g],
+    }
+}
+
+/// The largest fleet render must handle: 16 GPUs, each with 7 MIG
+/// instances.
+pub fn large_fleet() -> Snapshot {
+    let mut s = dgx_fleet();
+    s.gpus = (0..16)
+        .map(|i| {
+            let mut r = mig_readings(i);
+            r.mig = (0..7)
+                .map(|k| MigGpuInstance {
+                    gpu_instance: 7 + k,
+                    profile: "1g.10gb".into(),
+                    memory: Some(MigMemory {
+                        total_bytes: 10_468_982_784,
+                        used_bytes: 13_631_488,
+                        free_bytes: 10_455_351_296,
+                    }),
+                    activity: GpmMetric::ALL.iter().map(|&m| (m, 0.5)).collect(),
+                    compute_instances: vec![MigComputeInstance {
+                        compute_instance: 0,
+                        mig_uuid: format!("MIG-{i:04x}{k:04x}-0000-5555-6666-777788889999"),
+                    }],
+                })
+                .collect();
+            gpu(i, Health::Up, Some(r))
+        })
+        .collect();
+    s
+}

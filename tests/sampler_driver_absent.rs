@@ -1,0 +1,63 @@
+//! A driver that cannot be loaded is not a start error: the poller keeps
+//! publishing `nvml_up: false` snapshots and retries. A library path that
+//! does not exist at all is a configuration error.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nvml_exporter::family::FamilySet;
+use nvml_exporter::nvml::{self, LibrarySource, PollerConfig, StartError};
+use nvml_exporter::snapshot::Snapshot;
+
+fn config(library: LibrarySource) -> PollerConfig {
+    PollerConfig {
+        library,
+        interval: Duration::from_millis(50),
+        stuck_deadline: Duration::from_secs(1),
+        families: FamilySet::defaults(),
+    }
+}
+
+#[test]
+fn missing_library_path_is_a_start_error() {
+    let err = nvml::start(
+        config(LibrarySource::Path("/nonexistent/libnvidia-ml.so.1".into())),
+        Arc::new(|_| {}),
+    )
+    .err()
+    .expect("a missing --nvml.library must fail start");
+    assert!(matches!(err, StartError::LibraryNotFound(_)), "{err}");
+}
+
+#[test]
+fn unloadable_library_publishes_nvml_down_and_keeps_going() {
+    let dir = tempfile::tempdir().unwrap();
+    let bogus = dir.path().join("libnvidia-ml.so.1");
+    std::fs::write(&bogus, b"not an ELF file").unwrap();
+
+    let seen: Arc<Mutex<Vec<Arc<Snapshot>>>> = Arc::default();
+    let sink = seen.clone();
+    let poller = nvml::start(
+        config(LibrarySource::Path(bogus)),
+        Arc::new(move |s| sink.lock().unwrap().push(s)),
+    )
+    .expect("an unloadable driver is not a start error");
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.lock().unwrap().len() < 5 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    poller.shutdown(Duration::from_secs(2));
+    let seen = seen.lock().unwrap();
+    assert!(
+        seen.len() >= 5,
+        "snapshots keep coming while NVML is down (got {})",
+        seen.len()
+    );
+    for s in seen.iter() {
+        assert!(!s.nvml_up);
+        assert!(!s.ready);
+        assert!(s.driver.is_none());
+        assert!(s.gpus.is_empty());
+    }
+}

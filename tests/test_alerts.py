@@ -1,0 +1,239 @@
+"""The alert rules: lint and unit-test them with the real promtool, and hold
+every rule to the conventions on-call engineers depend on (severity, the
+annotations naming node, GPU, UUID and value, a runbook section that exists,
+an XID table that matches the expressions)."""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+ALERTS_DIR = ROOT / "alerts"
+RULE_FILES = sorted(ALERTS_DIR.glob("*.rules.yml"))
+UNIT_TESTS = sorted((ROOT / "tests" / "alerts").glob("*.test.yml"))
+RUNBOOKS = ROOT / "docs" / "runbooks.md"
+RUNBOOK_PREFIX = "https://github.com/nvml-exporter/nvml-exporter/blob/main/docs/runbooks.md#"
+SEVERITIES = {"critical", "warning", "info"}
+# Alerts about the exporter process or NVML as a whole: they concern a node,
+# not one GPU, so their annotations cannot name a GPU index or UUID.
+NODE_LEVEL_ALERTS = {"NvmlExporterDown", "NvmlExporterNvmlDown"}
+XID_RULES = {
+    "NvidiaGpuXidCritical",
+    "NvidiaGpuXidWarning",
+    "NvidiaGpuXidApplicationError",
+    "NvidiaGpuXidStoppedProcessing",
+}
+
+
+def promtool() -> str:
+    path = shutil.which("promtool")
+    assert path, "promtool not found: run scripts/install-test-deps (Debian package prometheus)"
+    return path
+
+
+def all_rules():
+    rules = []
+    for f in RULE_FILES:
+        doc = yaml.safe_load(f.read_text())
+        for group in doc["groups"]:
+            for rule in group["rules"]:
+                rules.append(rule)
+    return rules
+
+
+def alert_rules():
+    return [r for r in all_rules() if "alert" in r]
+
+
+def github_slug(heading: str) -> str:
+    """The anchor GitHub generates for a Markdown heading."""
+    slug = heading.strip().lower()
+    slug = re.sub(r"[^\w\- ]", "", slug)
+    return slug.replace(" ", "-")
+
+
+def runbook_anchors():
+    return {
+        github_slug(m.group(1))
+        for m in re.finditer(r"^#{1,6} (.+)$", RUNBOOKS.read_text(), re.MULTILINE)
+    }
+
+
+def test_rule_files_exist():
+    assert RULE_FILES, "no alerts/*.rules.yml"
+    assert UNIT_TESTS, "no tests/alerts/*.test.yml"
+
+
+def test_promtool_check_rules():
+    out = subprocess.run(
+        [promtool(), "check", "rules", *map(str, RULE_FILES)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS" in out.stdout
+
+
+def test_promtool_unit_tests():
+    out = subprocess.run(
+        [promtool(), "test", "rules", *map(str, UNIT_TESTS)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_alert_names_unique():
+    names = [r["alert"] for r in alert_rules()]
+    assert len(names) == len(set(names)), names
+
+
+@pytest.mark.parametrize("rule", alert_rules(), ids=lambda r: r["alert"])
+def test_rule_has_severity_and_annotations(rule):
+    labels = rule.get("labels", {})
+    annotations = rule.get("annotations", {})
+    assert labels.get("severity") in SEVERITIES, rule["alert"]
+    for key in ("summary", "description", "runbook_url"):
+        assert annotations.get(key), f"{rule['alert']} lacks {key}"
+    text = annotations["summary"] + annotations["description"]
+    assert "$labels.instance" in text, f"{rule['alert']} does not name the node"
+    assert "$value" in text, f"{rule['alert']} does not give the value"
+    if rule["alert"] not in NODE_LEVEL_ALERTS:
+        assert "$labels.gpu " in text or "$labels.gpu}" in text, f"{rule['alert']} lacks the GPU index"
+        assert "$labels.uuid" in text, f"{rule['alert']} lacks the GPU UUID"
+
+
+@pytest.mark.parametrize("rule", alert_rules(), ids=lambda r: r["alert"])
+def test_runbook_url_points_at_existing_section(rule):
+    url = rule["annotations"]["runbook_url"]
+    assert url.startswith(RUNBOOK_PREFIX), url
+    anchor = url[len(RUNBOOK_PREFIX):]
+    assert anchor in runbook_anchors(), f"docs/runbooks.md has no heading for #{anchor}"
+    assert anchor == github_slug(rule["alert"]), "each alert's runbook section is titled by its name"
+
+
+def test_every_runbook_section_has_meaning_and_action():
+    text = RUNBOOKS.read_text()
+    for rule in alert_rules():
+        m = re.search(rf"^## {rule['alert']}\n(.*?)(?=^## |\Z)", text, re.MULTILINE | re.DOTALL)
+        assert m, f"no section for {rule['alert']}"
+        body = m.group(1)
+        assert "**Meaning.**" in body, rule["alert"]
+        assert "**What to do.**" in body, rule["alert"]
+
+
+def test_runbooks_cite_nvidia_documentation():
+    text = RUNBOOKS.read_text()
+    for url in (
+        "https://docs.nvidia.com/deploy/xid-errors/",
+        "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/",
+        "https://docs.nvidia.com/deploy/dynamic-page-retirement/",
+    ):
+        assert url in text, url
+
+
+def _unit_test_evals():
+    for f in UNIT_TESTS:
+        doc = yaml.safe_load(f.read_text())
+        for case in doc["tests"]:
+            for ev in case.get("alert_rule_test", []):
+                yield ev
+
+
+@pytest.mark.parametrize("rule", alert_rules(), ids=lambda r: r["alert"])
+def test_every_alert_is_unit_tested_firing_and_quiet(rule):
+    name = rule["alert"]
+    evals = [e for e in _unit_test_evals() if e["alertname"] == name]
+    firing = [e for e in evals if e.get("exp_alerts")]
+    quiet = [e for e in evals if not e.get("exp_alerts")]
+    assert firing, f"no unit test where {name} fires"
+    assert quiet, f"no unit test where {name} stays quiet"
+    checked = [a for e in firing for a in e["exp_alerts"] if a.get("exp_annotations")]
+    assert checked, f"no unit test of {name} checks its annotations"
+    assert all(
+        a.get("exp_labels", {}).get("severity") == rule["labels"]["severity"]
+        for e in firing
+        for a in e["exp_alerts"]
+    ), f"unit tests of {name} must check the severity label"
+
+
+def _xid_regex(rule) -> set[str]:
+    regexes = re.findall(r'xid=~"([^"]+)"', rule["expr"])
+    assert regexes and len(set(regexes)) == 1, rule["alert"]
+    return set(regexes[0].split("|"))
+
+
+def _xid_table():
+    text = RUNBOOKS.read_text()
+    section = text.split("## XID severity table", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0].isdigit():
+            rows[cells[0]] = (cells[2], cells[3])
+    return rows
+
+
+def test_xid_table_matches_the_rules():
+    rules = {r["alert"]: r for r in alert_rules()}
+    table = _xid_table()
+    assert len(table) >= 15, "XID table not found or too short"
+    seen: dict[str, str] = {}
+    for name in XID_RULES:
+        for code in _xid_regex(rules[name]):
+            assert code not in seen, f"XID {code} in both {seen.get(code)} and {name}"
+            seen[code] = name
+            assert code in table, f"XID {code} ({name}) missing from the runbook table"
+            alert, severity = table[code]
+            assert alert == name, f"XID {code}: table says {alert}, rules say {name}"
+            assert severity == rules[name]["labels"]["severity"], f"XID {code} severity"
+    assert set(table) == set(seen), f"table rows without a rule: {set(table) - set(seen)}"
+    unlisted = rules["NvidiaGpuXidUnlisted"]
+    excluded = set(re.findall(r'xid!~"([^"]+)"', unlisted["expr"])[0].split("|"))
+    assert excluded == set(seen), "NvidiaGpuXidUnlisted must exclude exactly the listed codes"
+    for code in ("13", "31", "43", "48", "63", "64", "74", "79", "92", "94", "95", "109", "119", "120"):
+        assert code in seen, f"XID {code} named in the issue is not classified"
+
+
+def test_first_error_branch_is_needed(tmp_path):
+    """Prove the unit tests can fail: with the ECC rule reduced to a plain
+    increase(), the test of a counter that appears non-zero must fail."""
+    rules_text = (ALERTS_DIR / "nvidia-gpu.rules.yml").read_text()
+    doc = yaml.safe_load(rules_text)
+    for group in doc["groups"]:
+        for rule in group["rules"]:
+            if rule.get("alert") == "NvidiaGpuEccUncorrectedError":
+                rule["expr"] = rule["expr"].split("\nor\n")[0]
+                assert "offset" not in rule["expr"]
+    (tmp_path / "alerts").mkdir()
+    (tmp_path / "alerts" / "nvidia-gpu.rules.yml").write_text(yaml.safe_dump(doc))
+    (tmp_path / "tests" / "alerts").mkdir(parents=True)
+    test_file = tmp_path / "tests" / "alerts" / "memory-errors.test.yml"
+    shutil.copy(ROOT / "tests" / "alerts" / "memory-errors.test.yml", test_file)
+    out = subprocess.run(
+        [promtool(), "test", "rules", str(test_file)], capture_output=True, text=True
+    )
+    assert out.returncode != 0
+    assert "appears non-zero" in out.stdout + out.stderr
+
+
+def test_alertmanager_example_routes_by_severity():
+    cfg_path = ALERTS_DIR / "alertmanager.example.yml"
+    amtool = shutil.which("amtool")
+    assert amtool, "amtool not found: run scripts/install-test-deps (prometheus-alertmanager)"
+    out = subprocess.run([amtool, "check-config", str(cfg_path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for severity, receiver in (("critical", "pager"), ("warning", "ticket"), ("info", "chat")):
+        out = subprocess.run(
+            [amtool, "config", "routes", "test", f"--config.file={cfg_path}", f"severity={severity}",
+             "alertname=NvidiaGpuLost"],
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.strip() == receiver, (severity, out.stdout)
