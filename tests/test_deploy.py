@@ -378,3 +378,15 @@ def test_systemd_unit_is_hardened():
     assert devices and all(d.startswith("char-nvidia") for d in devices), devices
     assert set(s["RestrictAddressFamilies"][0].split()) == {"AF_INET", "AF_INET6", "AF_UNIX"}
 
+
+
+def test_systemd_env_file_sets_only_variables_the_exporter_reads():
+    names = set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]+)=", ENV_FILE.read_text(), re.M))
+    assert "NVML_EXPORTER_ARGS" in names
+    names.discard("NVML_EXPORTER_ARGS")
+    help_text = subprocess.run(
+        [str(exporter_binary()), "--help"], capture_output=True, text=True, timeout=30, env={**os.environ, "NO_COLOR": "1"}
+    ).stdout
+    known = set(re.findall(r"env:\s+(NVML_EXPORTER_[A-Z0-9_]+)", help_text))
+    assert known, f"nvml-exporter --help lists no environment variables:\n{help_text}"
+    assert names <= known, f"not read by the exporter: {sorted(names - known)}"
