@@ -10,3 +10,4 @@ pub mod exposition;
 pub mod family;
 pub mod nvml;
 pub mod snapshot;
+pub mod web_config;
