@@ -1,1 +1,19 @@
-//! placeholder
+//! nvml-sim: a simulated NVIDIA driver. Built as `libnvml_sim.so`, it
+//! exports the NVML C ABI (the declarations of `nvml-wrapper-sys`) for a
+//! fleet described by a scenario, and accepts faults over a control socket.
+//! See README.md.
+
+pub mod calls;
+pub mod control;
+pub mod fault;
+pub mod ffi;
+pub mod fleet;
+pub mod model;
+pub mod scenario;
+
+pub use ffi::device::*;
+pub use ffi::events::*;
+pub use ffi::gpm::*;
+pub use ffi::mig::*;
+pub use ffi::system::*;
+pub use ffi::{nvmlErrorString, nvmlInit, nvmlInitWithFlags, nvmlInit_v2, nvmlShutdown};

@@ -303,6 +303,16 @@ pub fn dgx_fleet() -> Snapshot {
     }
 }
 
+/// `dgx_fleet` plus what no DGX has (fans): every field of the snapshot is
+/// set on some GPU, so every metric family is emitted.
+pub fn fully_populated() -> Snapshot {
+    let mut s = dgx_fleet();
+    if let Some(r) = s.gpus[0].readings.as_mut() {
+        r.fan_speeds = vec![(0, 0.45), (1, 0.5)];
+    }
+    s
+}
+
 /// One consumer card: no ECC, no MIG, no NVLink, no BAR1 beyond basics, a
 /// fan, graphics processes, no serial.
 pub fn workstation() -> Snapshot {

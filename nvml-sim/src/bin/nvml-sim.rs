@@ -1,1 +1,165 @@
-fn main() {}
+//! `nvml-sim`: injects faults into a running simulated driver through its
+//! control socket (`NVML_SIM_CONTROL`), and reads its call counters.
+//!
+//! Every command becomes one protocol line (a TOML inline table); options
+//! `--some-name VALUE` become keys `some_name`. See README.md.
+
+use nvml_sim::fault::Fault;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: nvml-sim [--socket PATH] COMMAND [OPTIONS]
+
+The socket defaults to $NVML_SIM_CONTROL.
+
+commands:
+  xid --gpu N --code C [--gpu-instance N] [--compute-instance N]
+  ecc --gpu N [--error-type corrected|uncorrected] [--location dram|l1|l2|register-file|sram] [--count N]
+  retire-page --gpu N [--cause sbe|dbe] [--pending true|false]
+  remap-row --gpu N [--kind correctable|uncorrectable] [--pending true|false] [--failure true|false]
+  lose --gpu N
+  hang --gpu N [--seconds S]        (no --seconds: until `release`)
+  release --gpu N
+  slow --gpu N --ms MS              (0 restores)
+  driver-unload | driver-load
+  mig-reconfigure --gpu N --profiles P1,P2,...
+  throttle --gpu N --reasons R1,R2,...   (hw-thermal-slowdown, hw-slowdown, sw-power-cap,
+                                          sw-thermal-slowdown, sync-boost, hw-power-brake-slowdown;
+                                          empty to clear)
+  process start --gpu N --name NAME --memory-mib M [--pid P] [--kind compute|graphics]
+                [--gpu-instance N] [--compute-instance N]
+  process stop --pid P
+  load --gpu N --percent P
+  calls | reset-calls | status
+  raw '{ action = \"...\", ... }'
+";
+
+fn value_for(key: &str, raw: &str) -> toml::Value {
+    if key == "profiles" || key == "reasons" {
+        return toml::Value::Array(
+            raw.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| toml::Value::String(s.into()))
+                .collect(),
+        );
+    }
+    if let Ok(i) = raw.parse::<i64>() {
+        return toml::Value::Integer(i);
+    }
+    if let Ok(f) = raw.parse::<f64>() {
+        return toml::Value::Float(f);
+    }
+    match raw {
+        "true" => toml::Value::Boolean(true),
+        "false" => toml::Value::Boolean(false),
+        _ => toml::Value::String(raw.into()),
+    }
+}
+
+/// Turns the command line (after the socket option) into a request line.
+fn request(args: &[String]) -> Result<String, String> {
+    let (cmd, rest) = args.split_first().ok_or("no command given")?;
+    let (action, rest) = match cmd.as_str() {
+        "process" => {
+            let (sub, rest) = rest
+                .split_first()
+                .ok_or("process: expected `start` or `stop`")?;
+            match sub.as_str() {
+                "start" | "stop" => (format!("process-{sub}"), rest),
+                other => return Err(format!("process: unknown subcommand `{other}`")),
+            }
+        }
+        "raw" => {
+            let line = rest.join(" ");
+            return Ok(line);
+        }
+        other => (other.to_string(), rest),
+    };
+    let mut table = toml::Table::new();
+    table.insert("action".into(), toml::Value::String(action.clone()));
+    let mut it = rest.iter();
+    while let Some(opt) = it.next() {
+        let key = opt
+            .strip_prefix("--")
+            .ok_or_else(|| format!("unexpected argument `{opt}`"))?;
+        let value = it
+            .next()
+            .ok_or_else(|| format!("option `{opt}` needs a value"))?;
+        let key = key.replace('-', "_");
+        let v = value_for(&key, value);
+        table.insert(key, v);
+    }
+    let line = toml::Value::Table(table.clone()).to_string();
+    if !matches!(action.as_str(), "calls" | "reset-calls" | "status") {
+        // Validate here so mistakes get a message before anything is sent.
+        let _: Fault = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| e.message().to_string())?;
+    }
+    Ok(line)
+}
+
+fn main() -> ExitCode {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.is_empty() || args[0] == "--help" || args[0] == "-h" {
+        print!("{USAGE}");
+        return if args.is_empty() {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let mut socket = std::env::var("NVML_SIM_CONTROL").ok();
+    if args[0] == "--socket" {
+        if args.len() < 2 {
+            eprintln!("nvml-sim: --socket needs a path");
+            return ExitCode::from(2);
+        }
+        socket = Some(args[1].clone());
+        args.drain(..2);
+    }
+    let Some(socket) = socket else {
+        eprintln!("nvml-sim: no control socket: pass --socket PATH or set NVML_SIM_CONTROL");
+        return ExitCode::from(2);
+    };
+    let line = match request(&args) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("nvml-sim: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let reply = (|| -> std::io::Result<String> {
+        let mut conn = UnixStream::connect(&socket)?;
+        conn.write_all(format!("{}\n", line.trim()).as_bytes())?;
+        let mut reply = String::new();
+        BufReader::new(conn).read_line(&mut reply)?;
+        Ok(reply)
+    })();
+    match reply {
+        Ok(r) if r.starts_with("ok") => {
+            println!(
+                "{}",
+                r.trim_end().strip_prefix("ok").unwrap_or("").trim_start()
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(r) => {
+            eprintln!(
+                "nvml-sim: {}",
+                r.trim_end()
+                    .strip_prefix("error")
+                    .unwrap_or(&r)
+                    .trim_start()
+            );
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("nvml-sim: cannot talk to {socket}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

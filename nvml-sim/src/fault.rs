@@ -1,0 +1,271 @@
+//! Faults: the one vocabulary shared by scenario timelines, the control
+//! socket and the `nvml-sim` CLI. A fault is a TOML table whose `action` key
+//! names the variant (see README, "Faults").
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EccType {
+    Corrected,
+    Uncorrected,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EccLocation {
+    L1,
+    L2,
+    Dram,
+    RegisterFile,
+    Sram,
+}
+
+impl EccLocation {
+    /// `nvmlMemoryLocation_t` value.
+    pub fn nvml(self) -> usize {
+        match self {
+            EccLocation::L1 => 0,
+            EccLocation::L2 => 1,
+            EccLocation::Dram => 2,
+            EccLocation::RegisterFile => 3,
+            EccLocation::Sram => 7,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RetireCause {
+    /// Multiple single-bit errors on the page.
+    Sbe,
+    /// A double-bit error on the page.
+    Dbe,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RowKind {
+    Correctable,
+    Uncorrectable,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProcKind {
+    Compute,
+    Graphics,
+}
+
+/// Clock event (throttle) reasons by the names nvidia-smi prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reason {
+    SwPowerCap,
+    HwSlowdown,
+    SyncBoost,
+    SwThermalSlowdown,
+    HwThermalSlowdown,
+    HwPowerBrakeSlowdown,
+}
+
+impl Reason {
+    /// `nvmlClocksEventReason*` bit.
+    pub fn bit(self) -> u64 {
+        match self {
+            Reason::SwPowerCap => 0x4,
+            Reason::HwSlowdown => 0x8,
+            Reason::SyncBoost => 0x10,
+            Reason::SwThermalSlowdown => 0x20,
+            Reason::HwThermalSlowdown => 0x40,
+            Reason::HwPowerBrakeSlowdown => 0x80,
+        }
+    }
+}
+
+fn one() -> u64 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+fn uncorrected() -> EccType {
+    EccType::Uncorrected
+}
+fn dram() -> EccLocation {
+    EccLocation::Dram
+}
+fn dbe() -> RetireCause {
+    RetireCause::Dbe
+}
+fn uncorrectable() -> RowKind {
+    RowKind::Uncorrectable
+}
+fn compute() -> ProcKind {
+    ProcKind::Compute
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Fault {
+    /// An XID error event, optionally attributed to a MIG instance.
+    Xid {
+        gpu: u32,
+        code: u64,
+        gpu_instance: Option<u32>,
+        compute_instance: Option<u32>,
+    },
+    /// ECC errors: both the volatile and the aggregate counter move.
+    Ecc {
+        gpu: u32,
+        #[serde(default = "uncorrected")]
+        error_type: EccType,
+        #[serde(default = "dram")]
+        location: EccLocation,
+        #[serde(default = "one")]
+        count: u64,
+    },
+    /// A retired page (boards with page retirement, e.g. V100).
+    RetirePage {
+        gpu: u32,
+        #[serde(default = "dbe")]
+        cause: RetireCause,
+        #[serde(default = "yes")]
+        pending: bool,
+    },
+    /// A remapped row (Ampere and newer).
+    RemapRow {
+        gpu: u32,
+        #[serde(default = "uncorrectable")]
+        kind: RowKind,
+        #[serde(default = "yes")]
+        pending: bool,
+        #[serde(default)]
+        failure: bool,
+    },
+    /// The GPU falls off the bus: every later call on it answers GPU_IS_LOST.
+    Lose {
+        gpu: u32,
+    },
+    /// Every call on the GPU blocks, for `seconds` (scaled) or until `release`.
+    Hang {
+        gpu: u32,
+        seconds: Option<f64>,
+    },
+    Release {
+        gpu: u32,
+    },
+    /// Every call on the GPU takes `ms` milliseconds longer (0 restores).
+    Slow {
+        gpu: u32,
+        ms: u64,
+    },
+    /// The kernel driver goes away: nvmlInit fails with DRIVER_NOT_LOADED.
+    DriverUnload,
+    DriverLoad,
+    /// Destroys every GPU instance and creates these (empty list: none).
+    MigReconfigure {
+        gpu: u32,
+        profiles: Vec<String>,
+    },
+    /// Replaces the GPU's active throttle reasons (empty list: none).
+    Throttle {
+        gpu: u32,
+        reasons: Vec<Reason>,
+    },
+    ProcessStart {
+        gpu: u32,
+        pid: Option<u32>,
+        name: String,
+        memory_mib: u64,
+        #[serde(default = "compute")]
+        kind: ProcKind,
+        gpu_instance: Option<u32>,
+        compute_instance: Option<u32>,
+    },
+    ProcessStop {
+        pid: u32,
+    },
+    /// Sets the GPU's base utilization in percent.
+    Load {
+        gpu: u32,
+        percent: f64,
+    },
+}
+
+impl Fault {
+    pub fn gpu(&self) -> Option<u32> {
+        match self {
+            Fault::Xid { gpu, .. }
+            | Fault::Ecc { gpu, .. }
+            | Fault::RetirePage { gpu, .. }
+            | Fault::RemapRow { gpu, .. }
+            | Fault::Lose { gpu }
+            | Fault::Hang { gpu, .. }
+            | Fault::Release { gpu }
+            | Fault::Slow { gpu, .. }
+            | Fault::MigReconfigure { gpu, .. }
+            | Fault::Throttle { gpu, .. }
+            | Fault::ProcessStart { gpu, .. }
+            | Fault::Load { gpu, .. } => Some(*gpu),
+            Fault::DriverUnload | Fault::DriverLoad | Fault::ProcessStop { .. } => None,
+        }
+    }
+
+    /// Parses one request line of the control protocol: a TOML inline table.
+    pub fn from_line(line: &str) -> Result<Fault, String> {
+        let table = parse_inline(line)?;
+        table
+            .try_into()
+            .map_err(|e: toml::de::Error| e.message().to_string())
+    }
+
+    /// The request line for this fault (what the CLI sends).
+    pub fn to_line(&self) -> String {
+        let value = toml::Value::try_from(self).expect("a fault is always representable in TOML");
+        value.to_string()
+    }
+}
+
+/// Parses `{ key = value, ... }` into a table.
+pub fn parse_inline(line: &str) -> Result<toml::Table, String> {
+    let doc = format!("request = {}", line.trim());
+    let mut outer: toml::Table = doc.parse().map_err(|e: toml::de::Error| {
+        format!("request is not a TOML inline table: {}", e.message())
+    })?;
+    match outer.remove("request") {
+        Some(toml::Value::Table(t)) => Ok(t),
+        _ => Err("request is not a TOML inline table".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_round_trip() {
+        let f = Fault::Xid {
+            gpu: 4,
+            code: 43,
+            gpu_instance: Some(1),
+            compute_instance: None,
+        };
+        let line = f.to_line();
+        assert!(!line.contains('\n'));
+        assert_eq!(Fault::from_line(&line).unwrap(), f);
+        let parsed = Fault::from_line(r#"{ action = "ecc", gpu = 1 }"#).unwrap();
+        assert_eq!(
+            parsed,
+            Fault::Ecc {
+                gpu: 1,
+                error_type: EccType::Uncorrected,
+                location: EccLocation::Dram,
+                count: 1
+            }
+        );
+        assert!(Fault::from_line(r#"{ action = "explode", gpu = 1 }"#).is_err());
+        assert!(Fault::from_line(r#"{ action = "xid", gpu = 1, code = 43, bogus = 1 }"#).is_err());
+        assert!(Fault::from_line("not toml").is_err());
+    }
+}

@@ -1,0 +1,1364 @@
+//! Per-device queries: identity, utilization, memory, thermals, power,
+//! clocks, PCIe, modes, ECC and retirement, field values, NVLink, processes.
+//! Behaviour follows the NVML API reference for each function; where a board
+//! lacks a feature the answer is NOT_SUPPORTED, as on real hardware.
+
+use super::*;
+use crate::fault::ProcKind;
+use crate::fleet::{now_us, Gpu, Sim, MIB};
+use std::ffi::{c_int, c_ulonglong};
+
+pub fn bus_id(g: &Gpu) -> String {
+    format!("{:08X}:{:02X}:00.0", 0, g.bus)
+}
+
+pub fn bus_id_legacy(g: &Gpu) -> String {
+    format!("{:04X}:{:02X}:00.0", 0, g.bus)
+}
+
+fn mig_name(g: &Gpu, gi: u32) -> String {
+    let p = g.instance(gi).map(|i| i.profile.name).unwrap_or("?");
+    format!("{} MIG {}", g.model.name, p)
+}
+
+// ---- identity ------------------------------------------------------------------
+
+nvml_fn! {
+    fn nvmlDeviceGetName(device: nvmlDevice_t, name: *mut c_char, length: c_uint) {
+        let s = with_dev(device, |sim, d, _| {
+            let g = &sim.gpus[d.gpu as usize];
+            Ok(match d.mig {
+                Some((gi, _, _)) => mig_name(g, gi),
+                None => g.model.name.to_string(),
+            })
+        })?;
+        out_str(name, length, &s)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetUUID(device: nvmlDevice_t, uuid: *mut c_char, length: c_uint) {
+        let s = with_dev(device, |sim, d, _| {
+            let g = &sim.gpus[d.gpu as usize];
+            Ok(match d.mig {
+                Some((gi, _, _)) => g.instance(gi).map(|i| i.uuid.clone()).ok_or(INVALID_ARGUMENT)?,
+                None => g.uuid.clone(),
+            })
+        })?;
+        out_str(uuid, length, &s)
+    }
+}
+
+nvml_fn! {
+    /// Serial numbers exist on data-center boards only (NVML reference: "For all products with an inforom").
+    fn nvmlDeviceGetSerial(device: nvmlDevice_t, serial: *mut c_char, length: c_uint) {
+        let s = with_dev(device, |sim, d, _| {
+            let g = &sim.gpus[d.gpu as usize];
+            if g.model.display_capable { Err(NOT_SUPPORTED) } else { Ok(g.serial.clone()) }
+        })?;
+        out_str(serial, length, &s)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetBoardPartNumber(device: nvmlDevice_t, partNumber: *mut c_char, length: c_uint) {
+        let s = with_gpu(device, |g, _| Ok(g.model.board_part.to_string()))?;
+        out_str(partNumber, length, &s)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetVbiosVersion(device: nvmlDevice_t, version: *mut c_char, length: c_uint) {
+        let s = with_gpu(device, |g, _| Ok(g.model.vbios.to_string()))?;
+        out_str(version, length, &s)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetInforomVersion(device: nvmlDevice_t, object: nvmlInforomObject_t, version: *mut c_char, length: c_uint) {
+        let s = with_gpu(device, |g, _| {
+            if g.model.display_capable {
+                return Err(NOT_SUPPORTED);
+            }
+            match object {
+                0 => Ok("G520.0200.00.05".to_string()),
+                1 => Ok("7.0".to_string()),
+                2 => Err(NOT_SUPPORTED),
+                3 => Ok("7.0".to_string()),
+                _ => Err(INVALID_ARGUMENT),
+            }
+        })?;
+        out_str(version, length, &s)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetBrand(device: nvmlDevice_t, type_: *mut nvmlBrandType_t) {
+        nonnull(type_)?;
+        let v = with_dev(device, |sim, d, _| Ok(sim.gpus[d.gpu as usize].model.brand))?;
+        out(type_, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetArchitecture(device: nvmlDevice_t, arch: *mut nvmlDeviceArchitecture_t) {
+        nonnull(arch)?;
+        let v = with_dev(device, |sim, d, _| Ok(sim.gpus[d.gpu as usize].model.arch))?;
+        out(arch, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetCudaComputeCapability(device: nvmlDevice_t, major: *mut c_int, minor: *mut c_int) {
+        nonnull(major)?;
+        nonnull(minor)?;
+        let (a, b) = with_dev(device, |sim, d, _| Ok(sim.gpus[d.gpu as usize].model.cuda_cc))?;
+        out(major, a)?;
+        out(minor, b)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetIndex(device: nvmlDevice_t, index: *mut c_uint) {
+        nonnull(index)?;
+        let v = with_gpu(device, |g, _| Ok(g.index))?;
+        out(index, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetMinorNumber(device: nvmlDevice_t, minorNumber: *mut c_uint) {
+        nonnull(minorNumber)?;
+        let v = with_gpu(device, |g, _| Ok(g.index))?;
+        out(minorNumber, v)
+    }
+}
+
+fn pci_info(g: &Gpu) -> nvmlPciInfo_t {
+    // SAFETY: plain C struct of integers and char arrays; all-zero is valid.
+    let mut p: nvmlPciInfo_t = unsafe { std::mem::zeroed() };
+    fill_chars(&mut p.busIdLegacy, &bus_id_legacy(g));
+    fill_chars(&mut p.busId, &bus_id(g));
+    p.domain = 0;
+    p.bus = g.bus;
+    p.device = 0;
+    p.pciDeviceId = g.model.pci_device_id;
+    p.pciSubSystemId = g.model.pci_subsystem_id;
+    p
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetPciInfo_v3(device: nvmlDevice_t, pci: *mut nvmlPciInfo_t) {
+        nonnull(pci)?;
+        let v = with_dev(device, |sim, d, _| Ok(pci_info(&sim.gpus[d.gpu as usize])))?;
+        out(pci, v)
+    }
+}
+
+// ---- utilization ---------------------------------------------------------------
+
+/// NVML reference, nvmlDeviceGetUtilizationRates: not supported on MIG-enabled
+/// GPUs nor on MIG device handles; the same holds for the engine utilizations.
+fn util_gpu<T>(device: nvmlDevice_t, f: impl FnOnce(&Gpu, f64) -> R<T>) -> R<T> {
+    with_gpu(device, |g, t| {
+        if g.mig.is_some() {
+            Err(NOT_SUPPORTED)
+        } else {
+            f(g, t)
+        }
+    })
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetUtilizationRates(device: nvmlDevice_t, utilization: *mut nvmlUtilization_t) {
+        nonnull(utilization)?;
+        let (gpu, mem) = util_gpu(device, |g, t| {
+            let u = g.util(t);
+            Ok((u.round() as u32, (u * 0.62).round() as u32))
+        })?;
+        out(utilization, nvmlUtilization_t { gpu, memory: mem })
+    }
+}
+
+const SAMPLING_PERIOD_US: u32 = 167_000;
+
+unsafe fn engine_util(
+    device: nvmlDevice_t,
+    utilization: *mut c_uint,
+    period: *mut c_uint,
+    share: f64,
+    needs: fn(&Gpu) -> bool,
+) -> R {
+    nonnull(utilization)?;
+    nonnull(period)?;
+    let v = util_gpu(device, |g, t| {
+        if needs(g) {
+            Ok((g.util(t) * share).round() as u32)
+        } else {
+            Ok(0)
+        }
+    })?;
+    out(utilization, v)?;
+    out(period, SAMPLING_PERIOD_US)
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetEncoderUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
+        engine_util(device, utilization, samplingPeriodUs, 0.2, |g| g.model.encoders)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetDecoderUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
+        engine_util(device, utilization, samplingPeriodUs, 0.15, |_| true)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetJpgUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
+        engine_util(device, utilization, samplingPeriodUs, 0.05, |_| true)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetOfaUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
+        engine_util(device, utilization, samplingPeriodUs, 0.03, |_| true)
+    }
+}
+
+nvml_fn! {
+    /// Per-process samples newer than `lastSeenTimeStamp`; the two-call size
+    /// protocol of the reference (null buffer: count written, INSUFFICIENT_SIZE).
+    fn nvmlDeviceGetProcessUtilization(device: nvmlDevice_t, utilization: *mut nvmlProcessUtilizationSample_t, processSamplesCount: *mut c_uint, lastSeenTimeStamp: c_ulonglong) {
+        nonnull(processSamplesCount)?;
+        let samples = util_gpu(device, |g, t| {
+            let now = now_us();
+            let total: u64 = g.procs.iter().map(|p| p.memory).sum::<u64>().max(1);
+            Ok(g.procs
+                .iter()
+                .filter(|_| now > lastSeenTimeStamp)
+                .map(|p| nvmlProcessUtilizationSample_t {
+                    pid: p.pid,
+                    timeStamp: now,
+                    smUtil: (g.util(t) * p.memory as f64 / total as f64).round() as u32,
+                    memUtil: (g.util(t) * 0.62 * p.memory as f64 / total as f64).round() as u32,
+                    encUtil: 0,
+                    decUtil: 0,
+                })
+                .collect::<Vec<_>>())
+        })?;
+        if samples.is_empty() {
+            return Err(NOT_FOUND);
+        }
+        let cap = *processSamplesCount as usize;
+        *processSamplesCount = samples.len() as u32;
+        if utilization.is_null() || cap < samples.len() {
+            return Err(INSUFFICIENT_SIZE);
+        }
+        for (i, s) in samples.into_iter().enumerate() {
+            utilization.add(i).write(s);
+        }
+        Ok(())
+    }
+}
+
+// ---- memory --------------------------------------------------------------------
+
+fn memory_of(sim: &Sim, d: Dev) -> R<(u64, u64, u64, u64)> {
+    let g = &sim.gpus[d.gpu as usize];
+    match d.mig {
+        Some((gi, _, _)) => Ok(g.instance_memory(g.instance(gi).ok_or(INVALID_ARGUMENT)?)),
+        None => Ok(g.memory()),
+    }
+}
+
+nvml_fn! {
+    /// v1: `used` includes memory reserved by the driver (NVML reference, nvmlMemory_t).
+    fn nvmlDeviceGetMemoryInfo(device: nvmlDevice_t, memory: *mut nvmlMemory_t) {
+        nonnull(memory)?;
+        let (total, reserved, used, free) = with_dev(device, |sim, d, _| memory_of(sim, d))?;
+        out(memory, nvmlMemory_t { total, free, used: used + reserved })
+    }
+}
+
+nvml_fn! {
+    /// v2 reports reserved apart: total = reserved + used + free.
+    fn nvmlDeviceGetMemoryInfo_v2(device: nvmlDevice_t, memory: *mut nvmlMemory_v2_t) {
+        nonnull(memory)?;
+        if (*memory).version != struct_version::<nvmlMemory_v2_t>(2) {
+            return Err(VERSION_MISMATCH);
+        }
+        let (total, reserved, used, free) = with_dev(device, |sim, d, _| memory_of(sim, d))?;
+        out(memory, nvmlMemory_v2_t { version: (*memory).version, total, reserved, free, used })
+    }
+}
+
+nvml_fn! {
+    /// Supported on MIG devices too, which get their share of the aperture.
+    fn nvmlDeviceGetBAR1MemoryInfo(device: nvmlDevice_t, bar1Memory: *mut nvmlBAR1Memory_t) {
+        nonnull(bar1Memory)?;
+        let v = with_dev(device, |sim, d, _| {
+            let g = &sim.gpus[d.gpu as usize];
+            let (total_mib, procs) = match d.mig {
+                Some((gi, _, _)) => {
+                    let inst = g.instance(gi).ok_or(INVALID_ARGUMENT)?;
+                    let n = g.procs.iter().filter(|p| p.mig.map(|m| m.0) == Some(gi)).count() as u64;
+                    (g.model.bar1_mib * inst.profile.mem_slices as u64 / 8, n)
+                }
+                None => (g.model.bar1_mib, g.procs.len() as u64),
+            };
+            let total = total_mib * MIB;
+            let used = (2 + procs * 2).min(total_mib) * MIB;
+            Ok(nvmlBAR1Memory_t { bar1Total: total, bar1Free: total - used, bar1Used: used })
+        })?;
+        out(bar1Memory, v)
+    }
+}
+
+// ---- thermals and fans ---------------------------------------------------------
+
+nvml_fn! {
+    fn nvmlDeviceGetTemperature(device: nvmlDevice_t, sensorType: nvmlTemperatureSensors_t, temp: *mut c_uint) {
+        nonnull(temp)?;
+        if sensorType != nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU {
+            return Err(INVALID_ARGUMENT);
+        }
+        let v = with_gpu(device, |g, t| Ok(g.temperature(t)))?;
+        out(temp, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetTemperatureV(device: nvmlDevice_t, temperature: *mut nvmlTemperature_t) {
+        nonnull(temperature)?;
+        if (*temperature).version != struct_version::<nvmlTemperature_v1_t>(1) {
+            return Err(VERSION_MISMATCH);
+        }
+        if (*temperature).sensorType != nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU {
+            return Err(INVALID_ARGUMENT);
+        }
+        let v = with_gpu(device, |g, t| Ok(g.temperature(t)))?;
+        (*temperature).temperature = v as c_int;
+        Ok(())
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetTemperatureThreshold(device: nvmlDevice_t, thresholdType: nvmlTemperatureThresholds_t, temp: *mut c_uint) {
+        nonnull(temp)?;
+        let v = with_gpu(device, |g, _| match thresholdType {
+            0 => Ok(g.model.temp_shutdown),
+            1 => Ok(g.model.temp_slowdown),
+            2 => g.model.temp_mem_max.ok_or(NOT_SUPPORTED),
+            3 => Ok(g.model.temp_gpu_max),
+            4..=7 => Err(NOT_SUPPORTED),
+            _ => Err(INVALID_ARGUMENT),
+        })?;
+        out(temp, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetNumFans(device: nvmlDevice_t, numFans: *mut c_uint) {
+        nonnull(numFans)?;
+        let v = with_gpu(device, |g, _| Ok(g.model.fans))?;
+        out(numFans, v)
+    }
+}
+
+nvml_fn! {
+    /// Passively cooled boards have no fan to report (nvidia-smi shows N/A).
+    fn nvmlDeviceGetFanSpeed(device: nvmlDevice_t, speed: *mut c_uint) {
+        nonnull(speed)?;
+        let v = with_gpu(device, |g, t| if g.model.fans == 0 { Err(NOT_SUPPORTED) } else { Ok(g.fan_percent(t)) })?;
+        out(speed, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetFanSpeed_v2(device: nvmlDevice_t, fan: c_uint, speed: *mut c_uint) {
+        nonnull(speed)?;
+        let v = with_gpu(device, |g, t| {
+            if g.model.fans == 0 {
+                Err(NOT_SUPPORTED)
+            } else if fan >= g.model.fans {
+                Err(INVALID_ARGUMENT)
+            } else {
+                Ok(g.fan_percent(t) + fan)
+            }
+        })?;
+        out(speed, v)
+    }
+}
+
+// ---- power ---------------------------------------------------------------------
+
+nvml_fn! {
+    fn nvmlDeviceGetPowerUsage(device: nvmlDevice_t, power: *mut c_uint) {
+        nonnull(power)?;
+        let v = with_gpu(device, |g, t| Ok(g.power_mw(t).round() as u32))?;
+        out(power, v)
+    }
+}
+
+nvml_fn! {
+    /// mJ since the driver loaded; here since the first nvmlInit.
+    fn nvmlDeviceGetTotalEnergyConsumption(device: nvmlDevice_t, energy: *mut c_ulonglong) {
+        nonnull(energy)?;
+        let v = with_gpu(device, |g, _| Ok(g.energy_mj as u64))?;
+        out(energy, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetPowerManagementMode(device: nvmlDevice_t, mode: *mut nvmlEnableState_t) {
+        nonnull(mode)?;
+        with_gpu(device, |_, _| Ok(()))?;
+        out(mode, nvmlEnableState_enum_NVML_FEATURE_ENABLED)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetPowerManagementLimit(device: nvmlDevice_t, limit: *mut c_uint) {
+        nonnull(limit)?;
+        let v = with_gpu(device, |g, _| Ok(g.model.power_default_mw))?;
+        out(limit, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetPowerManagementDefaultLimit(device: nvmlDevice_t, defaultLimit: *mut c_uint) {
+        nonnull(defaultLimit)?;
+        let v = with_gpu(device, |g, _| Ok(g.model.power_default_mw))?;
+        out(defaultLimit, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetPowerManagementLimitConstraints(device: nvmlDevice_t, minLimit: *mut c_uint, maxLimit: *mut c_uint) {
+        nonnull(minLimit)?;
+        nonnull(maxLimit)?;
+        let (a, b) = with_gpu(device, |g, _| Ok((g.model.power_min_mw, g.model.power_max_mw)))?;
+        out(minLimit, a)?;
+        out(maxLimit, b)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetEnforcedPowerLimit(device: nvmlDevice_t, limit: *mut c_uint) {
+        nonnull(limit)?;
+        let v = with_gpu(device, |g, _| Ok(g.model.power_default_mw))?;
+        out(limit, v)
+    }
+}
+
+// ---- clocks and performance ----------------------------------------------------
+
+nvml_fn! {
+    fn nvmlDeviceGetClockInfo(device: nvmlDevice_t, type_: nvmlClockType_t, clock: *mut c_uint) {
+        nonnull(clock)?;
+        let v = with_gpu(device, |g, t| g.clock(type_, t).ok_or(INVALID_ARGUMENT))?;
+        out(clock, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetMaxClockInfo(device: nvmlDevice_t, type_: nvmlClockType_t, clock: *mut c_uint) {
+        nonnull(clock)?;
+        let v = with_gpu(device, |g, _| g.max_clock(type_).ok_or(INVALID_ARGUMENT))?;
+        out(clock, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetClock(device: nvmlDevice_t, clockType: nvmlClockType_t, clockId: nvmlClockId_t, clockMHz: *mut c_uint) {
+        nonnull(clockMHz)?;
+        let v = with_gpu(device, |g, t| match clockId {
+            0 => g.clock(clockType, t).ok_or(INVALID_ARGUMENT),
+            1..=3 => g.max_clock(clockType).ok_or(INVALID_ARGUMENT),
+            _ => Err(INVALID_ARGUMENT),
+        })?;
+        out(clockMHz, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetApplicationsClock(device: nvmlDevice_t, clockType: nvmlClockType_t, clockMHz: *mut c_uint) {
+        nonnull(clockMHz)?;
+        let v = with_gpu(device, |g, _| g.max_clock(clockType).ok_or(INVALID_ARGUMENT))?;
+        out(clockMHz, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetDefaultApplicationsClock(device: nvmlDevice_t, clockType: nvmlClockType_t, clockMHz: *mut c_uint) {
+        nonnull(clockMHz)?;
+        let v = with_gpu(device, |g, _| g.max_clock(clockType).ok_or(INVALID_ARGUMENT))?;
+        out(clockMHz, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetMaxCustomerBoostClock(device: nvmlDevice_t, clockType: nvmlClockType_t, clockMHz: *mut c_uint) {
+        nonnull(clockMHz)?;
+        let v = with_gpu(device, |g, _| g.max_clock(clockType).ok_or(INVALID_ARGUMENT))?;
+        out(clockMHz, v)
+    }
+}
+
+nvml_fn! {
+    /// Idle GPUs drop to P8; busy ones run at P0 (MIG-enabled GPUs stay at P0).
+    fn nvmlDeviceGetPerformanceState(device: nvmlDevice_t, pState: *mut nvmlPstates_t) {
+        nonnull(pState)?;
+        let v = with_gpu(device, |g, t| Ok(g.pstate(t)))?;
+        out(pState, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetPowerState(device: nvmlDevice_t, pState: *mut nvmlPstates_t) {
+        nonnull(pState)?;
+        let v = with_gpu(device, |g, t| Ok(g.pstate(t)))?;
+        out(pState, v)
+    }
+}
+
+const SUPPORTED_REASONS: u64 = 0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x20 | 0x40 | 0x80 | 0x100;
+
+nvml_fn! {
+    fn nvmlDeviceGetCurrentClocksEventReasons(device: nvmlDevice_t, clocksEventReasons: *mut c_ulonglong) {
+        nonnull(clocksEventReasons)?;
+        let v = with_gpu(device, |g, t| Ok(g.clock_event_reasons(t)))?;
+        out(clocksEventReasons, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetCurrentClocksThrottleReasons(device: nvmlDevice_t, clocksThrottleReasons: *mut c_ulonglong) {
+        nonnull(clocksThrottleReasons)?;
+        let v = with_gpu(device, |g, t| Ok(g.clock_event_reasons(t)))?;
+        out(clocksThrottleReasons, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetSupportedClocksEventReasons(device: nvmlDevice_t, supportedClocksEventReasons: *mut c_ulonglong) {
+        nonnull(supportedClocksEventReasons)?;
+        with_gpu(device, |_, _| Ok(()))?;
+        out(supportedClocksEventReasons, SUPPORTED_REASONS)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetSupportedClocksThrottleReasons(device: nvmlDevice_t, supportedClocksThrottleReasons: *mut c_ulonglong) {
+        nonnull(supportedClocksThrottleReasons)?;
+        with_gpu(device, |_, _| Ok(()))?;
+        out(supportedClocksThrottleReasons, SUPPORTED_REASONS)
+    }
+}
+
+nvml_fn! {
+    /// Violation time in ns since init for a perf policy; TOTAL_* sum the others.
+    fn nvmlDeviceGetViolationStatus(device: nvmlDevice_t, perfPolicyType: nvmlPerfPolicyType_t, violTime: *mut nvmlViolationTime_t) {
+        nonnull(violTime)?;
+        let v = with_gpu(device, |g, t| match perfPolicyType {
+            0..=5 => Ok(g.violation_ns(perfPolicyType as usize, t)),
+            10 | 11 => Ok((0..6).map(|p| g.violation_ns(p, t)).sum()),
+            _ => Err(INVALID_ARGUMENT),
+        })?;
+        out(violTime, nvmlViolationTime_t { referenceTime: now_us(), violationTime: v })
+    }
+}
+
+// ---- PCIe ----------------------------------------------------------------------
+
+nvml_fn! {
+    fn nvmlDeviceGetMaxPcieLinkGeneration(device: nvmlDevice_t, maxLinkGen: *mut c_uint) {
+        nonnull(maxLinkGen)?;
+        let v = with_gpu(device, |g, _| Ok(g.model.pcie_gen))?;
+        out(maxLinkGen, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetGpuMaxPcieLinkGeneration(device: nvmlDevice_t, maxLinkGenDevice: *mut c_uint) {
+        nonnull(maxLinkGenDevice)?;
+        let v = with_gpu(device, |g, _| Ok(g.model.pcie_gen))?;
+        out(maxLinkGenDevice, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetMaxPcieLinkWidth(device: nvmlDevice_t, maxLinkWidth: *mut c_uint) {
+        nonnull(maxLinkWidth)?;
+        let v = with_gpu(device, |g, _| Ok(g.model.pcie_width))?;
+        out(maxLinkWidth, v)
+    }
+}
+
+nvml_fn! {
+    /// Idle links train down to gen 1 to save power, as real boards do.
+    fn nvmlDeviceGetCurrPcieLinkGeneration(device: nvmlDevice_t, currLinkGen: *mut c_uint) {
+        nonnull(currLinkGen)?;
+        let v = with_gpu(device, |g, t| Ok(if g.busy(t) { g.model.pcie_gen } else { 1 }))?;
+        out(currLinkGen, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetCurrPcieLinkWidth(device: nvmlDevice_t, currLinkWidth: *mut c_uint) {
+        nonnull(currLinkWidth)?;
+        let v = with_gpu(device, |g, _| Ok(g.model.pcie_width))?;
+        out(currLinkWidth, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetPcieSpeed(device: nvmlDevice_t, pcieSpeed: *mut c_uint) {
+        nonnull(pcieSpeed)?;
+        let v = with_gpu(device, |g, t| {
+            let gen = if g.busy(t) { g.model.pcie_gen } else { 1 };
+            Ok([2500, 2500, 5000, 8000, 16000, 32000, 64000][gen.min(6) as usize])
+        })?;
+        out(pcieSpeed, v)
+    }
+}
+
+nvml_fn! {
+    /// KB/s over the last 20 ms (NVML reference).
+    fn nvmlDeviceGetPcieThroughput(device: nvmlDevice_t, counter: nvmlPcieUtilCounter_t, value: *mut c_uint) {
+        nonnull(value)?;
+        let v = with_gpu(device, |g, t| {
+            let (tx, rx) = g.pcie_kbps(t);
+            match counter {
+                0 => Ok(tx),
+                1 => Ok(rx),
+                _ => Err(INVALID_ARGUMENT),
+            }
+        })?;
+        out(value, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetPcieReplayCounter(device: nvmlDevice_t, value: *mut c_uint) {
+        nonnull(value)?;
+        let v = with_gpu(device, |g, _| Ok(g.pcie_replay))?;
+        out(value, v)
+    }
+}
+
+// ---- modes ---------------------------------------------------------------------
+
+nvml_fn! {
+    fn nvmlDeviceGetPersistenceMode(device: nvmlDevice_t, mode: *mut nvmlEnableState_t) {
+        nonnull(mode)?;
+        let v = with_gpu(device, |g, _| Ok(g.persistence as u32))?;
+        out(mode, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetDisplayActive(device: nvmlDevice_t, isActive: *mut nvmlEnableState_t) {
+        nonnull(isActive)?;
+        let v = with_gpu(device, |g, _| Ok(g.display as u32))?;
+        out(isActive, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetDisplayMode(device: nvmlDevice_t, display: *mut nvmlEnableState_t) {
+        nonnull(display)?;
+        let v = with_gpu(device, |g, _| Ok(g.display as u32))?;
+        out(display, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetComputeMode(device: nvmlDevice_t, mode: *mut nvmlComputeMode_t) {
+        nonnull(mode)?;
+        with_gpu(device, |_, _| Ok(()))?;
+        out(mode, nvmlComputeMode_enum_NVML_COMPUTEMODE_DEFAULT)
+    }
+}
+
+// ---- ECC, retired pages, remapped rows -----------------------------------------
+
+fn ecc_gpu<T>(device: nvmlDevice_t, f: impl FnOnce(&Gpu) -> R<T>) -> R<T> {
+    with_gpu(device, |g, _| {
+        if g.model.ecc {
+            f(g)
+        } else {
+            Err(NOT_SUPPORTED)
+        }
+    })
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetEccMode(device: nvmlDevice_t, current: *mut nvmlEnableState_t, pending: *mut nvmlEnableState_t) {
+        nonnull(current)?;
+        nonnull(pending)?;
+        ecc_gpu(device, |_| Ok(()))?;
+        out(current, 1)?;
+        out(pending, 1)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetDefaultEccMode(device: nvmlDevice_t, defaultMode: *mut nvmlEnableState_t) {
+        nonnull(defaultMode)?;
+        ecc_gpu(device, |_| Ok(()))?;
+        out(defaultMode, 1)
+    }
+}
+
+fn check_ecc_args(error_type: u32, counter: u32) -> R {
+    if error_type > 1 || counter > 1 {
+        Err(INVALID_ARGUMENT)
+    } else {
+        Ok(())
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetTotalEccErrors(device: nvmlDevice_t, errorType: nvmlMemoryErrorType_t, counterType: nvmlEccCounterType_t, eccCounts: *mut c_ulonglong) {
+        nonnull(eccCounts)?;
+        check_ecc_args(errorType, counterType)?;
+        let v = ecc_gpu(device, |g| Ok(g.ecc_total(errorType as usize, counterType as usize)))?;
+        out(eccCounts, v)
+    }
+}
+
+/// Locations with ECC counters on HBM boards; texture memory and CBU
+/// counters are not reported there (NOT_SUPPORTED).
+fn location_supported(location: u32) -> bool {
+    matches!(location, 0 | 1 | 2 | 3 | 7)
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetMemoryErrorCounter(device: nvmlDevice_t, errorType: nvmlMemoryErrorType_t, counterType: nvmlEccCounterType_t, locationType: nvmlMemoryLocation_t, count: *mut c_ulonglong) {
+        nonnull(count)?;
+        check_ecc_args(errorType, counterType)?;
+        if locationType >= 8 {
+            return Err(INVALID_ARGUMENT);
+        }
+        let v = ecc_gpu(device, |g| {
+            if !location_supported(locationType) {
+                return Err(NOT_SUPPORTED);
+            }
+            Ok(g.ecc[errorType as usize][counterType as usize][locationType as usize])
+        })?;
+        out(count, v)
+    }
+}
+
+fn retired_gpu<T>(device: nvmlDevice_t, f: impl FnOnce(&Gpu) -> R<T>) -> R<T> {
+    // Ampere and newer replaced page retirement with row remapping.
+    with_gpu(device, |g, _| {
+        if g.model.page_retirement {
+            f(g)
+        } else {
+            Err(NOT_SUPPORTED)
+        }
+    })
+}
+
+unsafe fn retired_pages(
+    device: nvmlDevice_t,
+    cause: u32,
+    page_count: *mut c_uint,
+    addresses: *mut c_ulonglong,
+    timestamps: *mut c_ulonglong,
+) -> R {
+    nonnull(page_count)?;
+    if cause > 1 {
+        return Err(INVALID_ARGUMENT);
+    }
+    let pages = retired_gpu(device, |g| {
+        Ok(g.retired
+            .iter()
+            .filter(|p| p.cause as u32 == cause)
+            .map(|p| (p.address, p.timestamp_us))
+            .collect::<Vec<_>>())
+    })?;
+    let cap = *page_count as usize;
+    *page_count = pages.len() as u32;
+    if pages.is_empty() {
+        return Ok(());
+    }
+    if cap < pages.len() || addresses.is_null() {
+        return Err(INSUFFICIENT_SIZE);
+    }
+    for (i, (a, ts)) in pages.into_iter().enumerate() {
+        addresses.add(i).write(a);
+        if !timestamps.is_null() {
+            timestamps.add(i).write(ts);
+        }
+    }
+    Ok(())
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetRetiredPages(device: nvmlDevice_t, cause: nvmlPageRetirementCause_t, pageCount: *mut c_uint, addresses: *mut c_ulonglong) {
+        retired_pages(device, cause, pageCount, addresses, std::ptr::null_mut())
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetRetiredPages_v2(device: nvmlDevice_t, cause: nvmlPageRetirementCause_t, pageCount: *mut c_uint, addresses: *mut c_ulonglong, timestamps: *mut c_ulonglong) {
+        retired_pages(device, cause, pageCount, addresses, timestamps)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetRetiredPagesPendingStatus(device: nvmlDevice_t, isPending: *mut nvmlEnableState_t) {
+        nonnull(isPending)?;
+        let v = retired_gpu(device, |g| Ok(g.retired_pending as u32))?;
+        out(isPending, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetRemappedRows(device: nvmlDevice_t, corrRows: *mut c_uint, uncRows: *mut c_uint, isPending: *mut c_uint, failureOccurred: *mut c_uint) {
+        nonnull(corrRows)?;
+        nonnull(uncRows)?;
+        nonnull(isPending)?;
+        nonnull(failureOccurred)?;
+        let v = with_gpu(device, |g, _| {
+            if g.model.row_remapping {
+                Ok((g.remap_corr, g.remap_unc, g.remap_pending as u32, g.remap_failure as u32))
+            } else {
+                Err(NOT_SUPPORTED)
+            }
+        })?;
+        out(corrRows, v.0)?;
+        out(uncRows, v.1)?;
+        out(isPending, v.2)?;
+        out(failureOccurred, v.3)
+    }
+}
+
+// ---- NVLink --------------------------------------------------------------------
+
+fn nvlink_gpu<T>(device: nvmlDevice_t, link: u32, f: impl FnOnce(&Gpu, f64) -> R<T>) -> R<T> {
+    with_gpu(device, |g, t| {
+        if g.model.nvlinks == 0 {
+            Err(NOT_SUPPORTED)
+        } else if link >= g.model.nvlinks {
+            Err(INVALID_ARGUMENT)
+        } else {
+            f(g, t)
+        }
+    })
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetNvLinkState(device: nvmlDevice_t, link: c_uint, isActive: *mut nvmlEnableState_t) {
+        nonnull(isActive)?;
+        nvlink_gpu(device, link, |_, _| Ok(()))?;
+        out(isActive, 1)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetNvLinkErrorCounter(device: nvmlDevice_t, link: c_uint, counter: nvmlNvLinkErrorCounter_t, counterValue: *mut c_ulonglong) {
+        nonnull(counterValue)?;
+        if counter > 4 {
+            return Err(INVALID_ARGUMENT);
+        }
+        let v = nvlink_gpu(device, link, |g, _| Ok(g.nvlink_errors(link)[counter as usize]))?;
+        out(counterValue, v)
+    }
+}
+
+// ---- field values --------------------------------------------------------------
+
+/// Highest field id the claimed R560 headers define (NVML_FI_MAX - 1 there).
+const LAST_FIELD_ID: u32 = 234;
+
+enum FieldValue {
+    U32(u32),
+    U64(u64),
+}
+
+fn field_value(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
+    use nvml_wrapper_sys::bindings::field_id::*;
+    use FieldValue::*;
+    let m = g.model;
+    let ecc = |et: usize, c: usize, loc: Option<usize>| -> R<FieldValue> {
+        if !m.ecc {
+            return Err(NOT_SUPPORTED);
+        }
+        Ok(U64(match loc {
+            Some(l) => g.ecc[et][c][l],
+            None => g.ecc_total(et, c),
+        }))
+    };
+    let links = m.nvlinks;
+    // Legacy per-link ids: L0..L5 then L6..L11 live in separate ranges.
+    let link_in = |base_lo: u32, base_hi: u32| -> Option<u32> {
+        if (base_lo..base_lo + 6).contains(&id) {
+            Some(id - base_lo)
+        } else if (base_hi..base_hi + 6).contains(&id) {
+            Some(id - base_hi + 6)
+        } else {
+            None
+        }
+    };
+    let nvl_err = |counter: usize, link: Option<u32>| -> R<FieldValue> {
+        if links == 0 {
+            return Err(NOT_SUPPORTED);
+        }
+        match link {
+            Some(l) if l < links => Ok(U64(g.nvlink_errors(l)[counter])),
+            Some(_) => Err(NOT_SUPPORTED),
+            None => Ok(U64((0..links).map(|l| g.nvlink_errors(l)[counter]).sum())),
+        }
+    };
+    match id {
+        NVML_FI_DEV_ECC_CURRENT | NVML_FI_DEV_ECC_PENDING => {
+            if m.ecc {
+                Ok(U32(1))
+            } else {
+                Err(NOT_SUPPORTED)
+            }
+        }
+        NVML_FI_DEV_ECC_SBE_VOL_TOTAL => ecc(0, 0, None),
+        NVML_FI_DEV_ECC_DBE_VOL_TOTAL => ecc(1, 0, None),
+        NVML_FI_DEV_ECC_SBE_AGG_TOTAL => ecc(0, 1, None),
+        NVML_FI_DEV_ECC_DBE_AGG_TOTAL => ecc(1, 1, None),
+        NVML_FI_DEV_ECC_SBE_VOL_L1 => ecc(0, 0, Some(0)),
+        NVML_FI_DEV_ECC_DBE_VOL_L1 => ecc(1, 0, Some(0)),
+        NVML_FI_DEV_ECC_SBE_VOL_L2 => ecc(0, 0, Some(1)),
+        NVML_FI_DEV_ECC_DBE_VOL_L2 => ecc(1, 0, Some(1)),
+        NVML_FI_DEV_ECC_SBE_VOL_DEV => ecc(0, 0, Some(2)),
+        NVML_FI_DEV_ECC_DBE_VOL_DEV => ecc(1, 0, Some(2)),
+        NVML_FI_DEV_ECC_SBE_VOL_REG => ecc(0, 0, Some(3)),
+        NVML_FI_DEV_ECC_DBE_VOL_REG => ecc(1, 0, Some(3)),
+        NVML_FI_DEV_ECC_SBE_AGG_L1 => ecc(0, 1, Some(0)),
+        NVML_FI_DEV_ECC_DBE_AGG_L1 => ecc(1, 1, Some(0)),
+        NVML_FI_DEV_ECC_SBE_AGG_L2 => ecc(0, 1, Some(1)),
+        NVML_FI_DEV_ECC_DBE_AGG_L2 => ecc(1, 1, Some(1)),
+        NVML_FI_DEV_ECC_SBE_AGG_DEV => ecc(0, 1, Some(2)),
+        NVML_FI_DEV_ECC_DBE_AGG_DEV => ecc(1, 1, Some(2)),
+        NVML_FI_DEV_ECC_SBE_AGG_REG => ecc(0, 1, Some(3)),
+        NVML_FI_DEV_ECC_DBE_AGG_REG => ecc(1, 1, Some(3)),
+        NVML_FI_DEV_RETIRED_SBE | NVML_FI_DEV_RETIRED_DBE => {
+            if !m.page_retirement {
+                return Err(NOT_SUPPORTED);
+            }
+            let cause = if id == NVML_FI_DEV_RETIRED_SBE { 0 } else { 1 };
+            Ok(U64(
+                g.retired.iter().filter(|p| p.cause as u32 == cause).count() as u64,
+            ))
+        }
+        NVML_FI_DEV_RETIRED_PENDING
+        | NVML_FI_DEV_RETIRED_PENDING_SBE
+        | NVML_FI_DEV_RETIRED_PENDING_DBE => {
+            if m.page_retirement {
+                Ok(U32(g.retired_pending as u32))
+            } else {
+                Err(NOT_SUPPORTED)
+            }
+        }
+        NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL => nvl_err(2, None),
+        NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL => nvl_err(3, None),
+        NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL => nvl_err(0, None),
+        NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL => nvl_err(1, None),
+        NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL => nvl_err(4, None),
+        _ if link_in(
+            NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L0,
+            NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L6,
+        )
+        .is_some() =>
+        {
+            nvl_err(
+                2,
+                link_in(
+                    NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L0,
+                    NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L6,
+                ),
+            )
+        }
+        _ if link_in(
+            NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L0,
+            NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L6,
+        )
+        .is_some() =>
+        {
+            nvl_err(
+                3,
+                link_in(
+                    NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L0,
+                    NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L6,
+                ),
+            )
+        }
+        _ if link_in(
+            NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0,
+            NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L6,
+        )
+        .is_some() =>
+        {
+            nvl_err(
+                0,
+                link_in(
+                    NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0,
+                    NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L6,
+                ),
+            )
+        }
+        _ if link_in(
+            NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L0,
+            NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L6,
+        )
+        .is_some() =>
+        {
+            nvl_err(
+                1,
+                link_in(
+                    NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L0,
+                    NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L6,
+                ),
+            )
+        }
+        _ if (NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_L0
+            ..=NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_L11)
+            .contains(&id) =>
+        {
+            nvl_err(4, Some(id - NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_L0))
+        }
+        NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY => nvl_err(0, Some(scope)),
+        NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY => nvl_err(1, Some(scope)),
+        NVML_FI_DEV_NVLINK_ERROR_DL_CRC => nvl_err(2, Some(scope)),
+        NVML_FI_DEV_PERF_POLICY_POWER..=NVML_FI_DEV_PERF_POLICY_RELIABILITY => Ok(U64(
+            g.violation_ns((id - NVML_FI_DEV_PERF_POLICY_POWER) as usize, t)
+        )),
+        NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS | NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS => {
+            Ok(U64((0..6).map(|p| g.violation_ns(p, t)).sum()))
+        }
+        NVML_FI_DEV_MEMORY_TEMP => g.memory_temperature(t).map(U32).ok_or(NOT_SUPPORTED),
+        NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION | NVML_FI_DEV_ENERGY => Ok(U64(g.energy_mj as u64)),
+        NVML_FI_DEV_POWER_INSTANT | NVML_FI_DEV_POWER_AVERAGE => {
+            Ok(U32(g.power_mw(t).round() as u32))
+        }
+        NVML_FI_DEV_POWER_MIN_LIMIT => Ok(U32(m.power_min_mw)),
+        NVML_FI_DEV_POWER_MAX_LIMIT => Ok(U32(m.power_max_mw)),
+        NVML_FI_DEV_POWER_DEFAULT_LIMIT
+        | NVML_FI_DEV_POWER_CURRENT_LIMIT
+        | NVML_FI_DEV_POWER_REQUESTED_LIMIT => Ok(U32(m.power_default_mw)),
+        NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT => Ok(U32(m.temp_shutdown)),
+        NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT => Ok(U32(m.temp_slowdown)),
+        NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT => m.temp_mem_max.map(U32).ok_or(NOT_SUPPORTED),
+        NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT => Ok(U32(m.temp_gpu_max)),
+        _ if (NVML_FI_DEV_NVLINK_SPEED_MBPS_L0..=NVML_FI_DEV_NVLINK_SPEED_MBPS_L5)
+            .contains(&id)
+            || (NVML_FI_DEV_NVLINK_SPEED_MBPS_L6..=NVML_FI_DEV_NVLINK_SPEED_MBPS_L11)
+                .contains(&id) =>
+        {
+            let link = link_in(
+                NVML_FI_DEV_NVLINK_SPEED_MBPS_L0,
+                NVML_FI_DEV_NVLINK_SPEED_MBPS_L6,
+            )
+            .unwrap_or(0);
+            if links == 0 || link >= links {
+                Err(NOT_SUPPORTED)
+            } else {
+                Ok(U32(m.nvlink_mbps))
+            }
+        }
+        NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON => {
+            if links == 0 {
+                Err(NOT_SUPPORTED)
+            } else {
+                Ok(U32(m.nvlink_mbps))
+            }
+        }
+        NVML_FI_DEV_NVLINK_LINK_COUNT => {
+            if links == 0 {
+                Err(NOT_SUPPORTED)
+            } else {
+                Ok(U32(links))
+            }
+        }
+        NVML_FI_DEV_NVLINK_GET_SPEED => {
+            if links == 0 || scope >= links {
+                Err(NOT_SUPPORTED)
+            } else {
+                Ok(U32(m.nvlink_mbps))
+            }
+        }
+        NVML_FI_DEV_NVLINK_GET_STATE => {
+            if links == 0 || scope >= links {
+                Err(NOT_SUPPORTED)
+            } else {
+                Ok(U32(1))
+            }
+        }
+        NVML_FI_DEV_NVLINK_GET_VERSION => {
+            if links == 0 || scope >= links {
+                Err(NOT_SUPPORTED)
+            } else {
+                Ok(U32(match m.arch {
+                    NVML_DEVICE_ARCH_HOPPER => 5,
+                    NVML_DEVICE_ARCH_AMPERE => 4,
+                    _ => 2,
+                }))
+            }
+        }
+        NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT => {
+            if links == 0 {
+                Err(NOT_SUPPORTED)
+            } else {
+                Ok(U32(links))
+            }
+        }
+        // NVML header: "Link ID needs to be specified in the scopeId field";
+        // UINT_MAX returns the sum over all links. Counters are in KiB.
+        NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX..=NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX => {
+            if links == 0 {
+                return Err(NOT_SUPPORTED);
+            }
+            let pick = |l: u32| {
+                let (tx, rx) = g.nvlink_kib(l, t);
+                let raw = |v: u64| v + v / 16;
+                match id {
+                    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX => tx,
+                    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX => rx,
+                    NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX => raw(tx),
+                    _ => raw(rx),
+                }
+            };
+            if scope == u32::MAX {
+                Ok(U64((0..links).map(pick).sum()))
+            } else if scope < links {
+                Ok(U64(pick(scope)))
+            } else {
+                Err(INVALID_ARGUMENT)
+            }
+        }
+        NVML_FI_DEV_REMAPPED_COR
+        | NVML_FI_DEV_REMAPPED_UNC
+        | NVML_FI_DEV_REMAPPED_PENDING
+        | NVML_FI_DEV_REMAPPED_FAILURE => {
+            if !m.row_remapping {
+                return Err(NOT_SUPPORTED);
+            }
+            Ok(U32(match id {
+                NVML_FI_DEV_REMAPPED_COR => g.remap_corr,
+                NVML_FI_DEV_REMAPPED_UNC => g.remap_unc,
+                NVML_FI_DEV_REMAPPED_PENDING => g.remap_pending as u32,
+                _ => g.remap_failure as u32,
+            }))
+        }
+        NVML_FI_DEV_PCIE_REPLAY_COUNTER => Ok(U32(g.pcie_replay)),
+        NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER => Ok(U32(0)),
+        NVML_FI_DEV_PCIE_L0_TO_RECOVERY_COUNTER => Ok(U32(g.index % 2)),
+        NVML_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS..=NVML_FI_DEV_PCIE_COUNT_LANE_ERROR => Ok(U32(0)),
+        NVML_FI_DEV_PCIE_COUNT_TX_BYTES => Ok(U64(g.pcie_bytes(t).0)),
+        NVML_FI_DEV_PCIE_COUNT_RX_BYTES => Ok(U64(g.pcie_bytes(t).1)),
+        NVML_FI_DEV_IS_RESETLESS_MIG_SUPPORTED => Ok(U32(0)),
+        NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE => Ok(U32(m.mig_capable() as u32)),
+        // nvmlGpuRecoveryAction_t: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset.
+        NVML_FI_DEV_GET_GPU_RECOVERY_ACTION => Ok(U32(if g.remap_pending || g.retired_pending {
+            1
+        } else {
+            0
+        })),
+        NVML_FI_DEV_RESET_STATUS | NVML_FI_DEV_DRAIN_AND_RESET_STATUS => {
+            Ok(U32((g.remap_pending || g.retired_pending) as u32))
+        }
+        _ if id > LAST_FIELD_ID => Err(NOT_SUPPORTED),
+        _ => Err(NOT_SUPPORTED),
+    }
+}
+
+nvml_fn! {
+    /// Each entry gets its own nvmlReturn; the call succeeds as a whole.
+    fn nvmlDeviceGetFieldValues(device: nvmlDevice_t, valuesCount: c_int, values: *mut nvmlFieldValue_t) {
+        if valuesCount <= 0 || values.is_null() {
+            return Err(INVALID_ARGUMENT);
+        }
+        let entries = std::slice::from_raw_parts_mut(values, valuesCount as usize);
+        with_gpu(device, |g, t| {
+            let ts = now_us() as i64;
+            for e in entries.iter_mut() {
+                e.timestamp = ts;
+                e.latencyUsec = 0;
+                match field_value(g, e.fieldId, e.scopeId, t) {
+                    Ok(FieldValue::U32(v)) => {
+                        e.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
+                        e.value = nvmlValue_t { ullVal: 0 };
+                        e.value.uiVal = v;
+                        e.nvmlReturn = SUCCESS;
+                    }
+                    Ok(FieldValue::U64(v)) => {
+                        e.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+                        e.value = nvmlValue_t { ullVal: v };
+                        e.nvmlReturn = SUCCESS;
+                    }
+                    Err(code) => {
+                        e.nvmlReturn = code;
+                        e.value = nvmlValue_t { ullVal: 0 };
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+// ---- processes -----------------------------------------------------------------
+
+fn processes(device: nvmlDevice_t, kind: Option<ProcKind>) -> R<Vec<nvmlProcessInfo_t>> {
+    with_dev(device, |sim, d, _| {
+        let g = &sim.gpus[d.gpu as usize];
+        Ok(g.procs
+            .iter()
+            .filter(|p| kind.map(|k| p.kind == k).unwrap_or(false))
+            .filter(|p| match d.mig {
+                Some((gi, _, _)) => p.mig.map(|m| m.0) == Some(gi),
+                None => true,
+            })
+            .map(|p| nvmlProcessInfo_t {
+                pid: p.pid,
+                usedGpuMemory: p.memory,
+                gpuInstanceId: p.mig.map(|m| m.0).unwrap_or(u32::MAX),
+                computeInstanceId: p.mig.map(|m| m.1).unwrap_or(u32::MAX),
+            })
+            .collect())
+    })
+}
+
+/// The two-call protocol of the process queries (NVML reference): a count
+/// too small gets INSUFFICIENT_SIZE with the needed count written back.
+unsafe fn write_list<T>(count: *mut c_uint, infos: *mut T, items: Vec<T>) -> R {
+    nonnull(count)?;
+    let cap = *count as usize;
+    *count = items.len() as u32;
+    if items.is_empty() {
+        return Ok(());
+    }
+    if cap < items.len() {
+        return Err(INSUFFICIENT_SIZE);
+    }
+    if infos.is_null() {
+        return Err(INVALID_ARGUMENT);
+    }
+    for (i, item) in items.into_iter().enumerate() {
+        infos.add(i).write(item);
+    }
+    Ok(())
+}
+
+fn v1(list: Vec<nvmlProcessInfo_t>) -> Vec<nvmlProcessInfo_v1_t> {
+    list.into_iter()
+        .map(|p| nvmlProcessInfo_v1_t {
+            pid: p.pid,
+            usedGpuMemory: p.usedGpuMemory,
+        })
+        .collect()
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetComputeRunningProcesses_v3(device: nvmlDevice_t, infoCount: *mut c_uint, infos: *mut nvmlProcessInfo_t) {
+        nonnull(infoCount)?;
+        write_list(infoCount, infos, processes(device, Some(ProcKind::Compute))?)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetGraphicsRunningProcesses_v3(device: nvmlDevice_t, infoCount: *mut c_uint, infos: *mut nvmlProcessInfo_t) {
+        nonnull(infoCount)?;
+        write_list(infoCount, infos, processes(device, Some(ProcKind::Graphics))?)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetMPSComputeRunningProcesses_v3(device: nvmlDevice_t, infoCount: *mut c_uint, infos: *mut nvmlProcessInfo_t) {
+        nonnull(infoCount)?;
+        write_list(infoCount, infos, processes(device, None)?)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetComputeRunningProcesses_v2(device: nvmlDevice_t, infoCount: *mut c_uint, infos: *mut nvmlProcessInfo_v2_t) {
+        nonnull(infoCount)?;
+        write_list(infoCount, infos, processes(device, Some(ProcKind::Compute))?)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetGraphicsRunningProcesses_v2(device: nvmlDevice_t, infoCount: *mut c_uint, infos: *mut nvmlProcessInfo_v2_t) {
+        nonnull(infoCount)?;
+        write_list(infoCount, infos, processes(device, Some(ProcKind::Graphics))?)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetComputeRunningProcesses(device: nvmlDevice_t, infoCount: *mut c_uint, infos: *mut nvmlProcessInfo_v1_t) {
+        nonnull(infoCount)?;
+        write_list(infoCount, infos, v1(processes(device, Some(ProcKind::Compute))?))
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetGraphicsRunningProcesses(device: nvmlDevice_t, infoCount: *mut c_uint, infos: *mut nvmlProcessInfo_v1_t) {
+        nonnull(infoCount)?;
+        write_list(infoCount, infos, v1(processes(device, Some(ProcKind::Graphics))?))
+    }
+}
+
+nvml_fn! {
+    /// R550+ process list; its presence tells nvitop the `_v3` struct has no
+    /// `usedGpuCcProtectedMemory` field.
+    fn nvmlDeviceGetRunningProcessDetailList(device: nvmlDevice_t, plist: *mut nvmlProcessDetailList_t) {
+        nonnull(plist)?;
+        if (*plist).version != struct_version::<nvmlProcessDetailList_v1_t>(1) {
+            return Err(VERSION_MISMATCH);
+        }
+        let kind = match (*plist).mode {
+            0 => Some(ProcKind::Compute),
+            1 => Some(ProcKind::Graphics),
+            2 => None,
+            _ => return Err(INVALID_ARGUMENT),
+        };
+        let list: Vec<nvmlProcessDetail_v1_t> = processes(device, kind)?
+            .into_iter()
+            .map(|p| nvmlProcessDetail_v1_t {
+                pid: p.pid,
+                usedGpuMemory: p.usedGpuMemory,
+                gpuInstanceId: p.gpuInstanceId,
+                computeInstanceId: p.computeInstanceId,
+                usedGpuCcProtectedMemory: 0,
+            })
+            .collect();
+        let count = std::ptr::addr_of_mut!((*plist).numProcArrayEntries);
+        write_list(count, (*plist).procArray, list)
+    }
+}
+
+nvml_fn! {
+    /// Confidential computing is off on every simulated board.
+    fn nvmlDeviceGetConfComputeMemSizeInfo(device: nvmlDevice_t, memInfo: *mut nvmlConfComputeMemSizeInfo_t) {
+        nonnull(memInfo)?;
+        with_gpu(device, |_, _| Err(NOT_SUPPORTED))
+    }
+}
+
+nvml_fn! {
+    /// Windows-only (NVML reference); Linux drivers export it and answer NOT_SUPPORTED.
+    fn nvmlDeviceGetDriverModel_v2(device: nvmlDevice_t, current: *mut nvmlDriverModel_t, pending: *mut nvmlDriverModel_t) {
+        nonnull(current)?;
+        nonnull(pending)?;
+        with_gpu(device, |_, _| Err(NOT_SUPPORTED))
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetDriverModel(device: nvmlDevice_t, current: *mut nvmlDriverModel_t, pending: *mut nvmlDriverModel_t) {
+        nonnull(current)?;
+        nonnull(pending)?;
+        with_gpu(device, |_, _| Err(NOT_SUPPORTED))
+    }
+}

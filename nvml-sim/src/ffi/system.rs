@@ -1,0 +1,153 @@
+//! System queries and device enumeration.
+
+use super::*;
+use std::ffi::c_int;
+
+nvml_fn! {
+    fn nvmlSystemGetDriverVersion(version: *mut c_char, length: c_uint) {
+        drop(initialized()?);
+        out_str(version, length, DRIVER_VERSION)
+    }
+}
+
+nvml_fn! {
+    fn nvmlSystemGetNVMLVersion(version: *mut c_char, length: c_uint) {
+        // Answered without init on real drivers too.
+        out_str(version, length, NVML_VERSION)
+    }
+}
+
+nvml_fn! {
+    fn nvmlSystemGetCudaDriverVersion(cudaDriverVersion: *mut c_int) {
+        out(cudaDriverVersion, CUDA_DRIVER_VERSION)
+    }
+}
+
+nvml_fn! {
+    fn nvmlSystemGetCudaDriverVersion_v2(cudaDriverVersion: *mut c_int) {
+        out(cudaDriverVersion, CUDA_DRIVER_VERSION)
+    }
+}
+
+nvml_fn! {
+    /// NVML reference: the name is truncated to `length`; unknown pids give NOT_FOUND.
+    fn nvmlSystemGetProcessName(pid: c_uint, name: *mut c_char, length: c_uint) {
+        let st = initialized()?;
+        nonnull(name)?;
+        if length == 0 {
+            return Err(INVALID_ARGUMENT);
+        }
+        let sim = st.sim.as_ref().ok_or(UNINITIALIZED)?;
+        let found = sim.process_name(pid).ok_or(NOT_FOUND)?;
+        let s = &found[..found.len().min(length as usize - 1)];
+        out_str(name, length, s)
+    }
+}
+
+fn count() -> R<u32> {
+    let st = initialized()?;
+    Ok(st.sim.as_ref().map(|s| s.gpus.len() as u32).unwrap_or(0))
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetCount_v2(deviceCount: *mut c_uint) {
+        nonnull(deviceCount)?;
+        out(deviceCount, count()?)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetCount(deviceCount: *mut c_uint) {
+        nonnull(deviceCount)?;
+        out(deviceCount, count()?)
+    }
+}
+
+fn by_index(index: c_uint, device: *mut nvmlDevice_t) -> R {
+    nonnull(device)?;
+    if index >= count()? {
+        return Err(INVALID_ARGUMENT);
+    }
+    // The handle of a lost GPU stays valid; calls on it fail (FACTS).
+    unsafe {
+        out(
+            device,
+            device_handle(Dev {
+                gpu: index,
+                mig: None,
+            }),
+        )
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *mut nvmlDevice_t) { by_index(index, device) }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetHandleByIndex(index: c_uint, device: *mut nvmlDevice_t) { by_index(index, device) }
+}
+
+nvml_fn! {
+    /// Accepts GPU and MIG UUIDs, as the real function does.
+    fn nvmlDeviceGetHandleByUUID(uuid: *const c_char, device: *mut nvmlDevice_t) {
+        let wanted = read_cstr(uuid)?;
+        nonnull(device)?;
+        let st = initialized()?;
+        let sim = st.sim.as_ref().ok_or(UNINITIALIZED)?;
+        for g in &sim.gpus {
+            if g.uuid == wanted {
+                return out(device, device_handle(Dev { gpu: g.index, mig: None }));
+            }
+            if let Some(m) = &g.mig {
+                if let Some(i) = m.instances.iter().find(|i| i.uuid == wanted) {
+                    return out(device, device_handle(Dev { gpu: g.index, mig: Some((i.id, 0, m.generation)) }));
+                }
+            }
+        }
+        Err(NOT_FOUND)
+    }
+}
+
+fn by_bus_id(bus_id: *const c_char, device: *mut nvmlDevice_t) -> R {
+    let wanted = unsafe { read_cstr(bus_id)? }.to_ascii_lowercase();
+    nonnull(device)?;
+    let st = initialized()?;
+    let sim = st.sim.as_ref().ok_or(UNINITIALIZED)?;
+    for g in &sim.gpus {
+        let full = device::bus_id(g).to_ascii_lowercase();
+        let legacy = device::bus_id_legacy(g).to_ascii_lowercase();
+        let short = format!("{:02x}:00.0", g.bus);
+        if wanted == full || wanted == legacy || wanted == short {
+            return unsafe {
+                out(
+                    device,
+                    device_handle(Dev {
+                        gpu: g.index,
+                        mig: None,
+                    }),
+                )
+            };
+        }
+    }
+    Err(NOT_FOUND)
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetHandleByPciBusId_v2(pciBusId: *const c_char, device: *mut nvmlDevice_t) { by_bus_id(pciBusId, device) }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetHandleByPciBusId(pciBusId: *const c_char, device: *mut nvmlDevice_t) { by_bus_id(pciBusId, device) }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetHandleBySerial(serial: *const c_char, device: *mut nvmlDevice_t) {
+        let wanted = read_cstr(serial)?;
+        nonnull(device)?;
+        let st = initialized()?;
+        let sim = st.sim.as_ref().ok_or(UNINITIALIZED)?;
+        let g = sim.gpus.iter().find(|g| g.model.ecc && g.serial == wanted).ok_or(NOT_FOUND)?;
+        out(device, device_handle(Dev { gpu: g.index, mig: None }))
+    }
+}

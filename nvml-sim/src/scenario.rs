@@ -1,0 +1,389 @@
+//! Scenario files: the fleet a simulated driver presents and the faults it
+//! plays back over time. The built-in scenarios are TOML files in
+//! `scenarios/`, compiled in, so they double as examples of the format.
+
+use crate::fault::{Fault, ProcKind};
+use crate::model::{self, Model};
+use serde::Deserialize;
+use std::path::Path;
+
+pub const BUILTINS: [(&str, &str); 5] = [
+    ("dgx-h100", include_str!("../scenarios/dgx-h100.toml")),
+    ("dgx-a100", include_str!("../scenarios/dgx-a100.toml")),
+    ("workstation", include_str!("../scenarios/workstation.toml")),
+    ("faults", include_str!("../scenarios/faults.toml")),
+    ("large", include_str!("../scenarios/large.toml")),
+];
+
+pub const DEFAULT: &str = "dgx-h100";
+
+/// A scenario after validation: every name resolved, every layout placed.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub gpus: Vec<GpuSpec>,
+    /// Sorted by time.
+    pub timeline: Vec<(f64, Fault)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GpuSpec {
+    pub model: &'static Model,
+    pub load: f64,
+    pub mig: Option<Vec<MigSpec>>,
+    pub processes: Vec<ProcSpec>,
+    pub display: bool,
+    pub persistence: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct MigSpec {
+    pub profile: String,
+    pub load: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProcSpec {
+    pub pid: Option<u32>,
+    pub name: String,
+    pub memory_mib: u64,
+    pub kind: ProcKind,
+    /// Index into the GPU's `mig` list.
+    pub mig_instance: Option<usize>,
+}
+
+#[derive(Debug)]
+pub struct ScenarioError {
+    pub source: String,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{}: {}", self.source, line, self.message),
+            None => write!(f, "{}: {}", self.source, self.message),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: Option<String>,
+    #[allow(dead_code)]
+    description: Option<String>,
+    /// Another scenario (built-in name) whose GPUs this one starts from.
+    base: Option<toml::Spanned<String>>,
+    #[serde(default)]
+    gpu: Vec<toml::Spanned<RawGpu>>,
+    #[serde(default)]
+    timeline: Vec<toml::Spanned<toml::Table>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGpu {
+    model: toml::Spanned<String>,
+    #[serde(default = "one")]
+    count: usize,
+    #[serde(default)]
+    load: f64,
+    mig: Option<Vec<RawMig>>,
+    #[serde(default)]
+    processes: Vec<RawProc>,
+    #[serde(default)]
+    display: bool,
+    persistence: Option<bool>,
+}
+
+fn one() -> usize {
+    1
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawMig {
+    Name(String),
+    Full {
+        profile: String,
+        #[serde(default)]
+        load: f64,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProc {
+    pid: Option<u32>,
+    name: String,
+    memory_mib: u64,
+    #[serde(default = "compute")]
+    kind: ProcKind,
+    mig_instance: Option<usize>,
+}
+
+fn compute() -> ProcKind {
+    ProcKind::Compute
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// Resolves `NVML_SIM_SCENARIO`-style names: a built-in name or a file path.
+pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
+    if let Some((name, text)) = BUILTINS.iter().find(|(n, _)| *n == name_or_path) {
+        return parse(text, &format!("built-in scenario `{name}`"), name);
+    }
+    let path = Path::new(name_or_path);
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        source: name_or_path.to_string(),
+        line: None,
+        message: format!(
+            "cannot read scenario file ({e}); built-in scenarios are: {}",
+            BUILTINS
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })?;
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("scenario");
+    parse(&text, name_or_path, stem)
+}
+
+pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
+    let err = |offset: Option<usize>, message: String| ScenarioError {
+        source: source.to_string(),
+        line: offset.map(|o| line_of(text, o)),
+        message,
+    };
+    let raw: RawScenario = toml::from_str(text)
+        .map_err(|e| err(e.span().map(|s| s.start), e.message().trim().to_string()))?;
+    let name = raw.name.clone().unwrap_or_else(|| default_name.to_string());
+    let mut gpus = Vec::new();
+    let mut timeline = Vec::new();
+    if let Some(base) = &raw.base {
+        let base_text = BUILTINS
+            .iter()
+            .find(|(n, _)| *n == base.get_ref())
+            .map(|(_, t)| *t)
+            .ok_or_else(|| {
+                err(
+                    Some(base.span().start),
+                    format!("unknown base scenario `{}`", base.get_ref()),
+                )
+            })?;
+        let base_scenario = parse(
+            base_text,
+            &format!("built-in scenario `{}`", base.get_ref()),
+            base.get_ref(),
+        )?;
+        gpus = base_scenario.gpus;
+        timeline = base_scenario.timeline;
+    }
+    for spanned in &raw.gpu {
+        let at = spanned.span().start;
+        let g = spanned.get_ref();
+        let model = model::model_by_key(g.model.get_ref()).ok_or_else(|| {
+            err(
+                Some(g.model.span().start),
+                format!(
+                    "unknown GPU model `{}` (known: {})",
+                    g.model.get_ref(),
+                    model::MODELS
+                        .iter()
+                        .map(|m| m.key)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        })?;
+        if !(0.0..=100.0).contains(&g.load) {
+            return Err(err(
+                Some(at),
+                format!("load {} is outside 0..=100 percent", g.load),
+            ));
+        }
+        if g.count == 0 {
+            return Err(err(Some(at), "count must be at least 1".into()));
+        }
+        let mig = match &g.mig {
+            None => None,
+            Some(list) => {
+                let specs: Vec<MigSpec> = list
+                    .iter()
+                    .map(|m| match m {
+                        RawMig::Name(n) => MigSpec {
+                            profile: n.clone(),
+                            load: 0.0,
+                        },
+                        RawMig::Full { profile, load } => MigSpec {
+                            profile: profile.clone(),
+                            load: *load,
+                        },
+                    })
+                    .collect();
+                let names: Vec<String> = specs.iter().map(|s| s.profile.clone()).collect();
+                model::place_layout(model, &names).map_err(|m| err(Some(at), m))?;
+                if let Some(bad) = specs.iter().find(|s| !(0.0..=100.0).contains(&s.load)) {
+                    return Err(err(
+                        Some(at),
+                        format!("MIG instance load {} is outside 0..=100", bad.load),
+                    ));
+                }
+                Some(specs)
+            }
+        };
+        let mut processes = Vec::new();
+        for p in &g.processes {
+            if let Some(i) = p.mig_instance {
+                let n = mig.as_ref().map(|m| m.len()).unwrap_or(0);
+                if i >= n {
+                    return Err(err(
+                        Some(at),
+                        format!("process `{}` names mig_instance {i}, but this GPU has {n} MIG instances", p.name),
+                    ));
+                }
+            } else if mig.is_some() {
+                return Err(err(
+                    Some(at),
+                    format!(
+                        "process `{}` runs on a MIG-enabled GPU and must name its mig_instance",
+                        p.name
+                    ),
+                ));
+            }
+            processes.push(ProcSpec {
+                pid: p.pid,
+                name: p.name.clone(),
+                memory_mib: p.memory_mib,
+                kind: p.kind,
+                mig_instance: p.mig_instance,
+            });
+        }
+        if g.display && !model.display_capable {
+            return Err(err(
+                Some(at),
+                format!("{} has no display output", model.name),
+            ));
+        }
+        for _ in 0..g.count {
+            gpus.push(GpuSpec {
+                model,
+                load: g.load,
+                mig: mig.clone(),
+                processes: processes.clone(),
+                display: g.display,
+                persistence: g.persistence.unwrap_or(!model.display_capable),
+            });
+        }
+    }
+    if gpus.is_empty() {
+        return Err(err(
+            None,
+            "the scenario defines no GPU ([[gpu]] tables)".into(),
+        ));
+    }
+    if gpus.len() > 255 {
+        return Err(err(
+            None,
+            format!("{} GPUs; at most 255 are supported", gpus.len()),
+        ));
+    }
+    for entry in &raw.timeline {
+        let offset = entry.span().start;
+        let mut table = entry.get_ref().clone();
+        let at = match table.remove("at") {
+            Some(toml::Value::Float(f)) => f,
+            Some(toml::Value::Integer(i)) => i as f64,
+            Some(_) => return Err(err(Some(offset), "`at` must be a number of seconds".into())),
+            None => {
+                return Err(err(
+                    Some(offset),
+                    "timeline entry without `at` (seconds after nvmlInit)".into(),
+                ))
+            }
+        };
+        if !(at >= 0.0 && at.is_finite()) {
+            return Err(err(
+                Some(offset),
+                format!("`at` = {at} must be a non-negative number of seconds"),
+            ));
+        }
+        let fault: Fault = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| {
+                err(Some(offset), format!("bad timeline entry: {}", e.message()))
+            })?;
+        if let Some(g) = fault.gpu() {
+            if g as usize >= gpus.len() {
+                return Err(err(
+                    Some(offset),
+                    format!(
+                        "timeline entry names GPU {g}, but the fleet has {} GPUs",
+                        gpus.len()
+                    ),
+                ));
+            }
+        }
+        timeline.push((at, fault));
+    }
+    timeline.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(Scenario {
+        name,
+        gpus,
+        timeline,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_parse() {
+        for (name, _) in BUILTINS {
+            let s = load(name).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!s.gpus.is_empty(), "{name}");
+        }
+        assert_eq!(load("dgx-h100").unwrap().gpus.len(), 8);
+        assert_eq!(load("large").unwrap().gpus.len(), 16);
+        assert_eq!(load("faults").unwrap().timeline.len(), 9);
+    }
+
+    #[test]
+    fn errors_name_line_and_problem() {
+        let text = "name = \"x\"\n\n[[gpu]]\nmodel = \"h200\"\n";
+        let e = parse(text, "x.toml", "x").unwrap_err();
+        assert_eq!(e.line, Some(4));
+        assert!(
+            e.to_string()
+                .starts_with("x.toml:4: unknown GPU model `h200`"),
+            "{e}"
+        );
+        let e = parse(
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nmig = [\"4g.40gb\", \"4g.40gb\"]\n",
+            "y.toml",
+            "y",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(1));
+        assert!(e.message.contains("does not fit"), "{e}");
+        let e = parse("[[gpu]]\nmodel = 3\n", "z.toml", "z").unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        let e = parse(
+            "[[gpu]]\nmodel = \"rtx-4090\"\n[[timeline]]\nat = 1\naction = \"lose\"\ngpu = 3\n",
+            "t.toml",
+            "t",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(e.message.contains("GPU 3"), "{e}");
+    }
+}
