@@ -5,8 +5,13 @@
 //!   one moment. The boundary between sampling and encoding.
 //! - [`family::Family`]: the collector families that flags switch on and off.
 
+pub mod app;
+pub mod cli;
 pub mod collectors;
 pub mod exposition;
 pub mod family;
+pub mod http;
+pub mod logging;
 pub mod nvml;
 pub mod snapshot;
+pub mod web_config;

@@ -1,0 +1,209 @@
+//! Wires the parts together: the sampler publishes snapshots, each is
+//! encoded once on the sampler's thread and swapped into `latest`, and the
+//! HTTP server answers every scrape from `latest`.
+//!
+//! Startup fails fast, with a typed error, only on configuration problems
+//! (an address that cannot be bound, a `--nvml.library` that does not
+//! exist). A driver that is absent or broken is not one: the exporter then
+//! serves `nvml_exporter_nvml_up 0` while the sampler retries.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{Signal, SignalKind};
+use tokio::sync::watch;
+
+use crate::cli::{Config, Library, ListenAddress};
+use crate::exposition::{self, BuildInfo, RenderContext};
+use crate::http::{self, Published, Router, ServerConfig};
+use crate::logging;
+use crate::nvml::{self, LibrarySource, PollerConfig};
+use crate::snapshot::Snapshot;
+
+/// How long shutdown waits for the sampler. A worker blocked in the driver
+/// cannot be joined; the sampler leaves it behind after this.
+const POLLER_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("--web.listen-address {address}: cannot resolve the host: {source}")]
+    Resolve {
+        address: ListenAddress,
+        #[source]
+        source: io::Error,
+    },
+    #[error("--web.listen-address {address}: the host resolves to no address")]
+    NoAddress { address: ListenAddress },
+    #[error("--web.listen-address {address}: cannot listen on {socket}: {source}")]
+    Bind {
+        address: ListenAddress,
+        socket: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Nvml(#[from] nvml::StartError),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] io::Error),
+    #[error("cannot install the {signal} handler: {source}")]
+    Signal {
+        signal: &'static str,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Runs the exporter until SIGTERM or SIGINT.
+pub fn run(config: Config) -> Result<(), AppError> {
+    logging::init(config.log_level, config.log_format);
+    // Two workers are plenty for copying prepared bytes, and keep the
+    // exporter's footprint small on a GPU host full of busier processes.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("nvml-exporter-http")
+        .enable_all()
+        .build()
+        .map_err(AppError::Runtime)?;
+    let poller = runtime.block_on(serve_until_signal(config))?;
+    tracing::info!("stopping the sampler");
+    poller.shutdown(POLLER_SHUTDOWN_TIMEOUT);
+    // A connection task past the drain timeout must not hold the exit.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    tracing::info!("shutdown complete");
+    Ok(())
+}
+
+async fn serve_until_signal(config: Config) -> Result<nvml::Poller, AppError> {
+    // Installed first: a signal that arrives once we are listening must
+    // find its handler, not the default action.
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let listener = bind(&config.listen_address).await?;
+    let local = listener.local_addr().map_err(|source| AppError::Bind {
+        address: config.listen_address.clone(),
+        socket: "0.0.0.0:0".parse().expect("literal socket address"),
+        source,
+    })?;
+
+    let latest: Arc<ArcSwapOption<Published>> = Arc::new(ArcSwapOption::empty());
+    let poller = nvml::start(
+        PollerConfig {
+            library: library_source(&config.library),
+            interval: config.collect_interval,
+            stuck_deadline: config.stuck_deadline,
+            families: config.families.clone(),
+        },
+        publisher(&config, latest.clone()),
+    )?;
+
+    let router = Arc::new(Router::new(
+        config.telemetry_path.clone(),
+        latest,
+        config.max_requests,
+    ));
+    let (stop_tx, stop_rx) = watch::channel(());
+    let server = tokio::spawn(http::serve(
+        listener,
+        router,
+        ServerConfig {
+            read_header_timeout: config.read_header_timeout,
+        },
+        stop_rx,
+    ));
+    tracing::info!(
+        address = %local,
+        telemetry_path = %config.telemetry_path,
+        interval = ?config.collect_interval,
+        "listening"
+    );
+
+    let signal = tokio::select! {
+        _ = sigterm.recv() => "SIGTERM",
+        _ = sigint.recv() => "SIGINT",
+    };
+    tracing::info!(signal, "shutting down");
+    let _ = stop_tx.send(());
+    if let Err(e) = server.await {
+        tracing::error!(error = %e, "the HTTP server task failed");
+    }
+    Ok(poller)
+}
+
+fn signal(kind: SignalKind) -> Result<Signal, AppError> {
+    tokio::signal::unix::signal(kind).map_err(|source| AppError::Signal {
+        signal: if kind == SignalKind::terminate() {
+            "SIGTERM"
+        } else {
+            "SIGINT"
+        },
+        source,
+    })
+}
+
+async fn bind(address: &ListenAddress) -> Result<TcpListener, AppError> {
+    let candidates: Vec<SocketAddr> = tokio::net::lookup_host(address.to_socket_string())
+        .await
+        .map_err(|source| AppError::Resolve {
+            address: address.clone(),
+            source,
+        })?
+        .collect();
+    let mut last = None;
+    for socket in candidates {
+        match TcpListener::bind(socket).await {
+            Ok(l) => return Ok(l),
+            Err(source) => {
+                last = Some(AppError::Bind {
+                    address: address.clone(),
+                    socket,
+                    source,
+                })
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| AppError::NoAddress {
+        address: address.clone(),
+    }))
+}
+
+fn library_source(library: &Library) -> LibrarySource {
+    match library {
+        Library::System => LibrarySource::System,
+        Library::Path(p) => LibrarySource::Path(p.clone()),
+        Library::Simulated { scenario } => LibrarySource::Simulated {
+            scenario: scenario.clone(),
+        },
+    }
+}
+
+/// The callback the sampler calls after every poll round: encode once, swap
+/// in. Readiness changes are logged once each, not every poll.
+fn publisher(
+    config: &Config,
+    latest: Arc<ArcSwapOption<Published>>,
+) -> Arc<dyn Fn(Arc<Snapshot>) + Send + Sync> {
+    let ctx = RenderContext {
+        families: config.families.clone(),
+        build: BuildInfo::current(),
+    };
+    let was_ready = AtomicBool::new(false);
+    Arc::new(move |snapshot: Arc<Snapshot>| {
+        let exposition = exposition::render(&snapshot, &ctx);
+        latest.store(Some(Arc::new(Published {
+            exposition: Arc::new(exposition),
+            ready: snapshot.ready,
+        })));
+        if was_ready.swap(snapshot.ready, Ordering::Relaxed) != snapshot.ready {
+            if snapshot.ready {
+                tracing::info!(gpus = snapshot.gpus.len(), "ready");
+            } else {
+                tracing::warn!(nvml_up = snapshot.nvml_up, "not ready");
+            }
+        }
+    })
+}

@@ -1,0 +1,620 @@
+//! Command-line flags, in the style of the Prometheus exporters
+//! (`--web.listen-address`, `--collector.<name>`), each also readable from an
+//! `NVML_EXPORTER_*` environment variable so a container or unit file can set
+//! them without editing the command line. A flag on the command line wins
+//! over its variable.
+//!
+//! Parsing never panics: every problem becomes a `clap::Error` that names the
+//! flag and the value, which `main` prints before exiting non-zero.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::BoolishValueParser;
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{Arg, ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, ValueEnum};
+
+use crate::family::{Family, FamilySet};
+
+/// The default port. 9400 belongs to dcgm-exporter and 9835 to
+/// nvidia_gpu_exporter; 9445 is free in the Prometheus default port
+/// allocations wiki, so this exporter can run beside either of them while an
+/// operator migrates.
+pub const DEFAULT_PORT: u16 = 9445;
+
+/// Scenario that a bare `--simulate` runs.
+pub const DEFAULT_SCENARIO: &str = "dgx-h100";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "nvml-exporter",
+    version,
+    // The last of a repeated flag wins, as in most Unix tools, so a wrapper
+    // script's defaults can be overridden by appending.
+    args_override_self = true,
+    about = "Prometheus exporter for NVIDIA GPUs and MIG instances, built on NVML.",
+    after_help = "Every flag can also be set through the environment variable shown with it; \
+                  a flag given on the command line wins over its variable.\n\
+                  Collector families are switched with --collector.<name>[=BOOL] and \
+                  --no-collector.<name>."
+)]
+struct Flags {
+    /// Address to listen on: `:PORT` (every IPv4 interface), `HOST:PORT` or
+    /// `[IPv6]:PORT`. Port 9445 stays clear of dcgm-exporter (9400) and
+    /// nvidia_gpu_exporter (9835).
+    #[arg(
+        long = "web.listen-address",
+        env = "NVML_EXPORTER_WEB_LISTEN_ADDRESS",
+        default_value = ":9445",
+        value_parser = parse_listen_address,
+        value_name = "ADDRESS"
+    )]
+    listen_address: ListenAddress,
+
+    /// Path under which the metrics are served.
+    #[arg(
+        long = "web.telemetry-path",
+        env = "NVML_EXPORTER_WEB_TELEMETRY_PATH",
+        default_value = "/metrics",
+        value_parser = parse_telemetry_path,
+        value_name = "PATH"
+    )]
+    telemetry_path: String,
+
+    /// How often NVML is sampled (Prometheus duration: 500ms, 5s, 1m). The
+    /// default of 5s is a third of the usual 15s scrape interval, so every
+    /// scrape sees data at most 5s old, while eight GPUs cost only a few
+    /// milliseconds of driver time per round.
+    #[arg(
+        long = "collect.interval",
+        env = "NVML_EXPORTER_COLLECT_INTERVAL",
+        default_value = "5s",
+        value_parser = parse_positive_duration,
+        value_name = "DURATION"
+    )]
+    collect_interval: Duration,
+
+    /// How long one driver call may block before its GPU is reported hung
+    /// (`nvidia_gpu_up 0`, readings withdrawn). Default: three collect
+    /// intervals.
+    #[arg(
+        long = "collect.stuck-deadline",
+        env = "NVML_EXPORTER_COLLECT_STUCK_DEADLINE",
+        value_parser = parse_positive_duration,
+        value_name = "DURATION"
+    )]
+    stuck_deadline: Option<Duration>,
+
+    /// Load this libnvidia-ml instead of the one the dynamic loader finds.
+    /// The file must exist.
+    #[arg(
+        long = "nvml.library",
+        env = "NVML_EXPORTER_NVML_LIBRARY",
+        value_name = "PATH",
+        conflicts_with = "simulate"
+    )]
+    nvml_library: Option<PathBuf>,
+
+    /// Run on the simulated driver (nvml-sim) instead of a real one: a
+    /// built-in scenario (dgx-h100, dgx-a100, workstation, faults, large) or a
+    /// scenario file. A bare --simulate runs dgx-h100.
+    #[arg(
+        long = "simulate",
+        env = "NVML_EXPORTER_SIMULATE",
+        num_args = 0..=1,
+        require_equals = false,
+        default_missing_value = DEFAULT_SCENARIO,
+        value_name = "SCENARIO"
+    )]
+    simulate: Option<String>,
+
+    /// Most scrapes served at once; beyond it a scrape gets 503 at once
+    /// instead of queueing. 0 means no limit.
+    #[arg(
+        long = "web.max-requests",
+        env = "NVML_EXPORTER_WEB_MAX_REQUESTS",
+        default_value_t = 40,
+        value_name = "N"
+    )]
+    max_requests: usize,
+
+    /// How long a client may take to send a request's headers (also how long
+    /// an idle keep-alive connection is kept). Kept below the usual 15s scrape
+    /// interval so a scraper sees the close before it reuses the connection.
+    #[arg(
+        long = "web.read-header-timeout",
+        env = "NVML_EXPORTER_WEB_READ_HEADER_TIMEOUT",
+        default_value = "10s",
+        value_parser = parse_positive_duration,
+        value_name = "DURATION"
+    )]
+    read_header_timeout: Duration,
+
+    /// exporter-toolkit web configuration file (TLS, basic auth, headers).
+    #[arg(
+        long = "web.config.file",
+        env = "NVML_EXPORTER_WEB_CONFIG_FILE",
+        value_name = "PATH"
+    )]
+    web_config_file: Option<PathBuf>,
+
+    /// Least severe log level written.
+    #[arg(
+        long = "log.level",
+        env = "NVML_EXPORTER_LOG_LEVEL",
+        default_value = "info",
+        value_enum
+    )]
+    log_level: LogLevel,
+
+    /// Log line format.
+    #[arg(
+        long = "log.format",
+        env = "NVML_EXPORTER_LOG_FORMAT",
+        default_value = "logfmt",
+        value_enum
+    )]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Logfmt,
+    Json,
+}
+
+/// Where NVML comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Library {
+    System,
+    Path(PathBuf),
+    Simulated { scenario: String },
+}
+
+/// `--web.listen-address`, validated but not resolved: a host name is looked
+/// up when the listener binds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenAddress {
+    /// `None` for `:PORT`: every IPv4 interface.
+    pub host: Option<String>,
+    pub port: u16,
+}
+
+impl ListenAddress {
+    /// The string to hand to the resolver.
+    pub fn to_socket_string(&self) -> String {
+        match &self.host {
+            None => format!("0.0.0.0:{}", self.port),
+            Some(h) if h.contains(':') => format!("[{h}]:{}", self.port),
+            Some(h) => format!("{h}:{}", self.port),
+        }
+    }
+}
+
+impl fmt::Display for ListenAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.host {
+            None => write!(f, ":{}", self.port),
+            Some(h) if h.contains(':') => write!(f, "[{h}]:{}", self.port),
+            Some(h) => write!(f, "{h}:{}", self.port),
+        }
+    }
+}
+
+/// Everything the flags decide, validated.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen_address: ListenAddress,
+    pub telemetry_path: String,
+    pub collect_interval: Duration,
+    pub stuck_deadline: Duration,
+    pub library: Library,
+    pub families: FamilySet,
+    pub max_requests: usize,
+    pub read_header_timeout: Duration,
+    pub web_config_file: Option<PathBuf>,
+    pub log_level: LogLevel,
+    pub log_format: LogFormat,
+}
+
+fn enable_id(f: Family) -> String {
+    format!("collector.{}", f.name())
+}
+
+fn disable_id(f: Family) -> String {
+    format!("no-collector.{}", f.name())
+}
+
+/// The full command, with one flag pair per collector family generated from
+/// `Family::ALL` so a new family gets its switch without touching this file.
+pub fn command() -> clap::Command {
+    let mut cmd = Flags::command();
+    for &f in Family::ALL {
+        let default = if f.enabled_by_default() {
+            "enabled"
+        } else {
+            "disabled"
+        };
+        cmd = cmd
+            .arg(
+                Arg::new(enable_id(f))
+                    .long(enable_id(f))
+                    .env(format!(
+                        "NVML_EXPORTER_COLLECTOR_{}",
+                        f.name().to_ascii_uppercase()
+                    ))
+                    .num_args(0..=1)
+                    .require_equals(true)
+                    .default_missing_value("true")
+                    .value_parser(BoolishValueParser::new())
+                    .action(ArgAction::Set)
+                    .value_name("BOOL")
+                    .overrides_with(disable_id(f))
+                    .help_heading("Collectors")
+                    .help(format!(
+                        "{} [default: {default}; off: --no-{}]",
+                        f.help(),
+                        enable_id(f)
+                    )),
+            )
+            .arg(
+                Arg::new(disable_id(f))
+                    .long(disable_id(f))
+                    .action(ArgAction::SetTrue)
+                    .overrides_with(enable_id(f))
+                    .hide(true),
+            );
+    }
+    cmd
+}
+
+/// Parses arguments (the first is the program name) and the environment.
+/// `Err` carries `--help` and `--version` too; `clap::Error::exit` prints
+/// each the right way.
+pub fn parse_from<I, T>(args: I) -> Result<Config, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let mut cmd = command();
+    let matches = cmd.try_get_matches_from_mut(args)?;
+    let flags = Flags::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
+    let families = families_from(&matches);
+    let library = match (flags.simulate, flags.nvml_library) {
+        (Some(scenario), _) if scenario.is_empty() => {
+            return Err(cmd.error(
+                ErrorKind::InvalidValue,
+                "--simulate: the scenario name is empty (leave the value out for dgx-h100)",
+            ))
+        }
+        (Some(scenario), _) => Library::Simulated { scenario },
+        (None, Some(path)) => Library::Path(path),
+        (None, None) => Library::System,
+    };
+    Ok(Config {
+        listen_address: flags.listen_address,
+        telemetry_path: flags.telemetry_path,
+        collect_interval: flags.collect_interval,
+        stuck_deadline: flags
+            .stuck_deadline
+            .unwrap_or(flags.collect_interval.saturating_mul(3)),
+        library,
+        families,
+        max_requests: flags.max_requests,
+        read_header_timeout: flags.read_header_timeout,
+        web_config_file: flags.web_config_file,
+        log_level: flags.log_level,
+        log_format: flags.log_format,
+    })
+}
+
+fn families_from(matches: &ArgMatches) -> FamilySet {
+    let mut set = FamilySet::defaults();
+    for &f in Family::ALL {
+        // `overrides_with` leaves only the last of the pair given on the
+        // command line; an environment value for `--collector.x` is applied
+        // even then, so the command-line `--no-` must be checked first.
+        let disabled_on_cli = matches.get_flag(&disable_id(f))
+            && matches.value_source(&disable_id(f)) == Some(ValueSource::CommandLine);
+        let enabled = if disabled_on_cli {
+            Some(false)
+        } else {
+            matches.get_one::<bool>(&enable_id(f)).copied()
+        };
+        if let Some(on) = enabled {
+            set.set(f, on);
+        }
+    }
+    set
+}
+
+fn parse_listen_address(s: &str) -> Result<ListenAddress, String> {
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{s:?} is not HOST:PORT or :PORT"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("{s:?}: port {port:?} is not a number from 0 to 65535"))?;
+    let host = if host.is_empty() {
+        None
+    } else if let Some(inner) = host.strip_prefix('[') {
+        let inner = inner
+            .strip_suffix(']')
+            .ok_or_else(|| format!("{s:?}: unclosed '[' in IPv6 address"))?;
+        inner
+            .parse::<std::net::Ipv6Addr>()
+            .map_err(|_| format!("{s:?}: {inner:?} is not an IPv6 address"))?;
+        Some(inner.to_string())
+    } else if host.contains(':') {
+        return Err(format!(
+            "{s:?}: write IPv6 addresses in brackets, e.g. [::1]:{port}"
+        ));
+    } else if host
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+    {
+        Some(host.to_string())
+    } else {
+        return Err(format!("{s:?}: {host:?} is not a host name or address"));
+    };
+    Ok(ListenAddress { host, port })
+}
+
+fn parse_telemetry_path(s: &str) -> Result<String, String> {
+    if !s.starts_with('/') {
+        return Err(format!("{s:?} must start with '/'"));
+    }
+    if s == "/" || s.starts_with("/-/") {
+        return Err(format!(
+            "{s:?} is taken by the landing page or the health endpoints"
+        ));
+    }
+    if s.contains(['?', '#']) || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("{s:?} must be a plain path"));
+    }
+    Ok(s.to_string())
+}
+
+fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!("{s:?} must be longer than zero"));
+    }
+    Ok(d)
+}
+
+/// Parses a Prometheus duration: integers with units, largest unit first,
+/// each unit at most once (`1h30m`, `500ms`, `2d`). A bare `0` is zero.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    const UNITS: &[(&str, u64)] = &[
+        ("y", 365 * 24 * 3_600_000),
+        ("w", 7 * 24 * 3_600_000),
+        ("d", 24 * 3_600_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+        ("ms", 1),
+    ];
+    let bad = || format!("{s:?} is not a duration like 500ms, 5s, 1m or 1h30m");
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if s.is_empty() {
+        return Err(bad());
+    }
+    let mut rest = s;
+    let mut next_unit = 0;
+    let mut total_ms: u64 = 0;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(bad());
+        }
+        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let letters = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let unit = &rest[..letters];
+        rest = &rest[letters..];
+        let pos = UNITS[next_unit..]
+            .iter()
+            .position(|(u, _)| *u == unit)
+            .ok_or_else(bad)?;
+        let (_, ms) = UNITS[next_unit + pos];
+        next_unit += pos + 1;
+        total_ms = n
+            .checked_mul(ms)
+            .and_then(|v| total_ms.checked_add(v))
+            .ok_or_else(|| format!("{s:?} is too long"))?;
+    }
+    Ok(Duration::from_millis(total_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Config, clap::Error> {
+        let mut v = vec!["nvml-exporter"];
+        v.extend_from_slice(args);
+        parse_from(v)
+    }
+
+    #[test]
+    fn command_is_well_formed() {
+        command().debug_assert();
+    }
+
+    #[test]
+    fn defaults() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.listen_address.to_string(), ":9445");
+        assert_eq!(c.listen_address.port, DEFAULT_PORT);
+        assert_eq!(c.telemetry_path, "/metrics");
+        assert_eq!(c.collect_interval, Duration::from_secs(5));
+        assert_eq!(c.stuck_deadline, Duration::from_secs(15));
+        assert_eq!(c.library, Library::System);
+        assert_eq!(c.families, FamilySet::defaults());
+        assert_eq!(c.log_level, LogLevel::Info);
+        assert_eq!(c.log_format, LogFormat::Logfmt);
+    }
+
+    #[test]
+    fn simulate_bare_and_named() {
+        let bare = parse(&["--simulate"]).unwrap();
+        assert_eq!(
+            bare.library,
+            Library::Simulated {
+                scenario: "dgx-h100".into()
+            }
+        );
+        let bare_then_flag = parse(&["--simulate", "--log.level", "debug"]).unwrap();
+        assert_eq!(bare_then_flag.library, bare.library);
+        let named = parse(&["--simulate", "workstation"]).unwrap();
+        assert_eq!(
+            named.library,
+            Library::Simulated {
+                scenario: "workstation".into()
+            }
+        );
+        let eq = parse(&["--simulate=faults"]).unwrap();
+        assert_eq!(
+            eq.library,
+            Library::Simulated {
+                scenario: "faults".into()
+            }
+        );
+    }
+
+    #[test]
+    fn simulate_and_library_conflict() {
+        let e = parse(&["--simulate", "--nvml.library", "/x.so"]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ArgumentConflict);
+    }
+
+    #[test]
+    fn collector_flags() {
+        let c = parse(&["--no-collector.ecc", "--collector.process_memory"]).unwrap();
+        assert!(!c.families.contains(Family::Ecc));
+        assert!(c.families.contains(Family::ProcessMemory));
+        let c = parse(&["--collector.ecc=false"]).unwrap();
+        assert!(!c.families.contains(Family::Ecc));
+        // Last one on the command line wins.
+        let c = parse(&["--no-collector.ecc", "--collector.ecc"]).unwrap();
+        assert!(c.families.contains(Family::Ecc));
+        let c = parse(&["--collector.ecc", "--no-collector.ecc"]).unwrap();
+        assert!(!c.families.contains(Family::Ecc));
+        assert!(parse(&["--collector.nonsense"]).is_err());
+        assert!(parse(&["--collector.ecc=maybe"]).is_err());
+    }
+
+    #[test]
+    fn every_family_has_a_switch() {
+        for &f in Family::ALL {
+            let on = format!("--collector.{}", f.name());
+            let off = format!("--no-collector.{}", f.name());
+            assert!(parse(&[&on]).unwrap().families.contains(f));
+            assert!(!parse(&[&off]).unwrap().families.contains(f));
+        }
+    }
+
+    #[test]
+    fn stuck_deadline_follows_interval_unless_set() {
+        let c = parse(&["--collect.interval", "1s"]).unwrap();
+        assert_eq!(c.stuck_deadline, Duration::from_secs(3));
+        let c = parse(&[
+            "--collect.interval",
+            "1s",
+            "--collect.stuck-deadline",
+            "10s",
+        ])
+        .unwrap();
+        assert_eq!(c.stuck_deadline, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn durations() {
+        let ok = [
+            ("0", 0),
+            ("500ms", 500),
+            ("1s", 1000),
+            ("1m", 60_000),
+            ("1h30m", 5_400_000),
+            ("1m500ms", 60_500),
+            ("2d", 172_800_000),
+            ("1y", 31_536_000_000),
+        ];
+        for (s, ms) in ok {
+            assert_eq!(parse_duration(s), Ok(Duration::from_millis(ms)), "{s}");
+        }
+        for s in [
+            "",
+            "5",
+            "s",
+            "1.5s",
+            "1s1m",
+            "1s1s",
+            "-1s",
+            "1x",
+            "1 s",
+            "99999999999999y",
+        ] {
+            assert!(parse_duration(s).is_err(), "{s:?} should be rejected");
+        }
+        assert!(parse(&["--collect.interval", "0s"]).is_err());
+        assert!(parse(&["--collect.interval", "fast"]).is_err());
+    }
+
+    #[test]
+    fn listen_addresses() {
+        let ok = [
+            (":9445", None, 9445),
+            ("127.0.0.1:0", Some("127.0.0.1"), 0),
+            ("localhost:80", Some("localhost"), 80),
+            ("[::1]:9445", Some("::1"), 9445),
+        ];
+        for (s, host, port) in ok {
+            let a = parse_listen_address(s).unwrap();
+            assert_eq!(a.host.as_deref(), host, "{s}");
+            assert_eq!(a.port, port, "{s}");
+            assert_eq!(a.to_string(), s);
+        }
+        assert_eq!(
+            parse_listen_address("[::1]:1").unwrap().to_socket_string(),
+            "[::1]:1"
+        );
+        for s in [
+            "9445", "host:", ":99999", "::1:80", "[::1:80", "[zz]:80", "a b:1",
+        ] {
+            assert!(parse_listen_address(s).is_err(), "{s:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn telemetry_paths() {
+        assert!(parse_telemetry_path("/metrics").is_ok());
+        assert!(parse_telemetry_path("/gpu/metrics").is_ok());
+        for s in ["metrics", "/", "/-/ready", "/m?x", "/a b"] {
+            assert!(parse_telemetry_path(s).is_err(), "{s:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_flag() {
+        let e = parse(&["--web.listen-address", "nope"]).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("--web.listen-address"), "{msg}");
+        assert!(msg.contains("nope"), "{msg}");
+        let e = parse(&["--log.level", "loud"]).unwrap_err();
+        assert!(e.to_string().contains("--log.level"));
+    }
+}

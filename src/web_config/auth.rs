@@ -1,0 +1,343 @@
+//! HTTP basic authentication against bcrypt hashes (`basic_auth_users`).
+//!
+//! Timing: a request naming an unknown user runs one bcrypt verification
+//! against a dummy hash of the same cost as the real ones, so it takes as long
+//! as a wrong password for a real user and users cannot be enumerated by
+//! timing. Only *successful* verifications are cached (the toolkit caches
+//! failures too): a cache hit can therefore only ever speed up a right
+//! password, and every failure, cached or not, pays the full bcrypt cost.
+
+use std::collections::{BTreeMap, HashSet};
+use std::str::FromStr;
+use std::sync::Mutex;
+
+use base64::Engine as _;
+use ring::hmac;
+
+/// Successful logins remembered; beyond this the cache is emptied. A handful of
+/// scrapers use a handful of credentials, so this never fills in practice.
+const CACHE_CAPACITY: usize = 256;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthDecision {
+    Allowed,
+    /// Answer 401 with `WWW-Authenticate`.
+    Denied,
+}
+
+/// Why a `basic_auth_users` entry was refused at load time.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("user {user:?}: {problem}")]
+pub struct BadUser {
+    pub user: String,
+    pub problem: String,
+}
+
+pub(crate) struct BasicAuth {
+    users: BTreeMap<String, String>,
+    /// Same cost as the most expensive configured hash; verified against when
+    /// the user is unknown.
+    dummy_hash: String,
+}
+
+impl std::fmt::Debug for BasicAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The hashes are secrets: list only the user names.
+        f.debug_struct("BasicAuth")
+            .field("users", &self.users.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl BasicAuth {
+    /// Validates the hashes the way the toolkit's `bcrypt.Cost` check does:
+    /// the structure and cost must be right; whether it matches anything is
+    /// only known at the first login.
+    pub(crate) fn new(users: BTreeMap<String, Option<String>>) -> Result<Self, BadUser> {
+        let mut max_cost = 0;
+        let mut checked = BTreeMap::new();
+        for (user, hash) in users {
+            let hash = hash.unwrap_or_default();
+            let cost = check_hash(&hash).map_err(|problem| BadUser {
+                user: user.clone(),
+                problem,
+            })?;
+            max_cost = max_cost.max(cost);
+            checked.insert(user, hash);
+        }
+        Ok(BasicAuth {
+            users: checked,
+            dummy_hash: dummy_hash(max_cost),
+        })
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.users.is_empty()
+    }
+
+    pub(crate) fn user_names(&self) -> impl Iterator<Item = &str> {
+        self.users.keys().map(String::as_str)
+    }
+}
+
+/// Returns the cost of a well-formed bcrypt hash.
+fn check_hash(hash: &str) -> Result<u32, String> {
+    if hash.is_empty() {
+        return Err("empty password hash (expected a bcrypt hash such as $2y$10$...)".into());
+    }
+    let parts = bcrypt::HashParts::from_str(hash).map_err(|e| {
+        format!("not a bcrypt hash ({e}); generate one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`")
+    })?;
+    let cost = parts.get_cost();
+    if !(4..=31).contains(&cost) {
+        return Err(format!("bcrypt cost {cost} outside 4..=31"));
+    }
+    // "$2y$" + "NN$" + 22 salt + 31 hash characters.
+    if hash.len() != 60 {
+        return Err(format!(
+            "bcrypt hash has {} characters, expected 60",
+            hash.len()
+        ));
+    }
+    Ok(cost)
+}
+
+/// A well-formed hash that no password matches; verifying against it costs
+/// exactly what verifying against a real hash of `cost` costs.
+fn dummy_hash(cost: u32) -> String {
+    let cost = cost.clamp(4, 31);
+    format!("$2y${cost:02}$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi")
+}
+
+/// Remembers (user, hash, password) triples that verified, as HMACs under a
+/// per-process random key, so plaintext passwords are not kept in memory.
+pub(crate) struct AuthCache {
+    key: Option<hmac::Key>,
+    ok: Mutex<HashSet<Vec<u8>>>,
+    /// bcrypt is deliberately CPU-heavy; one at a time keeps a password
+    /// guessing storm from taking every core.
+    bcrypt_lock: Mutex<()>,
+}
+
+impl Default for AuthCache {
+    fn default() -> Self {
+        let rng = ring::rand::SystemRandom::new();
+        AuthCache {
+            // Without randomness there is no safe cache key: verify every time.
+            key: hmac::Key::generate(hmac::HMAC_SHA256, &rng).ok(),
+            ok: Mutex::new(HashSet::new()),
+            bcrypt_lock: Mutex::new(()),
+        }
+    }
+}
+
+impl AuthCache {
+    fn tag(&self, user: &str, hash: &str, password: &[u8]) -> Option<Vec<u8>> {
+        let key = self.key.as_ref()?;
+        let mut ctx = hmac::Context::with_key(key);
+        // Length-prefix each part so that no two triples share an encoding.
+        for part in [user.as_bytes(), hash.as_bytes(), password] {
+            ctx.update(&(part.len() as u64).to_be_bytes());
+            ctx.update(part);
+        }
+        Some(ctx.sign().as_ref().to_vec())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.ok.lock().map(|s| s.len()).unwrap_or(0)
+    }
+}
+
+/// Decides one request. `header` is the raw `Authorization` value.
+pub(crate) fn authorize(
+    auth: &BasicAuth,
+    cache: &AuthCache,
+    header: Option<&[u8]>,
+) -> AuthDecision {
+    if auth.is_empty() {
+        return AuthDecision::Allowed;
+    }
+    let Some((user, password)) = header.and_then(parse_basic) else {
+        return AuthDecision::Denied;
+    };
+    let (hash, known) = match auth.users.get(&user) {
+        Some(h) => (h.as_str(), true),
+        None => (auth.dummy_hash.as_str(), false),
+    };
+    let tag = if known {
+        cache.tag(&user, hash, &password)
+    } else {
+        None
+    };
+    if let Some(tag) = &tag {
+        if cache.ok.lock().map(|s| s.contains(tag)).unwrap_or(false) {
+            return AuthDecision::Allowed;
+        }
+    }
+    let verified = {
+        let _serial = cache.bcrypt_lock.lock();
+        // A malformed stored hash was refused at load; any error here is a
+        // failure, never a pass.
+        bcrypt::verify(&password, hash).unwrap_or(false)
+    };
+    if verified && known {
+        if let (Some(tag), Ok(mut set)) = (tag, cache.ok.lock()) {
+            if set.len() >= CACHE_CAPACITY {
+                set.clear();
+            }
+            set.insert(tag);
+        }
+        AuthDecision::Allowed
+    } else {
+        AuthDecision::Denied
+    }
+}
+
+/// Parses `Basic base64(user:password)` like Go's `Request.BasicAuth`: the
+/// scheme is case-insensitive, the user ends at the first colon.
+fn parse_basic(header: &[u8]) -> Option<(String, Vec<u8>)> {
+    const PREFIX: &[u8] = b"basic ";
+    if header.len() < PREFIX.len() || !header[..PREFIX.len()].eq_ignore_ascii_case(PREFIX) {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(&header[PREFIX.len()..])
+        .ok()?;
+    let colon = decoded.iter().position(|&b| b == b':')?;
+    let user = String::from_utf8(decoded[..colon].to_vec()).ok()?;
+    Some((user, decoded[colon + 1..].to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(user: &str, pass: &str) -> Vec<u8> {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+        format!("Basic {b64}").into_bytes()
+    }
+
+    fn auth_with(user: &str, password: &str) -> BasicAuth {
+        let hash = bcrypt::hash(password, 4).unwrap();
+        BasicAuth::new(BTreeMap::from([(user.to_string(), Some(hash))])).unwrap()
+    }
+
+    #[test]
+    fn right_wrong_missing_and_unknown() {
+        let auth = auth_with("alice", "s3cret");
+        let cache = AuthCache::default();
+        let h = |u: &str, p: &str| authorize(&auth, &cache, Some(&header(u, p)));
+        assert_eq!(h("alice", "s3cret"), AuthDecision::Allowed);
+        assert_eq!(h("alice", "wrong"), AuthDecision::Denied);
+        assert_eq!(h("bob", "s3cret"), AuthDecision::Denied);
+        assert_eq!(h("", ""), AuthDecision::Denied);
+        assert_eq!(authorize(&auth, &cache, None), AuthDecision::Denied);
+        assert_eq!(
+            authorize(&auth, &cache, Some(b"Bearer abc")),
+            AuthDecision::Denied
+        );
+        assert_eq!(
+            authorize(&auth, &cache, Some(b"Basic !!!")),
+            AuthDecision::Denied
+        );
+        assert_eq!(
+            authorize(&auth, &cache, Some(b"Basic")),
+            AuthDecision::Denied
+        );
+        // No colon in the decoded credentials.
+        assert_eq!(
+            authorize(&auth, &cache, Some(b"Basic YWxpY2U=")),
+            AuthDecision::Denied
+        );
+        // Scheme is case-insensitive.
+        let mut lower = header("alice", "s3cret");
+        lower[..5].copy_from_slice(b"bAsIc");
+        assert_eq!(
+            authorize(&auth, &cache, Some(&lower)),
+            AuthDecision::Allowed
+        );
+    }
+
+    #[test]
+    fn password_may_contain_colons() {
+        let auth = auth_with("u", "a:b:c");
+        let cache = AuthCache::default();
+        assert_eq!(
+            authorize(&auth, &cache, Some(&header("u", "a:b:c"))),
+            AuthDecision::Allowed
+        );
+    }
+
+    #[test]
+    fn no_users_means_open() {
+        let auth = BasicAuth::new(BTreeMap::new()).unwrap();
+        assert_eq!(
+            authorize(&auth, &AuthCache::default(), None),
+            AuthDecision::Allowed
+        );
+    }
+
+    #[test]
+    fn only_successes_are_cached() {
+        let auth = auth_with("alice", "s3cret");
+        let cache = AuthCache::default();
+        for _ in 0..3 {
+            authorize(&auth, &cache, Some(&header("alice", "wrong")));
+            authorize(&auth, &cache, Some(&header("mallory", "x")));
+        }
+        assert_eq!(cache.len(), 0);
+        authorize(&auth, &cache, Some(&header("alice", "s3cret")));
+        authorize(&auth, &cache, Some(&header("alice", "s3cret")));
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn cache_is_keyed_by_stored_hash() {
+        // Same user and password, different stored hash (the operator changed
+        // the password file): the old cache entry must not apply.
+        let cache = AuthCache::default();
+        let a = auth_with("alice", "old");
+        assert_eq!(
+            authorize(&a, &cache, Some(&header("alice", "old"))),
+            AuthDecision::Allowed
+        );
+        let b = auth_with("alice", "new");
+        assert_eq!(
+            authorize(&b, &cache, Some(&header("alice", "old"))),
+            AuthDecision::Denied
+        );
+    }
+
+    #[test]
+    fn dummy_hash_matches_the_configured_cost() {
+        let hash12 = "$2y$12$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi";
+        let auth = BasicAuth::new(BTreeMap::from([
+            ("a".to_string(), Some(bcrypt::hash("x", 4).unwrap())),
+            ("b".to_string(), Some(hash12.to_string())),
+        ]))
+        .unwrap();
+        let parts = bcrypt::HashParts::from_str(&auth.dummy_hash).unwrap();
+        assert_eq!(parts.get_cost(), 12);
+        assert_eq!(check_hash(&auth.dummy_hash), Ok(12));
+        // The dummy is a real, verifiable hash: verification runs the full cost.
+        assert_eq!(bcrypt::verify("anything", &dummy_hash(4)).ok(), Some(false));
+    }
+
+    #[test]
+    fn bad_hashes_are_refused() {
+        for bad in [
+            "",
+            "plaintext",
+            "$2y$10$short",
+            "$2y$99$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi",
+            "$1$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi",
+        ] {
+            let err = BasicAuth::new(BTreeMap::from([("u".to_string(), Some(bad.to_string()))]))
+                .unwrap_err();
+            assert_eq!(err.user, "u");
+        }
+        let err = BasicAuth::new(BTreeMap::from([("u".to_string(), None)])).unwrap_err();
+        assert!(err.problem.contains("empty"), "{err}");
+    }
+}

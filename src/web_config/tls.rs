@@ -1,0 +1,723 @@
+//! `tls_server_config`: names validated as the toolkit validates them, then
+//! mapped onto rustls. Where rustls cannot do what Go can (CBC and RSA key
+//! exchange cipher suites, P-521, TLS 1.0/1.1) the name is still accepted so an
+//! existing file keeps working, and a warning says what was left out; a file
+//! that would leave nothing usable is refused.
+
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio_rustls::rustls::{
+    self,
+    client::danger::HandshakeSignatureValid,
+    crypto::{ring as provider, CryptoProvider, SupportedKxGroup},
+    pki_types::{CertificateDer, PrivateKeyDer, UnixTime},
+    server::danger::{ClientCertVerified, ClientCertVerifier},
+    server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier},
+    sign::CertifiedKey,
+    DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme,
+    SupportedCipherSuite,
+};
+
+use super::raw::RawTls;
+use super::{san, Problem};
+
+/// Certificates, keys and CA bundles larger than this are refused: no real
+/// one comes near it, and it bounds what a mistaken path can make us read.
+pub(crate) const MAX_PEM_BYTES: u64 = 4 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TlsVersion {
+    Tls10,
+    Tls11,
+    Tls12,
+    Tls13,
+}
+
+impl TlsVersion {
+    fn parse(field: &str, s: &str) -> Result<Self, Problem> {
+        match s {
+            "TLS10" => Ok(Self::Tls10),
+            "TLS11" => Ok(Self::Tls11),
+            "TLS12" => Ok(Self::Tls12),
+            "TLS13" => Ok(Self::Tls13),
+            _ => Err(Problem::new(
+                field,
+                format!("unknown TLS version {s:?} (expected TLS10, TLS11, TLS12 or TLS13)"),
+            )),
+        }
+    }
+}
+
+impl fmt::Display for TlsVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Tls10 => "TLS10",
+            Self::Tls11 => "TLS11",
+            Self::Tls12 => "TLS12",
+            Self::Tls13 => "TLS13",
+        })
+    }
+}
+
+/// Go's `tls.ClientAuthType`, by the names the toolkit accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    NoClientCert,
+    RequestClientCert,
+    RequireAnyClientCert,
+    VerifyClientCertIfGiven,
+    RequireAndVerifyClientCert,
+}
+
+impl ClientAuth {
+    fn parse(s: &str) -> Result<Self, Problem> {
+        match s {
+            "" | "NoClientCert" => Ok(Self::NoClientCert),
+            "RequestClientCert" => Ok(Self::RequestClientCert),
+            // "RequireClientCert" is the toolkit's backwards-compatible alias.
+            "RequireAnyClientCert" | "RequireClientCert" => Ok(Self::RequireAnyClientCert),
+            "VerifyClientCertIfGiven" => Ok(Self::VerifyClientCertIfGiven),
+            "RequireAndVerifyClientCert" => Ok(Self::RequireAndVerifyClientCert),
+            _ => Err(Problem::new(
+                "tls_server_config.client_auth_type",
+                format!(
+                    "invalid client_auth_type {s:?} (expected NoClientCert, RequestClientCert, \
+                     RequireAnyClientCert, VerifyClientCertIfGiven or RequireAndVerifyClientCert)"
+                ),
+            )),
+        }
+    }
+
+    fn verifies(self) -> bool {
+        matches!(
+            self,
+            Self::VerifyClientCertIfGiven | Self::RequireAndVerifyClientCert
+        )
+    }
+
+    fn requires_cert(self) -> bool {
+        matches!(
+            self,
+            Self::RequireAnyClientCert | Self::RequireAndVerifyClientCert
+        )
+    }
+}
+
+/// Where a PEM blob comes from: a file (re-read on change) or inline text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PemSource {
+    File(PathBuf),
+    Inline(String),
+}
+
+/// The names in Go's `tls.CipherSuites()`, which is what the toolkit accepts.
+/// `None`: valid for the toolkit, not offered by rustls (CBC modes, RSA key
+/// exchange). TLS 1.3 suites are listed but, as in Go, not configurable.
+fn cipher_by_go_name(name: &str) -> Option<Option<SupportedCipherSuite>> {
+    use provider::cipher_suite as cs;
+    Some(match name {
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256" => {
+            Some(cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256)
+        }
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384" => {
+            Some(cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384)
+        }
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256" => {
+            Some(cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256)
+        }
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256" => Some(cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256),
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384" => Some(cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384),
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256" => {
+            Some(cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256)
+        }
+        "TLS_AES_128_GCM_SHA256" => Some(cs::TLS13_AES_128_GCM_SHA256),
+        "TLS_AES_256_GCM_SHA384" => Some(cs::TLS13_AES_256_GCM_SHA384),
+        "TLS_CHACHA20_POLY1305_SHA256" => Some(cs::TLS13_CHACHA20_POLY1305_SHA256),
+        "TLS_RSA_WITH_AES_128_CBC_SHA"
+        | "TLS_RSA_WITH_AES_256_CBC_SHA"
+        | "TLS_RSA_WITH_AES_128_GCM_SHA256"
+        | "TLS_RSA_WITH_AES_256_GCM_SHA384"
+        | "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA"
+        | "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA"
+        | "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA"
+        | "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA" => None,
+        _ => return None,
+    })
+}
+
+/// The toolkit's curve names. `None`: valid there, not offered by rustls.
+fn curve_by_go_name(name: &str) -> Option<Option<&'static dyn SupportedKxGroup>> {
+    use provider::kx_group as kx;
+    Some(match name {
+        "X25519" => Some(kx::X25519),
+        "CurveP256" => Some(kx::SECP256R1),
+        "CurveP384" => Some(kx::SECP384R1),
+        "CurveP521" => None,
+        _ => return None,
+    })
+}
+
+/// `tls_server_config` after the checks that need no file: every name known,
+/// the combination coherent.
+#[derive(Debug, Clone)]
+pub(crate) struct TlsSettings {
+    pub cert: PemSource,
+    pub key: PemSource,
+    pub client_ca: Option<PemSource>,
+    pub client_auth: ClientAuth,
+    pub allowed_sans: Option<Vec<String>>,
+    pub versions: Vec<&'static rustls::SupportedProtocolVersion>,
+    pub tls12_suites: Option<Vec<SupportedCipherSuite>>,
+    pub kx_groups: Option<Vec<&'static dyn SupportedKxGroup>>,
+    pub prefer_server_cipher_suites: bool,
+}
+
+fn join(base: &Path, p: &str) -> PathBuf {
+    // Relative paths are relative to the web config file, as in the toolkit.
+    let p = Path::new(p);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    }
+}
+
+fn non_empty(s: &Option<String>) -> Option<&str> {
+    s.as_deref().filter(|s| !s.is_empty())
+}
+
+/// `Ok(None)`: no TLS. As in the toolkit, TLS counts as configured when any of
+/// cert, key, client CA or client_auth_type is set; other settings alone
+/// leave the server on plain HTTP.
+pub(crate) fn settings(
+    raw: RawTls,
+    base: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<Option<TlsSettings>, Problem> {
+    // Names first: the toolkit refuses unknown ones while decoding YAML.
+    let min = match non_empty(&raw.min_version) {
+        Some(s) => TlsVersion::parse("tls_server_config.min_version", s)?,
+        None => TlsVersion::Tls12,
+    };
+    let max = match non_empty(&raw.max_version) {
+        Some(s) => TlsVersion::parse("tls_server_config.max_version", s)?,
+        None => TlsVersion::Tls13,
+    };
+    let mut tls12_suites = None;
+    if let Some(names) = &raw.cipher_suites {
+        let mut chosen = Vec::new();
+        let mut skipped = Vec::new();
+        for name in names {
+            match cipher_by_go_name(name) {
+                None => {
+                    return Err(Problem::new(
+                        "tls_server_config.cipher_suites",
+                        format!(
+                            "unknown cipher suite {name:?} (supported: {})",
+                            supported_cipher_names().join(", ")
+                        ),
+                    ))
+                }
+                Some(None) => skipped.push(name.as_str()),
+                Some(Some(suite)) => {
+                    // Go ignores cipher_suites for TLS 1.3; so do we.
+                    if suite.tls13().is_none() && !chosen.contains(&suite) {
+                        chosen.push(suite);
+                    }
+                }
+            }
+        }
+        if !skipped.is_empty() {
+            warnings.push(format!(
+                "tls_server_config.cipher_suites: {} not supported by this exporter's TLS library, ignored",
+                skipped.join(", ")
+            ));
+        }
+        if !names.is_empty() {
+            tls12_suites = Some(chosen);
+        }
+    }
+    let mut kx_groups = None;
+    if let Some(names) = &raw.curve_preferences {
+        let mut chosen: Vec<&'static dyn SupportedKxGroup> = Vec::new();
+        let mut skipped = Vec::new();
+        for name in names {
+            match curve_by_go_name(name) {
+                None => {
+                    return Err(Problem::new(
+                        "tls_server_config.curve_preferences",
+                        format!(
+                            "unknown curve {name:?} (expected CurveP256, CurveP384, CurveP521 or X25519)"
+                        ),
+                    ))
+                }
+                Some(None) => skipped.push(name.as_str()),
+                Some(Some(group)) => {
+                    if !chosen.iter().any(|g| g.name() == group.name()) {
+                        chosen.push(group);
+                    }
+                }
+            }
+        }
+        if !skipped.is_empty() {
+            warnings.push(format!(
+                "tls_server_config.curve_preferences: {} not supported by this exporter's TLS library, ignored",
+                skipped.join(", ")
+            ));
+        }
+        if !names.is_empty() {
+            if chosen.is_empty() {
+                return Err(Problem::new(
+                    "tls_server_config.curve_preferences",
+                    "none of the listed curves is supported (supported: CurveP256, CurveP384, X25519)",
+                ));
+            }
+            kx_groups = Some(chosen);
+        }
+    }
+
+    let cert = match (non_empty(&raw.cert_file), non_empty(&raw.cert)) {
+        (Some(f), _) => Some(PemSource::File(join(base, f))),
+        (None, Some(pem)) => Some(PemSource::Inline(pem.to_string())),
+        (None, None) => None,
+    };
+    let key = match (non_empty(&raw.key_file), non_empty(&raw.key)) {
+        (Some(f), _) => Some(PemSource::File(join(base, f))),
+        (None, Some(pem)) => Some(PemSource::Inline(pem.to_string())),
+        (None, None) => None,
+    };
+    let client_ca = match (non_empty(&raw.client_ca_file), non_empty(&raw.client_ca)) {
+        (Some(f), _) => Some(PemSource::File(join(base, f))),
+        (None, Some(pem)) => Some(PemSource::Inline(pem.to_string())),
+        (None, None) => None,
+    };
+    let auth_type = raw.client_auth_type.as_deref().unwrap_or("");
+    let enabled = cert.is_some() || key.is_some() || client_ca.is_some() || !auth_type.is_empty();
+    if !enabled {
+        return Ok(None);
+    }
+    let cert =
+        cert.ok_or_else(|| Problem::new("tls_server_config", "missing one of cert or cert_file"))?;
+    let key =
+        key.ok_or_else(|| Problem::new("tls_server_config", "missing one of key or key_file"))?;
+    let client_auth = ClientAuth::parse(auth_type)?;
+    if client_ca.is_some() && client_auth == ClientAuth::NoClientCert {
+        return Err(Problem::new(
+            "tls_server_config.client_auth_type",
+            "client CA's have been configured without a Client Auth Policy \
+             (set client_auth_type, e.g. RequireAndVerifyClientCert)",
+        ));
+    }
+    let allowed_sans = raw.client_allowed_sans.filter(|s| !s.is_empty());
+    if allowed_sans.is_some() && client_auth == ClientAuth::NoClientCert {
+        return Err(Problem::new(
+            "tls_server_config.client_allowed_sans",
+            "client_allowed_sans needs a client_auth_type that asks for client certificates \
+             (RequireAndVerifyClientCert)",
+        ));
+    }
+
+    if min > max {
+        return Err(Problem::new(
+            "tls_server_config",
+            format!("min_version {min} is above max_version {max}"),
+        ));
+    }
+    if max < TlsVersion::Tls12 {
+        return Err(Problem::new(
+            "tls_server_config.max_version",
+            format!("{max} is not supported: this exporter speaks TLS12 and TLS13 only"),
+        ));
+    }
+    if min < TlsVersion::Tls12 {
+        warnings.push(format!(
+            "tls_server_config.min_version: {min} is not supported by this exporter's TLS library; TLS12 is the minimum"
+        ));
+    }
+    let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
+    if max >= TlsVersion::Tls13 {
+        versions.push(&rustls::version::TLS13);
+    }
+    if min <= TlsVersion::Tls12 {
+        let tls12_usable = !matches!(&tls12_suites, Some(s) if s.is_empty());
+        if tls12_usable {
+            versions.push(&rustls::version::TLS12);
+        } else if versions.is_empty() {
+            return Err(Problem::new(
+                "tls_server_config.cipher_suites",
+                format!(
+                    "none of the listed cipher suites is supported for TLS12 (supported: {})",
+                    supported_cipher_names()[..6].join(", ")
+                ),
+            ));
+        } else {
+            warnings.push(
+                "tls_server_config.cipher_suites: no listed TLS12 suite is supported; only TLS13 is served"
+                    .to_string(),
+            );
+        }
+    }
+
+    Ok(Some(TlsSettings {
+        cert,
+        key,
+        client_ca,
+        client_auth,
+        allowed_sans,
+        versions,
+        tls12_suites,
+        kx_groups,
+        prefer_server_cipher_suites: raw.prefer_server_cipher_suites.unwrap_or(true),
+    }))
+}
+
+fn supported_cipher_names() -> Vec<&'static str> {
+    vec![
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+        "TLS_AES_128_GCM_SHA256",
+        "TLS_AES_256_GCM_SHA384",
+        "TLS_CHACHA20_POLY1305_SHA256",
+    ]
+}
+
+/// Reads a referenced file, bounded.
+pub(crate) fn read_limited(field: &str, path: &Path) -> Result<Vec<u8>, Problem> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| Problem::new(field, format!("cannot read {}: {e}", path.display())))?;
+    let mut buf = Vec::new();
+    file.take(MAX_PEM_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| Problem::new(field, format!("cannot read {}: {e}", path.display())))?;
+    if buf.len() as u64 > MAX_PEM_BYTES {
+        return Err(Problem::new(
+            field,
+            format!("{} is larger than {MAX_PEM_BYTES} bytes", path.display()),
+        ));
+    }
+    Ok(buf)
+}
+
+fn pem_bytes(
+    field_file: &str,
+    field_inline: &str,
+    src: &PemSource,
+) -> Result<(Vec<u8>, String), Problem> {
+    match src {
+        PemSource::File(p) => Ok((
+            read_limited(field_file, p)?,
+            format!("{field_file} {}", p.display()),
+        )),
+        PemSource::Inline(s) => Ok((s.as_bytes().to_vec(), field_inline.to_string())),
+    }
+}
+
+fn certs_from_pem(
+    field: &str,
+    what: &str,
+    pem: &[u8],
+) -> Result<Vec<CertificateDer<'static>>, Problem> {
+    let mut certs = Vec::new();
+    for item in rustls_pemfile::certs(&mut &pem[..]) {
+        let cert = item.map_err(|e| Problem::new(field, format!("{what}: invalid PEM: {e}")))?;
+        certs.push(cert);
+    }
+    if certs.is_empty() {
+        return Err(Problem::new(
+            field,
+            format!("{what}: no PEM certificate found"),
+        ));
+    }
+    Ok(certs)
+}
+
+/// Reads the certificate, key and CA files and builds the rustls config.
+pub(crate) struct Built {
+    pub config: Arc<ServerConfig>,
+    /// Kept beside the config for tests: rustls does not expose it.
+    pub verifier: Arc<dyn ClientCertVerifier>,
+}
+
+pub(crate) fn build(s: &TlsSettings, warnings: &mut Vec<String>) -> Result<Built, Problem> {
+    let (cert_pem, cert_what) = pem_bytes(
+        "tls_server_config.cert_file",
+        "tls_server_config.cert",
+        &s.cert,
+    )?;
+    let chain = certs_from_pem("tls_server_config", &cert_what, &cert_pem)?;
+    let (key_pem, key_what) = pem_bytes(
+        "tls_server_config.key_file",
+        "tls_server_config.key",
+        &s.key,
+    )?;
+    let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut &key_pem[..])
+        .map_err(|e| Problem::new("tls_server_config", format!("{key_what}: invalid PEM: {e}")))?
+        .ok_or_else(|| {
+            Problem::new(
+                "tls_server_config",
+                format!("{key_what}: no PEM private key found (PKCS#1, PKCS#8 or SEC1)"),
+            )
+        })?;
+
+    let mut crypto = provider::default_provider();
+    let mut suites: Vec<SupportedCipherSuite> = crypto
+        .cipher_suites
+        .iter()
+        .copied()
+        .filter(|cs| cs.tls13().is_some())
+        .collect();
+    match &s.tls12_suites {
+        Some(chosen) => suites.extend(chosen.iter().copied()),
+        None => suites.extend(
+            crypto
+                .cipher_suites
+                .iter()
+                .copied()
+                .filter(|cs| cs.tls13().is_none()),
+        ),
+    }
+    crypto.cipher_suites = suites;
+    if let Some(groups) = &s.kx_groups {
+        crypto.kx_groups = groups.clone();
+    }
+    let crypto = Arc::new(crypto);
+
+    let certified = CertifiedKey::from_der(chain, key, &crypto).map_err(|e| {
+        Problem::new(
+            "tls_server_config",
+            format!("{cert_what} and {key_what} do not form a usable key pair: {e}"),
+        )
+    })?;
+
+    let verifier = client_verifier(s, &crypto, warnings)?;
+    let mut config = ServerConfig::builder_with_provider(crypto.clone())
+        .with_protocol_versions(&s.versions)
+        .map_err(|e| {
+            Problem::new(
+                "tls_server_config",
+                format!("inconsistent TLS settings: {e}"),
+            )
+        })?
+        .with_client_cert_verifier(verifier.clone())
+        .with_cert_resolver(Arc::new(FixedCert(Arc::new(certified))));
+    config.ignore_client_order = s.prefer_server_cipher_suites;
+    // Only HTTP/1.1 is served; saying so stops clients from trying h2.
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Built {
+        config: Arc::new(config),
+        verifier,
+    })
+}
+
+fn client_verifier(
+    s: &TlsSettings,
+    crypto: &Arc<CryptoProvider>,
+    warnings: &mut Vec<String>,
+) -> Result<Arc<dyn ClientCertVerifier>, Problem> {
+    let inner: Arc<dyn ClientCertVerifier> = match s.client_auth {
+        ClientAuth::NoClientCert => return Ok(Arc::new(rustls::server::NoClientAuth)),
+        ClientAuth::RequestClientCert | ClientAuth::RequireAnyClientCert => Arc::new(AnyCert {
+            mandatory: s.client_auth.requires_cert(),
+            algorithms: crypto.signature_verification_algorithms,
+        }),
+        ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert => {
+            let roots = client_roots(s, warnings)?;
+            let builder =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), crypto.clone());
+            let builder = if s.client_auth.requires_cert() {
+                builder
+            } else {
+                builder.allow_unauthenticated()
+            };
+            builder.build().map_err(|e| {
+                Problem::new(
+                    "tls_server_config.client_ca_file",
+                    format!("unusable client CA: {e}"),
+                )
+            })?
+        }
+    };
+    // The CA is read even when not verifying, so a wrong path is still caught.
+    if !s.client_auth.verifies() && s.client_ca.is_some() {
+        client_roots(s, warnings)?;
+    }
+    Ok(match &s.allowed_sans {
+        Some(sans) => Arc::new(SanCheck {
+            inner,
+            allowed: sans.clone(),
+        }),
+        None => inner,
+    })
+}
+
+/// Go verifies client certificates against the system pool when no client CA
+/// is given; do the same with the usual Linux bundle locations.
+const SYSTEM_BUNDLES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/pki/tls/cacert.pem",
+    "/etc/ssl/cert.pem",
+];
+
+fn client_roots(s: &TlsSettings, warnings: &mut Vec<String>) -> Result<RootCertStore, Problem> {
+    let (pem, what) = match &s.client_ca {
+        Some(src) => pem_bytes(
+            "tls_server_config.client_ca_file",
+            "tls_server_config.client_ca",
+            src,
+        )?,
+        None => {
+            let env = std::env::var_os("SSL_CERT_FILE").map(PathBuf::from);
+            let found = env
+                .into_iter()
+                .chain(SYSTEM_BUNDLES.iter().map(PathBuf::from))
+                .find(|p| p.is_file())
+                .ok_or_else(|| {
+                    Problem::new(
+                        "tls_server_config.client_ca_file",
+                        "client_auth_type verifies client certificates but neither client_ca_file nor \
+                         client_ca is set and no system trust store was found",
+                    )
+                })?;
+            warnings.push(format!(
+                "tls_server_config: no client CA configured; verifying client certificates against the system trust store {}",
+                found.display()
+            ));
+            (
+                read_limited("tls_server_config.client_ca_file", &found)?,
+                format!("system trust store {}", found.display()),
+            )
+        }
+    };
+    let certs = certs_from_pem("tls_server_config.client_ca_file", &what, &pem)?;
+    let mut roots = RootCertStore::empty();
+    let (added, _ignored) = roots.add_parsable_certificates(certs);
+    if added == 0 {
+        return Err(Problem::new(
+            "tls_server_config.client_ca_file",
+            format!("{what}: no usable CA certificate"),
+        ));
+    }
+    Ok(roots)
+}
+
+#[derive(Debug)]
+struct FixedCert(Arc<CertifiedKey>);
+
+impl ResolvesServerCert for FixedCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
+    }
+}
+
+/// RequestClientCert / RequireAnyClientCert: any certificate is taken as-is
+/// (as Go does), but the client must still prove it holds the key.
+#[derive(Debug)]
+struct AnyCert {
+    mandatory: bool,
+    algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
+}
+
+impl ClientCertVerifier for AnyCert {
+    fn client_auth_mandatory(&self) -> bool {
+        self.mandatory
+    }
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+/// `client_allowed_sans`: after the usual verification, one SAN of the client
+/// certificate must equal one listed entry. A certificate is then required:
+/// the toolkit cannot accept a connection without one either.
+#[derive(Debug)]
+struct SanCheck {
+    inner: Arc<dyn ClientCertVerifier>,
+    allowed: Vec<String>,
+}
+
+impl ClientCertVerifier for SanCheck {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let verified = self
+            .inner
+            .verify_client_cert(end_entity, intermediates, now)?;
+        let names = san::subject_alt_names(end_entity.as_ref()).ok_or(
+            rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding),
+        )?;
+        if names.iter().any(|n| self.allowed.contains(n)) {
+            Ok(verified)
+        } else {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::ApplicationVerificationFailure,
+            ))
+        }
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}

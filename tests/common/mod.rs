@@ -1,0 +1,547 @@
+//! Shared harness for the end-to-end tests: runs the real `nvml-exporter`
+//! binary on the simulated driver, bound to 127.0.0.1 on a port the kernel
+//! picks (read back from the `listening` log line, so parallel tests never
+//! race for ports), and kills it when dropped.
+
+#![allow(dead_code)] // each test binary uses a different part of it
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const EXE: &str = env!("CARGO_BIN_EXE_nvml-exporter");
+
+/// How long a start or a readiness wait may take before the test fails
+/// with the exporter's log. Generous: CI machines are slow and shared.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Fast polling so tests do not wait on the default 5s interval.
+pub const TEST_INTERVAL: &str = "200ms";
+
+pub fn target_dir() -> PathBuf {
+    Path::new(EXE)
+        .parent()
+        .expect("exe has a directory")
+        .to_path_buf()
+}
+
+/// The simulated driver the exporter loads for `--simulate`. Built by
+/// `cargo build --workspace`; `cargo test` alone does not build a cdylib of
+/// another package, so fail with the fix instead of a confusing error.
+pub fn sim_library() -> PathBuf {
+    let lib = target_dir().join("libnvml_sim.so");
+    assert!(
+        lib.exists(),
+        "{} is missing: run `cargo build --workspace` before the end-to-end tests",
+        lib.display()
+    );
+    lib
+}
+
+pub struct Exporter {
+    child: Child,
+    pub addr: SocketAddr,
+    log: Arc<Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    telemetry_path: String,
+}
+
+impl Exporter {
+    /// Starts the exporter on `scenario` with a fast interval, plus `extra`
+    /// flags, and waits until it listens.
+    pub fn simulate(scenario: &str, extra: &[&str]) -> Exporter {
+        sim_library();
+        let mut args = vec![
+            format!("--simulate={scenario}"),
+            format!("--collect.interval={TEST_INTERVAL}"),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Exporter::start(&args, &[])
+    }
+
+    /// Like `simulate`, then waits for `/-/ready`.
+    pub fn ready(scenario: &str, extra: &[&str]) -> Exporter {
+        let e = Exporter::simulate(scenario, extra);
+        e.wait_ready();
+        e
+    }
+
+    /// Starts the binary with exactly `args` (plus a loopback listen address
+    /// and logfmt logs unless given) and `env`.
+    pub fn start<S: AsRef<str>>(args: &[S], env: &[(&str, &str)]) -> Exporter {
+        let args: Vec<&str> = args.iter().map(|s| s.as_ref()).collect();
+        let mut cmd = Command::new(EXE);
+        // With an address given, readiness to accept is found by connecting
+        // (the `listening` log line is info and may be filtered out).
+        let given: Option<SocketAddr> = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--web.listen-address="))
+            .map(|a| a.parse().expect("tests pass a literal IP:PORT"));
+        let telemetry_path = args
+            .iter()
+            .rev()
+            .find_map(|a| a.strip_prefix("--web.telemetry-path="))
+            .or_else(|| {
+                env.iter()
+                    .find(|(k, _)| *k == "NVML_EXPORTER_WEB_TELEMETRY_PATH")
+                    .map(|(_, v)| *v)
+            })
+            .unwrap_or("/metrics")
+            .to_string();
+        if given.is_none() {
+            cmd.arg("--web.listen-address=127.0.0.1:0");
+        }
+        if !args.iter().any(|a| a.starts_with("--log.format")) {
+            cmd.arg("--log.format=logfmt");
+        }
+        cmd.args(&args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn nvml-exporter");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut tx = Some(tx);
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(addr) = listening_address(&line) {
+                        if let Some(tx) = tx.take() {
+                            let _ = tx.send(addr);
+                        }
+                    }
+                    let mut l = log.lock().unwrap();
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            })
+        };
+        let mut reader = Some(reader);
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let found = match given {
+                Some(addr) => {
+                    std::thread::sleep(Duration::from_millis(50));
+                    TcpStream::connect(addr).ok().map(|_| addr)
+                }
+                None => rx.recv_timeout(Duration::from_millis(50)).ok(),
+            };
+            match found {
+                Some(addr) => {
+                    return Exporter {
+                        child,
+                        addr,
+                        log,
+                        reader: reader.take(),
+                        telemetry_path,
+                    };
+                }
+                None => {
+                    if let Ok(Some(status)) = child.try_wait() {
+                        std::thread::sleep(Duration::from_millis(100));
+                        panic!(
+                            "nvml-exporter {args:?} exited with {status} before listening; log:\n{}",
+                            log.lock().unwrap()
+                        );
+                    }
+                    if Instant::now() > deadline {
+                        let _ = child.kill();
+                        panic!(
+                            "nvml-exporter {args:?} did not listen within {START_TIMEOUT:?}; log:\n{}",
+                            log.lock().unwrap()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Like `simulate`, then waits for the first exposition (`/metrics`
+    /// 200), ready or not: for tests of the HTTP layer, which do not care
+    /// what the driver says.
+    pub fn serving(scenario: &str, extra: &[&str]) -> Exporter {
+        let e = Exporter::simulate(scenario, extra);
+        e.wait_serving();
+        e
+    }
+
+    pub fn wait_serving(&self) {
+        self.wait_status(&self.telemetry_path(), 200);
+    }
+
+    /// Waits until `/-/ready` answers 200.
+    pub fn wait_ready(&self) {
+        self.wait_status("/-/ready", 200);
+    }
+
+    pub fn wait_status(&self, path: &str, status: u16) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if self.get(path).status == status {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{path} did not answer {status} within {START_TIMEOUT:?}; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// A plain GET with no Accept and no Accept-Encoding.
+    pub fn get(&self, path: &str) -> Response {
+        self.request("GET", path, &[])
+    }
+
+    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Response {
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
+            self.addr
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        self.raw(req.as_bytes())
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}; log:\n{}", self.log()))
+    }
+
+    /// Sends raw bytes and reads until the server closes. For requests no
+    /// well-behaved client library would send.
+    pub fn raw(&self, bytes: &[u8]) -> Result<Response, String> {
+        let mut s = TcpStream::connect(self.addr).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_secs(30)))
+            .map_err(|e| e.to_string())?;
+        s.write_all(bytes).map_err(|e| e.to_string())?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).map_err(|e| e.to_string())?;
+        Response::parse(&buf)
+    }
+
+    /// The text-format exposition (no gzip), asserting a 200.
+    pub fn scrape(&self) -> String {
+        let r = self.get(&self.telemetry_path());
+        assert_eq!(
+            r.status,
+            200,
+            "scrape failed: {}\nlog:\n{}",
+            r.text(),
+            self.log()
+        );
+        r.text()
+    }
+
+    /// The OpenMetrics exposition (no gzip), asserting a 200.
+    pub fn scrape_openmetrics(&self) -> String {
+        let r = self.request(
+            "GET",
+            &self.telemetry_path(),
+            &[("Accept", "application/openmetrics-text; version=1.0.0")],
+        );
+        assert_eq!(r.status, 200, "scrape failed: {}", r.text());
+        r.text()
+    }
+
+    fn telemetry_path(&self) -> String {
+        self.telemetry_path.clone()
+    }
+
+    /// Sends SIGTERM and waits for the exit (killing it after `timeout`);
+    /// the whole log is in `log()` afterwards.
+    pub fn terminate(&mut self, timeout: Duration) -> ExitStatus {
+        signal(self.child.id(), "TERM");
+        self.wait_exit(timeout)
+    }
+
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let status = wait_timeout(&mut self.child, timeout).unwrap_or_else(|| {
+            let _ = self.child.kill();
+            panic!(
+                "exporter did not exit within {timeout:?}; log:\n{}",
+                self.log()
+            )
+        });
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        status
+    }
+
+    /// Waits for the log to contain `needle`.
+    pub fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.log().contains(needle) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([format!("-{sig}"), pid.to_string()])
+        .status()
+        .expect("run kill")
+        .success();
+    assert!(ok, "kill -{sig} {pid} failed");
+}
+
+pub fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A port free right now on 127.0.0.1, for the few tests that must name
+/// the address themselves.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `address=127.0.0.1:PORT` from the `msg=listening` logfmt line.
+fn listening_address(line: &str) -> Option<SocketAddr> {
+    if !line.contains("msg=listening") {
+        return None;
+    }
+    line.split(' ')
+        .find_map(|kv| kv.strip_prefix("address="))
+        .and_then(|a| a.parse().ok())
+}
+
+/// Runs the binary expecting it to exit by itself (bad flags, startup
+/// errors): returns the exit status and stderr. Kills it and fails if it is
+/// still running after 30s, i.e. if it started serving.
+pub fn run_to_exit(args: &[&str], env: &[(&str, &str)]) -> (ExitStatus, String) {
+    let mut child = Command::new(EXE)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn nvml-exporter");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let status = match wait_timeout(&mut child, Duration::from_secs(30)) {
+        Some(s) => s,
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("nvml-exporter {args:?} kept running; expected it to exit");
+        }
+    };
+    let stdout = out_t.join().unwrap();
+    let stderr = err_t.join().unwrap();
+    (status, stdout + &stderr)
+}
+
+/// An HTTP/1.1 response read off the wire, body de-chunked if needed.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn parse(buf: &[u8]) -> Result<Response, String> {
+        let end = buf
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .ok_or_else(|| format!("no header end in {:?}", String::from_utf8_lossy(buf)))?;
+        let head = std::str::from_utf8(&buf[..end]).map_err(|e| e.to_string())?;
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next().unwrap_or_default();
+        let status = status_line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("bad status line {status_line:?}"))?;
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        let mut body = buf[end + 4..].to_vec();
+        let chunked = headers
+            .iter()
+            .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+        if chunked {
+            body = dechunk(&body)?;
+        }
+        Ok(Response {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8(self.body.clone()).expect("utf-8 body")
+    }
+}
+
+fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    loop {
+        let nl = b.windows(2).position(|w| w == b"\r\n").ok_or("bad chunk")?;
+        let size = usize::from_str_radix(
+            std::str::from_utf8(&b[..nl])
+                .map_err(|e| e.to_string())?
+                .trim(),
+            16,
+        )
+        .map_err(|e| e.to_string())?;
+        b = &b[nl + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&b[..size]);
+        b = &b[size + 2..];
+    }
+}
+
+/// Series parsed from the text format: name, labels, value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub name: String,
+    pub labels: Vec<(String, String)>,
+    pub value: String,
+}
+
+impl Sample {
+    pub fn label(&self, name: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Parses the sample lines of a text exposition (comments skipped). Enough
+/// for assertions on our own output; promtool does the strict checking.
+pub fn samples(text: &str) -> Vec<Sample> {
+    text.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| parse_sample(l).unwrap_or_else(|| panic!("unparsable sample line {l:?}")))
+        .collect()
+}
+
+fn parse_sample(line: &str) -> Option<Sample> {
+    let (name_end, labels, rest) = match line.find('{') {
+        Some(open) if open < line.find(' ').unwrap_or(usize::MAX) => {
+            let (labels, after) = parse_labels(&line[open + 1..])?;
+            (open, labels, after)
+        }
+        _ => {
+            let sp = line.find(' ')?;
+            (sp, Vec::new(), &line[sp..])
+        }
+    };
+    let value = rest.split_whitespace().next()?.to_string();
+    Some(Sample {
+        name: line[..name_end].to_string(),
+        labels,
+        value,
+    })
+}
+
+fn parse_labels(mut s: &str) -> Option<(Vec<(String, String)>, &str)> {
+    let mut out = Vec::new();
+    loop {
+        s = s.trim_start_matches(',');
+        if let Some(rest) = s.strip_prefix('}') {
+            return Some((out, rest));
+        }
+        let eq = s.find('=')?;
+        let key = s[..eq].to_string();
+        s = s[eq + 1..].strip_prefix('"')?;
+        let mut value = String::new();
+        let mut chars = s.char_indices();
+        let end = loop {
+            let (i, c) = chars.next()?;
+            match c {
+                '\\' => match chars.next()?.1 {
+                    'n' => value.push('\n'),
+                    c => value.push(c),
+                },
+                '"' => break i,
+                c => value.push(c),
+            }
+        };
+        out.push((key, value));
+        s = &s[end + 1..];
+    }
+}
+
+/// Metric family names declared by `# TYPE` lines.
+pub fn families(text: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Finds a program the tests shell out to (promtool, python in .venv).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}

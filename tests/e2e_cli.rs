@@ -1,0 +1,225 @@
+//! The binary's command line: bad input ends in one clear error and a
+//! non-zero exit, never a panic; environment variables configure it too.
+
+mod common;
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use common::{run_to_exit, Exporter};
+
+/// Runs with bad arguments; checks the exit code and that the output names
+/// the problem and is not a panic.
+fn rejects(args: &[&str], code: i32, must_mention: &[&str]) {
+    let (status, out) = run_to_exit(args, &[]);
+    assert_eq!(status.code(), Some(code), "{args:?}: {out}");
+    for m in must_mention {
+        assert!(
+            out.contains(m),
+            "{args:?}: output should mention {m:?}:\n{out}"
+        );
+    }
+    assert!(!out.contains("panicked"), "{args:?} panicked:\n{out}");
+    assert!(!out.contains("RUST_BACKTRACE"), "{args:?} panicked:\n{out}");
+}
+
+#[test]
+fn bad_flags_exit_2_naming_the_flag() {
+    rejects(&["--no-such-flag"], 2, &["--no-such-flag"]);
+    rejects(
+        &["--web.listen-address", "nope"],
+        2,
+        &["--web.listen-address", "nope"],
+    );
+    rejects(
+        &["--web.listen-address", ":70000"],
+        2,
+        &["--web.listen-address", "70000"],
+    );
+    rejects(
+        &["--web.telemetry-path", "metrics"],
+        2,
+        &["--web.telemetry-path"],
+    );
+    rejects(
+        &["--web.telemetry-path", "/-/ready"],
+        2,
+        &["--web.telemetry-path"],
+    );
+    rejects(
+        &["--collect.interval", "fast"],
+        2,
+        &["--collect.interval", "fast"],
+    );
+    rejects(&["--collect.interval", "0s"], 2, &["--collect.interval"]);
+    rejects(&["--collect.interval", "1.5s"], 2, &["--collect.interval"]);
+    rejects(
+        &["--collect.stuck-deadline=-1s"],
+        2,
+        &["--collect.stuck-deadline"],
+    );
+    rejects(&["--web.max-requests=-3"], 2, &["--web.max-requests"]);
+    rejects(
+        &["--web.read-header-timeout", "10"],
+        2,
+        &["--web.read-header-timeout"],
+    );
+    rejects(&["--log.level", "loud"], 2, &["--log.level", "loud"]);
+    rejects(&["--log.format", "xml"], 2, &["--log.format", "xml"]);
+    rejects(&["--collector.nonsense"], 2, &["--collector.nonsense"]);
+    rejects(
+        &["--collector.ecc=perhaps"],
+        2,
+        &["--collector.ecc", "perhaps"],
+    );
+    rejects(
+        &["--simulate", "--nvml.library", "/tmp/x.so"],
+        2,
+        &["--simulate", "--nvml.library"],
+    );
+    rejects(&["--simulate="], 2, &["--simulate"]);
+}
+
+#[test]
+fn bad_environment_values_name_the_variable_flag() {
+    let (status, out) = run_to_exit(&[], &[("NVML_EXPORTER_COLLECT_INTERVAL", "soon")]);
+    assert_eq!(status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("--collect.interval") && out.contains("soon"),
+        "{out}"
+    );
+}
+
+#[test]
+fn missing_nvml_library_file_is_fatal() {
+    let missing = "/nonexistent/dir/libnvidia-ml.so.1";
+    rejects(
+        &[
+            "--nvml.library",
+            missing,
+            "--web.listen-address=127.0.0.1:0",
+        ],
+        1,
+        &[missing],
+    );
+}
+
+#[test]
+fn port_in_use_is_fatal() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let flag = format!("--web.listen-address={addr}");
+    common::sim_library();
+    rejects(&[&flag, "--simulate"], 1, &[&addr, "--web.listen-address"]);
+}
+
+#[test]
+fn unresolvable_host_is_fatal() {
+    rejects(
+        &[
+            "--web.listen-address=no-such-host.invalid:9445",
+            "--simulate",
+        ],
+        1,
+        &["no-such-host.invalid"],
+    );
+}
+
+#[test]
+fn version_and_help() {
+    let (status, out) = run_to_exit(&["--version"], &[]);
+    assert!(status.success());
+    assert!(out.contains(env!("CARGO_PKG_VERSION")), "{out}");
+    let (status, out) = run_to_exit(&["--help"], &[]);
+    assert!(status.success());
+    for f in [
+        "--web.listen-address",
+        "--web.telemetry-path",
+        "--collect.interval",
+        "--collect.stuck-deadline",
+        "--nvml.library",
+        "--simulate",
+        "--web.max-requests",
+        "--web.read-header-timeout",
+        "--web.config.file",
+        "--log.level",
+        "--log.format",
+        "--collector.ecc",
+        "--collector.process_memory",
+        "NVML_EXPORTER_WEB_LISTEN_ADDRESS",
+        "9445",
+    ] {
+        assert!(out.contains(f), "--help should mention {f}:\n{out}");
+    }
+}
+
+#[test]
+fn flags_from_environment() {
+    common::sim_library();
+    let e = Exporter::start::<&str>(
+        &[],
+        &[
+            ("NVML_EXPORTER_SIMULATE", "workstation"),
+            ("NVML_EXPORTER_WEB_TELEMETRY_PATH", "/gpu-metrics"),
+            ("NVML_EXPORTER_COLLECT_INTERVAL", "200ms"),
+            ("NVML_EXPORTER_COLLECTOR_ECC", "false"),
+            ("NVML_EXPORTER_LOG_LEVEL", "debug"),
+        ],
+    );
+    e.wait_status("/gpu-metrics", 200);
+    assert_eq!(e.get("/metrics").status, 404);
+    assert!(e.log().contains("level=debug") || e.log().contains("telemetry_path=/gpu-metrics"));
+}
+
+#[test]
+fn command_line_wins_over_environment() {
+    common::sim_library();
+    let e = Exporter::start(
+        &[
+            "--simulate=workstation",
+            "--web.telemetry-path=/cli",
+            "--collect.interval=200ms",
+        ],
+        &[("NVML_EXPORTER_WEB_TELEMETRY_PATH", "/env")],
+    );
+    e.wait_status("/cli", 200);
+    assert_eq!(e.get("/env").status, 404);
+}
+
+#[test]
+fn json_logs_are_one_object_per_line() {
+    common::sim_library();
+    // The harness reads the address from logfmt; start in JSON and check
+    // the lines without needing the port.
+    let (status, out) = run_to_exit(
+        &[
+            "--log.format=json",
+            "--nvml.library=/nonexistent/libnvidia-ml.so.1",
+            "--web.listen-address=127.0.0.1:0",
+        ],
+        &[],
+    );
+    assert_eq!(status.code(), Some(1));
+    let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+    assert!(!lines.is_empty());
+    for l in lines {
+        assert!(l.starts_with('{') && l.ends_with('}'), "not JSON: {l}");
+        assert!(l.contains("\"level\":\"ERROR\""), "{l}");
+        assert!(l.contains("/nonexistent/libnvidia-ml.so.1"), "{l}");
+    }
+}
+
+#[test]
+fn log_level_filters() {
+    common::sim_library();
+    let listen = format!("--web.listen-address=127.0.0.1:{}", common::free_port());
+    let mut e = Exporter::simulate("workstation", &["--log.level=warn", &listen]);
+    e.wait_serving();
+    let status = e.terminate(Duration::from_secs(30));
+    assert!(status.success());
+    let log = e.log();
+    assert!(
+        !log.contains("level=info"),
+        "--log.level=warn wrote info lines:\n{log}"
+    );
+}
