@@ -13,6 +13,8 @@ pub const RECOVERY_ACTION: u32 = 230; // NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
 /// Cumulative clock-event (throttle) durations in nanoseconds.
 pub const REASON_SW_POWER_CAP: u32 = 74;
 pub const REASON_SYNC_BOOST: u32 = 76;
+/// NVML_FI_DEV_PERF_POLICY_THERMAL: thermal violation time, nanoseconds.
+pub const PERF_POLICY_THERMAL: u32 = 75;
 
 /// SW thermal, HW thermal and HW power brake durations moved from 251-253
 /// to 269-271 in drivers >= 580.82 (CUDA 13.0 Update 1).

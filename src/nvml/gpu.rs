@@ -440,6 +440,7 @@ impl<'n> GpuSampler<'n> {
             let fam = Family::Throttle.name();
             ids.push((fields::REASON_SW_POWER_CAP, fam));
             ids.push((fields::REASON_SYNC_BOOST, fam));
+            ids.push((fields::PERF_POLICY_THERMAL, fam));
             for id in fields::thermal_and_brake_reason_ids(self.nvml.field_id_scheme()) {
                 ids.push((id, fam));
             }
@@ -742,8 +743,23 @@ impl<'n> GpuSampler<'n> {
                     .push((reason, units::nanoseconds_to_seconds(ns)));
             }
         }
-        // Older drivers lack the duration fields; the violation counters
-        // cover power, thermal and sync boost there.
+        // Drivers without the clock-event duration fields still report the
+        // thermal policy violation time (field 75) in the same batch.
+        if !r
+            .throttle_seconds
+            .iter()
+            .any(|(have, _)| *have == ThrottleReason::SwThermal)
+        {
+            if let Some(ns) = scalar
+                .get(&fields::PERF_POLICY_THERMAL)
+                .and_then(|v| v.as_u64())
+            {
+                r.throttle_seconds
+                    .push((ThrottleReason::SwThermal, units::nanoseconds_to_seconds(ns)));
+            }
+        }
+        // Without any of those fields, the violation-status calls cover
+        // power, thermal and sync boost.
         let fallback = [
             (PerformancePolicy::Power, ThrottleReason::SwPowerCap),
             (PerformancePolicy::Thermal, ThrottleReason::SwThermal),
