@@ -146,9 +146,17 @@ pub fn fnv(data: &str) -> u64 {
     h
 }
 
+/// splitmix64 finalizer: spreads FNV's output so similar seeds (GPU 0, GPU 1)
+/// do not give look-alike UUIDs.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 fn uuid_from(seed: &str) -> String {
-    let a = fnv(seed);
-    let b = fnv(&format!("{seed}/2"));
+    let a = mix(fnv(seed));
+    let b = mix(fnv(&format!("{seed}/2")));
     format!(
         "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
         a >> 32,
