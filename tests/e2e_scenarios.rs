@@ -125,7 +125,11 @@ const DGX_H100: &[Expect] = &[
     ("nvidia_gpu_bar1_memory_total_bytes", ALL8, &[]),
     ("nvidia_gpu_bar1_memory_used_bytes", ALL8, &[]),
     ("nvidia_gpu_temperature_celsius", ALL8, &["sensor"]),
-    ("nvidia_gpu_temperature_threshold_celsius", ALL8, &["threshold"]),
+    (
+        "nvidia_gpu_temperature_threshold_celsius",
+        ALL8,
+        &["threshold"],
+    ),
     ("nvidia_gpu_power_usage_watts", ALL8, &[]),
     ("nvidia_gpu_power_limit_watts", ALL8, &["limit"]),
     ("nvidia_gpu_energy_joules_total", ALL8, &[]),
@@ -142,7 +146,11 @@ const DGX_H100: &[Expect] = &[
     ("nvidia_gpu_display_active", ALL8, &[]),
     ("nvidia_gpu_compute_mode", ALL8, &["mode"]),
     ("nvidia_gpu_ecc_enabled", ALL8, &["state"]),
-    ("nvidia_gpu_ecc_errors_total", ALL8, &["error", "scope", "location"]),
+    (
+        "nvidia_gpu_ecc_errors_total",
+        ALL8,
+        &["error", "scope", "location"],
+    ),
     ("nvidia_gpu_remapped_rows", ALL8, &["cause"]),
     ("nvidia_gpu_remapped_rows_pending", ALL8, &[]),
     ("nvidia_gpu_remapped_rows_failed", ALL8, &[]),
@@ -151,7 +159,11 @@ const DGX_H100: &[Expect] = &[
     ("nvidia_gpu_xid_last_timestamp_seconds", &[3], &["xid"]),
     ("nvidia_gpu_nvlink_up", ALL8, &["link"]),
     ("nvidia_gpu_nvlink_errors_total", ALL8, &["link", "error"]),
-    ("nvidia_gpu_nvlink_bytes_total", ALL8, &["link", "direction"]),
+    (
+        "nvidia_gpu_nvlink_bytes_total",
+        ALL8,
+        &["link", "direction"],
+    ),
     ("nvidia_gpu_processes", ALL8, &["type"]),
     (
         "nvidia_gpu_process_memory_used_bytes",
@@ -244,7 +256,10 @@ fn dgx_h100_serves_every_contract_family() {
         for s in series {
             let gpu = s.label("gpu").unwrap_or("?");
             if s.label("uuid") != uuids.get(gpu).copied() {
-                problems.push(format!("{family}: uuid of gpu {gpu} is {:?}", s.label("uuid")));
+                problems.push(format!(
+                    "{family}: uuid of gpu {gpu} is {:?}",
+                    s.label("uuid")
+                ));
             }
             for l in *labels {
                 if s.label(l).is_none() {
@@ -258,10 +273,16 @@ fn dgx_h100_serves_every_contract_family() {
             problems.push(format!("{family}: present, expected absent"));
         }
     }
-    for family in ["nvidia_gpu_driver_info", "nvml_exporter_build_info", "nvml_exporter_nvml_up"] {
+    for family in [
+        "nvidia_gpu_driver_info",
+        "nvml_exporter_build_info",
+        "nvml_exporter_nvml_up",
+    ] {
         match fams.get(family) {
             Some(s) if s.len() == 1 && s[0].label("gpu").is_none() => {}
-            other => problems.push(format!("{family}: expected one series without gpu, got {other:?}")),
+            other => problems.push(format!(
+                "{family}: expected one series without gpu, got {other:?}"
+            )),
         }
     }
     let driver = fams["nvidia_gpu_driver_info"][0];
@@ -298,7 +319,10 @@ fn dgx_h100_mig_instances_and_their_labels() {
     for s in &fams["nvidia_gpu_mig_info"] {
         assert_eq!(s.value, "1");
         let gpu = s.label("gpu").unwrap();
-        profiles.entry(gpu).or_default().push(s.label("profile").unwrap());
+        profiles
+            .entry(gpu)
+            .or_default()
+            .push(s.label("profile").unwrap());
         instances
             .entry(gpu)
             .or_default()
@@ -342,11 +366,18 @@ fn dgx_h100_mig_instances_and_their_labels() {
         let used = mig_mem("nvidia_gpu_mig_memory_used_bytes", "0", gi);
         let free = mig_mem("nvidia_gpu_mig_memory_free_bytes", "0", gi);
         assert!((9e9..12e9).contains(&total), "1g.10gb total {total}");
-        assert!((used + free - total).abs() < 1.0 * 1024.0 * 1024.0, "{used}+{free}!={total}");
+        assert!(
+            (used + free - total).abs() < 1.0 * 1024.0 * 1024.0,
+            "{used}+{free}!={total}"
+        );
     }
     // MIG mode reads enabled, current and pending, on 0 and 1 only.
     for s in &fams["nvidia_gpu_mig_enabled"] {
-        let want = if matches!(s.label("gpu"), Some("0" | "1")) { "1" } else { "0" };
+        let want = if matches!(s.label("gpu"), Some("0" | "1")) {
+            "1"
+        } else {
+            "0"
+        };
         assert_eq!(s.value, want, "{s:?}");
     }
     // Processes inside MIG instances carry the instance.
@@ -355,14 +386,17 @@ fn dgx_h100_mig_instances_and_their_labels() {
         .filter(|s| matches!(s.label("gpu"), Some("0" | "1")))
         .collect();
     assert_eq!(in_mig.len(), 5);
-    assert!(in_mig.iter().all(|s| s.label("gpu_instance").is_some()
-        && s.label("compute_instance").is_some()));
+    assert!(in_mig
+        .iter()
+        .all(|s| s.label("gpu_instance").is_some() && s.label("compute_instance").is_some()));
 }
 
 #[test]
 fn workstation_has_no_ecc_mig_or_nvlink_families() {
     let e = Exporter::ready("workstation", &[]);
-    let text = scrape_until(&e, "a full sample", |t| t.contains("\nnvidia_gpu_fan_speed_ratio{"));
+    let text = scrape_until(&e, "a full sample", |t| {
+        t.contains("\nnvidia_gpu_fan_speed_ratio{")
+    });
     let fams = families(&text);
     let present: Vec<_> = fams
         .iter()
@@ -372,7 +406,10 @@ fn workstation_has_no_ecc_mig_or_nvlink_families() {
                 || f.starts_with("nvidia_gpu_nvlink_")
         })
         .collect();
-    assert!(present.is_empty(), "present on a workstation: {present:?}\n{text}");
+    assert!(
+        present.is_empty(),
+        "present on a workstation: {present:?}\n{text}"
+    );
     for s in ["nvidia_gpu_ecc", "nvidia_gpu_mig", "nvidia_gpu_nvlink"] {
         assert!(!text.contains(s), "{s} mentioned:\n{text}");
     }
@@ -394,16 +431,22 @@ fn workstation_has_no_ecc_mig_or_nvlink_families() {
         .unwrap();
     assert_eq!(display.value, "1");
     // No HBM: no memory temperature sensor series.
-    assert!(!all
-        .iter()
-        .any(|s| s.name == "nvidia_gpu_temperature_celsius" && s.label("sensor") == Some("memory")));
+    assert!(
+        !all.iter()
+            .any(|s| s.name == "nvidia_gpu_temperature_celsius"
+                && s.label("sensor") == Some("memory"))
+    );
 }
 
 #[test]
 fn collector_switches_remove_families() {
     let e = Exporter::ready(
         "dgx-h100",
-        &["--no-collector.ecc", "--no-collector.nvlink", "--collector.mig=false"],
+        &[
+            "--no-collector.ecc",
+            "--no-collector.nvlink",
+            "--collector.mig=false",
+        ],
     );
     let text = e.scrape();
     let fams = families(&text);

@@ -558,7 +558,9 @@ fn run_with_stdin(mut cmd: Command, input: &[u8]) -> (Option<i32>, String) {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {program} (scripts/install-test-deps installs it): {e}"));
+        .unwrap_or_else(|e| {
+            panic!("cannot run {program} (scripts/install-test-deps installs it): {e}")
+        });
     let mut stdin = child.stdin.take().unwrap();
     let input = input.to_vec();
     let writer = std::thread::spawn(move || {
