@@ -80,7 +80,7 @@ fn settled(e: &Exporter, accept: &str) -> String {
     loop {
         std::thread::sleep(Duration::from_millis(300));
         let now = get();
-        if now == last && now.contains("\nnvidia_gpu_mig_activity_ratio{") {
+        if now == last && common::dgx_h100_gpm_complete(&now) {
             return now;
         }
         assert!(

@@ -225,8 +225,7 @@ fn dgx_h100_serves_every_contract_family() {
     let text = scrape_until(&e, "XIDs and GPM rates", |t| {
         t.contains("nvidia_gpu_xid_errors_total{gpu=\"0\"")
             && t.contains("nvidia_gpu_xid_errors_total{gpu=\"3\"")
-            && t.contains("\nnvidia_gpu_activity_ratio{")
-            && t.contains("\nnvidia_gpu_mig_activity_ratio{")
+            && common::dgx_h100_gpm_complete(t)
     });
     let all = samples(&text);
     let fams = by_family(&all);
@@ -307,9 +306,7 @@ fn dgx_h100_serves_every_contract_family() {
 #[test]
 fn dgx_h100_mig_instances_and_their_labels() {
     let e = Exporter::ready("dgx-h100", &["--collector.process_memory"]);
-    let text = scrape_until(&e, "MIG activity", |t| {
-        t.contains("\nnvidia_gpu_mig_activity_ratio{")
-    });
+    let text = scrape_until(&e, "MIG activity", common::dgx_h100_gpm_complete);
     let all = samples(&text);
     let fams = by_family(&all);
 

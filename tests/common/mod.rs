@@ -635,3 +635,10 @@ pub fn sim_control(socket: &Path, args: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// GPM readings need two polls: true once the dgx-h100 exposition has them
+/// for every GPU (per MIG instance on GPUs 0 and 1, per GPU on 2-7).
+pub fn dgx_h100_gpm_complete(text: &str) -> bool {
+    (0..2).all(|g| text.contains(&format!("\nnvidia_gpu_mig_activity_ratio{{gpu=\"{g}\"")))
+        && (2..8).all(|g| text.contains(&format!("\nnvidia_gpu_activity_ratio{{gpu=\"{g}\"")))
+}
