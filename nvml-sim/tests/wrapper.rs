@@ -443,3 +443,25 @@ fn events_time_out_when_nothing_happens() {
     assert!(matches!(set.wait(300), Err(NvmlError::Timeout)));
     assert!(start.elapsed() >= std::time::Duration::from_millis(290));
 }
+
+#[test]
+fn many_threads_at_once() {
+    let nvml = nvml();
+    std::thread::scope(|s| {
+        for t in 0..8u32 {
+            let nvml = &nvml;
+            s.spawn(move || {
+                for i in 0..50u32 {
+                    let d = nvml.device_by_index((t + i) % 8).unwrap();
+                    d.memory_info().unwrap();
+                    d.power_usage().unwrap();
+                    d.temperature(TemperatureSensor::Gpu).unwrap();
+                    d.running_compute_processes().unwrap();
+                    if let Ok(m) = d.mig_device_by_index(0) {
+                        m.memory_info().unwrap();
+                    }
+                }
+            });
+        }
+    });
+}
