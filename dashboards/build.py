@@ -655,18 +655,21 @@ def gpu_detail() -> dict:
                 [target(f"nvidia_gpu_process_memory_used_bytes{{{SEL}}}", "", instant=True, table=True)],
                 transformations=[{"id": "organize", "options": {
                     "excludeByName": {"Time": True, "job": True, "__name__": True}}}]), 8, 8)
-    L.add(timeseries("Sample duration", "How long the exporter's last sample of each GPU took; "
-                     "stuck driver calls show as blocked time.", "s",
-                     targets((f"nvml_exporter_sample_duration_seconds{{{SEL}}}", G),
-                             (f"nvml_exporter_stuck_call_seconds{{{SEL}}}", G + " stuck {{family}}")), 0),
+    L.add(timeseries("Sample duration", "How long the exporter's last complete sample of each "
+                     "GPU took.", "s",
+                     targets((f"nvml_exporter_sample_duration_seconds{{{SEL}}}", G)), 0), 8, 8)
+    L.add(timeseries("Stuck driver calls", "How long a driver call has been blocked on a GPU, "
+                     "present only while one is stuck past --collect.stuck-deadline (the "
+                     "NvidiaGpuHung alert).", "s",
+                     targets((f"nvml_exporter_stuck_call_seconds{{{SEL}}}", G + " {{family}}")), 0),
           8, 8)
     L.add(timeseries("NVML errors", "NVML call failures per interval by family and error "
                      "(not-supported is not an error).", "short",
                      targets((f"increase(nvml_exporter_nvml_errors_total{{{SEL}}}[$__rate_interval])",
-                              G + " {{family}} {{error}}")), 0), 12, 8)
+                              G + " {{family}} {{error}}")), 0), 8, 8)
     L.add(timeseries("Sample age", "Seconds since the last complete sample of each GPU.", "s",
                      targets((f"time() - nvml_exporter_last_sample_timestamp_seconds{{{SEL}}}", G)), 0),
-          12, 8)
+          8, 8)
     return dashboard("nvml-gpu-detail", "NVIDIA GPU detail",
                      "Every metric family of nvml-exporter for the selected node and GPUs.", L)
 

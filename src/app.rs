@@ -24,6 +24,7 @@ use crate::http::{self, Published, Router, ServerConfig};
 use crate::logging;
 use crate::nvml::{self, LibrarySource, PollerConfig};
 use crate::snapshot::Snapshot;
+use crate::web_config::{WebConfigError, WebConfigWatcher};
 
 /// How long shutdown waits for the sampler. A worker blocked in the driver
 /// cannot be joined; the sampler leaves it behind after this.
@@ -48,6 +49,8 @@ pub enum AppError {
     },
     #[error(transparent)]
     Nvml(#[from] nvml::StartError),
+    #[error(transparent)]
+    WebConfig(#[from] WebConfigError),
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] io::Error),
     #[error("cannot install the {signal} handler: {source}")]
@@ -65,6 +68,9 @@ pub fn run(config: Config) -> Result<(), AppError> {
     // exporter's footprint small on a GPU host full of busier processes.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        // The blocking pool runs bcrypt checks (and address lookups); a
+        // flood of wrong passwords must queue, not spawn hundreds of threads.
+        .max_blocking_threads(8)
         .thread_name("nvml-exporter-http")
         .enable_all()
         .build()
@@ -83,6 +89,11 @@ async fn serve_until_signal(config: Config) -> Result<nvml::Poller, AppError> {
     // find its handler, not the default action.
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
+    // A bad web config is a configuration error: refuse to start.
+    let web = match &config.web_config_file {
+        Some(path) => Some(Arc::new(WebConfigWatcher::start(path)?)),
+        None => None,
+    };
     let listener = bind(&config.listen_address).await?;
     let local = listener.local_addr().map_err(|source| AppError::Bind {
         address: config.listen_address.clone(),
@@ -112,6 +123,8 @@ async fn serve_until_signal(config: Config) -> Result<nvml::Poller, AppError> {
         router,
         ServerConfig {
             read_header_timeout: config.read_header_timeout,
+            web,
+            health_without_auth: config.health_without_auth,
         },
         stop_rx,
     ));

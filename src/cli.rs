@@ -140,6 +140,14 @@ struct Flags {
     )]
     web_config_file: Option<PathBuf>,
 
+    /// Answer /-/healthy without basic auth, for probes that cannot send
+    /// credentials (only matters when the web config sets basic_auth_users).
+    #[arg(
+        long = "web.health-without-auth",
+        env = "NVML_EXPORTER_WEB_HEALTH_WITHOUT_AUTH"
+    )]
+    health_without_auth: bool,
+
     /// Least severe log level written.
     #[arg(
         long = "log.level",
@@ -223,6 +231,7 @@ pub struct Config {
     pub max_requests: usize,
     pub read_header_timeout: Duration,
     pub web_config_file: Option<PathBuf>,
+    pub health_without_auth: bool,
     pub log_level: LogLevel,
     pub log_format: LogFormat,
 }
@@ -313,6 +322,7 @@ where
         max_requests: flags.max_requests,
         read_header_timeout: flags.read_header_timeout,
         web_config_file: flags.web_config_file,
+        health_without_auth: flags.health_without_auth,
         log_level: flags.log_level,
         log_format: flags.log_format,
     })

@@ -146,9 +146,17 @@ pub fn fnv(data: &str) -> u64 {
     h
 }
 
+/// splitmix64 finalizer: spreads FNV's output so similar seeds (GPU 0, GPU 1)
+/// do not give look-alike UUIDs.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 fn uuid_from(seed: &str) -> String {
-    let a = fnv(seed);
-    let b = fnv(&format!("{seed}/2"));
+    let a = mix(fnv(seed));
+    let b = mix(fnv(&format!("{seed}/2")));
     format!(
         "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
         a >> 32,
@@ -350,17 +358,14 @@ impl Gpu {
 
     /// Average utilization of a MIG instance (or the whole GPU) over [t1, t2].
     pub fn avg_util(&self, gi: Option<u32>, t1: f64, t2: f64) -> f64 {
-        let (at, integral): (Box<dyn Fn(f64) -> f64>, Box<dyn Fn(f64) -> f64>) =
-            match gi.and_then(|g| self.instance(g)) {
-                Some(inst) => {
-                    let w = self.instance_wave(inst);
-                    (Box::new(move |t| w.at(t)), Box::new(move |t| w.integral(t)))
-                }
-                None => (
-                    Box::new(|t| self.util(t)),
-                    Box::new(|t| self.util_integral(t)),
-                ),
-            };
+        let wave = gi
+            .and_then(|g| self.instance(g))
+            .map(|i| self.instance_wave(i));
+        let at = |t| wave.map(|w| w.at(t)).unwrap_or_else(|| self.util(t));
+        let integral = |t| {
+            wave.map(|w| w.integral(t))
+                .unwrap_or_else(|| self.util_integral(t))
+        };
         if t2 - t1 < 1e-6 {
             at(t2)
         } else {
@@ -971,5 +976,82 @@ mod tests {
         }
         assert_eq!(sim.gpus[7].pstate(10.0), 8);
         assert_eq!(sim.gpus[2].pstate(10.0), 0);
+    }
+
+    #[test]
+    fn readings_rise_and_fall_together() {
+        let s = crate::scenario::load("dgx-h100").unwrap();
+        let sim = Sim::new(&s, 1.0);
+        let g = &sim.gpus[4];
+        let samples: Vec<(f64, f64, u32, u32)> = (0..120)
+            .map(|i| {
+                let t = i as f64 * 0.5;
+                (
+                    g.util(t),
+                    g.power_mw(t),
+                    g.temperature(t),
+                    g.clock(0, t).unwrap(),
+                )
+            })
+            .collect();
+        let (lo, hi) = samples.iter().fold((f64::MAX, f64::MIN), |(lo, hi), s| {
+            (lo.min(s.0), hi.max(s.0))
+        });
+        assert!(
+            hi - lo > 10.0,
+            "utilization moves over a minute: {lo}..{hi}"
+        );
+        for a in &samples {
+            for b in &samples {
+                if a.0 > b.0 + 0.5 {
+                    assert!(a.1 > b.1, "power follows utilization");
+                    assert!(a.2 >= b.2, "temperature follows utilization");
+                }
+            }
+        }
+        assert!(
+            samples.iter().all(|s| s.3 > g.model.idle_graphics_mhz),
+            "a busy GPU runs above idle clocks"
+        );
+    }
+
+    #[test]
+    fn ecc_aggregate_never_below_volatile() {
+        let s = crate::scenario::load("dgx-h100").unwrap();
+        let mut sim = Sim::new(&s, 1.0);
+        for f in [
+            Fault::Ecc {
+                gpu: 1,
+                error_type: EccType::Corrected,
+                location: EccLocation::L2,
+                count: 3,
+            },
+            Fault::Ecc {
+                gpu: 1,
+                error_type: EccType::Uncorrected,
+                location: EccLocation::Dram,
+                count: 1,
+            },
+            Fault::DriverUnload,
+            Fault::DriverLoad,
+            Fault::Ecc {
+                gpu: 1,
+                error_type: EccType::Uncorrected,
+                location: EccLocation::Sram,
+                count: 2,
+            },
+        ] {
+            sim.apply(&f).unwrap();
+            for g in &sim.gpus {
+                for et in 0..2 {
+                    for loc in 0..8 {
+                        assert!(g.ecc[et][1][loc] >= g.ecc[et][0][loc]);
+                    }
+                }
+            }
+        }
+        let g = &sim.gpus[1];
+        assert_eq!(g.ecc_total(1, 0), 2, "the reload cleared volatile counts");
+        assert_eq!(g.ecc_total(1, 1), 3);
     }
 }

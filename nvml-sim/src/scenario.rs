@@ -90,7 +90,7 @@ struct RawGpu {
     count: usize,
     #[serde(default)]
     load: f64,
-    mig: Option<Vec<RawMig>>,
+    mig: Option<toml::Spanned<Vec<RawMig>>>,
     #[serde(default)]
     processes: Vec<RawProc>,
     #[serde(default)]
@@ -215,8 +215,10 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         }
         let mig = match &g.mig {
             None => None,
-            Some(list) => {
-                let specs: Vec<MigSpec> = list
+            Some(spanned_list) => {
+                let mig_at = spanned_list.span().start;
+                let specs: Vec<MigSpec> = spanned_list
+                    .get_ref()
                     .iter()
                     .map(|m| match m {
                         RawMig::Name(n) => MigSpec {
@@ -230,10 +232,10 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                     })
                     .collect();
                 let names: Vec<String> = specs.iter().map(|s| s.profile.clone()).collect();
-                model::place_layout(model, &names).map_err(|m| err(Some(at), m))?;
+                model::place_layout(model, &names).map_err(|m| err(Some(mig_at), m))?;
                 if let Some(bad) = specs.iter().find(|s| !(0.0..=100.0).contains(&s.load)) {
                     return Err(err(
-                        Some(at),
+                        Some(mig_at),
                         format!("MIG instance load {} is outside 0..=100", bad.load),
                     ));
                 }
@@ -373,7 +375,7 @@ mod tests {
             "y",
         )
         .unwrap_err();
-        assert_eq!(e.line, Some(1));
+        assert_eq!(e.line, Some(3));
         assert!(e.message.contains("does not fit"), "{e}");
         let e = parse("[[gpu]]\nmodel = 3\n", "z.toml", "z").unwrap_err();
         assert_eq!(e.line, Some(2), "{e}");

@@ -30,6 +30,7 @@ pub use body::Body;
 pub use routes::Router;
 
 use crate::exposition::Exposition;
+use crate::web_config::{self, WebConfigWatcher};
 
 /// What a scrape is answered with: the latest exposition, and whether the
 /// exporter is ready (NVML up and every GPU sampled once).
@@ -52,9 +53,14 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// turn the accept loop into a busy loop.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ServerConfig {
     pub read_header_timeout: Duration,
+    /// `--web.config.file`: TLS, basic auth, headers. Also bounds the TLS
+    /// handshake by `read_header_timeout`.
+    pub web: Option<Arc<WebConfigWatcher>>,
+    /// `--web.health-without-auth`.
+    pub health_without_auth: bool,
 }
 
 /// Serves until `shutdown` changes (or its sender is dropped), then drains.
@@ -84,6 +90,9 @@ pub async fn serve(
                     let conn = Connection {
                         builder: builder.clone(),
                         router: router.clone(),
+                        web: cfg.web.clone(),
+                        health_without_auth: cfg.health_without_auth,
+                        handshake_timeout: cfg.read_header_timeout,
                         shutdown: shutdown.clone(),
                         _alive: alive_tx.clone(),
                     };
@@ -113,18 +122,66 @@ pub async fn serve(
 struct Connection {
     builder: Arc<http1::Builder>,
     router: Arc<Router>,
+    web: Option<Arc<WebConfigWatcher>>,
+    health_without_auth: bool,
+    handshake_timeout: Duration,
     shutdown: watch::Receiver<()>,
     _alive: mpsc::Sender<()>,
 }
 
 impl Connection {
     async fn run(mut self, stream: tokio::net::TcpStream, peer: SocketAddr) {
+        // The acceptor is taken per connection so a rotated certificate
+        // applies from the next handshake on.
+        match self.web.as_ref().and_then(|w| w.tls_acceptor()) {
+            None => self.serve(TokioIo::new(stream), peer).await,
+            Some(acceptor) => {
+                let handshake =
+                    web_config::http::handshake(acceptor, stream, self.handshake_timeout, peer);
+                let tls = tokio::select! {
+                    tls = handshake => tls,
+                    _ = self.shutdown.changed() => None,
+                };
+                if let Some(tls) = tls {
+                    self.serve(TokioIo::new(tls), peer).await;
+                }
+            }
+        }
+    }
+
+    async fn serve<I>(mut self, io: I, peer: SocketAddr)
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
         let router = self.router.clone();
+        let web = self.web.clone();
+        let health_without_auth = self.health_without_auth;
         let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-            let resp = router.route(req.method(), req.uri().path(), req.headers());
-            async move { Ok::<_, Infallible>(resp) }
+            let router = router.clone();
+            let web = web.clone();
+            async move {
+                let Some(web) = web else {
+                    return Ok::<_, Infallible>(router.route(
+                        req.method(),
+                        req.uri().path(),
+                        req.headers(),
+                    ));
+                };
+                let path = req.uri().path();
+                let mut resp =
+                    match web_config::http::check(&web, path, req.headers(), health_without_auth)
+                        .await
+                    {
+                        Ok(()) => router.route(req.method(), path, req.headers()),
+                        Err(rejection) => rejected(rejection),
+                    };
+                for (name, value) in web.response_headers() {
+                    resp.headers_mut().insert(name, value);
+                }
+                Ok(resp)
+            }
         });
-        let conn = self.builder.serve_connection(TokioIo::new(stream), service);
+        let conn = self.builder.serve_connection(io, service);
         tokio::pin!(conn);
         let result = tokio::select! {
             r = conn.as_mut() => r,
@@ -138,6 +195,27 @@ impl Connection {
             log_connection_error(&e, peer);
         }
     }
+}
+
+fn rejected(rejection: web_config::http::Rejection) -> hyper::Response<Body> {
+    let status = rejection.status();
+    let text = format!("{}\n", status.canonical_reason().unwrap_or("Rejected"));
+    let len = text.len();
+    let mut r = hyper::Response::new(Body::new(text));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(
+        hyper::header::CONTENT_LENGTH,
+        hyper::header::HeaderValue::from(len),
+    );
+    for (name, value) in rejection.headers() {
+        h.insert(name, value);
+    }
+    r
 }
 
 fn log_connection_error(e: &hyper::Error, peer: SocketAddr) {

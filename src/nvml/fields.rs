@@ -10,9 +10,55 @@ pub const PCIE_TX_BYTES: u32 = 197; // NVML_FI_DEV_PCIE_COUNT_TX_BYTES
 pub const PCIE_RX_BYTES: u32 = 198;
 pub const RECOVERY_ACTION: u32 = 230; // NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
 
+pub const TOTAL_ENERGY: u32 = 83; // NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, mJ
+pub const PCIE_REPLAY: u32 = 94; // NVML_FI_DEV_PCIE_REPLAY_COUNTER
+pub const RETIRED_SBE: u32 = 29;
+pub const RETIRED_DBE: u32 = 30;
+pub const RETIRED_PENDING: u32 = 31;
+pub const REMAPPED_COR: u32 = 142;
+pub const REMAPPED_UNC: u32 = 143;
+pub const REMAPPED_PENDING: u32 = 144;
+pub const REMAPPED_FAILURE: u32 = 145;
+
+/// ECC counters available as fields: (id, uncorrected, aggregate,
+/// location). Location indexes the sampler's ECC location table (0 L1,
+/// 1 L2, 2 device memory, 3 register file, 4 texture, 6 CBU); `None` is
+/// the total over all locations. SBE counts are NVML's corrected errors,
+/// DBE its uncorrected ones.
+pub const ECC_FIELDS: [(u32, bool, bool, Option<usize>); 26] = [
+    (3, false, false, None),
+    (4, true, false, None),
+    (5, false, true, None),
+    (6, true, true, None),
+    (7, false, false, Some(0)),
+    (8, true, false, Some(0)),
+    (9, false, false, Some(1)),
+    (10, true, false, Some(1)),
+    (11, false, false, Some(2)),
+    (12, true, false, Some(2)),
+    (13, false, false, Some(3)),
+    (14, true, false, Some(3)),
+    (15, false, false, Some(4)),
+    (16, true, false, Some(4)),
+    (17, true, false, Some(6)),
+    (18, false, true, Some(0)),
+    (19, true, true, Some(0)),
+    (20, false, true, Some(1)),
+    (21, true, true, Some(1)),
+    (22, false, true, Some(2)),
+    (23, true, true, Some(2)),
+    (24, false, true, Some(3)),
+    (25, true, true, Some(3)),
+    (26, false, true, Some(4)),
+    (27, true, true, Some(4)),
+    (28, true, true, Some(6)),
+];
+
 /// Cumulative clock-event (throttle) durations in nanoseconds.
 pub const REASON_SW_POWER_CAP: u32 = 74;
 pub const REASON_SYNC_BOOST: u32 = 76;
+/// NVML_FI_DEV_PERF_POLICY_THERMAL: thermal violation time, nanoseconds.
+pub const PERF_POLICY_THERMAL: u32 = 75;
 
 /// SW thermal, HW thermal and HW power brake durations moved from 251-253
 /// to 269-271 in drivers >= 580.82 (CUDA 13.0 Update 1).
@@ -104,6 +150,20 @@ mod tests {
             thermal_and_brake_reason_ids(FieldIdScheme::V13Update1),
             [269, 270, 271]
         );
+    }
+
+    #[test]
+    fn ecc_field_table_covers_each_counter_once() {
+        let mut seen = std::collections::HashSet::new();
+        for (id, unc, agg, loc) in ECC_FIELDS {
+            assert!((3..=28).contains(&id));
+            assert!(
+                seen.insert((unc, agg, loc)),
+                "duplicate counter for field {id}"
+            );
+        }
+        // Totals: every error x scope combination.
+        assert_eq!(ECC_FIELDS.iter().filter(|f| f.3.is_none()).count(), 4);
     }
 
     #[test]

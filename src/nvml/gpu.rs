@@ -289,6 +289,9 @@ pub struct GpuSampler<'n> {
     /// (error, scope, location) combinations the GPU answered "not
     /// supported" for; skipped until the next static refresh.
     ecc_unsupported: HashSet<(u8, u8, u8)>,
+    /// Calls with a field-value alternative that answered "not supported";
+    /// skipped until the next static refresh.
+    absent_calls: HashSet<&'static str>,
     process_names: HashMap<u32, String>,
 }
 
@@ -320,6 +323,7 @@ impl<'n> GpuSampler<'n> {
             fan_count: Cached::new(),
             nvlink_links: Cached::new(),
             ecc_unsupported: HashSet::new(),
+            absent_calls: HashSet::new(),
             process_names: HashMap::new(),
         }
     }
@@ -367,6 +371,7 @@ impl<'n> GpuSampler<'n> {
         self.calls.answered_this_sample = 0;
         if self.poll % STATIC_REFRESH_POLLS == 0 {
             self.ecc_unsupported.clear();
+            self.absent_calls.clear();
         }
         let mut r = GpuReadings::default();
         let scalar = self.scalar_fields();
@@ -387,7 +392,7 @@ impl<'n> GpuSampler<'n> {
             self.fans(&mut r);
         }
         if self.on(Family::Power) {
-            self.power(&mut r);
+            self.power(&mut r, &scalar);
         }
         if self.on(Family::Clocks) {
             self.clocks(&mut r);
@@ -399,7 +404,7 @@ impl<'n> GpuSampler<'n> {
             self.pcie(&mut r, &scalar);
         }
         if self.on(Family::Ecc) {
-            self.ecc(&mut r);
+            self.ecc(&mut r, &scalar);
         }
         if self.on(Family::Retirement) {
             self.retirement(&mut r, &scalar);
@@ -432,14 +437,36 @@ impl<'n> GpuSampler<'n> {
         if self.on(Family::Pcie) {
             ids.push((fields::PCIE_TX_BYTES, Family::Pcie.name()));
             ids.push((fields::PCIE_RX_BYTES, Family::Pcie.name()));
+            ids.push((fields::PCIE_REPLAY, Family::Pcie.name()));
         }
         if self.on(Family::Retirement) {
-            ids.push((fields::RECOVERY_ACTION, Family::Retirement.name()));
+            let fam = Family::Retirement.name();
+            for id in [
+                fields::RECOVERY_ACTION,
+                fields::RETIRED_SBE,
+                fields::RETIRED_DBE,
+                fields::RETIRED_PENDING,
+                fields::REMAPPED_COR,
+                fields::REMAPPED_UNC,
+                fields::REMAPPED_PENDING,
+                fields::REMAPPED_FAILURE,
+            ] {
+                ids.push((id, fam));
+            }
+        }
+        if self.on(Family::Ecc) {
+            for (id, ..) in fields::ECC_FIELDS {
+                ids.push((id, Family::Ecc.name()));
+            }
+        }
+        if self.on(Family::Power) {
+            ids.push((fields::TOTAL_ENERGY, Family::Power.name()));
         }
         if self.on(Family::Throttle) {
             let fam = Family::Throttle.name();
             ids.push((fields::REASON_SW_POWER_CAP, fam));
             ids.push((fields::REASON_SYNC_BOOST, fam));
+            ids.push((fields::PERF_POLICY_THERMAL, fam));
             for id in fields::thermal_and_brake_reason_ids(self.nvml.field_id_scheme()) {
                 ids.push((id, fam));
             }
@@ -630,7 +657,7 @@ impl<'n> GpuSampler<'n> {
         }
     }
 
-    fn power(&mut self, r: &mut GpuReadings) {
+    fn power(&mut self, r: &mut GpuReadings, scalar: &HashMap<u32, FieldValue>) {
         let fam = Family::Power.name();
         let d = &self.device;
         let c = &mut self.calls;
@@ -646,10 +673,13 @@ impl<'n> GpuSampler<'n> {
             r.power_limits
                 .push((PowerLimit::Management, units::milliwatts_to_watts(v)));
         }
-        r.energy_joules = c
-            .run(fam, || d.total_energy_consumption())
-            .value()
-            .map(units::millijoules_to_joules);
+        r.energy_joules = match scalar.get(&fields::TOTAL_ENERGY).and_then(|v| v.as_u64()) {
+            Some(mj) => Some(units::millijoules_to_joules(mj)),
+            None => call_unless_absent(c, &mut self.absent_calls, "energy", fam, || {
+                d.total_energy_consumption()
+            })
+            .map(units::millijoules_to_joules),
+        };
         let statics = self
             .power_static
             .get(self.poll, || {
@@ -742,8 +772,23 @@ impl<'n> GpuSampler<'n> {
                     .push((reason, units::nanoseconds_to_seconds(ns)));
             }
         }
-        // Older drivers lack the duration fields; the violation counters
-        // cover power, thermal and sync boost there.
+        // Drivers without the clock-event duration fields still report the
+        // thermal policy violation time (field 75) in the same batch.
+        if !r
+            .throttle_seconds
+            .iter()
+            .any(|(have, _)| *have == ThrottleReason::SwThermal)
+        {
+            if let Some(ns) = scalar
+                .get(&fields::PERF_POLICY_THERMAL)
+                .and_then(|v| v.as_u64())
+            {
+                r.throttle_seconds
+                    .push((ThrottleReason::SwThermal, units::nanoseconds_to_seconds(ns)));
+            }
+        }
+        // Without any of those fields, the violation-status calls cover
+        // power, thermal and sync boost.
         let fallback = [
             (PerformancePolicy::Power, ThrottleReason::SwPowerCap),
             (PerformancePolicy::Thermal, ThrottleReason::SwThermal),
@@ -779,15 +824,18 @@ impl<'n> GpuSampler<'n> {
             .unwrap_or((None, None));
         r.pcie.link_generation_max = gen_max;
         r.pcie.link_width_max = width_max;
-        r.pcie.replay_errors = c
-            .run(fam, || d.pcie_replay_counter())
-            .value()
-            .map(u64::from);
+        r.pcie.replay_errors = match scalar.get(&fields::PCIE_REPLAY).and_then(|v| v.as_u64()) {
+            Some(v) => Some(v),
+            None => call_unless_absent(c, &mut self.absent_calls, "pcie_replay", fam, || {
+                d.pcie_replay_counter()
+            })
+            .map(u64::from),
+        };
         r.pcie.tx_bytes = scalar.get(&fields::PCIE_TX_BYTES).and_then(|v| v.as_u64());
         r.pcie.rx_bytes = scalar.get(&fields::PCIE_RX_BYTES).and_then(|v| v.as_u64());
     }
 
-    fn ecc(&mut self, r: &mut GpuReadings) {
+    fn ecc(&mut self, r: &mut GpuReadings, scalar: &HashMap<u32, FieldValue>) {
         let fam = Family::Ecc.name();
         let d = &self.device;
         let c = &mut self.calls;
@@ -822,6 +870,7 @@ impl<'n> GpuSampler<'n> {
         } else {
             EccLocation::Dram
         };
+        // Order matches the location indexes of `fields::ECC_FIELDS`.
         let locations = [
             (MemoryLocation::L1Cache, EccLocation::L1Cache),
             (MemoryLocation::L2Cache, EccLocation::L2Cache),
@@ -832,33 +881,46 @@ impl<'n> GpuSampler<'n> {
             (MemoryLocation::Cbu, EccLocation::Cbu),
             (MemoryLocation::SRAM, EccLocation::Sram),
         ];
+        // Counters the field batch already delivered need no call.
+        let mut from_fields: HashMap<(bool, bool, Option<usize>), u64> = HashMap::new();
+        for (id, unc, agg, loc) in fields::ECC_FIELDS {
+            if let Some(v) = scalar.get(&id).and_then(|v| v.as_u64()) {
+                from_fields.insert((unc, agg, loc), v);
+            }
+        }
         for (ei, (nv_err, err)) in errors.iter().enumerate() {
             for (si, (nv_scope, scope)) in scopes.iter().enumerate() {
-                if let Some(count) = c
-                    .run(fam, || d.total_ecc_errors(nv_err.clone(), nv_scope.clone()))
-                    .value()
-                {
-                    r.ecc_errors.push(EccCount {
-                        error: *err,
-                        scope: *scope,
-                        location: EccLocation::All,
-                        count,
-                    });
-                }
-                for (li, (nv_loc, loc)) in locations.iter().enumerate() {
-                    let key = (ei as u8, si as u8, li as u8);
+                let (unc, agg) = (ei == 1, si == 1);
+                for li in std::iter::once(None).chain((0..locations.len()).map(Some)) {
+                    let location = li.map_or(EccLocation::All, |i| locations[i].1);
+                    let push = |r: &mut GpuReadings, count| {
+                        r.ecc_errors.push(EccCount {
+                            error: *err,
+                            scope: *scope,
+                            location,
+                            count,
+                        })
+                    };
+                    if let Some(&count) = from_fields.get(&(unc, agg, li)) {
+                        push(r, count);
+                        continue;
+                    }
+                    let key = (ei as u8, si as u8, li.map_or(u8::MAX, |i| i as u8));
                     if self.ecc_unsupported.contains(&key) {
                         continue;
                     }
-                    match c.run(fam, || {
-                        d.memory_error_counter(nv_err.clone(), nv_scope.clone(), nv_loc.clone())
-                    }) {
-                        Got::Value(count) => r.ecc_errors.push(EccCount {
-                            error: *err,
-                            scope: *scope,
-                            location: *loc,
-                            count,
+                    let got = match li {
+                        None => c.run(fam, || d.total_ecc_errors(nv_err.clone(), nv_scope.clone())),
+                        Some(i) => c.run(fam, || {
+                            d.memory_error_counter(
+                                nv_err.clone(),
+                                nv_scope.clone(),
+                                locations[i].0.clone(),
+                            )
                         }),
+                    };
+                    match got {
+                        Got::Value(count) => push(r, count),
                         Got::Absent => {
                             self.ecc_unsupported.insert(key);
                         }
@@ -873,26 +935,59 @@ impl<'n> GpuSampler<'n> {
         let fam = Family::Retirement.name();
         let (nvml, h, d) = (self.nvml, self.handle, &self.device);
         let c = &mut self.calls;
-        for (nv, ours) in [
+        let absent = &mut self.absent_calls;
+        let field = |id: u32| scalar.get(&id).and_then(|v| v.as_u64());
+        for (id, nv, ours, key) in [
             (
+                fields::RETIRED_SBE,
                 NvCause::MultipleSingleBitEccErrors,
                 RetirementCause::SingleBitEcc,
+                "retired_sbe",
             ),
-            (NvCause::DoubleBitEccError, RetirementCause::DoubleBitEcc),
+            (
+                fields::RETIRED_DBE,
+                NvCause::DoubleBitEccError,
+                RetirementCause::DoubleBitEcc,
+                "retired_dbe",
+            ),
         ] {
-            if let Some(pages) = c.run(fam, || d.retired_pages(nv)).value() {
-                r.retired_pages.push((ours, pages.len() as u64));
+            let count = field(id).or_else(|| {
+                call_unless_absent(c, absent, key, fam, || d.retired_pages(nv))
+                    .map(|p| p.len() as u64)
+            });
+            if let Some(count) = count {
+                r.retired_pages.push((ours, count));
             }
         }
-        r.retired_pages_pending = c.run(fam, || d.are_pages_pending_retired()).value();
-        r.remapped_rows = c.run(fam, || raw::remapped_rows(nvml, h)).value().map(
-            |(cor, unc, pending, failed)| RemappedRows {
+        r.retired_pages_pending = field(fields::RETIRED_PENDING).map(|v| v != 0).or_else(|| {
+            call_unless_absent(c, absent, "retired_pending", fam, || {
+                d.are_pages_pending_retired()
+            })
+        });
+        let remap_fields = [
+            fields::REMAPPED_COR,
+            fields::REMAPPED_UNC,
+            fields::REMAPPED_PENDING,
+            fields::REMAPPED_FAILURE,
+        ]
+        .map(field);
+        r.remapped_rows = match remap_fields {
+            [Some(cor), Some(unc), Some(pending), Some(failed)] => Some(RemappedRows {
+                correctable: cor,
+                uncorrectable: unc,
+                pending: pending != 0,
+                failed: failed != 0,
+            }),
+            _ => call_unless_absent(c, absent, "remapped_rows", fam, || {
+                raw::remapped_rows(nvml, h)
+            })
+            .map(|(cor, unc, pending, failed)| RemappedRows {
                 correctable: u64::from(cor),
                 uncorrectable: u64::from(unc),
                 pending,
                 failed,
-            },
-        );
+            }),
+        };
         r.recovery_action = scalar
             .get(&fields::RECOVERY_ACTION)
             .and_then(|v| v.as_u64())
@@ -1048,6 +1143,28 @@ impl<'n> GpuSampler<'n> {
         };
         r.compute_processes = compute.map(&mut convert);
         r.graphics_processes = graphics.map(&mut convert);
+    }
+}
+
+/// A call standing in for a field the batch did not deliver; once it says
+/// "not supported" it is skipped until the next static refresh.
+fn call_unless_absent<T>(
+    c: &mut Calls<'_>,
+    absent: &mut HashSet<&'static str>,
+    key: &'static str,
+    family: &'static str,
+    f: impl FnOnce() -> Result<T, NvmlError>,
+) -> Option<T> {
+    if absent.contains(key) {
+        return None;
+    }
+    match c.run(family, f) {
+        Got::Value(v) => Some(v),
+        Got::Absent => {
+            absent.insert(key);
+            None
+        }
+        Got::Failed => None,
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod auth;
 mod headers;
+pub mod http;
 mod rate;
 mod raw;
 pub mod san;

@@ -34,6 +34,10 @@ commands:
   load --gpu N --percent P
   calls | reset-calls | status
   raw '{ action = \"...\", ... }'
+
+offline (no socket):
+  check SCENARIO       validate a scenario file or built-in name; errors name file and line
+  scenarios            list the built-in scenarios
 ";
 
 fn value_for(key: &str, raw: &str) -> toml::Value {
@@ -102,6 +106,34 @@ fn request(args: &[String]) -> Result<String, String> {
     Ok(line)
 }
 
+fn check(scenario: Option<&String>) -> ExitCode {
+    let Some(scenario) = scenario else {
+        eprintln!("nvml-sim: check needs a scenario file or built-in name");
+        return ExitCode::from(2);
+    };
+    match nvml_sim::scenario::load(scenario) {
+        Ok(s) => {
+            let mig: usize = s
+                .gpus
+                .iter()
+                .map(|g| g.mig.as_ref().map(|m| m.len()).unwrap_or(0))
+                .sum();
+            println!(
+                "{}: ok: {} GPUs, {} MIG instances, {} timeline entries",
+                s.name,
+                s.gpus.len(),
+                mig,
+                s.timeline.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.is_empty() || args[0] == "--help" || args[0] == "-h" {
@@ -111,6 +143,20 @@ fn main() -> ExitCode {
         } else {
             ExitCode::SUCCESS
         };
+    }
+    match args[0].as_str() {
+        "check" => return check(args.get(1)),
+        "scenarios" => {
+            for (name, text) in nvml_sim::scenario::BUILTINS {
+                let description = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("description = "))
+                    .unwrap_or("\"\"");
+                println!("{name:<12} {}", description.trim_matches('"'));
+            }
+            return ExitCode::SUCCESS;
+        }
+        _ => {}
     }
     let mut socket = std::env::var("NVML_SIM_CONTROL").ok();
     if args[0] == "--socket" {

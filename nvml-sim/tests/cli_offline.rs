@@ -1,0 +1,59 @@
+//! The CLI's offline commands: validating scenario files and listing the
+//! built-ins, without a running simulator.
+
+mod common;
+
+use std::process::Command;
+
+#[test]
+fn check_and_list_scenarios() {
+    let out = Command::new(common::cli())
+        .args(["check", "faults"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "faults: ok: 8 GPUs, 10 MIG instances, 9 timeline entries"
+    );
+
+    let dir = std::env::temp_dir().join(format!("nvml-sim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[gpu]]\nmodel = \"a100-sxm4-80gb\"\nmig = [\"4g.40gb\", \"4g.40gb\"]\n",
+    )
+    .unwrap();
+    let out = Command::new(common::cli())
+        .arg("check")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "{}:3: MIG profile `4g.40gb` does not fit",
+            bad.display()
+        )),
+        "{err}"
+    );
+
+    let out = Command::new(common::cli())
+        .arg("scenarios")
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&out.stdout);
+    for name in ["dgx-h100", "dgx-a100", "workstation", "faults", "large"] {
+        assert!(list.lines().any(|l| l.starts_with(name)), "{list}");
+    }
+    // A control command without a socket is a usage error, not a hang.
+    let out = Command::new(common::cli())
+        .env_remove("NVML_SIM_CONTROL")
+        .args(["xid", "--gpu", "0", "--code", "13"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,312 @@
+//! Fault injection from another process: the `nvml-sim` CLI talks to the
+//! control socket of the simulator loaded in this test process, and the
+//! faults show through nvml-wrapper. One test: the fleet is process-wide.
+
+mod common;
+
+use nvml_wrapper::bitmasks::event::EventTypes;
+use nvml_wrapper::enum_wrappers::device::{
+    EccCounter, MemoryError, PerformanceState, TemperatureSensor,
+};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::Nvml;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn cli(socket: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(common::cli())
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ok(socket: &std::path::Path, args: &[&str]) -> String {
+    let (success, out, err) = cli(socket, args);
+    assert!(success, "nvml-sim {args:?} failed: {err}");
+    out
+}
+
+#[test]
+fn faults_through_the_cli() {
+    let dir = std::env::temp_dir().join(format!("nvml-sim-control-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("control.sock");
+    let call_log = dir.join("calls.toml");
+    std::env::set_var("NVML_SIM_SCENARIO", "dgx-h100");
+    std::env::set_var("NVML_SIM_CONTROL", &socket);
+    std::env::set_var("NVML_SIM_CALL_LOG", &call_log);
+    std::env::remove_var("NVML_SIM_TIME_SCALE");
+    let nvml = common::init();
+    let s = socket.as_path();
+
+    // XID, as nvml-wrapper's EventSet sees it.
+    let d4 = nvml.device_by_index(4).unwrap();
+    let set = d4
+        .register_events(
+            EventTypes::CRITICAL_XID_ERROR | EventTypes::DOUBLE_BIT_ECC_ERROR,
+            nvml.create_event_set().unwrap(),
+        )
+        .unwrap();
+    ok(s, &["xid", "--gpu", "4", "--code", "43"]);
+    let ev = set.wait(2000).unwrap();
+    assert!(
+        matches!(
+            ev.event_data,
+            Some(nvml_wrapper::enums::event::XidError::Value(43))
+        ),
+        "{:?}",
+        ev.event_data
+    );
+    assert_eq!(ev.device.index().unwrap(), 4);
+    assert!(matches!(set.wait(50), Err(NvmlError::Timeout)));
+
+    // XID attributed to a MIG instance: raw nvmlEventSetWait_v2 keeps the ids.
+    let d0 = nvml.device_by_index(0).unwrap();
+    let set0 = d0
+        .register_events(
+            EventTypes::CRITICAL_XID_ERROR,
+            nvml.create_event_set().unwrap(),
+        )
+        .unwrap();
+    let waiter = {
+        let raw = unsafe { set0.handle() };
+        let lib_path = common::lib_path();
+        // Wait on another thread while the CLI injects, as the exporter does.
+        let raw = raw as usize;
+        std::thread::spawn(move || {
+            let lib = unsafe { nvml_wrapper_sys::bindings::NvmlLib::new(lib_path).unwrap() };
+            let mut data: nvml_wrapper_sys::bindings::nvmlEventData_t =
+                unsafe { std::mem::zeroed() };
+            let rc = unsafe { lib.nvmlEventSetWait_v2(raw as _, &mut data, 5000) };
+            (
+                rc,
+                data.eventData,
+                data.gpuInstanceId,
+                data.computeInstanceId,
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    ok(
+        s,
+        &[
+            "xid",
+            "--gpu",
+            "0",
+            "--code",
+            "31",
+            "--gpu-instance",
+            "8",
+            "--compute-instance",
+            "0",
+        ],
+    );
+    assert_eq!(waiter.join().unwrap(), (0, 31, 8, 0));
+    let (success, _, err) = cli(
+        s,
+        &["xid", "--gpu", "0", "--code", "31", "--gpu-instance", "99"],
+    );
+    assert!(!success && err.contains("no GPU instance 99"), "{err}");
+
+    // ECC: volatile and aggregate both move; a DBE event fires.
+    let d1 = nvml.device_by_index(1).unwrap();
+    let vol = d1
+        .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+        .unwrap();
+    let agg = d1
+        .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Aggregate)
+        .unwrap();
+    ok(s, &["ecc", "--gpu", "1", "--count", "2"]);
+    assert_eq!(
+        d1.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+            .unwrap(),
+        vol + 2
+    );
+    assert_eq!(
+        d1.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Aggregate)
+            .unwrap(),
+        agg + 2
+    );
+
+    // Row remapping; page retirement is refused on Hopper.
+    ok(s, &["remap-row", "--gpu", "5"]);
+    let (mut c, mut u, mut p, mut f) = (0, 0, 0, 0);
+    let rc = unsafe {
+        nvml.lib().nvmlDeviceGetRemappedRows(
+            nvml.device_by_index(5).unwrap().handle(),
+            &mut c,
+            &mut u,
+            &mut p,
+            &mut f,
+        )
+    };
+    assert_eq!((rc, c, u, p, f), (0, 0, 1, 1, 0));
+    let (success, _, err) = cli(s, &["retire-page", "--gpu", "5"]);
+    assert!(!success && err.contains("row remapping"), "{err}");
+
+    // Throttling.
+    let d6 = nvml.device_by_index(6).unwrap();
+    ok(
+        s,
+        &[
+            "throttle",
+            "--gpu",
+            "6",
+            "--reasons",
+            "hw-thermal-slowdown,hw-slowdown",
+        ],
+    );
+    assert_eq!(d6.current_throttle_reasons().unwrap().bits() & 0x48, 0x48);
+    assert!(d6.temperature(TemperatureSensor::Gpu).unwrap() >= 90);
+    ok(s, &["throttle", "--gpu", "6", "--reasons", ""]);
+    assert_eq!(d6.current_throttle_reasons().unwrap().bits() & 0x48, 0);
+
+    // Load changes move the P-state.
+    let d7 = nvml.device_by_index(7).unwrap();
+    assert_eq!(d7.performance_state().unwrap(), PerformanceState::Eight);
+    ok(s, &["load", "--gpu", "7", "--percent", "80"]);
+    assert_eq!(d7.performance_state().unwrap(), PerformanceState::Zero);
+
+    // Processes start and stop.
+    ok(
+        s,
+        &[
+            "process",
+            "start",
+            "--gpu",
+            "7",
+            "--pid",
+            "777",
+            "--name",
+            "drill",
+            "--memory-mib",
+            "1024",
+        ],
+    );
+    assert_eq!(
+        d7.running_compute_processes()
+            .unwrap()
+            .iter()
+            .map(|p| p.pid)
+            .collect::<Vec<_>>(),
+        vec![777]
+    );
+    assert_eq!(nvml.sys_process_name(777, 64).unwrap(), "drill");
+    ok(s, &["process", "stop", "--pid", "777"]);
+    assert!(d7.running_compute_processes().unwrap().is_empty());
+
+    // Slow calls, then a hang released from outside.
+    let d3 = nvml.device_by_index(3).unwrap();
+    ok(s, &["slow", "--gpu", "3", "--ms", "300"]);
+    let t = Instant::now();
+    d3.temperature(TemperatureSensor::Gpu).unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    ok(s, &["slow", "--gpu", "3", "--ms", "0"]);
+    ok(s, &["hang", "--gpu", "3"]);
+    let t = Instant::now();
+    let socket2 = socket.clone();
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(400));
+        ok(&socket2, &["release", "--gpu", "3"]);
+    });
+    d3.power_usage().unwrap();
+    assert!(
+        t.elapsed() >= Duration::from_millis(400),
+        "the call blocked until release"
+    );
+    releaser.join().unwrap();
+
+    // MIG reconfiguration invalidates old MIG handles.
+    let old = d0.mig_device_by_index(0).unwrap();
+    ok(
+        s,
+        &[
+            "mig-reconfigure",
+            "--gpu",
+            "0",
+            "--profiles",
+            "4g.40gb,3g.40gb",
+        ],
+    );
+    assert!(matches!(old.name(), Err(NvmlError::InvalidArg)));
+    assert_eq!(
+        d0.mig_device_by_index(0).unwrap().name().unwrap(),
+        "NVIDIA H100 80GB HBM3 MIG 4g.40gb"
+    );
+    assert!(matches!(
+        d0.mig_device_by_index(2),
+        Err(NvmlError::NotFound)
+    ));
+    let (success, _, err) = cli(
+        s,
+        &[
+            "mig-reconfigure",
+            "--gpu",
+            "0",
+            "--profiles",
+            "4g.40gb,4g.40gb",
+        ],
+    );
+    assert!(!success && err.contains("does not fit"), "{err}");
+
+    // A lost GPU: every call fails, its handle stays.
+    let d2 = nvml.device_by_index(2).unwrap();
+    ok(s, &["lose", "--gpu", "2"]);
+    assert!(matches!(
+        d2.temperature(TemperatureSensor::Gpu),
+        Err(NvmlError::GpuLost)
+    ));
+    assert!(matches!(d2.memory_info(), Err(NvmlError::GpuLost)));
+    assert_eq!(nvml.device_count().unwrap(), 8);
+
+    // Call counters through the socket.
+    let calls = ok(s, &["calls"]);
+    let table: toml::Table = format!("calls = {}", calls.trim())
+        .parse::<toml::Table>()
+        .unwrap()["calls"]
+        .as_table()
+        .unwrap()
+        .clone();
+    assert!(
+        table["nvmlDeviceGetTemperature"].as_integer().unwrap() >= 3,
+        "{calls}"
+    );
+    assert!(table["nvmlInit_v2"].as_integer().unwrap() >= 1);
+
+    // Bad requests get clear errors.
+    let (success, _, err) = cli(s, &["xid", "--gpu", "99", "--code", "1"]);
+    assert!(!success && err.contains("no GPU 99"), "{err}");
+    let (success, _, err) = cli(s, &["explode"]);
+    assert!(!success && err.contains("explode"), "{err}");
+
+    // Driver unload: a new nvmlInit fails until the driver is back.
+    ok(s, &["driver-unload"]);
+    let second = Nvml::builder()
+        .lib_path(common::lib_path().as_os_str())
+        .init();
+    assert!(
+        matches!(second, Err(NvmlError::DriverNotLoaded)),
+        "{:?}",
+        second.err()
+    );
+    ok(s, &["driver-load"]);
+    let second = common::init();
+    assert_eq!(second.device_count().unwrap(), 8);
+    drop(second);
+    drop(set);
+    drop(set0);
+
+    // The call log is written at the last shutdown.
+    drop(nvml);
+    let log = std::fs::read_to_string(&call_log).unwrap();
+    let counts: toml::Table = log.parse().unwrap();
+    assert!(counts["nvmlShutdown"].as_integer().unwrap() >= 2, "{log}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,154 @@
+//! The pieces the HTTP server calls: the TLS handshake of an accepted
+//! connection and the per-request checks, in the toolkit's order (rate limit,
+//! then basic auth), so the server's own code stays about routing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
+use hyper::StatusCode;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+
+use super::{AuthDecision, WebConfigWatcher};
+
+/// The path probes use; `--web.health-without-auth` exempts it from auth.
+pub const HEALTH_PATH: &str = "/-/healthy";
+
+/// Completes the TLS handshake within `timeout`. A client that fails it
+/// (wrong protocol, no or bad client certificate, too slow) only loses its
+/// own connection: `None`, logged at debug level.
+pub async fn handshake<IO>(
+    acceptor: TlsAcceptor,
+    stream: IO,
+    timeout: Duration,
+    peer: std::net::SocketAddr,
+) -> Option<TlsStream<IO>>
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
+    match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => Some(tls),
+        Ok(Err(e)) => {
+            tracing::debug!(peer = %peer, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(peer = %peer, ?timeout, "TLS handshake timed out");
+            None
+        }
+    }
+}
+
+/// Why a request is answered without reaching the router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// `rate_limit` exhausted: 429.
+    TooManyRequests,
+    /// Missing or wrong credentials: 401 with `WWW-Authenticate`.
+    Unauthorized,
+}
+
+impl Rejection {
+    pub fn status(self) -> StatusCode {
+        match self {
+            Rejection::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
+            Rejection::Unauthorized => StatusCode::UNAUTHORIZED,
+        }
+    }
+
+    /// Headers the rejection needs besides the configured ones.
+    pub fn headers(self) -> Vec<(HeaderName, HeaderValue)> {
+        match self {
+            Rejection::TooManyRequests => Vec::new(),
+            Rejection::Unauthorized => vec![(
+                WWW_AUTHENTICATE,
+                HeaderValue::from_static(WWW_AUTHENTICATE_VALUE),
+            )],
+        }
+    }
+}
+
+/// `Basic realm="nvml-exporter"`; kept in step with [`AUTH_REALM`] by a test.
+pub const WWW_AUTHENTICATE_VALUE: &str = "Basic realm=\"nvml-exporter\"";
+
+/// Rate limit, then basic auth. `health_without_auth` lets `/-/healthy`
+/// through without credentials (for probes that cannot send any).
+pub async fn check(
+    web: &Arc<WebConfigWatcher>,
+    path: &str,
+    headers: &HeaderMap,
+    health_without_auth: bool,
+) -> Result<(), Rejection> {
+    if !web.allow_request() {
+        return Err(Rejection::TooManyRequests);
+    }
+    if !web.requires_auth() || (health_without_auth && path == HEALTH_PATH) {
+        return Ok(());
+    }
+    let Some(value) = headers.get(AUTHORIZATION).cloned() else {
+        return Err(Rejection::Unauthorized);
+    };
+    // bcrypt takes tens of milliseconds: off the async workers.
+    let web = web.clone();
+    let decision = tokio::task::spawn_blocking(move || web.authorize(Some(&value)))
+        .await
+        .unwrap_or(AuthDecision::Denied);
+    match decision {
+        AuthDecision::Allowed => Ok(()),
+        AuthDecision::Denied => Err(Rejection::Unauthorized),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::AUTH_REALM;
+    use super::*;
+
+    #[test]
+    fn realm_header() {
+        assert_eq!(
+            WWW_AUTHENTICATE_VALUE,
+            format!("Basic realm=\"{AUTH_REALM}\"")
+        );
+        let h = Rejection::Unauthorized.headers();
+        assert_eq!(h[0].0, WWW_AUTHENTICATE);
+        assert_eq!(Rejection::Unauthorized.status(), 401);
+        assert_eq!(Rejection::TooManyRequests.status(), 429);
+    }
+
+    #[tokio::test]
+    async fn checks_in_toolkit_order() {
+        use base64::Engine as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("web.yml");
+        std::fs::write(
+            &path,
+            format!(
+                "basic_auth_users:\n  u: {}\nrate_limit:\n  interval: 1h\n  burst: 4\n",
+                bcrypt::hash("p", 4).unwrap()
+            ),
+        )
+        .unwrap();
+        let web = Arc::new(WebConfigWatcher::new_unwatched(&path).unwrap());
+        let mut good = HeaderMap::new();
+        let b64 = base64::engine::general_purpose::STANDARD.encode("u:p");
+        good.insert(AUTHORIZATION, format!("Basic {b64}").parse().unwrap());
+        let none = HeaderMap::new();
+        assert_eq!(check(&web, "/metrics", &good, false).await, Ok(()));
+        assert_eq!(
+            check(&web, "/metrics", &none, false).await,
+            Err(Rejection::Unauthorized)
+        );
+        assert_eq!(check(&web, HEALTH_PATH, &none, true).await, Ok(()));
+        assert_eq!(
+            check(&web, HEALTH_PATH, &none, false).await,
+            Err(Rejection::Unauthorized)
+        );
+        assert_eq!(
+            check(&web, "/metrics", &good, false).await,
+            Err(Rejection::TooManyRequests)
+        );
+    }
+}

@@ -1,0 +1,220 @@
+"""Real processes on loopback for the live dashboard and alerting tests: the
+exporter on the simulated driver, Prometheus, Alertmanager and a webhook
+receiver. Every server binds 127.0.0.1 on a free port and is stopped by the
+test that started it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPORTER = ROOT / "target" / "debug" / "nvml-exporter"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    last_err = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except (OSError, ValueError) as e:  # not listening yet, partial body
+            last_err = e
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_err})")
+
+
+def require_binary(name: str) -> str:
+    path = shutil.which(name)
+    assert path, f"{name} not found: run scripts/install-test-deps"
+    return path
+
+
+class Process:
+    """A child process whose output goes to a log file we can show on failure."""
+
+    def __init__(self, name: str, argv: list[str], workdir: Path, env: dict | None = None):
+        self.name = name
+        self.log_path = workdir / f"{name}.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **(env or {})}, cwd=workdir)
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def assert_running(self):
+        assert self.proc.poll() is None, f"{self.name} exited {self.proc.returncode}:\n{self.log()}"
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+class Exporter(Process):
+    def __init__(self, workdir: Path, scenario: str, interval: str = "1s",
+                 extra: list[str] | None = None, env: dict | None = None, name: str | None = None):
+        assert EXPORTER.exists(), f"{EXPORTER} missing: cargo build --workspace"
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        super().__init__(name or f"exporter-{scenario}", [
+            str(EXPORTER), "--simulate", scenario, "--web.listen-address", self.address,
+            "--collect.interval", interval, *(extra or []),
+        ], workdir, env)
+
+    def wait_ready(self, timeout: float = 30):
+        def ready():
+            self.assert_running()
+            return http_get(f"http://{self.address}/-/ready")[0] == 200
+        wait_until(ready, timeout, f"{self.name} /-/ready")
+
+
+class Prometheus(Process):
+    def __init__(self, workdir: Path, scrape_targets: dict[str, list[str]],
+                 rule_files: list[Path] | None = None, alertmanager: str | None = None,
+                 interval: str = "1s"):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = {
+            "global": {"scrape_interval": interval, "scrape_timeout": interval,
+                       "evaluation_interval": interval},
+            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": targets}]}
+                               for job, targets in scrape_targets.items()],
+        }
+        if rule_files:
+            config["rule_files"] = [str(p) for p in rule_files]
+        if alertmanager:
+            config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
+        cfg = workdir / "prometheus.yml"
+        cfg.write_text(yaml.safe_dump(config))
+        data = workdir / "prometheus-data"
+        data.mkdir()
+        super().__init__("prometheus", [
+            require_binary("prometheus"), f"--config.file={cfg}",
+            f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{self.port}",
+            "--log.level=warn",
+        ], workdir)
+
+    def wait_ready(self, timeout: float = 30):
+        def ready():
+            self.assert_running()
+            return http_get(f"{self.url}/-/ready")[0] == 200
+        wait_until(ready, timeout, "prometheus /-/ready")
+
+    def api(self, path: str, **params) -> dict:
+        url = f"{self.url}/api/v1/{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        status, body = http_get(url, timeout=10)
+        doc = json.loads(body)
+        if status != 200 or doc.get("status") != "success":
+            raise PromQLError(f"{status} {doc.get('errorType')}: {doc.get('error')}")
+        return doc["data"]
+
+    def query(self, expr: str) -> list[dict]:
+        return self.api("query", query=expr)["result"]
+
+    def query_range(self, expr: str, start: float, end: float, step: str) -> list[dict]:
+        return self.api("query_range", query=expr, start=start, end=end, step=step)["result"]
+
+    def wait_targets_up(self, count: int, timeout: float = 30):
+        def all_up():
+            self.assert_running()
+            return len(self.query("up == 1")) >= count
+        wait_until(all_up, timeout, f"{count} scrape targets up")
+
+
+class PromQLError(Exception):
+    pass
+
+
+class Alertmanager(Process):
+    def __init__(self, workdir: Path, config: dict):
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        cfg = workdir / "alertmanager.yml"
+        cfg.write_text(yaml.safe_dump(config))
+        data = workdir / "alertmanager-data"
+        data.mkdir()
+        super().__init__("alertmanager", [
+            require_binary("prometheus-alertmanager"), f"--config.file={cfg}",
+            f"--web.listen-address={self.address}", "--cluster.listen-address=",
+            f"--storage.path={data}", "--log.level=warn",
+        ], workdir)
+
+    def wait_ready(self, timeout: float = 30):
+        def ready():
+            self.assert_running()
+            return http_get(f"http://{self.address}/-/ready")[0] == 200
+        wait_until(ready, timeout, "alertmanager /-/ready")
+
+
+class WebhookReceiver:
+    """Collects Alertmanager webhook notifications, keyed by request path."""
+
+    def __init__(self):
+        self.notifications: list[tuple[str, dict]] = []
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length))
+                with receiver._lock:
+                    receiver.notifications.append((self.path, body))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def alerts(self) -> list[tuple[str, dict]]:
+        """Every alert of every notification so far, with the path it came to."""
+        with self._lock:
+            return [(path, alert) for path, n in self.notifications for alert in n["alerts"]]
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()

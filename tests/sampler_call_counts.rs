@@ -1,0 +1,97 @@
+//! How many NVML calls one poll costs, counted by the simulator. Field
+//! values must stay batched: at most two `nvmlDeviceGetFieldValues` per GPU
+//! per poll (scalar fields, per-link NVLink fields).
+
+mod sampler_support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use nvml_exporter::family::FamilySet;
+use sampler_support::*;
+
+fn control(socket: &Path, request: &str) -> String {
+    let mut s = UnixStream::connect(socket).expect("simulator control socket");
+    writeln!(s, "{request}").unwrap();
+    let mut reply = String::new();
+    BufReader::new(s).read_line(&mut reply).unwrap();
+    assert!(reply.starts_with("ok"), "{request} -> {reply}");
+    reply[2..].trim().to_string()
+}
+
+fn parse_calls(inline: &str) -> BTreeMap<String, u64> {
+    inline
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .split(',')
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            Some((k.trim().to_string(), v.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn calls_per_gpu_per_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("control.sock");
+    std::env::set_var("NVML_SIM_CONTROL", &socket);
+    let interval = Duration::from_millis(500);
+    let (poller, snaps) = start_sim(
+        "dgx-h100",
+        interval,
+        Duration::from_secs(5),
+        FamilySet::defaults(),
+    );
+    // Past the first polls, which also read identity and static values.
+    let warm = snaps.wait_for("ready", Duration::from_secs(20), |s| s.ready);
+    let warm_len = snaps.len();
+    snaps.wait_for("warm", Duration::from_secs(20), |s| {
+        s.ready && snaps.len() > warm_len + 4
+    });
+    drop(warm);
+
+    control(&socket, r#"{ action = "reset-calls" }"#);
+    let from = SystemTime::now();
+    std::thread::sleep(interval * 6 + interval / 2);
+    let calls = parse_calls(&control(&socket, r#"{ action = "calls" }"#));
+    let to = SystemTime::now();
+    // Let the samples taken before `to` be published too.
+    std::thread::sleep(interval * 2);
+    poller.shutdown(Duration::from_secs(5));
+
+    // Every poll of every GPU reads power usage exactly once, so that
+    // call counts the polls; the snapshots confirm the order of magnitude.
+    let gpu_polls = calls.get("nvmlDeviceGetPowerUsage").copied().unwrap_or(0) as usize;
+    let mut seen: BTreeMap<u32, std::collections::BTreeSet<SystemTime>> = BTreeMap::new();
+    for s in snaps.all() {
+        for g in &s.gpus {
+            if let Some(t) = g.last_sample.filter(|t| *t > from && *t <= to) {
+                seen.entry(g.index).or_default().insert(t);
+            }
+        }
+    }
+    let observed: usize = seen.values().map(|p| p.len()).sum();
+    assert!(observed >= 8 * 4, "polls observed in snapshots: {observed}");
+    assert!(
+        gpu_polls >= observed && gpu_polls <= observed + 3 * 8,
+        "{gpu_polls} polls counted, {observed} observed"
+    );
+    let total: u64 = calls.values().sum();
+    println!("dgx-h100, default families: {gpu_polls} GPU polls, {total} calls, {:.1} calls per GPU per poll", total as f64 / gpu_polls as f64);
+    for (name, count) in &calls {
+        println!(
+            "  {name:<48} {:>6.2} per GPU-poll",
+            *count as f64 / gpu_polls as f64
+        );
+    }
+    let field_calls = calls.get("nvmlDeviceGetFieldValues").copied().unwrap_or(0);
+    assert!(field_calls > 0, "field values are used");
+    assert!(
+        field_calls as usize <= 2 * gpu_polls,
+        "field values batched: {field_calls} calls for {gpu_polls} GPU polls"
+    );
+}

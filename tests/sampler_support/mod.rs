@@ -1,0 +1,189 @@
+//! Shared helpers for the sampler's integration tests: start the real
+//! poller on the simulated driver and wait for snapshots.
+//!
+//! Each test binary runs one scenario: the simulator is one library loaded
+//! once per process, and its scenario comes from the (process-wide)
+//! environment.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nvml_exporter::family::FamilySet;
+use nvml_exporter::nvml::{self, LibrarySource, Poller, PollerConfig};
+use nvml_exporter::snapshot::{GpuReadings, GpuState, Health, Snapshot};
+
+pub fn sim_library() -> PathBuf {
+    let lib = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/debug/libnvml_sim.so");
+    assert!(
+        lib.is_file(),
+        "{} is missing: build it with `cargo build --workspace`",
+        lib.display()
+    );
+    lib
+}
+
+#[derive(Clone, Default)]
+pub struct Snapshots(Arc<Mutex<Vec<Arc<Snapshot>>>>);
+
+impl Snapshots {
+    pub fn all(&self) -> Vec<Arc<Snapshot>> {
+        self.0.lock().unwrap().clone()
+    }
+
+    pub fn latest(&self) -> Option<Arc<Snapshot>> {
+        self.0.lock().unwrap().last().cloned()
+    }
+
+    pub fn push(&self, s: Arc<Snapshot>) {
+        self.0.lock().unwrap().push(s);
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// Waits for the first snapshot published from now on that satisfies
+    /// `pred`; panics with a summary of the last one on timeout.
+    pub fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Snapshot) -> bool,
+    ) -> Arc<Snapshot> {
+        let deadline = Instant::now() + timeout;
+        let mut checked = self.len();
+        loop {
+            let snaps = self.all();
+            for s in &snaps[checked..] {
+                if pred(s) {
+                    return s.clone();
+                }
+            }
+            checked = snaps.len();
+            if Instant::now() > deadline {
+                panic!(
+                    "timed out waiting for {what}; last snapshot: {}",
+                    summary(snaps.last().map(|s| &**s))
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+pub fn summary(s: Option<&Snapshot>) -> String {
+    let Some(s) = s else { return "none".into() };
+    let gpus: Vec<String> = s
+        .gpus
+        .iter()
+        .map(|g| {
+            format!(
+                "{}:{:?}{}",
+                g.index,
+                g.health,
+                if g.readings.is_some() { "+r" } else { "" }
+            )
+        })
+        .collect();
+    format!(
+        "nvml_up={} ready={} gpus=[{}]",
+        s.nvml_up,
+        s.ready,
+        gpus.join(" ")
+    )
+}
+
+pub fn start_sim(
+    scenario: &str,
+    interval: Duration,
+    stuck_deadline: Duration,
+    families: FamilySet,
+) -> (Poller, Snapshots) {
+    std::env::set_var("NVML_SIM_LIBRARY", sim_library());
+    let snaps = Snapshots::default();
+    let sink = snaps.clone();
+    let poller = nvml::start(
+        PollerConfig {
+            library: LibrarySource::Simulated {
+                scenario: scenario.into(),
+            },
+            interval,
+            stuck_deadline,
+            families,
+        },
+        Arc::new(move |s| sink.0.lock().unwrap().push(s)),
+    )
+    .expect("poller starts on the simulator");
+    (poller, snaps)
+}
+
+/// GPU `i` of a snapshot, if it is listed yet.
+pub fn gpu(s: &Snapshot, i: usize) -> Option<&GpuState> {
+    s.gpus.get(i)
+}
+
+pub fn readings(g: &GpuState) -> &GpuReadings {
+    g.readings
+        .as_ref()
+        .unwrap_or_else(|| panic!("GPU {} has no readings (health {:?})", g.index, g.health))
+}
+
+pub fn all_up_with_readings(s: &Snapshot, n: usize) -> bool {
+    s.ready
+        && s.gpus.len() == n
+        && s.gpus
+            .iter()
+            .all(|g| g.health == Health::Up && g.readings.is_some())
+}
+
+pub fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Captures everything the exporter logs (from any thread) for assertions.
+#[derive(Clone, Default)]
+pub struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Logs {
+    /// Installs the capture as the process-wide subscriber.
+    pub fn install() -> Logs {
+        let logs = Logs::default();
+        let sink = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || sink.clone())
+            .finish();
+        tracing::subscriber::set_global_default(subscriber)
+            .expect("one log capture per test binary");
+        logs
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    pub fn lines_containing(&self, needle: &str) -> Vec<String> {
+        self.text()
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

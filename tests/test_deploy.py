@@ -1,0 +1,401 @@
+"""Offline validation of everything under deploy/ and the Dockerfile.
+
+The Helm chart is rendered and linted by Helm's own Go code (helm-python-sdk);
+the core kinds are checked by kubernetes-validate --strict against a pinned
+Kubernetes version; ServiceMonitor and PrometheusRule by the prometheus-operator
+CRD schemas and types (npm, tests/deploy/validate-monitoring.mjs); the unit by
+systemd-analyze verify; the Dockerfile by hadolint. Every validator also gets a
+broken input once, so a validator that accepts anything fails the suite.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+CHART = REPO / "deploy" / "kubernetes" / "nvml-exporter"
+UNIT = REPO / "deploy" / "systemd" / "nvml-exporter.service"
+ENV_FILE = REPO / "deploy" / "systemd" / "nvml-exporter.env"
+# The oldest Kubernetes the chart declares (Chart.yaml kubeVersion) and the
+# newest the validator knows; both must accept every core object.
+KUBERNETES_VERSIONS = ("1.25.0", "1.37.0")
+CORE_KINDS = {"DaemonSet", "Service", "ServiceAccount", "ConfigMap"}
+MONITORING_KINDS = {"ServiceMonitor", "PrometheusRule"}
+
+
+def venv_tool(name: str) -> str:
+    """A tool installed by tests/requirements.txt, next to this Python."""
+    for candidate in (Path(sys.executable).parent / name, shutil.which(name)):
+        if candidate and Path(candidate).exists():
+            return str(candidate)
+    pytest.fail(f"{name} is not installed: run scripts/install-test-deps (tests/requirements.txt)")
+
+
+def helm():
+    try:
+        import helm_python
+    except ImportError:
+        pytest.fail("helm-python-sdk is not installed: run scripts/install-test-deps")
+    return helm_python
+
+
+def render(values: dict | None = None, namespace: str = "monitoring") -> list[dict]:
+    """The chart's manifests as objects, rendered by Helm's template engine."""
+    with helm().Chart.load(CHART) as chart:
+        manifests = chart.render(values=values, name="nvml-exporter", namespace=namespace, is_install=True)
+    objects = []
+    for path, text in sorted(manifests.items()):
+        if not path.endswith(".yaml"):
+            continue
+        for doc in yaml.safe_load_all(text):
+            if doc:
+                objects.append(doc)
+    return objects
+
+
+def by_kind(objects: list[dict]) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for obj in objects:
+        assert obj["kind"] not in out, f"two {obj['kind']} objects rendered"
+        out[obj["kind"]] = obj
+    return out
+
+
+def kubernetes_validate(objects: list[dict], version: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    files = []
+    for i, obj in enumerate(objects):
+        f = tmp_path / f"{i:02d}-{obj['kind']}-{version}.yaml"
+        f.write_text(yaml.safe_dump(obj, sort_keys=False))
+        files.append(str(f))
+    return subprocess.run(
+        [venv_tool("kubernetes-validate"), "--strict", "-k", version, *files],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def validate_monitoring(objects: list[dict], tmp_path: Path) -> subprocess.CompletedProcess:
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is not installed: scripts/install-test-deps needs it for tests/package.json")
+    if not (REPO / "tests" / "node_modules" / "@kubernetes-models" / "prometheus-operator").is_dir():
+        pytest.fail("tests/node_modules lacks @kubernetes-models/prometheus-operator: run scripts/install-test-deps")
+    f = tmp_path / "monitoring.json"
+    f.write_text(json.dumps(objects))
+    return subprocess.run(
+        [node, str(REPO / "tests" / "deploy" / "validate-monitoring.mjs"), str(f)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+# Value sets that exercise every branch of the templates.
+VALUE_SETS = {
+    "defaults": None,
+    "everything-on": {
+        "runtimeClassName": "nvidia",
+        "priorityClassName": "system-node-critical",
+        "simulate": "dgx-h100",
+        "extraArgs": ["--no-collector.nvlink"],
+        "extraEnv": [{"name": "NVML_EXPORTER_COLLECT_STUCK_DEADLINE", "value": "20s"}],
+        "webConfig": {"secretName": "nvml-exporter-web", "scheme": "https"},
+        "imagePullSecrets": [{"name": "registry"}],
+        "podAnnotations": {"example.com/team": "gpu"},
+        "serviceMonitor": {
+            "labels": {"release": "kube-prometheus-stack"},
+            "tlsConfig": {"ca": {"secret": {"name": "nvml-exporter-ca", "key": "ca.crt"}}, "serverName": "nvml-exporter"},
+            "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_host_ip"], "targetLabel": "host_ip"}],
+            "metricRelabelings": [{"sourceLabels": ["__name__"], "regex": "go_.*", "action": "drop"}],
+        },
+        "prometheusRule": {"labels": {"release": "kube-prometheus-stack"}},
+        "dashboards": {"annotations": {"grafana_folder": "GPUs"}, "namespace": "grafana"},
+    },
+}
+
+
+def test_helm_lint_is_clean():
+    report = helm().lint(str(CHART), strict=True, kube_version="v1.30.0")
+    assert report["errors"] == [], report
+    serious = [m for m in report["messages"] if m["severity"] >= 2]
+    assert serious == [], serious
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_core_objects_pass_kubernetes_validate_strict(values, version, tmp_path):
+    objects = [o for o in render(values) if o["kind"] in CORE_KINDS]
+    assert {o["kind"] for o in objects} == CORE_KINDS
+    result = kubernetes_validate(objects, version, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_kubernetes_validate_rejects_an_unknown_field(tmp_path):
+    daemonset = by_kind(render())["DaemonSet"]
+    broken = copy.deepcopy(daemonset)
+    broken["spec"]["template"]["spec"]["containers"][0]["readinessProbes"] = {}
+    result = kubernetes_validate([broken], KUBERNETES_VERSIONS[-1], tmp_path)
+    assert result.returncode != 0, "kubernetes-validate --strict accepted a misspelt field"
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_monitoring_objects_pass_prometheus_operator_schemas(values, tmp_path):
+    objects = [o for o in render(values) if o["kind"] in MONITORING_KINDS]
+    assert {o["kind"] for o in objects} == MONITORING_KINDS
+    result = validate_monitoring(objects, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_monitoring_validator_rejects_bad_objects(tmp_path):
+    objects = by_kind(render())
+    misspelt = copy.deepcopy(objects["ServiceMonitor"])
+    misspelt["spec"]["endpoints"][0]["intervall"] = "15s"
+    bad_duration = copy.deepcopy(objects["PrometheusRule"])
+    bad_duration["spec"]["groups"] = [{"name": "g", "rules": [{"alert": "A", "expr": "up == 0", "for": "5 minutes"}]}]
+    result = validate_monitoring([misspelt, bad_duration], tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "intervall" in result.stdout
+    assert "for must match pattern" in result.stdout
+
+
+def test_daemonset_runs_locked_down_on_gpu_nodes():
+    ds = by_kind(render())["DaemonSet"]
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert "runtimeClassName" not in pod
+    assert pod["automountServiceAccountToken"] is False
+    assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
+    assert all("hostPath" not in v for v in pod.get("volumes", []))
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    sc = container["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["privileged"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert container["livenessProbe"]["httpGet"]["path"] == "/-/healthy"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/-/ready"
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9445, "protocol": "TCP"}]
+    resources = container["resources"]
+    assert resources["requests"]["cpu"] and resources["requests"]["memory"] and resources["limits"]["memory"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["NVML_EXPORTER_WEB_LISTEN_ADDRESS"] == ":9445"
+    assert "args" not in container
+
+
+def test_options_reach_the_pod():
+    objects = by_kind(render(VALUE_SETS["everything-on"]))
+    pod = objects["DaemonSet"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["runtimeClassName"] == "nvidia"
+    assert container["args"] == ["--simulate=dgx-h100", "--no-collector.nvlink"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["NVML_EXPORTER_WEB_CONFIG_FILE"] == "/etc/nvml-exporter/web-config.yml"
+    assert env["NVML_EXPORTER_COLLECT_STUCK_DEADLINE"] == "20s"
+    assert container["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert {"name": "web-config", "secret": {"secretName": "nvml-exporter-web"}} in pod["volumes"]
+    assert objects["ServiceMonitor"]["spec"]["endpoints"][0]["scheme"] == "https"
+    assert objects["ServiceMonitor"]["spec"]["endpoints"][0]["tlsConfig"]["serverName"] == "nvml-exporter"
+    assert objects["ServiceMonitor"]["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert objects["ConfigMap"]["metadata"]["namespace"] == "grafana"
+
+
+def test_disabled_parts_are_not_rendered():
+    kinds = {o["kind"] for o in render({"serviceMonitor": {"enabled": False}, "prometheusRule": {"enabled": False},
+                                        "dashboards": {"enabled": False}, "serviceAccount": {"create": False}})}
+    assert kinds == {"DaemonSet", "Service"}
+
+
+def test_service_and_servicemonitor_select_the_daemonset_pods():
+    objects = by_kind(render())
+    pod_labels = objects["DaemonSet"]["spec"]["template"]["metadata"]["labels"]
+    service = objects["Service"]
+    for key, value in service["spec"]["selector"].items():
+        assert pod_labels.get(key) == value
+    for key, value in objects["ServiceMonitor"]["spec"]["selector"]["matchLabels"].items():
+        assert service["metadata"]["labels"].get(key) == value
+    port_names = {p["name"] for p in service["spec"]["ports"]}
+    assert objects["ServiceMonitor"]["spec"]["endpoints"][0]["port"] in port_names
+    assert objects["ServiceMonitor"]["spec"]["namespaceSelector"]["matchNames"] == ["monitoring"]
+
+
+def test_targets_are_named_after_their_node():
+    endpoint = by_kind(render())["ServiceMonitor"]["spec"]["endpoints"][0]
+    targets = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
+    assert targets["instance"] == ["__meta_kubernetes_pod_node_name"]
+    assert targets["node"] == ["__meta_kubernetes_pod_node_name"]
+
+
+def alert_rule_groups() -> list[dict]:
+    groups = []
+    for path in sorted((REPO / "alerts").glob("*.yml")) + sorted((REPO / "alerts").glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        if isinstance(doc, dict) and "groups" in doc:
+            groups.extend(doc["groups"])
+    return groups
+
+
+def test_prometheusrule_carries_exactly_the_rules_of_alerts():
+    rule = by_kind(render())["PrometheusRule"]
+    assert rule["spec"]["groups"] == alert_rule_groups(), (
+        "the PrometheusRule differs from alerts/*.yml: run deploy/generate"
+    )
+
+
+def test_dashboard_configmap_carries_exactly_the_dashboards():
+    configmap = by_kind(render())["ConfigMap"]
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    expected = {p.name: p.read_text() for p in sorted((REPO / "dashboards").glob("*.json"))}
+    data = configmap.get("data") or {}
+    assert sorted(data) == sorted(expected), "dashboards/ and the ConfigMap differ: run deploy/generate"
+    for name, text in expected.items():
+        assert json.loads(data[name]) == json.loads(text), f"{name} differs: run deploy/generate"
+
+
+def test_generated_chart_files_are_up_to_date():
+    result = subprocess.run(
+        [sys.executable, str(REPO / "deploy" / "generate"), "--check"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+
+
+# --- Dockerfile -------------------------------------------------------------
+
+
+def test_dockerfile_passes_hadolint():
+    result = subprocess.run(
+        [venv_tool("hadolint"), "--no-color", str(REPO / "Dockerfile")], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0 and result.stdout == "", result.stdout + result.stderr
+
+
+def test_hadolint_catches_a_bad_dockerfile(tmp_path):
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM debian\nRUN apt-get install curl\nUSER root\n")
+    result = subprocess.run([venv_tool("hadolint"), "--no-color", str(bad)], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and "DL3008" in result.stdout, result.stdout
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    text = (REPO / "Dockerfile").read_text()
+    text = re.sub(r"\\\n", " ", text)
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def test_dockerfile_follows_the_image_contract():
+    instructions = dockerfile_instructions()
+    froms = [rest for word, rest in instructions if word == "FROM"]
+    assert froms[0] == "${BUILDER_IMAGE} AS build" and froms[-1] == "${RUNTIME_IMAGE}", froms
+    global_args = [rest.split("=")[0] for word, rest in instructions[: instructions.index(("FROM", froms[0]))] if word == "ARG"]
+    assert global_args == ["BUILDER_IMAGE", "RUNTIME_IMAGE"]
+    runs = " ".join(rest for word, rest in instructions if word == "RUN")
+    assert "cargo build --release --workspace --locked" in runs
+    assert "/out/usr/lib/nvml-exporter/libnvml_sim.so" in runs
+    assert "/out/usr/bin/nvml-exporter" in runs
+    final = instructions[instructions.index(("FROM", froms[-1])) :]
+    assert not [rest for word, rest in final if word == "RUN"], "the runtime base may have no shell"
+    (user,) = [rest for word, rest in final if word == "USER"]
+    assert re.fullmatch(r"[1-9][0-9]*:[0-9]+", user), user
+    env = " ".join(rest for word, rest in final if word == "ENV")
+    assert "NVIDIA_VISIBLE_DEVICES=all" in env and "NVIDIA_DRIVER_CAPABILITIES=utility" in env
+    assert ("EXPOSE", "9445") in final
+    assert ("ENTRYPOINT", '["/usr/bin/nvml-exporter"]') in final
+    labels = " ".join(rest for word, rest in final if word == "LABEL")
+    for key in ("title", "description", "version", "revision", "created", "licenses", "source"):
+        assert f"org.opencontainers.image.{key}=" in labels, key
+
+
+# --- systemd ------------------------------------------------------------------
+
+
+def exporter_binary() -> Path:
+    binary = REPO / "target" / "debug" / "nvml-exporter"
+    if not binary.exists():
+        pytest.fail(f"{binary} is missing: cargo build --workspace first (scripts/test does)")
+    return binary
+
+
+def systemd_verify(unit_text: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.fail("systemd-analyze is missing: apt-get install systemd (scripts/install-test-deps)")
+    # verify checks that ExecStart is executable: point it at the binary the
+    # build produced, everything else stays as shipped.
+    unit = tmp_path / "nvml-exporter.service"
+    unit.write_text(unit_text.replace("/usr/bin/nvml-exporter", str(exporter_binary())))
+    return subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60)
+
+
+def test_systemd_unit_verifies_without_warnings(tmp_path):
+    result = systemd_verify(UNIT.read_text(), tmp_path)
+    assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
+
+
+def test_systemd_verify_catches_mistakes(tmp_path):
+    broken = UNIT.read_text().replace("ProtectHome=yes", "ProtectHome=yes\nProtectHomes=yes\nRestrictAddressFamilies=AF_BOGUS")
+    result = systemd_verify(broken, tmp_path)
+    assert "ProtectHomes" in result.stderr and "AF_BOGUS" in result.stderr, result.stderr
+
+
+def unit_settings() -> dict[str, list[str]]:
+    settings: dict[str, list[str]] = {}
+    for line in UNIT.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "[")):
+            key, _, value = line.partition("=")
+            settings.setdefault(key, []).append(value)
+    return settings
+
+
+def test_systemd_unit_is_hardened():
+    s = unit_settings()
+    assert s["ExecStart"] == ["/usr/bin/nvml-exporter $NVML_EXPORTER_ARGS"]
+    assert s["EnvironmentFile"] == ["-/etc/default/nvml-exporter"]
+    for key, value in {
+        "DynamicUser": "yes",
+        "ProtectSystem": "strict",
+        "ProtectHome": "yes",
+        "PrivateTmp": "yes",
+        "NoNewPrivileges": "yes",
+        "DevicePolicy": "closed",
+        "CapabilityBoundingSet": "",
+        "RestrictNamespaces": "yes",
+        "SystemCallArchitectures": "native",
+    }.items():
+        assert s.get(key) == [value], f"{key}={s.get(key)}"
+    devices = [d.split()[0] for d in s["DeviceAllow"]]
+    assert devices and all(d.startswith("char-nvidia") for d in devices), devices
+    assert set(s["RestrictAddressFamilies"][0].split()) == {"AF_INET", "AF_INET6", "AF_UNIX"}
+
+
+
+def test_systemd_env_file_sets_only_variables_the_exporter_reads():
+    names = set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]+)=", ENV_FILE.read_text(), re.M))
+    assert "NVML_EXPORTER_ARGS" in names
+    names.discard("NVML_EXPORTER_ARGS")
+    help_text = subprocess.run(
+        [str(exporter_binary()), "--help"], capture_output=True, text=True, timeout=30, env={**os.environ, "NO_COLOR": "1"}
+    ).stdout
+    known = set(re.findall(r"env:\s+(NVML_EXPORTER_[A-Z0-9_]+)", help_text))
+    assert known, f"nvml-exporter --help lists no environment variables:\n{help_text}"
+    assert names <= known, f"not read by the exporter: {sorted(names - known)}"

@@ -1,0 +1,361 @@
+//! `--web.config.file` end to end: the real exporter on the simulator,
+//! spoken to by curl and by a rustls client, with certificates generated per
+//! test (issue 4, item 9; bad files: item 8).
+
+mod web_config_common;
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use tokio_rustls::rustls;
+use web_config_common::*;
+
+const TLS: &str = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n";
+const MTLS: &str = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  \
+                    client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n";
+
+fn metrics_ok(client: &Client, e: &Exporter) -> Response {
+    eventually(Duration::from_secs(30), "/metrics 200 over TLS", || {
+        client
+            .get(e.addr, "/metrics")
+            .ok()
+            .filter(|r| r.status == 200)
+    })
+}
+
+#[test]
+fn scrape_over_tls_with_rust_client_and_curl() {
+    let pki = Pki::new();
+    let e = Exporter::start(&pki.write_config(TLS), &[]);
+    let r = metrics_ok(&Client::new(&pki), &e);
+    assert!(r.body.contains("nvml_exporter_"), "{}", r.body);
+    assert_eq!(r.server_cert, pki.cert_der("server.crt"));
+
+    let ca = pki.path("ca.crt");
+    let (code, out, err) = curl(&[
+        "--cacert",
+        ca.to_str().unwrap(),
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code} %{scheme}",
+        &e.https("/metrics"),
+    ]);
+    assert_eq!((code, out.as_str()), (0, "200 HTTPS"), "{err}");
+    // Without the CA, curl refuses the certificate.
+    let (code, _, _) = curl(&["-o", "/dev/null", &e.https("/metrics")]);
+    assert_ne!(code, 0);
+}
+
+#[test]
+fn failed_handshakes_do_not_harm_the_server() {
+    let pki = Pki::new();
+    let mut e = Exporter::start(&pki.write_config(TLS), &[]);
+    let client = Client::new(&pki);
+    metrics_ok(&client, &e);
+    // Plain HTTP to the TLS port, garbage, a silent client, an abrupt close.
+    let (code, out, _) = curl(&[
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        &format!("http://{}/metrics", e.addr),
+    ]);
+    assert!(
+        code != 0 || out != "200",
+        "plain HTTP must not be served on a TLS port"
+    );
+    let mut s = std::net::TcpStream::connect(e.addr).unwrap();
+    s.write_all(b"\x16\x03\x01\x00\x05garbage garbage garbage\r\n\r\n")
+        .unwrap();
+    let _ = s.read(&mut [0u8; 64]);
+    let _silent = std::net::TcpStream::connect(e.addr).unwrap();
+    drop(std::net::TcpStream::connect(e.addr).unwrap());
+    // A client that trusts another CA aborts the handshake itself.
+    let rogue = Client {
+        roots: vec![pki.path("rogue-client.crt")],
+        ..Client::new(&pki)
+    };
+    assert!(rogue.get(e.addr, "/metrics").is_err());
+    assert!(e.alive());
+    assert_eq!(client.get(e.addr, "/metrics").unwrap().status, 200);
+}
+
+#[test]
+fn mutual_tls_required_and_refused_without_client_cert() {
+    let pki = Pki::new();
+    let mut e = Exporter::start(&pki.write_config(MTLS), &[]);
+    let with_cert = Client::new(&pki).with_cert(&pki, "client");
+    metrics_ok(&with_cert, &e);
+    assert!(
+        Client::new(&pki).get(e.addr, "/metrics").is_err(),
+        "no client cert must be refused"
+    );
+    let rogue = Client::new(&pki).with_cert(&pki, "rogue-client");
+    assert!(
+        rogue.get(e.addr, "/metrics").is_err(),
+        "cert from another CA must be refused"
+    );
+
+    let p = |n: &str| pki.path(n).to_str().unwrap().to_string();
+    let (code, out, err) = curl(&[
+        "--cacert",
+        &p("ca.crt"),
+        "--cert",
+        &p("client.crt"),
+        "--key",
+        &p("client.key"),
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        &e.https("/metrics"),
+    ]);
+    assert_eq!((code, out.as_str()), (0, "200"), "{err}");
+    let (code, out, _) = curl(&[
+        "--cacert",
+        &p("ca.crt"),
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        &e.https("/metrics"),
+    ]);
+    assert!(
+        code != 0 && out != "200",
+        "curl without client cert got {out}"
+    );
+    assert!(e.alive());
+}
+
+#[test]
+fn client_allowed_sans_filter_client_certificates() {
+    let pki = Pki::new();
+    let cfg = format!("{MTLS}  client_allowed_sans:\n    - scraper.example\n");
+    let e = Exporter::start(&pki.write_config(&cfg), &[]);
+    metrics_ok(&Client::new(&pki).with_cert(&pki, "client"), &e);
+    let other = Client::new(&pki).with_cert(&pki, "other-client");
+    assert!(
+        other.get(e.addr, "/metrics").is_err(),
+        "SAN other.example is not allowed"
+    );
+}
+
+#[test]
+fn basic_auth_401_and_200() {
+    let pki = Pki::new();
+    let cfg = format!(
+        "{TLS}basic_auth_users:\n  prometheus: {}\nhttp_server_config:\n  headers:\n    \
+         X-Content-Type-Options: nosniff\n    Strict-Transport-Security: max-age=63072000\n",
+        bcrypt_hash("scrape-me")
+    );
+    let e = Exporter::start(&pki.write_config(&cfg), &[]);
+    let good = Client::new(&pki).with_basic("prometheus", "scrape-me");
+    let r = metrics_ok(&good, &e);
+    assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(
+        r.header("strict-transport-security"),
+        Some("max-age=63072000")
+    );
+
+    for client in [
+        Client::new(&pki),
+        Client::new(&pki).with_basic("prometheus", "wrong"),
+        Client::new(&pki).with_basic("nobody", "scrape-me"),
+        Client::new(&pki).with_basic("", ""),
+    ] {
+        let r = client.get(e.addr, "/metrics").unwrap();
+        assert_eq!(r.status, 401, "{:?}", client.basic);
+        assert_eq!(
+            r.header("www-authenticate"),
+            Some("Basic realm=\"nvml-exporter\"")
+        );
+        assert_eq!(
+            r.header("x-content-type-options"),
+            Some("nosniff"),
+            "configured headers on 401 too"
+        );
+        assert!(!r.body.contains("nvml_exporter_"));
+    }
+    // Without the operator's say-so, probes need credentials too.
+    assert_eq!(
+        Client::new(&pki).get(e.addr, "/-/healthy").unwrap().status,
+        401
+    );
+
+    let ca = pki.path("ca.crt");
+    let ca = ca.to_str().unwrap();
+    let (code, out, err) = curl(&[
+        "--cacert",
+        ca,
+        "-u",
+        "prometheus:scrape-me",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        &e.https("/metrics"),
+    ]);
+    assert_eq!((code, out.as_str()), (0, "200"), "{err}");
+    let (_, out, _) = curl(&[
+        "--cacert",
+        ca,
+        "-u",
+        "prometheus:nope",
+        "-D",
+        "-",
+        "-o",
+        "/dev/null",
+        &e.https("/metrics"),
+    ]);
+    assert!(out.starts_with("HTTP/1.1 401"), "{out}");
+    assert!(
+        out.to_ascii_lowercase()
+            .contains("www-authenticate: basic realm=\"nvml-exporter\""),
+        "{out}"
+    );
+}
+
+#[test]
+fn health_endpoint_without_auth_only_when_asked() {
+    let pki = Pki::new();
+    let cfg = format!(
+        "{TLS}basic_auth_users:\n  prometheus: {}\n",
+        bcrypt_hash("x")
+    );
+    let e = Exporter::start(&pki.write_config(&cfg), &["--web.health-without-auth"]);
+    let anon = Client::new(&pki);
+    let r = eventually(Duration::from_secs(30), "/-/healthy", || {
+        anon.get(e.addr, "/-/healthy").ok()
+    });
+    assert_eq!(r.status, 200);
+    assert_eq!(anon.get(e.addr, "/metrics").unwrap().status, 401);
+    assert_eq!(anon.get(e.addr, "/-/ready").unwrap().status, 401);
+}
+
+#[test]
+fn certificate_rotation_and_bad_edits_without_restart() {
+    let pki = Pki::new();
+    let cfg = format!("{TLS}basic_auth_users:\n  u: {}\n", bcrypt_hash("one"));
+    let config = pki.write_config(&cfg);
+    let mut e = Exporter::start(&config, &[]);
+    let one = Client::new(&pki).with_basic("u", "one");
+    assert_eq!(metrics_ok(&one, &e).server_cert, pki.cert_der("server.crt"));
+
+    // Rotate: new certificate and key in place, config file untouched.
+    let new_cert = pki.cert_der("server2.crt");
+    std::fs::copy(pki.path("server2.key"), pki.path("server.key.new")).unwrap();
+    std::fs::copy(pki.path("server2.crt"), pki.path("server.crt.new")).unwrap();
+    std::fs::rename(pki.path("server.key.new"), pki.path("server.key")).unwrap();
+    std::fs::rename(pki.path("server.crt.new"), pki.path("server.crt")).unwrap();
+    eventually(Duration::from_secs(20), "the rotated certificate", || {
+        one.get(e.addr, "/metrics")
+            .ok()
+            .filter(|r| r.server_cert == new_cert)
+    });
+
+    // A bad edit: the last good config keeps serving; the error is logged once.
+    pki.write_config("tls_server_config:\n  cert_filse: server.crt\n");
+    eventually(
+        Duration::from_secs(20),
+        "the reload error in the log",
+        || e.log().contains("cert_filse").then_some(()),
+    );
+    std::thread::sleep(Duration::from_secs(7));
+    assert_eq!(one.get(e.addr, "/metrics").unwrap().status, 200);
+    assert_eq!(
+        e.log().matches("unknown field `cert_filse`").count(),
+        1,
+        "{}",
+        e.log()
+    );
+
+    // A good edit: the new password works, the old one no longer does.
+    pki.write_config(&format!(
+        "{TLS}basic_auth_users:\n  u: {}\n",
+        bcrypt_hash("two")
+    ));
+    let two = Client::new(&pki).with_basic("u", "two");
+    eventually(Duration::from_secs(20), "the new password", || {
+        two.get(e.addr, "/metrics").ok().filter(|r| r.status == 200)
+    });
+    assert_eq!(one.get(e.addr, "/metrics").unwrap().status, 401);
+    assert!(e.alive());
+}
+
+#[test]
+fn tls_versions_are_enforced() {
+    let pki = Pki::new();
+    let e = Exporter::start(
+        &pki.write_config(&format!("{TLS}  min_version: TLS13\n")),
+        &[],
+    );
+    let tls13 = Client {
+        versions: vec![&rustls::version::TLS13],
+        ..Client::new(&pki)
+    };
+    metrics_ok(&tls13, &e);
+    let tls12 = Client {
+        versions: vec![&rustls::version::TLS12],
+        ..Client::new(&pki)
+    };
+    assert!(tls12.get(e.addr, "/metrics").is_err());
+    let ca = pki.path("ca.crt");
+    let (code, _, _) = curl(&[
+        "--cacert",
+        ca.to_str().unwrap(),
+        "--tls-max",
+        "1.2",
+        "-o",
+        "/dev/null",
+        &e.https("/metrics"),
+    ]);
+    assert_ne!(code, 0, "curl limited to TLS 1.2 must fail");
+}
+
+#[test]
+fn bad_web_config_at_startup_is_a_clear_error_and_non_zero_exit() {
+    let pki = Pki::new();
+    let cases: &[(&str, &str)] = &[
+        (
+            "tls_server_config:\n  cert_filse: server.crt\n",
+            "cert_filse",
+        ),
+        (
+            "tls_server_config:\n  cert_file: server.crt\n",
+            "missing one of key or key_file",
+        ),
+        (
+            "tls_server_config:\n  cert_file: nope.crt\n  key_file: server.key\n",
+            "nope.crt",
+        ),
+        (
+            "tls_server_config:\n  cert_file: server.crt\n  key_file: client.key\n",
+            "key pair",
+        ),
+        ("basic_auth_users:\n  alice: plaintext\n", "alice"),
+        ("http_server_config:\n  headers:\n    Server: x\n", "Server"),
+        (
+            "tls_server_config:\n  cipher_suites: [TLS_BOGUS]\n",
+            "TLS_BOGUS",
+        ),
+        (": : :\n", "invalid YAML"),
+    ];
+    for (yaml, want) in cases {
+        let path = pki.write_config(yaml);
+        let (status, out) = run_to_exit(&path);
+        assert!(!status.success(), "{yaml:?} started");
+        assert!(
+            out.contains(want),
+            "{yaml:?}: output lacks {want:?}:\n{out}"
+        );
+        assert!(
+            out.contains("web.yml"),
+            "{yaml:?}: output does not name the file:\n{out}"
+        );
+        assert!(!out.contains("panicked"), "{out}");
+    }
+    let (status, out) = run_to_exit(&pki.path("missing.yml"));
+    assert!(!status.success());
+    assert!(out.contains("missing.yml"), "{out}");
+}
