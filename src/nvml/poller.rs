@@ -430,6 +430,7 @@ fn build_snapshot(
         ready,
         driver,
         gpus,
+        kubernetes: None,
     }
 }
 
