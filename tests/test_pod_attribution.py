@@ -22,6 +22,7 @@ from fake_kubelet import FakeKubelet, Pod  # noqa: E402
 from promstack import Exporter, Prometheus, http_get, wait_until  # noqa: E402
 
 REFRESH = "300ms"
+METRICS_DOC = HERE.parent / "docs" / "metrics.md"
 
 
 def scrape(exporter: Exporter) -> dict[str, list]:
@@ -105,6 +106,22 @@ def test_pods_whole_shared_and_mig_come_and_go(fleet):
         "gpu": "0", "gpu_instance": mig["gpu_instance"], "compute_instance": mig["compute_instance"],
         "namespace": "infer", "pod": "server-0",
     }
+
+    # Every family documented as needing --kubernetes is emitted, with its
+    # documented type, and no undocumented one.
+    documented = {}
+    for line in METRICS_DOC.read_text().splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) > 4 and "Only with --kubernetes" in cells[4]:
+            documented[cells[1].strip("`")] = cells[2]
+    status, body = http_get(f"http://{exporter.address}/metrics")
+    emitted = {}
+    for line in body.decode().splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            if "pod_share" in name or name.startswith("nvml_exporter_kubernetes"):
+                emitted[name] = kind
+    assert emitted == documented
 
     # The trainer ends: its attribution is gone within a refresh or two.
     kubelet.set_pods([*shared, inference])
