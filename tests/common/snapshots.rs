@@ -321,19 +321,17 @@ pub fn fully_populated() -> Snapshot {
             compute_instance,
         };
     s.gpus[2].pods = vec![holder("a", None, None), holder("b", None, None)];
-    let first_mig = s.gpus[0]
-        .readings
-        .as_ref()
-        .and_then(|r| r.mig.first())
-        .map(|gi| {
-            (
-                gi.gpu_instance,
-                gi.compute_instances.first().map(|c| c.compute_instance),
-            )
-        });
-    if let Some((gi, ci)) = first_mig {
-        s.gpus[0].pods = vec![holder("c", Some(gi), ci)];
-    }
+    let mig_gpu = s
+        .gpus
+        .iter_mut()
+        .find(|g| g.readings.as_ref().is_some_and(|r| !r.mig.is_empty()))
+        .expect("dgx_fleet has a MIG GPU");
+    let gi = &mig_gpu.readings.as_ref().expect("readings").mig[0];
+    let place = (
+        gi.gpu_instance,
+        gi.compute_instances.first().map(|c| c.compute_instance),
+    );
+    mig_gpu.pods = vec![holder("c", Some(place.0), place.1)];
     s.kubernetes = Some(KubernetesStatus {
         up: true,
         refresh_errors: 1,
