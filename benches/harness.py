@@ -111,6 +111,22 @@ def hwm_bytes(pid: int) -> int:
     return status_kib(pid, "VmHWM") * 1024
 
 
+def memory_detail(pid: int) -> dict:
+    """RSS split: anonymous vs file-backed (status), and from smaps_rollup
+    PSS (shared pages divided among their users) and USS (private pages:
+    what the process alone costs)."""
+    out = {"rss_anon": status_kib(pid, "RssAnon") * 1024, "rss_file": status_kib(pid, "RssFile") * 1024}
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        kv = {}
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 2 and parts[0].endswith(":") and parts[1].isdigit():
+                kv[parts[0][:-1]] = int(parts[1]) * 1024
+    out["pss"] = kv.get("Pss")
+    out["uss"] = kv.get("Private_Clean", 0) + kv.get("Private_Dirty", 0)
+    return out
+
+
 def thread_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
