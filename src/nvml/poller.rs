@@ -90,6 +90,8 @@ pub struct GpuSlot {
     tracker: CallTracker,
     state: Mutex<SlotState>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    /// Whether the current hang has been logged (once per hang).
+    hung_reported: AtomicBool,
 }
 
 impl GpuSlot {
@@ -99,6 +101,24 @@ impl GpuSlot {
             tracker: CallTracker::default(),
             state: Mutex::default(),
             worker: Mutex::new(None),
+            hung_reported: AtomicBool::new(false),
+        }
+    }
+
+    /// Logs the start and the end of a hang, once each.
+    fn report_hang(&self, stuck: Option<&StuckCall>, deadline: Duration) {
+        match stuck {
+            Some(call) if !self.hung_reported.swap(true, Ordering::SeqCst) => {
+                tracing::error!(gpu = self.index, family = call.family,
+                    "GPU is hung: a driver call has been blocked for more than {:?}; readings withdrawn until it returns", deadline);
+            }
+            None if self.hung_reported.swap(false, Ordering::SeqCst) => {
+                tracing::info!(
+                    gpu = self.index,
+                    "GPU answers again after a hung driver call"
+                );
+            }
+            _ => {}
         }
     }
 
@@ -369,6 +389,7 @@ fn build_snapshot(
     for slot in &slots {
         let st = lock(&slot.state);
         let stuck_call = slot.tracker.stuck(now, deadline);
+        slot.report_hang(stuck_call.as_ref(), deadline);
         let (health, readings) = if stuck_call.is_some() {
             (Health::Hung, None)
         } else if !nvml_up {

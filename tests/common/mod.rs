@@ -53,13 +53,18 @@ impl Exporter {
     /// Starts the exporter on `scenario` with a fast interval, plus `extra`
     /// flags, and waits until it listens.
     pub fn simulate(scenario: &str, extra: &[&str]) -> Exporter {
+        Exporter::simulate_env(scenario, extra, &[])
+    }
+
+    /// `simulate` with environment variables (e.g. `NVML_SIM_CONTROL`).
+    pub fn simulate_env(scenario: &str, extra: &[&str], env: &[(&str, &str)]) -> Exporter {
         sim_library();
         let mut args = vec![
             format!("--simulate={scenario}"),
             format!("--collect.interval={TEST_INTERVAL}"),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
-        Exporter::start(&args, &[])
+        Exporter::start(&args, env)
     }
 
     /// Like `simulate`, then waits for `/-/ready`.
@@ -544,4 +549,96 @@ pub fn families(text: &str) -> std::collections::BTreeSet<String> {
 /// Finds a program the tests shell out to (promtool, python in .venv).
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run_with_stdin(mut cmd: Command, input: &[u8]) -> (Option<i32>, String) {
+    let program = format!("{:?}", cmd.get_program());
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot run {program} (scripts/install-test-deps installs it): {e}")
+        });
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.code(), text)
+}
+
+/// `promtool check metrics` on a text exposition: Err with promtool's
+/// complaints unless it exits 0 and prints nothing (lint warnings exit 3).
+pub fn promtool_check(text: &str) -> Result<(), String> {
+    let mut cmd = Command::new("promtool");
+    cmd.args(["check", "metrics"]);
+    let (code, out) = run_with_stdin(cmd, text.as_bytes());
+    if code == Some(0) && out.trim().is_empty() {
+        Ok(())
+    } else {
+        Err(format!("promtool check metrics exited {code:?}:\n{out}"))
+    }
+}
+
+pub fn venv_python() -> PathBuf {
+    let py = repo_root().join(".venv/bin/python");
+    assert!(
+        py.exists(),
+        "{} is missing: run scripts/install-test-deps",
+        py.display()
+    );
+    py
+}
+
+/// Parses an OpenMetrics exposition with the strict parser of the Python
+/// prometheus_client; returns `(family, type)` pairs or the parser's error.
+pub fn openmetrics_parse(text: &str) -> Result<Vec<(String, String)>, String> {
+    const SCRIPT: &str = r#"
+import sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+text = sys.stdin.buffer.read().decode("utf-8")
+for fam in text_string_to_metric_families(text):
+    print(fam.name, fam.type)
+"#;
+    let mut cmd = Command::new(venv_python());
+    cmd.args(["-c", SCRIPT]);
+    let (code, out) = run_with_stdin(cmd, text.as_bytes());
+    if code != Some(0) {
+        return Err(format!("OpenMetrics parser exited {code:?}:\n{out}"));
+    }
+    Ok(out
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(n, t)| (n.to_string(), t.to_string()))
+        .collect())
+}
+
+/// Runs the nvml-sim control CLI against `socket`.
+pub fn sim_control(socket: &Path, args: &[&str]) {
+    let cli = target_dir().join("nvml-sim");
+    let out = Command::new(&cli)
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", cli.display()));
+    assert!(
+        out.status.success(),
+        "nvml-sim {args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// GPM readings need two polls: true once the dgx-h100 exposition has them
+/// for every GPU (per MIG instance on GPUs 0 and 1, per GPU on 2-7).
+pub fn dgx_h100_gpm_complete(text: &str) -> bool {
+    (0..2).all(|g| text.contains(&format!("\nnvidia_gpu_mig_activity_ratio{{gpu=\"{g}\"")))
+        && (2..8).all(|g| text.contains(&format!("\nnvidia_gpu_activity_ratio{{gpu=\"{g}\"")))
 }

@@ -1,0 +1,151 @@
+//! docs/metrics.md lists exactly the families the real binary emits: run it
+//! on simulated fleets, with faults injected so the event- and fault-only
+//! families appear too, and compare the union with the documented table.
+
+mod common;
+
+#[path = "common/metrics_doc.rs"]
+mod metrics_doc;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use common::{sim_control, Exporter};
+
+/// `# TYPE` lines of a text exposition: family name -> type.
+fn types(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(n, t)| (n.to_string(), t.to_string()))
+        .collect()
+}
+
+/// Scrapes until every family in `wanted` is present (they follow events
+/// and fault deadlines), returning the last scrape's types.
+fn scrape_with(e: &Exporter, wanted: &[&str]) -> BTreeMap<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let t = types(&e.scrape());
+        let missing: Vec<_> = wanted.iter().filter(|w| !t.contains_key(**w)).collect();
+        if missing.is_empty() {
+            return t;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never saw {missing:?}; log:\n{}",
+            e.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn documented_families_equal_emitted_families() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut emitted: BTreeMap<String, String> = BTreeMap::new();
+    let mut merge = |scenario: &str, t: BTreeMap<String, String>| {
+        for (name, kind) in t {
+            if let Some(prev) = emitted.insert(name.clone(), kind.clone()) {
+                assert_eq!(prev, kind, "{name} changes type ({scenario})");
+            }
+        }
+    };
+
+    // dgx-h100 with every collector, an XID, a hung GPU and a lost one.
+    let socket = dir.path().join("h100.sock");
+    let e = Exporter::simulate_env(
+        "dgx-h100",
+        &[
+            "--collector.process_memory",
+            "--collect.stuck-deadline=500ms",
+        ],
+        &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
+    );
+    e.wait_ready();
+    sim_control(&socket, &["xid", "--gpu", "4", "--code", "13"]);
+    sim_control(&socket, &["hang", "--gpu", "3"]);
+    sim_control(&socket, &["lose", "--gpu", "2"]);
+    merge(
+        "dgx-h100",
+        scrape_with(
+            &e,
+            &[
+                "nvidia_gpu_xid_errors_total",
+                "nvml_exporter_stuck_call_seconds",
+                "nvml_exporter_nvml_errors_total",
+                "nvidia_gpu_mig_activity_ratio",
+                "nvidia_gpu_activity_ratio",
+            ],
+        ),
+    );
+    sim_control(&socket, &["release", "--gpu", "3"]);
+    drop(e);
+
+    // A GeForce: fans.
+    let e = Exporter::ready("workstation", &["--collector.process_memory"]);
+    merge(
+        "workstation",
+        scrape_with(&e, &["nvidia_gpu_fan_speed_ratio"]),
+    );
+    drop(e);
+
+    // A Volta board: page retirement instead of row remapping.
+    let scenario = dir.path().join("volta.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"volta\"\n[[gpu]]\nmodel = \"v100-sxm2-32gb\"\nload = 50\n",
+    )
+    .unwrap();
+    let socket = dir.path().join("volta.sock");
+    let e = Exporter::simulate_env(
+        scenario.to_str().unwrap(),
+        &["--collector.process_memory"],
+        &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
+    );
+    e.wait_ready();
+    sim_control(
+        &socket,
+        &[
+            "retire-page",
+            "--gpu",
+            "0",
+            "--cause",
+            "dbe",
+            "--pending",
+            "true",
+        ],
+    );
+    merge(
+        "volta",
+        scrape_with(
+            &e,
+            &[
+                "nvidia_gpu_retired_pages",
+                "nvidia_gpu_retired_pages_pending",
+            ],
+        ),
+    );
+    drop(e);
+
+    let documented: BTreeMap<String, String> = metrics_doc::documented_families()
+        .into_iter()
+        .map(|f| (f.name, f.kind))
+        .collect();
+    let emitted_names: BTreeSet<_> = emitted.keys().collect();
+    let documented_names: BTreeSet<_> = documented.keys().collect();
+    let undocumented: Vec<_> = emitted_names.difference(&documented_names).collect();
+    let never_emitted: Vec<_> = documented_names.difference(&emitted_names).collect();
+    assert!(
+        undocumented.is_empty() && never_emitted.is_empty(),
+        "docs/metrics.md and the binary disagree.\n\
+         emitted but not documented: {undocumented:?}\n\
+         documented but never emitted: {never_emitted:?}"
+    );
+    for (name, kind) in &emitted {
+        assert_eq!(
+            &documented[name], kind,
+            "{name}: documented type differs from the exposition"
+        );
+    }
+}

@@ -1,0 +1,459 @@
+//! The real binary on every built-in simulated fleet: it starts, gets
+//! ready, and serves the metric contract of the nvml-exporter issue, with the
+//! families a fleet cannot have absent rather than 0.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use common::{families, samples, Exporter, Sample};
+
+/// Waits until `pred` holds on a scrape (some readings need two polls, e.g.
+/// GPM rates), returning that scrape.
+fn scrape_until(e: &Exporter, what: &str, pred: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = e.scrape();
+        if pred(&text) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; last scrape:\n{text}\nlog:\n{}",
+            e.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn by_family(samples: &[Sample]) -> BTreeMap<&str, Vec<&Sample>> {
+    let mut m: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
+    for s in samples {
+        m.entry(s.name.as_str()).or_default().push(s);
+    }
+    m
+}
+
+fn gpus_of(series: &[&Sample]) -> BTreeSet<u32> {
+    series
+        .iter()
+        .filter_map(|s| s.label("gpu"))
+        .map(|g| g.parse().expect("numeric gpu label"))
+        .collect()
+}
+
+#[test]
+fn every_builtin_scenario_starts_and_serves_valid_output() {
+    for (scenario, gpus) in [
+        ("dgx-h100", 8),
+        ("dgx-a100", 8),
+        ("workstation", 1),
+        ("faults", 8),
+        ("large", 16),
+    ] {
+        let e = Exporter::ready(scenario, &[]);
+        let text = e.scrape();
+        let all = samples(&text);
+        let fams = by_family(&all);
+        assert_eq!(
+            fams["nvml_exporter_nvml_up"][0].value, "1",
+            "{scenario}: NVML should be up"
+        );
+        assert_eq!(
+            fams["nvidia_gpu_info"].len(),
+            gpus,
+            "{scenario}: one nvidia_gpu_info per GPU"
+        );
+        assert_eq!(
+            gpus_of(&fams["nvidia_gpu_up"]),
+            (0..gpus as u32).collect(),
+            "{scenario}"
+        );
+        if let Err(problems) = common::promtool_check(&text) {
+            panic!("{scenario}: {problems}");
+        }
+        let om = e.scrape_openmetrics();
+        if let Err(problems) = common::openmetrics_parse(&om) {
+            panic!("{scenario}: {problems}");
+        }
+        // Every label name is lower snake case.
+        for s in &all {
+            for (k, _) in &s.labels {
+                assert!(
+                    k.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                    "{scenario}: label {k} on {}",
+                    s.name
+                );
+            }
+        }
+    }
+}
+
+/// Family, GPUs expected to carry it, labels every series must have
+/// (besides `gpu` and `uuid`).
+type Expect = (&'static str, &'static [u32], &'static [&'static str]);
+
+const ALL8: &[u32] = &[0, 1, 2, 3, 4, 5, 6, 7];
+const MIG: &[u32] = &[0, 1];
+const WHOLE: &[u32] = &[2, 3, 4, 5, 6, 7];
+
+const DGX_H100: &[Expect] = &[
+    (
+        "nvidia_gpu_info",
+        ALL8,
+        &[
+            "name",
+            "brand",
+            "architecture",
+            "pci_bus_id",
+            "serial",
+            "vbios_version",
+            "compute_capability",
+            "board_part_number",
+        ],
+    ),
+    ("nvidia_gpu_up", ALL8, &[]),
+    // Not supported on MIG-enabled GPUs (NVML reference).
+    ("nvidia_gpu_utilization_ratio", WHOLE, &["engine"]),
+    ("nvidia_gpu_activity_ratio", WHOLE, &["metric"]),
+    ("nvidia_gpu_memory_total_bytes", ALL8, &[]),
+    ("nvidia_gpu_memory_used_bytes", ALL8, &[]),
+    ("nvidia_gpu_memory_free_bytes", ALL8, &[]),
+    ("nvidia_gpu_memory_reserved_bytes", ALL8, &[]),
+    ("nvidia_gpu_bar1_memory_total_bytes", ALL8, &[]),
+    ("nvidia_gpu_bar1_memory_used_bytes", ALL8, &[]),
+    ("nvidia_gpu_temperature_celsius", ALL8, &["sensor"]),
+    (
+        "nvidia_gpu_temperature_threshold_celsius",
+        ALL8,
+        &["threshold"],
+    ),
+    ("nvidia_gpu_power_usage_watts", ALL8, &[]),
+    ("nvidia_gpu_power_limit_watts", ALL8, &["limit"]),
+    ("nvidia_gpu_energy_joules_total", ALL8, &[]),
+    ("nvidia_gpu_performance_state", ALL8, &[]),
+    ("nvidia_gpu_clock_hertz", ALL8, &["clock"]),
+    ("nvidia_gpu_clock_max_hertz", ALL8, &["clock"]),
+    ("nvidia_gpu_clock_throttle_active", ALL8, &["reason"]),
+    ("nvidia_gpu_clock_throttle_seconds_total", ALL8, &["reason"]),
+    ("nvidia_gpu_pcie_link_generation", ALL8, &["which"]),
+    ("nvidia_gpu_pcie_link_width", ALL8, &["which"]),
+    ("nvidia_gpu_pcie_replay_errors_total", ALL8, &[]),
+    ("nvidia_gpu_pcie_bytes_total", ALL8, &["direction"]),
+    ("nvidia_gpu_persistence_mode_enabled", ALL8, &[]),
+    ("nvidia_gpu_display_active", ALL8, &[]),
+    ("nvidia_gpu_compute_mode", ALL8, &["mode"]),
+    ("nvidia_gpu_ecc_enabled", ALL8, &["state"]),
+    (
+        "nvidia_gpu_ecc_errors_total",
+        ALL8,
+        &["error", "scope", "location"],
+    ),
+    ("nvidia_gpu_remapped_rows", ALL8, &["cause"]),
+    ("nvidia_gpu_remapped_rows_pending", ALL8, &[]),
+    ("nvidia_gpu_remapped_rows_failed", ALL8, &[]),
+    ("nvidia_gpu_recovery_action", ALL8, &[]),
+    ("nvidia_gpu_xid_errors_total", &[3], &["xid"]),
+    ("nvidia_gpu_xid_last_timestamp_seconds", &[3], &["xid"]),
+    ("nvidia_gpu_nvlink_up", ALL8, &["link"]),
+    ("nvidia_gpu_nvlink_errors_total", ALL8, &["link", "error"]),
+    (
+        "nvidia_gpu_nvlink_bytes_total",
+        ALL8,
+        &["link", "direction"],
+    ),
+    ("nvidia_gpu_processes", ALL8, &["type"]),
+    (
+        "nvidia_gpu_process_memory_used_bytes",
+        &[0, 1, 2, 3, 4, 5, 6],
+        &["pid", "process_name", "type"],
+    ),
+    ("nvidia_gpu_mig_enabled", ALL8, &["state"]),
+    (
+        "nvidia_gpu_mig_info",
+        MIG,
+        &["gpu_instance", "compute_instance", "profile", "mig_uuid"],
+    ),
+    ("nvidia_gpu_mig_memory_total_bytes", MIG, &["gpu_instance"]),
+    ("nvidia_gpu_mig_memory_used_bytes", MIG, &["gpu_instance"]),
+    ("nvidia_gpu_mig_memory_free_bytes", MIG, &["gpu_instance"]),
+    (
+        "nvidia_gpu_mig_activity_ratio",
+        MIG,
+        &["gpu_instance", "metric"],
+    ),
+    ("nvml_exporter_last_sample_timestamp_seconds", ALL8, &[]),
+    ("nvml_exporter_sample_duration_seconds", ALL8, &[]),
+];
+
+/// Contract families dgx-h100 rightly lacks: SXM boards have no fans, and
+/// Hopper reports row remapping instead of page retirement.
+const DGX_H100_ABSENT: &[&str] = &[
+    "nvidia_gpu_fan_speed_ratio",
+    "nvidia_gpu_retired_pages",
+    "nvidia_gpu_retired_pages_pending",
+];
+
+#[test]
+fn dgx_h100_serves_every_contract_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("control.sock");
+    let e = Exporter::simulate_env(
+        "dgx-h100",
+        &["--collector.process_memory"],
+        &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
+    );
+    e.wait_ready();
+    // XIDs are events: make one happen, on a whole GPU and on a MIG device.
+    common::sim_control(&socket, &["xid", "--gpu", "3", "--code", "13"]);
+    common::sim_control(
+        &socket,
+        &[
+            "xid",
+            "--gpu",
+            "0",
+            "--code",
+            "31",
+            "--gpu-instance",
+            "7",
+            "--compute-instance",
+            "0",
+        ],
+    );
+    let text = scrape_until(&e, "XIDs and GPM rates", |t| {
+        t.contains("nvidia_gpu_xid_errors_total{gpu=\"0\"")
+            && t.contains("nvidia_gpu_xid_errors_total{gpu=\"3\"")
+            && common::dgx_h100_gpm_complete(t)
+    });
+    let all = samples(&text);
+    let fams = by_family(&all);
+    let uuids: BTreeMap<&str, &str> = fams["nvidia_gpu_info"]
+        .iter()
+        .map(|s| (s.label("gpu").unwrap(), s.label("uuid").unwrap()))
+        .collect();
+    assert_eq!(uuids.len(), 8);
+
+    let mut problems = Vec::new();
+    for (family, gpus, labels) in DGX_H100 {
+        let Some(series) = fams.get(family) else {
+            problems.push(format!("{family}: missing"));
+            continue;
+        };
+        let seen = gpus_of(series);
+        let want: BTreeSet<u32> = gpus.iter().copied().collect();
+        // XIDs: GPU 0 also got one (MIG); the others must match exactly.
+        let ok = if family.starts_with("nvidia_gpu_xid") {
+            want.is_subset(&seen)
+        } else {
+            seen == want
+        };
+        if !ok {
+            problems.push(format!("{family}: GPUs {seen:?}, expected {want:?}"));
+        }
+        for s in series {
+            let gpu = s.label("gpu").unwrap_or("?");
+            if s.label("uuid") != uuids.get(gpu).copied() {
+                problems.push(format!(
+                    "{family}: uuid of gpu {gpu} is {:?}",
+                    s.label("uuid")
+                ));
+            }
+            for l in *labels {
+                if s.label(l).is_none() {
+                    problems.push(format!("{family}: series without {l}: {:?}", s.labels));
+                }
+            }
+        }
+    }
+    for family in DGX_H100_ABSENT {
+        if fams.contains_key(family) {
+            problems.push(format!("{family}: present, expected absent"));
+        }
+    }
+    for family in [
+        "nvidia_gpu_driver_info",
+        "nvml_exporter_build_info",
+        "nvml_exporter_nvml_up",
+    ] {
+        match fams.get(family) {
+            Some(s) if s.len() == 1 && s[0].label("gpu").is_none() => {}
+            other => problems.push(format!(
+                "{family}: expected one series without gpu, got {other:?}"
+            )),
+        }
+    }
+    let driver = fams["nvidia_gpu_driver_info"][0];
+    for l in ["driver_version", "nvml_version", "cuda_driver_version"] {
+        if driver.label(l).is_none_or(str::is_empty) {
+            problems.push(format!("nvidia_gpu_driver_info: no {l}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}\n\n{text}", problems.join("\n"));
+
+    // Whole GPUs are up; each GPU is on exactly one compute mode.
+    assert!(fams["nvidia_gpu_up"].iter().all(|s| s.value == "1"));
+    for g in 0..8 {
+        let on: Vec<_> = fams["nvidia_gpu_compute_mode"]
+            .iter()
+            .filter(|s| s.label("gpu") == Some(&g.to_string()) && s.value == "1")
+            .collect();
+        assert_eq!(on.len(), 1, "gpu {g} compute modes");
+    }
+}
+
+#[test]
+fn dgx_h100_mig_instances_and_their_labels() {
+    let e = Exporter::ready("dgx-h100", &["--collector.process_memory"]);
+    let text = scrape_until(&e, "MIG activity", common::dgx_h100_gpm_complete);
+    let all = samples(&text);
+    let fams = by_family(&all);
+
+    // GPU 0: seven 1g.10gb; GPU 1: 3g.40gb + 2g.20gb + 1g.10gb.
+    let mut profiles: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut instances: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for s in &fams["nvidia_gpu_mig_info"] {
+        assert_eq!(s.value, "1");
+        let gpu = s.label("gpu").unwrap();
+        profiles
+            .entry(gpu)
+            .or_default()
+            .push(s.label("profile").unwrap());
+        instances
+            .entry(gpu)
+            .or_default()
+            .insert(s.label("gpu_instance").unwrap());
+        assert!(s.label("mig_uuid").unwrap().starts_with("MIG-"), "{s:?}");
+        assert_eq!(s.label("compute_instance"), Some("0"));
+    }
+    assert_eq!(profiles["0"], vec!["1g.10gb"; 7]);
+    let mut p1 = profiles["1"].clone();
+    p1.sort();
+    assert_eq!(p1, vec!["1g.10gb", "2g.20gb", "3g.40gb"]);
+    assert_eq!(profiles.len(), 2, "MIG only on GPUs 0 and 1");
+
+    // Per-instance memory and activity name the same instances.
+    for family in [
+        "nvidia_gpu_mig_memory_total_bytes",
+        "nvidia_gpu_mig_memory_used_bytes",
+        "nvidia_gpu_mig_memory_free_bytes",
+        "nvidia_gpu_mig_activity_ratio",
+    ] {
+        let mut seen: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for s in &fams[family] {
+            seen.entry(s.label("gpu").unwrap())
+                .or_default()
+                .insert(s.label("gpu_instance").unwrap());
+        }
+        assert_eq!(seen, instances, "{family}");
+    }
+    // An instance's memory adds up; a 1g.10gb slice is about 10 GB.
+    let mig_mem = |family: &str, gpu: &str, gi: &str| -> f64 {
+        fams[family]
+            .iter()
+            .find(|s| s.label("gpu") == Some(gpu) && s.label("gpu_instance") == Some(gi))
+            .unwrap()
+            .value
+            .parse()
+            .unwrap()
+    };
+    for gi in &instances["0"] {
+        let total = mig_mem("nvidia_gpu_mig_memory_total_bytes", "0", gi);
+        let used = mig_mem("nvidia_gpu_mig_memory_used_bytes", "0", gi);
+        let free = mig_mem("nvidia_gpu_mig_memory_free_bytes", "0", gi);
+        assert!((9e9..12e9).contains(&total), "1g.10gb total {total}");
+        assert!(
+            (used + free - total).abs() < 1.0 * 1024.0 * 1024.0,
+            "{used}+{free}!={total}"
+        );
+    }
+    // MIG mode reads enabled, current and pending, on 0 and 1 only.
+    for s in &fams["nvidia_gpu_mig_enabled"] {
+        let want = if matches!(s.label("gpu"), Some("0" | "1")) {
+            "1"
+        } else {
+            "0"
+        };
+        assert_eq!(s.value, want, "{s:?}");
+    }
+    // Processes inside MIG instances carry the instance.
+    let in_mig: Vec<_> = fams["nvidia_gpu_process_memory_used_bytes"]
+        .iter()
+        .filter(|s| matches!(s.label("gpu"), Some("0" | "1")))
+        .collect();
+    assert_eq!(in_mig.len(), 5);
+    assert!(in_mig
+        .iter()
+        .all(|s| s.label("gpu_instance").is_some() && s.label("compute_instance").is_some()));
+}
+
+#[test]
+fn workstation_has_no_ecc_mig_or_nvlink_families() {
+    let e = Exporter::ready("workstation", &[]);
+    let text = scrape_until(&e, "a full sample", |t| {
+        t.contains("\nnvidia_gpu_fan_speed_ratio{")
+    });
+    let fams = families(&text);
+    let present: Vec<_> = fams
+        .iter()
+        .filter(|f| {
+            f.starts_with("nvidia_gpu_ecc_")
+                || f.starts_with("nvidia_gpu_mig_")
+                || f.starts_with("nvidia_gpu_nvlink_")
+        })
+        .collect();
+    assert!(
+        present.is_empty(),
+        "present on a workstation: {present:?}\n{text}"
+    );
+    for s in ["nvidia_gpu_ecc", "nvidia_gpu_mig", "nvidia_gpu_nvlink"] {
+        assert!(!text.contains(s), "{s} mentioned:\n{text}");
+    }
+    // What a GeForce does have.
+    for f in [
+        "nvidia_gpu_fan_speed_ratio",
+        "nvidia_gpu_utilization_ratio",
+        "nvidia_gpu_temperature_celsius",
+        "nvidia_gpu_power_usage_watts",
+        "nvidia_gpu_display_active",
+        "nvidia_gpu_processes",
+    ] {
+        assert!(fams.contains(f), "{f} missing on workstation:\n{text}");
+    }
+    let all = samples(&text);
+    let display = all
+        .iter()
+        .find(|s| s.name == "nvidia_gpu_display_active")
+        .unwrap();
+    assert_eq!(display.value, "1");
+    // No HBM: no memory temperature sensor series.
+    assert!(
+        !all.iter()
+            .any(|s| s.name == "nvidia_gpu_temperature_celsius"
+                && s.label("sensor") == Some("memory"))
+    );
+}
+
+#[test]
+fn collector_switches_remove_families() {
+    let e = Exporter::ready(
+        "dgx-h100",
+        &[
+            "--no-collector.ecc",
+            "--no-collector.nvlink",
+            "--collector.mig=false",
+        ],
+    );
+    let text = e.scrape();
+    let fams = families(&text);
+    for prefix in ["nvidia_gpu_ecc_", "nvidia_gpu_nvlink_", "nvidia_gpu_mig_"] {
+        assert!(
+            !fams.iter().any(|f| f.starts_with(prefix)),
+            "{prefix}* present though switched off"
+        );
+    }
+    assert!(fams.contains("nvidia_gpu_power_usage_watts"));
+    // Opt-in family stays off by default.
+    assert!(!fams.contains("nvidia_gpu_process_memory_used_bytes"));
+}

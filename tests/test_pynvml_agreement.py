@@ -1,0 +1,262 @@
+"""The exporter and an independent NVML client agree.
+
+The real nvml-exporter binary runs on a simulated fleet; nvidia-ml-py
+(pynvml) loads the same simulated driver as `libnvidia-ml.so.1`, unchanged,
+in its own process, on the same scenario. Static values must be equal:
+identity strings, memory total, power limits, ECC mode and counters,
+temperature thresholds, MIG devices. Where pynvml gets NOT_SUPPORTED, the
+exporter must have no series at all (absent, never 0).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "debug"
+EXPORTER = TARGET / "nvml-exporter"
+LIB = TARGET / "libnvml_sim.so"
+
+SIM_VARS = ("NVML_SIM_CONTROL", "NVML_SIM_TIME_SCALE", "NVML_SIM_CALL_LOG", "NVML_SIM_SCENARIO")
+
+
+@pytest.fixture(scope="module")
+def libdir(tmp_path_factory):
+    """A directory holding `libnvidia-ml.so.1 -> libnvml_sim.so`."""
+    if not (EXPORTER.exists() and LIB.exists()):
+        subprocess.run(["cargo", "build", "--workspace"], cwd=ROOT, check=True)
+    d = tmp_path_factory.mktemp("nvml-lib")
+    (d / "libnvidia-ml.so.1").symlink_to(LIB)
+    return d
+
+
+def clean_env():
+    env = dict(os.environ)
+    for k in SIM_VARS:
+        env.pop(k, None)
+    return env
+
+
+class Exporter:
+    """The real binary on 127.0.0.1, port picked by the kernel."""
+
+    def __init__(self, scenario):
+        self.proc = subprocess.Popen(
+            [
+                str(EXPORTER),
+                f"--simulate={scenario}",
+                "--web.listen-address=127.0.0.1:0",
+                "--collect.interval=200ms",
+                "--log.format=logfmt",
+            ],
+            env=clean_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.log = []
+        self.address = None
+        found = threading.Event()
+
+        def read():
+            for line in self.proc.stderr:
+                self.log.append(line)
+                if self.address is None and "msg=listening" in line:
+                    for kv in line.split():
+                        if kv.startswith("address="):
+                            self.address = kv.split("=", 1)[1]
+                            found.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not found.wait(60):
+            self.close()
+            raise AssertionError("exporter did not listen:\n" + "".join(self.log))
+        deadline = time.monotonic() + 60
+        while self.status("/-/ready") != 200:
+            assert time.monotonic() < deadline, "not ready:\n" + "".join(self.log)
+            time.sleep(0.05)
+
+    def status(self, path):
+        try:
+            with urllib.request.urlopen(f"http://{self.address}{path}", timeout=10) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    def samples(self):
+        with urllib.request.urlopen(f"http://{self.address}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        return [s for fam in text_string_to_metric_families(text) for s in fam.samples]
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+PYNVML_READ = r"""
+import json, pynvml as p
+p.nvmlInit()
+def maybe(f, *a):
+    try:
+        return f(*a)
+    except p.NVMLError_NotSupported:
+        return None
+def s(v):
+    return v.decode() if isinstance(v, bytes) else v
+out = {"driver_version": s(p.nvmlSystemGetDriverVersion()), "gpus": []}
+for i in range(p.nvmlDeviceGetCount()):
+    h = p.nvmlDeviceGetHandleByIndex(i)
+    g = {
+        "index": str(i),
+        "name": s(p.nvmlDeviceGetName(h)),
+        "uuid": s(p.nvmlDeviceGetUUID(h)),
+        "pci_bus_id": s(p.nvmlDeviceGetPciInfo(h).busId),
+        "serial": maybe(lambda: s(p.nvmlDeviceGetSerial(h))),
+        "vbios_version": s(p.nvmlDeviceGetVbiosVersion(h)),
+        "compute_capability": "%d.%d" % p.nvmlDeviceGetCudaComputeCapability(h),
+        "memory_total": p.nvmlDeviceGetMemoryInfo(h).total,
+        "power_limit": {
+            "enforced": p.nvmlDeviceGetEnforcedPowerLimit(h),
+            "management": p.nvmlDeviceGetPowerManagementLimit(h),
+            "default": p.nvmlDeviceGetPowerManagementDefaultLimit(h),
+            "min": p.nvmlDeviceGetPowerManagementLimitConstraints(h)[0],
+            "max": p.nvmlDeviceGetPowerManagementLimitConstraints(h)[1],
+        },
+        "thresholds": {
+            "shutdown": maybe(p.nvmlDeviceGetTemperatureThreshold, h, p.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN),
+            "slowdown": maybe(p.nvmlDeviceGetTemperatureThreshold, h, p.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
+            "memory_max": maybe(p.nvmlDeviceGetTemperatureThreshold, h, p.NVML_TEMPERATURE_THRESHOLD_MEM_MAX),
+            "gpu_max": maybe(p.nvmlDeviceGetTemperatureThreshold, h, p.NVML_TEMPERATURE_THRESHOLD_GPU_MAX),
+        },
+        "ecc_mode": maybe(p.nvmlDeviceGetEccMode, h),
+        "ecc": None,
+        "mig_mode": maybe(p.nvmlDeviceGetMigMode, h),
+        "mig": [],
+    }
+    if g["ecc_mode"] is not None:
+        g["ecc"] = {}
+        for err, err_name in ((p.NVML_MEMORY_ERROR_TYPE_CORRECTED, "corrected"),
+                              (p.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, "uncorrected")):
+            for scope, scope_name in ((p.NVML_VOLATILE_ECC, "volatile"),
+                                      (p.NVML_AGGREGATE_ECC, "aggregate")):
+                g["ecc"][err_name + "/" + scope_name] = p.nvmlDeviceGetTotalEccErrors(h, err, scope)
+    if g["mig_mode"] and g["mig_mode"][0]:
+        for m in range(p.nvmlDeviceGetMaxMigDeviceCount(h)):
+            try:
+                mh = p.nvmlDeviceGetMigDeviceHandleByIndex(h, m)
+            except p.NVMLError_NotFound:
+                continue
+            g["mig"].append([
+                str(p.nvmlDeviceGetGpuInstanceId(mh)),
+                str(p.nvmlDeviceGetComputeInstanceId(mh)),
+                s(p.nvmlDeviceGetUUID(mh)),
+            ])
+    out["gpus"].append(g)
+print(json.dumps(out))
+"""
+
+
+def pynvml_view(libdir, scenario):
+    env = clean_env()
+    env["LD_LIBRARY_PATH"] = f"{libdir}:{env.get('LD_LIBRARY_PATH', '')}"
+    env["NVML_SIM_SCENARIO"] = scenario
+    out = subprocess.run(
+        [sys.executable, "-c", PYNVML_READ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def series(samples, name, gpu, **labels):
+    return [
+        s
+        for s in samples
+        if s.name == name
+        and s.labels.get("gpu") == gpu
+        and all(s.labels.get(k) == v for k, v in labels.items())
+    ]
+
+
+def value(samples, name, gpu, **labels):
+    found = series(samples, name, gpu, **labels)
+    assert len(found) == 1, f"{name} gpu={gpu} {labels}: {len(found)} series"
+    return found[0].value
+
+
+@pytest.mark.parametrize("scenario", ["dgx-h100", "dgx-a100", "workstation"])
+def test_exporter_agrees_with_pynvml(libdir, scenario):
+    nv = pynvml_view(libdir, scenario)
+    exporter = Exporter(scenario)
+    try:
+        samples = exporter.samples()
+    finally:
+        exporter.close()
+
+    driver = [s for s in samples if s.name == "nvidia_gpu_driver_info"]
+    assert driver[0].labels["driver_version"] == nv["driver_version"]
+    infos = {s.labels["gpu"]: s.labels for s in samples if s.name == "nvidia_gpu_info"}
+    assert sorted(infos, key=int) == [g["index"] for g in nv["gpus"]]
+
+    for g in nv["gpus"]:
+        i = g["index"]
+        info = infos[i]
+        for key in ("name", "uuid", "pci_bus_id", "serial", "vbios_version", "compute_capability"):
+            assert info.get(key) == g[key], f"gpu {i} {key}"
+
+        assert value(samples, "nvidia_gpu_memory_total_bytes", i) == g["memory_total"]
+
+        for limit, milliwatts in g["power_limit"].items():
+            got = value(samples, "nvidia_gpu_power_limit_watts", i, limit=limit)
+            assert got == pytest.approx(milliwatts / 1000), f"gpu {i} {limit} power limit"
+
+        for threshold, celsius in g["thresholds"].items():
+            found = series(samples, "nvidia_gpu_temperature_threshold_celsius", i, threshold=threshold)
+            if celsius is None:
+                assert not found, f"gpu {i} {threshold}: absent in NVML, present in exporter"
+            else:
+                assert [s.value for s in found] == [celsius], f"gpu {i} {threshold}"
+
+        ecc_enabled = series(samples, "nvidia_gpu_ecc_enabled", i)
+        ecc_counts = series(samples, "nvidia_gpu_ecc_errors_total", i)
+        if g["ecc_mode"] is None:
+            assert not ecc_enabled and not ecc_counts, f"gpu {i}: ECC not supported, yet exported"
+        else:
+            current, pending = g["ecc_mode"]
+            assert value(samples, "nvidia_gpu_ecc_enabled", i, state="current") == current
+            assert value(samples, "nvidia_gpu_ecc_enabled", i, state="pending") == pending
+            for key, count in g["ecc"].items():
+                err, scope = key.split("/")
+                got = value(
+                    samples, "nvidia_gpu_ecc_errors_total", i, error=err, scope=scope, location="all"
+                )
+                assert got == count, f"gpu {i} ecc {key}"
+
+        mig_enabled = series(samples, "nvidia_gpu_mig_enabled", i)
+        if g["mig_mode"] is None:
+            assert not mig_enabled, f"gpu {i}: MIG not supported, yet exported"
+        else:
+            current, pending = g["mig_mode"]
+            assert value(samples, "nvidia_gpu_mig_enabled", i, state="current") == current
+            assert value(samples, "nvidia_gpu_mig_enabled", i, state="pending") == pending
+        exported_mig = sorted(
+            [s.labels["gpu_instance"], s.labels["compute_instance"], s.labels["mig_uuid"]]
+            for s in series(samples, "nvidia_gpu_mig_info", i)
+        )
+        assert exported_mig == sorted(g["mig"]), f"gpu {i} MIG devices"
