@@ -115,6 +115,7 @@ VALUE_SETS = {
         "podAnnotations": {"example.com/team": "gpu"},
         "serviceMonitor": {
             "labels": {"release": "kube-prometheus-stack"},
+            "tlsConfig": {"ca": {"secret": {"name": "nvml-exporter-ca", "key": "ca.crt"}}, "serverName": "nvml-exporter"},
             "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_host_ip"], "targetLabel": "host_ip"}],
             "metricRelabelings": [{"sourceLabels": ["__name__"], "regex": "go_.*", "action": "drop"}],
         },
@@ -208,6 +209,7 @@ def test_options_reach_the_pod():
     assert container["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
     assert {"name": "web-config", "secret": {"secretName": "nvml-exporter-web"}} in pod["volumes"]
     assert objects["ServiceMonitor"]["spec"]["endpoints"][0]["scheme"] == "https"
+    assert objects["ServiceMonitor"]["spec"]["endpoints"][0]["tlsConfig"]["serverName"] == "nvml-exporter"
     assert objects["ServiceMonitor"]["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert objects["ConfigMap"]["metadata"]["namespace"] == "grafana"
 
@@ -229,6 +231,13 @@ def test_service_and_servicemonitor_select_the_daemonset_pods():
     port_names = {p["name"] for p in service["spec"]["ports"]}
     assert objects["ServiceMonitor"]["spec"]["endpoints"][0]["port"] in port_names
     assert objects["ServiceMonitor"]["spec"]["namespaceSelector"]["matchNames"] == ["monitoring"]
+
+
+def test_targets_are_named_after_their_node():
+    endpoint = by_kind(render())["ServiceMonitor"]["spec"]["endpoints"][0]
+    targets = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
+    assert targets["instance"] == ["__meta_kubernetes_pod_node_name"]
+    assert targets["node"] == ["__meta_kubernetes_pod_node_name"]
 
 
 def alert_rule_groups() -> list[dict]:
