@@ -179,6 +179,7 @@ mod tests {
             ready: true,
             driver: None,
             gpus: vec![gpu(Some(GpuReadings::default()))],
+            kubernetes: None,
         };
         assert_eq!(
             text(&s, FamilySet::all()),
