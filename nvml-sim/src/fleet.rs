@@ -264,8 +264,8 @@ impl Gpu {
             let loads: Vec<f64> = mig.iter().map(|m| m.load).collect();
             gpu.set_mig_layout(&names, &loads)
                 .expect("scenario validated the layout");
-            gpu.mig_pending = true;
         }
+        gpu.mig_pending = spec.mig_pending.unwrap_or(spec.mig.is_some());
         for p in &spec.processes {
             let pid = p.pid.unwrap_or_else(|| {
                 *next_pid += 1;
