@@ -470,7 +470,7 @@ fn build_snapshot(
         slot.report_hang(stuck_call.as_ref(), deadline);
         let (health, readings) = if stuck_call.is_some() {
             (Health::Hung, None)
-        } else if !nvml_up {
+        } else if !nvml_up || device_count.is_some_and(|n| slot.index >= n) {
             (
                 if st.health.is_some() {
                     Health::Failing
@@ -567,7 +567,9 @@ fn run_worker(
     };
     let mut sampler = GpuSampler::new(nvml_ref, device, index, families, &slot.tracker);
     sampler.calls.errors = lock(&slot.state).errors.clone();
-    let mut identity_known = lock(&slot.state).uuid.is_some();
+    // Read again after every (re-)initialization: a driver reload may have
+    // renumbered the GPUs.
+    let mut identity_known = false;
     let mut was_lost = lock(&slot.state).health == Some(Health::Lost);
 
     while !generation.stop.is_stopped() {
@@ -577,6 +579,13 @@ fn run_worker(
             let (uuid, identity) = sampler.identity();
             let mut st = lock(&slot.state);
             if let Some(u) = uuid {
+                if st.uuid.as_ref().is_some_and(|old| *old != u) {
+                    tracing::warn!(gpu = index, old = st.uuid.as_deref().unwrap_or(""), new = %u,
+                        "a different GPU now has this index; its counts start afresh");
+                    st.xids.clear();
+                    st.errors = ErrorBook::default();
+                    sampler.calls.errors = ErrorBook::default();
+                }
                 st.uuid = Some(u);
                 st.identity = identity;
                 identity_known = true;
