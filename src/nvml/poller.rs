@@ -529,6 +529,7 @@ fn build_snapshot(
         ready,
         driver,
         gpus,
+        kubernetes: None,
     }
 }
 
