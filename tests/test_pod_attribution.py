@@ -9,7 +9,9 @@ query the docs give.
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from promstack import Exporter, Prometheus, http_get, wait_until  # noqa: E402
 
 REFRESH = "300ms"
 METRICS_DOC = HERE.parent / "docs" / "metrics.md"
+DASHBOARD = HERE.parent / "dashboards" / "kubernetes.json"
 
 
 def scrape(exporter: Exporter) -> dict[str, list]:
@@ -141,13 +144,15 @@ def test_pods_whole_shared_and_mig_come_and_go(fleet):
     assert len(samples(metrics, "nvidia_gpu_up")) == 8
 
 
-def test_sum_by_namespace_in_prometheus(fleet, tmp_path):
+def test_sum_by_namespace_and_the_kubernetes_dashboard_in_prometheus(fleet, tmp_path):
     exporter, kubelet = fleet
-    gpus, _ = identities(scrape(exporter))
+    gpus, migs = identities(scrape(exporter))
+    mig = next(m for m in migs if m["gpu"] == "1")
     kubelet.set_pods([
         Pod("ml", "trainer-0", "main", "nvidia.com/gpu", [gpus["2"]]),
         Pod("ml", "notebook-a", "jupyter", "nvidia.com/gpu", [f"{gpus['3']}::0"]),
         Pod("research", "notebook-b", "jupyter", "nvidia.com/gpu", [f"{gpus['3']}::1"]),
+        Pod("infer", "server-0", "triton", f"nvidia.com/mig-{mig['profile']}", [mig["mig_uuid"]]),
     ])
     kubelet.start()
     wait_until(lambda: len(samples(scrape(exporter), "nvidia_gpu_pod_share_ratio")) == 3, 15,
@@ -165,5 +170,19 @@ def test_sum_by_namespace_in_prometheus(fleet, tmp_path):
         # ml holds GPU 2 alone and half of GPU 3; research the other half.
         assert by_namespace["ml"] == pytest.approx(total["2"] + total["3"] / 2)
         assert by_namespace["research"] == pytest.approx(total["3"] / 2)
+
+        # Every panel of the Kubernetes dashboard answers, with Grafana's
+        # variables as "All" and a range that holds a few scrapes.
+        time.sleep(4)
+        dashboard = json.loads((DASHBOARD).read_text())
+        empty = []
+        for panel in dashboard["panels"]:
+            for t in panel.get("targets", []):
+                expr = (t["expr"].replace("$__range", "10s").replace("$__rate_interval", "4s")
+                        .replace("$job", "nvml").replace("$instance", ".*")
+                        .replace("$gpu", ".*").replace("$namespace", ".*"))
+                if not prometheus.query(expr):
+                    empty.append(f"{panel['title']} / {t['refId']}: {expr}")
+        assert not empty, "Kubernetes dashboard panels without data:\n" + "\n".join(empty)
     finally:
         prometheus.stop()
