@@ -104,6 +104,7 @@ def validate_monitoring(objects: list[dict], tmp_path: Path) -> subprocess.Compl
 # Value sets that exercise every branch of the templates.
 VALUE_SETS = {
     "defaults": None,
+    "pod-attribution": {"podAttribution": {"enabled": True}},
     "everything-on": {
         "runtimeClassName": "nvidia",
         "priorityClassName": "system-node-critical",
@@ -212,6 +213,22 @@ def test_options_reach_the_pod():
     assert objects["ServiceMonitor"]["spec"]["endpoints"][0]["tlsConfig"]["serverName"] == "nvml-exporter"
     assert objects["ServiceMonitor"]["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert objects["ConfigMap"]["metadata"]["namespace"] == "grafana"
+
+
+def test_pod_attribution_mounts_only_the_kubelet_socket_read_only():
+    pod = by_kind(render(VALUE_SETS["pod-attribution"]))["DaemonSet"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["NVML_EXPORTER_KUBERNETES_POD_RESOURCES_SOCKET"] == "/var/lib/kubelet/pod-resources/kubelet.sock"
+    assert {"name": "pod-resources", "hostPath": {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"}} \
+        in pod["volumes"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "pod-resources")
+    assert mount == {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True}
+    # Root for the socket, and nothing else: no capability, no escalation.
+    assert pod["securityContext"]["runAsUser"] == 0
+    sc = container["securityContext"]
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
 
 
 def test_disabled_parts_are_not_rendered():

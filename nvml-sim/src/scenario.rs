@@ -34,6 +34,8 @@ pub struct GpuSpec {
     pub processes: Vec<ProcSpec>,
     pub display: bool,
     pub persistence: bool,
+    /// MIG mode after the next GPU reset (`nvidia-smi -mig`); defaults to the current mode.
+    pub mig_pending: Option<bool>,
 }
 
 #[derive(Debug, Clone)]
@@ -96,6 +98,7 @@ struct RawGpu {
     #[serde(default)]
     display: bool,
     persistence: Option<bool>,
+    mig_pending: Option<bool>,
 }
 
 fn one() -> usize {
@@ -156,6 +159,10 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
         .unwrap_or("scenario");
     parse(&text, name_or_path, stem)
 }
+
+/// More GPUs than any node holds (NVML indexes them in 32 bits, but a
+/// scenario asking for billions would exhaust memory building them).
+pub const MAX_GPUS: usize = 64;
 
 pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
     let err = |offset: Option<usize>, message: String| ScenarioError {
@@ -269,10 +276,25 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                 mig_instance: p.mig_instance,
             });
         }
+        if g.mig_pending.is_some() && !model.mig_capable() {
+            return Err(err(
+                Some(at),
+                format!("{} does not support MIG (mig_pending)", model.name),
+            ));
+        }
         if g.display && !model.display_capable {
             return Err(err(
                 Some(at),
                 format!("{} has no display output", model.name),
+            ));
+        }
+        if gpus.len().saturating_add(g.count) > MAX_GPUS {
+            return Err(err(
+                Some(at),
+                format!(
+                    "count {} makes more than {MAX_GPUS} GPUs, more than any node holds",
+                    g.count
+                ),
             ));
         }
         for _ in 0..g.count {
@@ -283,6 +305,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                 processes: processes.clone(),
                 display: g.display,
                 persistence: g.persistence.unwrap_or(!model.display_capable),
+                mig_pending: g.mig_pending,
             });
         }
     }

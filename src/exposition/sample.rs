@@ -21,6 +21,9 @@ impl LabelValue<'_> {
     fn natural_cmp(&self, other: &Self) -> Ordering {
         match (self, other) {
             (LabelValue::Uint(a), LabelValue::Uint(b)) => a.cmp(b),
+            // Most strings compared are the same one (a GPU's uuid on
+            // each of its series): skip the byte comparison then.
+            (LabelValue::Str(a), LabelValue::Str(b)) if std::ptr::eq(*a, *b) => Ordering::Equal,
             (LabelValue::Str(a), LabelValue::Str(b)) => a.cmp(b),
             (LabelValue::Uint(_), LabelValue::Str(_)) => Ordering::Less,
             (LabelValue::Str(_), LabelValue::Uint(_)) => Ordering::Greater,
@@ -137,6 +140,11 @@ impl<'a> SampleSink<'a> {
         self.samples.is_empty()
     }
 
+    /// Drops the samples whose value fails `keep`.
+    pub fn retain_values(&mut self, mut keep: impl FnMut(Value) -> bool) {
+        self.samples.retain(|s| keep(s.value));
+    }
+
     /// Forgets the samples but keeps the memory for the next family.
     pub fn clear(&mut self) {
         self.labels.clear();
@@ -159,7 +167,10 @@ impl<'a> SampleSink<'a> {
             .windows(2)
             .all(|w| cmp_labels(key(w[0]), key(w[1])) != Ordering::Greater);
         if !sorted {
-            self.order.sort_by(|&a, &b| cmp_labels(key(a), key(b)));
+            // Equal keys would be duplicate series, a collector bug: stability
+            // buys nothing.
+            self.order
+                .sort_unstable_by(|&a, &b| cmp_labels(key(a), key(b)));
         }
         for &i in &self.order {
             f(key(i), samples[i as usize].value);
@@ -172,7 +183,12 @@ fn cmp_labels(
     b: &[(&'static str, LabelValue<'_>)],
 ) -> Ordering {
     for ((an, av), (bn, bv)) in a.iter().zip(b) {
-        let o = an.cmp(bn).then_with(|| av.natural_cmp(bv));
+        let names = if std::ptr::eq(*an, *bn) {
+            Ordering::Equal
+        } else {
+            an.cmp(bn)
+        };
+        let o = names.then_with(|| av.natural_cmp(bv));
         if o != Ordering::Equal {
             return o;
         }
@@ -275,6 +291,16 @@ mod tests {
             collect(&mut sink),
             ["xid=79 Uint(2)", "xid=79,gpu_instance=3 Uint(1)"]
         );
+    }
+
+    #[test]
+    fn retain_values_drops_samples_and_keeps_labels_of_the_rest() {
+        let mut sink = SampleSink::new();
+        sink.sample().label("a", "x").set(f64::NAN);
+        sink.sample().label("a", "y").set(2u64);
+        sink.sample().label("a", "z").set(-1.0);
+        sink.retain_values(|v| !matches!(v, Value::Float(f) if f.is_nan() || f < 0.0));
+        assert_eq!(collect(&mut sink), ["a=y Uint(2)"]);
     }
 
     #[test]
