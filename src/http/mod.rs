@@ -315,3 +315,18 @@ fn source_is_io(e: &hyper::Error) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::LogOnce;
+
+    #[test]
+    fn log_once_per_streak() {
+        let mut l = LogOnce::default();
+        assert!(l.first());
+        assert!(!l.first());
+        assert!(!l.first());
+        l.reset();
+        assert!(l.first());
+    }
+}
