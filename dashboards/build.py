@@ -268,7 +268,8 @@ def variables() -> list[dict]:
     ]
 
 
-def dashboard(uid: str, title: str, description: str, layout: Layout) -> dict:
+def dashboard(uid: str, title: str, description: str, layout: Layout,
+              extra_variables: tuple = ()) -> dict:
     return {
         "annotations": {"list": [{
             "builtIn": 1,
@@ -300,7 +301,7 @@ def dashboard(uid: str, title: str, description: str, layout: Layout) -> dict:
         "refresh": "30s",
         "schemaVersion": SCHEMA_VERSION,
         "tags": TAGS,
-        "templating": {"list": variables()},
+        "templating": {"list": variables() + list(extra_variables)},
         "time": {"from": "now-6h", "to": "now"},
         "timepicker": {},
         "timezone": "",
@@ -750,10 +751,94 @@ def mig() -> dict:
                      "MIG layout, per-instance memory and activity. From nvml-exporter.", L)
 
 
+# --------------------------------------------------------------------------
+# Kubernetes: GPUs by namespace and pod (nvml-exporter --kubernetes)
+# --------------------------------------------------------------------------
+
+POD_SEL = SEL + ', namespace=~"$namespace"'
+# Joins a per-GPU series onto the pods that hold the GPU, weighted by each
+# holder's share, so a GPU time-sliced between N pods is split N ways.
+WHOLE = "* on (job, instance, gpu, uuid) group_right nvidia_gpu_pod_share_ratio{{{sel}}}"
+PER_MIG = ("* on (job, instance, gpu, uuid, gpu_instance) group_right "
+           "nvidia_gpu_mig_pod_share_ratio{{{sel}}}")
+K8S_NOTE = """Needs `nvml-exporter --kubernetes` (Helm: `podAttribution.enabled=true`): the exporter
+asks the kubelet which container holds each GPU and MIG device and publishes
+`nvidia_gpu_pod_share_ratio` (whole GPUs) and `nvidia_gpu_mig_pod_share_ratio` (MIG devices),
+1 for a device held alone, 1/N when N containers share it. Every panel here multiplies a GPU
+series by that share, so a time-sliced GPU is split between its holders, never counted twice."""
+
+
+def kubernetes() -> dict:
+    L = Layout()
+    L.add(text("About this dashboard", "Where pod attribution comes from.", K8S_NOTE), 12, 6)
+    L.add(stat("GPUs held by pods", "Whole GPUs that at least one container in scope holds.",
+               "short", targets((f"count(count by (instance, gpu) "
+                                 f"(nvidia_gpu_pod_share_ratio{{{POD_SEL}}}))", "GPUs"))), 4, 6)
+    L.add(stat("Pods holding GPUs", "Pods in scope holding a whole GPU or a MIG device.", "short",
+               targets((f"count(count by (namespace, pod) (nvidia_gpu_pod_share_ratio{{{POD_SEL}}} "
+                        f"or nvidia_gpu_mig_pod_share_ratio{{{POD_SEL}}}))", "pods"))), 4, 6)
+    L.add(stat("Kubelet reachable", "Exporters whose last call to the kubelet's pod-resources "
+               "API failed show red.", "short",
+               targets((f"min(nvml_exporter_kubernetes_up{{{NODE}}})", "up")),
+               thresholds((None, "red"), (1, "green")),
+               mappings=value_map([(0, "unreachable", "red"), (1, "reachable", "green")])), 4, 6)
+
+    L.row("By namespace")
+    L.add(timeseries("Power by namespace", "GPU power drawn on behalf of each namespace.",
+                     "watt", targets((f"sum by (namespace) (nvidia_gpu_power_usage_watts{{{SEL}}} "
+                                      + WHOLE.format(sel=POD_SEL) + ")", "{{namespace}}")),
+                     0, stack=True), 12, 8)
+    L.add(timeseries("GPU memory used by namespace", "Frame buffer in use on the GPUs each "
+                     "namespace holds, whole GPUs and MIG instances together.", "bytes",
+                     targets((f"sum by (namespace) (nvidia_gpu_memory_used_bytes{{{SEL}}} "
+                              + WHOLE.format(sel=POD_SEL) + ")", "{{namespace}} (whole GPUs)", {}),
+                             (f"sum by (namespace) (nvidia_gpu_mig_memory_used_bytes{{{SEL}}} "
+                              + PER_MIG.format(sel=POD_SEL) + ")", "{{namespace}} (MIG)", {})),
+                     0, stack=True), 12, 8)
+    L.add(timeseries("GPU utilization by namespace", "Busy GPU-equivalents per namespace: the sum "
+                     "of each held GPU's utilization times the namespace's share of it: one "
+                     "GPU fully busy, shown as 100%.", "percentunit",
+                     targets((f'sum by (namespace) (nvidia_gpu_utilization_ratio{{{SEL}, engine="gpu"}} '
+                              + WHOLE.format(sel=POD_SEL) + ")", "{{namespace}}")), 0), 12, 8)
+    L.add(bargauge("Energy by namespace", "Energy drawn on behalf of each namespace over the "
+                   "dashboard's time range.", "joule",
+                   targets((f"sum by (namespace) (increase(nvidia_gpu_energy_joules_total{{{SEL}}}"
+                            f"[$__range]) " + WHOLE.format(sel=POD_SEL) + ")", "{{namespace}}",
+                            {"instant": True})), minv=0), 12, 8)
+
+    L.row("Pods")
+    L.add(table("Pods on whole GPUs", "Each container holding a whole GPU, with its share (1 when "
+                "held alone).", "percentunit",
+                [target(f"nvidia_gpu_pod_share_ratio{{{POD_SEL}}}", "", instant=True, table=True)],
+                transformations=[{"id": "organize", "options": {
+                    "excludeByName": {"Time": True, "__name__": True, "job": True},
+                    "indexByName": {"namespace": 0, "pod": 1, "container": 2, "instance": 3,
+                                    "gpu": 4, "uuid": 5, "Value": 6},
+                    "renameByName": {"Value": "share"}}}],
+                overrides=[override("gpu", {"links": DETAIL_LINK_TABLE})]), 12, 9)
+    L.add(table("Pods on MIG devices", "Each container holding a MIG device: the GPU, GPU "
+                "instance and compute instance it runs on, and its share of the instance.", "percentunit",
+                [target(f"nvidia_gpu_mig_pod_share_ratio{{{POD_SEL}}}", "", instant=True,
+                        table=True)],
+                transformations=[{"id": "organize", "options": {
+                    "excludeByName": {"Time": True, "__name__": True, "job": True},
+                    "indexByName": {"namespace": 0, "pod": 1, "container": 2, "instance": 3,
+                                    "gpu": 4, "gpu_instance": 5, "compute_instance": 6,
+                                    "Value": 7},
+                    "renameByName": {"Value": "share"}}}]), 12, 9)
+    namespace = query_var("namespace", "Namespace",
+                          'label_values(nvidia_gpu_pod_share_ratio{job=~"$job", '
+                          'instance=~"$instance"}, namespace)')
+    return dashboard("nvml-kubernetes", "NVIDIA GPUs by Kubernetes namespace",
+                     "GPU power, memory, utilization and energy by namespace and pod, from "
+                     "nvml-exporter's pod attribution.", L, (namespace,))
+
+
 DASHBOARDS = {
     "fleet-overview.json": fleet_overview,
     "gpu-detail.json": gpu_detail,
     "mig.json": mig,
+    "kubernetes.json": kubernetes,
 }
 
 

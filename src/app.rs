@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use crate::cli::{Config, Library, ListenAddress};
 use crate::exposition::{self, BuildInfo, RenderContext};
 use crate::http::{self, Published, Router, ServerConfig};
+use crate::kubernetes::Attribution;
 use crate::logging;
 use crate::nvml::{self, LibrarySource, PollerConfig};
 use crate::snapshot::Snapshot;
@@ -102,6 +103,11 @@ async fn serve_until_signal(config: Config) -> Result<nvml::Poller, AppError> {
     })?;
 
     let latest: Arc<ArcSwapOption<Published>> = Arc::new(ArcSwapOption::empty());
+    let (stop_tx, stop_rx) = watch::channel(());
+    let attribution = config.kubernetes.clone().map(Attribution::new);
+    if let Some(a) = &attribution {
+        tokio::spawn(a.clone().run(stop_rx.clone()));
+    }
     let poller = nvml::start(
         PollerConfig {
             library: library_source(&config.library),
@@ -109,7 +115,7 @@ async fn serve_until_signal(config: Config) -> Result<nvml::Poller, AppError> {
             stuck_deadline: config.stuck_deadline,
             families: config.families.clone(),
         },
-        publisher(&config, latest.clone()),
+        publisher(&config, latest.clone(), attribution),
     )?;
 
     let router = Arc::new(Router::new(
@@ -117,7 +123,6 @@ async fn serve_until_signal(config: Config) -> Result<nvml::Poller, AppError> {
         latest,
         config.max_requests,
     ));
-    let (stop_tx, stop_rx) = watch::channel(());
     let server = tokio::spawn(http::serve(
         listener,
         router,
@@ -200,6 +205,7 @@ fn library_source(library: &Library) -> LibrarySource {
 fn publisher(
     config: &Config,
     latest: Arc<ArcSwapOption<Published>>,
+    attribution: Option<Arc<Attribution>>,
 ) -> Arc<dyn Fn(Arc<Snapshot>) + Send + Sync> {
     let ctx = RenderContext {
         families: config.families.clone(),
@@ -207,6 +213,12 @@ fn publisher(
     };
     let was_ready = AtomicBool::new(false);
     Arc::new(move |snapshot: Arc<Snapshot>| {
+        // Attribution joins here, after sampling and before encoding, so
+        // neither the sampler nor a scrape ever waits on the kubelet.
+        let snapshot = match &attribution {
+            Some(a) => Arc::new(a.apply(&snapshot)),
+            None => snapshot,
+        };
         let exposition = exposition::render(&snapshot, &ctx);
         latest.store(Some(Arc::new(Published {
             exposition: Arc::new(exposition),

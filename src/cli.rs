@@ -17,6 +17,7 @@ use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, ValueEnum};
 
 use crate::family::{Family, FamilySet};
+use crate::kubernetes::{self, AttributionConfig};
 
 /// The default port. 9400 belongs to dcgm-exporter and 9835 to
 /// nvidia_gpu_exporter; 9445 is free in the Prometheus default port
@@ -160,6 +161,43 @@ struct Flags {
     )]
     health_without_auth: bool,
 
+    /// Attribute GPUs and MIG devices to Kubernetes pods through the
+    /// kubelet's pod-resources API (adds `nvidia_gpu_pod_share_ratio` and
+    /// `nvidia_gpu_mig_pod_share_ratio`).
+    #[arg(long = "kubernetes", env = "NVML_EXPORTER_KUBERNETES")]
+    kubernetes: bool,
+
+    /// The kubelet's pod-resources socket; setting it turns on
+    /// --kubernetes [default: /var/lib/kubelet/pod-resources/kubelet.sock].
+    #[arg(
+        long = "kubernetes.pod-resources-socket",
+        env = "NVML_EXPORTER_KUBERNETES_POD_RESOURCES_SOCKET",
+        value_name = "PATH"
+    )]
+    pod_resources_socket: Option<PathBuf>,
+
+    /// A further resource name whose devices are GPUs or MIG devices, on top
+    /// of nvidia.com/gpu, nvidia.com/gpu.shared and nvidia.com/mig-*; a
+    /// trailing `*` matches any suffix. Repeatable.
+    #[arg(
+        long = "kubernetes.resource-name",
+        env = "NVML_EXPORTER_KUBERNETES_RESOURCE_NAME",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    resource_names: Vec<String>,
+
+    /// How often pod attribution is refreshed from the kubelet; an ended
+    /// pod's attribution disappears within one refresh.
+    #[arg(
+        long = "kubernetes.refresh-interval",
+        env = "NVML_EXPORTER_KUBERNETES_REFRESH_INTERVAL",
+        default_value = "10s",
+        value_parser = parse_positive_duration,
+        value_name = "DURATION"
+    )]
+    kubernetes_refresh_interval: Duration,
+
     /// Least severe log level written.
     #[arg(
         long = "log.level",
@@ -245,6 +283,8 @@ pub struct Config {
     pub read_header_timeout: Duration,
     pub web_config_file: Option<PathBuf>,
     pub health_without_auth: bool,
+    /// Pod attribution, when `--kubernetes` or its socket is given.
+    pub kubernetes: Option<AttributionConfig>,
     pub log_level: LogLevel,
     pub log_format: LogFormat,
 }
@@ -337,6 +377,19 @@ where
         read_header_timeout: flags.read_header_timeout,
         web_config_file: flags.web_config_file,
         health_without_auth: flags.health_without_auth,
+        kubernetes: (flags.kubernetes || flags.pod_resources_socket.is_some()).then(|| {
+            AttributionConfig {
+                socket: flags
+                    .pod_resources_socket
+                    .unwrap_or_else(|| PathBuf::from(kubernetes::DEFAULT_SOCKET)),
+                resource_names: kubernetes::DEFAULT_RESOURCE_NAMES
+                    .iter()
+                    .map(|s| s.to_string())
+                    .chain(flags.resource_names)
+                    .collect(),
+                refresh_interval: flags.kubernetes_refresh_interval,
+            }
+        }),
         log_level: flags.log_level,
         log_format: flags.log_format,
     })

@@ -57,7 +57,13 @@ pub struct FamilySet(BTreeSet<Family>);
 
 impl FamilySet {
     pub fn defaults() -> Self {
-        FamilySet(Family::ALL.iter().copied().filter(|f| f.enabled_by_default()).collect())
+        FamilySet(
+            Family::ALL
+                .iter()
+                .copied()
+                .filter(|f| f.enabled_by_default())
+                .collect(),
+        )
     }
 
     pub fn all() -> Self {

@@ -11,6 +11,7 @@ pub mod collectors;
 pub mod exposition;
 pub mod family;
 pub mod http;
+pub mod kubernetes;
 pub mod logging;
 pub mod nvml;
 pub mod snapshot;

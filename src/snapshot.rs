@@ -31,6 +31,19 @@ pub struct Snapshot {
     /// or hung stays here (with `health` saying so) so its identity and `up`
     /// series survive.
     pub gpus: Vec<GpuState>,
+    /// Present when pod attribution (`--kubernetes`) is on.
+    pub kubernetes: Option<KubernetesStatus>,
+}
+
+/// How the kubelet's pod-resources API answered lately.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KubernetesStatus {
+    /// The last List call succeeded.
+    pub up: bool,
+    /// Failed List calls since start.
+    pub refresh_errors: u64,
+    /// When the last List call succeeded.
+    pub last_refresh: Option<SystemTime>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

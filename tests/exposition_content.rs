@@ -83,6 +83,9 @@ fn every_gpu_series_has_gpu_and_uuid_and_only_global_ones_lack_them() {
         "nvidia_gpu_driver_info",
         "nvml_exporter_build_info",
         "nvml_exporter_nvml_up",
+        "nvml_exporter_kubernetes_up",
+        "nvml_exporter_kubernetes_refresh_errors_total",
+        "nvml_exporter_kubernetes_last_refresh_timestamp_seconds",
     ];
     for s in &samples {
         if global.contains(&s.name.as_str()) {

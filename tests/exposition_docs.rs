@@ -118,3 +118,35 @@ fn documented_collector_and_source_match_the_registry() {
         "registered metrics and docs/metrics.md differ"
     );
 }
+
+#[test]
+fn documented_label_names_match_the_output() {
+    let ctx = RenderContext {
+        families: FamilySet::all(),
+        ..RenderContext::default()
+    };
+    let (text, _) = encode(&snapshots::fully_populated(), &ctx, snapshots::now());
+    let mut emitted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for line in String::from_utf8(text)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+    {
+        let (name, rest) = line
+            .split_once('{')
+            .unwrap_or((line.split(' ').next().unwrap(), ""));
+        let labels = emitted.entry(name.to_string()).or_default();
+        // Label names are the identifiers just before each `="`.
+        for piece in rest.split("=\"").take_while(|_| !rest.is_empty()) {
+            if let Some(name) = piece.rsplit([',', '{']).next() {
+                if !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+                    labels.insert(name.to_string());
+                }
+            }
+        }
+    }
+    for doc in metrics_doc::documented_families() {
+        let got = emitted.get(&doc.name).cloned().unwrap_or_default();
+        assert_eq!(got, doc.label_names(), "label names of {}", doc.name);
+    }
+}

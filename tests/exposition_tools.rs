@@ -128,6 +128,19 @@ fn openmetrics_output_passes_the_strict_parser() {
             families_in_text,
             "{name}: parser saw a different number of families:\n{out}"
         );
+        let samples_in_text = e
+            .text
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty() && !l.starts_with(b"#"))
+            .count();
+        let parsed: usize = out
+            .lines()
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<usize>().unwrap())
+            .sum();
+        assert_eq!(
+            parsed, samples_in_text,
+            "{name}: parser saw a different number of samples"
+        );
     }
 }
 

@@ -22,13 +22,17 @@ fn dgx_h100_every_family() {
         "all 8 GPUs sampled with GPM activity",
         Duration::from_secs(20),
         |s| {
+            // Whole GPUs need two GPM samples; MIG GPUs two per instance.
             all_up_with_readings(s, 8)
-                && gpu(s, 2)
-                    .and_then(|g| g.readings.as_ref())
-                    .is_some_and(|r| !r.activity.is_empty())
-                && gpu(s, 1)
-                    .and_then(|g| g.readings.as_ref())
-                    .is_some_and(|r| r.mig.iter().all(|gi| !gi.activity.is_empty()))
+                && s.gpus.iter().all(|g| {
+                    g.readings.as_ref().is_some_and(|r| {
+                        if r.mig.is_empty() {
+                            !r.activity.is_empty()
+                        } else {
+                            r.mig.iter().all(|gi| !gi.activity.is_empty())
+                        }
+                    })
+                })
         },
     );
 

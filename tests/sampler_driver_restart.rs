@@ -25,6 +25,7 @@ fn control(socket: &Path, request: &str) {
 
 #[test]
 fn driver_absent_then_present_then_restarted() {
+    let logs = Logs::install();
     let dir = tempfile::tempdir().unwrap();
     let lib = dir.path().join("libnvidia-ml.so.1");
     let socket = dir.path().join("control.sock");
@@ -50,7 +51,16 @@ fn driver_absent_then_present_then_restarted() {
         Duration::from_secs(5),
         |s| !s.nvml_up && !s.ready,
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // Long enough for three attempts (backoff 1 s, then 2 s)...
+    std::thread::sleep(Duration::from_millis(3500));
+    // ...yet one log line says why NVML is down.
+    let why = logs.lines_containing("NVML is unavailable");
+    assert_eq!(why.len(), 1, "{why:#?}");
+    assert!(
+        why[0].contains("libnvidia-ml.so.1"),
+        "names the library: {}",
+        why[0]
+    );
     std::fs::remove_file(&lib).unwrap();
     std::os::unix::fs::symlink(sim_library(), &lib).unwrap();
     let s = snaps.wait_for(
@@ -82,4 +92,10 @@ fn driver_absent_then_present_then_restarted() {
     assert_eq!(s.gpus[0].uuid, uuid);
 
     poller.shutdown(Duration::from_secs(5));
+    assert_eq!(
+        logs.lines_containing("NVML recovered").len(),
+        2,
+        "{}",
+        logs.text()
+    );
 }

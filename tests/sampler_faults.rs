@@ -15,6 +15,7 @@ const SCALE: f64 = 5.0;
 
 #[test]
 fn faults_timeline() {
+    let logs = Logs::install();
     std::env::set_var("NVML_SIM_TIME_SCALE", SCALE.to_string());
     let interval = Duration::from_millis(100);
     let (poller, snaps) = start_sim("faults", interval, Duration::from_secs(1), FamilySet::all());
@@ -165,6 +166,27 @@ fn faults_timeline() {
     poller.shutdown(Duration::from_secs(5));
 
     assert_counters_monotonic(&snaps.all());
+
+    // GPU 2 stayed lost for many polls: the log says so once.
+    let lost = logs.lines_containing("GPU is lost");
+    assert_eq!(lost.len(), 1, "lost GPU logged once: {lost:#?}");
+    assert!(lost[0].contains("gpu=2"), "{}", lost[0]);
+    let hung = logs.lines_containing("GPU is hung");
+    assert_eq!(hung.len(), 1, "hang logged once: {hung:#?}");
+    assert!(hung[0].contains("gpu=3"));
+    assert_eq!(logs.lines_containing("after a hung driver call").len(), 1);
+    // Every failing call is counted, but each (gpu, family, error) logged once.
+    let failures = logs.lines_containing("NVML call failed");
+    let mut distinct = std::collections::HashSet::new();
+    for line in &failures {
+        let key: Vec<&str> = line
+            .split_whitespace()
+            .filter(|w| {
+                w.starts_with("gpu=") || w.starts_with("family=") || w.starts_with("error=")
+            })
+            .collect();
+        assert!(distinct.insert(key.join(" ")), "logged twice: {line}");
+    }
 }
 
 /// Every counter, per GPU and label set, never decreases from one snapshot

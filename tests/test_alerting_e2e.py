@@ -146,6 +146,15 @@ def test_faults_reach_the_receiver_with_the_right_labels(tmp_path):
         assert not healthy, f"healthy GPU 7 raised {[a['labels']['alertname'] for _, a in healthy]}"
         firing7 = prom.query('ALERTS{gpu="7"}')
         assert not firing7, firing7
+    except AssertionError:
+        # Shown by pytest with the failure: what each process said, and what
+        # reached the receiver.
+        for p in (exporter, prom, am):
+            if p:
+                print(f"----- {p.name} log -----\n{p.log()}")
+        for path, alert in receiver.alerts():
+            print(path, alert["status"], alert["labels"])
+        raise
     finally:
         for p in (prom, am, exporter):
             if p:

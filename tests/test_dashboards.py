@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DASH_DIR = ROOT / "dashboards"
-NAMES = ["fleet-overview.json", "gpu-detail.json", "mig.json"]
+NAMES = ["fleet-overview.json", "gpu-detail.json", "mig.json", "kubernetes.json"]
 TESTS_DIR = ROOT / "tests"
 DS_REF = {"type": "prometheus", "uid": "${datasource}"}
 NO_QUERY_TYPES = {"row", "text"}
@@ -127,6 +127,11 @@ def _expected_units(p):
     if any(re.match(r"\s*(count|topk\(\d+,\s*count)", e) for e in exprs):
         return None
     metrics = {m for e in exprs for m in METRIC.findall(e)}
+    # A pod share is a dimensionless weight: a series joined onto it keeps
+    # its own unit (the Kubernetes dashboard's panels).
+    weights = {m for m in metrics if m.endswith("pod_share_ratio")}
+    if metrics - weights:
+        metrics -= weights
     fn = "rate" if all("rate(" in e for e in exprs) else (
         "increase" if all("increase(" in e for e in exprs) else None)
     for suffix, need_fn, units in SUFFIX_UNITS:

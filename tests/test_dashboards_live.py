@@ -86,8 +86,12 @@ def fleet(tmp_path_factory):
         prom = Prometheus(work, {JOB: [e.address for e in exporters]}, interval=SCRAPE)
         prom.wait_ready()
         prom.wait_targets_up(len(exporters))
-        # rate() and increase() over 4s want a few samples of every series.
-        time.sleep(6)
+        # The scenarios' incidents happen a few seconds after start and rate()
+        # wants two samples: give every query a chance to have data (the
+        # tests below then say which have none).
+        deadline = time.monotonic() + 60
+        while run_all(prom, ".*", ".*")[1] and time.monotonic() < deadline:
+            time.sleep(1)
         yield {"prom": prom, "exporters": {e.name: e for e in exporters}}
     finally:
         if prom:
@@ -96,32 +100,36 @@ def fleet(tmp_path_factory):
             e.stop()
 
 
-def test_every_panel_query_returns_data_on_the_fleet(fleet):
-    prom = fleet["prom"]
+def run_all(prom, instance: str, gpu: str):
+    """Runs every dashboard query; returns (rejected, empty) descriptions."""
     empty, broken = [], []
-    count = 0
     for name, title, ref, expr in dashboard_queries():
-        count += 1
-        query = substitute(expr, ".*", ".*")
+        query = substitute(expr, instance, gpu)
         try:
             result = prom.query(query)
         except PromQLError as e:
             broken.append(f"{name} / {title} / {ref}: {e}\n    {query}")
             continue
         if not result:
-            empty.append(f"{name} / {title} / {ref}:\n    {query}")
-    assert count > 60, "too few queries found: did the dashboards change shape?"
+            empty.append((title, f"{name} / {title} / {ref}:\n    {query}"))
+    return broken, empty
+
+
+def test_every_panel_query_returns_data_on_the_fleet(fleet):
+    prom = fleet["prom"]
+    assert len(list(dashboard_queries())) > 60, "too few queries: did the dashboards change shape?"
+    broken, empty = run_all(prom, ".*", ".*")
     assert not broken, "queries Prometheus rejects:\n" + "\n".join(broken)
-    assert not empty, "queries with no data on the simulated fleet:\n" + "\n".join(empty)
+    assert not empty, "queries with no data on the simulated fleet:\n" + "\n".join(
+        e for _, e in empty)
 
 
 def test_panels_on_one_dgx_h100_node(fleet):
     prom = fleet["prom"]
     node = grafana_regex_value(fleet["exporters"]["h100"].address)
-    empty_titles = set()
-    for name, title, ref, expr in dashboard_queries():
-        if not prom.query(substitute(expr, node, ".*")):
-            empty_titles.add(title)
+    broken, empty = run_all(prom, node, ".*")
+    assert not broken, broken
+    empty_titles = {title for title, _ in empty}
     unexpected = empty_titles - set(EMPTY_ON_DGX_H100)
     assert not unexpected, f"panels empty on a dgx-h100 node: {sorted(unexpected)}"
     # The allow-list must not hide panels that work: keep it honest.
@@ -148,3 +156,27 @@ def test_variable_queries_return_values(fleet):
         assert values, f"{name}: variable {var} has no values"
     gpus = prom.api("label/gpu/values", **{"match[]": "nvidia_gpu_info"})
     assert {str(i) for i in range(8)} <= set(gpus)
+
+
+def test_every_metric_the_alert_rules_use_is_exported(fleet):
+    """The rules are unit-tested on synthetic series; this ties their metric
+    names and label values to what the real exporter serves."""
+    import yaml
+
+    prom = fleet["prom"]
+    missing, checked = [], 0
+    for path in sorted((ROOT / "alerts").glob("*.rules.yml")):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                for selector in re.findall(r"\b((?:nvidia_gpu|nvml_exporter)_\w+)(\{[^}]*\})?",
+                                           rule["expr"]):
+                    metric, matchers = selector
+                    # Keep equality matchers on fixed label values (they name
+                    # label values the exporter must spell the same way).
+                    fixed = ",".join(m for m in re.findall(r'\w+="[^"]*"', matchers))
+                    query = f"count({metric}{{{fixed}}})"
+                    checked += 1
+                    if not prom.query(query):
+                        missing.append(f"{rule['alert']}: {metric}{{{fixed}}}")
+    assert checked > 30, checked
+    assert not missing, "rules select series the exporter never serves:\n" + "\n".join(missing)

@@ -104,6 +104,7 @@ def validate_monitoring(objects: list[dict], tmp_path: Path) -> subprocess.Compl
 # Value sets that exercise every branch of the templates.
 VALUE_SETS = {
     "defaults": None,
+    "pod-attribution": {"podAttribution": {"enabled": True}},
     "everything-on": {
         "runtimeClassName": "nvidia",
         "priorityClassName": "system-node-critical",
@@ -115,6 +116,7 @@ VALUE_SETS = {
         "podAnnotations": {"example.com/team": "gpu"},
         "serviceMonitor": {
             "labels": {"release": "kube-prometheus-stack"},
+            "tlsConfig": {"ca": {"secret": {"name": "nvml-exporter-ca", "key": "ca.crt"}}, "serverName": "nvml-exporter"},
             "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_host_ip"], "targetLabel": "host_ip"}],
             "metricRelabelings": [{"sourceLabels": ["__name__"], "regex": "go_.*", "action": "drop"}],
         },
@@ -208,8 +210,25 @@ def test_options_reach_the_pod():
     assert container["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
     assert {"name": "web-config", "secret": {"secretName": "nvml-exporter-web"}} in pod["volumes"]
     assert objects["ServiceMonitor"]["spec"]["endpoints"][0]["scheme"] == "https"
+    assert objects["ServiceMonitor"]["spec"]["endpoints"][0]["tlsConfig"]["serverName"] == "nvml-exporter"
     assert objects["ServiceMonitor"]["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert objects["ConfigMap"]["metadata"]["namespace"] == "grafana"
+
+
+def test_pod_attribution_mounts_only_the_kubelet_socket_read_only():
+    pod = by_kind(render(VALUE_SETS["pod-attribution"]))["DaemonSet"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["NVML_EXPORTER_KUBERNETES_POD_RESOURCES_SOCKET"] == "/var/lib/kubelet/pod-resources/kubelet.sock"
+    assert {"name": "pod-resources", "hostPath": {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"}} \
+        in pod["volumes"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "pod-resources")
+    assert mount == {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True}
+    # Root for the socket, and nothing else: no capability, no escalation.
+    assert pod["securityContext"]["runAsUser"] == 0
+    sc = container["securityContext"]
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
 
 
 def test_disabled_parts_are_not_rendered():
@@ -229,6 +248,13 @@ def test_service_and_servicemonitor_select_the_daemonset_pods():
     port_names = {p["name"] for p in service["spec"]["ports"]}
     assert objects["ServiceMonitor"]["spec"]["endpoints"][0]["port"] in port_names
     assert objects["ServiceMonitor"]["spec"]["namespaceSelector"]["matchNames"] == ["monitoring"]
+
+
+def test_targets_are_named_after_their_node():
+    endpoint = by_kind(render())["ServiceMonitor"]["spec"]["endpoints"][0]
+    targets = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
+    assert targets["instance"] == ["__meta_kubernetes_pod_node_name"]
+    assert targets["node"] == ["__meta_kubernetes_pod_node_name"]
 
 
 def alert_rule_groups() -> list[dict]:

@@ -359,3 +359,60 @@ fn bad_web_config_at_startup_is_a_clear_error_and_non_zero_exit() {
     assert!(!status.success());
     assert!(out.contains("missing.yml"), "{out}");
 }
+
+#[test]
+fn optional_and_unverified_client_certificate_modes() {
+    let pki = Pki::new();
+    let base = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n";
+    // VerifyClientCertIfGiven: none is fine, a good one is fine, a bad one is refused.
+    let e = Exporter::start(
+        &pki.write_config(&format!(
+            "{base}  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: ca.crt\n"
+        )),
+        &[],
+    );
+    metrics_ok(&Client::new(&pki), &e);
+    metrics_ok(&Client::new(&pki).with_cert(&pki, "client"), &e);
+    let rogue = Client::new(&pki).with_cert(&pki, "rogue-client");
+    assert!(rogue.get(e.addr, "/metrics").is_err());
+    drop(e);
+    // RequireAnyClientCert: some certificate is required, any will do.
+    let e = Exporter::start(
+        &pki.write_config(&format!("{base}  client_auth_type: RequireAnyClientCert\n")),
+        &[],
+    );
+    metrics_ok(&Client::new(&pki).with_cert(&pki, "rogue-client"), &e);
+    assert!(Client::new(&pki).get(e.addr, "/metrics").is_err());
+    drop(e);
+    // RequestClientCert: asked for, neither required nor verified.
+    let e = Exporter::start(
+        &pki.write_config(&format!("{base}  client_auth_type: RequestClientCert\n")),
+        &[],
+    );
+    metrics_ok(&Client::new(&pki), &e);
+    metrics_ok(&Client::new(&pki).with_cert(&pki, "rogue-client"), &e);
+}
+
+#[test]
+fn basic_auth_without_tls_and_rate_limit() {
+    // The toolkit allows basic auth over plain HTTP (with a warning here).
+    let pki = Pki::new();
+    let cfg = format!(
+        "basic_auth_users:\n  u: {}\nrate_limit:\n  interval: 1h\n  burst: 3\n",
+        bcrypt_hash("p")
+    );
+    let e = Exporter::start(&pki.write_config(&cfg), &[]);
+    let url = format!("http://{}/-/healthy", e.addr);
+    let status = |args: &[&str]| {
+        let mut all = vec!["-o", "/dev/null", "-w", "%{http_code}"];
+        all.extend_from_slice(args);
+        all.push(&url);
+        curl(&all).1
+    };
+    assert_eq!(status(&[]), "401");
+    assert_eq!(status(&["-u", "u:p"]), "200");
+    assert_eq!(status(&["-u", "u:p"]), "200");
+    // The bucket of 3 is spent: 429 even with the right password.
+    assert_eq!(status(&["-u", "u:p"]), "429");
+    assert!(e.log().contains("clear text"), "{}", e.log());
+}

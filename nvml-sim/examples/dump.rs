@@ -52,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     writeln!(
                         out,
                         "ecc_{ename}_{cname} = {}",
-                        d.total_ecc_errors(err.clone(), ctr)?
+                        d.total_ecc_errors(err, ctr)?
                     )?;
                 }
             }

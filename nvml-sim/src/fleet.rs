@@ -264,8 +264,8 @@ impl Gpu {
             let loads: Vec<f64> = mig.iter().map(|m| m.load).collect();
             gpu.set_mig_layout(&names, &loads)
                 .expect("scenario validated the layout");
-            gpu.mig_pending = true;
         }
+        gpu.mig_pending = spec.mig_pending.unwrap_or(spec.mig.is_some());
         for p in &spec.processes {
             let pid = p.pid.unwrap_or_else(|| {
                 *next_pid += 1;
@@ -358,17 +358,14 @@ impl Gpu {
 
     /// Average utilization of a MIG instance (or the whole GPU) over [t1, t2].
     pub fn avg_util(&self, gi: Option<u32>, t1: f64, t2: f64) -> f64 {
-        let (at, integral): (Box<dyn Fn(f64) -> f64>, Box<dyn Fn(f64) -> f64>) =
-            match gi.and_then(|g| self.instance(g)) {
-                Some(inst) => {
-                    let w = self.instance_wave(inst);
-                    (Box::new(move |t| w.at(t)), Box::new(move |t| w.integral(t)))
-                }
-                None => (
-                    Box::new(|t| self.util(t)),
-                    Box::new(|t| self.util_integral(t)),
-                ),
-            };
+        let wave = gi
+            .and_then(|g| self.instance(g))
+            .map(|i| self.instance_wave(i));
+        let at = |t| wave.map(|w| w.at(t)).unwrap_or_else(|| self.util(t));
+        let integral = |t| {
+            wave.map(|w| w.integral(t))
+                .unwrap_or_else(|| self.util_integral(t))
+        };
         if t2 - t1 < 1e-6 {
             at(t2)
         } else {

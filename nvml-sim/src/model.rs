@@ -104,6 +104,9 @@ pub struct Model {
     pub page_retirement: bool,
     pub row_remapping: bool,
     pub mig_profiles: &'static [MigProfile],
+    /// Profile pairs that cannot coexist on one GPU although slices would
+    /// allow it (MIG user guide, A100 40GB: 4g.20gb + 3g.20gb is not a valid layout).
+    pub mig_exclusions: &'static [(&'static str, &'static str)],
     pub gpm: bool,
     pub display_capable: bool,
     pub sm_count: u32,
@@ -319,7 +322,86 @@ pub static A100_80GB_PROFILES: [MigProfile; 6] = [
     ),
 ];
 
-pub static MODELS: [Model; 4] = [
+/// A100 40GB profile table (MIG user guide, "A100 MIG Profiles").
+pub static A100_40GB_PROFILES: [MigProfile; 5] = [
+    profile!(
+        "1g.5gb",
+        sys::NVML_GPU_INSTANCE_PROFILE_1_SLICE,
+        19,
+        1,
+        1,
+        7,
+        &[0, 1, 2, 3, 4, 5, 6],
+        4864,
+        14,
+        1,
+        0,
+        0,
+        0
+    ),
+    profile!(
+        "2g.10gb",
+        sys::NVML_GPU_INSTANCE_PROFILE_2_SLICE,
+        14,
+        2,
+        2,
+        3,
+        &[0, 2, 4],
+        9856,
+        28,
+        2,
+        1,
+        0,
+        0
+    ),
+    profile!(
+        "3g.20gb",
+        sys::NVML_GPU_INSTANCE_PROFILE_3_SLICE,
+        9,
+        3,
+        4,
+        2,
+        &[0, 4],
+        19968,
+        42,
+        3,
+        2,
+        0,
+        0
+    ),
+    profile!(
+        "4g.20gb",
+        sys::NVML_GPU_INSTANCE_PROFILE_4_SLICE,
+        5,
+        4,
+        4,
+        1,
+        &[0],
+        19968,
+        56,
+        4,
+        2,
+        0,
+        0
+    ),
+    profile!(
+        "7g.40gb",
+        sys::NVML_GPU_INSTANCE_PROFILE_7_SLICE,
+        0,
+        7,
+        8,
+        1,
+        &[0],
+        40192,
+        98,
+        7,
+        5,
+        1,
+        1
+    ),
+];
+
+pub static MODELS: [Model; 5] = [
     Model {
         key: "h100-sxm5-80gb",
         name: "NVIDIA H100 80GB HBM3",
@@ -358,6 +440,7 @@ pub static MODELS: [Model; 4] = [
         page_retirement: false,
         row_remapping: true,
         mig_profiles: &H100_80GB_PROFILES,
+        mig_exclusions: &[],
         gpm: true,
         display_capable: false,
         sm_count: 132,
@@ -401,6 +484,51 @@ pub static MODELS: [Model; 4] = [
         page_retirement: false,
         row_remapping: true,
         mig_profiles: &A100_80GB_PROFILES,
+        mig_exclusions: &[],
+        gpm: false,
+        display_capable: false,
+        sm_count: 108,
+        encoders: false,
+    },
+    Model {
+        key: "a100-sxm4-40gb",
+        name: "NVIDIA A100-SXM4-40GB",
+        brand: sys::nvmlBrandType_enum_NVML_BRAND_NVIDIA,
+        arch: sys::NVML_DEVICE_ARCH_AMPERE,
+        cuda_cc: (8, 0),
+        pci_device_id: 0x20B0_10DE,
+        pci_subsystem_id: 0x134F_10DE,
+        board_part: "692-2G506-0200-006",
+        vbios: "92.00.19.00.10",
+        memory_mib: 40960,
+        reserved_mib: 423,
+        bar1_mib: 65536,
+        power_default_mw: 400_000,
+        power_min_mw: 100_000,
+        power_max_mw: 400_000,
+        power_idle_mw: 55_000,
+        max_graphics_mhz: 1410,
+        max_sm_mhz: 1410,
+        max_mem_mhz: 1215,
+        max_video_mhz: 1290,
+        busy_graphics_mhz: 1410,
+        idle_graphics_mhz: 210,
+        idle_mem_mhz: 1215,
+        idle_video_mhz: 585,
+        temp_shutdown: 92,
+        temp_slowdown: 89,
+        temp_gpu_max: 87,
+        temp_mem_max: Some(95),
+        fans: 0,
+        pcie_gen: 4,
+        pcie_width: 16,
+        nvlinks: 12,
+        nvlink_mbps: 50000,
+        ecc: true,
+        page_retirement: false,
+        row_remapping: true,
+        mig_profiles: &A100_40GB_PROFILES,
+        mig_exclusions: &[("4g.20gb", "3g.20gb")],
         gpm: false,
         display_capable: false,
         sm_count: 108,
@@ -444,6 +572,7 @@ pub static MODELS: [Model; 4] = [
         page_retirement: false,
         row_remapping: false,
         mig_profiles: &[],
+        mig_exclusions: &[],
         gpm: false,
         display_capable: true,
         sm_count: 128,
@@ -487,6 +616,7 @@ pub static MODELS: [Model; 4] = [
         page_retirement: true,
         row_remapping: false,
         mig_profiles: &[],
+        mig_exclusions: &[],
         gpm: false,
         display_capable: false,
         sm_count: 80,
@@ -520,6 +650,10 @@ impl Model {
     }
 }
 
+fn placed_names(placed: &[(&'static MigProfile, u32)]) -> Vec<&'static str> {
+    placed.iter().map(|(p, _)| p.name).collect()
+}
+
 /// Chooses placements for a list of profiles the way `nvidia-smi mig -cgi`
 /// does when no placement is given: first free start, in list order.
 /// Errors name the profile that does not fit.
@@ -543,6 +677,15 @@ pub fn place_layout(
                 )
             }
         })?;
+        if let Some((a, b)) = model.mig_exclusions.iter().find(|(a, b)| {
+            (profile.name == *a && placed_names(&out).contains(b))
+                || (profile.name == *b && placed_names(&out).contains(a))
+        }) {
+            return Err(format!(
+                "MIG profiles `{a}` and `{b}` cannot share a {} (not a valid MIG layout)",
+                model.name
+            ));
+        }
         if used_slices + profile.slices > 7 {
             return Err(format!(
                 "MIG profile `{name}` does not fit: compute slices exhausted (7 per GPU)"

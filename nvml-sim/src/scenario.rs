@@ -34,6 +34,8 @@ pub struct GpuSpec {
     pub processes: Vec<ProcSpec>,
     pub display: bool,
     pub persistence: bool,
+    /// MIG mode after the next GPU reset (`nvidia-smi -mig`); defaults to the current mode.
+    pub mig_pending: Option<bool>,
 }
 
 #[derive(Debug, Clone)]
@@ -96,6 +98,7 @@ struct RawGpu {
     #[serde(default)]
     display: bool,
     persistence: Option<bool>,
+    mig_pending: Option<bool>,
 }
 
 fn one() -> usize {
@@ -269,6 +272,12 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                 mig_instance: p.mig_instance,
             });
         }
+        if g.mig_pending.is_some() && !model.mig_capable() {
+            return Err(err(
+                Some(at),
+                format!("{} does not support MIG (mig_pending)", model.name),
+            ));
+        }
         if g.display && !model.display_capable {
             return Err(err(
                 Some(at),
@@ -283,6 +292,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                 processes: processes.clone(),
                 display: g.display,
                 persistence: g.persistence.unwrap_or(!model.display_capable),
+                mig_pending: g.mig_pending,
             });
         }
     }

@@ -18,6 +18,7 @@ processes = [{ name = "legacy-job", memory_mib = 8000 }]
 [[gpu]]
 model = "a100-sxm4-80gb"
 mig = [{ profile = "7g.80gb", load = 50 }]
+mig_pending = false
 processes = [{ pid = 5150, name = "big", memory_mib = 70000, mig_instance = 0 }]
 
 [[timeline]]
@@ -65,6 +66,12 @@ fn hand_written_scenario() {
     assert_ne!(p0[0].pid, p1[0].pid);
     // The A100's single 7g.80gb instance holds the process and fits the GPU.
     let a = nvml.device_by_index(2).unwrap();
+    let mode = a.mig_mode().unwrap();
+    assert_eq!(
+        (mode.current, mode.pending),
+        (1, 0),
+        "MIG is switched off at the next reset"
+    );
     let m = a.mig_device_by_index(0).unwrap();
     assert_eq!(m.name().unwrap(), "NVIDIA A100-SXM4-80GB MIG 7g.80gb");
     let mem = m.memory_info().unwrap();

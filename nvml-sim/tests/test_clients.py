@@ -27,12 +27,13 @@ DUMP = TARGET / "examples" / "dump"
 @pytest.fixture(scope="session")
 def libdir(tmp_path_factory):
     """A directory holding `libnvidia-ml.so.1 -> libnvml_sim.so`."""
-    if not (LIB.exists() and CLI.exists() and DUMP.exists()):
-        subprocess.run(
-            ["cargo", "build", "-p", "nvml-sim", "--lib", "--bins", "--examples"],
-            cwd=ROOT,
-            check=True,
-        )
+    # A no-op when `cargo build --workspace --all-targets` ran first (scripts/test);
+    # otherwise it makes sure the library under test is current.
+    subprocess.run(
+        ["cargo", "build", "-q", "-p", "nvml-sim", "--lib", "--bins", "--examples"],
+        cwd=ROOT,
+        check=True,
+    )
     d = tmp_path_factory.mktemp("nvml-lib")
     (d / "libnvidia-ml.so.1").symlink_to(LIB)
     return d

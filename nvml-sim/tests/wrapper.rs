@@ -133,15 +133,11 @@ fn ecc_and_rows() {
     let d = nvml.device_by_index(3).unwrap();
     assert!(d.is_ecc_enabled().unwrap().currently_enabled);
     for err in [MemoryError::Corrected, MemoryError::Uncorrected] {
-        let vol = d
-            .total_ecc_errors(err.clone(), EccCounter::Volatile)
-            .unwrap();
-        let agg = d
-            .total_ecc_errors(err.clone(), EccCounter::Aggregate)
-            .unwrap();
+        let vol = d.total_ecc_errors(err, EccCounter::Volatile).unwrap();
+        let agg = d.total_ecc_errors(err, EccCounter::Aggregate).unwrap();
         assert!(agg >= vol);
         let dram = d
-            .memory_error_counter(err.clone(), EccCounter::Aggregate, MemoryLocation::Device)
+            .memory_error_counter(err, EccCounter::Aggregate, MemoryLocation::Device)
             .unwrap();
         assert!(dram <= agg);
     }

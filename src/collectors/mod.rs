@@ -13,6 +13,7 @@ mod exporter;
 mod fan;
 mod gpm;
 mod info;
+mod kubernetes;
 mod memory;
 mod mig;
 mod mode;
@@ -53,6 +54,7 @@ pub static COLLECTORS: &[&Collector] = &[
     &processes::COLLECTOR,
     &process_memory::COLLECTOR,
     &mig::COLLECTOR,
+    &kubernetes::COLLECTOR,
     &exporter::COLLECTOR,
 ];
 

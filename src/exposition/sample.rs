@@ -21,6 +21,9 @@ impl LabelValue<'_> {
     fn natural_cmp(&self, other: &Self) -> Ordering {
         match (self, other) {
             (LabelValue::Uint(a), LabelValue::Uint(b)) => a.cmp(b),
+            // Most strings compared are the same one (a GPU's uuid on
+            // each of its series): skip the byte comparison then.
+            (LabelValue::Str(a), LabelValue::Str(b)) if std::ptr::eq(*a, *b) => Ordering::Equal,
             (LabelValue::Str(a), LabelValue::Str(b)) => a.cmp(b),
             (LabelValue::Uint(_), LabelValue::Str(_)) => Ordering::Less,
             (LabelValue::Str(_), LabelValue::Uint(_)) => Ordering::Greater,
@@ -159,7 +162,10 @@ impl<'a> SampleSink<'a> {
             .windows(2)
             .all(|w| cmp_labels(key(w[0]), key(w[1])) != Ordering::Greater);
         if !sorted {
-            self.order.sort_by(|&a, &b| cmp_labels(key(a), key(b)));
+            // Equal keys would be duplicate series, a collector bug: stability
+            // buys nothing.
+            self.order
+                .sort_unstable_by(|&a, &b| cmp_labels(key(a), key(b)));
         }
         for &i in &self.order {
             f(key(i), samples[i as usize].value);
@@ -172,7 +178,12 @@ fn cmp_labels(
     b: &[(&'static str, LabelValue<'_>)],
 ) -> Ordering {
     for ((an, av), (bn, bv)) in a.iter().zip(b) {
-        let o = an.cmp(bn).then_with(|| av.natural_cmp(bv));
+        let names = if std::ptr::eq(*an, *bn) {
+            Ordering::Equal
+        } else {
+            an.cmp(bn)
+        };
+        let o = names.then_with(|| av.natural_cmp(bv));
         if o != Ordering::Equal {
             return o;
         }

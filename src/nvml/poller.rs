@@ -5,7 +5,7 @@
 //! finished, so a GPU stuck in a driver call holds exactly one thread.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -62,11 +62,44 @@ impl Stop {
     }
 }
 
-/// One NVML initialization: its workers stop when it ends.
+/// Wakes the publisher when a worker finishes a sample, so a snapshot goes
+/// out as soon as every GPU has been sampled rather than up to an interval
+/// later.
 #[derive(Default)]
+pub struct Notify {
+    seq: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Notify {
+    fn notify(&self) {
+        *lock(&self.seq) += 1;
+        self.cv.notify_all();
+    }
+
+    /// Sleeps until notified or `d` passes.
+    fn wait(&self, d: Duration) {
+        let seq = lock(&self.seq);
+        let start = *seq;
+        let _ = self.cv.wait_timeout_while(seq, d, |s| *s == start);
+    }
+}
+
+/// One NVML initialization: its workers stop when it ends.
 struct Generation {
     stop: Stop,
     driver_gone: AtomicBool,
+    sampled: Arc<Notify>,
+}
+
+impl Generation {
+    fn new(sampled: Arc<Notify>) -> Self {
+        Generation {
+            stop: Stop::default(),
+            driver_gone: AtomicBool::new(false),
+            sampled,
+        }
+    }
 }
 
 type XidKey = (u64, Option<u32>, Option<u32>);
@@ -90,6 +123,10 @@ pub struct GpuSlot {
     tracker: CallTracker,
     state: Mutex<SlotState>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    /// Whether the current hang has been logged (once per hang).
+    hung_reported: AtomicBool,
+    /// Samples finished (or failed) by this GPU's workers.
+    samples: AtomicU64,
 }
 
 impl GpuSlot {
@@ -99,6 +136,25 @@ impl GpuSlot {
             tracker: CallTracker::default(),
             state: Mutex::default(),
             worker: Mutex::new(None),
+            hung_reported: AtomicBool::new(false),
+            samples: AtomicU64::new(0),
+        }
+    }
+
+    /// Logs the start and the end of a hang, once each.
+    fn report_hang(&self, stuck: Option<&StuckCall>, deadline: Duration) {
+        match stuck {
+            Some(call) if !self.hung_reported.swap(true, Ordering::SeqCst) => {
+                tracing::error!(gpu = self.index, family = call.family,
+                    "GPU is hung: a driver call has been blocked for more than {:?}; readings withdrawn until it returns", deadline);
+            }
+            None if self.hung_reported.swap(false, Ordering::SeqCst) => {
+                tracing::info!(
+                    gpu = self.index,
+                    "GPU answers again after a hung driver call"
+                );
+            }
+            _ => {}
         }
     }
 
@@ -124,6 +180,7 @@ impl GpuSlot {
 /// State the supervisor shares with `Poller::shutdown`.
 pub struct Shared {
     pub stop: Stop,
+    sampled: Arc<Notify>,
     slots: Mutex<Vec<Arc<GpuSlot>>>,
     xid: Mutex<Option<JoinHandle<()>>>,
 }
@@ -132,6 +189,7 @@ impl Shared {
     pub fn new() -> Self {
         Shared {
             stop: Stop::default(),
+            sampled: Arc::default(),
             slots: Mutex::new(Vec::new()),
             xid: Mutex::new(None),
         }
@@ -244,7 +302,7 @@ pub fn supervise(
                         last_error = None;
                         backoff.reset();
                         driver = Some(loaded.driver);
-                        let generation = Arc::new(Generation::default());
+                        let generation = Arc::new(Generation::new(shared.sampled.clone()));
                         let nvml = Arc::new(loaded.nvml);
                         {
                             let mut slots = lock(&shared.slots);
@@ -332,6 +390,12 @@ pub fn supervise(
             }
         }
 
+        // Counted before the snapshot is built, so it holds at least these.
+        let published: Vec<(Arc<GpuSlot>, u64)> = lock(&shared.slots)
+            .iter()
+            .take(up.as_ref().map_or(0, |u| u.device_count as usize))
+            .map(|slot| (slot.clone(), slot.samples.load(Ordering::SeqCst)))
+            .collect();
         let snapshot = build_snapshot(
             &shared,
             up.as_ref().map(|u| u.device_count),
@@ -340,7 +404,41 @@ pub fn supervise(
         );
         publish(Arc::new(snapshot));
 
-        if shared.stop.wait(cfg.interval) {
+        // Next round: as soon as every GPU has finished another sample (or
+        // an initialization attempt ends), at the latest after an interval.
+        let deadline = Instant::now() + cfg.interval;
+        loop {
+            if shared.stop.is_stopped() {
+                break;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            let counts: Vec<(u64, u64)> = published
+                .iter()
+                .map(|(slot, n)| (*n, slot.samples.load(Ordering::SeqCst)))
+                .collect();
+            // Every GPU sampled again; or, after a start, the last GPUs
+            // sampled for the first time (the others need not wait another
+            // interval for their second sample).
+            let round_done = !counts.is_empty()
+                && (counts.iter().all(|(before, now)| now > before)
+                    || (counts.iter().all(|(_, now)| *now > 0)
+                        && counts.iter().any(|(before, now)| *before == 0 && *now > 0)));
+            let init_due = up.is_none()
+                && match &init {
+                    Some(h) => h.is_finished(),
+                    None => now >= next_attempt,
+                };
+            if round_done || init_due {
+                break;
+            }
+            shared
+                .sampled
+                .wait((deadline - now).min(Duration::from_millis(50)));
+        }
+        if shared.stop.is_stopped() {
             break;
         }
     }
@@ -369,9 +467,10 @@ fn build_snapshot(
     for slot in &slots {
         let st = lock(&slot.state);
         let stuck_call = slot.tracker.stuck(now, deadline);
+        slot.report_hang(stuck_call.as_ref(), deadline);
         let (health, readings) = if stuck_call.is_some() {
             (Health::Hung, None)
-        } else if !nvml_up {
+        } else if !nvml_up || device_count.is_some_and(|n| slot.index >= n) {
             (
                 if st.health.is_some() {
                     Health::Failing
@@ -430,6 +529,7 @@ fn build_snapshot(
         ready,
         driver,
         gpus,
+        kubernetes: None,
     }
 }
 
@@ -460,13 +560,17 @@ fn run_worker(
                 tracing::warn!(gpu = index, error = %e, "cannot get a handle for this GPU; retrying every interval");
             }
             drop(st);
+            slot.samples.fetch_add(1, Ordering::SeqCst);
+            generation.sampled.notify();
             generation.stop.wait(interval);
             return;
         }
     };
     let mut sampler = GpuSampler::new(nvml_ref, device, index, families, &slot.tracker);
     sampler.calls.errors = lock(&slot.state).errors.clone();
-    let mut identity_known = lock(&slot.state).uuid.is_some();
+    // Read again after every (re-)initialization: a driver reload may have
+    // renumbered the GPUs.
+    let mut identity_known = false;
     let mut was_lost = lock(&slot.state).health == Some(Health::Lost);
 
     while !generation.stop.is_stopped() {
@@ -476,6 +580,13 @@ fn run_worker(
             let (uuid, identity) = sampler.identity();
             let mut st = lock(&slot.state);
             if let Some(u) = uuid {
+                if st.uuid.as_ref().is_some_and(|old| *old != u) {
+                    tracing::warn!(gpu = index, old = st.uuid.as_deref().unwrap_or(""), new = %u,
+                        "a different GPU now has this index; its counts start afresh");
+                    st.xids.clear();
+                    st.errors = ErrorBook::default();
+                    sampler.calls.errors = ErrorBook::default();
+                }
                 st.uuid = Some(u);
                 st.identity = identity;
                 identity_known = true;
@@ -519,6 +630,8 @@ fn run_worker(
                 st.sample_duration = Some(took);
             }
         }
+        slot.samples.fetch_add(1, Ordering::SeqCst);
+        generation.sampled.notify();
         if calls.driver_gone {
             return;
         }

@@ -175,6 +175,8 @@ pub(crate) fn authorize(
             return AuthDecision::Allowed;
         }
     }
+    #[cfg(test)]
+    tests::VERIFIED.with(|v| v.borrow_mut().push(hash.to_string()));
     let verified = {
         let _serial = cache.bcrypt_lock.lock();
         // A malformed stored hash was refused at load; any error here is a
@@ -212,6 +214,68 @@ fn parse_basic(header: &[u8]) -> Option<(String, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// Every hash `authorize` ran bcrypt against, on this thread.
+        pub(super) static VERIFIED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    fn verified() -> Vec<String> {
+        VERIFIED.with(|v| std::mem::take(&mut *v.borrow_mut()))
+    }
+
+    #[test]
+    fn unknown_users_cost_one_bcrypt_run_of_the_configured_cost() {
+        // The structural half of "unknown users take as long as wrong
+        // passwords": both run exactly one bcrypt verification at the same
+        // cost. (The wall-clock half is measured in timing_report.)
+        let hash = bcrypt::hash("right", 5).unwrap();
+        let auth =
+            BasicAuth::new(BTreeMap::from([("alice".to_string(), Some(hash.clone()))])).unwrap();
+        let cache = AuthCache::default();
+        verified();
+        authorize(&auth, &cache, Some(&header("alice", "wrong")));
+        let wrong = verified();
+        authorize(&auth, &cache, Some(&header("mallory", "wrong")));
+        let unknown = verified();
+        assert_eq!(wrong, vec![hash.clone()]);
+        assert_eq!(unknown.len(), 1);
+        let cost = |h: &str| bcrypt::HashParts::from_str(h).unwrap().get_cost();
+        assert_eq!(cost(&unknown[0]), 5);
+        // Repeating a failure is never served from the cache.
+        authorize(&auth, &cache, Some(&header("alice", "wrong")));
+        authorize(&auth, &cache, Some(&header("mallory", "wrong")));
+        assert_eq!(verified().len(), 2);
+        // A success is verified once, then cached.
+        authorize(&auth, &cache, Some(&header("alice", "right")));
+        authorize(&auth, &cache, Some(&header("alice", "right")));
+        assert_eq!(verified().len(), 1);
+    }
+
+    /// `cargo test --release --lib timing_report -- --ignored --nocapture`
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn timing_report() {
+        use std::time::Instant;
+        let hash = bcrypt::hash("right", 10).unwrap();
+        let auth = BasicAuth::new(BTreeMap::from([("alice".to_string(), Some(hash))])).unwrap();
+        let cache = AuthCache::default();
+        let time = |u: &str, p: &str, n: u32| {
+            let h = header(u, p);
+            let t = Instant::now();
+            for _ in 0..n {
+                authorize(&auth, &cache, Some(&h));
+            }
+            t.elapsed() / n
+        };
+        let rounds = 20;
+        println!("bcrypt cost 10, mean of {rounds}:");
+        println!("  wrong password : {:?}", time("alice", "wrong", rounds));
+        println!("  unknown user   : {:?}", time("mallory", "wrong", rounds));
+        println!("  right (cached) : {:?}", time("alice", "right", rounds));
+        println!("  wrong password : {:?}", time("alice", "wrong", rounds));
+        println!("  unknown user   : {:?}", time("mallory", "wrong", rounds));
+    }
 
     fn header(user: &str, pass: &str) -> Vec<u8> {
         let b64 = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));

@@ -23,6 +23,25 @@ pub struct DocFamily {
     pub nvml: String,
 }
 
+impl DocFamily {
+    /// Every label the family's series may carry: `gpu` and `uuid` unless
+    /// the row says "no gpu/uuid", plus each backticked name in the Labels
+    /// column (the doc never backticks label values).
+    pub fn label_names(&self) -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        if !self.labels.contains("no gpu/uuid") {
+            out.insert("gpu".to_string());
+            out.insert("uuid".to_string());
+        }
+        for (i, part) in self.labels.split('`').enumerate() {
+            if i % 2 == 1 {
+                out.insert(part.to_string());
+            }
+        }
+        out
+    }
+}
+
 pub fn metrics_doc_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/metrics.md")
 }
@@ -78,5 +97,7 @@ mod parse_tests {
         assert_eq!(rows[0].kind, "counter");
         assert_eq!(rows[0].unit, "");
         assert_eq!(rows[0].source, "ecc.rs");
+        let labels: Vec<String> = rows[0].label_names().into_iter().collect();
+        assert_eq!(labels, ["gpu", "uuid", "x"]);
     }
 }

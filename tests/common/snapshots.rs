@@ -300,6 +300,7 @@ pub fn dgx_fleet() -> Snapshot {
             cuda_driver_version: Some("12.4".into()),
         }),
         gpus,
+        kubernetes: None,
     }
 }
 
@@ -310,6 +311,32 @@ pub fn fully_populated() -> Snapshot {
     if let Some(r) = s.gpus[0].readings.as_mut() {
         r.fan_speeds = vec![(0, 0.45), (1, 0.5)];
     }
+    // Pod attribution: a GPU shared by two containers and a MIG device.
+    let holder =
+        |pod: &str, gpu_instance: Option<u32>, compute_instance: Option<u32>| PodAttribution {
+            namespace: "ml".into(),
+            pod: pod.into(),
+            container: "train".into(),
+            gpu_instance,
+            compute_instance,
+        };
+    s.gpus[2].pods = vec![holder("a", None, None), holder("b", None, None)];
+    let mig_gpu = s
+        .gpus
+        .iter_mut()
+        .find(|g| g.readings.as_ref().is_some_and(|r| !r.mig.is_empty()))
+        .expect("dgx_fleet has a MIG GPU");
+    let gi = &mig_gpu.readings.as_ref().expect("readings").mig[0];
+    let place = (
+        gi.gpu_instance,
+        gi.compute_instances.first().map(|c| c.compute_instance),
+    );
+    mig_gpu.pods = vec![holder("c", Some(place.0), place.1)];
+    s.kubernetes = Some(KubernetesStatus {
+        up: true,
+        refresh_errors: 1,
+        last_refresh: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)),
+    });
     s
 }
 
@@ -355,6 +382,7 @@ pub fn workstation() -> Snapshot {
             cuda_driver_version: Some("12.4".into()),
         }),
         gpus: vec![g],
+        kubernetes: None,
     }
 }
 

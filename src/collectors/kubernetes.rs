@@ -1,0 +1,118 @@
+//! Pod attribution: which namespace, pod and container holds each GPU and
+//! MIG device (`--kubernetes`).
+//!
+//! Attribution is a separate family to join on, not labels on every GPU
+//! series: pods come and go far more often than GPUs, and labels on the
+//! device series would start a new series for every measurement each time
+//! a pod changes, and leave series of GPUs held by nobody unlabelled. The
+//! value is the holder's share of the device (1 for a GPU held alone, 1/N
+//! for one time-sliced among N containers) so that
+//! `sum by (namespace) (metric * on(gpu, uuid) group_right nvidia_gpu_pod_share_ratio)`
+//! splits a shared GPU's power or memory instead of counting it N times.
+
+use std::collections::BTreeMap;
+
+use super::{unix_seconds, Collector, Kind, Metric, Scope};
+use crate::exposition::SampleSink;
+use crate::snapshot::GpuState;
+
+pub static COLLECTOR: Collector = Collector {
+    // Switched by `--kubernetes`, not by a collector flag: without it the
+    // snapshot carries no attribution and nothing is emitted.
+    family: None,
+    metrics: &[
+        Metric {
+            name: "nvidia_gpu_pod_share_ratio",
+            help: "Share of a whole GPU held by a Kubernetes container: 1 when held alone, 1/N when shared by N (time-slicing, MPS).",
+            kind: Kind::Gauge,
+            unit: Some("ratio"),
+            collect: whole_gpu,
+        },
+        Metric {
+            name: "nvidia_gpu_mig_pod_share_ratio",
+            help: "Share of a MIG GPU instance held by a Kubernetes container through one of its MIG devices: 1/N when N containers hold devices of the instance.",
+            kind: Kind::Gauge,
+            unit: Some("ratio"),
+            collect: mig,
+        },
+        Metric {
+            name: "nvml_exporter_kubernetes_up",
+            help: "1 if the last call to the kubelet's pod-resources API succeeded.",
+            kind: Kind::Gauge,
+            unit: None,
+            collect: up,
+        },
+        Metric {
+            name: "nvml_exporter_kubernetes_refresh_errors_total",
+            help: "Failed calls to the kubelet's pod-resources API.",
+            kind: Kind::Counter,
+            unit: None,
+            collect: refresh_errors,
+        },
+        Metric {
+            name: "nvml_exporter_kubernetes_last_refresh_timestamp_seconds",
+            help: "When pod attribution was last refreshed from the kubelet.",
+            kind: Kind::Gauge,
+            unit: Some("seconds"),
+            collect: last_refresh,
+        },
+    ],
+};
+
+fn whole_gpu<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for g in scope.gpus() {
+        let holders: Vec<_> = g.pods.iter().filter(|p| p.gpu_instance.is_none()).collect();
+        for p in &holders {
+            out.gpu(g)
+                .label("namespace", &p.namespace)
+                .label("pod", &p.pod)
+                .label("container", &p.container)
+                .set(1.0 / holders.len() as f64);
+        }
+    }
+}
+
+fn mig<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for g in scope.gpus() {
+        for (gpu_instance, holders) in mig_holders(g) {
+            for p in &holders {
+                out.gpu(g)
+                    .label("gpu_instance", gpu_instance)
+                    .label_opt("compute_instance", p.compute_instance)
+                    .label("namespace", &p.namespace)
+                    .label("pod", &p.pod)
+                    .label("container", &p.container)
+                    .set(1.0 / holders.len() as f64);
+            }
+        }
+    }
+}
+
+fn mig_holders(g: &GpuState) -> BTreeMap<u32, Vec<&crate::snapshot::PodAttribution>> {
+    let mut by_instance: BTreeMap<u32, Vec<_>> = BTreeMap::new();
+    for p in &g.pods {
+        if let Some(gi) = p.gpu_instance {
+            by_instance.entry(gi).or_default().push(p);
+        }
+    }
+    by_instance
+}
+
+fn up<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    if let Some(k) = &scope.snapshot.kubernetes {
+        out.sample().set(k.up);
+    }
+}
+
+fn refresh_errors<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    if let Some(k) = &scope.snapshot.kubernetes {
+        out.sample().set(k.refresh_errors);
+    }
+}
+
+fn last_refresh<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    let at = scope.snapshot.kubernetes.and_then(|k| k.last_refresh);
+    if let Some(seconds) = at.and_then(unix_seconds) {
+        out.sample().set(seconds);
+    }
+}

@@ -1,0 +1,40 @@
+//! Shutting down while a GPU is stuck in a driver call returns within the
+//! timeout (the stuck thread is left behind, not waited for), and nothing
+//! is published afterwards.
+
+mod sampler_support;
+
+use std::time::{Duration, Instant};
+
+use nvml_exporter::family::FamilySet;
+use nvml_exporter::snapshot::Health;
+use sampler_support::*;
+
+#[test]
+fn shutdown_does_not_wait_for_a_hung_call() {
+    // GPU 3 hangs at 15/5 = 3 s for 60/5 = 12 s.
+    std::env::set_var("NVML_SIM_TIME_SCALE", "5");
+    let (poller, snaps) = start_sim(
+        "faults",
+        Duration::from_millis(100),
+        Duration::from_millis(500),
+        FamilySet::defaults(),
+    );
+    snaps.wait_for("GPU 3 hung", Duration::from_secs(20), |s| {
+        gpu(s, 3).is_some_and(|g| g.health == Health::Hung)
+    });
+
+    let started = Instant::now();
+    poller.shutdown(Duration::from_millis(300));
+    let took = started.elapsed();
+    // The hang has about 10 s left: returning long before that shows the
+    // stuck worker was not joined.
+    assert!(
+        took < Duration::from_secs(5),
+        "shutdown blocked for {took:?}"
+    );
+
+    let published = snaps.len();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(snaps.len(), published, "no snapshots after shutdown");
+}
