@@ -15,7 +15,7 @@ use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 
-use crate::collectors::{Scope, COLLECTORS};
+use crate::collectors::{Kind, Scope, COLLECTORS};
 use crate::family::FamilySet;
 use crate::snapshot::Snapshot;
 
@@ -111,6 +111,11 @@ pub fn encode(snapshot: &Snapshot, ctx: &RenderContext, now: SystemTime) -> (Vec
         for metric in collector.metrics {
             sink.clear();
             (metric.collect)(&scope, &mut sink);
+            if metric.kind == Kind::Counter {
+                // A NaN or negative counter is a bad reading, and strict
+                // OpenMetrics parsers reject the whole exposition for one.
+                sink.retain_values(|v| !matches!(v, Value::Float(f) if f.is_nan() || f < 0.0));
+            }
             w.family(metric, &mut sink);
         }
     }
@@ -219,6 +224,27 @@ mod tests {
         let mut off = FamilySet::all();
         off.set(Family::Memory, false);
         assert!(!text(&s, off).contains("nvidia_gpu_memory"));
+    }
+
+    #[test]
+    fn nan_or_negative_counters_are_dropped_but_gauges_keep_nan() {
+        let r = GpuReadings {
+            energy_joules: Some(f64::NAN),
+            power_usage_watts: Some(f64::NAN),
+            ..GpuReadings::default()
+        };
+        let mut s = Snapshot {
+            gpus: vec![gpu(Some(r))],
+            ..Snapshot::default()
+        };
+        let t = text(&s, FamilySet::all());
+        assert!(!t.contains("nvidia_gpu_energy_joules_total"), "{t}");
+        assert!(t.contains("nvidia_gpu_power_usage_watts{gpu=\"3\",uuid=\"GPU-x\"} NaN\n"));
+        s.gpus[0].readings.as_mut().unwrap().energy_joules = Some(-1.0);
+        assert!(!text(&s, FamilySet::all()).contains("energy"));
+        s.gpus[0].readings.as_mut().unwrap().energy_joules = Some(0.0);
+        assert!(text(&s, FamilySet::all())
+            .contains("nvidia_gpu_energy_joules_total{gpu=\"3\",uuid=\"GPU-x\"} 0\n"));
     }
 
     #[test]

@@ -140,6 +140,11 @@ impl<'a> SampleSink<'a> {
         self.samples.is_empty()
     }
 
+    /// Drops the samples whose value fails `keep`.
+    pub fn retain_values(&mut self, mut keep: impl FnMut(Value) -> bool) {
+        self.samples.retain(|s| keep(s.value));
+    }
+
     /// Forgets the samples but keeps the memory for the next family.
     pub fn clear(&mut self) {
         self.labels.clear();
@@ -286,6 +291,16 @@ mod tests {
             collect(&mut sink),
             ["xid=79 Uint(2)", "xid=79,gpu_instance=3 Uint(1)"]
         );
+    }
+
+    #[test]
+    fn retain_values_drops_samples_and_keeps_labels_of_the_rest() {
+        let mut sink = SampleSink::new();
+        sink.sample().label("a", "x").set(f64::NAN);
+        sink.sample().label("a", "y").set(2u64);
+        sink.sample().label("a", "z").set(-1.0);
+        sink.retain_values(|v| !matches!(v, Value::Float(f) if f.is_nan() || f < 0.0));
+        assert_eq!(collect(&mut sink), ["a=y Uint(2)"]);
     }
 
     #[test]

@@ -376,7 +376,9 @@ impl<'n> GpuSampler<'n> {
         let mut r = GpuReadings::default();
         let scalar = self.scalar_fields();
         let mig_enabled = self.mode_and_mig(&mut r);
-        if self.on(Family::Utilization) {
+        // NVML reports no engine utilization on a MIG-enabled GPU (per
+        // instance activity comes from GPM instead): skip the five calls.
+        if self.on(Family::Utilization) && !mig_enabled {
             self.utilization(&mut r);
         }
         if self.on(Family::Gpm) {

@@ -28,12 +28,14 @@
 //! (thresholds, max clocks, power limit default/min/max, maximum PCIe link,
 //! supported throttle reasons, fan count, NVLink link count, GPM support)
 //! are re-read every 60 polls; calls that answered "not supported" are
-//! skipped until then. A MIG GPU adds `nvmlDeviceGetMigDeviceHandleByIndex`
+//! skipped until then. A MIG GPU skips the utilization calls (NVML does
+//! not support them there) and adds `nvmlDeviceGetMigDeviceHandleByIndex`
 //! per MIG slot, UUID per MIG device, memory per GPU instance and two GPM
 //! calls per GPU instance; instance ids and names are read once per MIG
-//! device UUID. Identity (9 calls) is read once per GPU. The simulator's
-//! counters put the dgx-h100 fleet at about 41 calls per GPU per poll
-//! (`tests/sampler_call_counts.rs`).
+//! device UUID. Identity (9 calls) is read once per GPU and per NVML
+//! initialization. The simulator's counters put the dgx-h100 fleet (GPUs 0
+//! and 1 in MIG mode) at about 40 calls per GPU per poll on average
+//! (`tests/sampler_call_counts.rs` prints the breakdown).
 //!
 //! # Counters
 //! Counters are exported as NVML reports them, never rebased. They go
