@@ -686,6 +686,26 @@ mod tests {
     }
 
     #[test]
+    fn repeatable_flags_accumulate_while_others_override() {
+        let c = parse(&[
+            "--kubernetes",
+            "--kubernetes.resource-name",
+            "example.com/gpu",
+            "--kubernetes.resource-name",
+            "other.io/mig-*",
+            "--collect.interval",
+            "1s",
+            "--collect.interval",
+            "2s",
+        ])
+        .unwrap();
+        let names = c.kubernetes.expect("--kubernetes given");
+        assert!(names.resource_names.iter().any(|n| n == "example.com/gpu"));
+        assert!(names.resource_names.iter().any(|n| n == "other.io/mig-*"));
+        assert_eq!(c.collect_interval, Duration::from_secs(2));
+    }
+
+    #[test]
     fn errors_name_the_flag() {
         let e = parse(&["--web.listen-address", "nope"]).unwrap_err();
         let msg = e.to_string();
