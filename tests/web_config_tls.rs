@@ -416,3 +416,21 @@ fn basic_auth_without_tls_and_rate_limit() {
     assert_eq!(status(&["-u", "u:p"]), "429");
     assert!(e.log().contains("clear text"), "{}", e.log());
 }
+
+#[test]
+fn a_silent_client_is_dropped_after_the_handshake_timeout() {
+    let pki = Pki::new();
+    let e = Exporter::start(&pki.write_config(TLS), &["--web.read-header-timeout=1s"]);
+    let mut silent = std::net::TcpStream::connect(e.addr).unwrap();
+    // Generous: the point is that the server closes, not how fast.
+    silent
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    match silent.read(&mut buf) {
+        Ok(0) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("silent TLS client not dropped: {other:?}"),
+    }
+    assert_eq!(metrics_ok(&Client::new(&pki), &e).status, 200);
+}

@@ -160,6 +160,10 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
     parse(&text, name_or_path, stem)
 }
 
+/// More GPUs than any node holds (NVML indexes them in 32 bits, but a
+/// scenario asking for billions would exhaust memory building them).
+pub const MAX_GPUS: usize = 64;
+
 pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
     let err = |offset: Option<usize>, message: String| ScenarioError {
         source: source.to_string(),
@@ -282,6 +286,15 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
             return Err(err(
                 Some(at),
                 format!("{} has no display output", model.name),
+            ));
+        }
+        if gpus.len().saturating_add(g.count) > MAX_GPUS {
+            return Err(err(
+                Some(at),
+                format!(
+                    "count {} makes more than {MAX_GPUS} GPUs, more than any node holds",
+                    g.count
+                ),
             ));
         }
         for _ in 0..g.count {

@@ -182,8 +182,8 @@ mod tests {
         let s = Snapshot {
             nvml_up: true,
             ready: true,
-            driver: None,
             gpus: vec![gpu(Some(GpuReadings::default()))],
+            ..Snapshot::default()
         };
         assert_eq!(
             text(&s, FamilySet::all()),
