@@ -881,7 +881,12 @@ impl Sim {
                         if g.instance(*gi).is_none() {
                             return Err(format!("GPU {gpu} has no GPU instance {gi}"));
                         }
-                        Some((*gi, compute_instance.unwrap_or(0)))
+                        if compute_instance.unwrap_or(0) != 0 {
+                            return Err(format!(
+                                "GPU instance {gi} on GPU {gpu} has one compute instance, id 0"
+                            ));
+                        }
+                        Some((*gi, 0))
                     }
                     (Some(_), None) => {
                         return Err(format!("GPU {gpu} is in MIG mode: name a gpu_instance"))
@@ -919,6 +924,12 @@ impl Sim {
                 g.advance_energy(t);
                 // Keep the waveform continuous-ish: only the level changes.
                 g.load = *percent;
+                // On a MIG-enabled GPU the activity lives in the instances.
+                if let Some(m) = &mut g.mig {
+                    for i in &mut m.instances {
+                        i.load = *percent;
+                    }
+                }
                 g.energy_t = t;
                 Ok(format!("GPU {gpu} load {percent}%"))
             }

@@ -200,6 +200,43 @@ fn faults_through_the_cli() {
     );
     assert_eq!(nvml.sys_process_name(777, 64).unwrap(), "drill");
     ok(s, &["process", "stop", "--pid", "777"]);
+    // Names are truncated to the buffer, never inside a UTF-8 character.
+    ok(
+        s,
+        &[
+            "process",
+            "start",
+            "--gpu",
+            "7",
+            "--pid",
+            "778",
+            "--name",
+            "entraînement",
+            "--memory-mib",
+            "10",
+        ],
+    );
+    assert_eq!(nvml.sys_process_name(778, 7).unwrap(), "entra");
+    assert_eq!(nvml.sys_process_name(778, 64).unwrap(), "entraînement");
+    ok(s, &["process", "stop", "--pid", "778"]);
+    let (success, _, err) = cli(
+        s,
+        &[
+            "process",
+            "start",
+            "--gpu",
+            "0",
+            "--name",
+            "x",
+            "--memory-mib",
+            "1",
+            "--gpu-instance",
+            "7",
+            "--compute-instance",
+            "1",
+        ],
+    );
+    assert!(!success && err.contains("compute instance"), "{err}");
     assert!(d7.running_compute_processes().unwrap().is_empty());
 
     // Slow calls, then a hang released from outside.

@@ -39,7 +39,11 @@ nvml_fn! {
         }
         let sim = st.sim.as_ref().ok_or(UNINITIALIZED)?;
         let found = sim.process_name(pid).ok_or(NOT_FOUND)?;
-        let s = &found[..found.len().min(length as usize - 1)];
+        let mut end = found.len().min(length as usize - 1);
+        while !found.is_char_boundary(end) {
+            end -= 1;
+        }
+        let s = &found[..end];
         out_str(name, length, s)
     }
 }

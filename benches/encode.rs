@@ -1,0 +1,115 @@
+//! Encoding cost of one poll: `exposition::render` on a snapshot taken by the
+//! real sampler from the simulated driver, so the benchmark sees the shape a
+//! running exporter sees (MIG instances, processes, every family).
+//!
+//! Run with `cargo bench --bench encode`. The simulated driver must be built
+//! in the same profile first (`cargo build --release -p nvml-sim`); the
+//! sampler finds `target/release/libnvml_sim.so` from the bench executable in
+//! `target/release/deps/`, or wherever `NVML_SIM_LIBRARY` points.
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+
+use nvml_exporter::exposition::{self, BuildInfo, RenderContext};
+use nvml_exporter::family::FamilySet;
+use nvml_exporter::nvml::{self, LibrarySource, PollerConfig};
+use nvml_exporter::snapshot::Snapshot;
+
+/// Scenarios measured: the 8-GPU DGX H100 the targets are stated for, and
+/// `large` (16 GPUs x 7 MIG instances, a process in each).
+const SCENARIOS: &[&str] = &["dgx-h100", "large"];
+
+/// Ready snapshots skipped before the one measured: rates (utilization from
+/// GPM, PCIe and NVLink throughput) need two samples to exist, and a running
+/// exporter serves them, so the first ready snapshot is smaller than what
+/// scrapes see.
+const SKIP_READY: usize = 2;
+
+/// Starts the real sampler on the simulated driver, waits until every GPU
+/// has been through a few polls, keeps that snapshot, and stops sampling.
+fn sample(scenario: &str) -> Arc<Snapshot> {
+    let (tx, rx) = mpsc::sync_channel::<Arc<Snapshot>>(1);
+    let state = Mutex::new((0usize, Some(tx)));
+    let publish = Arc::new(move |snap: Arc<Snapshot>| {
+        if snap.ready {
+            let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+            st.0 += 1;
+            if st.0 > SKIP_READY {
+                if let Some(tx) = st.1.take() {
+                    let _ = tx.send(snap);
+                }
+            }
+        }
+    });
+    let cfg = PollerConfig {
+        library: LibrarySource::Simulated {
+            scenario: scenario.to_string(),
+        },
+        interval: Duration::from_millis(200),
+        stuck_deadline: Duration::from_secs(5),
+        families: FamilySet::all(),
+    };
+    let poller = nvml::start(cfg, publish)
+        .unwrap_or_else(|e| panic!("cannot start the sampler on scenario {scenario}: {e}"));
+    let snap = rx
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("no ready snapshot from scenario {scenario} within 30 s"));
+    // Shutting NVML down lets the simulator load the next scenario on the
+    // next init.
+    poller.shutdown(Duration::from_secs(5));
+    snap
+}
+
+fn bench_render(c: &mut Criterion) {
+    let ctx = RenderContext {
+        families: FamilySet::all(),
+        build: BuildInfo::current(),
+    };
+    for &scenario in SCENARIOS {
+        let snap = sample(scenario);
+        assert!(
+            !snap.gpus.is_empty(),
+            "scenario {scenario}: the sampler saw no GPU"
+        );
+        let expo = exposition::render(&snap, &ctx);
+        eprintln!(
+            "{scenario}: {} GPUs; text {} B (gzip {} B), OpenMetrics {} B (gzip {} B)",
+            snap.gpus.len(),
+            expo.text.len(),
+            expo.text_gzip.len(),
+            expo.openmetrics.len(),
+            expo.openmetrics_gzip.len()
+        );
+
+        let mut g = c.benchmark_group(format!("render/{scenario}"));
+        g.throughput(Throughput::Bytes(expo.text.len() as u64));
+        // What a poll costs the exporter: both formats, plain and gzipped.
+        g.bench_function("all_four", |b| {
+            b.iter(|| exposition::render(std::hint::black_box(&snap), &ctx))
+        });
+        // The pieces, to see what dominates: writing both formats, then
+        // compressing each at the exporter's level.
+        g.bench_function("encode_both_plain", |b| {
+            b.iter(|| exposition::encode(std::hint::black_box(&snap), &ctx, SystemTime::now()))
+        });
+        for (name, plain) in [("text", &expo.text), ("openmetrics", &expo.openmetrics)] {
+            g.bench_with_input(BenchmarkId::new("gzip", name), plain, |b, plain| {
+                b.iter(|| exposition::gzip(plain))
+            });
+        }
+        g.finish();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(50)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4));
+    targets = bench_render
+}
+criterion_main!(benches);
