@@ -17,6 +17,9 @@ ARG BUILDER_IMAGE=docker.io/library/rust:1.95-bookworm
 ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
 FROM ${BUILDER_IMAGE} AS build
+# The commit, compiled into nvml_exporter_build_info (.git is not in the
+# build context, so the build cannot ask git).
+ARG REVISION=unknown
 WORKDIR /src
 COPY . .
 # The cache mounts keep the crate downloads and the target directory between
@@ -24,7 +27,7 @@ COPY . .
 # the same step because a cache mount is not part of the image.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --workspace --locked \
+    NVML_EXPORTER_REVISION="${REVISION}" cargo build --release --workspace --locked \
     && install -D -m 0755 target/release/nvml-exporter /out/usr/bin/nvml-exporter \
     && install -D -m 0755 target/release/nvml-sim /out/usr/bin/nvml-sim \
     && install -D -m 0644 target/release/libnvml_sim.so /out/usr/lib/nvml-exporter/libnvml_sim.so

@@ -130,6 +130,7 @@ async fn serve_until_signal(config: Config) -> Result<nvml::Poller, AppError> {
             read_header_timeout: config.read_header_timeout,
             web,
             health_without_auth: config.health_without_auth,
+            max_connections: config.max_connections,
         },
         stop_rx,
     ));

@@ -121,6 +121,18 @@ struct Flags {
     )]
     max_requests: usize,
 
+    /// Most connections open at once; beyond it a new connection gets a
+    /// canned 503 and is closed. Bounds memory and file descriptors under a
+    /// connection flood; 512 stays clear of the usual 1024 descriptor limit.
+    /// 0 means no limit.
+    #[arg(
+        long = "web.max-connections",
+        env = "NVML_EXPORTER_WEB_MAX_CONNECTIONS",
+        default_value_t = 512,
+        value_name = "N"
+    )]
+    max_connections: usize,
+
     /// How long a client may take to send a request's headers (also how long
     /// an idle keep-alive connection is kept). Kept below the usual 15s scrape
     /// interval so a scraper sees the close before it reuses the connection.
@@ -267,6 +279,7 @@ pub struct Config {
     pub library: Library,
     pub families: FamilySet,
     pub max_requests: usize,
+    pub max_connections: usize,
     pub read_header_timeout: Duration,
     pub web_config_file: Option<PathBuf>,
     pub health_without_auth: bool,
@@ -360,6 +373,7 @@ where
         library,
         families,
         max_requests: flags.max_requests,
+        max_connections: flags.max_connections,
         read_header_timeout: flags.read_header_timeout,
         web_config_file: flags.web_config_file,
         health_without_auth: flags.health_without_auth,
@@ -669,6 +683,26 @@ mod tests {
         for s in ["metrics", "/", "/-/ready", "/m?x", "/a b"] {
             assert!(parse_telemetry_path(s).is_err(), "{s:?} should be rejected");
         }
+    }
+
+    #[test]
+    fn repeatable_flags_accumulate_while_others_override() {
+        let c = parse(&[
+            "--kubernetes",
+            "--kubernetes.resource-name",
+            "example.com/gpu",
+            "--kubernetes.resource-name",
+            "other.io/mig-*",
+            "--collect.interval",
+            "1s",
+            "--collect.interval",
+            "2s",
+        ])
+        .unwrap();
+        let names = c.kubernetes.expect("--kubernetes given");
+        assert!(names.resource_names.iter().any(|n| n == "example.com/gpu"));
+        assert!(names.resource_names.iter().any(|n| n == "other.io/mig-*"));
+        assert_eq!(c.collect_interval, Duration::from_secs(2));
     }
 
     #[test]

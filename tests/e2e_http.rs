@@ -301,3 +301,31 @@ fn sigint_exits_zero() {
     assert_eq!(status.code(), Some(0), "log:\n{}", e.log());
     assert!(e.log().contains("signal=SIGINT"));
 }
+
+#[test]
+fn connections_beyond_the_limit_get_503_and_the_limit_frees_up() {
+    let e = Exporter::serving("workstation", &["--web.max-connections=2"]);
+    let idle: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(e.addr).unwrap())
+        .collect();
+    // The server accepts asynchronously: wait until the third is refused.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        let r = e.get("/-/healthy");
+        if r.status == 503 {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "never refused");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert!(refused.text().contains("Too many connections"));
+    assert!(e.wait_log("connection limit reached", Duration::from_secs(10)));
+    drop(idle);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while e.get("/-/healthy").status != 200 {
+        assert!(std::time::Instant::now() < deadline, "limit never freed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(e.get("/metrics").status, 200);
+}

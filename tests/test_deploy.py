@@ -416,3 +416,48 @@ def test_systemd_env_file_sets_only_variables_the_exporter_reads():
     known = set(re.findall(r"env:\s+(NVML_EXPORTER_[A-Z0-9_]+)", help_text))
     assert known, f"nvml-exporter --help lists no environment variables:\n{help_text}"
     assert names <= known, f"not read by the exporter: {sorted(names - known)}"
+
+
+def test_exporter_starts_with_the_systemd_env_file(tmp_path):
+    """What the unit does: the env file's variables, then $NVML_EXPORTER_ARGS
+    split into words, here on the simulator and a loopback port."""
+    import socket
+    import time
+    import urllib.request
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVML_")}
+    for line in ENV_FILE.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            env[key] = value
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env["NVML_EXPORTER_WEB_LISTEN_ADDRESS"] = f"127.0.0.1:{port}"
+    env["NVML_EXPORTER_SIMULATE"] = "dgx-h100"
+    log = tmp_path / "exporter.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([str(exporter_binary()), *env["NVML_EXPORTER_ARGS"].split()], env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, f"the exporter exited with the env file:\n{log.read_text()}"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, f"not ready within 60s:\n{log.read_text()}"
+            time.sleep(0.2)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            body = r.read().decode()
+        assert "nvml_exporter_nvml_up 1" in body.splitlines()
+        # The env file asks for logfmt at info: the log must be logfmt lines.
+        first = log.read_text().splitlines()[0]
+        assert first.startswith("ts=") and " level=info " in first, first
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

@@ -7,6 +7,8 @@
 //! - oversized headers: hyper answers 431 beyond `MAX_HEADER_BYTES`,
 //!   malformed requests get 400, and the connection ends;
 //! - many concurrent scrapes: `--web.max-requests`, 503 beyond it;
+//! - a connection flood: `--web.max-connections`, a canned 503 beyond it,
+//!   so memory and file descriptors stay bounded;
 //! - shutdown: stop accepting, let in-flight requests finish (bounded by
 //!   `DRAIN_TIMEOUT`), close idle connections.
 
@@ -23,8 +25,9 @@ use std::time::Duration;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 pub use body::Body;
 pub use routes::Router;
@@ -61,6 +64,8 @@ pub struct ServerConfig {
     pub web: Option<Arc<WebConfigWatcher>>,
     /// `--web.health-without-auth`.
     pub health_without_auth: bool,
+    /// `--web.max-connections`; 0: no limit.
+    pub max_connections: usize,
 }
 
 /// Serves until `shutdown` changes (or its sender is dropped), then drains.
@@ -80,12 +85,36 @@ pub async fn serve(
     // Each connection task holds a sender; when all are dropped, `recv`
     // returns None and every connection has finished.
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
+    let conn_limit =
+        (cfg.max_connections > 0).then(|| Arc::new(Semaphore::new(cfg.max_connections)));
+    let mut accept_errors = LogOnce::default();
+    let mut over_limit = LogOnce::default();
 
     loop {
         tokio::select! {
             _ = shutdown.changed() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    accept_errors.reset();
+                    let permit = match &conn_limit {
+                        None => None,
+                        Some(limit) => match limit.clone().try_acquire_owned() {
+                            Ok(p) => {
+                                over_limit.reset();
+                                Some(p)
+                            }
+                            Err(_) => {
+                                if over_limit.first() {
+                                    tracing::warn!(
+                                        max_connections = cfg.max_connections,
+                                        "connection limit reached; answering 503 until connections close"
+                                    );
+                                }
+                                tokio::spawn(reject(stream));
+                                continue;
+                            }
+                        },
+                    };
                     let _ = stream.set_nodelay(true);
                     let conn = Connection {
                         builder: builder.clone(),
@@ -95,11 +124,16 @@ pub async fn serve(
                         handshake_timeout: cfg.read_header_timeout,
                         shutdown: shutdown.clone(),
                         _alive: alive_tx.clone(),
+                        _permit: permit,
                     };
                     tokio::spawn(conn.run(stream, peer));
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "accepting a connection failed");
+                    // EMFILE and friends repeat until connections close:
+                    // say it once per streak, not ten times a second.
+                    if accept_errors.first() {
+                        tracing::warn!(error = %e, "accepting connections fails; retrying");
+                    }
                     tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
                 }
             },
@@ -127,6 +161,8 @@ struct Connection {
     handshake_timeout: Duration,
     shutdown: watch::Receiver<()>,
     _alive: mpsc::Sender<()>,
+    /// Held for the connection's life: `--web.max-connections`.
+    _permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Connection {
@@ -218,6 +254,41 @@ fn rejected(rejection: web_config::http::Rejection) -> hyper::Response<Body> {
     r
 }
 
+/// How long a rejected connection gets to take its 503.
+const REJECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Answers a connection over `--web.max-connections` with a canned 503
+/// without parsing anything, then closes it. The request is read (a few KiB
+/// at most) before closing because closing a socket with unread input sends
+/// a reset, which could destroy the 503 before the client reads it.
+async fn reject(mut stream: TcpStream) {
+    const RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+        Content-Type: text/plain; charset=utf-8\r\nContent-Length: 36\r\n\
+        Retry-After: 1\r\nConnection: close\r\n\r\n\
+        Too many connections; retry later.\r\n";
+    let _ = tokio::time::timeout(REJECT_TIMEOUT, async {
+        let mut buf = [0u8; 4096];
+        let _ = stream.read(&mut buf).await;
+        stream.write_all(RESPONSE).await?;
+        stream.shutdown().await
+    })
+    .await;
+}
+
+/// Logs the first of a streak of repeated events.
+#[derive(Default)]
+struct LogOnce(bool);
+
+impl LogOnce {
+    fn first(&mut self) -> bool {
+        !std::mem::replace(&mut self.0, true)
+    }
+
+    fn reset(&mut self) {
+        self.0 = false;
+    }
+}
+
 fn log_connection_error(e: &hyper::Error, peer: SocketAddr) {
     // A client's misbehaviour is its problem, not an operator's: debug.
     let client_side = e.is_timeout()
@@ -243,4 +314,19 @@ fn source_is_io(e: &hyper::Error) -> bool {
         source = s.source();
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LogOnce;
+
+    #[test]
+    fn log_once_per_streak() {
+        let mut l = LogOnce::default();
+        assert!(l.first());
+        assert!(!l.first());
+        assert!(!l.first());
+        l.reset();
+        assert!(l.first());
+    }
 }

@@ -44,6 +44,48 @@ impl<T> Got<T> {
     }
 }
 
+/// Gathers the calls behind one cached list (thresholds, limits, maximum
+/// clocks). Unsupported calls are left out; any failure fails the whole
+/// list, so the cache retries it at the next poll instead of keeping an
+/// incomplete one until its refresh.
+pub struct Batch<T> {
+    out: Vec<T>,
+    failed: bool,
+}
+
+impl<T> Batch<T> {
+    pub fn new() -> Self {
+        Batch {
+            out: Vec::new(),
+            failed: false,
+        }
+    }
+
+    /// The call's value, if it has one; notes a failure.
+    pub fn take<V>(&mut self, got: Got<V>) -> Option<V> {
+        match got {
+            Got::Value(v) => Some(v),
+            Got::Absent => None,
+            Got::Failed => {
+                self.failed = true;
+                None
+            }
+        }
+    }
+
+    pub fn push(&mut self, item: T) {
+        self.out.push(item);
+    }
+
+    pub fn finish(self) -> Got<Vec<T>> {
+        if self.failed {
+            Got::Failed
+        } else {
+            Got::Value(self.out)
+        }
+    }
+}
+
 /// Runs calls with stuck-call tracking and failure accounting. Once the GPU
 /// is lost or the driver is gone, further calls are skipped: they would
 /// only fail the same way.
@@ -625,20 +667,13 @@ impl<'n> GpuSampler<'n> {
                     ),
                     (TemperatureThreshold::AcousticMax, Threshold::AcousticMax),
                 ];
-                let mut out = Vec::new();
-                let mut failed = false;
+                let mut batch = Batch::new();
                 for (nv, ours) in list {
-                    match c.run(fam, || d.temperature_threshold(nv)) {
-                        Got::Value(v) => out.push((ours, f64::from(v))),
-                        Got::Absent => {}
-                        Got::Failed => failed = true,
+                    if let Some(v) = batch.take(c.run(fam, || d.temperature_threshold(nv))) {
+                        batch.push((ours, f64::from(v)));
                     }
                 }
-                if failed {
-                    Got::Failed
-                } else {
-                    Got::Value(out)
-                }
+                batch.finish()
             })
             .unwrap_or_default();
     }
@@ -647,10 +682,13 @@ impl<'n> GpuSampler<'n> {
         let fam = Family::Fan.name();
         let d = &self.device;
         let c = &mut self.calls;
-        let n = self
+        // No fan count (passively cooled boards): no fan series at all.
+        let Some(n) = self
             .fan_count
             .get(self.poll, || c.run(fam, || d.num_fans()))
-            .unwrap_or(0);
+        else {
+            return;
+        };
         for i in 0..n {
             if let Some(s) = c.run(fam, || d.fan_speed(i)).value() {
                 r.fan_speeds
@@ -685,26 +723,15 @@ impl<'n> GpuSampler<'n> {
         let statics = self
             .power_static
             .get(self.poll, || {
-                let mut out = Vec::new();
-                let mut failed = false;
-                match c.run(fam, || d.power_management_limit_default()) {
-                    Got::Value(v) => out.push((PowerLimit::Default, units::milliwatts_to_watts(v))),
-                    Got::Absent => {}
-                    Got::Failed => failed = true,
+                let mut batch = Batch::new();
+                if let Some(v) = batch.take(c.run(fam, || d.power_management_limit_default())) {
+                    batch.push((PowerLimit::Default, units::milliwatts_to_watts(v)));
                 }
-                match c.run(fam, || d.power_management_limit_constraints()) {
-                    Got::Value(v) => {
-                        out.push((PowerLimit::Min, units::milliwatts_to_watts(v.min_limit)));
-                        out.push((PowerLimit::Max, units::milliwatts_to_watts(v.max_limit)));
-                    }
-                    Got::Absent => {}
-                    Got::Failed => failed = true,
+                if let Some(v) = batch.take(c.run(fam, || d.power_management_limit_constraints())) {
+                    batch.push((PowerLimit::Min, units::milliwatts_to_watts(v.min_limit)));
+                    batch.push((PowerLimit::Max, units::milliwatts_to_watts(v.max_limit)));
                 }
-                if failed {
-                    Got::Failed
-                } else {
-                    Got::Value(out)
-                }
+                batch.finish()
             })
             .unwrap_or_default();
         r.power_limits.extend(statics);
@@ -728,15 +755,13 @@ impl<'n> GpuSampler<'n> {
         r.max_clocks_hertz = self
             .max_clocks
             .get(self.poll, || {
-                let mut out = Vec::new();
+                let mut batch = Batch::new();
                 for (nv, ours) in kinds {
-                    match c.run(fam, || d.max_clock_info(nv)) {
-                        Got::Value(v) => out.push((ours, units::mhz_to_hertz(v))),
-                        Got::Absent => {}
-                        Got::Failed => return Got::Failed,
+                    if let Some(v) = batch.take(c.run(fam, || d.max_clock_info(nv))) {
+                        batch.push((ours, units::mhz_to_hertz(v)));
                     }
                 }
-                Got::Value(out)
+                batch.finish()
             })
             .unwrap_or_default();
         r.performance_state = c
@@ -1021,10 +1046,10 @@ impl<'n> GpuSampler<'n> {
                     Got::Value(n)
                 }
             })
-            .unwrap_or(0);
-        if links == 0 {
+            .filter(|&n| n > 0);
+        let Some(links) = links else {
             return;
-        }
+        };
         let mut requests = Vec::new();
         for link in 0..links {
             for id in fields::PER_LINK {
