@@ -260,14 +260,3 @@ fn san_parser_survives_mutated_certificates() {
         )
         .unwrap();
 }
-
-#[test]
-#[ignore = "prints every corpus error, for reading"]
-fn show_corpus_errors() {
-    for (name, text) in corpus() {
-        match WebConfig::from_yaml(&corpus_dir().join(&name), &text) {
-            Ok(_) => println!("{name}: ok"),
-            Err(e) => println!("{name}: {e}"),
-        }
-    }
-}

@@ -228,7 +228,7 @@ mod tests {
     fn unknown_users_cost_one_bcrypt_run_of_the_configured_cost() {
         // The structural half of "unknown users take as long as wrong
         // passwords": both run exactly one bcrypt verification at the same
-        // cost. (The wall-clock half is measured in timing_report.)
+        // cost. (The wall-clock half is measured by benches/basic_auth.rs.)
         let hash = bcrypt::hash("right", 5).unwrap();
         let auth =
             BasicAuth::new(BTreeMap::from([("alice".to_string(), Some(hash.clone()))])).unwrap();
@@ -250,31 +250,6 @@ mod tests {
         authorize(&auth, &cache, Some(&header("alice", "right")));
         authorize(&auth, &cache, Some(&header("alice", "right")));
         assert_eq!(verified().len(), 1);
-    }
-
-    /// `cargo test --release --lib timing_report -- --ignored --nocapture`
-    #[test]
-    #[ignore = "a measurement, not a check"]
-    fn timing_report() {
-        use std::time::Instant;
-        let hash = bcrypt::hash("right", 10).unwrap();
-        let auth = BasicAuth::new(BTreeMap::from([("alice".to_string(), Some(hash))])).unwrap();
-        let cache = AuthCache::default();
-        let time = |u: &str, p: &str, n: u32| {
-            let h = header(u, p);
-            let t = Instant::now();
-            for _ in 0..n {
-                authorize(&auth, &cache, Some(&h));
-            }
-            t.elapsed() / n
-        };
-        let rounds = 20;
-        println!("bcrypt cost 10, mean of {rounds}:");
-        println!("  wrong password : {:?}", time("alice", "wrong", rounds));
-        println!("  unknown user   : {:?}", time("mallory", "wrong", rounds));
-        println!("  right (cached) : {:?}", time("alice", "right", rounds));
-        println!("  wrong password : {:?}", time("alice", "wrong", rounds));
-        println!("  unknown user   : {:?}", time("mallory", "wrong", rounds));
     }
 
     fn header(user: &str, pass: &str) -> Vec<u8> {
