@@ -12,9 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -25,7 +22,8 @@ TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "debug"
 EXPORTER = TARGET / "nvml-exporter"
 LIB = TARGET / "libnvml_sim.so"
 
-SIM_VARS = ("NVML_SIM_CONTROL", "NVML_SIM_TIME_SCALE", "NVML_SIM_CALL_LOG", "NVML_SIM_SCENARIO")
+sys.path.insert(0, str(ROOT / "tests" / "alerts"))
+from promstack import SIM_VARS, Exporter, http_get  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -43,67 +41,6 @@ def clean_env():
     for k in SIM_VARS:
         env.pop(k, None)
     return env
-
-
-class Exporter:
-    """The real binary on 127.0.0.1, port picked by the kernel."""
-
-    def __init__(self, scenario):
-        self.proc = subprocess.Popen(
-            [
-                str(EXPORTER),
-                f"--simulate={scenario}",
-                "--web.listen-address=127.0.0.1:0",
-                "--collect.interval=200ms",
-                "--log.format=logfmt",
-            ],
-            env=clean_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.log = []
-        self.address = None
-        found = threading.Event()
-
-        def read():
-            for line in self.proc.stderr:
-                self.log.append(line)
-                if self.address is None and "msg=listening" in line:
-                    for kv in line.split():
-                        if kv.startswith("address="):
-                            self.address = kv.split("=", 1)[1]
-                            found.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not found.wait(60):
-            self.close()
-            raise AssertionError("exporter did not listen:\n" + "".join(self.log))
-        deadline = time.monotonic() + 60
-        while self.status("/-/ready") != 200:
-            assert time.monotonic() < deadline, "not ready:\n" + "".join(self.log)
-            time.sleep(0.05)
-
-    def status(self, path):
-        try:
-            with urllib.request.urlopen(f"http://{self.address}{path}", timeout=10) as r:
-                return r.status
-        except urllib.error.HTTPError as e:
-            return e.code
-
-    def samples(self):
-        with urllib.request.urlopen(f"http://{self.address}/metrics", timeout=10) as r:
-            text = r.read().decode()
-        return [s for fam in text_string_to_metric_families(text) for s in fam.samples]
-
-    def close(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 PYNVML_READ = r"""
@@ -201,13 +138,16 @@ def value(samples, name, gpu, **labels):
 
 
 @pytest.mark.parametrize("scenario", ["dgx-h100", "dgx-a100", "workstation"])
-def test_exporter_agrees_with_pynvml(libdir, scenario):
+def test_exporter_agrees_with_pynvml(libdir, scenario, tmp_path):
     nv = pynvml_view(libdir, scenario)
-    exporter = Exporter(scenario)
+    exporter = Exporter(tmp_path, scenario, interval="200ms")
     try:
-        samples = exporter.samples()
+        exporter.wait_ready()
+        status, body = http_get(f"http://{exporter.address}/metrics")
+        assert status == 200
     finally:
-        exporter.close()
+        exporter.stop()
+    samples = [s for fam in text_string_to_metric_families(body.decode()) for s in fam.samples]
 
     driver = [s for s in samples if s.name == "nvidia_gpu_driver_info"]
     assert driver[0].labels["driver_version"] == nv["driver_version"]

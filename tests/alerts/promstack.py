@@ -58,6 +58,10 @@ def require_binary(name: str) -> str:
     return path
 
 
+# Simulator settings a developer's shell may carry; a test passes its own.
+SIM_VARS = ("NVML_SIM_CONTROL", "NVML_SIM_TIME_SCALE", "NVML_SIM_CALL_LOG", "NVML_SIM_SCENARIO")
+
+
 class Process:
     """A child process whose output goes to a log file we can show on failure."""
 
@@ -65,8 +69,9 @@ class Process:
         self.name = name
         self.log_path = workdir / f"{name}.log"
         self._log = open(self.log_path, "wb")
+        inherited = {k: v for k, v in os.environ.items() if k not in SIM_VARS}
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, **(env or {})}, cwd=workdir)
+                                     env={**inherited, **(env or {})}, cwd=workdir)
 
     def log(self) -> str:
         self._log.flush()
