@@ -13,6 +13,7 @@ pub mod scenario;
 
 pub use ffi::device::*;
 pub use ffi::events::*;
+pub use ffi::fields::*;
 pub use ffi::gpm::*;
 pub use ffi::mig::*;
 pub use ffi::system::*;

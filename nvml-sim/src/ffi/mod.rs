@@ -20,6 +20,7 @@ use std::time::Duration;
 
 pub mod device;
 pub mod events;
+pub mod fields;
 pub mod gpm;
 pub mod mig;
 pub mod system;
