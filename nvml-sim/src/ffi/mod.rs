@@ -23,6 +23,7 @@ pub mod events;
 pub mod fields;
 pub mod gpm;
 pub mod mig;
+pub mod processes;
 pub mod system;
 
 pub type Ret = nvmlReturn_t;
