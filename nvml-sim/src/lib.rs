@@ -12,6 +12,7 @@ pub mod model;
 pub mod scenario;
 
 pub use ffi::device::*;
+pub use ffi::ecc::*;
 pub use ffi::events::*;
 pub use ffi::fields::*;
 pub use ffi::gpm::*;

@@ -19,6 +19,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 pub mod device;
+pub mod ecc;
 pub mod events;
 pub mod fields;
 pub mod gpm;
