@@ -17,6 +17,7 @@ pub use ffi::events::*;
 pub use ffi::fields::*;
 pub use ffi::gpm::*;
 pub use ffi::mig::*;
+pub use ffi::nvlink::*;
 pub use ffi::processes::*;
 pub use ffi::system::*;
 pub use ffi::{nvmlErrorString, nvmlInit, nvmlInitWithFlags, nvmlInit_v2, nvmlShutdown};
