@@ -18,6 +18,7 @@ pub use ffi::fields::*;
 pub use ffi::gpm::*;
 pub use ffi::mig::*;
 pub use ffi::nvlink::*;
+pub use ffi::pcie::*;
 pub use ffi::processes::*;
 pub use ffi::system::*;
 pub use ffi::{nvmlErrorString, nvmlInit, nvmlInitWithFlags, nvmlInit_v2, nvmlShutdown};

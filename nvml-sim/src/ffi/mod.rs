@@ -25,6 +25,7 @@ pub mod fields;
 pub mod gpm;
 pub mod mig;
 pub mod nvlink;
+pub mod pcie;
 pub mod processes;
 pub mod system;
 
