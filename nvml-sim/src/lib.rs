@@ -11,6 +11,7 @@ pub mod fleet;
 pub mod model;
 pub mod scenario;
 
+pub use ffi::clocks::*;
 pub use ffi::device::*;
 pub use ffi::ecc::*;
 pub use ffi::events::*;
