@@ -20,6 +20,7 @@ pub use ffi::gpm::*;
 pub use ffi::mig::*;
 pub use ffi::nvlink::*;
 pub use ffi::pcie::*;
+pub use ffi::power::*;
 pub use ffi::processes::*;
 pub use ffi::system::*;
 pub use ffi::{nvmlErrorString, nvmlInit, nvmlInitWithFlags, nvmlInit_v2, nvmlShutdown};

@@ -27,6 +27,7 @@ pub mod gpm;
 pub mod mig;
 pub mod nvlink;
 pub mod pcie;
+pub mod power;
 pub mod processes;
 pub mod system;
 
