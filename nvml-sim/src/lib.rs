@@ -23,4 +23,5 @@ pub use ffi::pcie::*;
 pub use ffi::power::*;
 pub use ffi::processes::*;
 pub use ffi::system::*;
+pub use ffi::thermal::*;
 pub use ffi::{nvmlErrorString, nvmlInit, nvmlInitWithFlags, nvmlInit_v2, nvmlShutdown};

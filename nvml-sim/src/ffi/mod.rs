@@ -30,6 +30,7 @@ pub mod pcie;
 pub mod power;
 pub mod processes;
 pub mod system;
+pub mod thermal;
 
 pub type Ret = nvmlReturn_t;
 pub type R<T = ()> = Result<T, Ret>;
