@@ -17,6 +17,7 @@ pub use ffi::ecc::*;
 pub use ffi::events::*;
 pub use ffi::fields::*;
 pub use ffi::gpm::*;
+pub use ffi::memory::*;
 pub use ffi::mig::*;
 pub use ffi::nvlink::*;
 pub use ffi::pcie::*;

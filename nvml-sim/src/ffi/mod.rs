@@ -24,6 +24,7 @@ pub mod ecc;
 pub mod events;
 pub mod fields;
 pub mod gpm;
+pub mod memory;
 pub mod mig;
 pub mod nvlink;
 pub mod pcie;
