@@ -25,4 +25,5 @@ pub use ffi::power::*;
 pub use ffi::processes::*;
 pub use ffi::system::*;
 pub use ffi::thermal::*;
+pub use ffi::utilization::*;
 pub use ffi::{nvmlErrorString, nvmlInit, nvmlInitWithFlags, nvmlInit_v2, nvmlShutdown};

@@ -32,6 +32,7 @@ pub mod power;
 pub mod processes;
 pub mod system;
 pub mod thermal;
+pub mod utilization;
 
 pub type Ret = nvmlReturn_t;
 pub type R<T = ()> = Result<T, Ret>;
