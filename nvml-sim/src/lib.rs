@@ -19,6 +19,7 @@ pub use ffi::fields::*;
 pub use ffi::gpm::*;
 pub use ffi::memory::*;
 pub use ffi::mig::*;
+pub use ffi::mode::*;
 pub use ffi::nvlink::*;
 pub use ffi::pcie::*;
 pub use ffi::power::*;

@@ -26,6 +26,7 @@ pub mod fields;
 pub mod gpm;
 pub mod memory;
 pub mod mig;
+pub mod mode;
 pub mod nvlink;
 pub mod pcie;
 pub mod power;
