@@ -1,12 +1,14 @@
-//! Per-device queries: identity, utilization, memory, thermals, power,
-//! clocks, PCIe, modes, ECC and retirement, field values, NVLink, processes.
-//! Behaviour follows the NVML API reference for each function; where a board
-//! lacks a feature the answer is NOT_SUPPORTED, as on real hardware.
+//! Device identity (NVML reference, "Device Queries"): name, UUID, serial,
+//! board and VBIOS, brand, architecture, index and PCI information. The
+//! handle lookups are in `system.rs`, with device enumeration.
+//!
+//! Behaviour follows the NVML API reference for each function here and in
+//! the other per-group files; where a board lacks a feature the answer is
+//! NOT_SUPPORTED, as on real hardware.
 
 use super::*;
-use crate::fault::ProcKind;
-use crate::fleet::{now_us, Gpu, Sim, MIB};
-use std::ffi::{c_int, c_ulonglong};
+use crate::fleet::Gpu;
+use std::ffi::c_int;
 
 pub fn bus_id(g: &Gpu) -> String {
     format!("{:08X}:{:02X}:00.0", 0, g.bus)
@@ -20,8 +22,6 @@ fn mig_name(g: &Gpu, gi: u32) -> String {
     let p = g.instance(gi).map(|i| i.profile.name).unwrap_or("?");
     format!("{} MIG {}", g.model.name, p)
 }
-
-// ---- identity ------------------------------------------------------------------
 
 nvml_fn! {
     fn nvmlDeviceGetName(device: nvmlDevice_t, name: *mut c_char, length: c_uint) {

@@ -18,6 +18,7 @@ use std::ffi::{c_char, c_uint};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
+// One file per NVML API group, as the NVML reference groups the calls.
 pub mod clocks;
 pub mod device;
 pub mod ecc;
