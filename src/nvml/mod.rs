@@ -45,13 +45,13 @@
 //! lost, hung and restarted drivers and reset only when the exporter does.
 
 mod backoff;
+mod calls;
 mod errors;
 mod fields;
-mod gpu;
 mod library;
-mod mig;
 mod poller;
 mod raw;
+mod sampler;
 mod units;
 mod watchdog;
 

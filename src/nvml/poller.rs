@@ -15,7 +15,7 @@ use nvml_wrapper::Nvml;
 
 use super::backoff::Backoff;
 use super::errors::ErrorBook;
-use super::gpu::GpuSampler;
+use super::sampler::GpuSampler;
 use super::library::ResolvedLibrary;
 use super::raw::{self, EventSet};
 use super::watchdog::{lock, CallTracker};
