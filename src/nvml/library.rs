@@ -1,9 +1,15 @@
-//! Which libnvidia-ml to load, decided once at start. Only configuration
-//! mistakes are errors here; a library that fails to load later is retried.
+//! Which libnvidia-ml to load, decided once at start, and loading it. Only
+//! configuration mistakes are errors at start; a library that fails to
+//! load or initialize later is retried by the supervisor.
 
 use std::path::{Path, PathBuf};
 
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::Nvml;
+
+use super::errors::error_name;
 use super::{LibrarySource, StartError};
+use crate::snapshot::DriverInfo;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResolvedLibrary {
@@ -73,6 +79,48 @@ pub fn simulator_candidates(env: Option<PathBuf>, exe: Option<&Path>) -> Vec<Pat
         }
     }
     out
+}
+
+/// An initialized NVML and what it said about itself.
+pub struct Loaded {
+    pub nvml: Nvml,
+    pub driver: DriverInfo,
+    pub device_count: u32,
+}
+
+/// Loads and initializes the library; `Err` says why NVML is unavailable,
+/// in words for the log.
+pub fn initialize(lib: &ResolvedLibrary) -> Result<Loaded, String> {
+    let result = match lib {
+        ResolvedLibrary::System => Nvml::init(),
+        ResolvedLibrary::Path(p) => Nvml::builder().lib_path(p.as_os_str()).init(),
+    };
+    let nvml = result.map_err(|e| match e {
+        NvmlError::LibloadingError(inner) => format!("cannot load {}: {inner}", lib.describe()),
+        NvmlError::FailedToLoadSymbol(s) => {
+            format!("{} is not a usable NVML library: {s}", lib.describe())
+        }
+        other => format!("nvmlInit failed ({}): {other}", error_name(&other)),
+    })?;
+    let device_count = nvml
+        .device_count()
+        .map_err(|e| format!("nvmlDeviceGetCount_v2 failed: {e}"))?;
+    let driver = DriverInfo {
+        driver_version: nvml.sys_driver_version().unwrap_or_default(),
+        nvml_version: nvml.sys_nvml_version().unwrap_or_default(),
+        cuda_driver_version: nvml.sys_cuda_driver_version().ok().map(|v| {
+            format!(
+                "{}.{}",
+                nvml_wrapper::cuda_driver_version_major(v),
+                nvml_wrapper::cuda_driver_version_minor(v)
+            )
+        }),
+    };
+    Ok(Loaded {
+        nvml,
+        driver,
+        device_count,
+    })
 }
 
 #[cfg(test)]
