@@ -8,6 +8,7 @@ pub mod control;
 pub mod fault;
 pub mod ffi;
 pub mod fleet;
+pub mod host;
 pub mod model;
 pub mod scenario;
 
@@ -28,3 +29,4 @@ pub use ffi::system::*;
 pub use ffi::thermal::*;
 pub use ffi::utilization::*;
 pub use ffi::{nvmlErrorString, nvmlInit, nvmlInitWithFlags, nvmlInit_v2, nvmlShutdown};
+pub use host::nvml_sim_select_scenario;

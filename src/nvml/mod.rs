@@ -72,8 +72,8 @@ pub enum LibrarySource {
     Path(PathBuf),
     /// `--simulate [SCENARIO]`: the simulated driver, found through
     /// `$NVML_SIM_LIBRARY`, next to the executable, or in
-    /// `<exe dir>/../lib/nvml-exporter/`; `NVML_SIM_SCENARIO` is set to
-    /// `scenario` for it.
+    /// `<exe dir>/../lib/nvml-exporter/`, and told `scenario` through its
+    /// own export before each `nvmlInit` (the environment is left alone).
     Simulated { scenario: String },
 }
 

@@ -68,6 +68,9 @@ pub struct State {
     /// (scenario key, time scale) the current `sim` was built from.
     pub built_from: Option<(String, f64)>,
     pub control_started: bool,
+    /// The scenario a host process chose through `nvml_sim_select_scenario`
+    /// (see `host.rs`); it wins over `NVML_SIM_SCENARIO`.
+    pub selected_scenario: Option<String>,
 }
 
 pub static STATE: Mutex<State> = Mutex::new(State {
@@ -75,6 +78,7 @@ pub static STATE: Mutex<State> = Mutex::new(State {
     sim: None,
     built_from: None,
     control_started: false,
+    selected_scenario: None,
 });
 /// Wakes hung calls and event waiters when faults change the fleet.
 pub static CHANGED: Condvar = Condvar::new();
@@ -386,8 +390,10 @@ fn init(_flags: c_uint) -> R {
         }
     }
     if st.refcount == 0 {
-        let key = std::env::var("NVML_SIM_SCENARIO")
-            .ok()
+        let key = st
+            .selected_scenario
+            .clone()
+            .or_else(|| std::env::var("NVML_SIM_SCENARIO").ok())
             .filter(|s| !s.trim().is_empty())
             .unwrap_or_else(|| scenario::DEFAULT.to_string());
         let scale = env_scale().map_err(|e| {
