@@ -13,6 +13,8 @@ pub mod family;
 pub mod http;
 pub mod kubernetes;
 pub mod logging;
+pub mod metric;
 pub mod nvml;
+pub mod render;
 pub mod snapshot;
 pub mod web_config;

@@ -10,8 +10,8 @@ mod snapshots;
 use std::collections::{BTreeMap, BTreeSet};
 
 use nvml_exporter::collectors::COLLECTORS;
-use nvml_exporter::exposition::{encode, RenderContext};
 use nvml_exporter::family::FamilySet;
+use nvml_exporter::render::{encode, RenderContext};
 
 /// `# TYPE` and `# UNIT` per family name from the OpenMetrics output, keyed
 /// by the sample name (counters with `_total`).

@@ -10,8 +10,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use nvml_exporter::exposition::{render_at, Exposition, RenderContext};
+use nvml_exporter::exposition::Exposition;
 use nvml_exporter::family::FamilySet;
+use nvml_exporter::render::{render_at, RenderContext};
 
 fn render_all(s: &nvml_exporter::snapshot::Snapshot) -> Exposition {
     let ctx = RenderContext {

@@ -1,8 +1,7 @@
 //! Clocks and performance state.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::{Clock, GpuReadings};
 
 pub static COLLECTOR: Collector = Collector {

@@ -1,8 +1,7 @@
 //! ECC mode and error counters. Consumer GPUs have no ECC: absent.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Ecc),

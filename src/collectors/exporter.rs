@@ -1,8 +1,8 @@
 //! The exporter's own health: build, NVML state, sampling freshness, driver
 //! errors and calls stuck in the driver. Always on.
 
-use super::{unix_seconds, Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
+use super::unix_seconds;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: None,

@@ -1,8 +1,7 @@
 //! Fan speeds. Passively cooled data-center GPUs have no fans: absent.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Fan),

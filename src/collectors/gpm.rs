@@ -1,9 +1,8 @@
 //! GPM activity (Hopper and newer), per GPU and per MIG GPU instance.
 //! A100 has no GPM: there these families are absent, not zero.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Gpm),

@@ -1,8 +1,7 @@
 //! Identity: which GPUs, which driver. Always on, and kept for lost or hung
 //! GPUs so that their other series can still be joined to a name.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: None,

@@ -12,8 +12,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{unix_seconds, Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
+use super::unix_seconds;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::GpuState;
 
 pub static COLLECTOR: Collector = Collector {

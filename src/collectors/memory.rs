@@ -1,9 +1,8 @@
 //! Frame buffer and BAR1 memory of the whole GPU. MIG instances have their
 //! own `nvidia_gpu_mig_memory_*` families so sums never double count.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Memory),

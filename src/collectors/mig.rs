@@ -2,9 +2,8 @@
 //! their own families so that `sum()` over a GPU family never counts memory
 //! twice. Per-instance activity is in `gpm.rs` (Hopper and newer only).
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::MigMemory;
 
 pub static COLLECTOR: Collector = Collector {

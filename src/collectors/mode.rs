@@ -1,8 +1,7 @@
 //! Persistence, display and compute mode.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::ComputeMode;
 
 pub static COLLECTOR: Collector = Collector {

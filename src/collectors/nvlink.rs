@@ -1,9 +1,8 @@
 //! NVLink state, errors and traffic, per link. GPUs without NVLink have
 //! no links listed: absent.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Nvlink),

@@ -1,8 +1,7 @@
 //! PCIe link, replay errors and cumulative traffic.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::Pcie;
 
 pub static COLLECTOR: Collector = Collector {

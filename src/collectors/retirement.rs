@@ -1,9 +1,8 @@
 //! Memory health after ECC errors: retired pages (before Ampere), remapped
 //! rows (Ampere and newer) and the driver's recovery action.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::RemappedRows;
 
 pub static COLLECTOR: Collector = Collector {

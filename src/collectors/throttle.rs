@@ -1,9 +1,8 @@
 //! Clock event (throttle) reasons: which are active, and for how long the
 //! GPU has been held back by each.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Throttle),

@@ -1,9 +1,9 @@
 //! XID error events, counted by the event thread as they happen. Kept for
 //! lost and hung GPUs: an XID 79 is exactly how a GPU gets lost.
 
-use super::{unix_seconds, Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
+use super::unix_seconds;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Xid),

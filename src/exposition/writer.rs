@@ -10,8 +10,7 @@ use super::format::{
     write_escaped_help_openmetrics, write_escaped_help_text, write_escaped_label_value, write_f64,
     write_u64,
 };
-use super::sample::{LabelValue, SampleSink, Value};
-use crate::collectors::{Kind, Metric};
+use crate::metric::{Kind, LabelValue, Metric, SampleSink, Value};
 
 /// The two outputs of one render, plus scratch space.
 #[derive(Debug, Default)]
@@ -34,6 +33,11 @@ impl Writer {
     /// no samples is left out entirely, metadata included, so that a
     /// feature a GPU lacks leaves no trace.
     pub fn family(&mut self, metric: &Metric, samples: &mut SampleSink<'_>) {
+        if metric.kind == Kind::Counter {
+            // A NaN or negative counter is a bad reading, and strict
+            // OpenMetrics parsers reject the whole exposition for one.
+            samples.retain_values(|v| !matches!(v, Value::Float(f) if f.is_nan() || f < 0.0));
+        }
         if samples.is_empty() {
             return;
         }
@@ -115,19 +119,10 @@ fn write_sample(
     out.push(b'\n');
 }
 
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Gauge => "gauge",
-            Kind::Counter => "counter",
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collectors::Scope;
+    use crate::metric::Scope;
 
     fn nothing(_: &Scope<'_>, _: &mut SampleSink<'_>) {}
 

@@ -1,0 +1,128 @@
+//! What a metric is, shared by the collectors that produce metrics and the
+//! writers that encode them: a [`Metric`] describes itself (name, help,
+//! type, unit) and turns a [`Scope`] into
+//! samples in a [`SampleSink`]; a [`Collector`] groups the metrics one
+//! [`Family`] switches.
+//!
+//! It sits below both sides so that neither imports the other: the
+//! collectors know nothing of the text formats, the writers nothing of the
+//! list of families.
+
+mod sample;
+
+use std::time::SystemTime;
+
+use crate::family::Family;
+use crate::snapshot::{GpuReadings, GpuState, Snapshot};
+
+pub use sample::{LabelValue, SampleBuilder, SampleSink, Value};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Gauge,
+    Counter,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Gauge => "gauge",
+            Kind::Counter => "counter",
+        }
+    }
+}
+
+/// The Prometheus base units a metric name may end in.
+pub const BASE_UNITS: &[&str] = &[
+    "bytes", "seconds", "celsius", "watts", "joules", "hertz", "ratio",
+];
+
+/// One metric family.
+pub struct Metric {
+    /// The sample name. Counters end in `_total`, as Prometheus wants;
+    /// OpenMetrics names the family without it ([`Metric::family_name`]).
+    pub name: &'static str,
+    pub help: &'static str,
+    pub kind: Kind,
+    /// Set where the name ends in a base unit; OpenMetrics writes it as
+    /// `# UNIT`.
+    pub unit: Option<&'static str>,
+    pub collect: for<'a> fn(&Scope<'a>, &mut SampleSink<'a>),
+}
+
+impl Metric {
+    /// The OpenMetrics family name: without `_total` for a counter.
+    pub fn family_name(&self) -> &'static str {
+        match self.kind {
+            Kind::Counter => self.name.strip_suffix("_total").unwrap_or(self.name),
+            Kind::Gauge => self.name,
+        }
+    }
+}
+
+impl std::fmt::Debug for Metric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metric")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+/// A group of metrics switched together.
+#[derive(Debug)]
+pub struct Collector {
+    /// `None`: always on (identity, health and the exporter's own metrics).
+    pub family: Option<Family>,
+    pub metrics: &'static [Metric],
+}
+
+/// What `nvml_exporter_build_info` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuildInfo {
+    pub version: &'static str,
+    pub revision: &'static str,
+}
+
+impl BuildInfo {
+    /// This build: the crate version, and the git revision when the build
+    /// environment passed one in `NVML_EXPORTER_REVISION`.
+    pub const fn current() -> Self {
+        BuildInfo {
+            version: env!("CARGO_PKG_VERSION"),
+            revision: match option_env!("NVML_EXPORTER_REVISION") {
+                Some(r) => r,
+                None => "unknown",
+            },
+        }
+    }
+}
+
+impl Default for BuildInfo {
+    fn default() -> Self {
+        Self::current()
+    }
+}
+
+/// What a collector reads.
+pub struct Scope<'a> {
+    pub snapshot: &'a Snapshot,
+    pub build: &'a BuildInfo,
+    /// When this render happens, for durations of calls still running.
+    pub now: SystemTime,
+}
+
+impl<'a> Scope<'a> {
+    /// GPUs with readings: lost, hung and failing GPUs have their
+    /// measurement series withdrawn.
+    pub fn readings(&self) -> impl Iterator<Item = (&'a GpuState, &'a GpuReadings)> + 'a {
+        self.snapshot
+            .gpus
+            .iter()
+            .filter_map(|g| g.readings.as_ref().map(|r| (g, r)))
+    }
+
+    pub fn gpus(&self) -> impl Iterator<Item = &'a GpuState> + 'a {
+        self.snapshot.gpus.iter()
+    }
+}
