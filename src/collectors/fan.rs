@@ -9,7 +9,6 @@ pub static COLLECTOR: Collector = Collector {
         name: "nvidia_gpu_fan_speed_ratio",
         help: "Fan speed as a fraction of its maximum, by fan index.",
         kind: Kind::Gauge,
-        unit: Some("ratio"),
         collect: fan_speed,
     }],
 };

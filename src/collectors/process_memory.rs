@@ -11,7 +11,6 @@ pub static COLLECTOR: Collector = Collector {
         name: "nvidia_gpu_process_memory_used_bytes",
         help: "GPU memory used by a process; MIG processes carry their instance.",
         kind: Kind::Gauge,
-        unit: Some("bytes"),
         collect: process_memory,
     }],
 };

@@ -10,7 +10,6 @@ pub static COLLECTOR: Collector = Collector {
         name: "nvidia_gpu_processes",
         help: "Processes running on the GPU, by type (compute or graphics).",
         kind: Kind::Gauge,
-        unit: None,
         collect: processes,
     }],
 };

@@ -9,7 +9,6 @@ pub static COLLECTOR: Collector = Collector {
         name: "nvidia_gpu_utilization_ratio",
         help: "Fraction of the last sample period the engine was busy (not reported on MIG-enabled GPUs).",
         kind: Kind::Gauge,
-        unit: Some("ratio"),
         collect: utilization,
     }],
 };

@@ -60,7 +60,7 @@ impl Writer {
         om.push(b' ');
         om.extend_from_slice(metric.kind.as_str().as_bytes());
         om.push(b'\n');
-        if let Some(unit) = metric.unit {
+        if let Some(unit) = metric.unit() {
             om.extend_from_slice(b"# UNIT ");
             om.extend_from_slice(base.as_bytes());
             om.push(b' ');
@@ -130,7 +130,6 @@ mod tests {
         name: "test_energy_joules_total",
         help: "Energy \"used\"\nsince C:\\boot.",
         kind: Kind::Counter,
-        unit: Some("joules"),
         collect: nothing,
     };
 
@@ -138,7 +137,6 @@ mod tests {
         name: "test_info",
         help: "Identity.",
         kind: Kind::Gauge,
-        unit: None,
         collect: nothing,
     };
 

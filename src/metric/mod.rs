@@ -1,6 +1,6 @@
 //! What a metric is, shared by the collectors that produce metrics and the
 //! writers that encode them: a [`Metric`] describes itself (name, help,
-//! type, unit) and turns a [`Scope`] into
+//! type; its unit follows from its name) and turns a [`Scope`] into
 //! samples in a [`SampleSink`]; a [`Collector`] groups the metrics one
 //! [`Family`] switches.
 //!
@@ -32,7 +32,8 @@ impl Kind {
     }
 }
 
-/// The Prometheus base units a metric name may end in.
+/// The Prometheus base units a metric name may end in. A name ending in
+/// one carries it as its unit (OpenMetrics `# UNIT`); no other does.
 pub const BASE_UNITS: &[&str] = &[
     "bytes", "seconds", "celsius", "watts", "joules", "hertz", "ratio",
 ];
@@ -44,9 +45,6 @@ pub struct Metric {
     pub name: &'static str,
     pub help: &'static str,
     pub kind: Kind,
-    /// Set where the name ends in a base unit; OpenMetrics writes it as
-    /// `# UNIT`.
-    pub unit: Option<&'static str>,
     pub collect: for<'a> fn(&Scope<'a>, &mut SampleSink<'a>),
 }
 
@@ -57,6 +55,17 @@ impl Metric {
             Kind::Counter => self.name.strip_suffix("_total").unwrap_or(self.name),
             Kind::Gauge => self.name,
         }
+    }
+
+    /// The base unit the family name ends in, if any: Prometheus naming
+    /// puts the unit in the name, so it is never declared twice.
+    pub fn unit(&self) -> Option<&'static str> {
+        let family = self.family_name();
+        BASE_UNITS.iter().copied().find(|unit| {
+            family
+                .strip_suffix(unit)
+                .is_some_and(|rest| rest.ends_with('_'))
+        })
     }
 }
 
@@ -124,5 +133,43 @@ impl<'a> Scope<'a> {
 
     pub fn gpus(&self) -> impl Iterator<Item = &'a GpuState> + 'a {
         self.snapshot.gpus.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nothing(_: &Scope<'_>, _: &mut SampleSink<'_>) {}
+
+    fn unit(name: &'static str, kind: Kind) -> Option<&'static str> {
+        Metric {
+            name,
+            help: "",
+            kind,
+            collect: nothing,
+        }
+        .unit()
+    }
+
+    #[test]
+    fn the_unit_is_the_base_unit_the_family_name_ends_in() {
+        assert_eq!(
+            unit("nvidia_gpu_energy_joules_total", Kind::Counter),
+            Some("joules")
+        );
+        assert_eq!(
+            unit("nvidia_gpu_clock_max_hertz", Kind::Gauge),
+            Some("hertz")
+        );
+        assert_eq!(
+            unit("nvidia_gpu_fan_speed_ratio", Kind::Gauge),
+            Some("ratio")
+        );
+        assert_eq!(unit("nvidia_gpu_ecc_errors_total", Kind::Counter), None);
+        assert_eq!(unit("nvidia_gpu_info", Kind::Gauge), None);
+        // A whole word only, and never `_total` itself.
+        assert_eq!(unit("test_megabytes", Kind::Gauge), None);
+        assert_eq!(unit("test_seconds_total", Kind::Gauge), None);
     }
 }
