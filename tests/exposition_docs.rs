@@ -45,7 +45,7 @@ fn emitted() -> BTreeMap<String, (String, String)> {
             _ => {}
         }
     }
-    for (name, (kind, unit)) in out.iter_mut() {
+    for (name, (kind, unit)) in &mut out {
         let family = if kind == "counter" {
             name.trim_end_matches("_total")
         } else {

@@ -3,6 +3,9 @@
 //! fleet described by a scenario, and accepts faults over a control socket.
 //! See README.md.
 
+// The simulator is a C ABI: raw pointers in every export.
+#![allow(unsafe_code)]
+
 pub mod calls;
 pub mod control;
 pub mod fault;

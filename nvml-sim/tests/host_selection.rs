@@ -2,6 +2,9 @@
 //! before `nvmlInit`, with no environment variable: the way the exporter's
 //! `--simulate` and in-process samplers reach the simulator.
 
+// Calls the simulator's C ABI directly, as NVML clients do.
+#![allow(unsafe_code)]
+
 mod common;
 
 use std::ffi::{c_char, CString};

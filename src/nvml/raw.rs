@@ -8,6 +8,8 @@
 //! `FailedToLoadSymbol` (treated as "absent") when the library lacks it,
 //! instead of the panic that `NvmlLib`'s convenience methods would raise.
 
+// The FFI layer: the workspace denies `unsafe` everywhere else.
+#![allow(unsafe_code)]
 // bindgen spells C enum constants in lower case; they are matched as
 // constants (a misspelling would fail to resolve and warn as a binding).
 #![allow(non_upper_case_globals)]
@@ -103,7 +105,7 @@ pub fn field_values(
                         FieldValue::Unsigned(u64::from(v.value.uiVal))
                     }
                     nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG => {
-                        FieldValue::Unsigned(v.value.ulVal as u64)
+                        FieldValue::Unsigned(v.value.ulVal)
                     }
                     nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG => {
                         FieldValue::Unsigned(v.value.ullVal)
@@ -416,6 +418,5 @@ pub fn select_sim_scenario(
         .map_err(|_| "not nvml-sim: it does not export nvml_sim_select_scenario".to_string())?;
     // SAFETY: `key` is a NUL-terminated string that outlives the call.
     nvml_try(unsafe { select(key.as_ptr()) }).map_err(|e| e.to_string())?;
-    drop(select);
     Ok(lib)
 }

@@ -378,13 +378,10 @@ pub fn run_to_exit(args: &[&str], env: &[(&str, &str)]) -> (ExitStatus, String) 
         let _ = err.read_to_string(&mut s);
         s
     });
-    let status = match wait_timeout(&mut child, Duration::from_secs(30)) {
-        Some(s) => s,
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("nvml-exporter {args:?} kept running; expected it to exit");
-        }
+    let Some(status) = wait_timeout(&mut child, Duration::from_secs(30)) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("nvml-exporter {args:?} kept running; expected it to exit");
     };
     let stdout = out_t.join().unwrap();
     let stderr = err_t.join().unwrap();

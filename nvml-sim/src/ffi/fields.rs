@@ -15,7 +15,7 @@ enum FieldValue {
 
 fn field_value(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
     use nvml_wrapper_sys::bindings::field_id::*;
-    use FieldValue::*;
+    use FieldValue::{U32, U64};
     let m = g.model;
     let ecc = |et: usize, c: usize, loc: Option<usize>| -> R<FieldValue> {
         if !m.ecc {
@@ -79,7 +79,7 @@ fn field_value(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
             if !m.page_retirement {
                 return Err(NOT_SUPPORTED);
             }
-            let cause = if id == NVML_FI_DEV_RETIRED_SBE { 0 } else { 1 };
+            let cause = u32::from(id != NVML_FI_DEV_RETIRED_SBE);
             Ok(U64(
                 g.retired.iter().filter(|p| p.cause as u32 == cause).count() as u64,
             ))
@@ -292,11 +292,9 @@ fn field_value(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
         NVML_FI_DEV_IS_RESETLESS_MIG_SUPPORTED => Ok(U32(0)),
         NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE => Ok(U32(m.mig_capable() as u32)),
         // nvmlGpuRecoveryAction_t: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset.
-        NVML_FI_DEV_GET_GPU_RECOVERY_ACTION => Ok(U32(if g.remap_pending || g.retired_pending {
-            1
-        } else {
-            0
-        })),
+        NVML_FI_DEV_GET_GPU_RECOVERY_ACTION => {
+            Ok(U32(u32::from(g.remap_pending || g.retired_pending)))
+        }
         NVML_FI_DEV_RESET_STATUS | NVML_FI_DEV_DRAIN_AND_RESET_STATUS => {
             Ok(U32((g.remap_pending || g.retired_pending) as u32))
         }

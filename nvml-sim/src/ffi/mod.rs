@@ -133,7 +133,7 @@ pub unsafe fn out_str(buf: *mut c_char, len: c_uint, s: &str) -> R {
     if (len as usize) < s.len() + 1 {
         return Err(INSUFFICIENT_SIZE);
     }
-    std::ptr::copy_nonoverlapping(s.as_ptr() as *const c_char, buf, s.len());
+    std::ptr::copy_nonoverlapping(s.as_ptr().cast::<c_char>(), buf, s.len());
     *buf.add(s.len()) = 0;
     Ok(())
 }

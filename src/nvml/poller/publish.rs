@@ -117,7 +117,9 @@ mod tests {
         let slot1 = lock(&shared.slots)[1].clone();
         slot1.tracker.enter_at(
             "power",
-            Instant::now() - Duration::from_secs(10),
+            Instant::now()
+                .checked_sub(Duration::from_secs(10))
+                .expect("uptime above 10 s"),
             SystemTime::now(),
         );
         let snap = build_snapshot(&shared, Some(2), None, Duration::from_secs(5));

@@ -51,25 +51,25 @@ impl State {
 }
 
 fn pstate_number(p: PerformanceState) -> Option<u32> {
-    use PerformanceState::*;
+    use PerformanceState as P;
     Some(match p {
-        Zero => 0,
-        One => 1,
-        Two => 2,
-        Three => 3,
-        Four => 4,
-        Five => 5,
-        Six => 6,
-        Seven => 7,
-        Eight => 8,
-        Nine => 9,
-        Ten => 10,
-        Eleven => 11,
-        Twelve => 12,
-        Thirteen => 13,
-        Fourteen => 14,
-        Fifteen => 15,
-        Unknown => return None,
+        P::Zero => 0,
+        P::One => 1,
+        P::Two => 2,
+        P::Three => 3,
+        P::Four => 4,
+        P::Five => 5,
+        P::Six => 6,
+        P::Seven => 7,
+        P::Eight => 8,
+        P::Nine => 9,
+        P::Ten => 10,
+        P::Eleven => 11,
+        P::Twelve => 12,
+        P::Thirteen => 13,
+        P::Fourteen => 14,
+        P::Fifteen => 15,
+        P::Unknown => return None,
     })
 }
 

@@ -84,13 +84,9 @@ impl State {
                         continue;
                     }
                     let got = match li {
-                        None => c.run(fam, || d.total_ecc_errors(nv_err.clone(), nv_scope.clone())),
+                        None => c.run(fam, || d.total_ecc_errors(*nv_err, *nv_scope)),
                         Some(i) => c.run(fam, || {
-                            d.memory_error_counter(
-                                nv_err.clone(),
-                                nv_scope.clone(),
-                                locations[i].0.clone(),
-                            )
+                            d.memory_error_counter(*nv_err, *nv_scope, locations[i].0)
                         }),
                     };
                     match got {

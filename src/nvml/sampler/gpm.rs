@@ -44,18 +44,10 @@ impl<'n> State<'n> {
 
 /// The previous GPM sample, kept so that each poll yields ratios over the
 /// last interval.
+#[derive(Default)]
 pub struct GpmPair<'n> {
     prev: Option<GpmBuffer<'n>>,
     scratch: Option<GpmBuffer<'n>>,
-}
-
-impl Default for GpmPair<'_> {
-    fn default() -> Self {
-        GpmPair {
-            prev: None,
-            scratch: None,
-        }
-    }
 }
 
 impl<'n> GpmPair<'n> {

@@ -80,17 +80,16 @@ impl<'n> State<'n> {
         let mut first_device: BTreeMap<u32, DeviceHandle> = BTreeMap::new();
         let mut seen = Vec::new();
         for index in 0..max {
-            let handle = match c.run(fam, || {
+            let Got::Value(handle) = c.run(fam, || {
                 match raw::mig_device_by_index(nvml, parent, index) {
                     // An empty slot in the MIG device table, not a failure.
-                    Err(NvmlError::NotFound) | Err(NvmlError::InvalidArg) => {
+                    Err(NvmlError::NotFound | NvmlError::InvalidArg) => {
                         Err(NvmlError::NotSupported)
                     }
                     other => other,
                 }
-            }) {
-                Got::Value(h) => h,
-                _ => continue,
+            }) else {
+                continue;
             };
             let Some(uuid) = c.run(fam, || raw::uuid(nvml, handle)).value() else {
                 continue;
@@ -143,7 +142,7 @@ impl<'n> State<'n> {
         }
         self.known.retain(|uuid, _| seen.contains(uuid));
 
-        for (gi_id, gi) in instances.iter_mut() {
+        for (gi_id, gi) in &mut instances {
             gi.compute_instances.sort_by_key(|ci| ci.compute_instance);
             if let Some(&h) = first_device.get(gi_id) {
                 // MIG devices of one GPU instance share its memory.

@@ -139,7 +139,7 @@ impl<'n> GpuSampler<'n> {
         let on = |f: Family| families.contains(f);
         calls.begin_sample(*poll);
         let mut g = Gpu {
-            nvml: *nvml,
+            nvml,
             device,
             handle: *handle,
             poll: *poll,
