@@ -1,66 +1,18 @@
 //! Parsing and validation of every field, and every error, against
-//! certificates generated here.
+//! certificates from the suite's certificate factory (tests/common/pki.rs).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
 use tokio_rustls::rustls;
 
 use super::*;
 
-struct Pki {
-    dir: tempfile::TempDir,
-}
+// The suite's one certificate factory, shared with the end-to-end tests.
+#[path = "../../tests/common/pki.rs"]
+mod pki;
+use pki::Pki;
 
 impl Pki {
-    /// A CA, a server certificate for localhost and a client certificate,
-    /// plus an unrelated self-signed certificate, as PEM files.
-    fn new() -> Pki {
-        let dir = tempfile::tempdir().unwrap();
-        let ca_key = KeyPair::generate().unwrap();
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name.push(DnType::CommonName, "test ca");
-        let ca_cert = ca.self_signed(&ca_key).unwrap();
-        let server_key = KeyPair::generate().unwrap();
-        let server = CertificateParams::new(vec!["localhost".to_string()])
-            .unwrap()
-            .signed_by(&server_key, &ca_cert, &ca_key)
-            .unwrap();
-        let client_key = KeyPair::generate().unwrap();
-        let mut cp = CertificateParams::new(vec!["client.example".to_string()]).unwrap();
-        cp.subject_alt_names
-            .push(SanType::Rfc822Name("ops@example.com".try_into().unwrap()));
-        cp.subject_alt_names
-            .push(SanType::URI("spiffe://example/scraper".try_into().unwrap()));
-        cp.subject_alt_names
-            .push(SanType::IpAddress("10.1.2.3".parse().unwrap()));
-        let client = cp.signed_by(&client_key, &ca_cert, &ca_key).unwrap();
-        let other_key = KeyPair::generate().unwrap();
-        let other = CertificateParams::new(vec!["other".to_string()])
-            .unwrap()
-            .self_signed(&other_key)
-            .unwrap();
-        let w = |name: &str, body: String| std::fs::write(dir.path().join(name), body).unwrap();
-        w("ca.crt", ca_cert.pem());
-        w("server.crt", server.pem());
-        w("server.key", server_key.serialize_pem());
-        w("client.crt", client.pem());
-        w("client.key", client_key.serialize_pem());
-        w("other.crt", other.pem());
-        w("other.key", other_key.serialize_pem());
-        w("junk.pem", "not a pem file\n".to_string());
-        Pki { dir }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.path(name)).unwrap()
-    }
-
     fn load(&self, yaml: &str) -> Result<WebConfig, WebConfigError> {
         let path = self.path("web.yml");
         std::fs::write(&path, yaml).unwrap();
