@@ -12,14 +12,12 @@ real H100 has too."""
 
 import json
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "alerts"))
-from promstack import Exporter, Prometheus, PromQLError  # noqa: E402
+from promstack import Exporter, Prometheus, PromQLError
 
 ROOT = Path(__file__).resolve().parent.parent
 DASH_DIR = ROOT / "dashboards"
