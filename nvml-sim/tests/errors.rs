@@ -62,7 +62,7 @@ fn error_codes() {
         let mut dev: nvmlDevice_t = null_mut();
         assert_eq!(lib.nvmlDeviceGetHandleByIndex_v2(0, &mut dev), OK);
         assert_eq!(
-            lib.nvmlDeviceGetHandleByIndex_v2(1, &raw mut dev),
+            lib.nvmlDeviceGetHandleByIndex_v2(1, std::ptr::addr_of_mut!(dev)),
             INVALID_ARGUMENT
         );
         assert_eq!(

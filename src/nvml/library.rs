@@ -39,7 +39,7 @@ impl ResolvedLibrary {
 
 pub const SIM_LIBRARY_ENV: &str = "NVML_SIM_LIBRARY";
 /// What independent NVML clients set to choose the simulator's scenario;
-/// the exporter itself never sets it (see [`ResolvedLibrary::Simulated`]).
+/// the exporter itself never sets it (see `ResolvedLibrary::Simulated`).
 pub const SIM_SCENARIO_ENV: &str = "NVML_SIM_SCENARIO";
 const SIM_FILE: &str = "libnvml_sim.so";
 

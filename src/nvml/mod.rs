@@ -4,6 +4,17 @@
 //! See docs/design.md ("Sampling") for the thread layout and why a stuck
 //! driver call never costs more than one thread per GPU.
 //!
+//! # Modules
+//! - `library`: which libnvidia-ml to load, and loading it;
+//! - `poller/`: the threads (supervisor, one worker per GPU, XID events)
+//!   and the snapshot they publish;
+//! - `sampler/`: one GPU's poll, one file per family group, named like its
+//!   collector in `src/collectors/`;
+//! - `calls`: how every NVML call is made, counted and cached;
+//! - `raw`: the only `unsafe`, NVML calls nvml-wrapper does not wrap;
+//! - `fields`, `units`, `errors`, `watchdog`, `backoff`: field ids, unit
+//!   conversions, error classes, stuck-call detection, retry delays.
+//!
 //! # Threads
 //! `nvml-poller` (initializes NVML with backoff 1 s doubling to 30 s,
 //! spawns workers, publishes a snapshot every interval), one `nvml-gpuN`
