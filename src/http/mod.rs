@@ -4,24 +4,29 @@
 //! against a way a client can hurt the process:
 //! - a slow or silent client: `--web.read-header-timeout` closes the
 //!   connection (also idle keep-alive connections);
+//! - a client that asks and never reads: `--web.write-timeout` closes the
+//!   connection once its answer has waited that long (see `io`);
 //! - oversized headers: hyper answers 431 beyond `MAX_HEADER_BYTES`,
 //!   malformed requests get 400, and the connection ends;
 //! - many concurrent scrapes: `--web.max-requests`, 503 beyond it;
-//! - a connection flood: `--web.max-connections`, a canned 503 beyond it,
+//! - a connection flood: `--web.max-connections`, then
+//!   `PROBE_RESERVED_CONNECTIONS` more that serve only `/-/healthy` and
+//!   `/-/ready` (so a flood never fails a liveness probe), then a canned 503,
 //!   so memory and file descriptors stay bounded;
 //! - shutdown: stop accepting, let in-flight requests finish (bounded by
 //!   `DRAIN_TIMEOUT`), close idle connections.
 
 mod body;
+mod io;
 pub mod negotiate;
 mod routes;
 
 use std::convert::Infallible;
-use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper::header::{HeaderName, HeaderValue};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -52,6 +57,12 @@ const MAX_HEADER_BYTES: usize = 16 * 1024;
 /// copy, so anything still running after this is a stalled client.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Connections kept, beyond `--web.max-connections`, for `/-/healthy` and
+/// `/-/ready`: a flood that takes every regular slot must not make the
+/// kubelet's liveness probe fail and restart the pod. Such a connection
+/// answers one request and closes; anything but a probe gets 503.
+pub const PROBE_RESERVED_CONNECTIONS: usize = 4;
+
 /// Pause after an accept error such as EMFILE, so a full file table does not
 /// turn the accept loop into a busy loop.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
@@ -66,6 +77,23 @@ pub struct ServerConfig {
     pub health_without_auth: bool,
     /// `--web.max-connections`; 0: no limit.
     pub max_connections: usize,
+    /// `--web.write-timeout`: how long an answer may wait for a client that
+    /// does not read it.
+    pub write_timeout: Duration,
+}
+
+/// Which kind of connection slot a connection holds, until it closes.
+enum Slot {
+    /// Under `--web.max-connections` (or no limit): serves everything.
+    Regular {
+        _permit: Option<OwnedSemaphorePermit>,
+    },
+    /// One of `PROBE_RESERVED_CONNECTIONS`: probes only, one request.
+    Probe { _permit: OwnedSemaphorePermit },
+}
+
+fn is_probe(path: &str) -> bool {
+    matches!(path, "/-/healthy" | "/-/ready")
 }
 
 /// Serves until `shutdown` changes (or its sender is dropped), then drains.
@@ -81,12 +109,19 @@ pub async fn serve(
         .header_read_timeout(cfg.read_header_timeout)
         .max_buf_size(MAX_HEADER_BYTES)
         .keep_alive(true);
+    let mut probe_builder = builder.clone();
+    probe_builder.keep_alive(false);
     let builder = Arc::new(builder);
+    let probe_builder = Arc::new(probe_builder);
     // Each connection task holds a sender; when all are dropped, `recv`
     // returns None and every connection has finished.
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
-    let conn_limit =
-        (cfg.max_connections > 0).then(|| Arc::new(Semaphore::new(cfg.max_connections)));
+    let conn_limit = (cfg.max_connections > 0).then(|| {
+        (
+            Arc::new(Semaphore::new(cfg.max_connections)),
+            Arc::new(Semaphore::new(PROBE_RESERVED_CONNECTIONS)),
+        )
+    });
     let mut accept_errors = LogOnce::default();
     let mut over_limit = LogOnce::default();
 
@@ -96,35 +131,51 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     accept_errors.reset();
-                    let permit = match &conn_limit {
-                        None => None,
-                        Some(limit) => match limit.clone().try_acquire_owned() {
+                    let slot = match &conn_limit {
+                        None => Slot::Regular { _permit: None },
+                        Some((regular, probes)) => match regular.clone().try_acquire_owned() {
                             Ok(p) => {
                                 over_limit.reset();
-                                Some(p)
+                                Slot::Regular { _permit: Some(p) }
                             }
                             Err(_) => {
                                 if over_limit.first() {
                                     tracing::warn!(
                                         max_connections = cfg.max_connections,
-                                        "connection limit reached; answering 503 until connections close"
+                                        kept_for_probes = PROBE_RESERVED_CONNECTIONS,
+                                        "connection limit reached; serving only /-/healthy and /-/ready \
+                                         on the connections kept for probes, 503 to the rest, until connections close"
                                     );
                                 }
-                                tokio::spawn(reject(stream));
-                                continue;
+                                match probes.clone().try_acquire_owned() {
+                                    Ok(p) => Slot::Probe { _permit: p },
+                                    Err(_) => {
+                                        let tls = cfg.web.as_ref().is_some_and(|w| w.tls_acceptor().is_some());
+                                        let headers = cfg
+                                            .web
+                                            .as_ref()
+                                            .map(|w| w.response_headers())
+                                            .unwrap_or_default();
+                                        tokio::spawn(reject(stream, tls, headers));
+                                        continue;
+                                    }
+                                }
                             }
                         },
                     };
                     let _ = stream.set_nodelay(true);
+                    let probe_only = matches!(slot, Slot::Probe { .. });
                     let conn = Connection {
-                        builder: builder.clone(),
+                        builder: if probe_only { probe_builder.clone() } else { builder.clone() },
                         router: router.clone(),
                         web: cfg.web.clone(),
                         health_without_auth: cfg.health_without_auth,
                         handshake_timeout: cfg.read_header_timeout,
+                        write_timeout: cfg.write_timeout,
+                        probe_only,
                         shutdown: shutdown.clone(),
                         _alive: alive_tx.clone(),
-                        _permit: permit,
+                        _slot: slot,
                     };
                     tokio::spawn(conn.run(stream, peer));
                 }
@@ -159,18 +210,30 @@ struct Connection {
     web: Option<Arc<WebConfigWatcher>>,
     health_without_auth: bool,
     handshake_timeout: Duration,
+    write_timeout: Duration,
+    /// On a slot kept for probes: anything but a probe gets 503.
+    probe_only: bool,
     shutdown: watch::Receiver<()>,
     _alive: mpsc::Sender<()>,
     /// Held for the connection's life: `--web.max-connections`.
-    _permit: Option<OwnedSemaphorePermit>,
+    _slot: Slot,
 }
 
 impl Connection {
     async fn run(mut self, stream: tokio::net::TcpStream, peer: SocketAddr) {
         // The acceptor is taken per connection so a rotated certificate
         // applies from the next handshake on.
+        let headers = self
+            .web
+            .as_ref()
+            .map(|w| w.response_headers())
+            .unwrap_or_default();
+        let write_timeout = self.write_timeout;
         match self.web.as_ref().and_then(|w| w.tls_acceptor()) {
-            None => self.serve(TokioIo::new(stream), peer).await,
+            None => {
+                let io = io::ServerIo::new(stream, peer, write_timeout, headers);
+                self.serve(TokioIo::new(io), peer).await
+            }
             Some(acceptor) => {
                 let handshake =
                     web_config::http::handshake(acceptor, stream, self.handshake_timeout, peer);
@@ -179,7 +242,8 @@ impl Connection {
                     _ = self.shutdown.changed() => None,
                 };
                 if let Some(tls) = tls {
-                    self.serve(TokioIo::new(tls), peer).await;
+                    let io = io::ServerIo::new(tls, peer, write_timeout, headers);
+                    self.serve(TokioIo::new(io), peer).await;
                 }
             }
         }
@@ -192,25 +256,33 @@ impl Connection {
         let router = self.router.clone();
         let web = self.web.clone();
         let health_without_auth = self.health_without_auth;
+        let probe_only = self.probe_only;
         let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
             let router = router.clone();
             let web = web.clone();
             async move {
-                let Some(web) = web else {
-                    return Ok::<_, Infallible>(router.route(
-                        req.method(),
-                        req.uri().path(),
-                        req.headers(),
-                    ));
-                };
                 let path = req.uri().path();
-                let mut resp =
-                    match web_config::http::check(&web, path, req.headers(), health_without_auth)
-                        .await
-                    {
-                        Ok(()) => router.route(req.method(), path, req.headers()),
-                        Err(rejection) => rejected(rejection),
-                    };
+                if probe_only && !is_probe(path) {
+                    let mut resp = too_many_connections();
+                    for (name, value) in web.iter().flat_map(|w| w.response_headers()) {
+                        resp.headers_mut().insert(name, value);
+                    }
+                    return Ok::<_, Infallible>(resp);
+                }
+                let Some(web) = web else {
+                    return Ok::<_, Infallible>(router.route(req.method(), path, req.headers()));
+                };
+                let check = web_config::http::check(
+                    &web,
+                    path,
+                    req.headers(),
+                    health_without_auth,
+                    peer.ip(),
+                );
+                let mut resp = match check.await {
+                    Ok(()) => router.route(req.method(), path, req.headers()),
+                    Err(rejection) => rejected(rejection),
+                };
                 for (name, value) in web.response_headers() {
                     resp.headers_mut().insert(name, value);
                 }
@@ -254,23 +326,73 @@ fn rejected(rejection: web_config::http::Rejection) -> hyper::Response<Body> {
     r
 }
 
+const TOO_MANY_CONNECTIONS: &str = "Too many connections; retry later.\n";
+
+/// The answer to a request that arrived on a connection over the limit.
+fn too_many_connections() -> hyper::Response<Body> {
+    let mut r = hyper::Response::new(Body::new(TOO_MANY_CONNECTIONS));
+    *r.status_mut() = hyper::StatusCode::SERVICE_UNAVAILABLE;
+    let h = r.headers_mut();
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(
+        hyper::header::CONTENT_LENGTH,
+        HeaderValue::from(TOO_MANY_CONNECTIONS.len()),
+    );
+    h.insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    h.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
 /// How long a rejected connection gets to take its 503.
 const REJECT_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Answers a connection over `--web.max-connections` with a canned 503
-/// without parsing anything, then closes it. The request is read (a few KiB
-/// at most) before closing because closing a socket with unread input sends
-/// a reset, which could destroy the 503 before the client reads it.
-async fn reject(mut stream: TcpStream) {
-    const RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
-        Content-Type: text/plain; charset=utf-8\r\nContent-Length: 36\r\n\
-        Retry-After: 1\r\nConnection: close\r\n\r\n\
-        Too many connections; retry later.\r\n";
+/// What a rejected connection may send before it is closed.
+const REJECT_DRAIN_BYTES: usize = 64 * 1024;
+
+/// Answers a connection over every limit with a canned 503 at once, without
+/// parsing anything, then closes it. A client that has not sent its request
+/// yet gets the answer too. After the answer the client's input is read and
+/// dropped (bounded in time and bytes) before closing, because closing a
+/// socket with unread input sends a reset, and a reset can destroy the 503
+/// before the client reads it.
+///
+/// Over TLS the connection is closed without an answer: a plain-text 503 is
+/// not TLS, and a handshake per refused connection would spend the CPU the
+/// limit protects.
+async fn reject(mut stream: TcpStream, tls: bool, headers: Vec<(HeaderName, HeaderValue)>) {
+    if tls {
+        return;
+    }
+    let mut response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\n\
+         Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
+         Retry-After: 1\r\nConnection: close\r\n",
+        TOO_MANY_CONNECTIONS.len()
+    )
+    .into_bytes();
+    for (name, value) in headers {
+        response.extend_from_slice(name.as_str().as_bytes());
+        response.extend_from_slice(b": ");
+        response.extend_from_slice(value.as_bytes());
+        response.extend_from_slice(b"\r\n");
+    }
+    response.extend_from_slice(b"\r\n");
+    response.extend_from_slice(TOO_MANY_CONNECTIONS.as_bytes());
     let _ = tokio::time::timeout(REJECT_TIMEOUT, async {
+        stream.write_all(&response).await?;
+        stream.shutdown().await?;
         let mut buf = [0u8; 4096];
-        let _ = stream.read(&mut buf).await;
-        stream.write_all(RESPONSE).await?;
-        stream.shutdown().await
+        let mut drained = 0;
+        while drained < REJECT_DRAIN_BYTES {
+            match stream.read(&mut buf).await? {
+                0 => break,
+                n => drained += n,
+            }
+        }
+        Ok::<_, std::io::Error>(())
     })
     .await;
 }
@@ -308,7 +430,7 @@ fn log_connection_error(e: &hyper::Error, peer: SocketAddr) {
 fn source_is_io(e: &hyper::Error) -> bool {
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
-        if s.is::<io::Error>() {
+        if s.is::<std::io::Error>() {
             return true;
         }
         source = s.source();
