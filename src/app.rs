@@ -76,8 +76,10 @@ pub fn run(config: Config) -> Result<(), AppError> {
     // exporter's footprint small on a GPU host full of busier processes.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        // The blocking pool runs bcrypt checks (and address lookups); a
-        // flood of wrong passwords must queue, not spawn hundreds of threads.
+        // The blocking pool runs bcrypt checks (one at a time, behind the
+        // bounded queue of web_config::gate), web config reloads and address
+        // lookups; a cap keeps any burst of them from spawning hundreds of
+        // threads.
         .max_blocking_threads(8)
         .thread_name("nvml-exporter-http")
         .enable_all()

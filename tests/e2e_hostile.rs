@@ -27,7 +27,7 @@ const FRESH_HASH: &str = "$2b$12$0U5m.z/AsUXOOlq8kUKB5O911h0hcdhkSHuqZnj9qm.tdaS
 const CHEAP_HASH: &str = "$2b$04$QotYE59fnkNBqSXEE8XBneg5z1aAzXq/gK5Wcox3vdDTwUFQNJ8NO";
 
 /// The exporter's bcrypt queue: places per client address (src/web_config/gate.rs).
-const PLACES_PER_PEER: usize = 2;
+const PLACES_PER_PEER: usize = 1;
 /// Connections kept for probes beyond --web.max-connections (src/http/mod.rs).
 const PROBE_RESERVED: usize = 4;
 
