@@ -96,6 +96,49 @@ fn is_probe(path: &str) -> bool {
     matches!(path, "/-/healthy" | "/-/ready")
 }
 
+/// What every connection task needs, shared.
+struct Shared {
+    builder: Arc<http1::Builder>,
+    /// For probe slots: one request, then close.
+    probe_builder: Arc<http1::Builder>,
+    router: Arc<Router>,
+    cfg: ServerConfig,
+}
+
+impl Shared {
+    fn connection(
+        &self,
+        slot: Slot,
+        shutdown: watch::Receiver<()>,
+        alive: mpsc::Sender<()>,
+    ) -> Connection {
+        let probe_only = matches!(slot, Slot::Probe { .. });
+        Connection {
+            builder: if probe_only {
+                self.probe_builder.clone()
+            } else {
+                self.builder.clone()
+            },
+            router: self.router.clone(),
+            web: self.cfg.web.clone(),
+            health_without_auth: self.cfg.health_without_auth,
+            handshake_timeout: self.cfg.read_header_timeout,
+            write_timeout: self.cfg.write_timeout,
+            probe_only,
+            shutdown,
+            _alive: alive,
+            _slot: slot,
+        }
+    }
+
+    fn tls(&self) -> bool {
+        self.cfg
+            .web
+            .as_ref()
+            .is_some_and(|w| w.tls_acceptor().is_some())
+    }
+}
+
 /// Serves until `shutdown` changes (or its sender is dropped), then drains.
 pub async fn serve(
     listener: TcpListener,
@@ -111,17 +154,21 @@ pub async fn serve(
         .keep_alive(true);
     let mut probe_builder = builder.clone();
     probe_builder.keep_alive(false);
-    let builder = Arc::new(builder);
-    let probe_builder = Arc::new(probe_builder);
-    // Each connection task holds a sender; when all are dropped, `recv`
-    // returns None and every connection has finished.
-    let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
     let conn_limit = (cfg.max_connections > 0).then(|| {
         (
             Arc::new(Semaphore::new(cfg.max_connections)),
             Arc::new(Semaphore::new(PROBE_RESERVED_CONNECTIONS)),
         )
     });
+    let shared = Arc::new(Shared {
+        builder: Arc::new(builder),
+        probe_builder: Arc::new(probe_builder),
+        router,
+        cfg,
+    });
+    // Each connection task holds a sender; when all are dropped, `recv`
+    // returns None and every connection has finished.
+    let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
     let mut accept_errors = LogOnce::default();
     let mut over_limit = LogOnce::default();
 
@@ -131,6 +178,7 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     accept_errors.reset();
+                    let _ = stream.set_nodelay(true);
                     let slot = match &conn_limit {
                         None => Slot::Regular { _permit: None },
                         Some((regular, probes)) => match regular.clone().try_acquire_owned() {
@@ -141,42 +189,25 @@ pub async fn serve(
                             Err(_) => {
                                 if over_limit.first() {
                                     tracing::warn!(
-                                        max_connections = cfg.max_connections,
+                                        max_connections = shared.cfg.max_connections,
                                         kept_for_probes = PROBE_RESERVED_CONNECTIONS,
-                                        "connection limit reached; serving only /-/healthy and /-/ready \
-                                         on the connections kept for probes, 503 to the rest, until connections close"
+                                        "connection limit reached; answering /-/healthy and /-/ready on \
+                                         connections kept for probes, 503 to the rest, until connections close"
                                     );
                                 }
-                                match probes.clone().try_acquire_owned() {
-                                    Ok(p) => Slot::Probe { _permit: p },
-                                    Err(_) => {
-                                        let tls = cfg.web.as_ref().is_some_and(|w| w.tls_acceptor().is_some());
-                                        let headers = cfg
-                                            .web
-                                            .as_ref()
-                                            .map(|w| w.response_headers())
-                                            .unwrap_or_default();
-                                        tokio::spawn(reject(stream, tls, headers));
-                                        continue;
-                                    }
-                                }
+                                tokio::spawn(beyond_the_limit(
+                                    shared.clone(),
+                                    probes.clone(),
+                                    stream,
+                                    peer,
+                                    shutdown.clone(),
+                                    alive_tx.clone(),
+                                ));
+                                continue;
                             }
                         },
                     };
-                    let _ = stream.set_nodelay(true);
-                    let probe_only = matches!(slot, Slot::Probe { .. });
-                    let conn = Connection {
-                        builder: if probe_only { probe_builder.clone() } else { builder.clone() },
-                        router: router.clone(),
-                        web: cfg.web.clone(),
-                        health_without_auth: cfg.health_without_auth,
-                        handshake_timeout: cfg.read_header_timeout,
-                        write_timeout: cfg.write_timeout,
-                        probe_only,
-                        shutdown: shutdown.clone(),
-                        _alive: alive_tx.clone(),
-                        _slot: slot,
-                    };
+                    let conn = shared.connection(slot, shutdown.clone(), alive_tx.clone());
                     tokio::spawn(conn.run(stream, peer));
                 }
                 Err(e) => {
@@ -201,6 +232,99 @@ pub async fn serve(
             timeout = ?DRAIN_TIMEOUT,
             "connections still open after the drain timeout; closing them"
         );
+    }
+}
+
+/// A connection over `--web.max-connections`: served on a probe slot if it
+/// asks for a probe and one is free, else refused with the canned 503.
+///
+/// Over plain HTTP the request line is looked at (without consuming it)
+/// first, so only connections that really ask for `/-/healthy` or
+/// `/-/ready` take a probe slot, each for the microseconds its answer
+/// takes: a flood of other requests, or of silent connections, cannot hold
+/// them. Over TLS the request is not visible before the handshake, so the
+/// slots go to whoever comes first (and serve probes only).
+async fn beyond_the_limit(
+    shared: Arc<Shared>,
+    probes: Arc<Semaphore>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    shutdown: watch::Receiver<()>,
+    alive: mpsc::Sender<()>,
+) {
+    let tls = shared.tls();
+    if tls || asks_for_probe(&stream).await {
+        if let Ok(permit) = probes.try_acquire_owned() {
+            let conn = shared.connection(Slot::Probe { _permit: permit }, shutdown, alive);
+            conn.run(stream, peer).await;
+            return;
+        }
+    }
+    drop(alive);
+    let headers = shared
+        .cfg
+        .web
+        .as_ref()
+        .map(|w| w.response_headers())
+        .unwrap_or_default();
+    reject(stream, tls, headers).await;
+}
+
+/// How long a connection over the limit has to show its request line.
+const PEEK_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Whether the request waiting on `stream` is a GET or HEAD of a probe
+/// path, read without consuming it. False for anything else, including a
+/// client that has sent no complete request line within `PEEK_TIMEOUT`.
+async fn asks_for_probe(stream: &TcpStream) -> bool {
+    let deadline = tokio::time::Instant::now() + PEEK_TIMEOUT;
+    let mut buf = [0u8; 32];
+    loop {
+        let n = match tokio::time::timeout_at(deadline, stream.peek(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => n,
+            _ => return false,
+        };
+        match probe_request_line(&buf[..n]) {
+            Some(answer) => return answer,
+            // Part of a line: peek returns at once while nothing new has
+            // arrived, so wait a little before looking again.
+            None if n < buf.len() => {
+                if tokio::time::timeout_at(deadline, tokio::time::sleep(Duration::from_millis(10)))
+                    .await
+                    .is_err()
+                {
+                    return false;
+                }
+            }
+            None => return false,
+        }
+    }
+}
+
+/// `Some(true)` if `start` opens a GET or HEAD of `/-/healthy` or
+/// `/-/ready`, `Some(false)` if it cannot, `None` if it is too short to
+/// tell.
+fn probe_request_line(start: &[u8]) -> Option<bool> {
+    const PROBES: [&[u8]; 4] = [
+        b"GET /-/healthy",
+        b"GET /-/ready",
+        b"HEAD /-/healthy",
+        b"HEAD /-/ready",
+    ];
+    let mut undecided = false;
+    for p in PROBES {
+        if start.len() > p.len() {
+            if start.starts_with(p) && matches!(start[p.len()], b' ' | b'?') {
+                return Some(true);
+            }
+        } else if p.starts_with(start) {
+            undecided = true;
+        }
+    }
+    if undecided {
+        None
+    } else {
+        Some(false)
     }
 }
 
@@ -441,6 +565,30 @@ fn source_is_io(e: &hyper::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::LogOnce;
+
+    #[test]
+    fn probe_request_lines() {
+        use super::probe_request_line as p;
+        for yes in [
+            &b"GET /-/healthy HTTP/1.1\r\n"[..],
+            b"HEAD /-/ready HTTP/1.1",
+            b"GET /-/ready?x=1 HTTP/1.1",
+        ] {
+            assert_eq!(p(yes), Some(true), "{:?}", String::from_utf8_lossy(yes));
+        }
+        for no in [
+            &b"GET /metrics HTTP/1.1"[..],
+            b"GET /-/healthyx HTTP/1.1",
+            b"POST /-/healthy HTTP/1.1",
+            b"\x16\x03\x01\x02\x00",
+            b"X",
+        ] {
+            assert_eq!(p(no), Some(false), "{:?}", String::from_utf8_lossy(no));
+        }
+        for short in [&b"G"[..], b"GET /-/", b"HEAD /-/ready", b"GET /-/healthy"] {
+            assert_eq!(p(short), None, "{:?}", String::from_utf8_lossy(short));
+        }
+    }
 
     #[test]
     fn log_once_per_streak() {
