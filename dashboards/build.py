@@ -334,6 +334,7 @@ MEM_TOTAL = rec("nvidia_gpu_memory_total_bytes:sum")
 POWER = rec("nvidia_gpu_power_usage_watts:sum")
 POWER_LIMIT = rec("nvidia_gpu_power_limit_watts:sum", 'limit="enforced"')
 ENERGY_RATE = rec("nvidia_gpu_energy_joules:rate5m")
+MIG_ENABLED = rec("nvidia_gpu_mig_enabled:sum", 'state="current"')
 RULES_NOTE = (" From the recording rules (alerts/nvidia-gpu-fleet.rules.yml), per node: the GPU "
               "variable does not apply.")
 
@@ -452,9 +453,8 @@ def fleet_overview() -> dict:
                + RULES_NOTE, "watt",
                targets((f"sum(avg_over_time({POWER}[$__range]))", "power"))), 6, 6)
     L.add(stat("Throttled GPUs", "GPUs with a thermal, power-brake or hardware slowdown reason "
-               "active now.", "short",
-               targets((f'count(max by (instance, gpu) (nvidia_gpu_clock_throttle_active{{{SEL}, '
-                        f'reason=~"hw_slowdown|hw_thermal|sw_thermal|hw_power_brake"}}) == 1) or vector(0)',
+               "active now." + RULES_NOTE, "short",
+               targets((f'sum({rec("nvidia_gpu_slowdown_active:sum")}) or vector(0)',
                         "throttled")),
                thresholds((None, "green"), (1, "orange"))), 6, 6)
     L.add(stat("GPUs with pending remaps", "GPUs that need a reset to apply a row remap or page "
@@ -762,11 +762,10 @@ def mig() -> dict:
     L = Layout()
     L.add(text("About MIG activity", "Why some GPUs have no per-instance activity.", A100_NOTE),
           12, 7)
-    L.add(stat("MIG-enabled GPUs", "GPUs with MIG mode currently enabled.", "short",
-               targets((f'sum(nvidia_gpu_mig_enabled{{{SEL}, state="current"}})', "current"))), 4, 7)
-    L.add(stat("GPU instances", "MIG GPU instances in scope.", "short",
-               targets((f"count(count by (instance, gpu, gpu_instance) (nvidia_gpu_mig_info{{{SEL}}}))",
-                        "instances"))), 4, 7)
+    L.add(stat("MIG-enabled GPUs", "GPUs with MIG mode currently enabled." + RULES_NOTE, "short",
+               targets((f"sum({MIG_ENABLED})", "current"))), 4, 7)
+    L.add(stat("GPU instances", "MIG GPU instances in scope." + RULES_NOTE, "short",
+               targets((f'sum({rec("nvidia_gpu_mig_instances:count")})', "instances"))), 4, 7)
     L.add(stat("MIG mode change pending", "GPUs whose MIG mode changes at the next reset "
                "(pending differs from current).", "short",
                targets((f'count(nvidia_gpu_mig_enabled{{{SEL}, state="pending"}} != ignoring(state) '

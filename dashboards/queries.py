@@ -27,6 +27,7 @@ LABEL_CARRIERS = {
     "namespace": ("nvidia_gpu_pod_share_ratio", "nvidia_gpu_mig_pod_share_ratio"),
     "engine": ("nvidia_gpu_utilization_ratio",),
     "limit": ("nvidia_gpu_power_limit_watts",),
+    "state": ("nvidia_gpu_mig_enabled", "nvidia_gpu_ecc_enabled", "nvidia_gpu_nvlink_links"),
 }
 
 RECORDED = re.compile(r"\b([a-z_]+:[a-z0-9_]+:[a-z0-9_]+)(\{[^}]*\})?(\[[0-9a-z]+\])?")
