@@ -23,7 +23,7 @@ pub static COLLECTOR: Collector = Collector {
         },
         Metric {
             name: "nvidia_gpu_compute_mode",
-            help: "Compute mode: 1, on the current mode only.",
+            help: "Compute mode of the GPU: one series, labelled with the current mode, value 1.",
             kind: Kind::Gauge,
             unit: None,
             collect: compute_mode,
