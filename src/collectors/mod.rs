@@ -13,6 +13,7 @@
 
 mod clocks;
 mod ecc;
+mod ecc_location;
 mod exporter;
 mod fan;
 mod gpm;
@@ -20,8 +21,10 @@ mod info;
 mod kubernetes;
 mod memory;
 mod mig;
+mod mig_memory_free;
 mod mode;
 mod nvlink;
+mod nvlink_link;
 mod pcie;
 mod power;
 mod process_memory;
@@ -50,12 +53,15 @@ pub static COLLECTORS: &[&Collector] = &[
     &pcie::COLLECTOR,
     &mode::COLLECTOR,
     &ecc::COLLECTOR,
+    &ecc_location::COLLECTOR,
     &retirement::COLLECTOR,
     &nvlink::COLLECTOR,
+    &nvlink_link::COLLECTOR,
     &xid::COLLECTOR,
     &processes::COLLECTOR,
     &process_memory::COLLECTOR,
     &mig::COLLECTOR,
+    &mig_memory_free::COLLECTOR,
     &kubernetes::COLLECTOR,
     &exporter::COLLECTOR,
 ];

@@ -12,7 +12,7 @@ mod sample;
 
 use std::time::SystemTime;
 
-use crate::family::Family;
+use crate::family::{Family, FamilySet};
 use crate::snapshot::{GpuReadings, GpuState, Snapshot};
 
 pub use sample::{LabelValue, SampleBuilder, SampleSink, Value};
@@ -119,6 +119,9 @@ pub struct Scope<'a> {
     pub build: &'a BuildInfo,
     /// When this render happens, for durations of calls still running.
     pub now: SystemTime,
+    /// The switches in force, for collectors whose detail switch narrows
+    /// what they emit (`gpm.all-metrics`).
+    pub families: &'a FamilySet,
 }
 
 impl<'a> Scope<'a> {
