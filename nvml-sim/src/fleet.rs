@@ -98,6 +98,9 @@ pub struct Gpu {
     pub energy_t: f64,
     /// Indexed by nvmlPerfPolicyType_t (0..=5).
     pub violations: [Violation; 6],
+    /// Time in the SW thermal, HW thermal and HW power brake clock-event
+    /// reasons: the duration fields of the branches that have them.
+    pub clock_events: [Violation; 3],
     pub pcie_replay: u32,
 }
 
@@ -257,6 +260,7 @@ impl Gpu {
             energy_mj: 0.0,
             energy_t: 0.0,
             violations: Default::default(),
+            clock_events: Default::default(),
             pcie_replay: index % 3,
         };
         if let Some(mig) = &spec.mig {
@@ -554,7 +558,10 @@ impl Gpu {
     }
 
     fn set_violation(&mut self, policy: usize, active: bool, t: f64) {
-        let v = &mut self.violations[policy];
+        Self::track(&mut self.violations[policy], active, t);
+    }
+
+    fn track(v: &mut Violation, active: bool, t: f64) {
         match (active, v.since) {
             (true, None) => v.since = Some(t),
             (false, Some(s)) => {
@@ -566,7 +573,15 @@ impl Gpu {
     }
 
     pub fn violation_ns(&self, policy: usize, t: f64) -> u64 {
-        let v = &self.violations[policy];
+        Self::elapsed_ns(&self.violations[policy], t)
+    }
+
+    /// 0 SW thermal, 1 HW thermal, 2 HW power brake.
+    pub fn clock_event_ns(&self, reason: usize, t: f64) -> u64 {
+        Self::elapsed_ns(&self.clock_events[reason], t)
+    }
+
+    fn elapsed_ns(v: &Violation, t: f64) -> u64 {
         v.acc_ns
             + v.since
                 .map(|s| ((t - s).max(0.0) * 1e9) as u64)
@@ -589,6 +604,14 @@ impl Gpu {
             has(Reason::HwSlowdown) || has(Reason::HwPowerBrakeSlowdown),
             t,
         );
+        let events = [
+            has(Reason::SwThermalSlowdown),
+            has(Reason::HwThermalSlowdown),
+            has(Reason::HwPowerBrakeSlowdown),
+        ];
+        for (v, active) in self.clock_events.iter_mut().zip(events) {
+            Self::track(v, active, t);
+        }
     }
 
     pub fn ecc_total(&self, error_type: usize, counter: usize) -> u64 {

@@ -34,7 +34,10 @@ pub unsafe extern "C" fn nvml_sim_select_scenario(scenario: *const c_char) -> nv
                 .map_err(|_| INVALID_ARGUMENT)?;
             Some(s.to_string()).filter(|s| !s.trim().is_empty())
         };
-        lock().selected_scenario = key;
+        lock().selected_scenario.clone_from(&key);
+        // The host resolves NVML's symbols next (nvml-wrapper does, before
+        // its nvmlInit): the symbol table must already be this driver's.
+        crate::driver::apply_early(key.as_deref());
         Ok(())
     })
 }

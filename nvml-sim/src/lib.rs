@@ -8,6 +8,7 @@
 
 pub mod calls;
 pub mod control;
+pub mod driver;
 pub mod fault;
 pub mod ffi;
 pub mod fleet;

@@ -24,6 +24,15 @@ pub struct Scenario {
     pub gpus: Vec<GpuSpec>,
     /// Sorted by time.
     pub timeline: Vec<(f64, Fault)>,
+    /// The driver version claimed (`driver.rs`); `None`: the default branch.
+    pub driver: Option<String>,
+    /// Whether the calling process holds the privileges NVML wants for
+    /// MIG instance-scoped events and parent-handle aggregates (root,
+    /// `CAP_SYS_ADMIN` or the `mig/monitor` capability device).
+    pub privileged: bool,
+    /// GPU indexes whose handles answer `NVML_ERROR_NO_PERMISSION` (a
+    /// device node the container may not open).
+    pub denied: Vec<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -82,6 +91,9 @@ struct RawScenario {
     gpu: Vec<toml::Spanned<RawGpu>>,
     #[serde(default)]
     timeline: Vec<toml::Spanned<toml::Table>>,
+    driver: Option<toml::Spanned<String>>,
+    privileged: Option<bool>,
+    denied: Option<toml::Spanned<Vec<u32>>>,
 }
 
 #[derive(Deserialize)]
@@ -199,6 +211,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
     let name = raw.name.clone().unwrap_or_else(|| default_name.to_string());
     let mut gpus = Vec::new();
     let mut timeline = Vec::new();
+    let (mut base_driver, mut base_privileged, mut base_denied) = (None, true, Vec::new());
     if let Some(base) = &raw.base {
         let base_text = BUILTINS
             .iter()
@@ -217,6 +230,9 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         )?;
         gpus = base_scenario.gpus;
         timeline = base_scenario.timeline;
+        base_driver = base_scenario.driver;
+        base_privileged = base_scenario.privileged;
+        base_denied = base_scenario.denied;
     }
     for spanned in &raw.gpu {
         let at = spanned.span().start;
@@ -384,10 +400,36 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         timeline.push((at, fault));
     }
     timeline.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let driver = match &raw.driver {
+        Some(d) => {
+            crate::driver::Personality::parse(d.get_ref())
+                .map_err(|m| err(Some(d.span().start), m))?;
+            Some(d.get_ref().clone())
+        }
+        None => base_driver,
+    };
+    let denied = match &raw.denied {
+        Some(list) => {
+            if let Some(bad) = list.get_ref().iter().find(|&&g| g as usize >= gpus.len()) {
+                return Err(err(
+                    Some(list.span().start),
+                    format!(
+                        "denied names GPU {bad}, but the fleet has {} GPUs",
+                        gpus.len()
+                    ),
+                ));
+            }
+            list.get_ref().clone()
+        }
+        None => base_denied,
+    };
     Ok(Scenario {
         name,
         gpus,
         timeline,
+        driver,
+        privileged: raw.privileged.unwrap_or(base_privileged),
+        denied,
     })
 }
 

@@ -1,22 +1,34 @@
 //! `nvmlDeviceGetFieldValues` (NVML reference, "Field Value Queries"): the
-//! field ids of the R560 header this library claims, per scope.
+//! field ids of the header of the branch this library claims (driver.rs),
+//! per scope.
 
 use super::*;
 use crate::fleet::{now_us, Gpu};
 use std::ffi::c_int;
-
-/// Highest field id the claimed R560 headers define (NVML_FI_MAX - 1 there).
-const LAST_FIELD_ID: u32 = 234;
 
 enum FieldValue {
     U32(u32),
     U64(u64),
 }
 
-fn field_value(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
+fn field_value(
+    g: &Gpu,
+    driver: &crate::driver::Personality,
+    id: u32,
+    scope: u32,
+    t: f64,
+) -> R<FieldValue> {
     use nvml_wrapper_sys::bindings::field_id::*;
     use FieldValue::{U32, U64};
     let m = g.model;
+    use crate::driver::Field;
+    // Ids are the claimed branch's: absent past its NVML_FI_MAX, and some
+    // mean different things from branch to branch.
+    let id = match driver.field(id) {
+        Field::Absent | Field::PowerSmoothing => return Err(NOT_SUPPORTED),
+        Field::ThrottleDuration(reason) => return Ok(U64(g.clock_event_ns(reason, t))),
+        Field::Id(id) => id,
+    };
     let ecc = |et: usize, c: usize, loc: Option<usize>| -> R<FieldValue> {
         if !m.ecc {
             return Err(NOT_SUPPORTED);
@@ -298,7 +310,6 @@ fn field_value(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
         NVML_FI_DEV_RESET_STATUS | NVML_FI_DEV_DRAIN_AND_RESET_STATUS => {
             Ok(U32((g.remap_pending || g.retired_pending) as u32))
         }
-        _ if id > LAST_FIELD_ID => Err(NOT_SUPPORTED),
         _ => Err(NOT_SUPPORTED),
     }
 }
@@ -310,12 +321,13 @@ nvml_fn! {
             return Err(INVALID_ARGUMENT);
         }
         let entries = std::slice::from_raw_parts_mut(values, valuesCount as usize);
+        let driver = crate::driver::current();
         with_gpu(device, |g, t| {
             let ts = now_us() as i64;
             for e in entries.iter_mut() {
                 e.timestamp = ts;
                 e.latencyUsec = 0;
-                match field_value(g, e.fieldId, e.scopeId, t) {
+                match field_value(g, &driver, e.fieldId, e.scopeId, t) {
                     Ok(FieldValue::U32(v)) => {
                         e.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
                         e.value = nvmlValue_t { ullVal: 0 };

@@ -50,12 +50,8 @@ pub const TIMEOUT: Ret = nvmlReturn_enum_NVML_ERROR_TIMEOUT;
 pub const GPU_IS_LOST: Ret = nvmlReturn_enum_NVML_ERROR_GPU_IS_LOST;
 pub const VERSION_MISMATCH: Ret = nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
 pub const UNKNOWN: Ret = nvmlReturn_enum_NVML_ERROR_UNKNOWN;
-
-/// The driver this library claims to be. Field ids, struct versions and the
-/// exported symbol set follow the R560 headers (CUDA 12.6).
-pub const DRIVER_VERSION: &str = "560.35.03";
-pub const NVML_VERSION: &str = "12.560.35.03";
-pub const CUDA_DRIVER_VERSION: i32 = 12060;
+pub const FUNCTION_NOT_FOUND: Ret = nvmlReturn_enum_NVML_ERROR_FUNCTION_NOT_FOUND;
+pub const NO_PERMISSION: Ret = nvmlReturn_enum_NVML_ERROR_NO_PERMISSION;
 
 /// `NVML_STRUCT_VERSION(data, ver)` from nvml.h (not in the bindings).
 pub const fn struct_version<T>(v: u32) -> u32 {
@@ -102,6 +98,9 @@ macro_rules! nvml_fn {
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) -> nvml_wrapper_sys::bindings::nvmlReturn_t {
             crate::calls::record(stringify!($name));
+            if !crate::driver::exported(stringify!($name)) {
+                return crate::ffi::FUNCTION_NOT_FOUND;
+            }
             crate::ffi::guard(move || -> crate::ffi::R { $body })
         }
     };
@@ -406,8 +405,18 @@ fn init(_flags: c_uint) -> R {
                 UNKNOWN
             })?;
             st.sim = Some(Sim::new(&scenario, scale));
-            st.built_from = Some((key, scale));
+            st.built_from = Some((key.clone(), scale));
         }
+        // Resolved at every first init: NVML_SIM_DRIVER may have changed.
+        let scenario = scenario::load(&key).map_err(|e| {
+            eprintln!("nvml-sim: bad scenario: {e}");
+            UNKNOWN
+        })?;
+        let personality = crate::driver::resolve(&scenario).map_err(|e| {
+            eprintln!("nvml-sim: bad driver: {e}");
+            UNKNOWN
+        })?;
+        crate::driver::apply(personality);
         if !st.control_started {
             if let Some(path) = std::env::var_os("NVML_SIM_CONTROL") {
                 match crate::control::start(std::path::PathBuf::from(path)) {

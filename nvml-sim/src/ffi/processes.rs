@@ -47,6 +47,40 @@ unsafe fn write_list<T>(count: *mut c_uint, infos: *mut T, items: Vec<T>) -> R {
     Ok(())
 }
 
+/// The `_v3` entry R535 and R545 write: `nvmlProcessInfo_v2_t` plus
+/// `usedGpuCcProtectedMemory`, 32 bytes, with no version bump (nvitop PR
+/// #79, go-nvml issue #75).
+#[repr(C)]
+struct ProcessInfoCc {
+    pid: c_uint,
+    used_gpu_memory: u64,
+    gpu_instance_id: c_uint,
+    compute_instance_id: c_uint,
+    used_gpu_cc_protected_memory: u64,
+}
+
+/// `_v3` lists in the entry layout of the claimed branch.
+unsafe fn write_v3(
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_t,
+    list: Vec<nvmlProcessInfo_t>,
+) -> R {
+    if !crate::driver::current().branch.cc_process_entries {
+        return write_list(count, infos, list);
+    }
+    let list = list
+        .into_iter()
+        .map(|p| ProcessInfoCc {
+            pid: p.pid,
+            used_gpu_memory: p.usedGpuMemory,
+            gpu_instance_id: p.gpuInstanceId,
+            compute_instance_id: p.computeInstanceId,
+            used_gpu_cc_protected_memory: 0,
+        })
+        .collect();
+    write_list(count, infos.cast::<ProcessInfoCc>(), list)
+}
+
 fn v1(list: Vec<nvmlProcessInfo_t>) -> Vec<nvmlProcessInfo_v1_t> {
     list.into_iter()
         .map(|p| nvmlProcessInfo_v1_t {
@@ -59,21 +93,21 @@ fn v1(list: Vec<nvmlProcessInfo_t>) -> Vec<nvmlProcessInfo_v1_t> {
 nvml_fn! {
     fn nvmlDeviceGetComputeRunningProcesses_v3(device: nvmlDevice_t, infoCount: *mut c_uint, infos: *mut nvmlProcessInfo_t) {
         nonnull(infoCount)?;
-        write_list(infoCount, infos, processes(device, Some(ProcKind::Compute))?)
+        write_v3(infoCount, infos, processes(device, Some(ProcKind::Compute))?)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetGraphicsRunningProcesses_v3(device: nvmlDevice_t, infoCount: *mut c_uint, infos: *mut nvmlProcessInfo_t) {
         nonnull(infoCount)?;
-        write_list(infoCount, infos, processes(device, Some(ProcKind::Graphics))?)
+        write_v3(infoCount, infos, processes(device, Some(ProcKind::Graphics))?)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetMPSComputeRunningProcesses_v3(device: nvmlDevice_t, infoCount: *mut c_uint, infos: *mut nvmlProcessInfo_t) {
         nonnull(infoCount)?;
-        write_list(infoCount, infos, processes(device, None)?)
+        write_v3(infoCount, infos, processes(device, None)?)
     }
 }
 
@@ -106,7 +140,8 @@ nvml_fn! {
 }
 
 nvml_fn! {
-    /// R550+ process list; its presence tells nvitop the `_v3` struct has no
+    /// Exported from R550 (absent on R535/R545 personalities, see
+    /// driver.rs); its presence tells nvitop the `_v3` struct has no
     /// `usedGpuCcProtectedMemory` field.
     fn nvmlDeviceGetRunningProcessDetailList(device: nvmlDevice_t, plist: *mut nvmlProcessDetailList_t) {
         nonnull(plist)?;

@@ -6,26 +6,26 @@ use std::ffi::c_int;
 nvml_fn! {
     fn nvmlSystemGetDriverVersion(version: *mut c_char, length: c_uint) {
         drop(initialized()?);
-        out_str(version, length, DRIVER_VERSION)
+        out_str(version, length, &crate::driver::current().version)
     }
 }
 
 nvml_fn! {
     fn nvmlSystemGetNVMLVersion(version: *mut c_char, length: c_uint) {
         // Answered without init on real drivers too.
-        out_str(version, length, NVML_VERSION)
+        out_str(version, length, &crate::driver::current().nvml_version())
     }
 }
 
 nvml_fn! {
     fn nvmlSystemGetCudaDriverVersion(cudaDriverVersion: *mut c_int) {
-        out(cudaDriverVersion, CUDA_DRIVER_VERSION)
+        out(cudaDriverVersion, crate::driver::current().branch.cuda)
     }
 }
 
 nvml_fn! {
     fn nvmlSystemGetCudaDriverVersion_v2(cudaDriverVersion: *mut c_int) {
-        out(cudaDriverVersion, CUDA_DRIVER_VERSION)
+        out(cudaDriverVersion, crate::driver::current().branch.cuda)
     }
 }
 

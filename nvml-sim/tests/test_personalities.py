@@ -1,0 +1,197 @@
+"""Driver personalities: nvml-sim presents R535 to R580 as those libraries
+are, to clients that know nothing of the simulator (ctypes `dlsym`,
+pynvml, nvitop). Expected values come from the branches' nvml.h (NVIDIA/go-nvml
+gen/nvml/nvml.h history) and field reports, as cited in nvml-sim/README.md,
+written out here rather than read back from the simulator's table.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from test_clients import client_env, run_python
+
+SYMBOLS = [
+    "nvmlDeviceGetRunningProcessDetailList",
+    "nvmlDeviceGetConfComputeMemSizeInfo",
+    "nvmlDeviceGetDriverModel_v2",
+    "nvmlDeviceGetTemperatureV",
+    "nvmlDeviceGetComputeRunningProcesses_v3",
+]
+
+# driver -> (NVML version, CUDA driver version, exported SYMBOLS)
+EXPECTED = {
+    "535.104.05": ("12.535.104.05", 12020, [False, True, False, False, True]),
+    "545.29.06": ("12.545.29.06", 12030, [False, True, False, False, True]),
+    "550.127.05": ("12.550.127.05", 12040, [True, True, False, False, True]),
+    "560.35.03": ("12.560.35.03", 12060, [True, True, True, False, True]),
+    "570.133.20": ("12.570.133.20", 12080, [True, True, True, True, True]),
+    "580.95.05": ("13.580.95.05", 13000, [True, True, True, True, True]),
+}
+
+PROBE = r"""
+import ctypes, json, pynvml as p
+lib = ctypes.CDLL("libnvidia-ml.so.1")
+present = [hasattr(lib, n) for n in %r]
+p.nvmlInit()
+print(json.dumps({"present": present, "driver": p.nvmlSystemGetDriverVersion(),
+    "nvml": p.nvmlSystemGetNVMLVersion(), "cuda": p.nvmlSystemGetCudaDriverVersion()}))
+""" % (SYMBOLS,)
+
+
+@pytest.mark.parametrize("driver", sorted(EXPECTED))
+def test_symbols_and_versions_follow_the_branch(libdir, driver):
+    got = run_python(libdir, "dgx-h100", PROBE, NVML_SIM_DRIVER=driver)
+    nvml, cuda, present = EXPECTED[driver]
+    assert got["driver"] == driver
+    assert got["nvml"] == nvml
+    assert got["cuda"] == cuda
+    assert dict(zip(SYMBOLS, got["present"])) == dict(zip(SYMBOLS, present))
+
+
+def test_default_personality_is_r560(libdir):
+    got = run_python(libdir, "dgx-h100", PROBE)
+    assert got["driver"] == "560.35.03"
+    assert got["present"] == EXPECTED["560.35.03"][2]
+
+
+def scenario_with_processes(tmp_path, driver, n=20):
+    procs = ",\n".join(
+        f'  {{ pid = {5000 + i}, name = "worker {i}", memory_mib = {100 + i} }}' for i in range(n)
+    )
+    driver_line = f'driver = "{driver}"\n' if driver else ""
+    path = tmp_path / "mps.toml"
+    path.write_text(
+        f'name = "mps"\n{driver_line}\n[[gpu]]\nmodel = "h100-sxm5-80gb"\nload = 50\n'
+        f"processes = [\n{procs}\n]\n"
+    )
+    return path
+
+
+RAW_V3 = r"""
+import ctypes, json
+lib = ctypes.CDLL("libnvidia-ml.so.1")
+assert lib.nvmlInit_v2() == 0
+h = ctypes.c_void_p()
+assert lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(h)) == 0
+n = ctypes.c_uint(0)
+rc = lib.nvmlDeviceGetComputeRunningProcesses_v3(h, ctypes.byref(n), None)
+buf = (ctypes.c_ubyte * (n.value * 32 + 64))()
+guard = bytes(buf)
+rc2 = lib.nvmlDeviceGetComputeRunningProcesses_v3(h, ctypes.byref(n), buf)
+raw = bytes(buf)
+written = max(i for i in range(len(raw)) if raw[i] != 0) + 1
+print(json.dumps({"rc": rc, "rc2": rc2, "count": n.value, "written": written,
+                  "pids32": [int.from_bytes(raw[i*32:i*32+4], "little") for i in range(n.value)],
+                  "pids24": [int.from_bytes(raw[i*24:i*24+4], "little") for i in range(n.value)]}))
+"""
+
+
+def test_r535_writes_32_byte_v3_process_entries(libdir, tmp_path):
+    got = run_python(libdir, str(scenario_with_processes(tmp_path, "535.104.05")), RAW_V3)
+    assert (got["rc"], got["rc2"], got["count"]) == (7, 0, 20)
+    assert got["pids32"] == list(range(5000, 5020))
+    # 20 entries of 32 bytes: past the 480 bytes a 24-byte reader allocates.
+    assert got["written"] > 20 * 24
+
+
+@pytest.mark.parametrize("driver", ["550.127.05", None])
+def test_r550_and_later_write_24_byte_entries(libdir, tmp_path, driver):
+    got = run_python(libdir, str(scenario_with_processes(tmp_path, driver)), RAW_V3)
+    assert got["pids24"] == list(range(5000, 5020))
+    assert got["written"] <= 20 * 24
+
+
+def test_nvitop_reads_all_20_processes_on_r535(libdir, tmp_path):
+    """nvitop picks the 32-byte struct from the exported symbol set
+    (ConfComputeMemSizeInfo without RunningProcessDetailList): it reads
+    the R535 personality as it reads a real R535 driver."""
+    code = r"""
+import json
+from nvitop import Device
+d = Device(0)
+print(json.dumps(sorted((p.pid, p.gpu_memory()) for p in d.processes().values())))
+"""
+    got = run_python(libdir, str(scenario_with_processes(tmp_path, "535.104.05")), code)
+    assert got == [[5000 + i, (100 + i) << 20] for i in range(20)]
+
+
+FIELDS = r"""
+import json, pynvml as p
+p.nvmlInit()
+h = p.nvmlDeviceGetHandleByIndex(6)
+ids = [197, 198, 226, 230, 251, 252, 253, 269, 270, 271]
+vals = p.nvmlDeviceGetFieldValues(h, ids)
+print(json.dumps({str(i): v.nvmlReturn for i, v in zip(ids, vals)}))
+"""
+
+# driver -> field ids answered (SUCCESS) on a thermally throttled H100
+# (faults scenario GPU 6); every other id of FIELDS is NOT_SUPPORTED (3).
+FIELD_IDS = {
+    "535.183.01": set(),
+    "550.127.05": set(),
+    "560.35.03": {197, 198, 226},
+    "570.133.20": {197, 198, 226, 230},
+    "580.65.06": {197, 198, 226, 230, 251, 252, 253},
+    "580.95.05": {197, 198, 226, 230, 269, 270, 271},
+}
+
+
+@pytest.mark.parametrize("driver", sorted(FIELD_IDS))
+def test_field_ids_exist_only_where_the_branch_defines_them(libdir, driver):
+    got = run_python(libdir, "faults", FIELDS, NVML_SIM_DRIVER=driver)
+    ok = {int(i) for i, rc in got.items() if rc == 0}
+    assert ok == FIELD_IDS[driver]
+    assert all(rc == 3 for i, rc in got.items() if int(i) not in ok)
+
+
+def test_scenario_driver_key_and_env_override(libdir, tmp_path):
+    path = scenario_with_processes(tmp_path, "535.104.05", n=1)
+    assert run_python(libdir, str(path), PROBE)["driver"] == "535.104.05"
+    got = run_python(libdir, str(path), PROBE, NVML_SIM_DRIVER="570.133.20")
+    assert got["driver"] == "570.133.20"
+    assert got["present"] == EXPECTED["570.133.20"][2]
+
+
+@pytest.mark.parametrize(
+    "setting,message",
+    [
+        ({"NVML_SIM_DRIVER": "470.82.01"}, "NVML_SIM_DRIVER: driver `470.82.01`: branch R470 is not simulated"),
+        ({"NVML_SIM_DRIVER": "banana"}, "is not a driver version like 535.183.01"),
+    ],
+)
+def test_bad_driver_fails_init_with_a_message(libdir, setting, message):
+    code = r"""
+import ctypes, json
+print(json.dumps({"rc": ctypes.CDLL("libnvidia-ml.so.1").nvmlInit_v2()}))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=client_env(libdir, "dgx-h100", **setting),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["rc"] == 999
+    assert message in out.stderr
+
+
+def test_bad_driver_key_names_the_line(libdir, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\ndriver = "390.157"\n\n[[gpu]]\nmodel = "h100-sxm5-80gb"\n')
+    code = r"""
+import ctypes, json
+print(json.dumps({"rc": ctypes.CDLL("libnvidia-ml.so.1").nvmlInit_v2()}))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=client_env(libdir, str(bad)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert json.loads(out.stdout)["rc"] == 999
+    assert f"{bad}:2: driver `390.157`: branch R390 is not simulated" in out.stderr
