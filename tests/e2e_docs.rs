@@ -53,7 +53,9 @@ fn documented_families_equal_emitted_families() {
     };
 
     // dgx-h100 with every collector and detail switch, an XID, a hung GPU
-    // and a lost one.
+    // and a lost one, on the newest driver branch: it defines every field
+    // id we read (tests/e2e_drivers.rs holds the "Driver branches" rows of
+    // older branches to the binary).
     let socket = dir.path().join("h100.sock");
     let e = Exporter::simulate_env(
         "dgx-h100",
@@ -65,7 +67,10 @@ fn documented_families_equal_emitted_families() {
             "--collector.mig.memory-free",
             "--collect.stuck-deadline=500ms",
         ],
-        &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
+        &[
+            ("NVML_SIM_CONTROL", socket.to_str().unwrap()),
+            ("NVML_SIM_DRIVER", "580.95.05"),
+        ],
     );
     e.wait_ready();
     sim_control(&socket, &["xid", "--gpu", "4", "--code", "13"]);

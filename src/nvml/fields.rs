@@ -1,14 +1,13 @@
 //! Field ids for the batched `nvmlDeviceGetFieldValues` calls. Ids are sent
 //! raw (not through nvml-wrapper's renumbering), so the driver's numbering
-//! scheme is applied here, where the ids are chosen.
-
-use nvml_wrapper::FieldIdScheme;
+//! is applied here, where the ids are chosen, from the driver branch
+//! (`DriverBranch`, parsed from `nvmlSystemGetDriverVersion`).
 
 pub const MEMORY_TEMP: u32 = 82; // NVML_FI_DEV_MEMORY_TEMP, celsius
 pub const NVLINK_LINK_COUNT: u32 = 91;
-pub const PCIE_TX_BYTES: u32 = 197; // NVML_FI_DEV_PCIE_COUNT_TX_BYTES
+pub const PCIE_TX_BYTES: u32 = 197; // NVML_FI_DEV_PCIE_COUNT_TX_BYTES, R555+
 pub const PCIE_RX_BYTES: u32 = 198;
-pub const RECOVERY_ACTION: u32 = 230; // NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+pub const RECOVERY_ACTION: u32 = 230; // NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, R570+
 
 pub const TOTAL_ENERGY: u32 = 83; // NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, mJ
 pub const PCIE_REPLAY: u32 = 94; // NVML_FI_DEV_PCIE_REPLAY_COUNTER
@@ -60,12 +59,57 @@ pub const REASON_SYNC_BOOST: u32 = 76;
 /// NVML_FI_DEV_PERF_POLICY_THERMAL: thermal violation time, nanoseconds.
 pub const PERF_POLICY_THERMAL: u32 = 75;
 
-/// SW thermal, HW thermal and HW power brake durations moved from 251-253
-/// to 269-271 in drivers >= 580.82 (CUDA 13.0 Update 1).
-pub fn thermal_and_brake_reason_ids(scheme: FieldIdScheme) -> [u32; 3] {
-    match scheme {
-        FieldIdScheme::V12 => [251, 252, 253],
-        FieldIdScheme::V13Update1 => [269, 270, 271],
+/// The driver's version as branch and minor number: `570.133.20` is
+/// branch 570, minor 133. Field ids and struct layouts differ by branch
+/// (nvml-sim/README.md, "The driver it claims to be", cites the headers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DriverBranch {
+    /// 0: the version string could not be read or parsed.
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl DriverBranch {
+    pub fn parse(version: &str) -> DriverBranch {
+        let mut parts = version.trim().split('.').map(str::parse::<u32>);
+        match (parts.next(), parts.next()) {
+            (Some(Ok(major)), Some(Ok(minor))) => DriverBranch { major, minor },
+            _ => DriverBranch::default(),
+        }
+    }
+
+    pub fn known(self) -> bool {
+        self.major != 0
+    }
+
+    /// Whether the branch's header defines field `id` for what this
+    /// exporter reads there. PCIe byte counters (197/198) arrive in R555,
+    /// the recovery action (230) in R570; an unknown version is asked
+    /// everything (an id it lacks just comes back absent).
+    pub fn has_field(self, id: u32) -> bool {
+        if !self.known() {
+            return true;
+        }
+        match id {
+            PCIE_TX_BYTES | PCIE_RX_BYTES => self.major >= 555,
+            RECOVERY_ACTION => self.major >= 570,
+            _ => true,
+        }
+    }
+
+    /// SW thermal, HW thermal and HW power brake clock-event durations.
+    /// R575 and R580 before 580.82 define them at 251-253; from 580.82
+    /// (CUDA 13.0 Update 1) they are 269-271. In R570 251-253 are power
+    /// smoothing fields, and no branch before R575 has the durations:
+    /// `None`, and the thermal time comes from field 75 instead. Unlike
+    /// nvml-wrapper's two-way `FieldIdScheme`, an unknown version gets
+    /// `None` rather than a guess that could read another field.
+    pub fn throttle_duration_ids(self) -> Option<[u32; 3]> {
+        match (self.major, self.minor) {
+            (575..=579, _) | (580, 0..=81) => Some([251, 252, 253]),
+            (580, _) | (581.., _) => Some([269, 270, 271]),
+            _ => None,
+        }
     }
 }
 
@@ -141,15 +185,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn thermal_reason_ids_follow_the_driver_scheme() {
-        assert_eq!(
-            thermal_and_brake_reason_ids(FieldIdScheme::V12),
-            [251, 252, 253]
-        );
-        assert_eq!(
-            thermal_and_brake_reason_ids(FieldIdScheme::V13Update1),
-            [269, 270, 271]
-        );
+    fn thermal_reason_ids_follow_the_driver_branch() {
+        let ids = |v: &str| DriverBranch::parse(v).throttle_duration_ids();
+        assert_eq!(ids("535.104.05"), None);
+        assert_eq!(ids("560.35.03"), None);
+        // 251-253 are power smoothing in R570, not durations.
+        assert_eq!(ids("570.133.20"), None);
+        assert_eq!(ids("575.51.03"), Some([251, 252, 253]));
+        assert_eq!(ids("580.65.06"), Some([251, 252, 253]));
+        assert_eq!(ids("580.82.07"), Some([269, 270, 271]));
+        assert_eq!(ids("590.44.01"), Some([269, 270, 271]));
+        assert_eq!(ids("garbage"), None);
+    }
+
+    #[test]
+    fn fields_a_branch_lacks_are_not_asked() {
+        let b = DriverBranch::parse;
+        assert!(!b("535.183.01").has_field(PCIE_TX_BYTES));
+        assert!(b("560.35.03").has_field(PCIE_RX_BYTES));
+        assert!(!b("560.35.03").has_field(RECOVERY_ACTION));
+        assert!(b("570.133.20").has_field(RECOVERY_ACTION));
+        assert!(b("").has_field(RECOVERY_ACTION));
+        assert!(b("535.183.01").has_field(MEMORY_TEMP));
     }
 
     #[test]

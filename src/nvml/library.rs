@@ -2,6 +2,7 @@
 //! configuration mistakes are errors at start; a library that fails to
 //! load or initialize later is retried by the supervisor.
 
+use super::fields::DriverBranch;
 use std::path::{Path, PathBuf};
 
 use nvml_wrapper::error::NvmlError;
@@ -94,6 +95,8 @@ pub fn simulator_candidates(env: Option<PathBuf>, exe: Option<&Path>) -> Vec<Pat
 pub struct Loaded {
     pub nvml: Nvml,
     pub driver: DriverInfo,
+    /// The branch, for field ids and struct layouts that differ by branch.
+    pub branch: DriverBranch,
     pub device_count: u32,
 }
 
@@ -135,9 +138,11 @@ pub fn initialize(lib: &ResolvedLibrary) -> Result<Loaded, String> {
             )
         }),
     };
+    let branch = DriverBranch::parse(&driver.driver_version);
     Ok(Loaded {
         nvml,
         driver,
+        branch,
         device_count,
     })
 }

@@ -237,6 +237,136 @@ pub fn process_name(nvml: &Nvml, pid: u32) -> Result<String, NvmlError> {
     read_string(256, |p, len| unsafe { f(pid, p, len) })
 }
 
+/// A running process as NVML lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawProcess {
+    pub pid: u32,
+    /// `None`: NVML_VALUE_NOT_AVAILABLE (as under WDDM).
+    pub used_memory: Option<u64>,
+    pub gpu_instance: Option<u32>,
+    pub compute_instance: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessList {
+    Compute,
+    Graphics,
+}
+
+/// Compute or graphics processes, in the entry layout this driver really
+/// writes. nvml-wrapper reads `_v3` lists as 24-byte `nvmlProcessInfo_v2_t`
+/// entries, but R535/R545 write 32 (`usedGpuCcProtectedMemory` appended
+/// without a version bump: every entry after the first is misread, and
+/// more entries than fit overrun the buffer). As nvitop decides: where
+/// `nvmlDeviceGetRunningProcessDetailList` (R550+) is exported, that
+/// versioned call is used; else a library with
+/// `nvmlDeviceGetConfComputeMemSizeInfo` (R535+) writes 32-byte `_v3`
+/// entries, an older one 24-byte entries. The buffer always holds 32 bytes
+/// per entry, so even a wrong guess cannot overrun it.
+pub fn running_processes(
+    nvml: &Nvml,
+    device: DeviceHandle,
+    list: ProcessList,
+) -> Result<Vec<RawProcess>, NvmlError> {
+    let lib = nvml.lib();
+    if lib.nvmlDeviceGetRunningProcessDetailList.is_ok() {
+        return process_detail_list(nvml, device, list);
+    }
+    let stride = if lib.nvmlDeviceGetConfComputeMemSizeInfo.is_ok() {
+        mem::size_of::<nvmlProcessDetail_v1_t>()
+    } else {
+        mem::size_of::<nvmlProcessInfo_v2_t>()
+    };
+    let f = match list {
+        ProcessList::Compute => sym!(nvml, nvmlDeviceGetComputeRunningProcesses_v3),
+        ProcessList::Graphics => sym!(nvml, nvmlDeviceGetGraphicsRunningProcesses_v3),
+    };
+    let mut count = 0u32;
+    // Processes may start between the sizing call and the read: retry.
+    for _ in 0..4 {
+        let capacity = count as usize + 8;
+        // SAFETY: POD; zeroed entries are valid.
+        let mut buf: Vec<nvmlProcessDetail_v1_t> = vec![unsafe { mem::zeroed() }; capacity];
+        // Entries of `stride` bytes; the buffer holds `capacity` of the
+        // larger 32-byte ones, so at most `capacity` of either fit.
+        count = capacity as u32;
+        // SAFETY: `count` entries of up to 32 bytes fit in `buf`.
+        let ret = unsafe { f(device, &mut count, buf.as_mut_ptr().cast()) };
+        if ret == nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE {
+            continue;
+        }
+        nvml_try(ret)?;
+        // SAFETY: the buffer is `capacity * 32` initialized bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                buf.as_ptr().cast::<u8>(),
+                capacity * mem::size_of::<nvmlProcessDetail_v1_t>(),
+            )
+        };
+        return Ok(bytes
+            .chunks_exact(stride)
+            .take((count as usize).min(capacity))
+            .map(process_from_entry)
+            .collect());
+    }
+    Err(NvmlError::InsufficientSize(Some(count as usize)))
+}
+
+/// The first 24 bytes of either `_v3` entry layout.
+fn process_from_entry(entry: &[u8]) -> RawProcess {
+    let u32_at =
+        |o: usize| u32::from_ne_bytes([entry[o], entry[o + 1], entry[o + 2], entry[o + 3]]);
+    let u64_at = |o: usize| u64::from(u32_at(o)) | (u64::from(u32_at(o + 4)) << 32);
+    raw_process(u32_at(0), u64_at(8), u32_at(16), u32_at(20))
+}
+
+fn raw_process(pid: u32, used: u64, gi: u32, ci: u32) -> RawProcess {
+    let instance = |id: u32| (id != u32::MAX).then_some(id);
+    RawProcess {
+        pid,
+        used_memory: (used != u64::MAX).then_some(used),
+        gpu_instance: instance(gi),
+        compute_instance: instance(ci),
+    }
+}
+
+fn process_detail_list(
+    nvml: &Nvml,
+    device: DeviceHandle,
+    list: ProcessList,
+) -> Result<Vec<RawProcess>, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetRunningProcessDetailList);
+    let mode = match list {
+        ProcessList::Compute => 0, // NVML_PROCESS_MODE_COMPUTE
+        ProcessList::Graphics => 1,
+    };
+    let mut count = 0u32;
+    for _ in 0..4 {
+        let capacity = count as usize + 8;
+        // SAFETY: POD; zeroed entries are valid.
+        let mut buf: Vec<nvmlProcessDetail_v1_t> = vec![unsafe { mem::zeroed() }; capacity];
+        let mut plist = nvmlProcessDetailList_v1_t {
+            version: struct_version::<nvmlProcessDetailList_v1_t>(1),
+            mode,
+            numProcArrayEntries: capacity as u32,
+            procArray: buf.as_mut_ptr(),
+        };
+        // SAFETY: procArray holds numProcArrayEntries entries.
+        let ret = unsafe { f(device, &mut plist) };
+        count = plist.numProcArrayEntries;
+        if ret == nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE {
+            continue;
+        }
+        nvml_try(ret)?;
+        return Ok(buf
+            .iter()
+            .take((count as usize).min(capacity))
+            .map(|p| raw_process(p.pid, p.usedGpuMemory, p.gpuInstanceId, p.computeInstanceId))
+            .collect());
+    }
+    Err(NvmlError::InsufficientSize(Some(count as usize)))
+}
+
 /// JPEG or OFA engine utilization in percent.
 pub fn jpg_utilization(nvml: &Nvml, device: DeviceHandle) -> Result<u32, NvmlError> {
     let f = sym!(nvml, nvmlDeviceGetJpgUtilization);

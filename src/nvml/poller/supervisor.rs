@@ -3,6 +3,7 @@
 //! away, start a worker for every GPU without one, and publish a snapshot;
 //! then it waits for the GPUs' next samples.
 
+use super::super::fields::DriverBranch;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -57,6 +58,7 @@ enum Driver {
 
 struct Up {
     nvml: Arc<Nvml>,
+    branch: DriverBranch,
     generation: Arc<Generation>,
     device_count: u32,
 }
@@ -148,6 +150,7 @@ impl Supervisor {
         self.info = Some(loaded.driver);
         let up = Up {
             nvml: Arc::new(loaded.nvml),
+            branch: loaded.branch,
             generation: Arc::new(Generation::new(self.shared.sampled.clone())),
             device_count: loaded.device_count,
         };
@@ -219,8 +222,9 @@ impl Supervisor {
             }
             let (n, g, s) = (up.nvml.clone(), up.generation.clone(), slot.clone());
             let (families, interval) = (self.cfg.families.clone(), self.cfg.interval);
+            let branch = up.branch;
             match spawn(&format!("nvml-gpu{}", slot.index), move || {
-                worker::run(n, s, g, families, interval)
+                worker::run(n, s, g, families, branch, interval)
             }) {
                 Ok(h) => *lock(&slot.worker) = Some(h),
                 Err(e) => {

@@ -11,6 +11,7 @@ use nvml_wrapper::{Device, Nvml};
 
 use super::super::calls::Calls;
 use super::super::errors::{error_name, ErrorBook};
+use super::super::fields::DriverBranch;
 use super::super::sampler::GpuSampler;
 use super::super::watchdog::lock;
 use super::{Generation, GpuSlot};
@@ -22,13 +23,14 @@ pub fn run(
     slot: Arc<GpuSlot>,
     generation: Arc<Generation>,
     families: FamilySet,
+    branch: DriverBranch,
     interval: Duration,
 ) {
     let nvml: &Nvml = &nvml;
     let Some(device) = open(nvml, &slot, &generation, interval) else {
         return;
     };
-    let mut sampler = GpuSampler::new(nvml, device, slot.index, families, &slot.tracker);
+    let mut sampler = GpuSampler::new(nvml, device, slot.index, families, branch, &slot.tracker);
     sampler.calls.errors = lock(&slot.state).errors.clone();
     // Read again after every (re-)initialization: a driver reload may have
     // renumbered the GPUs.

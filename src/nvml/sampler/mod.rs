@@ -29,6 +29,7 @@ use nvml_wrapper::enums::device::DeviceArchitecture;
 use nvml_wrapper::{Device, Nvml};
 
 use super::calls::Calls;
+use super::fields::DriverBranch;
 use super::raw::{self, DeviceHandle};
 use super::watchdog::CallTracker;
 use crate::family::{Family, FamilySet};
@@ -39,6 +40,7 @@ use crate::snapshot::{GpuIdentity, GpuReadings};
 /// the calls made on it so far.
 pub struct Gpu<'s, 'n> {
     pub nvml: &'n Nvml,
+    pub driver: DriverBranch,
     pub device: &'s Device<'n>,
     pub handle: DeviceHandle,
     pub poll: u64,
@@ -47,6 +49,7 @@ pub struct Gpu<'s, 'n> {
 
 pub struct GpuSampler<'n> {
     nvml: &'n Nvml,
+    driver: DriverBranch,
     device: Device<'n>,
     handle: DeviceHandle,
     families: FamilySet,
@@ -72,11 +75,13 @@ impl<'n> GpuSampler<'n> {
         device: Device<'n>,
         index: u32,
         families: FamilySet,
+        driver: DriverBranch,
         tracker: &'n CallTracker,
     ) -> Self {
         let handle = raw::device_handle(&device);
         GpuSampler {
             nvml,
+            driver,
             device,
             handle,
             families,
@@ -102,6 +107,7 @@ impl<'n> GpuSampler<'n> {
     pub fn identity(&mut self) -> (Option<String>, GpuIdentity) {
         let mut g = Gpu {
             nvml: self.nvml,
+            driver: self.driver,
             device: &self.device,
             handle: self.handle,
             poll: self.poll,
@@ -117,6 +123,7 @@ impl<'n> GpuSampler<'n> {
     pub fn sample(&mut self) -> Option<GpuReadings> {
         let GpuSampler {
             nvml,
+            driver,
             device,
             handle,
             families,
@@ -140,6 +147,7 @@ impl<'n> GpuSampler<'n> {
         calls.begin_sample(*poll);
         let mut g = Gpu {
             nvml,
+            driver: *driver,
             device,
             handle: *handle,
             poll: *poll,

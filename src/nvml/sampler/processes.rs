@@ -4,10 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use nvml_wrapper::enums::device::UsedGpuMemory;
-use nvml_wrapper::struct_wrappers::device::ProcessInfo;
-
-use super::super::raw;
+use super::super::raw::{self, ProcessList, RawProcess};
 use super::Gpu;
 use crate::family::Family;
 use crate::snapshot::{GpuReadings, Process};
@@ -21,9 +18,17 @@ pub struct State {
 impl State {
     pub fn sample(&mut self, g: &mut Gpu<'_, '_>, with_names: bool, r: &mut GpuReadings) {
         let fam = Family::Processes.name();
-        let (nvml, d, c) = (g.nvml, g.device, &mut *g.calls);
-        let compute = c.run(fam, || d.running_compute_processes()).value();
-        let graphics = c.run(fam, || d.running_graphics_processes()).value();
+        let (nvml, h, c) = (g.nvml, g.handle, &mut *g.calls);
+        let compute = c
+            .run(fam, || {
+                raw::running_processes(nvml, h, ProcessList::Compute)
+            })
+            .value();
+        let graphics = c
+            .run(fam, || {
+                raw::running_processes(nvml, h, ProcessList::Graphics)
+            })
+            .value();
         let live: HashSet<u32> = compute
             .iter()
             .chain(graphics.iter())
@@ -46,17 +51,14 @@ impl State {
             }
             n
         };
-        let mut convert = |list: Vec<ProcessInfo>| -> Vec<Process> {
+        let mut convert = |list: Vec<RawProcess>| -> Vec<Process> {
             list.into_iter()
                 .map(|p| Process {
                     pid: p.pid,
                     name: if with_names { name_of(p.pid) } else { None },
-                    used_memory_bytes: match p.used_gpu_memory {
-                        UsedGpuMemory::Used(b) => Some(b),
-                        UsedGpuMemory::Unavailable => None,
-                    },
-                    gpu_instance: p.gpu_instance_id,
-                    compute_instance: p.compute_instance_id,
+                    used_memory_bytes: p.used_memory,
+                    gpu_instance: p.gpu_instance,
+                    compute_instance: p.compute_instance,
                 })
                 .collect()
         };

@@ -30,9 +30,14 @@ impl Scalar {
 /// The scalar field ids each enabled family reads, in request order.
 fn requests(g: &Gpu<'_, '_>, families: &FamilySet) -> Vec<(u32, &'static str)> {
     let mut ids: Vec<(u32, &'static str)> = Vec::new();
+    let driver = g.driver;
     let mut add = |family: Family, list: &[u32]| {
         if families.contains(family) {
-            ids.extend(list.iter().map(|&id| (id, family.name())));
+            ids.extend(
+                list.iter()
+                    .filter(|&&id| driver.has_field(id))
+                    .map(|&id| (id, family.name())),
+            );
         }
     };
     add(Family::Temperature, &[fields::MEMORY_TEMP]);
@@ -59,19 +64,17 @@ fn requests(g: &Gpu<'_, '_>, families: &FamilySet) -> Vec<(u32, &'static str)> {
     );
     add(Family::Ecc, &fields::ECC_FIELDS.map(|(id, ..)| id));
     add(Family::Power, &[fields::TOTAL_ENERGY]);
-    let [sw_thermal, hw_thermal, brake] =
-        fields::thermal_and_brake_reason_ids(g.nvml.field_id_scheme());
     add(
         Family::Throttle,
         &[
             fields::REASON_SW_POWER_CAP,
             fields::REASON_SYNC_BOOST,
             fields::PERF_POLICY_THERMAL,
-            sw_thermal,
-            hw_thermal,
-            brake,
         ],
     );
+    if let Some(durations) = driver.throttle_duration_ids() {
+        add(Family::Throttle, &durations);
+    }
     if is_refresh(g.poll) {
         add(Family::Nvlink, &[fields::NVLINK_LINK_COUNT]);
     }

@@ -32,15 +32,17 @@ impl State {
         ) {
             r.throttle_active = flags(supported, current);
         }
-        let [sw_thermal, hw_thermal, brake] =
-            fields::thermal_and_brake_reason_ids(g.nvml.field_id_scheme());
-        let from_fields = [
+        let mut from_fields = vec![
             (fields::REASON_SW_POWER_CAP, ThrottleReason::SwPowerCap),
             (fields::REASON_SYNC_BOOST, ThrottleReason::SyncBoost),
-            (sw_thermal, ThrottleReason::SwThermal),
-            (hw_thermal, ThrottleReason::HwThermal),
-            (brake, ThrottleReason::HwPowerBrake),
         ];
+        if let Some([sw_thermal, hw_thermal, brake]) = g.driver.throttle_duration_ids() {
+            from_fields.extend([
+                (sw_thermal, ThrottleReason::SwThermal),
+                (hw_thermal, ThrottleReason::HwThermal),
+                (brake, ThrottleReason::HwPowerBrake),
+            ]);
+        }
         for (id, reason) in from_fields {
             if let Some(ns) = scalar.u64(id) {
                 r.throttle_seconds

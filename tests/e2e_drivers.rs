@@ -1,0 +1,213 @@
+//! The real binary on each driver personality of nvml-sim (R535 to R580):
+//! process lists in the entry layout each branch writes, and field-backed
+//! families present exactly where the branch defines their field ids
+//! (docs/metrics.md, "Driver branches").
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::{samples, Exporter, Sample};
+
+fn scrape_until(e: &Exporter, what: &str, pred: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = e.scrape();
+        if pred(&text) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; last scrape:\n{text}\nlog:\n{}",
+            e.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One H100 running `n` compute processes (an MPS server's clients, say),
+/// pids 5000.., memory 100 + i MiB, on driver `driver`.
+fn many_processes(dir: &tempfile::TempDir, driver: &str, n: u32) -> PathBuf {
+    let procs: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                "  {{ pid = {}, name = \"worker-{i}\", memory_mib = {} }}",
+                5000 + i,
+                100 + i
+            )
+        })
+        .collect();
+    let path = dir.path().join("mps.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"mps\"\ndriver = \"{driver}\"\n\n[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nload = 50\nprocesses = [\n{}\n]\n",
+            procs.join(",\n")
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn process_memory(text: &str) -> BTreeSet<(u32, u64)> {
+    samples(text)
+        .iter()
+        .filter(|s| s.name == "nvidia_gpu_process_memory_used_bytes")
+        .map(|s| {
+            (
+                s.label("pid").unwrap().parse().unwrap(),
+                s.value.parse::<f64>().unwrap() as u64,
+            )
+        })
+        .collect()
+}
+
+fn value(samples: &[Sample], name: &str, label: (&str, &str)) -> Option<String> {
+    samples
+        .iter()
+        .find(|s| s.name == name && s.label(label.0) == Some(label.1))
+        .map(|s| s.value.clone())
+}
+
+#[test]
+fn every_process_of_a_busy_gpu_with_its_memory_on_each_branch() {
+    // R535 writes 32-byte `_v3` entries; nvml-wrapper reads 24 and sizes
+    // its buffer for 24: with 20 processes the driver overran it and
+    // every pid after the first was garbage.
+    for driver in ["535.104.05", "545.29.06", "550.127.05", "570.133.20"] {
+        let dir = tempfile::tempdir().unwrap();
+        let scenario = many_processes(&dir, driver, 20);
+        let e = Exporter::simulate(scenario.to_str().unwrap(), &["--collector.process_memory"]);
+        e.wait_ready();
+        let text = scrape_until(&e, "process memory series", |t| {
+            t.contains("nvidia_gpu_process_memory_used_bytes{")
+        });
+        let want: BTreeSet<(u32, u64)> = (0..20)
+            .map(|i| (5000 + i, u64::from(100 + i) << 20))
+            .collect();
+        assert_eq!(
+            process_memory(&text),
+            want,
+            "driver {driver}; log:\n{}",
+            e.log()
+        );
+        assert_eq!(
+            value(&samples(&text), "nvidia_gpu_processes", ("type", "compute")).as_deref(),
+            Some("20"),
+            "driver {driver}"
+        );
+        assert!(
+            e.log().lines().all(|l| !l.contains("panicked")),
+            "{}",
+            e.log()
+        );
+    }
+}
+
+/// A row of docs/metrics.md's "Driver branches" table: the family, the
+/// `reason` label values it is about (none: the whole family), and the
+/// first branch that has it.
+struct NeedsDriver {
+    family: String,
+    reasons: Vec<String>,
+    major: u32,
+}
+
+fn driver_branch_table() -> Vec<NeedsDriver> {
+    let text = std::fs::read_to_string(common::repo_root().join("docs/metrics.md")).unwrap();
+    let section = text
+        .split("\n## Driver branches\n")
+        .nth(1)
+        .expect("docs/metrics.md has a Driver branches section");
+    let section = section.split("\n## ").next().unwrap();
+    let mut rows = Vec::new();
+    for line in section.lines().filter(|l| l.starts_with("| ")) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        let Some(major) = cells[1]
+            .strip_prefix('R')
+            .and_then(|r| r.get(..3))
+            .and_then(|r| r.parse().ok())
+        else {
+            continue;
+        };
+        let ticks: Vec<&str> = cells[0].split('`').skip(1).step_by(2).collect();
+        let family = ticks
+            .iter()
+            .find(|t| t.starts_with("nvidia_"))
+            .expect("a family in each row")
+            .to_string();
+        let reasons = match ticks.iter().position(|t| *t == "reason") {
+            Some(i) => ticks[i + 1..]
+                .iter()
+                .take_while(|t| !t.starts_with("nvidia_"))
+                .map(|t| t.to_string())
+                .collect(),
+            None => Vec::new(),
+        };
+        rows.push(NeedsDriver {
+            family,
+            reasons,
+            major,
+        });
+    }
+    rows
+}
+
+/// Families backed by a field id that only some branches define: present
+/// exactly from the branch docs/metrics.md names.
+#[test]
+fn field_backed_families_follow_the_driver_branch_as_documented() {
+    let table = driver_branch_table();
+    assert!(
+        table.len() >= 3,
+        "pcie bytes, recovery action and throttle durations are documented"
+    );
+    for driver in [
+        "535.183.01",
+        "545.29.06",
+        "550.127.05",
+        "560.35.03",
+        "570.133.20",
+        "580.65.06",
+        "580.95.05",
+    ] {
+        let major: u32 = driver[..3].parse().unwrap();
+        let e = Exporter::simulate_env("faults", &[], &[("NVML_SIM_DRIVER", driver)]);
+        e.wait_ready();
+        let text = scrape_until(&e, "GPU 6's throttle series", |t| {
+            t.contains("nvidia_gpu_clock_throttle_seconds_total{") && t.contains("gpu=\"6\"")
+        });
+        let s = samples(&text);
+        for row in &table {
+            let present = s.iter().any(|x| {
+                x.name == row.family
+                    && (row.reasons.is_empty()
+                        || x.label("reason")
+                            .is_some_and(|r| row.reasons.iter().any(|w| w == r)))
+            });
+            assert_eq!(
+                present,
+                major >= row.major,
+                "driver {driver}: {} {:?} documented from R{}",
+                row.family,
+                row.reasons,
+                row.major
+            );
+        }
+        if major >= 570 {
+            // GPU 5 has an uncorrectable remapped row pending: reset.
+            let gpu5 = s
+                .iter()
+                .find(|x| x.name == "nvidia_gpu_recovery_action" && x.label("gpu") == Some("5"))
+                .map(|x| x.value.as_str());
+            assert_eq!(gpu5, Some("1"), "{driver}");
+        }
+        let info = s
+            .iter()
+            .find(|x| x.name == "nvidia_gpu_driver_info")
+            .unwrap_or_else(|| panic!("no driver info; {text}"));
+        assert_eq!(info.label("driver_version"), Some(driver));
+    }
+}
