@@ -108,6 +108,10 @@ pub enum Health {
     Hung,
     /// Sampling fails for another reason (every family erroring).
     Failing,
+    /// NVML counts the GPU but answers NO_PERMISSION for its handle: this
+    /// process may not open its device node (container device list,
+    /// cgroup). A setting, not a fault.
+    Denied,
     /// Not sampled yet since start (or since NVML came back).
     Pending,
 }
@@ -186,6 +190,12 @@ pub struct GpuReadings {
     pub compute_mode: Option<ComputeMode>,
     pub ecc_mode: Option<ModePair>,
     pub mig_mode: Option<ModePair>,
+    /// On a MIG-enabled GPU: whether NVML gave this process the whole-GPU
+    /// aggregates it reserves for callers with MIG privileges (root,
+    /// CAP_SYS_ADMIN or the `mig/monitor` capability). The same privilege
+    /// decides whether instance-scoped events (XIDs of MIG instances)
+    /// reach us at all.
+    pub mig_privileged: Option<bool>,
     pub ecc_errors: Vec<EccCount>,
     pub retired_pages: Vec<(RetirementCause, u64)>,
     pub retired_pages_pending: Option<bool>,

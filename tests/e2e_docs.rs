@@ -138,6 +138,26 @@ fn documented_families_equal_emitted_families() {
     );
     drop(e);
 
+    // A container that may not open GPU 3 and lacks MIG privileges.
+    let scenario = dir.path().join("restricted.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"restricted\"\nbase = \"dgx-h100\"\ndenied = [3]\nprivileged = false\n",
+    )
+    .unwrap();
+    let e = Exporter::ready(scenario.to_str().unwrap(), &[]);
+    merge(
+        "restricted",
+        scrape_with(
+            &e,
+            &[
+                "nvml_exporter_gpu_access_denied",
+                "nvml_exporter_mig_privileged",
+            ],
+        ),
+    );
+    drop(e);
+
     // Pod attribution families need a kubelet; tests/test_pod_attribution.py
     // holds those rows to the binary's output against a fake one.
     let documented: BTreeMap<String, String> = metrics_doc::documented_families()

@@ -194,14 +194,46 @@ const DGX_H100_ABSENT: &[&str] = &[
     "nvidia_gpu_mig_memory_free_bytes",
 ];
 
+/// Families whose field ids a driver branch must define, with the first
+/// branch that does (docs/metrics.md, "Driver branches").
+const NEEDS_BRANCH: &[(&str, u32)] = &[
+    ("nvidia_gpu_pcie_bytes_total", 555),
+    ("nvidia_gpu_recovery_action", 570),
+];
+
+/// The contract on every driver personality nvml-sim has: the same
+/// families everywhere, less those the branch cannot have.
 #[test]
 fn dgx_h100_serves_every_contract_family() {
+    for driver in [
+        "535.183.01",
+        "545.29.06",
+        "550.127.05",
+        "560.35.03",
+        "570.133.20",
+        "580.65.06",
+        "580.95.05",
+    ] {
+        dgx_h100_contract(driver);
+    }
+}
+
+fn dgx_h100_contract(driver_version: &str) {
+    let major: u32 = driver_version[..3].parse().unwrap();
+    let lacks = |family: &str| {
+        NEEDS_BRANCH
+            .iter()
+            .any(|(f, from)| *f == family && major < *from)
+    };
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("control.sock");
     let e = Exporter::simulate_env(
         "dgx-h100",
         &["--collector.process_memory"],
-        &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
+        &[
+            ("NVML_SIM_CONTROL", socket.to_str().unwrap()),
+            ("NVML_SIM_DRIVER", driver_version),
+        ],
     );
     e.wait_ready();
     // XIDs are events: make one happen, on a whole GPU and on a MIG device.
@@ -235,6 +267,12 @@ fn dgx_h100_serves_every_contract_family() {
 
     let mut problems = Vec::new();
     for (family, gpus, labels) in DGX_H100 {
+        if lacks(family) {
+            if fams.contains_key(family) {
+                problems.push(format!("{family}: present on R{major}, expected absent"));
+            }
+            continue;
+        }
         let Some(series) = fams.get(family) else {
             problems.push(format!("{family}: missing"));
             continue;
@@ -284,11 +322,21 @@ fn dgx_h100_serves_every_contract_family() {
     }
     let driver = fams["nvidia_gpu_driver_info"][0];
     for l in ["driver_version", "nvml_version", "cuda_driver_version"] {
-        if driver.label(l).is_none_or(str::is_empty) {
+        if !matches!(driver.label(l), Some(v) if !v.is_empty()) {
             problems.push(format!("nvidia_gpu_driver_info: no {l}"));
         }
     }
-    assert!(problems.is_empty(), "{}\n\n{text}", problems.join("\n"));
+    if driver.label("driver_version") != Some(driver_version) {
+        problems.push(format!(
+            "driver version {:?}",
+            driver.label("driver_version")
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "driver {driver_version}:\n{}\n\n{text}",
+        problems.join("\n")
+    );
 
     // Whole GPUs are up; each GPU is on exactly one compute mode.
     assert!(fams["nvidia_gpu_up"].iter().all(|s| s.value == "1"));

@@ -83,7 +83,8 @@ def variable_queries():
 def fleet(tmp_path_factory):
     work = tmp_path_factory.mktemp("dashboards-live")
     exporters = [
-        Exporter(work, "dgx-h100", name="h100"),
+        # The newest driver branch: every field-backed family is there.
+        Exporter(work, "dgx-h100", name="h100", env={"NVML_SIM_DRIVER": "580.95.05"}),
         Exporter(work, "dgx-a100", extra=OPT_IN, name="a100"),
         Exporter(work, "workstation", name="workstation"),
         Exporter(work, str(ROOT / "tests" / "dashboards" / "volta-incidents.toml"), name="volta"),

@@ -137,6 +137,10 @@ pub struct Sim {
     pub gpm_samples: HashMap<u32, GpmSample>,
     pub next_gpm_sample: u32,
     pub next_pid: u32,
+    /// The caller holds NVML's MIG privileges (scenario `privileged`).
+    pub privileged: bool,
+    /// GPUs whose handles answer NO_PERMISSION (scenario `denied`).
+    pub denied: Vec<u32>,
 }
 
 /// FNV-1a: stable across runs and platforms, so UUIDs and serials are too.
@@ -641,6 +645,8 @@ impl Sim {
             gpm_samples: HashMap::default(),
             next_gpm_sample: 1,
             next_pid: 39000,
+            privileged: scenario.privileged,
+            denied: scenario.denied.clone(),
         }
     }
 
@@ -678,6 +684,11 @@ impl Sim {
     }
 
     pub fn push_event(&mut self, ev: Event) {
+        // nvml.h (nvmlEventSetWait_v2): without privileges, only events
+        // that affect the whole device are reported in MIG mode.
+        if !self.privileged && ev.gpu_instance != u32::MAX {
+            return;
+        }
         for set in self.event_sets.values_mut() {
             if set
                 .registered
@@ -957,6 +968,13 @@ impl Sim {
                 Ok(format!("GPU {gpu} load {percent}%"))
             }
         }
+    }
+
+    /// Whether a parent-handle aggregate (memory, process lists) of GPU
+    /// `gpu` is withheld from this caller: nvml.h gives it "in MIG mode ...
+    /// only if the caller has appropriate privileges".
+    pub fn aggregate_withheld(&self, gpu: u32) -> bool {
+        !self.privileged && self.gpus[gpu as usize].mig.is_some()
     }
 
     pub fn process_name(&self, pid: u32) -> Option<&str> {

@@ -26,7 +26,7 @@ DUMP = TARGET / "examples" / "dump"
 
 def client_env(libdir, scenario, **extra):
     env = dict(os.environ)
-    for k in ("NVML_SIM_CONTROL", "NVML_SIM_TIME_SCALE", "NVML_SIM_CALL_LOG"):
+    for k in ("NVML_SIM_CONTROL", "NVML_SIM_TIME_SCALE", "NVML_SIM_CALL_LOG", "NVML_SIM_DRIVER"):
         env.pop(k, None)
     env["LD_LIBRARY_PATH"] = f"{libdir}:{env.get('LD_LIBRARY_PATH', '')}"
     env["NVML_SIM_SCENARIO"] = scenario

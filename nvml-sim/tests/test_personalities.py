@@ -195,3 +195,70 @@ print(json.dumps({"rc": ctypes.CDLL("libnvidia-ml.so.1").nvmlInit_v2()}))
     )
     assert json.loads(out.stdout)["rc"] == 999
     assert f"{bad}:2: driver `390.157`: branch R390 is not simulated" in out.stderr
+
+
+ACCESS = r"""
+import json, pynvml as p
+p.nvmlInit()
+out = {"count": p.nvmlDeviceGetCount()}
+def code(f, *a):
+    try:
+        f(*a)
+        return 0
+    except p.NVMLError as e:
+        return e.value
+out["handle3"] = code(p.nvmlDeviceGetHandleByIndex, 3)
+h0 = p.nvmlDeviceGetHandleByIndex(0)  # MIG mode, seven 1g.10gb
+out["parent_memory"] = code(p.nvmlDeviceGetMemoryInfo, h0)
+out["parent_procs"] = code(p.nvmlDeviceGetComputeRunningProcesses, h0)
+mig = p.nvmlDeviceGetMigDeviceHandleByIndex(h0, 0)
+out["mig_memory"] = code(p.nvmlDeviceGetMemoryInfo, mig)
+out["gpu2_memory"] = code(p.nvmlDeviceGetMemoryInfo, p.nvmlDeviceGetHandleByIndex(2))
+print(json.dumps(out))
+"""
+
+
+def test_denied_and_unprivileged_callers(libdir, tmp_path):
+    path = tmp_path / "restricted.toml"
+    path.write_text('name = "restricted"\nbase = "dgx-h100"\ndenied = [3]\nprivileged = false\n')
+    got = run_python(libdir, str(path), ACCESS)
+    assert got == {"count": 8, "handle3": 4, "parent_memory": 4, "parent_procs": 4,
+                   "mig_memory": 0, "gpu2_memory": 0}
+    # A privileged caller gets the aggregates.
+    got = run_python(libdir, "dgx-h100", ACCESS)
+    assert (got["handle3"], got["parent_memory"], got["parent_procs"]) == (0, 0, 0)
+
+
+EVENTS = r"""
+import json, time, pynvml as p
+p.nvmlInit()
+s = p.nvmlEventSetCreate()
+for i in (0, 2, 4):
+    p.nvmlDeviceRegisterEvents(p.nvmlDeviceGetHandleByIndex(i), p.nvmlEventTypeXidCriticalError, s)
+got = []
+deadline = time.time() + 20
+while time.time() < deadline and len(got) < 4:
+    try:
+        e = p.nvmlEventSetWait_v2(s, 500)
+        got.append(["xid", e.eventData, e.gpuInstanceId])
+    except p.NVMLError as err:
+        if err.value == p.NVML_ERROR_TIMEOUT:
+            continue
+        got.append(["error", err.value, None])
+print(json.dumps(got))
+"""
+
+
+@pytest.mark.parametrize("privileged", [True, False])
+def test_event_waits_follow_privilege_and_lost_gpus(libdir, tmp_path, privileged):
+    path = tmp_path / "events.toml"
+    path.write_text(
+        f'name = "events"\nbase = "dgx-h100"\nprivileged = {str(privileged).lower()}\n\n'
+        '[[timeline]]\nat = 20\naction = "xid"\ngpu = 0\ncode = 31\ngpu_instance = 7\n\n'
+        '[[timeline]]\nat = 21\naction = "xid"\ngpu = 4\ncode = 43\n\n'
+        '[[timeline]]\nat = 22\naction = "lose"\ngpu = 2\n'
+    )
+    got = run_python(libdir, str(path), EVENTS, NVML_SIM_TIME_SCALE=10)
+    first = [["xid", 31, 7]] if privileged else []
+    # After GPU 2 fell off the bus, every wait says so (15: GPU_IS_LOST).
+    assert got[: len(first) + 3] == first + [["xid", 43, 0xFFFFFFFF], ["error", 15, None], ["error", 15, None]]

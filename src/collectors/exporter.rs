@@ -3,6 +3,7 @@
 
 use super::unix_seconds;
 use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
+use crate::snapshot::Health;
 
 pub static COLLECTOR: Collector = Collector {
     family: None,
@@ -36,6 +37,18 @@ pub static COLLECTOR: Collector = Collector {
             help: "NVML calls that failed, by family and error (not_supported is not counted).",
             kind: Kind::Counter,
             collect: nvml_errors,
+        },
+        Metric {
+            name: "nvml_exporter_gpu_access_denied",
+            help: "1 for a GPU NVML counts but this process may not open (NO_PERMISSION on its handle); present only for such GPUs.",
+            kind: Kind::Gauge,
+            collect: access_denied,
+        },
+        Metric {
+            name: "nvml_exporter_mig_privileged",
+            help: "On a MIG-enabled GPU: 1 if NVML grants this process MIG privileges, 0 if not (then XIDs of MIG instances and whole-GPU memory and process totals are not visible).",
+            kind: Kind::Gauge,
+            collect: mig_privileged,
         },
         Metric {
             name: "nvml_exporter_stuck_call_seconds",
@@ -80,6 +93,20 @@ fn nvml_errors<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
                 .label("family", e.family)
                 .label("error", &e.error)
                 .set(e.count);
+        }
+    }
+}
+
+fn access_denied<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for g in scope.gpus().filter(|g| g.health == Health::Denied) {
+        out.gpu(g).set(1u64);
+    }
+}
+
+fn mig_privileged<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for g in scope.gpus() {
+        if let Some(p) = g.readings.as_ref().and_then(|r| r.mig_privileged) {
+            out.gpu(g).set(p);
         }
     }
 }

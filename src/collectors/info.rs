@@ -2,6 +2,7 @@
 //! GPUs so that their other series can still be joined to a name.
 
 use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
+use crate::snapshot::Health;
 
 pub static COLLECTOR: Collector = Collector {
     family: None,
@@ -28,7 +29,8 @@ pub static COLLECTOR: Collector = Collector {
 };
 
 fn gpu_info<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
-    for g in scope.gpus() {
+    // Nothing can be read of a GPU NVML will not open, not even its UUID.
+    for g in scope.gpus().filter(|g| g.health != Health::Denied) {
         let id = &g.identity;
         out.gpu(g)
             .label_opt("name", id.name.as_ref())
@@ -54,7 +56,10 @@ fn driver_info<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 }
 
 fn up<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
-    for g in scope.gpus() {
+    // A GPU this process may not open is not down: it has no `up` series
+    // (so "GPU lost" cannot page for a permission setting), and
+    // nvml_exporter_gpu_access_denied says what it is.
+    for g in scope.gpus().filter(|g| g.health != Health::Denied) {
         out.gpu(g).set(g.health.is_up());
     }
 }

@@ -49,6 +49,9 @@ pub struct Calls<'a> {
     /// Calls that failed (not absent) during the current sample.
     pub failed_this_sample: u32,
     pub answered_this_sample: u32,
+    /// NVML withheld a whole-GPU aggregate of a MIG-enabled GPU during the
+    /// current sample (NO_PERMISSION: the caller lacks MIG privileges).
+    pub aggregate_withheld: bool,
     /// Calls with a field-value alternative that answered "not supported";
     /// skipped until the next static refresh.
     absent: HashSet<&'static str>,
@@ -64,6 +67,7 @@ impl<'a> Calls<'a> {
             driver_gone: false,
             failed_this_sample: 0,
             answered_this_sample: 0,
+            aggregate_withheld: false,
             absent: HashSet::new(),
         }
     }
@@ -73,6 +77,7 @@ impl<'a> Calls<'a> {
     pub fn begin_sample(&mut self, poll: u64) {
         self.failed_this_sample = 0;
         self.answered_this_sample = 0;
+        self.aggregate_withheld = false;
         if is_refresh(poll) {
             self.absent.clear();
         }
@@ -100,6 +105,45 @@ impl<'a> Calls<'a> {
             }
             Err(e) => self.failure(family, &e),
         }
+    }
+
+    /// A whole-GPU aggregate (memory, process lists) that NVML gives on a
+    /// MIG-enabled GPU "only if the caller has appropriate privileges"
+    /// (nvml.h): NO_PERMISSION there is the caller's missing MIG privilege,
+    /// recorded in `aggregate_withheld` and reported by its own
+    /// self-metric, not counted as an error every poll.
+    pub fn run_aggregate<T>(
+        &mut self,
+        family: &'static str,
+        mig_enabled: bool,
+        f: impl FnOnce() -> Result<T, NvmlError>,
+    ) -> Got<T> {
+        match self.run_classified(family, f) {
+            Err(NvmlError::NoPermission) if mig_enabled => {
+                self.aggregate_withheld = true;
+                self.answered_this_sample += 1;
+                Got::Absent
+            }
+            Err(e) => self.failure(family, &e),
+            Ok(got) => got,
+        }
+    }
+
+    fn run_classified<T>(
+        &mut self,
+        family: &'static str,
+        f: impl FnOnce() -> Result<T, NvmlError>,
+    ) -> Result<Got<T>, NvmlError> {
+        if self.halted() {
+            return Ok(Got::Failed);
+        }
+        self.tracker.enter(family);
+        let result = f();
+        self.tracker.exit();
+        result.map(|v| {
+            self.answered_this_sample += 1;
+            Got::Value(v)
+        })
     }
 
     /// A call standing in for a field the batch did not deliver (`key`

@@ -59,7 +59,8 @@ def require_binary(name: str) -> str:
 
 
 # Simulator settings a developer's shell may carry; a test passes its own.
-SIM_VARS = ("NVML_SIM_CONTROL", "NVML_SIM_TIME_SCALE", "NVML_SIM_CALL_LOG", "NVML_SIM_SCENARIO")
+SIM_VARS = ("NVML_SIM_CONTROL", "NVML_SIM_TIME_SCALE", "NVML_SIM_CALL_LOG", "NVML_SIM_SCENARIO",
+            "NVML_SIM_DRIVER")
 
 
 class Process:

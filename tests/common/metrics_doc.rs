@@ -31,7 +31,9 @@ impl DocFamily {
         let mut out = std::collections::BTreeSet::new();
         if !self.labels.contains("no gpu/uuid") {
             out.insert("gpu".to_string());
-            out.insert("uuid".to_string());
+            if !self.labels.contains("no uuid") {
+                out.insert("uuid".to_string());
+            }
         }
         for (i, part) in self.labels.split('`').enumerate() {
             if i % 2 == 1 {

@@ -116,6 +116,7 @@ pub fn h100_readings(i: u32) -> GpuReadings {
             current: false,
             pending: false,
         }),
+        mig_privileged: None,
         ecc_errors: EccError::ALL
             .iter()
             .flat_map(|&error| {
@@ -170,6 +171,7 @@ fn mig_readings(i: u32) -> GpuReadings {
         current: true,
         pending: true,
     });
+    r.mig_privileged = Some(true);
     let profiles = [
         (1, "3g.40gb", 2),
         (2, "2g.20gb", 1),
@@ -332,6 +334,17 @@ pub fn fully_populated() -> Snapshot {
         gi.compute_instances.first().map(|c| c.compute_instance),
     );
     mig_gpu.pods = vec![holder("c", Some(place.0), place.1)];
+    // One MIG GPU seen without MIG privileges, and a GPU this process may
+    // not open.
+    if let Some(r) = mig_gpu.readings.as_mut() {
+        r.mig_privileged = Some(false);
+    }
+    let mut denied = gpu(8, Health::Denied, None);
+    denied.uuid = String::new();
+    denied.identity = GpuIdentity::default();
+    denied.last_sample = None;
+    denied.sample_duration = None;
+    s.gpus.push(denied);
     s.kubernetes = Some(KubernetesStatus {
         up: true,
         refresh_errors: 1,

@@ -84,6 +84,16 @@ fn wait(set: nvmlEventSet_t, timeout_ms: u32) -> R<crate::fleet::Event> {
         if let Some(ev) = es.queue.pop_front() {
             return Ok(ev);
         }
+        // nvml.h: GPU_IS_LOST "if a GPU has fallen off the bus"; it stays
+        // lost, so every later wait answers the same. Events queued before
+        // it fell off are delivered first.
+        if es
+            .registered
+            .iter()
+            .any(|(g, _)| sim.gpus[*g as usize].lost)
+        {
+            return Err(GPU_IS_LOST);
+        }
         let now = Instant::now();
         if now >= deadline {
             return Err(TIMEOUT);

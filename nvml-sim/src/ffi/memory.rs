@@ -8,6 +8,7 @@ fn memory_of(sim: &Sim, d: Dev) -> R<(u64, u64, u64, u64)> {
     let g = &sim.gpus[d.gpu as usize];
     match d.mig {
         Some((gi, _, _)) => Ok(g.instance_memory(g.instance(gi).ok_or(INVALID_ARGUMENT)?)),
+        None if sim.aggregate_withheld(d.gpu) => Err(NO_PERMISSION),
         None => Ok(g.memory()),
     }
 }

@@ -289,6 +289,9 @@ pub fn device_call(h: nvmlDevice_t) -> R<(MutexGuard<'static, State>, Dev)> {
         let sim = st.sim.as_mut().ok_or(UNINITIALIZED)?;
         let now = sim.scenario_t();
         let (t, scale) = (sim.t(), sim.scale);
+        if sim.denied.contains(&dev.gpu) {
+            return Err(NO_PERMISSION);
+        }
         let gpu = sim.gpus.get_mut(dev.gpu as usize).ok_or(INVALID_ARGUMENT)?;
         if gpu.lost {
             return Err(GPU_IS_LOST);

@@ -8,6 +8,9 @@ use crate::fault::ProcKind;
 
 fn processes(device: nvmlDevice_t, kind: Option<ProcKind>) -> R<Vec<nvmlProcessInfo_t>> {
     with_dev(device, |sim, d, _| {
+        if d.mig.is_none() && sim.aggregate_withheld(d.gpu) {
+            return Err(NO_PERMISSION);
+        }
         let g = &sim.gpus[d.gpu as usize];
         Ok(g.procs
             .iter()

@@ -72,6 +72,15 @@ fn by_index(index: c_uint, device: *mut nvmlDevice_t) -> R {
     if index >= count()? {
         return Err(INVALID_ARGUMENT);
     }
+    // nvml.h: the count includes devices the caller may not open, whose
+    // handles answer NO_PERMISSION (scenario `denied`).
+    if initialized()?
+        .sim
+        .as_ref()
+        .is_some_and(|s| s.denied.contains(&index))
+    {
+        return Err(NO_PERMISSION);
+    }
     // The handle of a lost GPU stays valid; calls on it fail (FACTS).
     unsafe {
         out(
@@ -100,6 +109,9 @@ nvml_fn! {
         let st = initialized()?;
         let sim = st.sim.as_ref().ok_or(UNINITIALIZED)?;
         for g in &sim.gpus {
+            if sim.denied.contains(&g.index) && (g.uuid == wanted || g.mig.as_ref().is_some_and(|m| m.instances.iter().any(|i| i.uuid == wanted))) {
+                return Err(NO_PERMISSION);
+            }
             if g.uuid == wanted {
                 return out(device, device_handle(Dev { gpu: g.index, mig: None }));
             }
@@ -123,6 +135,9 @@ fn by_bus_id(bus_id: *const c_char, device: *mut nvmlDevice_t) -> R {
         let legacy = device::bus_id_legacy(g).to_ascii_lowercase();
         let short = format!("{:02x}:00.0", g.bus);
         if wanted == full || wanted == legacy || wanted == short {
+            if sim.denied.contains(&g.index) {
+                return Err(NO_PERMISSION);
+            }
             return unsafe {
                 out(
                     device,
@@ -152,6 +167,9 @@ nvml_fn! {
         let st = initialized()?;
         let sim = st.sim.as_ref().ok_or(UNINITIALIZED)?;
         let g = sim.gpus.iter().find(|g| g.model.ecc && g.serial == wanted).ok_or(NOT_FOUND)?;
+        if sim.denied.contains(&g.index) {
+            return Err(NO_PERMISSION);
+        }
         out(device, device_handle(Dev { gpu: g.index, mig: None }))
     }
 }

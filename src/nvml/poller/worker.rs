@@ -2,7 +2,7 @@
 //! samples every interval and records the outcome on the GPU's slot until
 //! its generation stops (or the driver goes away underneath it).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -17,6 +17,9 @@ use super::super::watchdog::lock;
 use super::{Generation, GpuSlot};
 use crate::family::FamilySet;
 use crate::snapshot::{GpuIdentity, GpuReadings, Health};
+
+/// The missing MIG privilege is the process's: said once, not per GPU.
+static MIG_UNPRIVILEGED_LOGGED: AtomicBool = AtomicBool::new(false);
 
 pub fn run(
     nvml: Arc<Nvml>,
@@ -45,6 +48,17 @@ pub fn run(
         }
         let readings = sampler.sample();
         let took = started.elapsed();
+        if readings.as_ref().and_then(|r| r.mig_privileged) == Some(false)
+            && !MIG_UNPRIVILEGED_LOGGED.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(
+                gpu = slot.index,
+                "NVML withholds MIG privileges from this process: XID events of MIG instances and \
+                 whole-GPU memory and process totals of MIG-enabled GPUs are not visible \
+                 (nvml_exporter_mig_privileged 0). Run as root, or give the container the \
+                 nvidia-capabilities mig/monitor device (docs/operations.md)"
+            );
+        }
         record(
             &slot,
             &generation,
@@ -82,6 +96,25 @@ fn open<'n>(
         Err(e) => e,
     };
     let mut st = lock(&slot.state);
+    if matches!(e, NvmlError::NoPermission) {
+        // NVML counts GPUs this process may not open (nvml.h,
+        // nvmlDeviceGetCount_v2): a permission setting, not a fault. Not
+        // counted as an error every interval, and not reported as lost.
+        if st.health != Some(Health::Denied) {
+            tracing::warn!(
+                gpu = slot.index,
+                "NVML denies access to this GPU (NO_PERMISSION on its handle): its device node is not \
+                 available to this process; exported as nvml_exporter_gpu_access_denied, not as lost. \
+                 Retrying every interval"
+            );
+        }
+        st.health = Some(Health::Denied);
+        st.readings = None;
+        drop(st);
+        slot.sampled(generation);
+        generation.stop.wait(interval);
+        return None;
+    }
     let first = st.errors.record("info", &error_name(&e));
     st.health = Some(if matches!(e, NvmlError::GpuLost) {
         Health::Lost

@@ -21,17 +21,9 @@ pub fn run(
     interval: Duration,
 ) {
     let nvml: &Nvml = &nvml;
-    let set = match EventSet::create(nvml) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot create an NVML event set: XID errors will not be counted");
-            return;
-        }
-    };
-    let handles = register(nvml, &set, slots);
-    if handles.is_empty() {
+    let Some((mut set, mut handles)) = build(nvml, slots) else {
         return;
-    }
+    };
     let mut logged_failure = false;
     while !generation.stop.is_stopped() {
         match set.wait(WAIT_MS) {
@@ -53,6 +45,35 @@ pub fn run(
                 }
             }
             Err(NvmlError::Timeout) => {}
+            // nvml.h: a registered GPU fell off the bus, and every later
+            // wait on this set says so: without a new set, the other GPUs'
+            // XIDs would never arrive again.
+            Err(NvmlError::GpuLost) => {
+                let (lost, kept): (Vec<_>, Vec<_>) = handles
+                    .into_iter()
+                    .map(|(_, slot)| slot)
+                    .partition(|slot| is_lost(nvml, slot.index));
+                for slot in &lost {
+                    tracing::warn!(
+                        gpu = slot.index,
+                        "GPU fell off the bus: XID events of the other GPUs continue on an event set without it"
+                    );
+                }
+                drop(set);
+                let rebuilt = if kept.is_empty() {
+                    None
+                } else {
+                    build(nvml, kept)
+                };
+                let Some((new_set, new_handles)) = rebuilt else {
+                    return;
+                };
+                (set, handles) = (new_set, new_handles);
+                // If no GPU could be named lost, do not spin on the set.
+                if lost.is_empty() && generation.stop.wait(interval) {
+                    break;
+                }
+            }
             Err(e) => {
                 if !logged_failure {
                     tracing::warn!(error = %e, "waiting for NVML events failed; retrying");
@@ -64,6 +85,33 @@ pub fn run(
             }
         }
     }
+}
+
+type Registered = Vec<(usize, Arc<GpuSlot>)>;
+
+/// A new event set with every GPU of `slots` that can be registered.
+fn build(nvml: &Nvml, slots: Vec<Arc<GpuSlot>>) -> Option<(EventSet<'_>, Registered)> {
+    let set = match EventSet::create(nvml) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot create an NVML event set: XID errors will not be counted");
+            return None;
+        }
+    };
+    let handles = register(nvml, &set, slots);
+    if handles.is_empty() {
+        return None;
+    }
+    Some((set, handles))
+}
+
+/// Whether NVML says the GPU at `index` fell off the bus.
+fn is_lost(nvml: &Nvml, index: u32) -> bool {
+    matches!(
+        nvml.device_by_index(index)
+            .and_then(|d| d.supported_event_types()),
+        Err(NvmlError::GpuLost)
+    )
 }
 
 /// Registers every GPU for XID events; returns the device handles (as
@@ -81,6 +129,8 @@ fn register(
             .and_then(|h| set.register(h, raw::XID_EVENT).map(|()| h));
         match registered {
             Ok(h) => handles.push((h as usize, slot)),
+            // A GPU this process may not open is reported by its worker.
+            Err(NvmlError::NoPermission) => {}
             Err(e) => {
                 tracing::warn!(gpu = slot.index, error = %e, "cannot register for XID events on this GPU")
             }

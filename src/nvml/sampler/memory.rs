@@ -9,13 +9,13 @@ use super::Gpu;
 use crate::family::Family;
 use crate::snapshot::{Bar1Memory, GpuReadings, Memory};
 
-pub fn sample(g: &mut Gpu<'_, '_>, r: &mut GpuReadings) {
+pub fn sample(g: &mut Gpu<'_, '_>, mig_enabled: bool, r: &mut GpuReadings) {
     let fam = Family::Memory.name();
     let d = g.device;
-    r.memory = read(g.nvml, g.handle, g.calls, fam);
+    r.memory = read(g.nvml, g.handle, g.calls, fam, mig_enabled);
     r.bar1 = g
         .calls
-        .run(fam, || d.bar1_memory_info())
+        .run_aggregate(fam, mig_enabled, || d.bar1_memory_info())
         .value()
         .map(|b| Bar1Memory {
             total_bytes: b.total,
@@ -24,15 +24,23 @@ pub fn sample(g: &mut Gpu<'_, '_>, r: &mut GpuReadings) {
 }
 
 /// Frame buffer memory: v2 (reserved reported apart) where the driver has
-/// it, else v1 (where `used` includes reserved memory).
-pub fn read(nvml: &Nvml, h: DeviceHandle, c: &mut Calls<'_>, fam: &'static str) -> Option<Memory> {
-    match c.run(fam, || raw::memory_v2(nvml, h)) {
+/// it, else v1 (where `used` includes reserved memory). `aggregate`: `h`
+/// is the parent handle of a MIG-enabled GPU (see `Calls::run_aggregate`).
+pub fn read(
+    nvml: &Nvml,
+    h: DeviceHandle,
+    c: &mut Calls<'_>,
+    fam: &'static str,
+    aggregate: bool,
+) -> Option<Memory> {
+    match c.run_aggregate(fam, aggregate, || raw::memory_v2(nvml, h)) {
         Got::Value((total, reserved, free, used)) => Some(Memory {
             total_bytes: total,
             used_bytes: used,
             free_bytes: free,
             reserved_bytes: Some(reserved),
         }),
+        Got::Absent if c.aggregate_withheld && aggregate => None,
         Got::Absent => c
             .run(fam, || raw::memory_v1(nvml, h))
             .value()

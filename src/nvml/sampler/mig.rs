@@ -146,7 +146,7 @@ impl<'n> State<'n> {
             gi.compute_instances.sort_by_key(|ci| ci.compute_instance);
             if let Some(&h) = first_device.get(gi_id) {
                 // MIG devices of one GPU instance share its memory.
-                gi.memory = memory::read(nvml, h, c, fam).map(|m| MigMemory {
+                gi.memory = memory::read(nvml, h, c, fam, false).map(|m| MigMemory {
                     total_bytes: m.total_bytes,
                     used_bytes: m.used_bytes,
                     free_bytes: m.free_bytes,

@@ -169,7 +169,7 @@ impl<'n> GpuSampler<'n> {
             gpm.sample(&mut g, r, mig_enabled);
         }
         if on(Family::Memory) {
-            memory::sample(&mut g, r);
+            memory::sample(&mut g, mig_enabled, r);
         }
         if on(Family::Temperature) {
             temperature.sample(&mut g, &scalar, r);
@@ -199,7 +199,10 @@ impl<'n> GpuSampler<'n> {
             nvlink.sample(&mut g, &scalar, r);
         }
         if on(Family::Processes) || on(Family::ProcessMemory) {
-            processes.sample(&mut g, on(Family::ProcessMemory), r);
+            processes.sample(&mut g, on(Family::ProcessMemory), mig_enabled, r);
+        }
+        if mig_enabled && (on(Family::Memory) || on(Family::Processes)) {
+            r.mig_privileged = Some(!g.calls.aggregate_withheld);
         }
         if mig_enabled {
             let with_gpm = on(Family::Gpm) && gpm.supported(&mut g);

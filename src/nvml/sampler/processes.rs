@@ -16,16 +16,22 @@ pub struct State {
 }
 
 impl State {
-    pub fn sample(&mut self, g: &mut Gpu<'_, '_>, with_names: bool, r: &mut GpuReadings) {
+    pub fn sample(
+        &mut self,
+        g: &mut Gpu<'_, '_>,
+        with_names: bool,
+        mig_enabled: bool,
+        r: &mut GpuReadings,
+    ) {
         let fam = Family::Processes.name();
         let (nvml, h, c) = (g.nvml, g.handle, &mut *g.calls);
         let compute = c
-            .run(fam, || {
+            .run_aggregate(fam, mig_enabled, || {
                 raw::running_processes(nvml, h, ProcessList::Compute)
             })
             .value();
         let graphics = c
-            .run(fam, || {
+            .run_aggregate(fam, mig_enabled, || {
                 raw::running_processes(nvml, h, ProcessList::Graphics)
             })
             .value();
