@@ -105,6 +105,7 @@ def validate_monitoring(objects: list[dict], tmp_path: Path) -> subprocess.Compl
 VALUE_SETS = {
     "defaults": None,
     "pod-attribution": {"podAttribution": {"enabled": True}},
+    "mig-monitor": {"migMonitor": {"enabled": True}},
     "everything-on": {
         "runtimeClassName": "nvidia",
         "priorityClassName": "system-node-critical",
@@ -229,6 +230,25 @@ def test_pod_attribution_mounts_only_the_kubelet_socket_read_only():
     sc = container["securityContext"]
     assert sc["capabilities"] == {"drop": ["ALL"]}
     assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+
+
+def test_mig_monitor_asks_for_the_capability_device_and_nothing_more():
+    pod = by_kind(render(VALUE_SETS["mig-monitor"]))["DaemonSet"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["NVIDIA_MIG_MONITOR_DEVICES"] == "all"
+    assert "NVIDIA_MIG_CONFIG_DEVICES" not in env
+    # Still a non-root user that cannot escalate: SYS_ADMIN is in the
+    # bounding set only, for the container toolkit's check.
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    sc = container["securityContext"]
+    assert sc["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
+    assert sc["allowPrivilegeEscalation"] is False and sc["privileged"] is False
+    assert sc["readOnlyRootFilesystem"] is True
+    assert all("hostPath" not in v for v in pod.get("volumes", []))
+    # Off by default.
+    default = by_kind(render())["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]
+    assert "NVIDIA_MIG_MONITOR_DEVICES" not in {e["name"] for e in default["env"]}
 
 
 def test_disabled_parts_are_not_rendered():
