@@ -332,6 +332,12 @@ fn dgx_h100_contract(driver_version: &str) {
             driver.label("driver_version")
         ));
     }
+    if let Err(p) = common::promtool_check(&text) {
+        problems.push(format!("promtool: {p}"));
+    }
+    if let Err(p) = common::openmetrics_parse(&e.scrape_openmetrics()) {
+        problems.push(format!("OpenMetrics parser: {p}"));
+    }
     assert!(
         problems.is_empty(),
         "driver {driver_version}:\n{}\n\n{text}",

@@ -89,8 +89,10 @@ print(json.dumps(out))
 """
 
 
-def pynvml_view(libdir, scenario):
+def pynvml_view(libdir, scenario, driver=None):
     env = clean_env()
+    if driver:
+        env["NVML_SIM_DRIVER"] = driver
     env["LD_LIBRARY_PATH"] = f"{libdir}:{env.get('LD_LIBRARY_PATH', '')}"
     env["NVML_SIM_SCENARIO"] = scenario
     out = subprocess.run(
@@ -120,10 +122,20 @@ def value(samples, name, gpu, **labels):
     return found[0].value
 
 
-@pytest.mark.parametrize("scenario", ["dgx-h100", "dgx-a100", "workstation"])
-def test_exporter_agrees_with_pynvml(libdir, scenario, tmp_path):
-    nv = pynvml_view(libdir, scenario)
-    exporter = Exporter(tmp_path, scenario, interval="200ms")
+# Every fleet on the default driver, and the dgx-h100 fleet on every other
+# driver personality nvml-sim has (nvml-sim/README.md).
+CASES = [(s, None) for s in ("dgx-h100", "dgx-a100", "workstation")] + [
+    ("dgx-h100", d) for d in ("535.183.01", "545.29.06", "550.127.05", "570.133.20", "580.65.06", "580.95.05")
+]
+
+
+@pytest.mark.parametrize("scenario,driver", CASES)
+def test_exporter_agrees_with_pynvml(libdir, scenario, driver, tmp_path):
+    nv = pynvml_view(libdir, scenario, driver)
+    if driver:
+        assert nv["driver_version"] == driver
+    exporter = Exporter(tmp_path, scenario, interval="200ms",
+                        env={"NVML_SIM_DRIVER": driver} if driver else None)
     try:
         exporter.wait_ready()
         status, body = http_get(f"http://{exporter.address}/metrics")
