@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
 use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer};
 
 use super::*;
 
@@ -156,6 +157,41 @@ fn unknown_keys_are_refused_with_their_line() {
         .err("http_server_config:\n  http3: true\n")
         .contains("http3"));
     assert!(pki.err("rate_limit:\n  per: 1s\n").contains("per"));
+}
+
+/// Pins what the YAML crate must keep doing (it was swapped once, from the
+/// deprecated serde_yaml): a key given twice is refused, and the error names
+/// the file, the line and the key.
+#[test]
+fn duplicate_keys_are_refused_with_file_line_and_key() {
+    let pki = Pki::new();
+    for (yaml, key, want_line) in [
+        ("basic_auth_users:\n  alice: x\n  alice: y\n", "alice", 2),
+        (
+            "http_server_config:\n  headers:\n    X-Frame-Options: deny\n    X-Frame-Options: deny\n",
+            "X-Frame-Options",
+            3,
+        ),
+        (
+            "tls_server_config:\n  cert_file: a\n  cert_file: b\n",
+            "cert_file",
+            2,
+        ),
+        ("rate_limit:\n  burst: 1\nrate_limit:\n  burst: 2\n", "rate_limit", 1),
+    ] {
+        let e = pki.load(yaml).unwrap_err();
+        let WebConfigError::Yaml { line, message, .. } = &e else {
+            panic!("{yaml:?}: {e:?}");
+        };
+        assert_eq!(*line, Some(want_line), "{yaml:?}: {message}");
+        assert!(message.contains("duplicate"), "{yaml:?}: {message}");
+        assert!(message.contains(key), "{yaml:?}: {message}");
+        let shown = e.to_string();
+        assert!(
+            shown.contains(&pki.path("web.yml").display().to_string()),
+            "{shown}"
+        );
+    }
 }
 
 #[test]
@@ -381,7 +417,7 @@ fn client_allowed_sans() {
 fn san_extraction_from_a_real_certificate() {
     let pki = Pki::new();
     let pem = std::fs::read(pki.path("client.crt")).unwrap();
-    let der = rustls_pemfile::certs(&mut &pem[..])
+    let der = CertificateDer::pem_slice_iter(&pem)
         .next()
         .unwrap()
         .unwrap();

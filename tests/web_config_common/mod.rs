@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
 use tokio_rustls::rustls::{
     self,
-    pki_types::{CertificateDer, PrivateKeyDer, ServerName},
+    pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer, ServerName},
     ClientConfig, ClientConnection, RootCertStore, StreamOwned,
 };
 
@@ -100,11 +100,10 @@ impl Pki {
 
     pub fn cert_der(&self, name: &str) -> CertificateDer<'static> {
         let pem = std::fs::read(self.path(name)).unwrap();
-        let cert = rustls_pemfile::certs(&mut &pem[..])
+        CertificateDer::pem_slice_iter(&pem)
             .next()
             .unwrap()
-            .unwrap();
-        cert
+            .unwrap()
     }
 }
 
@@ -279,7 +278,7 @@ impl Client {
         let mut roots = RootCertStore::empty();
         for r in &self.roots {
             let pem = std::fs::read(r).unwrap();
-            for c in rustls_pemfile::certs(&mut &pem[..]) {
+            for c in CertificateDer::pem_slice_iter(&pem) {
                 roots.add(c.unwrap()).unwrap();
             }
         }
@@ -291,13 +290,11 @@ impl Client {
         match &self.identity {
             Some((cert, key)) => {
                 let cpem = std::fs::read(cert).unwrap();
-                let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut &cpem[..])
+                let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cpem)
                     .map(|c| c.unwrap())
                     .collect();
                 let kpem = std::fs::read(key).unwrap();
-                let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut &kpem[..])
-                    .unwrap()
-                    .unwrap();
+                let key = PrivateKeyDer::from_pem_slice(&kpem).unwrap();
                 builder.with_client_auth_cert(certs, key).unwrap()
             }
             None => builder.with_no_client_auth(),
