@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer};
 
@@ -22,11 +22,11 @@ impl Pki {
         let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca.distinguished_name.push(DnType::CommonName, "test ca");
-        let ca_cert = ca.self_signed(&ca_key).unwrap();
+        let ca_cert = CertifiedIssuer::self_signed(ca, ca_key).unwrap();
         let server_key = KeyPair::generate().unwrap();
         let server = CertificateParams::new(vec!["localhost".to_string()])
             .unwrap()
-            .signed_by(&server_key, &ca_cert, &ca_key)
+            .signed_by(&server_key, &ca_cert)
             .unwrap();
         let client_key = KeyPair::generate().unwrap();
         let mut cp = CertificateParams::new(vec!["client.example".to_string()]).unwrap();
@@ -36,7 +36,7 @@ impl Pki {
             .push(SanType::URI("spiffe://example/scraper".try_into().unwrap()));
         cp.subject_alt_names
             .push(SanType::IpAddress("10.1.2.3".parse().unwrap()));
-        let client = cp.signed_by(&client_key, &ca_cert, &ca_key).unwrap();
+        let client = cp.signed_by(&client_key, &ca_cert).unwrap();
         let other_key = KeyPair::generate().unwrap();
         let other = CertificateParams::new(vec!["other".to_string()])
             .unwrap()

@@ -9,7 +9,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
 use tokio_rustls::rustls::{
     self,
     pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer, ServerName},
@@ -28,7 +28,7 @@ pub struct Pki {
 fn issue(
     names: &[&str],
     cn: &str,
-    ca: Option<(&rcgen::Certificate, &KeyPair)>,
+    ca: Option<&CertifiedIssuer<'static, KeyPair>>,
 ) -> (rcgen::Certificate, KeyPair) {
     let key = KeyPair::generate().unwrap();
     let mut p = CertificateParams::new(
@@ -46,39 +46,39 @@ fn issue(
     }
     p.distinguished_name.push(DnType::CommonName, cn);
     let cert = match ca {
-        Some((ca, ca_key)) => p.signed_by(&key, ca, ca_key).unwrap(),
+        Some(ca) => p.signed_by(&key, ca).unwrap(),
         None => p.self_signed(&key).unwrap(),
     };
     (cert, key)
 }
 
-fn make_ca(cn: &str) -> (rcgen::Certificate, KeyPair) {
+fn make_ca(cn: &str) -> CertifiedIssuer<'static, KeyPair> {
     let key = KeyPair::generate().unwrap();
     let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
     p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     p.distinguished_name.push(DnType::CommonName, cn);
-    (p.self_signed(&key).unwrap(), key)
+    CertifiedIssuer::self_signed(p, key).unwrap()
 }
 
 impl Pki {
     pub fn new() -> Pki {
         let dir = tempfile::tempdir().unwrap();
-        let (ca, ca_key) = make_ca("nvml-exporter test CA");
-        let (rogue_ca, rogue_key) = make_ca("rogue CA");
+        let ca = make_ca("nvml-exporter test CA");
+        let rogue_ca = make_ca("rogue CA");
         let write = |name: &str, body: String| std::fs::write(dir.path().join(name), body).unwrap();
         write("ca.crt", ca.pem());
         for (name, cn) in [("server", "server one"), ("server2", "server two")] {
-            let (c, k) = issue(&["localhost", "127.0.0.1"], cn, Some((&ca, &ca_key)));
+            let (c, k) = issue(&["localhost", "127.0.0.1"], cn, Some(&ca));
             write(&format!("{name}.crt"), c.pem());
             write(&format!("{name}.key"), k.serialize_pem());
         }
-        let (c, k) = issue(&["scraper.example"], "scraper", Some((&ca, &ca_key)));
+        let (c, k) = issue(&["scraper.example"], "scraper", Some(&ca));
         write("client.crt", c.pem());
         write("client.key", k.serialize_pem());
-        let (c, k) = issue(&["other.example"], "other scraper", Some((&ca, &ca_key)));
+        let (c, k) = issue(&["other.example"], "other scraper", Some(&ca));
         write("other-client.crt", c.pem());
         write("other-client.key", k.serialize_pem());
-        let (c, k) = issue(&["scraper.example"], "rogue", Some((&rogue_ca, &rogue_key)));
+        let (c, k) = issue(&["scraper.example"], "rogue", Some(&rogue_ca));
         write("rogue-client.crt", c.pem());
         write("rogue-client.key", k.serialize_pem());
         Pki { dir }
