@@ -317,15 +317,38 @@ def dashboard(uid: str, title: str, description: str, layout: Layout,
 # --------------------------------------------------------------------------
 
 
+# Recorded per node and model by alerts/nvidia-gpu-fleet.rules.yml: the
+# fleet panels read these, one series per node, instead of every GPU's.
+def rec(name: str, extra: str = "") -> str:
+    """A recorded fleet series with the dashboard's node selection."""
+    sel = NODE + (", " + extra if extra else "")
+    return f"instance_name:{name}{{{sel}}}"
+
+
+UP_COUNT = rec("nvidia_gpu_up:count")
+UP_SUM = rec("nvidia_gpu_up:sum")
+UTIL_SUM = rec("nvidia_gpu_utilization_ratio:sum", 'engine="gpu"')
+UTIL_COUNT = rec("nvidia_gpu_utilization_ratio:count", 'engine="gpu"')
+MEM_USED = rec("nvidia_gpu_memory_used_bytes:sum")
+MEM_TOTAL = rec("nvidia_gpu_memory_total_bytes:sum")
+POWER = rec("nvidia_gpu_power_usage_watts:sum")
+POWER_LIMIT = rec("nvidia_gpu_power_limit_watts:sum", 'limit="enforced"')
+ENERGY_RATE = rec("nvidia_gpu_energy_joules:rate5m")
+MIG_ENABLED = rec("nvidia_gpu_mig_enabled:sum", 'state="current"')
+RULES_NOTE = (" From the recording rules (alerts/nvidia-gpu-fleet.rules.yml), per node: the GPU "
+              "variable does not apply.")
+
+
 def fleet_overview() -> dict:
     L = Layout()
     L.row("Fleet")
-    L.add(stat("GPUs", "GPUs known to the exporters in scope (including lost or hung ones).",
-               "short", targets((f"count(nvidia_gpu_up{{{SEL}}})", "GPUs"))), 3, 4)
-    L.add(stat("Healthy GPUs", "GPUs whose last sample completed (nvidia_gpu_up = 1).", "short",
-               targets((f"sum(nvidia_gpu_up{{{SEL}}})", "healthy"))), 3, 4)
-    L.add(stat("Unhealthy GPUs", "GPUs that are lost, hung or failing (nvidia_gpu_up = 0).",
-               "short", targets((f"count(nvidia_gpu_up{{{SEL}}} == 0) or vector(0)", "unhealthy")),
+    L.add(stat("GPUs", "GPUs known to the exporters in scope (including lost or hung ones)."
+               + RULES_NOTE, "short", targets((f"sum({UP_COUNT})", "GPUs"))), 3, 4)
+    L.add(stat("Healthy GPUs", "GPUs whose last sample completed (nvidia_gpu_up = 1)."
+               + RULES_NOTE, "short", targets((f"sum({UP_SUM})", "healthy"))), 3, 4)
+    L.add(stat("Unhealthy GPUs", "GPUs that are lost, hung or failing (nvidia_gpu_up = 0)."
+               + RULES_NOTE, "short",
+               targets((f"(sum({UP_COUNT}) - sum({UP_SUM})) or vector(0)", "unhealthy")),
                thresholds((None, "green"), (1, "red"))), 3, 4)
     L.add(stat("Nodes", "Exporter targets up / in scope.", "short", targets(
         (f"sum(up{{{NODE}}} and on (job, instance) nvml_exporter_build_info)", "up"))), 3, 4)
@@ -340,21 +363,21 @@ def fleet_overview() -> dict:
                     "warning")),
                thresholds((None, "green"), (1, "orange"))), 3, 4)
     L.add(stat("GPU utilization", "Mean GPU engine utilization over the GPUs that report it "
-               "(not MIG-enabled GPUs: NVML has no whole-GPU utilization there).", "percentunit",
-               targets((f'avg(nvidia_gpu_utilization_ratio{{{SEL}, engine="gpu"}})', "utilization")),
+               "(not MIG-enabled GPUs: NVML has no whole-GPU utilization there)." + RULES_NOTE,
+               "percentunit", targets((f"sum({UTIL_SUM}) / sum({UTIL_COUNT})", "utilization")),
                decimals=1), 3, 4)
-    L.add(stat("Memory used", "Frame buffer memory used over total, whole fleet in scope.",
-               "percentunit", targets((f"sum(nvidia_gpu_memory_used_bytes{{{SEL}}}) / "
-                                       f"sum(nvidia_gpu_memory_total_bytes{{{SEL}}})", "used")),
+    L.add(stat("Memory used", "Frame buffer memory used over total, whole fleet in scope."
+               + RULES_NOTE, "percentunit",
+               targets((f"sum({MEM_USED}) / sum({MEM_TOTAL})", "used")),
                thresholds((None, "green"), (0.9, "orange")), decimals=1), 3, 4)
-    L.add(stat("Power draw", "Sum of the GPUs' power draw now.", "watt",
-               targets((f"sum(nvidia_gpu_power_usage_watts{{{SEL}}})", "power"))), 3, 4)
+    L.add(stat("Power draw", "Sum of the GPUs' power draw now." + RULES_NOTE, "watt",
+               targets((f"sum({POWER})", "power"))), 3, 4)
 
     L.row("Health per node and GPU")
     health_q = [
         (f"max by (instance, gpu, uuid) (nvidia_gpu_up{{{SEL}}})", "up"),
         (f'max by (instance, gpu, uuid) (nvidia_gpu_ecc_errors_total{{{SEL}, error="uncorrected", '
-         f'scope="volatile", location="all"}})', "uncorrected ECC"),
+         f'scope="volatile"}})', "uncorrected ECC"),
         (f"max by (instance, gpu, uuid) (nvidia_gpu_remapped_rows_pending{{{SEL}}})",
          "remap pending"),
         (f"sum by (instance, gpu, uuid) (nvidia_gpu_xid_errors_total{{{SEL}}}) or "
@@ -403,33 +426,35 @@ def fleet_overview() -> dict:
 
     L.row("Fleet over time")
     L.add(timeseries("GPU utilization per node",
-                     "Mean GPU engine utilization of each node's GPUs.", "percentunit",
-                     targets((f'avg by (instance) (nvidia_gpu_utilization_ratio{{{SEL}, engine="gpu"}})',
+                     "Mean GPU engine utilization of each node's GPUs." + RULES_NOTE,
+                     "percentunit",
+                     targets((f"sum by (instance) ({UTIL_SUM}) / sum by (instance) ({UTIL_COUNT})",
                               "{{instance}}")), 0, 1), 12, 8)
-    L.add(timeseries("Memory used per node", "Frame buffer memory used, summed per node.", "bytes",
-                     targets((f"sum by (instance) (nvidia_gpu_memory_used_bytes{{{SEL}}})",
-                              "{{instance}} used"),
-                             (f"sum by (instance) (nvidia_gpu_memory_total_bytes{{{SEL}}})",
-                              "{{instance}} total")), 0), 12, 8)
-    L.add(timeseries("Power per node", "Power draw summed per node, and the sum of enforced limits.",
-                     "watt", targets((f"sum by (instance) (nvidia_gpu_power_usage_watts{{{SEL}}})",
-                                      "{{instance}}"),
-                                     (f'sum by (instance) (nvidia_gpu_power_limit_watts{{{SEL}, limit="enforced"}})',
-                                      "{{instance}} limit")), 0), 12, 8)
+    L.add(timeseries("Memory used per node", "Frame buffer memory used, summed per node."
+                     + RULES_NOTE, "bytes",
+                     targets((f"sum by (instance) ({MEM_USED})", "{{instance}} used"),
+                             (f"sum by (instance) ({MEM_TOTAL})", "{{instance}} total")), 0),
+          12, 8)
+    L.add(timeseries("Power per node", "Power draw summed per node, and the sum of enforced "
+                     "limits." + RULES_NOTE, "watt",
+                     targets((f"sum by (instance) ({POWER})", "{{instance}}"),
+                             (f"sum by (instance) ({POWER_LIMIT})", "{{instance}} limit")), 0),
+          12, 8)
     L.add(timeseries("Energy per node",
-                     "Energy used per node in each interval, from the GPUs' energy counters.",
-                     "joule", targets((f"sum by (instance) (increase(nvidia_gpu_energy_joules_total{{{SEL}}}[$__rate_interval]))",
-                                       "{{instance}}")), 0, draw="bars", fill=80), 12, 8)
-    L.add(stat("Energy in range", "Energy the GPUs in scope used over the dashboard's time range.",
-               "joule", targets((f"sum(increase(nvidia_gpu_energy_joules_total{{{SEL}}}[$__range]))",
-                                 "energy"))), 6, 6)
-    L.add(stat("Mean power in range", "Mean power draw of the GPUs in scope over the time range.",
-               "watt", targets((f"sum(avg_over_time(nvidia_gpu_power_usage_watts{{{SEL}}}[$__range]))",
-                                "power"))), 6, 6)
+                     "Energy used per node in each interval: the nodes' energy counters' rate "
+                     "(over 5 minutes) times the interval." + RULES_NOTE, "joule",
+                     targets((f"sum by (instance) ({ENERGY_RATE}) * $__interval_ms / 1000",
+                              "{{instance}}")), 0, draw="bars", fill=80), 12, 8)
+    L.add(stat("Energy in range", "Energy the GPUs in scope used over the dashboard's time "
+               "range." + RULES_NOTE, "joule",
+               targets((f"sum(avg_over_time({ENERGY_RATE}[$__range])) * $__range_s", "energy"))),
+          6, 6)
+    L.add(stat("Mean power in range", "Mean power draw of the GPUs in scope over the time range."
+               + RULES_NOTE, "watt",
+               targets((f"sum(avg_over_time({POWER}[$__range]))", "power"))), 6, 6)
     L.add(stat("Throttled GPUs", "GPUs with a thermal, power-brake or hardware slowdown reason "
-               "active now.", "short",
-               targets((f'count(max by (instance, gpu) (nvidia_gpu_clock_throttle_active{{{SEL}, '
-                        f'reason=~"hw_slowdown|hw_thermal|sw_thermal|hw_power_brake"}}) == 1) or vector(0)',
+               "active now." + RULES_NOTE, "short",
+               targets((f'sum({rec("nvidia_gpu_slowdown_active:sum")}) or vector(0)',
                         "throttled")),
                thresholds((None, "green"), (1, "orange"))), 6, 6)
     L.add(stat("GPUs with pending remaps", "GPUs that need a reset to apply a row remap or page "
@@ -437,6 +462,23 @@ def fleet_overview() -> dict:
                targets((f"count((nvidia_gpu_remapped_rows_pending{{{SEL}}} == 1) or "
                         f"(nvidia_gpu_retired_pages_pending{{{SEL}}} == 1)) or vector(0)", "pending")),
                thresholds((None, "green"), (1, "orange"))), 6, 6)
+
+    L.row("By GPU model")
+    L.add(bargauge("GPUs per model", "GPUs in scope by model (nvidia_gpu_info's name), and how "
+                   "many of them are healthy." + RULES_NOTE, "short",
+                   targets((f"sum by (name) ({UP_COUNT})", "{{name}}", {"instant": True}),
+                           (f"sum by (name) ({UP_SUM})", "{{name}} healthy", {"instant": True})),
+                   minv=0), 6, 8)
+    L.add(timeseries("GPU utilization per model", "Mean GPU engine utilization by model."
+                     + RULES_NOTE, "percentunit",
+                     targets((f"sum by (name) ({UTIL_SUM}) / sum by (name) ({UTIL_COUNT})",
+                              "{{name}}")), 0, 1), 6, 8)
+    L.add(timeseries("Memory used per model", "Frame buffer memory used over total, by model."
+                     + RULES_NOTE, "percentunit",
+                     targets((f"sum by (name) ({MEM_USED}) / sum by (name) ({MEM_TOTAL})",
+                              "{{name}}")), 0, 1), 6, 8)
+    L.add(timeseries("Power per model", "Power draw summed by model." + RULES_NOTE, "watt",
+                     targets((f"sum by (name) ({POWER})", "{{name}}")), 0, stack=True), 6, 8)
 
     L.row("Top GPUs")
     L.add(bargauge("Hottest GPUs", "The ten hottest GPUs now (GPU sensor).", "celsius",
@@ -446,7 +488,7 @@ def fleet_overview() -> dict:
     L.add(bargauge("Most ECC errors", "GPUs with the most ECC errors over their lifetime "
                    "(aggregate counters, corrected and uncorrected).", "short",
                    targets((f'topk(10, sum by (instance, gpu) (nvidia_gpu_ecc_errors_total{{{SEL}, '
-                            f'scope="aggregate", location="all"}}))', "{{instance}} GPU {{gpu}}",
+                            f'scope="aggregate"}}))', "{{instance}} GPU {{gpu}}",
                             {"instant": True})),
                    thresholds((None, "green"), (1, "orange"), (100, "red")), 0), 8, 10)
     L.add(bargauge("Most XIDs", "GPUs with the most XID events since their exporter started.",
@@ -494,18 +536,24 @@ def gpu_detail() -> dict:
                "are deeper idle states.", "prefix:P",
                targets((f"nvidia_gpu_performance_state{{{SEL}}}", "GPU {{gpu}}")), decimals=0),
           6, 6)
-    L.add(table("Modes", "Persistence mode, display active, ECC and MIG mode (current and pending) "
-                "and compute mode. 1 = enabled.", "none",
+    L.add(table("Modes", "Persistence mode, display active, ECC mode (current and pending: "
+                "what applies after the next reboot) and compute mode. 1 = enabled.", "none",
                 targets((f"nvidia_gpu_persistence_mode_enabled{{{SEL}}}", "persistence",
                          {"instant": True, "table": True}),
+                        (f"nvidia_gpu_display_active{{{SEL}}}", "display",
+                         {"instant": True, "table": True}),
                         (f'nvidia_gpu_ecc_enabled{{{SEL}, state="current"}}', "ECC",
+                         {"instant": True, "table": True}),
+                        (f'nvidia_gpu_ecc_enabled{{{SEL}, state="pending"}}', "ECC pending",
                          {"instant": True, "table": True}),
                         (f'nvidia_gpu_compute_mode{{{SEL}}} == 1', "compute mode",
                          {"instant": True, "table": True})),
                 transformations=[{"id": "merge", "options": {}}, {"id": "organize", "options": {
-                    "excludeByName": {"Time": True, "__name__": True, "job": True},
-                    "renameByName": {"Value #A": "persistence", "Value #B": "ECC",
-                                     "Value #C": "compute mode active"}}}]), 6, 6)
+                    "excludeByName": {"Time": True, "__name__": True, "job": True,
+                                      "state": True},
+                    "renameByName": {"Value #A": "persistence", "Value #B": "display",
+                                     "Value #C": "ECC", "Value #D": "ECC after reboot",
+                                     "Value #E": "compute mode active"}}}]), 6, 6)
 
     L.row("Utilization")
     L.add(timeseries("Engine utilization", "Utilization by engine (gpu, memory, encoder, "
@@ -514,13 +562,17 @@ def gpu_detail() -> dict:
                      targets((f"nvidia_gpu_utilization_ratio{{{SEL}}}", G + " {{engine}}")), 0, 1),
           12, 8)
     L.add(timeseries("GPM activity", "GPU Performance Monitoring metrics (Hopper and newer): "
-                     "SM activity and occupancy, tensor, DRAM and FP pipe activity.", "percentunit",
+                     "graphics engine, SM, tensor and DRAM activity; SM occupancy, FP and "
+                     "integer pipes and media engines with --collector.gpm.all-metrics.",
+                     "percentunit",
                      targets((f"nvidia_gpu_activity_ratio{{{SEL}}}", G + " {{metric}}")), 0, 1),
           12, 8)
 
     L.row("Memory")
-    L.add(timeseries("Frame buffer memory", "Used, reserved (by the driver) and total memory.",
+    L.add(timeseries("Frame buffer memory", "Used, free, reserved (by the driver) and total "
+                     "memory.",
                      "bytes", targets((f"nvidia_gpu_memory_used_bytes{{{SEL}}}", G + " used"),
+                                      (f"nvidia_gpu_memory_free_bytes{{{SEL}}}", G + " free"),
                                       (f"nvidia_gpu_memory_reserved_bytes{{{SEL}}}", G + " reserved"),
                                       (f"nvidia_gpu_memory_total_bytes{{{SEL}}}", G + " total")), 0),
           12, 8)
@@ -531,19 +583,21 @@ def gpu_detail() -> dict:
 
     L.row("Temperature and power")
     L.add(timeseries("Temperatures and thresholds", "GPU and memory temperature with the "
-                     "slowdown and shutdown thresholds of each GPU.", "celsius",
+                     "thresholds of each GPU: slowdown, shutdown, and the maximum operating "
+                     "temperatures of the GPU and its memory.", "celsius",
                      targets((f"nvidia_gpu_temperature_celsius{{{SEL}}}", G + " {{sensor}}"),
-                             (f'nvidia_gpu_temperature_threshold_celsius{{{SEL}, threshold=~"slowdown|shutdown"}}',
-                              G + " {{threshold}}")),
-                     overrides=[{"matcher": {"id": "byRegexp", "options": ".*(slowdown|shutdown)"},
+                             (f'nvidia_gpu_temperature_threshold_celsius{{{SEL}}}',
+                              G + " {{threshold}} threshold")),
+                     overrides=[{"matcher": {"id": "byRegexp", "options": ".*threshold"},
                                  "properties": [{"id": "custom.lineStyle",
                                                  "value": {"fill": "dash", "dash": [10, 10]}},
                                                 {"id": "custom.fillOpacity", "value": 0}]}]),
           12, 8)
-    L.add(timeseries("Power and limits", "Power draw with the enforced limit and the "
-                     "allowed range.", "watt",
+    L.add(timeseries("Power and limits", "Power draw with the enforced limit, the limit "
+                     "the administrator set (management), the default and the allowed range "
+                     "(min, max).", "watt",
                      targets((f"nvidia_gpu_power_usage_watts{{{SEL}}}", G),
-                             (f'nvidia_gpu_power_limit_watts{{{SEL}, limit=~"enforced|max"}}',
+                             (f'nvidia_gpu_power_limit_watts{{{SEL}}}',
                               G + " {{limit}} limit")), 0,
                      overrides=[{"matcher": {"id": "byRegexp", "options": ".*limit"},
                                  "properties": [{"id": "custom.lineStyle",
@@ -564,7 +618,7 @@ def gpu_detail() -> dict:
     L.row("Clocks and throttling")
     L.add(timeseries("Clocks", "Current clocks with each clock's maximum.", "hertz",
                      targets((f"nvidia_gpu_clock_hertz{{{SEL}}}", G + " {{clock}}"),
-                             (f'nvidia_gpu_clock_max_hertz{{{SEL}, clock=~"sm|memory"}}',
+                             (f'nvidia_gpu_clock_max_hertz{{{SEL}}}',
                               G + " {{clock}} max")), 0), 12, 8)
     L.add(timeseries("Throttled time", "Fraction of time each throttle reason held the clocks "
                      "down, where NVML reports violation time.", "percentunit",
@@ -593,27 +647,41 @@ def gpu_detail() -> dict:
                      "after errors. Steady replays point at a marginal link.", "short",
                      targets((f"increase(nvidia_gpu_pcie_replay_errors_total{{{SEL}}}[$__rate_interval])", G)),
                      0), 8, 8)
-    L.add(timeseries("NVLink traffic", "NVLink bytes per second per link and direction.", "Bps",
-                     targets((f"sum by (instance, gpu, direction) (rate(nvidia_gpu_nvlink_bytes_total{{{SEL}}}[$__rate_interval]))",
+    L.add(timeseries("NVLink traffic", "NVLink bytes per second by direction, summed over the "
+                     "GPU's links.", "Bps",
+                     targets((f"rate(nvidia_gpu_nvlink_bytes_total{{{SEL}}}[$__rate_interval])",
                               G + " {{direction}}")), 0), 8, 8)
-    L.add(state_timeline("NVLink links up", "State of each NVLink link.", "none",
-                         targets((f"nvidia_gpu_nvlink_up{{{SEL}}}", "GPU {{gpu}} link {{link}}")),
-                         UP_MAP, thresholds((None, "red"), (1, "green"))), 8, 8)
+    L.add(timeseries("NVLink links", "How many of each GPU's NVLink links are up and down. A "
+                     "link down on a GPU that should have all up cuts its peer bandwidth.",
+                     "short", targets((f"nvidia_gpu_nvlink_links{{{SEL}}}", G + " {{state}}")), 0),
+          8, 8)
     L.add(timeseries("NVLink errors", "NVLink CRC, replay and recovery errors per interval, "
-                     "summed over links.", "short",
-                     targets((f"sum by (instance, gpu, error) (increase(nvidia_gpu_nvlink_errors_total{{{SEL}}}[$__rate_interval]))",
+                     "summed over the GPU's links. Which link: the per-link panels below.",
+                     "short",
+                     targets((f"increase(nvidia_gpu_nvlink_errors_total{{{SEL}}}[$__rate_interval])",
                               G + " {{error}}")), 0), 8, 8)
+    L.add(timeseries("NVLink errors per link", "NVLink errors of all kinds per interval, by link. "
+                     "Opt-in: needs --collector.nvlink.per-link on the node (120 series per "
+                     "H100), for finding the link behind the per-GPU sums.", "short",
+                     targets((f"sum by (instance, gpu, link) (increase("
+                              f"nvidia_gpu_nvlink_link_errors_total{{{SEL}}}[$__rate_interval]))",
+                              G + " link {{link}}")), 0), 12, 8)
+    L.add(state_timeline("NVLink link state", "State of each NVLink link. Opt-in: needs "
+                         "--collector.nvlink.per-link on the node.", "none",
+                         targets((f"nvidia_gpu_nvlink_link_up{{{SEL}}}", "GPU {{gpu}} link {{link}}")),
+                         UP_MAP, thresholds((None, "red"), (1, "green"))), 12, 8)
 
     L.row("Memory errors and XIDs")
+    L.add(timeseries("ECC errors", "ECC error counters over all memory locations: volatile "
+                     "(since the last driver load or reset) and aggregate (lifetime).", "short",
+                     targets((f'nvidia_gpu_ecc_errors_total{{{SEL}}}',
+                              G + " {{scope}} {{error}}")), 0), 12, 10)
     L.add(bargauge("ECC errors by location", "Aggregate (lifetime) ECC errors by memory location "
-                   "and type. Uncorrected errors in DRAM lead to row remaps.", "short",
-                   targets((f'nvidia_gpu_ecc_errors_total{{{SEL}, scope="aggregate", location!="all"}}',
+                   "and type. Uncorrected errors in DRAM lead to row remaps. Opt-in: needs "
+                   "--collector.ecc.by-location on the node.", "short",
+                   targets((f'nvidia_gpu_ecc_location_errors_total{{{SEL}, scope="aggregate"}}',
                             "GPU {{gpu}} {{location}} {{error}}", {"instant": True})),
                    thresholds((None, "green"), (1, "orange")), 0), 12, 10)
-    L.add(timeseries("ECC errors (volatile)", "Volatile ECC error counters (since the last "
-                     "driver load or reset), all locations.", "short",
-                     targets((f'nvidia_gpu_ecc_errors_total{{{SEL}, scope="volatile", location="all"}}',
-                              G + " {{error}}")), 0), 12, 10)
     L.add(stat("Remapped rows", "Rows remapped to spares, by cause (Ampere and newer).", "short",
                targets((f"nvidia_gpu_remapped_rows{{{SEL}}}", "GPU {{gpu}} {{cause}}")),
                thresholds((None, "green"), (1, "orange"))), 6, 6)
@@ -694,11 +762,10 @@ def mig() -> dict:
     L = Layout()
     L.add(text("About MIG activity", "Why some GPUs have no per-instance activity.", A100_NOTE),
           12, 7)
-    L.add(stat("MIG-enabled GPUs", "GPUs with MIG mode currently enabled.", "short",
-               targets((f'sum(nvidia_gpu_mig_enabled{{{SEL}, state="current"}})', "current"))), 4, 7)
-    L.add(stat("GPU instances", "MIG GPU instances in scope.", "short",
-               targets((f"count(count by (instance, gpu, gpu_instance) (nvidia_gpu_mig_info{{{SEL}}}))",
-                        "instances"))), 4, 7)
+    L.add(stat("MIG-enabled GPUs", "GPUs with MIG mode currently enabled." + RULES_NOTE, "short",
+               targets((f"sum({MIG_ENABLED})", "current"))), 4, 7)
+    L.add(stat("GPU instances", "MIG GPU instances in scope." + RULES_NOTE, "short",
+               targets((f'sum({rec("nvidia_gpu_mig_instances:count")})', "instances"))), 4, 7)
     L.add(stat("MIG mode change pending", "GPUs whose MIG mode changes at the next reset "
                "(pending differs from current).", "short",
                targets((f'count(nvidia_gpu_mig_enabled{{{SEL}, state="pending"}} != ignoring(state) '
@@ -732,13 +799,13 @@ def mig() -> dict:
                    thresholds((None, "green"), (0.8, "orange"), (0.95, "red")), 0, 1), 12, 8)
 
     L.row("Activity per instance (GPM, Hopper and newer)")
-    for metric, title in (("sm", "SM activity"), ("tensor", "Tensor activity"),
-                          ("dram", "DRAM activity")):
+    for metric, title in (("graphics", "Graphics engine activity"), ("sm", "SM activity"),
+                          ("tensor", "Tensor activity"), ("dram", "DRAM activity")):
         L.add(timeseries(f"{title} per instance",
                          f"GPM {metric} activity of each GPU instance, as a fraction of the "
                          f"instance's capacity. Absent on A100 (no GPM).", "percentunit",
                          targets((f'nvidia_gpu_mig_activity_ratio{{{SEL}, metric="{metric}"}}',
-                                  G + " GI {{gpu_instance}}")), 0, 1), 8, 8)
+                                  G + " GI {{gpu_instance}}")), 0, 1), 6, 8)
     L.add(table("MIG GPUs without activity", "MIG-enabled GPUs that report per-instance memory "
                 "but no per-instance activity: GPUs without GPM, such as A100.", "short",
                 [target(f"count by (instance, gpu) (nvidia_gpu_mig_memory_total_bytes{{{SEL}}}) "
@@ -768,6 +835,16 @@ asks the kubelet which container holds each GPU and MIG device and publishes
 series by that share, so a time-sliced GPU is split between its holders, never counted twice."""
 
 
+NS_RULES_NOTE = (" From the recording rules (alerts/nvidia-gpu-fleet.rules.yml), per node and "
+                 "namespace: the GPU variable does not apply.")
+
+
+def ns_rec(name: str, extra: str = "") -> str:
+    """A series recorded per node and namespace, with the dashboard's selection."""
+    sel = NODE + ', namespace=~"$namespace"' + (", " + extra if extra else "")
+    return f"instance_namespace:{name}{{{sel}}}"
+
+
 def kubernetes() -> dict:
     L = Layout()
     L.add(text("About this dashboard", "Where pod attribution comes from.", K8S_NOTE), 12, 6)
@@ -784,27 +861,37 @@ def kubernetes() -> dict:
                mappings=value_map([(0, "unreachable", "red"), (1, "reachable", "green")])), 4, 6)
 
     L.row("By namespace")
-    L.add(timeseries("Power by namespace", "GPU power drawn on behalf of each namespace.",
-                     "watt", targets((f"sum by (namespace) (nvidia_gpu_power_usage_watts{{{SEL}}} "
-                                      + WHOLE.format(sel=POD_SEL) + ")", "{{namespace}}")),
-                     0, stack=True), 12, 8)
+    L.add(timeseries("Power by namespace", "GPU power drawn on behalf of each namespace."
+                     + NS_RULES_NOTE, "watt",
+                     targets((f"sum by (namespace) ({ns_rec('nvidia_gpu_power_usage_watts:sum')})",
+                              "{{namespace}}")), 0, stack=True), 12, 8)
     L.add(timeseries("GPU memory used by namespace", "Frame buffer in use on the GPUs each "
-                     "namespace holds, whole GPUs and MIG instances together.", "bytes",
-                     targets((f"sum by (namespace) (nvidia_gpu_memory_used_bytes{{{SEL}}} "
-                              + WHOLE.format(sel=POD_SEL) + ")", "{{namespace}} (whole GPUs)", {}),
-                             (f"sum by (namespace) (nvidia_gpu_mig_memory_used_bytes{{{SEL}}} "
-                              + PER_MIG.format(sel=POD_SEL) + ")", "{{namespace}} (MIG)", {})),
+                     "namespace holds, whole GPUs and MIG instances together." + NS_RULES_NOTE,
+                     "bytes",
+                     targets((f"sum by (namespace) ({ns_rec('nvidia_gpu_memory_used_bytes:sum')})",
+                              "{{namespace}} (whole GPUs)", {}),
+                             (f"sum by (namespace) "
+                              f"({ns_rec('nvidia_gpu_mig_memory_used_bytes:sum')})",
+                              "{{namespace}} (MIG)", {})),
                      0, stack=True), 12, 8)
     L.add(timeseries("GPU utilization by namespace", "Busy GPU-equivalents per namespace: the sum "
                      "of each held GPU's utilization times the namespace's share of it: one "
-                     "GPU fully busy, shown as 100%.", "percentunit",
-                     targets((f'sum by (namespace) (nvidia_gpu_utilization_ratio{{{SEL}, engine="gpu"}} '
-                              + WHOLE.format(sel=POD_SEL) + ")", "{{namespace}}")), 0), 12, 8)
+                     "GPU fully busy, shown as 100%." + NS_RULES_NOTE, "percentunit",
+                     targets(("sum by (namespace) ("
+                              + ns_rec("nvidia_gpu_utilization_ratio:sum", 'engine="gpu"') + ")",
+                              "{{namespace}}")), 0), 12, 8)
+    L.add(bargauge("GPUs held by namespace", "Whole GPUs (time-sliced ones counted by share) "
+                   "and MIG instances each namespace holds now." + NS_RULES_NOTE, "short",
+                   targets((f"sum by (namespace) ({ns_rec('nvidia_gpu_pod_share_ratio:sum')})",
+                            "{{namespace}} GPUs", {"instant": True}),
+                           (f"sum by (namespace) ({ns_rec('nvidia_gpu_mig_pod_share_ratio:sum')})",
+                            "{{namespace}} MIG instances", {"instant": True})), minv=0), 6, 8)
     L.add(bargauge("Energy by namespace", "Energy drawn on behalf of each namespace over the "
-                   "dashboard's time range.", "joule",
-                   targets((f"sum by (namespace) (increase(nvidia_gpu_energy_joules_total{{{SEL}}}"
-                            f"[$__range]) " + WHOLE.format(sel=POD_SEL) + ")", "{{namespace}}",
-                            {"instant": True})), minv=0), 12, 8)
+                   "dashboard's time range: its energy rate (over 5 minutes) averaged over the "
+                   "range, times the range." + NS_RULES_NOTE, "joule",
+                   targets((f"sum by (namespace) (avg_over_time("
+                            f"{ns_rec('nvidia_gpu_energy_joules:rate5m')}[$__range])) * $__range_s",
+                            "{{namespace}}", {"instant": True})), minv=0), 6, 8)
 
     L.row("Pods")
     L.add(table("Pods on whole GPUs", "Each container holding a whole GPU, with its share (1 when "

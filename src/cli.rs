@@ -313,7 +313,7 @@ pub fn command() -> clap::Command {
                     .long(enable_id(f))
                     .env(format!(
                         "NVML_EXPORTER_COLLECTOR_{}",
-                        f.name().to_ascii_uppercase()
+                        f.name().to_ascii_uppercase().replace(['.', '-'], "_")
                     ))
                     .num_args(0..=1)
                     .require_equals(true)

@@ -3,6 +3,14 @@
 //! The sampler skips the NVML calls of a disabled family and the encoders
 //! skip its metrics, so switching one off saves driver time as well as
 //! series.
+//!
+//! A family named `<parent>.<detail>` (node_exporter style, e.g.
+//! `nvlink.per-link`) is a detail switch: off by default, it adds finer
+//! series of what its parent family samples (per link, per memory
+//! location) on top of the parent's default aggregates. It reads the
+//! parent's readings, so it shows nothing while the parent is off. The
+//! default set stays within a series budget per GPU (`docs/metrics.md`,
+//! "Default set and switches").
 
 use std::collections::BTreeSet;
 
@@ -42,18 +50,31 @@ families! {
     Throttle => "throttle", default true, "Clock event (throttle) reasons and violation time.";
     Pcie => "pcie", default true, "PCIe link, replay errors and traffic counters.";
     Mode => "mode", default true, "Persistence, display and compute mode.";
-    Ecc => "ecc", default true, "ECC mode and error counters by location.";
+    Ecc => "ecc", default true, "ECC mode and error counters (totals per error type and counter scope).";
     Retirement => "retirement", default true, "Retired pages, remapped rows and recovery action.";
-    Nvlink => "nvlink", default true, "NVLink state, errors and traffic.";
+    Nvlink => "nvlink", default true, "NVLink links up/down, errors and traffic, summed over each GPU's links.";
     Xid => "xid", default true, "XID error events.";
     Processes => "processes", default true, "Process counts per GPU.";
     ProcessMemory => "process_memory", default false, "Per-process memory (opt-in: one series per pid).";
-    Mig => "mig", default true, "MIG mode, instances and per-instance memory.";
+    Mig => "mig", default true, "MIG mode, instances and per-instance memory (used, total).";
+    GpmAllMetrics => "gpm.all-metrics", default false, "All GPM metrics (adds sm_occupancy, fp64, fp32, fp16, integer, nvdec, nvjpg, nvofa to graphics, sm, tensor, dram), per GPU and per MIG GPU instance.";
+    EccByLocation => "ecc.by-location", default false, "ECC error counters by memory location (L1, L2, DRAM, register file, ...), beside the totals.";
+    NvlinkPerLink => "nvlink.per-link", default false, "NVLink state, errors and traffic per link, beside the per-GPU sums (H100: 120 series per GPU).";
+    MigMemoryFree => "mig.memory-free", default false, "Free memory per MIG GPU instance (total minus used).";
 }
 
 /// The set of enabled families.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FamilySet(BTreeSet<Family>);
+
+impl Family {
+    /// The family a detail switch refines (`nvlink` for `nvlink.per-link`);
+    /// `None` for a top-level family.
+    pub fn parent(self) -> Option<Family> {
+        let (parent, _) = self.name().split_once('.')?;
+        Family::ALL.iter().copied().find(|f| f.name() == parent)
+    }
+}
 
 impl FamilySet {
     pub fn defaults() -> Self {
@@ -98,8 +119,34 @@ mod tests {
         let mut seen = BTreeSet::new();
         for f in Family::ALL {
             assert!(seen.insert(f.name()), "duplicate family name {}", f.name());
-            assert!(f.name().chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+            let top = f.name().split('.').next().unwrap();
+            assert!(top.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
         }
+    }
+
+    #[test]
+    fn detail_switches_refine_a_default_family_and_are_off_by_default() {
+        let details: Vec<_> = Family::ALL
+            .iter()
+            .filter(|f| f.name().contains('.'))
+            .collect();
+        assert!(details.len() >= 4);
+        for f in details {
+            let parent = f
+                .parent()
+                .unwrap_or_else(|| panic!("{}: no parent family", f.name()));
+            assert!(parent.parent().is_none(), "{}: one level only", f.name());
+            assert!(parent.enabled_by_default(), "{}", f.name());
+            assert!(!f.enabled_by_default(), "{} must be opt-in", f.name());
+            let detail = f.name().split_once('.').unwrap().1;
+            assert!(
+                detail.chars().all(|c| c.is_ascii_lowercase() || c == '-'),
+                "{}: node_exporter style is lower-case-with-dashes",
+                f.name()
+            );
+        }
+        assert_eq!(Family::NvlinkPerLink.parent(), Some(Family::Nvlink));
+        assert_eq!(Family::Nvlink.parent(), None);
     }
 
     #[test]

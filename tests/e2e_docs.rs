@@ -52,12 +52,17 @@ fn documented_families_equal_emitted_families() {
         }
     };
 
-    // dgx-h100 with every collector, an XID, a hung GPU and a lost one.
+    // dgx-h100 with every collector and detail switch, an XID, a hung GPU
+    // and a lost one.
     let socket = dir.path().join("h100.sock");
     let e = Exporter::simulate_env(
         "dgx-h100",
         &[
             "--collector.process_memory",
+            "--collector.nvlink.per-link",
+            "--collector.ecc.by-location",
+            "--collector.gpm.all-metrics",
+            "--collector.mig.memory-free",
             "--collect.stuck-deadline=500ms",
         ],
         &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],

@@ -146,24 +146,16 @@ const DGX_H100: &[Expect] = &[
     ("nvidia_gpu_display_active", ALL8, &[]),
     ("nvidia_gpu_compute_mode", ALL8, &["mode"]),
     ("nvidia_gpu_ecc_enabled", ALL8, &["state"]),
-    (
-        "nvidia_gpu_ecc_errors_total",
-        ALL8,
-        &["error", "scope", "location"],
-    ),
+    ("nvidia_gpu_ecc_errors_total", ALL8, &["error", "scope"]),
     ("nvidia_gpu_remapped_rows", ALL8, &["cause"]),
     ("nvidia_gpu_remapped_rows_pending", ALL8, &[]),
     ("nvidia_gpu_remapped_rows_failed", ALL8, &[]),
     ("nvidia_gpu_recovery_action", ALL8, &[]),
     ("nvidia_gpu_xid_errors_total", &[3], &["xid"]),
     ("nvidia_gpu_xid_last_timestamp_seconds", &[3], &["xid"]),
-    ("nvidia_gpu_nvlink_up", ALL8, &["link"]),
-    ("nvidia_gpu_nvlink_errors_total", ALL8, &["link", "error"]),
-    (
-        "nvidia_gpu_nvlink_bytes_total",
-        ALL8,
-        &["link", "direction"],
-    ),
+    ("nvidia_gpu_nvlink_links", ALL8, &["state"]),
+    ("nvidia_gpu_nvlink_errors_total", ALL8, &["error"]),
+    ("nvidia_gpu_nvlink_bytes_total", ALL8, &["direction"]),
     ("nvidia_gpu_processes", ALL8, &["type"]),
     (
         "nvidia_gpu_process_memory_used_bytes",
@@ -178,7 +170,6 @@ const DGX_H100: &[Expect] = &[
     ),
     ("nvidia_gpu_mig_memory_total_bytes", MIG, &["gpu_instance"]),
     ("nvidia_gpu_mig_memory_used_bytes", MIG, &["gpu_instance"]),
-    ("nvidia_gpu_mig_memory_free_bytes", MIG, &["gpu_instance"]),
     (
         "nvidia_gpu_mig_activity_ratio",
         MIG,
@@ -189,11 +180,18 @@ const DGX_H100: &[Expect] = &[
 ];
 
 /// Contract families dgx-h100 rightly lacks: SXM boards have no fans, and
-/// Hopper reports row remapping instead of page retirement.
+/// Hopper reports row remapping instead of page retirement. The detail
+/// families behind `--collector.<family>.<detail>` switches are off by
+/// default.
 const DGX_H100_ABSENT: &[&str] = &[
     "nvidia_gpu_fan_speed_ratio",
     "nvidia_gpu_retired_pages",
     "nvidia_gpu_retired_pages_pending",
+    "nvidia_gpu_nvlink_link_up",
+    "nvidia_gpu_nvlink_link_errors_total",
+    "nvidia_gpu_nvlink_link_bytes_total",
+    "nvidia_gpu_ecc_location_errors_total",
+    "nvidia_gpu_mig_memory_free_bytes",
 ];
 
 #[test]
@@ -305,7 +303,10 @@ fn dgx_h100_serves_every_contract_family() {
 
 #[test]
 fn dgx_h100_mig_instances_and_their_labels() {
-    let e = Exporter::ready("dgx-h100", &["--collector.process_memory"]);
+    let e = Exporter::ready(
+        "dgx-h100",
+        &["--collector.process_memory", "--collector.mig.memory-free"],
+    );
     let text = scrape_until(&e, "MIG activity", common::dgx_h100_gpm_complete);
     let all = samples(&text);
     let fams = by_family(&all);

@@ -132,6 +132,8 @@ def _expected_units(p):
     weights = {m for m in metrics if m.endswith("pod_share_ratio")}
     if metrics - weights:
         metrics -= weights
+    elif all(e.lstrip().startswith("sum") for e in exprs):
+        return None  # shares summed count GPUs held: no base unit
     fn = "rate" if all("rate(" in e for e in exprs) else (
         "increase" if all("increase(" in e for e in exprs) else None)
     for suffix, need_fn, units in SUFFIX_UNITS:

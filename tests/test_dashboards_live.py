@@ -1,14 +1,17 @@
 """Every query of every dashboard, run through a real Prometheus scraping the
 real exporter on the simulated driver.
 
-The fleet is the one the dashboards are for: a dgx-h100 node (MIG on two
-GPUs, GPM, per-process memory switched on), a dgx-a100 node (MIG without
-GPM), a workstation (fans, display) and three Volta GPUs with incidents
-(retired pages, XIDs, a lost GPU and a hung one: the error panels need them). With the dashboard
-variables set to "All", each query must parse and return at least one
-series. With the variables narrowed to the dgx-h100 node alone, only the
+The fleet is the one the dashboards are for: a dgx-h100 node with the
+default set (MIG on two GPUs, GPM), a dgx-a100 node (MIG without GPM) with
+every opt-in family and detail switch on, a workstation (fans, display) and
+three Volta GPUs with incidents (retired pages, XIDs, a lost GPU and a hung
+one: the error panels need them). Prometheus loads the shipped rule files,
+recording rules included: the fleet panels read recorded series. With the
+dashboard variables set to "All", each query must parse and return at least
+one series. With the variables narrowed to the dgx-h100 node alone, only the
 panels listed in EMPTY_ON_DGX_H100 may come back empty, each for a reason a
-real H100 has too."""
+real H100 with the default set has too: every other panel works on the
+defaults."""
 
 import json
 import re
@@ -18,11 +21,16 @@ from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent / "alerts"))
+sys.path.insert(0, str(ROOT / "dashboards"))
+import queries  # noqa: E402
 from promstack import Exporter, Prometheus, PromQLError  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 DASH_DIR = ROOT / "dashboards"
+RULE_FILES = sorted((ROOT / "alerts").glob("*.rules.yml"))
+OPT_IN = ["--collector.process_memory", "--collector.nvlink.per-link", "--collector.ecc.by-location",
+          "--collector.gpm.all-metrics", "--collector.mig.memory-free"]
 NAMES = ["fleet-overview.json", "gpu-detail.json", "mig.json"]
 JOB = "nvml-exporter"
 SCRAPE = "1s"
@@ -37,15 +45,18 @@ EMPTY_ON_DGX_H100 = {
     "Last XID per code": "a healthy node has no XIDs",
     "NVML errors": "nothing fails on a healthy node",
     "Stuck driver calls": "no driver call is stuck on a healthy node",
+    "Process memory": "opt-in: --collector.process_memory",
+    "NVLink errors per link": "opt-in: --collector.nvlink.per-link",
+    "NVLink link state": "opt-in: --collector.nvlink.per-link",
+    "ECC errors by location": "opt-in: --collector.ecc.by-location",
 }
 
 
 def substitute(expr: str, instance: str, gpu: str) -> str:
     """What Grafana sends for these variables: All is '.*' (the variables'
     allValue), the interval macros become durations."""
-    return (expr.replace("$__rate_interval", "4s").replace("$__interval", SCRAPE)
-            .replace("$__range", "30s").replace("$job", JOB)
-            .replace("$instance", instance).replace("$gpu", gpu))
+    return queries.substitute(expr, job=JOB, instance=instance, gpu=gpu, rate_interval="4s",
+                              interval_s=1, range_s=30)
 
 
 def grafana_regex_value(value: str) -> str:
@@ -74,8 +85,8 @@ def variable_queries():
 def fleet(tmp_path_factory):
     work = tmp_path_factory.mktemp("dashboards-live")
     exporters = [
-        Exporter(work, "dgx-h100", extra=["--collector.process_memory"], name="h100"),
-        Exporter(work, "dgx-a100", name="a100"),
+        Exporter(work, "dgx-h100", name="h100"),
+        Exporter(work, "dgx-a100", extra=OPT_IN, name="a100"),
         Exporter(work, "workstation", name="workstation"),
         Exporter(work, str(ROOT / "tests" / "dashboards" / "volta-incidents.toml"), name="volta"),
     ]
@@ -83,7 +94,8 @@ def fleet(tmp_path_factory):
     try:
         for e in exporters:
             e.wait_ready()
-        prom = Prometheus(work, {JOB: [e.address for e in exporters]}, interval=SCRAPE)
+        prom = Prometheus(work, {JOB: [e.address for e in exporters]}, interval=SCRAPE,
+                          rule_files=RULE_FILES)
         prom.wait_ready()
         prom.wait_targets_up(len(exporters))
         # The scenarios' incidents happen a few seconds after start and rate()
@@ -173,7 +185,9 @@ def test_every_metric_the_alert_rules_use_is_exported(fleet):
     missing, checked = [], 0
     for path in sorted((ROOT / "alerts").glob("*.rules.yml")):
         for group in yaml.safe_load(path.read_text())["groups"]:
-            for rule in group["rules"]:
+            # The recording rules: test_recorded_panels_answer_like_their_raw_form
+            # (and tests/test_pod_attribution.py for the namespace ones).
+            for rule in (r for r in group["rules"] if "alert" in r):
                 for selector in re.findall(r"\b((?:nvidia_gpu|nvml_exporter)_\w+)(\{[^}]*\})?",
                                            rule["expr"]):
                     metric, matchers = selector
@@ -186,3 +200,25 @@ def test_every_metric_the_alert_rules_use_is_exported(fleet):
                         missing.append(f"{rule['alert']}: {metric}{{{fixed}}}")
     assert checked > 30, checked
     assert not missing, "rules select series the exporter never serves:\n" + "\n".join(missing)
+
+
+def test_recorded_panels_answer_like_their_raw_form(fleet):
+    """Each panel query that reads a recorded series, with the series
+    replaced by the expression that records it (what scripts/fleet times
+    as "without recording rules"), answers with the same series: the
+    rules are what the panels mean."""
+    prom = fleet["prom"]
+    rules = queries.recorded_rules(RULE_FILES)
+    checked = 0
+    for name, title, ref, expr in dashboard_queries():
+        if not queries.uses_recorded(expr):
+            continue
+        query = substitute(expr, ".*", ".*")
+        raw = queries.expand(query, rules, step="1s")
+        assert not queries.uses_recorded(raw), raw
+        recorded = {json.dumps(r["metric"], sort_keys=True) for r in prom.query(query)}
+        expanded = {json.dumps(r["metric"], sort_keys=True) for r in prom.query(raw)}
+        assert recorded, f"{name} / {title} / {ref}: no data\n    {query}"
+        assert recorded == expanded, f"{name} / {title} / {ref}:\n    {query}\n    {raw}"
+        checked += 1
+    assert checked >= 15, checked

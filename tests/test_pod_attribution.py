@@ -9,7 +9,6 @@ query the docs give.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "alerts"))
 sys.path.insert(0, str(HERE / "kubelet"))
+sys.path.insert(0, str(HERE.parent / "dashboards"))
+import queries  # noqa: E402
 from fake_kubelet import FakeKubelet, Pod  # noqa: E402
 from promstack import Exporter, Prometheus, http_get, wait_until  # noqa: E402
 
@@ -157,7 +158,10 @@ def test_sum_by_namespace_and_the_kubernetes_dashboard_in_prometheus(fleet, tmp_
     kubelet.start()
     wait_until(lambda: len(samples(scrape(exporter), "nvidia_gpu_pod_share_ratio")) == 3, 15,
                "attribution")
-    prometheus = Prometheus(tmp_path, {"nvml": [exporter.address]})
+    # With the shipped rules: the dashboard reads the per-namespace recorded
+    # series.
+    rule_files = sorted((HERE.parent / "alerts").glob("*.rules.yml"))
+    prometheus = Prometheus(tmp_path, {"nvml": [exporter.address]}, rule_files=rule_files)
     try:
         prometheus.wait_ready()
         prometheus.wait_targets_up(1)
@@ -171,18 +175,24 @@ def test_sum_by_namespace_and_the_kubernetes_dashboard_in_prometheus(fleet, tmp_
         assert by_namespace["ml"] == pytest.approx(total["2"] + total["3"] / 2)
         assert by_namespace["research"] == pytest.approx(total["3"] / 2)
 
+        # The recorded split agrees: half of GPU 3's power to each holder.
+        power = {s.labels["gpu"]: s.value for s in samples(scrape(exporter),
+                                                            "nvidia_gpu_power_usage_watts")}
+        recorded = wait_until(
+            lambda: (r := prometheus.query(
+                'instance_namespace:nvidia_gpu_power_usage_watts:sum{namespace="research"}'))
+            and r, 20, "the per-namespace recording rules")
+        assert float(recorded[0]["value"][1]) == pytest.approx(power["3"] / 2, rel=0.2)
+
         # Every panel of the Kubernetes dashboard answers, with Grafana's
         # variables as "All" and a range that holds a few scrapes.
         time.sleep(4)
-        dashboard = json.loads((DASHBOARD).read_text())
         empty = []
-        for panel in dashboard["panels"]:
-            for t in panel.get("targets", []):
-                expr = (t["expr"].replace("$__range", "10s").replace("$__rate_interval", "4s")
-                        .replace("$job", "nvml").replace("$instance", ".*")
-                        .replace("$gpu", ".*").replace("$namespace", ".*"))
-                if not prometheus.query(expr):
-                    empty.append(f"{panel['title']} / {t['refId']}: {expr}")
+        for title, ref, expr, _ in queries.panel_queries(DASHBOARD):
+            expr = queries.substitute(expr, job="nvml", rate_interval="4s", interval_s=1,
+                                      range_s=10)
+            if not prometheus.query(expr):
+                empty.append(f"{title} / {ref}: {expr}")
         assert not empty, "Kubernetes dashboard panels without data:\n" + "\n".join(empty)
     finally:
         prometheus.stop()

@@ -183,9 +183,7 @@ def test_exporter_agrees_with_pynvml(libdir, scenario, tmp_path):
             assert value(samples, "nvidia_gpu_ecc_enabled", i, state="pending") == pending
             for key, count in g["ecc"].items():
                 err, scope = key.split("/")
-                got = value(
-                    samples, "nvidia_gpu_ecc_errors_total", i, error=err, scope=scope, location="all"
-                )
+                got = value(samples, "nvidia_gpu_ecc_errors_total", i, error=err, scope=scope)
                 assert got == count, f"gpu {i} ecc {key}"
 
         mig_enabled = series(samples, "nvidia_gpu_mig_enabled", i)

@@ -1,8 +1,11 @@
-//! ECC mode and error counters. Consumer GPUs have no ECC: absent.
+//! ECC mode and error counters, as NVML totals them over every memory
+//! location. Consumer GPUs have no ECC: absent. Counters by location are
+//! `ecc_location.rs`, behind `--collector.ecc.by-location`.
 
 use super::{Collector, Kind, Metric, Scope};
 use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::snapshot::EccLocation;
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Ecc),
@@ -16,7 +19,7 @@ pub static COLLECTOR: Collector = Collector {
         },
         Metric {
             name: "nvidia_gpu_ecc_errors_total",
-            help: "ECC errors by kind, counter scope (volatile: since driver load; aggregate: lifetime) and memory location.",
+            help: "ECC errors over all memory locations by kind and counter scope (volatile: since driver load; aggregate: lifetime).",
             kind: Kind::Counter,
             unit: None,
             collect: errors,
@@ -35,11 +38,16 @@ fn enabled<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 
 fn errors<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     for (g, r) in scope.readings() {
-        for e in &r.ecc_errors {
+        // NVML's own total, not a sum of the locations: it counts
+        // locations that have no counter of their own.
+        for e in r
+            .ecc_errors
+            .iter()
+            .filter(|e| e.location == EccLocation::All)
+        {
             out.gpu(g)
                 .label("error", e.error.as_label())
                 .label("scope", e.scope.as_label())
-                .label("location", e.location.as_label())
                 .set(e.count);
         }
     }

@@ -1,6 +1,7 @@
 //! MIG mode, instances and per-instance memory. Per-instance values live in
 //! their own families so that `sum()` over a GPU family never counts memory
-//! twice. Per-instance activity is in `gpm.rs` (Hopper and newer only).
+//! twice. Per-instance activity is in `gpm.rs` (Hopper and newer only),
+//! free memory (total minus used) in `mig_memory_free.rs`, off by default.
 
 use super::{Collector, Kind, Metric, Scope};
 use crate::exposition::SampleSink;
@@ -39,13 +40,6 @@ pub static COLLECTOR: Collector = Collector {
             unit: Some("bytes"),
             collect: |s, o| memory(s, o, |m| m.used_bytes),
         },
-        Metric {
-            name: "nvidia_gpu_mig_memory_free_bytes",
-            help: "Free memory in the MIG GPU instance.",
-            kind: Kind::Gauge,
-            unit: Some("bytes"),
-            collect: |s, o| memory(s, o, |m| m.free_bytes),
-        },
     ],
 };
 
@@ -81,7 +75,11 @@ fn info<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     }
 }
 
-fn memory<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>, field: fn(&MigMemory) -> u64) {
+pub(super) fn memory<'a>(
+    scope: &Scope<'a>,
+    out: &mut SampleSink<'a>,
+    field: fn(&MigMemory) -> u64,
+) {
     for (g, r) in scope.readings() {
         for gi in &r.mig {
             if let Some(m) = &gi.memory {

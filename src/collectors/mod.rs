@@ -9,6 +9,7 @@
 
 mod clocks;
 mod ecc;
+mod ecc_location;
 mod exporter;
 mod fan;
 mod gpm;
@@ -16,8 +17,10 @@ mod info;
 mod kubernetes;
 mod memory;
 mod mig;
+mod mig_memory_free;
 mod mode;
 mod nvlink;
+mod nvlink_link;
 mod pcie;
 mod power;
 mod process_memory;
@@ -31,7 +34,7 @@ mod xid;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::exposition::{BuildInfo, SampleSink};
-use crate::family::Family;
+use crate::family::{Family, FamilySet};
 use crate::snapshot::{GpuReadings, GpuState, Snapshot};
 
 /// Every collector, in output order.
@@ -48,12 +51,15 @@ pub static COLLECTORS: &[&Collector] = &[
     &pcie::COLLECTOR,
     &mode::COLLECTOR,
     &ecc::COLLECTOR,
+    &ecc_location::COLLECTOR,
     &retirement::COLLECTOR,
     &nvlink::COLLECTOR,
+    &nvlink_link::COLLECTOR,
     &xid::COLLECTOR,
     &processes::COLLECTOR,
     &process_memory::COLLECTOR,
     &mig::COLLECTOR,
+    &mig_memory_free::COLLECTOR,
     &kubernetes::COLLECTOR,
     &exporter::COLLECTOR,
 ];
@@ -110,6 +116,9 @@ pub struct Scope<'a> {
     pub build: &'a BuildInfo,
     /// When this render happens, for durations of calls still running.
     pub now: SystemTime,
+    /// The switches in force, for collectors whose detail switch narrows
+    /// what they emit (`gpm.all-metrics`).
+    pub families: &'a FamilySet,
 }
 
 impl<'a> Scope<'a> {

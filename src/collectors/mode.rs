@@ -3,7 +3,6 @@
 use super::{Collector, Kind, Metric, Scope};
 use crate::exposition::SampleSink;
 use crate::family::Family;
-use crate::snapshot::ComputeMode;
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Mode),
@@ -24,7 +23,7 @@ pub static COLLECTOR: Collector = Collector {
         },
         Metric {
             name: "nvidia_gpu_compute_mode",
-            help: "Compute mode as a state set: 1 on the current mode, 0 on the others.",
+            help: "Compute mode of the GPU: one series, labelled with the current mode, value 1.",
             kind: Kind::Gauge,
             unit: None,
             collect: compute_mode,
@@ -50,13 +49,11 @@ fn display<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 
 fn compute_mode<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     for (g, r) in scope.readings() {
+        // The current mode alone: the other three would be a series
+        // each per GPU that is always 0 (the mode rarely changes, and the
+        // old mode's series goes stale when it does).
         if let Some(current) = r.compute_mode {
-            // Every mode, so `== 1` on any of them is a valid alert.
-            for &mode in ComputeMode::ALL {
-                out.gpu(g)
-                    .label("mode", mode.as_label())
-                    .set(mode == current);
-            }
+            out.gpu(g).label("mode", current.as_label()).set(1u64);
         }
     }
 }

@@ -99,6 +99,7 @@ pub fn encode(snapshot: &Snapshot, ctx: &RenderContext, now: SystemTime) -> (Vec
         snapshot,
         build: &ctx.build,
         now,
+        families: &ctx.families,
     };
     // About 45 KB per H100 with every family on (ECC by location and 18
     // NVLinks dominate): sized so that a full fleet rarely regrows.

@@ -112,7 +112,7 @@ class Exporter(Process):
 class Prometheus(Process):
     def __init__(self, workdir: Path, scrape_targets: dict[str, list[str]],
                  rule_files: list[Path] | None = None, alertmanager: str | None = None,
-                 interval: str = "1s"):
+                 interval: str = "1s", remote_write: str | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = {
@@ -125,6 +125,10 @@ class Prometheus(Process):
             config["rule_files"] = [str(p) for p in rule_files]
         if alertmanager:
             config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
+        if remote_write:
+            # Sent within a second, so that tests need not wait for batches.
+            config["remote_write"] = [{"url": remote_write,
+                                       "queue_config": {"batch_send_deadline": "1s"}}]
         cfg = workdir / "prometheus.yml"
         cfg.write_text(yaml.safe_dump(config))
         data = workdir / "prometheus-data"
