@@ -76,6 +76,7 @@ impl Collector for Oracle {
             snapshot: &self.snapshot,
             build: &self.build,
             now: self.now,
+            families: &self.families,
         };
         let mut sink = SampleSink::new();
         for collector in COLLECTORS {
