@@ -168,7 +168,7 @@ struct Family {
     unit: Option<String>,
     help: Option<String>,
     /// Label set (sorted, empty values dropped) -> (sample name, value).
-    series: BTreeMap<Vec<(String, String)>, (String, String)>,
+    series: BTreeMap<Labels, (String, String)>,
 }
 
 /// How HELP text is read: OpenMetrics escapes `\`, `"` and newline; the
@@ -197,8 +197,11 @@ fn unescape(s: &str) -> Result<String, String> {
     Ok(out)
 }
 
+/// A series' labels: (name, unescaped value) pairs.
+type Labels = Vec<(String, String)>;
+
 /// `{a="x",b="y"} value` after the sample name.
-fn parse_labels(rest: &str) -> Result<(Vec<(String, String)>, &str), String> {
+fn parse_labels(rest: &str) -> Result<(Labels, &str), String> {
     let mut labels = Vec::new();
     let Some(mut rest) = rest.strip_prefix('{') else {
         return Ok((labels, rest));
@@ -296,8 +299,7 @@ fn parse(text: &str, help_style: Help) -> Result<Vec<Family>, String> {
         if name != wanted {
             return Err(at(format!("sample name in family {}", f.name)));
         }
-        let mut key: Vec<(String, String)> =
-            labels.into_iter().filter(|(_, v)| !v.is_empty()).collect();
+        let mut key: Labels = labels.into_iter().filter(|(_, v)| !v.is_empty()).collect();
         key.sort();
         if key.windows(2).any(|w| w[0].0 == w[1].0) {
             return Err(at("label given twice".into()));
