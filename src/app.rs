@@ -7,6 +7,7 @@
 //! exist). A driver that is absent or broken is not one: the exporter then
 //! serves `nvml_exporter_nvml_up 0` while the sampler retries.
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +18,7 @@ use arc_swap::ArcSwapOption;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::cli::{Config, Library, ListenAddress};
 use crate::exposition::{self, BuildInfo, RenderContext};
@@ -60,36 +62,109 @@ pub enum AppError {
         #[source]
         source: io::Error,
     },
+    /// The HTTP server task ended by itself: nothing listens any more, so
+    /// the process must not go on looking alive.
+    #[error("the HTTP server stopped unexpectedly ({0}); exiting so the supervisor restarts the exporter")]
+    ServerStopped(String),
 }
 
-/// Runs the exporter until SIGTERM or SIGINT.
+/// Runs the exporter until SIGTERM or SIGINT (SIGHUP reloads the web
+/// config), or until the HTTP server fails.
 pub fn run(config: Config) -> Result<(), AppError> {
     logging::init(config.log_level, config.log_format);
     // Two workers are plenty for copying prepared bytes, and keep the
     // exporter's footprint small on a GPU host full of busier processes.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        // The blocking pool runs bcrypt checks (and address lookups); a
-        // flood of wrong passwords must queue, not spawn hundreds of threads.
+        // The blocking pool runs bcrypt checks (one at a time, behind the
+        // bounded queue of web_config::gate), web config reloads and address
+        // lookups; a cap keeps any burst of them from spawning hundreds of
+        // threads.
         .max_blocking_threads(8)
         .thread_name("nvml-exporter-http")
         .enable_all()
         .build()
         .map_err(AppError::Runtime)?;
-    let poller = runtime.block_on(serve_until_signal(config))?;
+    let (poller, outcome) = runtime.block_on(serve_until_signal(config))?;
     tracing::info!("stopping the sampler");
     poller.shutdown(POLLER_SHUTDOWN_TIMEOUT);
     // A connection task past the drain timeout must not hold the exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
+    outcome?;
     tracing::info!("shutdown complete");
     Ok(())
 }
 
-async fn serve_until_signal(config: Config) -> Result<nvml::Poller, AppError> {
-    // Installed first: a signal that arrives once we are listening must
-    // find its handler, not the default action.
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sigint = signal(SignalKind::interrupt())?;
+/// The signals the exporter handles. Installed before listening: a signal
+/// that arrives once we are listening must find its handler, not the
+/// default action (which, for SIGHUP, is to die without a word).
+struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals, AppError> {
+        Ok(Signals {
+            term: signal(SignalKind::terminate(), "SIGTERM")?,
+            int: signal(SignalKind::interrupt(), "SIGINT")?,
+            hup: signal(SignalKind::hangup(), "SIGHUP")?,
+        })
+    }
+
+    /// Waits for SIGTERM or SIGINT; reloads the web config on each SIGHUP
+    /// meanwhile, as Prometheus and its exporters do.
+    async fn until_stop(&mut self, web: Option<Arc<WebConfigWatcher>>) -> &'static str {
+        loop {
+            tokio::select! {
+                _ = self.term.recv() => return "SIGTERM",
+                _ = self.int.recv() => return "SIGINT",
+                _ = self.hup.recv() => reload_web_config(web.clone()).await,
+            }
+        }
+    }
+}
+
+async fn reload_web_config(web: Option<Arc<WebConfigWatcher>>) {
+    let Some(web) = web else {
+        tracing::info!(
+            signal = "SIGHUP",
+            "no --web.config.file to reload; nothing to do"
+        );
+        return;
+    };
+    // Reading and validating the files (certificates included) is blocking
+    // work; the outcome is logged by the watcher.
+    let _ = tokio::task::spawn_blocking(move || web.reload_now()).await;
+}
+
+/// What ended the serving.
+#[derive(Debug, PartialEq, Eq)]
+enum Stop {
+    Signal(&'static str),
+    /// The server task returned or panicked; the text says which.
+    ServerEnded(String),
+}
+
+/// Waits for `stop` (a signal) or for the server task to end, whichever
+/// comes first. A server that ends on its own is a failure: the process
+/// would otherwise stay up, still "ready" to a supervisor, with no listener.
+async fn supervise(server: &mut JoinHandle<()>, stop: impl Future<Output = &'static str>) -> Stop {
+    tokio::select! {
+        signal = stop => Stop::Signal(signal),
+        ended = server => Stop::ServerEnded(match ended {
+            Ok(()) => "its task returned".to_string(),
+            Err(e) if e.is_panic() => "its task panicked".to_string(),
+            Err(e) => e.to_string(),
+        }),
+    }
+}
+
+async fn serve_until_signal(
+    config: Config,
+) -> Result<(nvml::Poller, Result<(), AppError>), AppError> {
+    let mut signals = Signals::install()?;
     // A bad web config is a configuration error: refuse to start.
     let web = match &config.web_config_file {
         Some(path) => Some(Arc::new(WebConfigWatcher::start(path)?)),
@@ -123,14 +198,15 @@ async fn serve_until_signal(config: Config) -> Result<nvml::Poller, AppError> {
         latest,
         config.max_requests,
     ));
-    let server = tokio::spawn(http::serve(
+    let mut server = tokio::spawn(http::serve(
         listener,
         router,
         ServerConfig {
             read_header_timeout: config.read_header_timeout,
-            web,
+            web: web.clone(),
             health_without_auth: config.health_without_auth,
             max_connections: config.max_connections,
+            write_timeout: config.write_timeout,
         },
         stop_rx,
     ));
@@ -141,25 +217,25 @@ async fn serve_until_signal(config: Config) -> Result<nvml::Poller, AppError> {
         "listening"
     );
 
-    let signal = tokio::select! {
-        _ = sigterm.recv() => "SIGTERM",
-        _ = sigint.recv() => "SIGINT",
-    };
-    tracing::info!(signal, "shutting down");
-    let _ = stop_tx.send(());
-    if let Err(e) = server.await {
-        tracing::error!(error = %e, "the HTTP server task failed");
+    match supervise(&mut server, signals.until_stop(web)).await {
+        Stop::Signal(signal) => {
+            tracing::info!(signal, "shutting down");
+            let _ = stop_tx.send(());
+            if let Err(e) = server.await {
+                tracing::error!(error = %e, "the HTTP server task failed");
+            }
+            Ok((poller, Ok(())))
+        }
+        Stop::ServerEnded(why) => {
+            let _ = stop_tx.send(());
+            Ok((poller, Err(AppError::ServerStopped(why))))
+        }
     }
-    Ok(poller)
 }
 
-fn signal(kind: SignalKind) -> Result<Signal, AppError> {
+fn signal(kind: SignalKind, name: &'static str) -> Result<Signal, AppError> {
     tokio::signal::unix::signal(kind).map_err(|source| AppError::Signal {
-        signal: if kind == SignalKind::terminate() {
-            "SIGTERM"
-        } else {
-            "SIGINT"
-        },
+        signal: name,
         source,
     })
 }
@@ -232,4 +308,35 @@ fn publisher(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_server_that_dies_ends_the_serving() {
+        let mut panicked: JoinHandle<()> = tokio::spawn(async { panic!("listener gone") });
+        let never = std::future::pending::<&'static str>();
+        assert_eq!(
+            supervise(&mut panicked, never).await,
+            Stop::ServerEnded("its task panicked".into())
+        );
+        let mut returned: JoinHandle<()> = tokio::spawn(async {});
+        let never = std::future::pending::<&'static str>();
+        assert_eq!(
+            supervise(&mut returned, never).await,
+            Stop::ServerEnded("its task returned".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_signal_ends_the_serving_while_the_server_runs() {
+        let mut running: JoinHandle<()> = tokio::spawn(std::future::pending());
+        assert_eq!(
+            supervise(&mut running, async { "SIGTERM" }).await,
+            Stop::Signal("SIGTERM")
+        );
+        running.abort();
+    }
 }

@@ -117,21 +117,37 @@ struct Flags {
         long = "web.max-requests",
         env = "NVML_EXPORTER_WEB_MAX_REQUESTS",
         default_value_t = 40,
+        value_parser = parse_limit,
         value_name = "N"
     )]
     max_requests: usize,
 
-    /// Most connections open at once; beyond it a new connection gets a
-    /// canned 503 and is closed. Bounds memory and file descriptors under a
-    /// connection flood; 512 stays clear of the usual 1024 descriptor limit.
-    /// 0 means no limit.
+    /// Most connections open at once; beyond it four more connections are
+    /// kept for /-/healthy and /-/ready, and any other gets a canned 503 and
+    /// is closed. Bounds memory and file descriptors under a connection
+    /// flood; 512 stays clear of the usual 1024 descriptor limit. 0 means no
+    /// limit.
     #[arg(
         long = "web.max-connections",
         env = "NVML_EXPORTER_WEB_MAX_CONNECTIONS",
         default_value_t = 512,
+        value_parser = parse_limit,
         value_name = "N"
     )]
     max_connections: usize,
+
+    /// How long an answer may wait for a client that does not read it: once
+    /// the client stops taking the response, it must take all of it within
+    /// this time or the connection is closed. Prometheus' default scrape
+    /// timeout; a scrape still unsent after it has been given up anyway.
+    #[arg(
+        long = "web.write-timeout",
+        env = "NVML_EXPORTER_WEB_WRITE_TIMEOUT",
+        default_value = "10s",
+        value_parser = parse_positive_duration,
+        value_name = "DURATION"
+    )]
+    write_timeout: Duration,
 
     /// How long a client may take to send a request's headers (also how long
     /// an idle keep-alive connection is kept). Kept below the usual 15s scrape
@@ -280,6 +296,7 @@ pub struct Config {
     pub families: FamilySet,
     pub max_requests: usize,
     pub max_connections: usize,
+    pub write_timeout: Duration,
     pub read_header_timeout: Duration,
     pub web_config_file: Option<PathBuf>,
     pub health_without_auth: bool,
@@ -374,6 +391,7 @@ where
         families,
         max_requests: flags.max_requests,
         max_connections: flags.max_connections,
+        write_timeout: flags.write_timeout,
         read_header_timeout: flags.read_header_timeout,
         web_config_file: flags.web_config_file,
         health_without_auth: flags.health_without_auth,
@@ -413,6 +431,21 @@ fn families_from(matches: &ArgMatches) -> FamilySet {
         }
     }
     set
+}
+
+/// The largest `--web.max-requests` and `--web.max-connections`: far above
+/// any descriptor limit, far below what the semaphores behind them accept.
+pub const MAX_LIMIT: usize = 1_000_000;
+
+fn parse_limit(s: &str) -> Result<usize, String> {
+    let n: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number from 0 (no limit) to {MAX_LIMIT}"))?;
+    usize::try_from(n)
+        .ok()
+        .filter(|n| *n <= MAX_LIMIT)
+        .ok_or_else(|| format!("{s} is above the most allowed, {MAX_LIMIT} (0 means no limit)"))
 }
 
 fn parse_listen_address(s: &str) -> Result<ListenAddress, String> {
@@ -703,6 +736,35 @@ mod tests {
         assert!(names.resource_names.iter().any(|n| n == "example.com/gpu"));
         assert!(names.resource_names.iter().any(|n| n == "other.io/mig-*"));
         assert_eq!(c.collect_interval, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn limits_are_bounded_at_parse_time() {
+        let c = parse(&[
+            "--web.max-connections",
+            "0",
+            "--web.max-requests",
+            "1000000",
+        ])
+        .unwrap();
+        assert_eq!((c.max_connections, c.max_requests), (0, MAX_LIMIT));
+        for flag in ["--web.max-connections", "--web.max-requests"] {
+            for bad in ["18446744073709551615", "1000001", "-1", "many", ""] {
+                let e = parse(&[&format!("{flag}={bad}")]).unwrap_err();
+                assert_eq!(e.kind(), ErrorKind::ValueValidation, "{flag} {bad:?}");
+                assert_eq!(e.exit_code(), 2);
+                let msg = e.to_string();
+                assert!(msg.contains(flag), "{msg}");
+            }
+        }
+    }
+
+    #[test]
+    fn write_timeout() {
+        assert_eq!(parse(&[]).unwrap().write_timeout, Duration::from_secs(10));
+        let c = parse(&["--web.write-timeout", "30s"]).unwrap();
+        assert_eq!(c.write_timeout, Duration::from_secs(30));
+        assert!(parse(&["--web.write-timeout", "0s"]).is_err());
     }
 
     #[test]

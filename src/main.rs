@@ -13,7 +13,7 @@ fn main() -> ExitCode {
     match app::run(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = %e, "cannot start");
+            tracing::error!(error = %e, "exiting");
             ExitCode::FAILURE
         }
     }

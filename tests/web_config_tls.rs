@@ -333,7 +333,7 @@ fn bad_web_config_at_startup_is_a_clear_error_and_non_zero_exit() {
             "tls_server_config:\n  cert_file: server.crt\n  key_file: client.key\n",
             "key pair",
         ),
-        ("basic_auth_users:\n  alice: plaintext\n", "alice"),
+        ("basic_auth_users:\n  alice: hunter2-in-clear\n", "alice"),
         ("http_server_config:\n  headers:\n    Server: x\n", "Server"),
         (
             "tls_server_config:\n  cipher_suites: [TLS_BOGUS]\n",
@@ -354,6 +354,11 @@ fn bad_web_config_at_startup_is_a_clear_error_and_non_zero_exit() {
             "{yaml:?}: output does not name the file:\n{out}"
         );
         assert!(!out.contains("panicked"), "{out}");
+        // No value of the file reaches the log when it is a password.
+        assert!(
+            !out.contains("hunter2"),
+            "{yaml:?} logs the password:\n{out}"
+        );
     }
     let (status, out) = run_to_exit(&pki.path("missing.yml"));
     assert!(!status.success());

@@ -135,23 +135,47 @@ fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
+/// Scenario files larger than this are refused before parsing. The largest
+/// built-in is 15 KB; a limit keeps a wrong path (`/dev/zero`, a log file, a
+/// disk image) from being read into memory without end inside `nvmlInit`.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
 /// Resolves `NVML_SIM_SCENARIO`-style names: a built-in name or a file path.
 pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
+    use std::io::Read;
     if let Some((name, text)) = BUILTINS.iter().find(|(n, _)| *n == name_or_path) {
         return parse(text, &format!("built-in scenario `{name}`"), name);
     }
     let path = Path::new(name_or_path);
-    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+    let fail = |message: String| ScenarioError {
         source: name_or_path.to_string(),
         line: None,
-        message: format!(
+        message,
+    };
+    let read_err = |e: std::io::Error| {
+        fail(format!(
             "cannot read scenario file ({e}); built-in scenarios are: {}",
             BUILTINS
                 .iter()
                 .map(|(n, _)| *n)
                 .collect::<Vec<_>>()
                 .join(", ")
-        ),
+        ))
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(read_err)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(fail(format!(
+            "larger than {MAX_FILE_BYTES} bytes: not a scenario file (the largest built-in is 15 KB)"
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        fail(format!(
+            "not UTF-8 text (byte {})",
+            e.utf8_error().valid_up_to()
+        ))
     })?;
     let stem = path
         .file_stem()
@@ -380,6 +404,37 @@ mod tests {
         assert_eq!(load("dgx-h100").unwrap().gpus.len(), 8);
         assert_eq!(load("large").unwrap().gpus.len(), 16);
         assert_eq!(load("faults").unwrap().timeline.len(), 9);
+    }
+
+    #[test]
+    fn files_are_read_bounded() {
+        let dir = std::env::temp_dir().join(format!("nvml-sim-bound-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A valid scenario padded with comments past the limit: refused
+        // before parsing, by size.
+        let big = dir.join("big.toml");
+        let mut text = String::from("[[gpu]]\nmodel = \"rtx-4090\"\n");
+        while text.len() as u64 <= MAX_FILE_BYTES {
+            text.push_str("# padding padding padding padding padding padding padding\n");
+        }
+        std::fs::write(&big, &text).unwrap();
+        let e = load(big.to_str().unwrap()).unwrap_err();
+        assert!(e.message.contains("larger than"), "{e}");
+        assert!(e.to_string().contains("big.toml"), "{e}");
+        // The same scenario under the limit loads.
+        let small = dir.join("small.toml");
+        std::fs::write(&small, &text[..4096]).unwrap();
+        assert_eq!(load(small.to_str().unwrap()).unwrap().gpus.len(), 1);
+        // A device that never ends.
+        let e = load("/dev/zero").unwrap_err();
+        assert!(e.message.contains("larger than"), "{e}");
+        let bin = dir.join("bin.toml");
+        std::fs::write(&bin, b"name = \"\xff\"\n").unwrap();
+        assert!(load(bin.to_str().unwrap())
+            .unwrap_err()
+            .message
+            .contains("UTF-8"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -4,24 +4,29 @@
 //! against a way a client can hurt the process:
 //! - a slow or silent client: `--web.read-header-timeout` closes the
 //!   connection (also idle keep-alive connections);
+//! - a client that asks and never reads: `--web.write-timeout` closes the
+//!   connection once its answer has waited that long (see `io`);
 //! - oversized headers: hyper answers 431 beyond `MAX_HEADER_BYTES`,
 //!   malformed requests get 400, and the connection ends;
 //! - many concurrent scrapes: `--web.max-requests`, 503 beyond it;
-//! - a connection flood: `--web.max-connections`, a canned 503 beyond it,
+//! - a connection flood: `--web.max-connections`, then
+//!   `PROBE_RESERVED_CONNECTIONS` more that serve only `/-/healthy` and
+//!   `/-/ready` (so a flood never fails a liveness probe), then a canned 503,
 //!   so memory and file descriptors stay bounded;
 //! - shutdown: stop accepting, let in-flight requests finish (bounded by
 //!   `DRAIN_TIMEOUT`), close idle connections.
 
 mod body;
+mod io;
 pub mod negotiate;
 mod routes;
 
 use std::convert::Infallible;
-use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper::header::{HeaderName, HeaderValue};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -52,6 +57,12 @@ const MAX_HEADER_BYTES: usize = 16 * 1024;
 /// copy, so anything still running after this is a stalled client.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Connections kept, beyond `--web.max-connections`, for `/-/healthy` and
+/// `/-/ready`: a flood that takes every regular slot must not make the
+/// kubelet's liveness probe fail and restart the pod. Such a connection
+/// answers one request and closes; anything but a probe gets 503.
+pub const PROBE_RESERVED_CONNECTIONS: usize = 4;
+
 /// Pause after an accept error such as EMFILE, so a full file table does not
 /// turn the accept loop into a busy loop.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
@@ -66,6 +77,66 @@ pub struct ServerConfig {
     pub health_without_auth: bool,
     /// `--web.max-connections`; 0: no limit.
     pub max_connections: usize,
+    /// `--web.write-timeout`: how long an answer may wait for a client that
+    /// does not read it.
+    pub write_timeout: Duration,
+}
+
+/// Which kind of connection slot a connection holds, until it closes.
+enum Slot {
+    /// Under `--web.max-connections` (or no limit): serves everything.
+    Regular {
+        _permit: Option<OwnedSemaphorePermit>,
+    },
+    /// One of `PROBE_RESERVED_CONNECTIONS`: probes only, one request.
+    Probe { _permit: OwnedSemaphorePermit },
+}
+
+fn is_probe(path: &str) -> bool {
+    matches!(path, "/-/healthy" | "/-/ready")
+}
+
+/// What every connection task needs, shared.
+struct Shared {
+    builder: Arc<http1::Builder>,
+    /// For probe slots: one request, then close.
+    probe_builder: Arc<http1::Builder>,
+    router: Arc<Router>,
+    cfg: ServerConfig,
+}
+
+impl Shared {
+    fn connection(
+        &self,
+        slot: Slot,
+        shutdown: watch::Receiver<()>,
+        alive: mpsc::Sender<()>,
+    ) -> Connection {
+        let probe_only = matches!(slot, Slot::Probe { .. });
+        Connection {
+            builder: if probe_only {
+                self.probe_builder.clone()
+            } else {
+                self.builder.clone()
+            },
+            router: self.router.clone(),
+            web: self.cfg.web.clone(),
+            health_without_auth: self.cfg.health_without_auth,
+            handshake_timeout: self.cfg.read_header_timeout,
+            write_timeout: self.cfg.write_timeout,
+            probe_only,
+            shutdown,
+            _alive: alive,
+            _slot: slot,
+        }
+    }
+
+    fn tls(&self) -> bool {
+        self.cfg
+            .web
+            .as_ref()
+            .is_some_and(|w| w.tls_acceptor().is_some())
+    }
 }
 
 /// Serves until `shutdown` changes (or its sender is dropped), then drains.
@@ -81,12 +152,23 @@ pub async fn serve(
         .header_read_timeout(cfg.read_header_timeout)
         .max_buf_size(MAX_HEADER_BYTES)
         .keep_alive(true);
-    let builder = Arc::new(builder);
+    let mut probe_builder = builder.clone();
+    probe_builder.keep_alive(false);
+    let conn_limit = (cfg.max_connections > 0).then(|| {
+        (
+            Arc::new(Semaphore::new(cfg.max_connections)),
+            Arc::new(Semaphore::new(PROBE_RESERVED_CONNECTIONS)),
+        )
+    });
+    let shared = Arc::new(Shared {
+        builder: Arc::new(builder),
+        probe_builder: Arc::new(probe_builder),
+        router,
+        cfg,
+    });
     // Each connection task holds a sender; when all are dropped, `recv`
     // returns None and every connection has finished.
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
-    let conn_limit =
-        (cfg.max_connections > 0).then(|| Arc::new(Semaphore::new(cfg.max_connections)));
     let mut accept_errors = LogOnce::default();
     let mut over_limit = LogOnce::default();
 
@@ -96,36 +178,36 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     accept_errors.reset();
-                    let permit = match &conn_limit {
-                        None => None,
-                        Some(limit) => match limit.clone().try_acquire_owned() {
+                    let _ = stream.set_nodelay(true);
+                    let slot = match &conn_limit {
+                        None => Slot::Regular { _permit: None },
+                        Some((regular, probes)) => match regular.clone().try_acquire_owned() {
                             Ok(p) => {
                                 over_limit.reset();
-                                Some(p)
+                                Slot::Regular { _permit: Some(p) }
                             }
                             Err(_) => {
                                 if over_limit.first() {
                                     tracing::warn!(
-                                        max_connections = cfg.max_connections,
-                                        "connection limit reached; answering 503 until connections close"
+                                        max_connections = shared.cfg.max_connections,
+                                        kept_for_probes = PROBE_RESERVED_CONNECTIONS,
+                                        "connection limit reached; answering /-/healthy and /-/ready on \
+                                         connections kept for probes, 503 to the rest, until connections close"
                                     );
                                 }
-                                tokio::spawn(reject(stream));
+                                tokio::spawn(beyond_the_limit(
+                                    shared.clone(),
+                                    probes.clone(),
+                                    stream,
+                                    peer,
+                                    shutdown.clone(),
+                                    alive_tx.clone(),
+                                ));
                                 continue;
                             }
                         },
                     };
-                    let _ = stream.set_nodelay(true);
-                    let conn = Connection {
-                        builder: builder.clone(),
-                        router: router.clone(),
-                        web: cfg.web.clone(),
-                        health_without_auth: cfg.health_without_auth,
-                        handshake_timeout: cfg.read_header_timeout,
-                        shutdown: shutdown.clone(),
-                        _alive: alive_tx.clone(),
-                        _permit: permit,
-                    };
+                    let conn = shared.connection(slot, shutdown.clone(), alive_tx.clone());
                     tokio::spawn(conn.run(stream, peer));
                 }
                 Err(e) => {
@@ -153,24 +235,129 @@ pub async fn serve(
     }
 }
 
+/// A connection over `--web.max-connections`: served on a probe slot if it
+/// asks for a probe and one is free, else refused with the canned 503.
+///
+/// Over plain HTTP the request line is looked at (without consuming it)
+/// first, so only connections that really ask for `/-/healthy` or
+/// `/-/ready` take a probe slot, each for the microseconds its answer
+/// takes: a flood of other requests, or of silent connections, cannot hold
+/// them. Over TLS the request is not visible before the handshake, so the
+/// slots go to whoever comes first (and serve probes only).
+async fn beyond_the_limit(
+    shared: Arc<Shared>,
+    probes: Arc<Semaphore>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    shutdown: watch::Receiver<()>,
+    alive: mpsc::Sender<()>,
+) {
+    let tls = shared.tls();
+    if tls || asks_for_probe(&stream).await {
+        if let Ok(permit) = probes.try_acquire_owned() {
+            let conn = shared.connection(Slot::Probe { _permit: permit }, shutdown, alive);
+            conn.run(stream, peer).await;
+            return;
+        }
+    }
+    drop(alive);
+    let headers = shared
+        .cfg
+        .web
+        .as_ref()
+        .map(|w| w.response_headers())
+        .unwrap_or_default();
+    reject(stream, tls, headers).await;
+}
+
+/// How long a connection over the limit has to show its request line.
+const PEEK_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Whether the request waiting on `stream` is a GET or HEAD of a probe
+/// path, read without consuming it. False for anything else, including a
+/// client that has sent no complete request line within `PEEK_TIMEOUT`.
+async fn asks_for_probe(stream: &TcpStream) -> bool {
+    let deadline = tokio::time::Instant::now() + PEEK_TIMEOUT;
+    let mut buf = [0u8; 32];
+    loop {
+        let n = match tokio::time::timeout_at(deadline, stream.peek(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => n,
+            _ => return false,
+        };
+        match probe_request_line(&buf[..n]) {
+            Some(answer) => return answer,
+            // Part of a line: peek returns at once while nothing new has
+            // arrived, so wait a little before looking again.
+            None if n < buf.len() => {
+                if tokio::time::timeout_at(deadline, tokio::time::sleep(Duration::from_millis(10)))
+                    .await
+                    .is_err()
+                {
+                    return false;
+                }
+            }
+            None => return false,
+        }
+    }
+}
+
+/// `Some(true)` if `start` opens a GET or HEAD of `/-/healthy` or
+/// `/-/ready`, `Some(false)` if it cannot, `None` if it is too short to
+/// tell.
+fn probe_request_line(start: &[u8]) -> Option<bool> {
+    const PROBES: [&[u8]; 4] = [
+        b"GET /-/healthy",
+        b"GET /-/ready",
+        b"HEAD /-/healthy",
+        b"HEAD /-/ready",
+    ];
+    let mut undecided = false;
+    for p in PROBES {
+        if start.len() > p.len() {
+            if start.starts_with(p) && matches!(start[p.len()], b' ' | b'?') {
+                return Some(true);
+            }
+        } else if p.starts_with(start) {
+            undecided = true;
+        }
+    }
+    if undecided {
+        None
+    } else {
+        Some(false)
+    }
+}
+
 struct Connection {
     builder: Arc<http1::Builder>,
     router: Arc<Router>,
     web: Option<Arc<WebConfigWatcher>>,
     health_without_auth: bool,
     handshake_timeout: Duration,
+    write_timeout: Duration,
+    /// On a slot kept for probes: anything but a probe gets 503.
+    probe_only: bool,
     shutdown: watch::Receiver<()>,
     _alive: mpsc::Sender<()>,
     /// Held for the connection's life: `--web.max-connections`.
-    _permit: Option<OwnedSemaphorePermit>,
+    _slot: Slot,
 }
 
 impl Connection {
     async fn run(mut self, stream: tokio::net::TcpStream, peer: SocketAddr) {
         // The acceptor is taken per connection so a rotated certificate
         // applies from the next handshake on.
+        let headers = self
+            .web
+            .as_ref()
+            .map(|w| w.response_headers())
+            .unwrap_or_default();
+        let write_timeout = self.write_timeout;
         match self.web.as_ref().and_then(|w| w.tls_acceptor()) {
-            None => self.serve(TokioIo::new(stream), peer).await,
+            None => {
+                let io = io::ServerIo::new(stream, peer, write_timeout, headers);
+                self.serve(TokioIo::new(io), peer).await
+            }
             Some(acceptor) => {
                 let handshake =
                     web_config::http::handshake(acceptor, stream, self.handshake_timeout, peer);
@@ -179,7 +366,8 @@ impl Connection {
                     _ = self.shutdown.changed() => None,
                 };
                 if let Some(tls) = tls {
-                    self.serve(TokioIo::new(tls), peer).await;
+                    let io = io::ServerIo::new(tls, peer, write_timeout, headers);
+                    self.serve(TokioIo::new(io), peer).await;
                 }
             }
         }
@@ -192,25 +380,33 @@ impl Connection {
         let router = self.router.clone();
         let web = self.web.clone();
         let health_without_auth = self.health_without_auth;
+        let probe_only = self.probe_only;
         let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
             let router = router.clone();
             let web = web.clone();
             async move {
-                let Some(web) = web else {
-                    return Ok::<_, Infallible>(router.route(
-                        req.method(),
-                        req.uri().path(),
-                        req.headers(),
-                    ));
-                };
                 let path = req.uri().path();
-                let mut resp =
-                    match web_config::http::check(&web, path, req.headers(), health_without_auth)
-                        .await
-                    {
-                        Ok(()) => router.route(req.method(), path, req.headers()),
-                        Err(rejection) => rejected(rejection),
-                    };
+                if probe_only && !is_probe(path) {
+                    let mut resp = too_many_connections();
+                    for (name, value) in web.iter().flat_map(|w| w.response_headers()) {
+                        resp.headers_mut().insert(name, value);
+                    }
+                    return Ok::<_, Infallible>(resp);
+                }
+                let Some(web) = web else {
+                    return Ok::<_, Infallible>(router.route(req.method(), path, req.headers()));
+                };
+                let check = web_config::http::check(
+                    &web,
+                    path,
+                    req.headers(),
+                    health_without_auth,
+                    peer.ip(),
+                );
+                let mut resp = match check.await {
+                    Ok(()) => router.route(req.method(), path, req.headers()),
+                    Err(rejection) => rejected(rejection),
+                };
                 for (name, value) in web.response_headers() {
                     resp.headers_mut().insert(name, value);
                 }
@@ -254,23 +450,73 @@ fn rejected(rejection: web_config::http::Rejection) -> hyper::Response<Body> {
     r
 }
 
+const TOO_MANY_CONNECTIONS: &str = "Too many connections; retry later.\n";
+
+/// The answer to a request that arrived on a connection over the limit.
+fn too_many_connections() -> hyper::Response<Body> {
+    let mut r = hyper::Response::new(Body::new(TOO_MANY_CONNECTIONS));
+    *r.status_mut() = hyper::StatusCode::SERVICE_UNAVAILABLE;
+    let h = r.headers_mut();
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(
+        hyper::header::CONTENT_LENGTH,
+        HeaderValue::from(TOO_MANY_CONNECTIONS.len()),
+    );
+    h.insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    h.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
 /// How long a rejected connection gets to take its 503.
 const REJECT_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Answers a connection over `--web.max-connections` with a canned 503
-/// without parsing anything, then closes it. The request is read (a few KiB
-/// at most) before closing because closing a socket with unread input sends
-/// a reset, which could destroy the 503 before the client reads it.
-async fn reject(mut stream: TcpStream) {
-    const RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
-        Content-Type: text/plain; charset=utf-8\r\nContent-Length: 36\r\n\
-        Retry-After: 1\r\nConnection: close\r\n\r\n\
-        Too many connections; retry later.\r\n";
+/// What a rejected connection may send before it is closed.
+const REJECT_DRAIN_BYTES: usize = 64 * 1024;
+
+/// Answers a connection over every limit with a canned 503 at once, without
+/// parsing anything, then closes it. A client that has not sent its request
+/// yet gets the answer too. After the answer the client's input is read and
+/// dropped (bounded in time and bytes) before closing, because closing a
+/// socket with unread input sends a reset, and a reset can destroy the 503
+/// before the client reads it.
+///
+/// Over TLS the connection is closed without an answer: a plain-text 503 is
+/// not TLS, and a handshake per refused connection would spend the CPU the
+/// limit protects.
+async fn reject(mut stream: TcpStream, tls: bool, headers: Vec<(HeaderName, HeaderValue)>) {
+    if tls {
+        return;
+    }
+    let mut response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\n\
+         Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
+         Retry-After: 1\r\nConnection: close\r\n",
+        TOO_MANY_CONNECTIONS.len()
+    )
+    .into_bytes();
+    for (name, value) in headers {
+        response.extend_from_slice(name.as_str().as_bytes());
+        response.extend_from_slice(b": ");
+        response.extend_from_slice(value.as_bytes());
+        response.extend_from_slice(b"\r\n");
+    }
+    response.extend_from_slice(b"\r\n");
+    response.extend_from_slice(TOO_MANY_CONNECTIONS.as_bytes());
     let _ = tokio::time::timeout(REJECT_TIMEOUT, async {
+        stream.write_all(&response).await?;
+        stream.shutdown().await?;
         let mut buf = [0u8; 4096];
-        let _ = stream.read(&mut buf).await;
-        stream.write_all(RESPONSE).await?;
-        stream.shutdown().await
+        let mut drained = 0;
+        while drained < REJECT_DRAIN_BYTES {
+            match stream.read(&mut buf).await? {
+                0 => break,
+                n => drained += n,
+            }
+        }
+        Ok::<_, std::io::Error>(())
     })
     .await;
 }
@@ -308,7 +554,7 @@ fn log_connection_error(e: &hyper::Error, peer: SocketAddr) {
 fn source_is_io(e: &hyper::Error) -> bool {
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
-        if s.is::<io::Error>() {
+        if s.is::<std::io::Error>() {
             return true;
         }
         source = s.source();
@@ -319,6 +565,30 @@ fn source_is_io(e: &hyper::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::LogOnce;
+
+    #[test]
+    fn probe_request_lines() {
+        use super::probe_request_line as p;
+        for yes in [
+            &b"GET /-/healthy HTTP/1.1\r\n"[..],
+            b"HEAD /-/ready HTTP/1.1",
+            b"GET /-/ready?x=1 HTTP/1.1",
+        ] {
+            assert_eq!(p(yes), Some(true), "{:?}", String::from_utf8_lossy(yes));
+        }
+        for no in [
+            &b"GET /metrics HTTP/1.1"[..],
+            b"GET /-/healthyx HTTP/1.1",
+            b"POST /-/healthy HTTP/1.1",
+            b"\x16\x03\x01\x02\x00",
+            b"X",
+        ] {
+            assert_eq!(p(no), Some(false), "{:?}", String::from_utf8_lossy(no));
+        }
+        for short in [&b"G"[..], b"GET /-/", b"HEAD /-/ready", b"GET /-/healthy"] {
+            assert_eq!(p(short), None, "{:?}", String::from_utf8_lossy(short));
+        }
+    }
 
     #[test]
     fn log_once_per_streak() {

@@ -1,11 +1,18 @@
 //! HTTP basic authentication against bcrypt hashes (`basic_auth_users`).
 //!
 //! Timing: a request naming an unknown user runs one bcrypt verification
-//! against a dummy hash of the same cost as the real ones, so it takes as long
-//! as a wrong password for a real user and users cannot be enumerated by
-//! timing. Only *successful* verifications are cached (the toolkit caches
-//! failures too): a cache hit can therefore only ever speed up a right
-//! password, and every failure, cached or not, pays the full bcrypt cost.
+//! against a dummy hash of the highest configured cost, so it takes as long
+//! as a wrong password for a real user of that cost and users cannot be
+//! enumerated by timing. With mixed costs a cheaper user answers faster than
+//! an unknown one: [`BasicAuth::cost_warning`] says so at load. Only
+//! *successful* verifications are cached (the toolkit caches failures too):
+//! a cache hit can therefore only ever speed up a right password, and every
+//! failure, cached or not, pays the full bcrypt cost.
+//!
+//! A request is decided in two steps so the server can keep bcrypt off its
+//! async workers and behind a bounded queue: [`check_cached`] (microseconds:
+//! parse the header, look the success up in the cache) and, only when that
+//! cannot decide, [`authorize`] (one bcrypt run).
 
 use std::collections::{BTreeMap, HashSet};
 use std::str::FromStr;
@@ -35,6 +42,8 @@ pub struct BadUser {
 
 pub(crate) struct BasicAuth {
     users: BTreeMap<String, String>,
+    /// bcrypt cost of each user's hash.
+    costs: BTreeMap<String, u32>,
     /// Same cost as the most expensive configured hash; verified against when
     /// the user is unknown.
     dummy_hash: String,
@@ -56,6 +65,7 @@ impl BasicAuth {
     pub(crate) fn new(users: BTreeMap<String, Option<String>>) -> Result<Self, BadUser> {
         let mut max_cost = 0;
         let mut checked = BTreeMap::new();
+        let mut costs = BTreeMap::new();
         for (user, hash) in users {
             let hash = hash.unwrap_or_default();
             let cost = check_hash(&hash).map_err(|problem| BadUser {
@@ -63,12 +73,39 @@ impl BasicAuth {
                 problem,
             })?;
             max_cost = max_cost.max(cost);
+            costs.insert(user.clone(), cost);
             checked.insert(user, hash);
         }
         Ok(BasicAuth {
             users: checked,
+            costs,
             dummy_hash: dummy_hash(max_cost),
         })
+    }
+
+    /// A warning when the users' hashes have different bcrypt costs: an
+    /// unknown user is checked at the highest cost, so a wrong password for
+    /// a cheaper user is answered measurably faster, which tells a prober
+    /// that the user exists. Names users and costs only.
+    pub(crate) fn cost_warning(&self) -> Option<String> {
+        let mut by_cost: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+        for (user, cost) in &self.costs {
+            by_cost.entry(*cost).or_default().push(user);
+        }
+        if by_cost.len() < 2 {
+            return None;
+        }
+        let groups: Vec<String> = by_cost
+            .iter()
+            .map(|(cost, users)| format!("cost {cost}: {}", users.join(", ")))
+            .collect();
+        let max = by_cost.keys().next_back().copied().unwrap_or_default();
+        Some(format!(
+            "basic_auth_users: bcrypt costs differ ({}); unknown users are checked at cost {max}, \
+             so a wrong password for a cheaper user is answered faster and reveals that the user \
+             exists: hash every password at the same cost",
+            groups.join("; ")
+        ))
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -80,22 +117,40 @@ impl BasicAuth {
     }
 }
 
-/// Returns the cost of a well-formed bcrypt hash.
+/// Returns the cost of a well-formed bcrypt hash. The messages describe the
+/// problem without the value: a plain password written where the hash
+/// belongs, or a hash cut short, must not reach the log.
 fn check_hash(hash: &str) -> Result<u32, String> {
+    const HOW: &str = "generate one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`";
     if hash.is_empty() {
         return Err("empty password hash (expected a bcrypt hash such as $2y$10$...)".into());
     }
-    let parts = bcrypt::HashParts::from_str(hash).map_err(|e| {
-        format!("not a bcrypt hash ({e}); generate one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`")
+    // A hash cut short (or with a stray character) is the likeliest slip:
+    // say so before the structural parse, whose error is less specific.
+    // "$2y$" + "NN$" + 22 salt + 31 hash characters.
+    let looks_bcrypt = ["$2a$", "$2b$", "$2x$", "$2y$"]
+        .iter()
+        .any(|p| hash.starts_with(p));
+    if looks_bcrypt && hash.len() != 60 {
+        return Err(format!(
+            "bcrypt hash has {} characters, expected 60 (cut short or padded?); {HOW}",
+            hash.len()
+        ));
+    }
+    // The bcrypt crate's error repeats the whole input: describe it instead.
+    let parts = bcrypt::HashParts::from_str(hash).map_err(|_| {
+        format!(
+            "not a bcrypt hash (expected $2a$, $2b$ or $2y$, a two-digit cost and \
+             53 characters of salt and hash; the value is not logged); {HOW}"
+        )
     })?;
     let cost = parts.get_cost();
     if !(4..=31).contains(&cost) {
         return Err(format!("bcrypt cost {cost} outside 4..=31"));
     }
-    // "$2y$" + "NN$" + 22 salt + 31 hash characters.
     if hash.len() != 60 {
         return Err(format!(
-            "bcrypt hash has {} characters, expected 60",
+            "bcrypt hash has {} characters, expected 60 (cut short or padded?); {HOW}",
             hash.len()
         ));
     }
@@ -143,20 +198,55 @@ impl AuthCache {
         Some(ctx.sign().as_ref().to_vec())
     }
 
+    fn contains(&self, user: &str, hash: &str, password: &[u8]) -> bool {
+        match self.tag(user, hash, password) {
+            Some(tag) => self.ok.lock().map(|s| s.contains(&tag)).unwrap_or(false),
+            None => false,
+        }
+    }
+
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.ok.lock().map(|s| s.len()).unwrap_or(0)
     }
 }
 
-/// Decides one request. `header` is the raw `Authorization` value.
+/// What [`check_cached`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cached {
+    /// Decided without bcrypt: no users, no or malformed credentials, or a
+    /// success remembered from before.
+    Decided(AuthDecision),
+    /// Only a bcrypt run can tell: call [`authorize`].
+    NeedsBcrypt,
+}
+
+/// The cheap part of a decision (a header parse and an HMAC), safe to run
+/// on an async worker: never runs bcrypt.
+pub(crate) fn check_cached(auth: &BasicAuth, cache: &AuthCache, header: Option<&[u8]>) -> Cached {
+    if auth.is_empty() {
+        return Cached::Decided(AuthDecision::Allowed);
+    }
+    let Some((user, password)) = header.and_then(parse_basic) else {
+        return Cached::Decided(AuthDecision::Denied);
+    };
+    match auth.users.get(&user) {
+        Some(hash) if cache.contains(&user, hash, &password) => {
+            Cached::Decided(AuthDecision::Allowed)
+        }
+        _ => Cached::NeedsBcrypt,
+    }
+}
+
+/// Decides one request. `header` is the raw `Authorization` value. May run
+/// bcrypt: call it off the async workers.
 pub(crate) fn authorize(
     auth: &BasicAuth,
     cache: &AuthCache,
     header: Option<&[u8]>,
 ) -> AuthDecision {
-    if auth.is_empty() {
-        return AuthDecision::Allowed;
+    if let Cached::Decided(d) = check_cached(auth, cache, header) {
+        return d;
     }
     let Some((user, password)) = header.and_then(parse_basic) else {
         return AuthDecision::Denied;
@@ -170,11 +260,6 @@ pub(crate) fn authorize(
     } else {
         None
     };
-    if let Some(tag) = &tag {
-        if cache.ok.lock().map(|s| s.contains(tag)).unwrap_or(false) {
-            return AuthDecision::Allowed;
-        }
-    }
     #[cfg(test)]
     tests::VERIFIED.with(|v| v.borrow_mut().push(hash.to_string()));
     let verified = {
@@ -378,5 +463,88 @@ mod tests {
         }
         let err = BasicAuth::new(BTreeMap::from([("u".to_string(), None)])).unwrap_err();
         assert!(err.problem.contains("empty"), "{err}");
+    }
+
+    #[test]
+    fn refusals_name_the_user_and_the_problem_never_the_value() {
+        let good = bcrypt::hash("x", 4).unwrap();
+        for (bad, problem) in [
+            ("hunter2plaintext".to_string(), "not a bcrypt hash"),
+            // One character short, and one too many: both pass the prefix
+            // parse of some bcrypt versions.
+            (good[..59].to_string(), "59 characters"),
+            (format!("{good}Z"), "61 characters"),
+            (good.replacen("$04$", "$99$", 1), "cost 99"),
+            (good.replacen("$2b$", "$1$", 1), "not a bcrypt hash"),
+        ] {
+            let err = BasicAuth::new(BTreeMap::from([("alice".to_string(), Some(bad.clone()))]))
+                .unwrap_err();
+            let shown = err.to_string();
+            assert!(shown.contains("\"alice\""), "{shown}");
+            assert!(shown.contains(problem), "{shown}");
+            // Neither the value nor any 8-character piece of it.
+            for piece in bad.as_bytes().windows(8) {
+                let piece = std::str::from_utf8(piece).unwrap();
+                assert!(
+                    !shown.contains(piece),
+                    "{shown:?} shows {piece:?} of the value"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn check_cached_never_runs_bcrypt() {
+        let auth = auth_with("alice", "s3cret");
+        let cache = AuthCache::default();
+        verified();
+        let c = |h: Option<&[u8]>| check_cached(&auth, &cache, h);
+        assert_eq!(
+            c(Some(&header("alice", "s3cret"))),
+            Cached::NeedsBcrypt,
+            "not cached yet"
+        );
+        assert_eq!(c(Some(&header("mallory", "x"))), Cached::NeedsBcrypt);
+        assert_eq!(c(None), Cached::Decided(AuthDecision::Denied));
+        assert_eq!(c(Some(b"Bearer x")), Cached::Decided(AuthDecision::Denied));
+        assert!(verified().is_empty());
+        assert_eq!(
+            authorize(&auth, &cache, Some(&header("alice", "s3cret"))),
+            AuthDecision::Allowed
+        );
+        assert_eq!(verified().len(), 1);
+        assert_eq!(
+            c(Some(&header("alice", "s3cret"))),
+            Cached::Decided(AuthDecision::Allowed)
+        );
+        assert_eq!(c(Some(&header("alice", "wrong"))), Cached::NeedsBcrypt);
+        assert!(verified().is_empty());
+        assert_eq!(
+            check_cached(&BasicAuth::new(BTreeMap::new()).unwrap(), &cache, None),
+            Cached::Decided(AuthDecision::Allowed)
+        );
+    }
+
+    #[test]
+    fn mixed_costs_are_warned_about_by_user_and_cost_only() {
+        let h4 = bcrypt::hash("a", 4).unwrap();
+        let h5 = bcrypt::hash("b", 5).unwrap();
+        let same = BasicAuth::new(BTreeMap::from([
+            ("a".to_string(), Some(h4.clone())),
+            ("b".to_string(), Some(bcrypt::hash("c", 4).unwrap())),
+        ]))
+        .unwrap();
+        assert_eq!(same.cost_warning(), None);
+        let mixed = BasicAuth::new(BTreeMap::from([
+            ("alice".to_string(), Some(h4.clone())),
+            ("prom".to_string(), Some(h5.clone())),
+        ]))
+        .unwrap();
+        let w = mixed.cost_warning().expect("costs differ");
+        assert!(
+            w.contains("cost 4: alice") && w.contains("cost 5: prom"),
+            "{w}"
+        );
+        assert!(!w.contains(&h4[7..]) && !w.contains(&h5[7..]), "{w}");
     }
 }

@@ -5,12 +5,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
+use hyper::header::{
+    HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE,
+};
 use hyper::StatusCode;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
+use super::auth::Cached;
 use super::{AuthDecision, WebConfigWatcher};
 
 /// The path probes use; `--web.health-without-auth` exempts it from auth.
@@ -46,6 +49,10 @@ where
 pub enum Rejection {
     /// `rate_limit` exhausted: 429.
     TooManyRequests,
+    /// Credentials that need a bcrypt check while the bounded queue of
+    /// checks (or this client's share of it) is full: 429 with
+    /// `Retry-After`, at once.
+    AuthBusy,
     /// Missing or wrong credentials: 401 with `WWW-Authenticate`.
     Unauthorized,
 }
@@ -53,7 +60,7 @@ pub enum Rejection {
 impl Rejection {
     pub fn status(self) -> StatusCode {
         match self {
-            Rejection::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
+            Rejection::TooManyRequests | Rejection::AuthBusy => StatusCode::TOO_MANY_REQUESTS,
             Rejection::Unauthorized => StatusCode::UNAUTHORIZED,
         }
     }
@@ -62,6 +69,7 @@ impl Rejection {
     pub fn headers(self) -> Vec<(HeaderName, HeaderValue)> {
         match self {
             Rejection::TooManyRequests => Vec::new(),
+            Rejection::AuthBusy => vec![(RETRY_AFTER, HeaderValue::from_static("1"))],
             Rejection::Unauthorized => vec![(
                 WWW_AUTHENTICATE,
                 HeaderValue::from_static(WWW_AUTHENTICATE_VALUE),
@@ -74,12 +82,17 @@ impl Rejection {
 pub const WWW_AUTHENTICATE_VALUE: &str = "Basic realm=\"nvml-exporter\"";
 
 /// Rate limit, then basic auth. `health_without_auth` lets `/-/healthy`
-/// through without credentials (for probes that cannot send any).
+/// through without credentials (for probes that cannot send any). `peer` is
+/// the client's address, whose share of the bcrypt queue is bounded.
+///
+/// A login remembered in the success cache is decided here, on the async
+/// worker, in microseconds: it never waits behind bcrypt work.
 pub async fn check(
     web: &Arc<WebConfigWatcher>,
     path: &str,
     headers: &HeaderMap,
     health_without_auth: bool,
+    peer: std::net::IpAddr,
 ) -> Result<(), Rejection> {
     if !web.allow_request() {
         return Err(Rejection::TooManyRequests);
@@ -90,9 +103,19 @@ pub async fn check(
     let Some(value) = headers.get(AUTHORIZATION).cloned() else {
         return Err(Rejection::Unauthorized);
     };
-    // bcrypt takes tens of milliseconds: off the async workers.
+    match web.check_cached(&value) {
+        Cached::Decided(AuthDecision::Allowed) => return Ok(()),
+        Cached::Decided(AuthDecision::Denied) => return Err(Rejection::Unauthorized),
+        Cached::NeedsBcrypt => {}
+    }
+    let Some(ticket) = web.admit_bcrypt(peer) else {
+        tracing::debug!(peer = %peer, "basic auth: bcrypt queue full; 429");
+        return Err(Rejection::AuthBusy);
+    };
+    // bcrypt takes tens of milliseconds: off the async workers, one at a time.
     let web = web.clone();
-    let decision = tokio::task::spawn_blocking(move || web.authorize(Some(&value)))
+    let decision = ticket
+        .run(move || web.authorize(Some(&value)))
         .await
         .unwrap_or(AuthDecision::Denied);
     match decision {
@@ -116,6 +139,8 @@ mod tests {
         assert_eq!(h[0].0, WWW_AUTHENTICATE);
         assert_eq!(Rejection::Unauthorized.status(), 401);
         assert_eq!(Rejection::TooManyRequests.status(), 429);
+        assert_eq!(Rejection::AuthBusy.status(), 429);
+        assert_eq!(Rejection::AuthBusy.headers()[0].0, RETRY_AFTER);
     }
 
     #[tokio::test]
@@ -136,18 +161,19 @@ mod tests {
         let b64 = base64::engine::general_purpose::STANDARD.encode("u:p");
         good.insert(AUTHORIZATION, format!("Basic {b64}").parse().unwrap());
         let none = HeaderMap::new();
-        assert_eq!(check(&web, "/metrics", &good, false).await, Ok(()));
+        let peer: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        assert_eq!(check(&web, "/metrics", &good, false, peer).await, Ok(()));
         assert_eq!(
-            check(&web, "/metrics", &none, false).await,
+            check(&web, "/metrics", &none, false, peer).await,
             Err(Rejection::Unauthorized)
         );
-        assert_eq!(check(&web, HEALTH_PATH, &none, true).await, Ok(()));
+        assert_eq!(check(&web, HEALTH_PATH, &none, true, peer).await, Ok(()));
         assert_eq!(
-            check(&web, HEALTH_PATH, &none, false).await,
+            check(&web, HEALTH_PATH, &none, false, peer).await,
             Err(Rejection::Unauthorized)
         );
         assert_eq!(
-            check(&web, "/metrics", &good, false).await,
+            check(&web, "/metrics", &good, false, peer).await,
             Err(Rejection::TooManyRequests)
         );
     }

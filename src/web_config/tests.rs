@@ -839,3 +839,49 @@ fn background_thread_picks_up_changes() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn parse_errors_name_the_key_never_the_value() {
+    let pki = Pki::new();
+    for (yaml, secret, key) in [
+        (
+            "basic_auth_users: alice:hunter2\n",
+            "hunter2",
+            "basic_auth_users",
+        ),
+        (
+            "basic_auth_users:\n  alice:\n    hash: hunter4x\n",
+            "hunter4x",
+            "alice",
+        ),
+        ("rate_limit:\n  burst: hunter5x\n", "hunter5x", "burst"),
+        (
+            "rate_limit:\n  burst: 98765432109876\n",
+            "98765432109876",
+            "burst",
+        ),
+        ("rate_limit:\n  burst: 1.23456789\n", "23456789", "burst"),
+        (
+            "tls_server_config:\n  key: [\"-----BEGIN PRIVATE KEY-----secretkeymaterial\"]\n",
+            "secretkeymaterial",
+            "key",
+        ),
+    ] {
+        let e = pki.err(yaml);
+        assert!(!e.contains(secret), "{yaml:?} shows the value: {e}");
+        assert!(e.contains(key), "{yaml:?} does not name {key}: {e}");
+        assert!(e.contains("line"), "{yaml:?}: {e}");
+    }
+    // Names of keys and users stay readable.
+    assert!(pki
+        .err("basic_auth_users:\n  a: x\n  a: y\n")
+        .contains("duplicate key \"a\""));
+    assert_eq!(
+        super::redact_values(r#"invalid type: string "a\"b", expected `x` at line 1"#),
+        "invalid type: string (value not shown), expected `x` at line 1"
+    );
+    assert_eq!(
+        super::redact_values("invalid value: integer `5`, expected u8"),
+        "invalid value: integer (value not shown), expected u8"
+    );
+}

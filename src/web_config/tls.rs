@@ -453,6 +453,7 @@ pub(crate) fn build(s: &TlsSettings, warnings: &mut Vec<String>) -> Result<Built
         &s.cert,
     )?;
     let chain = certs_from_pem("tls_server_config", &cert_what, &cert_pem)?;
+    super::validity::check_chain(&chain, &cert_what, std::time::SystemTime::now(), warnings);
     let (key_pem, key_what) = pem_bytes(
         "tls_server_config.key_file",
         "tls_server_config.key",

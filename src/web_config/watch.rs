@@ -13,7 +13,8 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use hyper::header::{HeaderName, HeaderValue};
 use tokio_rustls::TlsAcceptor;
 
-use super::auth::{self, AuthCache, AuthDecision};
+use super::auth::{self, AuthCache, AuthDecision, Cached};
+use super::gate::{BcryptGate, Ticket};
 use super::rate::Bucket;
 use super::{WebConfig, WebConfigError};
 
@@ -34,6 +35,7 @@ struct Shared {
     /// silently dropping to plain HTTP would be a downgrade.
     tls: bool,
     cache: AuthCache,
+    gate: Arc<BcryptGate>,
     bucket: ArcSwapOption<Bucket>,
     poll: Mutex<PollState>,
 }
@@ -73,13 +75,14 @@ impl WebConfigWatcher {
     /// pick up changes.
     pub fn new_unwatched(path: &Path) -> Result<WebConfigWatcher, WebConfigError> {
         let config = WebConfig::load(path)?;
-        log_loaded(&config, false);
+        log_loaded(&config, Trigger::Start);
         let shared = Shared {
             path: path.to_path_buf(),
             tls: config.tls.is_some(),
             bucket: ArcSwapOption::new(config.rate_limit.map(|r| Arc::new(Bucket::new(r)))),
             current: ArcSwap::new(Arc::new(config)),
             cache: AuthCache::default(),
+            gate: Arc::new(BcryptGate::default()),
             poll: Mutex::new(PollState::default()),
         };
         let fingerprint = shared.fingerprint(&shared.current.load());
@@ -122,6 +125,23 @@ impl WebConfigWatcher {
         )
     }
 
+    /// The part of `authorize` that never runs bcrypt: decides requests
+    /// without credentials and logins remembered from before.
+    pub(crate) fn check_cached(&self, authorization_header: &HeaderValue) -> Cached {
+        let config = self.shared.current.load();
+        auth::check_cached(
+            config.basic_auth(),
+            &self.shared.cache,
+            Some(authorization_header.as_bytes()),
+        )
+    }
+
+    /// A place in the bounded bcrypt queue for a client at `peer`, or `None`
+    /// when it is full (answer 429).
+    pub(crate) fn admit_bcrypt(&self, peer: std::net::IpAddr) -> Option<Ticket> {
+        self.shared.gate.admit(peer)
+    }
+
     /// Whether `authorize` has anything to check (no users: every request
     /// is allowed and no blocking work is needed).
     pub fn requires_auth(&self) -> bool {
@@ -144,7 +164,33 @@ impl WebConfigWatcher {
     /// Re-reads the files if they changed. `Ok(true)`: a new config is in
     /// force. `Err`: the files changed but are invalid; the old config stays.
     pub fn check_now(&self) -> Result<bool, WebConfigError> {
-        self.shared.check()
+        self.shared.check(Trigger::Change)
+    }
+
+    /// Re-reads the files whether or not they changed, as Prometheus tools
+    /// do on SIGHUP. An invalid file is logged (every time) and the old
+    /// config stays. Reads files: call it off the async workers.
+    pub fn reload_now(&self) -> Result<(), WebConfigError> {
+        self.shared.check(Trigger::Sighup).map(|_| ())
+    }
+}
+
+/// Why a config is being (re)loaded, for the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Trigger {
+    Start,
+    /// The poll saw the file or a file it names change.
+    Change,
+    Sighup,
+}
+
+impl Trigger {
+    fn name(self) -> &'static str {
+        match self {
+            Trigger::Start => "start",
+            Trigger::Change => "change",
+            Trigger::Sighup => "SIGHUP",
+        }
     }
 }
 
@@ -166,13 +212,14 @@ impl Shared {
         h.finish()
     }
 
-    fn check(&self) -> Result<bool, WebConfigError> {
+    fn check(&self, trigger: Trigger) -> Result<bool, WebConfigError> {
         let Ok(mut poll) = self.poll.lock() else {
             return Ok(false);
         };
         let current = self.current.load_full();
         let fp = self.fingerprint(&current);
-        if fp == poll.fingerprint && poll.last_error.is_none() {
+        let forced = trigger == Trigger::Sighup;
+        if fp == poll.fingerprint && poll.last_error.is_none() && !forced {
             return Ok(false);
         }
         let result = WebConfig::load(&self.path).and_then(|new| {
@@ -193,7 +240,6 @@ impl Shared {
                         "web config now enables TLS; it takes effect after a restart, serving plain HTTP until then"
                     );
                 }
-                log_loaded(&new, true);
                 let limit = new.rate_limit;
                 let same_bucket = self.bucket.load().as_ref().map(|b| b.limit()) == limit;
                 if !same_bucket {
@@ -201,13 +247,20 @@ impl Shared {
                 }
                 poll.fingerprint = self.fingerprint(&new);
                 poll.last_error = None;
-                self.current.store(Arc::new(new));
+                let new = Arc::new(new);
+                self.current.store(new.clone());
+                // Logged once in force, so "loaded" in the log means served.
+                log_loaded(&new, trigger);
                 Ok(true)
             }
             Err(e) => {
                 let msg = e.to_string();
-                if poll.last_error.as_deref() != Some(msg.as_str()) {
-                    tracing::error!(error = %msg, "web config reload failed; keeping the last good config");
+                if forced || poll.last_error.as_deref() != Some(msg.as_str()) {
+                    tracing::error!(
+                        error = %msg,
+                        trigger = trigger.name(),
+                        "web config reload failed; keeping the last good config"
+                    );
                 }
                 poll.last_error = Some(msg);
                 poll.fingerprint = fp;
@@ -217,7 +270,7 @@ impl Shared {
     }
 }
 
-fn log_loaded(config: &WebConfig, reload: bool) {
+fn log_loaded(config: &WebConfig, trigger: Trigger) {
     for w in config.warnings() {
         tracing::warn!(path = %config.path().display(), "web config: {w}");
     }
@@ -226,7 +279,8 @@ fn log_loaded(config: &WebConfig, reload: bool) {
         tls = config.tls.is_some(),
         client_auth = ?config.client_auth(),
         basic_auth_users = config.users().len(),
-        reload,
+        reload = trigger != Trigger::Start,
+        trigger = trigger.name(),
         "web config loaded"
     );
 }
@@ -238,6 +292,6 @@ fn poll_loop(shared: Weak<Shared>, interval: Duration) {
             return; // the watcher was dropped
         };
         // Errors were logged by check(); the last good config stays.
-        let _ = shared.check();
+        let _ = shared.check(Trigger::Change);
     }
 }
