@@ -1,4 +1,4 @@
-//! Encoding cost of one poll: `exposition::render` on a snapshot taken by the
+//! Encoding cost of one poll: `render::render` on a snapshot taken by the
 //! real sampler from the simulated driver, so the benchmark sees the shape a
 //! running exporter sees (MIG instances, processes, every family).
 //!
@@ -13,9 +13,11 @@ use std::time::{Duration, SystemTime};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
-use nvml_exporter::exposition::{self, BuildInfo, RenderContext};
+use nvml_exporter::exposition;
 use nvml_exporter::family::FamilySet;
+use nvml_exporter::metric::BuildInfo;
 use nvml_exporter::nvml::{self, LibrarySource, PollerConfig};
+use nvml_exporter::render::{self, RenderContext};
 use nvml_exporter::snapshot::Snapshot;
 
 /// Scenarios measured: the 8-GPU DGX H100 the targets are stated for, and
@@ -74,7 +76,7 @@ fn bench_render(c: &mut Criterion) {
             !snap.gpus.is_empty(),
             "scenario {scenario}: the sampler saw no GPU"
         );
-        let expo = exposition::render(&snap, &ctx);
+        let expo = render::render(&snap, &ctx);
         eprintln!(
             "{scenario}: {} GPUs; text {} B (gzip {} B), OpenMetrics {} B (gzip {} B)",
             snap.gpus.len(),
@@ -88,12 +90,12 @@ fn bench_render(c: &mut Criterion) {
         g.throughput(Throughput::Bytes(expo.text.len() as u64));
         // What a poll costs the exporter: both formats, plain and gzipped.
         g.bench_function("all_four", |b| {
-            b.iter(|| exposition::render(std::hint::black_box(&snap), &ctx))
+            b.iter(|| render::render(std::hint::black_box(&snap), &ctx))
         });
         // The pieces, to see what dominates: writing both formats, then
         // compressing each at the exporter's level.
         g.bench_function("encode_both_plain", |b| {
-            b.iter(|| exposition::encode(std::hint::black_box(&snap), &ctx, SystemTime::now()))
+            b.iter(|| render::encode(std::hint::black_box(&snap), &ctx, SystemTime::now()))
         });
         for (name, plain) in [("text", &expo.text), ("openmetrics", &expo.openmetrics)] {
             g.bench_with_input(BenchmarkId::new("gzip", name), plain, |b, plain| {

@@ -21,11 +21,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::cli::{Config, Library, ListenAddress};
-use crate::exposition::{self, BuildInfo, RenderContext};
 use crate::http::{self, Published, Router, ServerConfig};
 use crate::kubernetes::Attribution;
 use crate::logging;
+use crate::metric::BuildInfo;
 use crate::nvml::{self, LibrarySource, PollerConfig};
+use crate::render::{self, RenderContext};
 use crate::snapshot::Snapshot;
 use crate::web_config::{WebConfigError, WebConfigWatcher};
 
@@ -295,7 +296,7 @@ fn publisher(
             Some(a) => Arc::new(a.apply(&snapshot)),
             None => snapshot,
         };
-        let exposition = exposition::render(&snapshot, &ctx);
+        let exposition = render::render(&snapshot, &ctx);
         latest.store(Some(Arc::new(Published {
             exposition: Arc::new(exposition),
             ready: snapshot.ready,

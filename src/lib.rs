@@ -1,9 +1,21 @@
 //! nvml-exporter: a Prometheus exporter for NVIDIA GPUs and MIG instances.
 //!
-//! The core types, in the order data flows through them:
-//! - [`snapshot::Snapshot`]: plain data, everything known about every GPU at
-//!   one moment. The boundary between sampling and encoding.
-//! - [`family::Family`]: the collector families that flags switch on and off.
+//! The pipeline's modules, in the order data flows through them:
+//! 1. [`nvml`]: samples every GPU through NVML on background threads (the
+//!    only module that imports `nvml_wrapper`) and publishes a
+//! 2. [`snapshot::Snapshot`]: plain data, everything known about every GPU
+//!    at one moment; the boundary between sampling and encoding. Pod
+//!    attribution ([`kubernetes`]) is joined onto it.
+//! 3. [`render`]: once per poll, walks every enabled collector
+//!    ([`collectors`], one file per family, each a [`metric::Collector`] of
+//!    [`metric::Metric`]s) over the snapshot into
+//! 4. [`exposition`]: the text 0.0.4 and OpenMetrics writers and gzip,
+//!    giving an [`exposition::Exposition`] of prepared bytes that
+//! 5. [`http`] serves to every scrape without touching NVML.
+//!
+//! Around it: [`family::Family`] (what `--[no-]collector.<name>` switches),
+//! [`cli`] (flags), [`web_config`] (TLS and auth), [`logging`], and [`app`],
+//! which wires the parts together.
 
 pub mod app;
 pub mod cli;
@@ -13,6 +25,8 @@ pub mod family;
 pub mod http;
 pub mod kubernetes;
 pub mod logging;
+pub mod metric;
 pub mod nvml;
+pub mod render;
 pub mod snapshot;
 pub mod web_config;

@@ -330,7 +330,7 @@ fn dgx_h100_mig_instances_and_their_labels() {
     }
     assert_eq!(profiles["0"], vec!["1g.10gb"; 7]);
     let mut p1 = profiles["1"].clone();
-    p1.sort();
+    p1.sort_unstable();
     assert_eq!(p1, vec!["1g.10gb", "2g.20gb", "3g.40gb"]);
     assert_eq!(profiles.len(), 2, "MIG only on GPUs 0 and 1");
 

@@ -9,10 +9,9 @@ mod snapshots;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 
-use nvml_exporter::exposition::{
-    encode, render_at, RenderContext, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE,
-};
+use nvml_exporter::exposition::{OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE};
 use nvml_exporter::family::{Family, FamilySet};
+use nvml_exporter::render::{encode, render_at, RenderContext};
 use nvml_exporter::snapshot::{GpuReadings, Health, Snapshot};
 
 #[derive(Debug, Clone)]

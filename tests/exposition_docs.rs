@@ -10,8 +10,8 @@ mod snapshots;
 use std::collections::{BTreeMap, BTreeSet};
 
 use nvml_exporter::collectors::COLLECTORS;
-use nvml_exporter::exposition::{encode, RenderContext};
 use nvml_exporter::family::FamilySet;
+use nvml_exporter::render::{encode, RenderContext};
 
 /// `# TYPE` and `# UNIT` per family name from the OpenMetrics output, keyed
 /// by the sample name (counters with `_total`).
@@ -45,7 +45,7 @@ fn emitted() -> BTreeMap<String, (String, String)> {
             _ => {}
         }
     }
-    for (name, (kind, unit)) in out.iter_mut() {
+    for (name, (kind, unit)) in &mut out {
         let family = if kind == "counter" {
             name.trim_end_matches("_total")
         } else {

@@ -32,9 +32,10 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use nvml_exporter::collectors::{Kind, Scope, COLLECTORS};
-use nvml_exporter::exposition::{encode, BuildInfo, RenderContext, SampleSink, Value};
+use nvml_exporter::collectors::COLLECTORS;
 use nvml_exporter::family::FamilySet;
+use nvml_exporter::metric::{BuildInfo, Kind, LabelValue, SampleSink, Scope, Value};
+use nvml_exporter::render::{encode, RenderContext};
 use nvml_exporter::snapshot::{Health, Snapshot};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -92,8 +93,8 @@ impl Collector for Oracle {
                         .iter()
                         .map(|(n, v)| {
                             let v = match v {
-                                nvml_exporter::exposition::LabelValue::Str(s) => s.to_string(),
-                                nvml_exporter::exposition::LabelValue::Uint(u) => u.to_string(),
+                                LabelValue::Str(s) => s.to_string(),
+                                LabelValue::Uint(u) => u.to_string(),
                             };
                             (*n, v)
                         })
@@ -112,7 +113,7 @@ impl Collector for Oracle {
                 }
                 // The name given is the one without unit and without `_total`:
                 // prometheus-client appends both itself.
-                let unit = metric.unit.map(unit);
+                let unit = metric.unit().map(unit);
                 let family = metric.family_name();
                 let base = match &unit {
                     Some(u) => family

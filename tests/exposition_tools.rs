@@ -3,15 +3,17 @@
 //! prometheus_client. Both must be installed (`scripts/install-test-deps`);
 //! a missing tool fails the test rather than skipping it.
 
+mod common;
 #[path = "common/snapshots.rs"]
 mod snapshots;
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use nvml_exporter::exposition::{render_at, Exposition, RenderContext};
+use common::{run_with_stdin, venv_python as python};
+
+use nvml_exporter::exposition::Exposition;
 use nvml_exporter::family::FamilySet;
+use nvml_exporter::render::{render_at, RenderContext};
 
 fn render_all(s: &nvml_exporter::snapshot::Snapshot) -> Exposition {
     let ctx = RenderContext {
@@ -19,23 +21,6 @@ fn render_all(s: &nvml_exporter::snapshot::Snapshot) -> Exposition {
         ..RenderContext::default()
     };
     render_at(s, &ctx, snapshots::now())
-}
-
-fn run_with_stdin(mut cmd: Command, input: &[u8]) -> (i32, String) {
-    let program = format!("{cmd:?}");
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot run {program} (install it with scripts/install-test-deps): {e}")
-        });
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
-    (out.status.code().unwrap_or(-1), text)
 }
 
 fn promtool_check(text: &[u8]) {
@@ -47,16 +32,6 @@ fn promtool_check(text: &[u8]) {
         "promtool check metrics exited {code}:\n{output}\n--- input ---\n{}",
         String::from_utf8_lossy(text)
     );
-}
-
-fn python() -> PathBuf {
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    assert!(
-        venv.exists(),
-        "{} missing: run scripts/install-test-deps",
-        venv.display()
-    );
-    venv
 }
 
 /// Parses with the strict parser and prints `family type sample_count`.

@@ -14,14 +14,12 @@ durations (expressions untouched), Alertmanager's group timers, the webhook
 URLs, the simulator's time scale and the scrape/evaluation interval."""
 
 import re
-import sys
 import time
 from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "alerts"))
-from promstack import Alertmanager, Exporter, Prometheus, WebhookReceiver, wait_until  # noqa: E402
+from promstack import Alertmanager, Exporter, Prometheus, WebhookReceiver, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 TIME_SCALE = 4  # the 60 s hang of GPU 3 lasts 15 s

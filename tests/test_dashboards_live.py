@@ -15,17 +15,15 @@ defaults."""
 
 import json
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+import queries
+from promstack import Exporter, Prometheus, PromQLError
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent / "alerts"))
-sys.path.insert(0, str(ROOT / "dashboards"))
-import queries  # noqa: E402
-from promstack import Exporter, Prometheus, PromQLError  # noqa: E402
 
 DASH_DIR = ROOT / "dashboards"
 RULE_FILES = sorted((ROOT / "alerts").glob("*.rules.yml"))

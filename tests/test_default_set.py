@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
+import queries
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+from promstack import Exporter, http_get
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "alerts"))
-sys.path.insert(0, str(ROOT / "dashboards"))
-import queries  # noqa: E402
-from promstack import Exporter, http_get  # noqa: E402
 
 SELECTOR = re.compile(r"\b((?:nvidia_gpu|nvml_exporter)_[a-z0-9_]+)\b(\{[^}]*\})?")
 PROMQL_BLOCK = re.compile(r"```promql\n(.*?)```", re.DOTALL)

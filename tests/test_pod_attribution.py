@@ -9,20 +9,17 @@ query the docs give.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+import queries
+from fake_kubelet import FakeKubelet, Pod
+from promstack import Exporter, Prometheus, http_get, wait_until
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "alerts"))
-sys.path.insert(0, str(HERE / "kubelet"))
-sys.path.insert(0, str(HERE.parent / "dashboards"))
-import queries  # noqa: E402
-from fake_kubelet import FakeKubelet, Pod  # noqa: E402
-from promstack import Exporter, Prometheus, http_get, wait_until  # noqa: E402
 
 REFRESH = "300ms"
 METRICS_DOC = HERE.parent / "docs" / "metrics.md"

@@ -12,28 +12,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-ROOT = Path(__file__).resolve().parents[1]
-TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "debug"
-EXPORTER = TARGET / "nvml-exporter"
-LIB = TARGET / "libnvml_sim.so"
-
-sys.path.insert(0, str(ROOT / "tests" / "alerts"))
-from promstack import SIM_VARS, Exporter, http_get  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def libdir(tmp_path_factory):
-    """A directory holding `libnvidia-ml.so.1 -> libnvml_sim.so`."""
-    if not (EXPORTER.exists() and LIB.exists()):
-        subprocess.run(["cargo", "build", "--workspace"], cwd=ROOT, check=True)
-    d = tmp_path_factory.mktemp("nvml-lib")
-    (d / "libnvidia-ml.so.1").symlink_to(LIB)
-    return d
+from promstack import SIM_VARS, Exporter, http_get
 
 
 def clean_env():

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 import urllib.parse
 from pathlib import Path
@@ -27,15 +26,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+import queries
+from fake_kubelet import FakeKubelet, Pod
+from promstack import (Alertmanager, Exporter, Process, Prometheus, free_port,
+                       http_get, require_binary, wait_until)
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE / "alerts"))
-sys.path.insert(0, str(HERE / "kubelet"))
-sys.path.insert(0, str(ROOT / "dashboards"))
-import queries  # noqa: E402
-from fake_kubelet import FakeKubelet, Pod  # noqa: E402
-from promstack import (Alertmanager, Exporter, Process, Prometheus, free_port,  # noqa: E402
-                       http_get, require_binary, wait_until)
 
 JOB = "nvml-exporter"
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))

@@ -71,7 +71,7 @@ fn corpus_files_load_or_fail_as_named() {
 /// first unknown key.
 fn scalar() -> impl Strategy<Value = String> {
     prop_oneof![
-        Just("".to_string()),
+        Just(String::new()),
         Just("~".to_string()),
         Just("true".to_string()),
         Just("yes".to_string()),

@@ -2,13 +2,19 @@
 //! spoken to by curl and by a rustls client, with certificates generated per
 //! test (issue 4, item 9; bad files: item 8).
 
-mod web_config_common;
+mod common;
+#[path = "common/pki.rs"]
+mod pki;
+#[path = "common/tls.rs"]
+mod tls;
 
 use std::io::{Read, Write};
 use std::time::Duration;
 
+use common::{refuses_web_config, Exporter};
+use pki::Pki;
+use tls::*;
 use tokio_rustls::rustls;
-use web_config_common::*;
 
 const TLS: &str = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n";
 const MTLS: &str = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  \
@@ -26,7 +32,7 @@ fn metrics_ok(client: &Client, e: &Exporter) -> Response {
 #[test]
 fn scrape_over_tls_with_rust_client_and_curl() {
     let pki = Pki::new();
-    let e = Exporter::start(&pki.write_config(TLS), &[]);
+    let e = Exporter::web_config(&pki.write_config(TLS), &[]);
     let r = metrics_ok(&Client::new(&pki), &e);
     assert!(r.body.contains("nvml_exporter_"), "{}", r.body);
     assert_eq!(r.server_cert, pki.cert_der("server.crt"));
@@ -50,7 +56,7 @@ fn scrape_over_tls_with_rust_client_and_curl() {
 #[test]
 fn failed_handshakes_do_not_harm_the_server() {
     let pki = Pki::new();
-    let mut e = Exporter::start(&pki.write_config(TLS), &[]);
+    let mut e = Exporter::web_config(&pki.write_config(TLS), &[]);
     let client = Client::new(&pki);
     metrics_ok(&client, &e);
     // Plain HTTP to the TLS port, garbage, a silent client, an abrupt close.
@@ -84,7 +90,7 @@ fn failed_handshakes_do_not_harm_the_server() {
 #[test]
 fn mutual_tls_required_and_refused_without_client_cert() {
     let pki = Pki::new();
-    let mut e = Exporter::start(&pki.write_config(MTLS), &[]);
+    let mut e = Exporter::web_config(&pki.write_config(MTLS), &[]);
     let with_cert = Client::new(&pki).with_cert(&pki, "client");
     metrics_ok(&with_cert, &e);
     assert!(
@@ -131,8 +137,8 @@ fn mutual_tls_required_and_refused_without_client_cert() {
 #[test]
 fn client_allowed_sans_filter_client_certificates() {
     let pki = Pki::new();
-    let cfg = format!("{MTLS}  client_allowed_sans:\n    - scraper.example\n");
-    let e = Exporter::start(&pki.write_config(&cfg), &[]);
+    let cfg = format!("{MTLS}  client_allowed_sans:\n    - client.example\n");
+    let e = Exporter::web_config(&pki.write_config(&cfg), &[]);
     metrics_ok(&Client::new(&pki).with_cert(&pki, "client"), &e);
     let other = Client::new(&pki).with_cert(&pki, "other-client");
     assert!(
@@ -149,7 +155,7 @@ fn basic_auth_401_and_200() {
          X-Content-Type-Options: nosniff\n    Strict-Transport-Security: max-age=63072000\n",
         bcrypt_hash("scrape-me")
     );
-    let e = Exporter::start(&pki.write_config(&cfg), &[]);
+    let e = Exporter::web_config(&pki.write_config(&cfg), &[]);
     let good = Client::new(&pki).with_basic("prometheus", "scrape-me");
     let r = metrics_ok(&good, &e);
     assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
@@ -223,7 +229,7 @@ fn health_endpoint_without_auth_only_when_asked() {
         "{TLS}basic_auth_users:\n  prometheus: {}\n",
         bcrypt_hash("x")
     );
-    let e = Exporter::start(&pki.write_config(&cfg), &["--web.health-without-auth"]);
+    let e = Exporter::web_config(&pki.write_config(&cfg), &["--web.health-without-auth"]);
     let anon = Client::new(&pki);
     let r = eventually(Duration::from_secs(30), "/-/healthy", || {
         anon.get(e.addr, "/-/healthy").ok()
@@ -238,7 +244,7 @@ fn certificate_rotation_and_bad_edits_without_restart() {
     let pki = Pki::new();
     let cfg = format!("{TLS}basic_auth_users:\n  u: {}\n", bcrypt_hash("one"));
     let config = pki.write_config(&cfg);
-    let mut e = Exporter::start(&config, &[]);
+    let mut e = Exporter::web_config(&config, &[]);
     let one = Client::new(&pki).with_basic("u", "one");
     assert_eq!(metrics_ok(&one, &e).server_cert, pki.cert_der("server.crt"));
 
@@ -286,7 +292,7 @@ fn certificate_rotation_and_bad_edits_without_restart() {
 #[test]
 fn tls_versions_are_enforced() {
     let pki = Pki::new();
-    let e = Exporter::start(
+    let e = Exporter::web_config(
         &pki.write_config(&format!("{TLS}  min_version: TLS13\n")),
         &[],
     );
@@ -343,7 +349,7 @@ fn bad_web_config_at_startup_is_a_clear_error_and_non_zero_exit() {
     ];
     for (yaml, want) in cases {
         let path = pki.write_config(yaml);
-        let (status, out) = run_to_exit(&path);
+        let (status, out) = refuses_web_config(&path);
         assert!(!status.success(), "{yaml:?} started");
         assert!(
             out.contains(want),
@@ -360,7 +366,7 @@ fn bad_web_config_at_startup_is_a_clear_error_and_non_zero_exit() {
             "{yaml:?} logs the password:\n{out}"
         );
     }
-    let (status, out) = run_to_exit(&pki.path("missing.yml"));
+    let (status, out) = refuses_web_config(&pki.path("missing.yml"));
     assert!(!status.success());
     assert!(out.contains("missing.yml"), "{out}");
 }
@@ -370,7 +376,7 @@ fn optional_and_unverified_client_certificate_modes() {
     let pki = Pki::new();
     let base = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n";
     // VerifyClientCertIfGiven: none is fine, a good one is fine, a bad one is refused.
-    let e = Exporter::start(
+    let e = Exporter::web_config(
         &pki.write_config(&format!(
             "{base}  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: ca.crt\n"
         )),
@@ -382,7 +388,7 @@ fn optional_and_unverified_client_certificate_modes() {
     assert!(rogue.get(e.addr, "/metrics").is_err());
     drop(e);
     // RequireAnyClientCert: some certificate is required, any will do.
-    let e = Exporter::start(
+    let e = Exporter::web_config(
         &pki.write_config(&format!("{base}  client_auth_type: RequireAnyClientCert\n")),
         &[],
     );
@@ -390,7 +396,7 @@ fn optional_and_unverified_client_certificate_modes() {
     assert!(Client::new(&pki).get(e.addr, "/metrics").is_err());
     drop(e);
     // RequestClientCert: asked for, neither required nor verified.
-    let e = Exporter::start(
+    let e = Exporter::web_config(
         &pki.write_config(&format!("{base}  client_auth_type: RequestClientCert\n")),
         &[],
     );
@@ -406,7 +412,7 @@ fn basic_auth_without_tls_and_rate_limit() {
         "basic_auth_users:\n  u: {}\nrate_limit:\n  interval: 1h\n  burst: 3\n",
         bcrypt_hash("p")
     );
-    let e = Exporter::start(&pki.write_config(&cfg), &[]);
+    let e = Exporter::web_config(&pki.write_config(&cfg), &[]);
     let url = format!("http://{}/-/healthy", e.addr);
     let status = |args: &[&str]| {
         let mut all = vec!["-o", "/dev/null", "-w", "%{http_code}"];
@@ -425,7 +431,7 @@ fn basic_auth_without_tls_and_rate_limit() {
 #[test]
 fn a_silent_client_is_dropped_after_the_handshake_timeout() {
     let pki = Pki::new();
-    let e = Exporter::start(&pki.write_config(TLS), &["--web.read-header-timeout=1s"]);
+    let e = Exporter::web_config(&pki.write_config(TLS), &["--web.read-header-timeout=1s"]);
     let mut silent = std::net::TcpStream::connect(e.addr).unwrap();
     // Generous: the point is that the server closes, not how fast.
     silent

@@ -10,7 +10,7 @@
 use crate::fault::{EccLocation, EccType, Fault, ProcKind, Reason, RetireCause, RowKind};
 use crate::model::{self, MigProfile, Model};
 use crate::scenario::{GpuSpec, Scenario};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::f64::consts::PI;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -129,9 +129,9 @@ pub struct Sim {
     pub timeline: Vec<(f64, Fault)>,
     pub next_timeline: usize,
     pub driver_loaded: bool,
-    pub event_sets: std::collections::HashMap<u32, EventSet>,
+    pub event_sets: HashMap<u32, EventSet>,
     pub next_event_set: u32,
-    pub gpm_samples: std::collections::HashMap<u32, GpmSample>,
+    pub gpm_samples: HashMap<u32, GpmSample>,
     pub next_gpm_sample: u32,
     pub next_pid: u32,
 }
@@ -484,7 +484,7 @@ impl Gpu {
     }
 
     pub fn clock_event_reasons(&self, t: f64) -> u64 {
-        let idle = if self.busy(t) { 0 } else { 0x1 };
+        let idle = u64::from(!self.busy(t));
         idle | self.throttle
     }
 
@@ -613,9 +613,9 @@ impl Sim {
             timeline: scenario.timeline.clone(),
             next_timeline: 0,
             driver_loaded: true,
-            event_sets: Default::default(),
+            event_sets: HashMap::default(),
             next_event_set: 1,
-            gpm_samples: Default::default(),
+            gpm_samples: HashMap::default(),
             next_gpm_sample: 1,
             next_pid: 39000,
         }

@@ -3,17 +3,33 @@
 //! fleet described by a scenario, and accepts faults over a control socket.
 //! See README.md.
 
+// The simulator is a C ABI: raw pointers in every export.
+#![allow(unsafe_code)]
+
 pub mod calls;
 pub mod control;
 pub mod fault;
 pub mod ffi;
 pub mod fleet;
+pub mod host;
 pub mod model;
 pub mod scenario;
 
+pub use ffi::clocks::*;
 pub use ffi::device::*;
+pub use ffi::ecc::*;
 pub use ffi::events::*;
+pub use ffi::fields::*;
 pub use ffi::gpm::*;
+pub use ffi::memory::*;
 pub use ffi::mig::*;
+pub use ffi::mode::*;
+pub use ffi::nvlink::*;
+pub use ffi::pcie::*;
+pub use ffi::power::*;
+pub use ffi::processes::*;
 pub use ffi::system::*;
+pub use ffi::thermal::*;
+pub use ffi::utilization::*;
 pub use ffi::{nvmlErrorString, nvmlInit, nvmlInitWithFlags, nvmlInit_v2, nvmlShutdown};
+pub use host::nvml_sim_select_scenario;

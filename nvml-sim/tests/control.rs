@@ -2,6 +2,10 @@
 //! control socket of the simulator loaded in this test process, and the
 //! faults show through nvml-wrapper. One test: the fleet is process-wide.
 
+// Calls the simulator's C ABI directly, as NVML clients do, and sets its
+// variables before this process's first NVML init.
+#![allow(unsafe_code, clippy::disallowed_methods)]
+
 mod common;
 
 use nvml_wrapper::bitmasks::event::EventTypes;

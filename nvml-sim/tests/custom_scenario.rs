@@ -1,6 +1,10 @@
 //! A scenario file written by hand: several models, `count`, MIG tables
 //! with loads, automatic pids, and a timeline retiring a page on a V100.
 
+// Calls the simulator's C ABI directly, as NVML clients do, and sets its
+// variables before this process's first NVML init.
+#![allow(unsafe_code, clippy::disallowed_methods)]
+
 mod common;
 
 use nvml_wrapper::enum_wrappers::device::RetirementCause;

@@ -2,6 +2,10 @@
 //! null pointers, bad handles, small buffers, and bad scenario files. One
 //! test, because init state is process-wide.
 
+// Calls the simulator's C ABI directly, as NVML clients do, and sets its
+// variables before this process's first NVML init.
+#![allow(unsafe_code, clippy::disallowed_methods)]
+
 mod common;
 
 use nvml_wrapper_sys::bindings::*;
@@ -58,7 +62,7 @@ fn error_codes() {
         let mut dev: nvmlDevice_t = null_mut();
         assert_eq!(lib.nvmlDeviceGetHandleByIndex_v2(0, &mut dev), OK);
         assert_eq!(
-            lib.nvmlDeviceGetHandleByIndex_v2(1, &mut dev as *mut _),
+            lib.nvmlDeviceGetHandleByIndex_v2(1, std::ptr::addr_of_mut!(dev)),
             INVALID_ARGUMENT
         );
         assert_eq!(
@@ -174,7 +178,7 @@ fn error_codes() {
         assert_eq!(display, 1);
         let mut pid_name = [0 as std::ffi::c_char; 64];
         assert_eq!(
-            lib.nvmlSystemGetProcessName(424242, pid_name.as_mut_ptr(), 64),
+            lib.nvmlSystemGetProcessName(424_242, pid_name.as_mut_ptr(), 64),
             NOT_FOUND
         );
 

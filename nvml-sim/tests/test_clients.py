@@ -24,21 +24,6 @@ CLI = TARGET / "nvml-sim"
 DUMP = TARGET / "examples" / "dump"
 
 
-@pytest.fixture(scope="session")
-def libdir(tmp_path_factory):
-    """A directory holding `libnvidia-ml.so.1 -> libnvml_sim.so`."""
-    # A no-op when `cargo build --workspace --all-targets` ran first (scripts/test);
-    # otherwise it makes sure the library under test is current.
-    subprocess.run(
-        ["cargo", "build", "-q", "-p", "nvml-sim", "--lib", "--bins", "--examples"],
-        cwd=ROOT,
-        check=True,
-    )
-    d = tmp_path_factory.mktemp("nvml-lib")
-    (d / "libnvidia-ml.so.1").symlink_to(LIB)
-    return d
-
-
 def client_env(libdir, scenario, **extra):
     env = dict(os.environ)
     for k in ("NVML_SIM_CONTROL", "NVML_SIM_TIME_SCALE", "NVML_SIM_CALL_LOG"):

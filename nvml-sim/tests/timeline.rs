@@ -1,6 +1,10 @@
 //! The `faults` scenario timeline, 20 times faster than real time
 //! (NVML_SIM_TIME_SCALE=20): t=5 s becomes 0.25 s, the 60 s hang 3 s.
 
+// Calls the simulator's C ABI directly, as NVML clients do, and sets its
+// variables before this process's first NVML init.
+#![allow(unsafe_code, clippy::disallowed_methods)]
+
 mod common;
 
 use nvml_wrapper::bitmasks::event::EventTypes;

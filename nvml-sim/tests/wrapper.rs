@@ -1,6 +1,10 @@
 //! nvml-wrapper 0.13, the exporter's NVML layer, driving the built
 //! simulator on the default `dgx-h100` scenario.
 
+// Calls the simulator's C ABI directly, as NVML clients do, and sets its
+// variables before this process's first NVML init.
+#![allow(unsafe_code, clippy::disallowed_methods)]
+
 mod common;
 
 use nvml_wrapper::enum_wrappers::device::{

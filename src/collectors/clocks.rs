@@ -1,8 +1,7 @@
 //! Clocks and performance state.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::{Clock, GpuReadings};
 
 pub static COLLECTOR: Collector = Collector {
@@ -12,21 +11,18 @@ pub static COLLECTOR: Collector = Collector {
             name: "nvidia_gpu_clock_hertz",
             help: "Current clock frequency by clock domain.",
             kind: Kind::Gauge,
-            unit: Some("hertz"),
             collect: |s, o| clocks(s, o, |r| &r.clocks_hertz),
         },
         Metric {
             name: "nvidia_gpu_clock_max_hertz",
             help: "Maximum clock frequency by clock domain.",
             kind: Kind::Gauge,
-            unit: Some("hertz"),
             collect: |s, o| clocks(s, o, |r| &r.max_clocks_hertz),
         },
         Metric {
             name: "nvidia_gpu_performance_state",
             help: "Performance state: 0 (P0, maximum performance) to 15 (P15, minimum).",
             kind: Kind::Gauge,
-            unit: None,
             collect: pstate,
         },
     ],

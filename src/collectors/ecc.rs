@@ -2,9 +2,8 @@
 //! location. Consumer GPUs have no ECC: absent. Counters by location are
 //! `ecc_location.rs`, behind `--collector.ecc.by-location`.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::EccLocation;
 
 pub static COLLECTOR: Collector = Collector {
@@ -14,14 +13,12 @@ pub static COLLECTOR: Collector = Collector {
             name: "nvidia_gpu_ecc_enabled",
             help: "1 if ECC is on: current, and pending (what applies after the next reboot).",
             kind: Kind::Gauge,
-            unit: None,
             collect: enabled,
         },
         Metric {
             name: "nvidia_gpu_ecc_errors_total",
             help: "ECC errors over all memory locations by kind and counter scope (volatile: since driver load; aggregate: lifetime).",
             kind: Kind::Counter,
-            unit: None,
             collect: errors,
         },
     ],

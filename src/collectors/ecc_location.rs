@@ -4,9 +4,8 @@
 //! of its own, so that `nvidia_gpu_ecc_errors_total`'s labels never depend
 //! on a flag.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::EccLocation;
 
 pub static COLLECTOR: Collector = Collector {
@@ -15,7 +14,6 @@ pub static COLLECTOR: Collector = Collector {
         name: "nvidia_gpu_ecc_location_errors_total",
         help: "ECC errors by memory location, kind and counter scope (volatile: since driver load; aggregate: lifetime).",
         kind: Kind::Counter,
-        unit: None,
         collect: errors,
     }],
 };

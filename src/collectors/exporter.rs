@@ -1,8 +1,8 @@
 //! The exporter's own health: build, NVML state, sampling freshness, driver
 //! errors and calls stuck in the driver. Always on.
 
-use super::{unix_seconds, Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
+use super::unix_seconds;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: None,
@@ -11,42 +11,36 @@ pub static COLLECTOR: Collector = Collector {
             name: "nvml_exporter_build_info",
             help: "Version and git revision of this exporter; always 1.",
             kind: Kind::Gauge,
-            unit: None,
             collect: build_info,
         },
         Metric {
             name: "nvml_exporter_nvml_up",
             help: "1 if NVML is loaded and initialized, 0 while the exporter retries.",
             kind: Kind::Gauge,
-            unit: None,
             collect: nvml_up,
         },
         Metric {
             name: "nvml_exporter_last_sample_timestamp_seconds",
             help: "Unix time the GPU's last complete sample finished.",
             kind: Kind::Gauge,
-            unit: Some("seconds"),
             collect: last_sample,
         },
         Metric {
             name: "nvml_exporter_sample_duration_seconds",
             help: "How long the GPU's last complete sample took.",
             kind: Kind::Gauge,
-            unit: Some("seconds"),
             collect: sample_duration,
         },
         Metric {
             name: "nvml_exporter_nvml_errors_total",
             help: "NVML calls that failed, by family and error (not_supported is not counted).",
             kind: Kind::Counter,
-            unit: None,
             collect: nvml_errors,
         },
         Metric {
             name: "nvml_exporter_stuck_call_seconds",
             help: "How long a driver call on the GPU has been blocked, as of the last poll; present only while one is stuck.",
             kind: Kind::Gauge,
-            unit: Some("seconds"),
             collect: stuck_call,
         },
     ],

@@ -1,8 +1,7 @@
 //! Fan speeds. Passively cooled data-center GPUs have no fans: absent.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Fan),
@@ -10,7 +9,6 @@ pub static COLLECTOR: Collector = Collector {
         name: "nvidia_gpu_fan_speed_ratio",
         help: "Fan speed as a fraction of its maximum, by fan index.",
         kind: Kind::Gauge,
-        unit: Some("ratio"),
         collect: fan_speed,
     }],
 };

@@ -6,9 +6,8 @@
 //! pipe (fp64, fp32, fp16, integer), occupancy and media engine ones. On a
 //! 16 x 7 MIG node that is 448 series instead of 1,344.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::GpmMetric;
 
 /// Graphics engine activity is what a MIG instance has in place of
@@ -32,14 +31,12 @@ pub static COLLECTOR: Collector = Collector {
             name: "nvidia_gpu_activity_ratio",
             help: "GPM activity of the whole GPU as a fraction of its peak, by metric.",
             kind: Kind::Gauge,
-            unit: Some("ratio"),
             collect: activity,
         },
         Metric {
             name: "nvidia_gpu_mig_activity_ratio",
             help: "GPM activity of one MIG GPU instance as a fraction of its peak, by metric.",
             kind: Kind::Gauge,
-            unit: Some("ratio"),
             collect: mig_activity,
         },
     ],

@@ -1,8 +1,7 @@
 //! Identity: which GPUs, which driver. Always on, and kept for lost or hung
 //! GPUs so that their other series can still be joined to a name.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: None,
@@ -11,21 +10,18 @@ pub static COLLECTOR: Collector = Collector {
             name: "nvidia_gpu_info",
             help: "GPU identity; always 1. Labels NVML cannot report are left out.",
             kind: Kind::Gauge,
-            unit: None,
             collect: gpu_info,
         },
         Metric {
             name: "nvidia_gpu_driver_info",
             help: "Driver, NVML and CUDA driver versions; always 1.",
             kind: Kind::Gauge,
-            unit: None,
             collect: driver_info,
         },
         Metric {
             name: "nvidia_gpu_up",
             help: "1 if the GPU's last sample completed, 0 while it is lost, hung, failing or not yet sampled.",
             kind: Kind::Gauge,
-            unit: None,
             collect: up,
         },
     ],

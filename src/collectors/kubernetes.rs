@@ -12,8 +12,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{unix_seconds, Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
+use super::unix_seconds;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::GpuState;
 
 pub static COLLECTOR: Collector = Collector {
@@ -25,35 +25,30 @@ pub static COLLECTOR: Collector = Collector {
             name: "nvidia_gpu_pod_share_ratio",
             help: "Share of a whole GPU held by a Kubernetes container: 1 when held alone, 1/N when shared by N (time-slicing, MPS).",
             kind: Kind::Gauge,
-            unit: Some("ratio"),
             collect: whole_gpu,
         },
         Metric {
             name: "nvidia_gpu_mig_pod_share_ratio",
             help: "Share of a MIG GPU instance held by a Kubernetes container through one of its MIG devices: 1/N when N containers hold devices of the instance.",
             kind: Kind::Gauge,
-            unit: Some("ratio"),
             collect: mig,
         },
         Metric {
             name: "nvml_exporter_kubernetes_up",
             help: "1 if the last call to the kubelet's pod-resources API succeeded.",
             kind: Kind::Gauge,
-            unit: None,
             collect: up,
         },
         Metric {
             name: "nvml_exporter_kubernetes_refresh_errors_total",
             help: "Failed calls to the kubelet's pod-resources API.",
             kind: Kind::Counter,
-            unit: None,
             collect: refresh_errors,
         },
         Metric {
             name: "nvml_exporter_kubernetes_last_refresh_timestamp_seconds",
             help: "When pod attribution was last refreshed from the kubelet.",
             kind: Kind::Gauge,
-            unit: Some("seconds"),
             collect: last_refresh,
         },
     ],

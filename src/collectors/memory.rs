@@ -1,9 +1,8 @@
 //! Frame buffer and BAR1 memory of the whole GPU. MIG instances have their
 //! own `nvidia_gpu_mig_memory_*` families so sums never double count.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Memory),
@@ -12,42 +11,36 @@ pub static COLLECTOR: Collector = Collector {
             name: "nvidia_gpu_memory_total_bytes",
             help: "Total frame buffer memory.",
             kind: Kind::Gauge,
-            unit: Some("bytes"),
             collect: |s, o| memory(s, o, |m| Some(m.total_bytes)),
         },
         Metric {
             name: "nvidia_gpu_memory_used_bytes",
             help: "Frame buffer memory in use by processes (excludes reserved memory where NVML reports it apart).",
             kind: Kind::Gauge,
-            unit: Some("bytes"),
             collect: |s, o| memory(s, o, |m| Some(m.used_bytes)),
         },
         Metric {
             name: "nvidia_gpu_memory_free_bytes",
             help: "Free frame buffer memory.",
             kind: Kind::Gauge,
-            unit: Some("bytes"),
             collect: |s, o| memory(s, o, |m| Some(m.free_bytes)),
         },
         Metric {
             name: "nvidia_gpu_memory_reserved_bytes",
             help: "Frame buffer memory reserved by the driver and firmware.",
             kind: Kind::Gauge,
-            unit: Some("bytes"),
             collect: |s, o| memory(s, o, |m| m.reserved_bytes),
         },
         Metric {
             name: "nvidia_gpu_bar1_memory_total_bytes",
             help: "Total BAR1 memory (the GPU memory window mapped for the CPU and peers).",
             kind: Kind::Gauge,
-            unit: Some("bytes"),
             collect: |s, o| bar1(s, o, |m| m.total_bytes),
         },
         Metric {
             name: "nvidia_gpu_bar1_memory_used_bytes",
             help: "BAR1 memory in use.",
             kind: Kind::Gauge,
-            unit: Some("bytes"),
             collect: |s, o| bar1(s, o, |m| m.used_bytes),
         },
     ],

@@ -3,9 +3,8 @@
 //! twice. Per-instance activity is in `gpm.rs` (Hopper and newer only),
 //! free memory (total minus used) in `mig_memory_free.rs`, off by default.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::MigMemory;
 
 pub static COLLECTOR: Collector = Collector {
@@ -16,28 +15,24 @@ pub static COLLECTOR: Collector = Collector {
             help:
                 "1 if MIG mode is on: current, and pending (what applies after the next GPU reset).",
             kind: Kind::Gauge,
-            unit: None,
             collect: enabled,
         },
         Metric {
             name: "nvidia_gpu_mig_info",
             help: "MIG device (GPU instance and compute instance) identity; always 1.",
             kind: Kind::Gauge,
-            unit: None,
             collect: info,
         },
         Metric {
             name: "nvidia_gpu_mig_memory_total_bytes",
             help: "Memory of the MIG GPU instance.",
             kind: Kind::Gauge,
-            unit: Some("bytes"),
             collect: |s, o| memory(s, o, |m| m.total_bytes),
         },
         Metric {
             name: "nvidia_gpu_mig_memory_used_bytes",
             help: "Memory in use in the MIG GPU instance.",
             kind: Kind::Gauge,
-            unit: Some("bytes"),
             collect: |s, o| memory(s, o, |m| m.used_bytes),
         },
     ],

@@ -4,8 +4,9 @@
 //! by default that series is left to PromQL, saving one series per
 //! instance (112 on a 16 x 7 MIG node).
 
-use super::{mig, Collector, Kind, Metric};
+use super::mig;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::MigMemoryFree),
@@ -13,7 +14,6 @@ pub static COLLECTOR: Collector = Collector {
         name: "nvidia_gpu_mig_memory_free_bytes",
         help: "Free memory in the MIG GPU instance.",
         kind: Kind::Gauge,
-        unit: Some("bytes"),
         collect: |s, o| mig::memory(s, o, |m| m.free_bytes),
     }],
 };

@@ -1,11 +1,15 @@
 //! The metric families, one file per group in the node_exporter style.
 //!
-//! Each file declares a [`Collector`]: the [`Family`] that switches it, and
-//! its metrics, each describing itself (name, help, type, unit) and turning
-//! the [`Snapshot`] into samples. They never touch NVML.
+//! Each file declares a [`Collector`]: the [`Family`](crate::family::Family)
+//! that switches it, and its metrics, each describing itself (name, help,
+//! type; the unit follows from the name) and turning the
+//! [`Snapshot`](crate::snapshot::Snapshot) into samples. They never touch
+//! NVML, and know nothing of the text formats (`crate::metric` is all they
+//! share with the writers).
 //!
 //! Adding a family: one new file here and one line in [`COLLECTORS`], plus
-//! its row in `docs/metrics.md` (a test keeps the two equal).
+//! its row in `docs/metrics.md` (a test keeps the two equal); the whole
+//! path is in `docs/design.md`.
 
 mod clocks;
 mod ecc;
@@ -33,9 +37,7 @@ mod xid;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::exposition::{BuildInfo, SampleSink};
-use crate::family::{Family, FamilySet};
-use crate::snapshot::{GpuReadings, GpuState, Snapshot};
+use crate::metric::Collector;
 
 /// Every collector, in output order.
 pub static COLLECTORS: &[&Collector] = &[
@@ -64,78 +66,6 @@ pub static COLLECTORS: &[&Collector] = &[
     &exporter::COLLECTOR,
 ];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Gauge,
-    Counter,
-}
-
-/// One metric family.
-pub struct Metric {
-    /// The sample name. Counters end in `_total`, as Prometheus wants;
-    /// OpenMetrics names the family without it ([`Metric::family_name`]).
-    pub name: &'static str,
-    pub help: &'static str,
-    pub kind: Kind,
-    /// Set where the name ends in a base unit; OpenMetrics writes it as
-    /// `# UNIT`.
-    pub unit: Option<&'static str>,
-    pub collect: for<'a> fn(&Scope<'a>, &mut SampleSink<'a>),
-}
-
-impl Metric {
-    /// The OpenMetrics family name: without `_total` for a counter.
-    pub fn family_name(&self) -> &'static str {
-        match self.kind {
-            Kind::Counter => self.name.strip_suffix("_total").unwrap_or(self.name),
-            Kind::Gauge => self.name,
-        }
-    }
-}
-
-impl std::fmt::Debug for Metric {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Metric")
-            .field("name", &self.name)
-            .field("kind", &self.kind)
-            .finish()
-    }
-}
-
-/// A group of metrics switched together.
-#[derive(Debug)]
-pub struct Collector {
-    /// `None`: always on (identity, health and the exporter's own metrics).
-    pub family: Option<Family>,
-    pub metrics: &'static [Metric],
-}
-
-/// What a collector reads.
-pub struct Scope<'a> {
-    pub snapshot: &'a Snapshot,
-    pub build: &'a BuildInfo,
-    /// When this render happens, for durations of calls still running.
-    pub now: SystemTime,
-    /// The switches in force, for collectors whose detail switch narrows
-    /// what they emit (`gpm.all-metrics`).
-    pub families: &'a FamilySet,
-}
-
-impl<'a> Scope<'a> {
-    /// GPUs with readings: lost, hung and failing GPUs have their
-    /// measurement series withdrawn.
-    pub fn readings(&self) -> impl Iterator<Item = (&'a GpuState, &'a GpuReadings)> + 'a {
-        self.snapshot
-            .gpus
-            .iter()
-            .filter_map(|g| g.readings.as_ref().map(|r| (g, r)))
-    }
-
-    pub fn gpus(&self) -> impl Iterator<Item = &'a GpuState> + 'a {
-        self.snapshot.gpus.iter()
-    }
-}
-
 /// Seconds since the Unix epoch, `None` for a time before it (a clock
 /// that bad has no meaningful value to export).
 pub fn unix_seconds(t: SystemTime) -> Option<f64> {
@@ -152,11 +82,8 @@ pub fn metric_names() -> impl Iterator<Item = &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metric::{Kind, Metric};
     use std::collections::BTreeSet;
-
-    const BASE_UNITS: &[&str] = &[
-        "bytes", "seconds", "celsius", "watts", "joules", "hertz", "ratio",
-    ];
 
     fn all() -> impl Iterator<Item = &'static Metric> {
         COLLECTORS.iter().flat_map(|c| c.metrics.iter())
@@ -197,11 +124,25 @@ mod tests {
     }
 
     #[test]
-    fn unit_is_declared_exactly_where_the_name_ends_in_one() {
+    fn names_end_in_base_units_not_scaled_ones() {
+        // The unit is read off the name (`Metric::unit`): a scaled unit
+        // would be exported as if it were none.
         for m in all() {
-            let base = m.family_name();
-            let ends_in = BASE_UNITS.iter().find(|u| base.ends_with(&format!("_{u}")));
-            assert_eq!(m.unit, ends_in.copied(), "{}", m.name);
+            for scaled in [
+                "_percent",
+                "_milliwatts",
+                "_millijoules",
+                "_mhz",
+                "_kib",
+                "_mib",
+                "_milliseconds",
+                "_ms",
+                "_ns",
+                "_degrees",
+                "_kelvin",
+            ] {
+                assert!(!m.family_name().ends_with(scaled), "{}", m.name);
+            }
         }
     }
 

@@ -1,8 +1,7 @@
 //! Persistence, display and compute mode.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Mode),
@@ -11,21 +10,18 @@ pub static COLLECTOR: Collector = Collector {
             name: "nvidia_gpu_persistence_mode_enabled",
             help: "1 if persistence mode is on (the driver stays loaded with no client).",
             kind: Kind::Gauge,
-            unit: None,
             collect: persistence,
         },
         Metric {
             name: "nvidia_gpu_display_active",
             help: "1 if a display is initialized on the GPU.",
             kind: Kind::Gauge,
-            unit: None,
             collect: display,
         },
         Metric {
             name: "nvidia_gpu_compute_mode",
             help: "Compute mode of the GPU: one series, labelled with the current mode, value 1.",
             kind: Kind::Gauge,
-            unit: None,
             collect: compute_mode,
         },
     ],

@@ -10,9 +10,8 @@
 //! lowers the sum, which Prometheus reads as a counter reset, as it does
 //! for the per-link counters when the driver reloads.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::{SampleSink, Value};
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope, Value};
 use crate::snapshot::{NvLink, NvLinkError};
 
 pub static COLLECTOR: Collector = Collector {
@@ -22,21 +21,18 @@ pub static COLLECTOR: Collector = Collector {
             name: "nvidia_gpu_nvlink_links",
             help: "NVLink links of the GPU by state (up or down).",
             kind: Kind::Gauge,
-            unit: None,
             collect: links,
         },
         Metric {
             name: "nvidia_gpu_nvlink_errors_total",
             help: "NVLink errors by kind, summed over the GPU's links.",
             kind: Kind::Counter,
-            unit: None,
             collect: errors,
         },
         Metric {
             name: "nvidia_gpu_nvlink_bytes_total",
             help: "Bytes moved over NVLink by direction, summed over the GPU's links.",
             kind: Kind::Counter,
-            unit: Some("bytes"),
             collect: bytes,
         },
     ],

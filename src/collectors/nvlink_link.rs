@@ -4,9 +4,8 @@
 //! families (with a `link` label) so that no family's labels depend on a
 //! flag.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::NvlinkPerLink),
@@ -15,21 +14,18 @@ pub static COLLECTOR: Collector = Collector {
             name: "nvidia_gpu_nvlink_link_up",
             help: "1 if the NVLink link is active.",
             kind: Kind::Gauge,
-            unit: None,
             collect: up,
         },
         Metric {
             name: "nvidia_gpu_nvlink_link_errors_total",
             help: "NVLink errors by link and kind.",
             kind: Kind::Counter,
-            unit: None,
             collect: errors,
         },
         Metric {
             name: "nvidia_gpu_nvlink_link_bytes_total",
             help: "Bytes moved over the NVLink link by direction.",
             kind: Kind::Counter,
-            unit: Some("bytes"),
             collect: bytes,
         },
     ],

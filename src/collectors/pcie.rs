@@ -1,8 +1,7 @@
 //! PCIe link, replay errors and cumulative traffic.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::Pcie;
 
 pub static COLLECTOR: Collector = Collector {
@@ -12,28 +11,24 @@ pub static COLLECTOR: Collector = Collector {
             name: "nvidia_gpu_pcie_link_generation",
             help: "PCIe link generation, current and the maximum the GPU and system support.",
             kind: Kind::Gauge,
-            unit: None,
             collect: |s, o| pair(s, o, |p| (p.link_generation_current, p.link_generation_max)),
         },
         Metric {
             name: "nvidia_gpu_pcie_link_width",
             help: "PCIe link width in lanes, current and maximum.",
             kind: Kind::Gauge,
-            unit: None,
             collect: |s, o| pair(s, o, |p| (p.link_width_current, p.link_width_max)),
         },
         Metric {
             name: "nvidia_gpu_pcie_replay_errors_total",
             help: "PCIe replays (retransmitted packets) since the driver was loaded.",
             kind: Kind::Counter,
-            unit: None,
             collect: replay,
         },
         Metric {
             name: "nvidia_gpu_pcie_bytes_total",
             help: "Bytes moved over PCIe by direction, from NVML's cumulative counters.",
             kind: Kind::Counter,
-            unit: Some("bytes"),
             collect: bytes,
         },
     ],

@@ -1,8 +1,7 @@
 //! Power draw, limits and energy.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Power),
@@ -11,21 +10,18 @@ pub static COLLECTOR: Collector = Collector {
             name: "nvidia_gpu_power_usage_watts",
             help: "Power draw of the GPU board.",
             kind: Kind::Gauge,
-            unit: Some("watts"),
             collect: usage,
         },
         Metric {
             name: "nvidia_gpu_power_limit_watts",
             help: "Power limits: enforced, management (set by the operator), default, and the allowed min and max.",
             kind: Kind::Gauge,
-            unit: Some("watts"),
             collect: limit,
         },
         Metric {
             name: "nvidia_gpu_energy_joules_total",
             help: "Energy consumed since the driver was loaded.",
             kind: Kind::Counter,
-            unit: Some("joules"),
             collect: energy,
         },
     ],

@@ -1,9 +1,8 @@
 //! Memory per process. Opt-in: every pid is a new series, which churns
 //! the TSDB on busy machines.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::ProcessKind;
 
 pub static COLLECTOR: Collector = Collector {
@@ -12,7 +11,6 @@ pub static COLLECTOR: Collector = Collector {
         name: "nvidia_gpu_process_memory_used_bytes",
         help: "GPU memory used by a process; MIG processes carry their instance.",
         kind: Kind::Gauge,
-        unit: Some("bytes"),
         collect: process_memory,
     }],
 };

@@ -1,8 +1,7 @@
 //! How many processes use each GPU.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::ProcessKind;
 
 pub static COLLECTOR: Collector = Collector {
@@ -11,7 +10,6 @@ pub static COLLECTOR: Collector = Collector {
         name: "nvidia_gpu_processes",
         help: "Processes running on the GPU, by type (compute or graphics).",
         kind: Kind::Gauge,
-        unit: None,
         collect: processes,
     }],
 };

@@ -1,9 +1,8 @@
 //! Memory health after ECC errors: retired pages (before Ampere), remapped
 //! rows (Ampere and newer) and the driver's recovery action.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::RemappedRows;
 
 pub static COLLECTOR: Collector = Collector {
@@ -13,42 +12,36 @@ pub static COLLECTOR: Collector = Collector {
             name: "nvidia_gpu_retired_pages",
             help: "Memory pages retired, by the ECC error that caused it.",
             kind: Kind::Gauge,
-            unit: None,
             collect: retired,
         },
         Metric {
             name: "nvidia_gpu_retired_pages_pending",
             help: "1 if a page is waiting to be retired at the next reboot.",
             kind: Kind::Gauge,
-            unit: None,
             collect: retired_pending,
         },
         Metric {
             name: "nvidia_gpu_remapped_rows",
             help: "Memory rows remapped, by the error that caused it.",
             kind: Kind::Gauge,
-            unit: None,
             collect: remapped,
         },
         Metric {
             name: "nvidia_gpu_remapped_rows_pending",
             help: "1 if a row remap is waiting for the GPU to be reset.",
             kind: Kind::Gauge,
-            unit: None,
             collect: |s, o| remap_flag(s, o, |r| r.pending),
         },
         Metric {
             name: "nvidia_gpu_remapped_rows_failed",
             help: "1 if a row remap failed: the GPU needs service.",
             kind: Kind::Gauge,
-            unit: None,
             collect: |s, o| remap_flag(s, o, |r| r.failed),
         },
         Metric {
             name: "nvidia_gpu_recovery_action",
             help: "Recovery the driver asks for: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset.",
             kind: Kind::Gauge,
-            unit: None,
             collect: recovery,
         },
     ],

@@ -1,8 +1,7 @@
 //! Temperatures and the thresholds the driver acts on.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Temperature),
@@ -11,14 +10,12 @@ pub static COLLECTOR: Collector = Collector {
             name: "nvidia_gpu_temperature_celsius",
             help: "Temperature by sensor.",
             kind: Kind::Gauge,
-            unit: Some("celsius"),
             collect: temperature,
         },
         Metric {
             name: "nvidia_gpu_temperature_threshold_celsius",
             help: "Temperature at which the driver slows down or shuts down the GPU, and the other thresholds NVML reports.",
             kind: Kind::Gauge,
-            unit: Some("celsius"),
             collect: threshold,
         },
     ],

@@ -1,9 +1,8 @@
 //! Clock event (throttle) reasons: which are active, and for how long the
 //! GPU has been held back by each.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Throttle),
@@ -12,14 +11,12 @@ pub static COLLECTOR: Collector = Collector {
             name: "nvidia_gpu_clock_throttle_active",
             help: "1 while the reason holds clocks down, 0 otherwise; only reasons the GPU supports appear.",
             kind: Kind::Gauge,
-            unit: None,
             collect: active,
         },
         Metric {
             name: "nvidia_gpu_clock_throttle_seconds_total",
             help: "Time clocks were held down by the reason, where NVML reports it (violation time).",
             kind: Kind::Counter,
-            unit: Some("seconds"),
             collect: seconds,
         },
     ],

@@ -1,8 +1,7 @@
 //! Engine utilization over NVML's last sample period.
 
-use super::{Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Utilization),
@@ -10,7 +9,6 @@ pub static COLLECTOR: Collector = Collector {
         name: "nvidia_gpu_utilization_ratio",
         help: "Fraction of the last sample period the engine was busy (not reported on MIG-enabled GPUs).",
         kind: Kind::Gauge,
-        unit: Some("ratio"),
         collect: utilization,
     }],
 };

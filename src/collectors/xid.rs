@@ -1,9 +1,9 @@
 //! XID error events, counted by the event thread as they happen. Kept for
 //! lost and hung GPUs: an XID 79 is exactly how a GPU gets lost.
 
-use super::{unix_seconds, Collector, Kind, Metric, Scope};
-use crate::exposition::SampleSink;
+use super::unix_seconds;
 use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Xid),
@@ -12,14 +12,12 @@ pub static COLLECTOR: Collector = Collector {
             name: "nvidia_gpu_xid_errors_total",
             help: "XID error events since the exporter started, by XID code and, when the event names one, MIG instance.",
             kind: Kind::Counter,
-            unit: None,
             collect: errors,
         },
         Metric {
             name: "nvidia_gpu_xid_last_timestamp_seconds",
             help: "Unix time of the most recent event of this XID code on the GPU.",
             kind: Kind::Gauge,
-            unit: Some("seconds"),
             collect: last,
         },
     ],

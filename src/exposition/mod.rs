@@ -1,67 +1,29 @@
-//! Encodes a [`Snapshot`] once per poll into every form a scrape can ask
-//! for: Prometheus text 0.0.4 and OpenMetrics 1.0, plain and gzipped.
+//! The Prometheus text format 0.0.4 and OpenMetrics 1.0, written side by
+//! side from metric families and their samples, plain and gzipped: every
+//! form a scrape can ask for.
 //!
-//! Pure: no NVML, no I/O. A scrape then only picks one of the prepared
-//! buffers (see `docs/design.md` for why we write the formats ourselves).
+//! Pure: no NVML, no I/O, and no knowledge of which families exist (the
+//! walk over the collectors is `crate::render`'s). A scrape then only picks
+//! one of the prepared buffers (see `docs/design.md` for why we write the
+//! formats ourselves).
 
 mod format;
-pub mod sample;
 mod writer;
 
 use std::io::Write as _;
-use std::time::SystemTime;
 
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 
-use crate::collectors::{Kind, Scope, COLLECTORS};
-use crate::family::FamilySet;
-use crate::snapshot::Snapshot;
-
 pub use format::{write_escaped_label_value, write_f64};
-pub use sample::{LabelValue, SampleBuilder, SampleSink, Value};
-use writer::Writer;
+pub use writer::Writer;
 
 /// The Prometheus text format, the default answer to a scrape.
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// OpenMetrics, for clients whose `Accept` header asks for it.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// What `nvml_exporter_build_info` reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BuildInfo {
-    pub version: &'static str,
-    pub revision: &'static str,
-}
-
-impl BuildInfo {
-    /// This build: the crate version, and the git revision when the build
-    /// environment passed one in `NVML_EXPORTER_REVISION`.
-    pub const fn current() -> Self {
-        BuildInfo {
-            version: env!("CARGO_PKG_VERSION"),
-            revision: match option_env!("NVML_EXPORTER_REVISION") {
-                Some(r) => r,
-                None => "unknown",
-            },
-        }
-    }
-}
-
-impl Default for BuildInfo {
-    fn default() -> Self {
-        Self::current()
-    }
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct RenderContext {
-    /// Families switched off here are left out of the output.
-    pub families: FamilySet,
-    pub build: BuildInfo,
-}
 
 /// Everything a scrape can be answered with, encoded once per poll.
 #[derive(Debug, Clone, Default)]
@@ -74,54 +36,16 @@ pub struct Exposition {
     pub openmetrics_gzip: Bytes,
 }
 
-/// Encodes `snapshot` in both formats, plain and gzipped.
-///
-/// Reads the clock once, for `nvml_exporter_stuck_call_seconds` (how long a
-/// blocked driver call has been running as of this render).
-pub fn render(snapshot: &Snapshot, ctx: &RenderContext) -> Exposition {
-    render_at(snapshot, ctx, SystemTime::now())
-}
-
-/// [`render`] with the time given: deterministic, for tests.
-pub fn render_at(snapshot: &Snapshot, ctx: &RenderContext, now: SystemTime) -> Exposition {
-    let (text, openmetrics) = encode(snapshot, ctx, now);
-    Exposition {
-        text_gzip: gzip(&text),
-        openmetrics_gzip: gzip(&openmetrics),
-        text: Bytes::from(text),
-        openmetrics: Bytes::from(openmetrics),
-    }
-}
-
-/// Encodes without compressing: `(text 0.0.4, OpenMetrics)`.
-pub fn encode(snapshot: &Snapshot, ctx: &RenderContext, now: SystemTime) -> (Vec<u8>, Vec<u8>) {
-    let scope = Scope {
-        snapshot,
-        build: &ctx.build,
-        now,
-        families: &ctx.families,
-    };
-    // About 45 KB per H100 with every family on (ECC by location and 18
-    // NVLinks dominate): sized so that a full fleet rarely regrows.
-    let mut w = Writer::with_capacity(4096 + snapshot.gpus.len() * 48 * 1024);
-    let mut sink = SampleSink::new();
-    for collector in COLLECTORS {
-        if !collector.family.map_or(true, |f| ctx.families.contains(f)) {
-            continue;
-        }
-        for metric in collector.metrics {
-            sink.clear();
-            (metric.collect)(&scope, &mut sink);
-            if metric.kind == Kind::Counter {
-                // A NaN or negative counter is a bad reading, and strict
-                // OpenMetrics parsers reject the whole exposition for one.
-                sink.retain_values(|v| !matches!(v, Value::Float(f) if f.is_nan() || f < 0.0));
-            }
-            w.family(metric, &mut sink);
+impl Exposition {
+    /// Both formats as a [`Writer`] finished them, each also gzipped.
+    pub fn new(text: Vec<u8>, openmetrics: Vec<u8>) -> Self {
+        Exposition {
+            text_gzip: gzip(&text),
+            openmetrics_gzip: gzip(&openmetrics),
+            text: Bytes::from(text),
+            openmetrics: Bytes::from(openmetrics),
         }
     }
-    w.finish();
-    (w.text, w.openmetrics)
 }
 
 /// Level 1 ("fast"). Measured on the 16-GPU x 7-MIG fixture with every
@@ -147,124 +71,18 @@ pub fn gzip_with(data: &[u8], level: Compression) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::family::Family;
-    use crate::snapshot::{GpuIdentity, GpuReadings, GpuState, Health, Memory};
-    use std::time::UNIX_EPOCH;
 
-    fn gpu(readings: Option<GpuReadings>) -> GpuState {
-        GpuState {
-            index: 3,
-            uuid: "GPU-x".into(),
-            identity: GpuIdentity::default(),
-            health: Health::Up,
-            last_sample: None,
-            sample_duration: None,
-            stuck_call: None,
-            readings,
-            xids: vec![],
-            nvml_errors: vec![],
-            pods: vec![],
+    #[test]
+    fn new_gzips_what_it_is_given() {
+        let e = Exposition::new(b"text\n".to_vec(), b"om\n# EOF\n".to_vec());
+        for (plain, gz) in [
+            (&e.text, &e.text_gzip),
+            (&e.openmetrics, &e.openmetrics_gzip),
+        ] {
+            let mut out = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut out)
+                .unwrap();
+            assert_eq!(&out[..], &plain[..]);
         }
-    }
-
-    fn text(s: &Snapshot, families: FamilySet) -> String {
-        let ctx = RenderContext {
-            families,
-            build: BuildInfo {
-                version: "1.2.3",
-                revision: "abc",
-            },
-        };
-        String::from_utf8(encode(s, &ctx, UNIX_EPOCH).0).unwrap()
-    }
-
-    #[test]
-    fn absent_readings_are_absent_not_zero() {
-        let s = Snapshot {
-            nvml_up: true,
-            ready: true,
-            gpus: vec![gpu(Some(GpuReadings::default()))],
-            ..Snapshot::default()
-        };
-        assert_eq!(
-            text(&s, FamilySet::all()),
-            "# HELP nvidia_gpu_info GPU identity; always 1. Labels NVML cannot report are left out.\n\
-             # TYPE nvidia_gpu_info gauge\n\
-             nvidia_gpu_info{gpu=\"3\",uuid=\"GPU-x\"} 1\n\
-             # HELP nvidia_gpu_up 1 if the GPU's last sample completed, 0 while it is lost, hung, failing or not yet sampled.\n\
-             # TYPE nvidia_gpu_up gauge\n\
-             nvidia_gpu_up{gpu=\"3\",uuid=\"GPU-x\"} 1\n\
-             # HELP nvml_exporter_build_info Version and git revision of this exporter; always 1.\n\
-             # TYPE nvml_exporter_build_info gauge\n\
-             nvml_exporter_build_info{version=\"1.2.3\",revision=\"abc\"} 1\n\
-             # HELP nvml_exporter_nvml_up 1 if NVML is loaded and initialized, 0 while the exporter retries.\n\
-             # TYPE nvml_exporter_nvml_up gauge\n\
-             nvml_exporter_nvml_up 1\n"
-        );
-    }
-
-    #[test]
-    fn a_zero_reading_is_written_and_a_missing_one_is_not() {
-        let r = GpuReadings {
-            memory: Some(Memory {
-                total_bytes: 0,
-                used_bytes: 0,
-                free_bytes: 0,
-                reserved_bytes: None,
-            }),
-            ..GpuReadings::default()
-        };
-        let s = Snapshot {
-            gpus: vec![gpu(Some(r))],
-            ..Snapshot::default()
-        };
-        let t = text(&s, FamilySet::all());
-        assert!(t.contains("nvidia_gpu_memory_used_bytes{gpu=\"3\",uuid=\"GPU-x\"} 0\n"));
-        assert!(!t.contains("nvidia_gpu_memory_reserved_bytes"));
-        // Switched off, it goes entirely.
-        let mut off = FamilySet::all();
-        off.set(Family::Memory, false);
-        assert!(!text(&s, off).contains("nvidia_gpu_memory"));
-    }
-
-    #[test]
-    fn nan_or_negative_counters_are_dropped_but_gauges_keep_nan() {
-        let r = GpuReadings {
-            energy_joules: Some(f64::NAN),
-            power_usage_watts: Some(f64::NAN),
-            ..GpuReadings::default()
-        };
-        let mut s = Snapshot {
-            gpus: vec![gpu(Some(r))],
-            ..Snapshot::default()
-        };
-        let t = text(&s, FamilySet::all());
-        assert!(!t.contains("nvidia_gpu_energy_joules_total"), "{t}");
-        assert!(t.contains("nvidia_gpu_power_usage_watts{gpu=\"3\",uuid=\"GPU-x\"} NaN\n"));
-        s.gpus[0].readings.as_mut().unwrap().energy_joules = Some(-1.0);
-        assert!(!text(&s, FamilySet::all()).contains("energy"));
-        s.gpus[0].readings.as_mut().unwrap().energy_joules = Some(0.0);
-        assert!(text(&s, FamilySet::all())
-            .contains("nvidia_gpu_energy_joules_total{gpu=\"3\",uuid=\"GPU-x\"} 0\n"));
-    }
-
-    #[test]
-    fn render_gzips_what_it_encodes() {
-        let s = Snapshot {
-            gpus: vec![gpu(None)],
-            ..Snapshot::default()
-        };
-        let ctx = RenderContext::default();
-        let e = render_at(&s, &ctx, UNIX_EPOCH);
-        let (t, om) = encode(&s, &ctx, UNIX_EPOCH);
-        assert_eq!(e.text, t);
-        assert_eq!(e.openmetrics, om);
-        let mut out = Vec::new();
-        std::io::Read::read_to_end(
-            &mut flate2::read::GzDecoder::new(&e.text_gzip[..]),
-            &mut out,
-        )
-        .unwrap();
-        assert_eq!(out, t);
     }
 }

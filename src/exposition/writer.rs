@@ -10,8 +10,7 @@ use super::format::{
     write_escaped_help_openmetrics, write_escaped_help_text, write_escaped_label_value, write_f64,
     write_u64,
 };
-use super::sample::{LabelValue, SampleSink, Value};
-use crate::collectors::{Kind, Metric};
+use crate::metric::{Kind, LabelValue, Metric, SampleSink, Value};
 
 /// The two outputs of one render, plus scratch space.
 #[derive(Debug, Default)]
@@ -34,6 +33,11 @@ impl Writer {
     /// no samples is left out entirely, metadata included, so that a
     /// feature a GPU lacks leaves no trace.
     pub fn family(&mut self, metric: &Metric, samples: &mut SampleSink<'_>) {
+        if metric.kind == Kind::Counter {
+            // A NaN or negative counter is a bad reading, and strict
+            // OpenMetrics parsers reject the whole exposition for one.
+            samples.retain_values(|v| !matches!(v, Value::Float(f) if f.is_nan() || f < 0.0));
+        }
         if samples.is_empty() {
             return;
         }
@@ -56,7 +60,7 @@ impl Writer {
         om.push(b' ');
         om.extend_from_slice(metric.kind.as_str().as_bytes());
         om.push(b'\n');
-        if let Some(unit) = metric.unit {
+        if let Some(unit) = metric.unit() {
             om.extend_from_slice(b"# UNIT ");
             om.extend_from_slice(base.as_bytes());
             om.push(b' ');
@@ -115,19 +119,10 @@ fn write_sample(
     out.push(b'\n');
 }
 
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Gauge => "gauge",
-            Kind::Counter => "counter",
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collectors::Scope;
+    use crate::metric::Scope;
 
     fn nothing(_: &Scope<'_>, _: &mut SampleSink<'_>) {}
 
@@ -135,7 +130,6 @@ mod tests {
         name: "test_energy_joules_total",
         help: "Energy \"used\"\nsince C:\\boot.",
         kind: Kind::Counter,
-        unit: Some("joules"),
         collect: nothing,
     };
 
@@ -143,7 +137,6 @@ mod tests {
         name: "test_info",
         help: "Identity.",
         kind: Kind::Gauge,
-        unit: None,
         collect: nothing,
     };
 

@@ -380,7 +380,7 @@ mod tests {
                 pod: "p".into(),
                 container: "c".into(),
             }],
-            at: Some(Instant::now() - Duration::from_secs(1)),
+            at: Instant::now().checked_sub(Duration::from_secs(1)),
         }));
         let snapshot = Snapshot {
             gpus: vec![gpu(0, "GPU-0", vec![])],

@@ -65,7 +65,7 @@ pub const PERF_POLICY_THERMAL: u32 = 75;
 pub fn thermal_and_brake_reason_ids(scheme: FieldIdScheme) -> [u32; 3] {
     match scheme {
         FieldIdScheme::V12 => [251, 252, 253],
-        _ => [269, 270, 271],
+        FieldIdScheme::V13Update1 => [269, 270, 271],
     }
 }
 

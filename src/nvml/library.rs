@@ -1,27 +1,45 @@
-//! Which libnvidia-ml to load, decided once at start. Only configuration
-//! mistakes are errors here; a library that fails to load later is retried.
+//! Which libnvidia-ml to load, decided once at start, and loading it. Only
+//! configuration mistakes are errors at start; a library that fails to
+//! load or initialize later is retried by the supervisor.
 
 use std::path::{Path, PathBuf};
 
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::Nvml;
+
+use super::errors::error_name;
+use super::raw;
 use super::{LibrarySource, StartError};
+use crate::snapshot::DriverInfo;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResolvedLibrary {
     /// `libnvidia-ml.so.1` through the dynamic loader's search path.
     System,
     Path(PathBuf),
+    /// nvml-sim at `path`, told `scenario` before each initialization
+    /// through its own export: no environment variable is set, since the
+    /// process already runs other threads that may read the environment.
+    Simulated {
+        path: PathBuf,
+        scenario: String,
+    },
 }
 
 impl ResolvedLibrary {
     pub fn describe(&self) -> String {
         match self {
             ResolvedLibrary::System => "libnvidia-ml.so.1".to_string(),
-            ResolvedLibrary::Path(p) => p.display().to_string(),
+            ResolvedLibrary::Path(path) | ResolvedLibrary::Simulated { path, .. } => {
+                path.display().to_string()
+            }
         }
     }
 }
 
 pub const SIM_LIBRARY_ENV: &str = "NVML_SIM_LIBRARY";
+/// What independent NVML clients set to choose the simulator's scenario;
+/// the exporter itself never sets it (see `ResolvedLibrary::Simulated`).
 pub const SIM_SCENARIO_ENV: &str = "NVML_SIM_SCENARIO";
 const SIM_FILE: &str = "libnvml_sim.so";
 
@@ -40,14 +58,11 @@ pub fn resolve(source: &LibrarySource) -> Result<ResolvedLibrary, StartError> {
                 std::env::var_os(SIM_LIBRARY_ENV).map(PathBuf::from),
                 std::env::current_exe().ok().as_deref(),
             );
-            let found = searched.iter().find(|p| p.is_file()).cloned();
-            match found {
-                Some(path) => {
-                    // The simulator reads its scenario from the environment
-                    // when NVML is initialized; set it before any load.
-                    std::env::set_var(SIM_SCENARIO_ENV, scenario);
-                    Ok(ResolvedLibrary::Path(path))
-                }
+            match searched.iter().find(|p| p.is_file()) {
+                Some(path) => Ok(ResolvedLibrary::Simulated {
+                    path: path.clone(),
+                    scenario: scenario.clone(),
+                }),
                 None => Err(StartError::SimulatorNotFound { searched }),
             }
         }
@@ -73,6 +88,58 @@ pub fn simulator_candidates(env: Option<PathBuf>, exe: Option<&Path>) -> Vec<Pat
         }
     }
     out
+}
+
+/// An initialized NVML and what it said about itself.
+pub struct Loaded {
+    pub nvml: Nvml,
+    pub driver: DriverInfo,
+    pub device_count: u32,
+}
+
+/// Loads and initializes the library; `Err` says why NVML is unavailable,
+/// in words for the log.
+pub fn initialize(lib: &ResolvedLibrary) -> Result<Loaded, String> {
+    let result = match lib {
+        ResolvedLibrary::System => Nvml::init(),
+        ResolvedLibrary::Path(p) => Nvml::builder().lib_path(p.as_os_str()).init(),
+        ResolvedLibrary::Simulated { path, scenario } => {
+            // Held until NVML has its own handle on the same library.
+            let _sim = raw::select_sim_scenario(path, scenario).map_err(|e| {
+                format!(
+                    "cannot choose scenario {scenario:?} in {}: {e}",
+                    path.display()
+                )
+            })?;
+            Nvml::builder().lib_path(path.as_os_str()).init()
+        }
+    };
+    let nvml = result.map_err(|e| match e {
+        NvmlError::LibloadingError(inner) => format!("cannot load {}: {inner}", lib.describe()),
+        NvmlError::FailedToLoadSymbol(s) => {
+            format!("{} is not a usable NVML library: {s}", lib.describe())
+        }
+        other => format!("nvmlInit failed ({}): {other}", error_name(&other)),
+    })?;
+    let device_count = nvml
+        .device_count()
+        .map_err(|e| format!("nvmlDeviceGetCount_v2 failed: {e}"))?;
+    let driver = DriverInfo {
+        driver_version: nvml.sys_driver_version().unwrap_or_default(),
+        nvml_version: nvml.sys_nvml_version().unwrap_or_default(),
+        cuda_driver_version: nvml.sys_cuda_driver_version().ok().map(|v| {
+            format!(
+                "{}.{}",
+                nvml_wrapper::cuda_driver_version_major(v),
+                nvml_wrapper::cuda_driver_version_minor(v)
+            )
+        }),
+    };
+    Ok(Loaded {
+        nvml,
+        driver,
+        device_count,
+    })
 }
 
 #[cfg(test)]
@@ -108,5 +175,26 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, StartError::LibraryNotFound(_)));
         assert!(err.to_string().contains("/nonexistent/libnvidia-ml.so.1"));
+    }
+
+    #[test]
+    fn resolving_the_simulator_leaves_the_environment_alone() {
+        // Found as `target/debug/libnvml_sim.so` from `target/debug/deps/`.
+        let exe = std::env::current_exe().unwrap();
+        let sim = exe.parent().unwrap().parent().unwrap().join(SIM_FILE);
+        assert!(
+            sim.is_file(),
+            "{} is missing: run `cargo build --workspace` first",
+            sim.display()
+        );
+        let before = std::env::var_os(SIM_SCENARIO_ENV);
+        let got = resolve(&LibrarySource::Simulated {
+            scenario: "a scenario nobody else uses".into(),
+        })
+        .unwrap();
+        assert!(
+            matches!(got, ResolvedLibrary::Simulated { ref scenario, .. } if scenario == "a scenario nobody else uses")
+        );
+        assert_eq!(std::env::var_os(SIM_SCENARIO_ENV), before);
     }
 }

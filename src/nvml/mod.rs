@@ -4,6 +4,17 @@
 //! See docs/design.md ("Sampling") for the thread layout and why a stuck
 //! driver call never costs more than one thread per GPU.
 //!
+//! # Modules
+//! - `library`: which libnvidia-ml to load, and loading it;
+//! - `poller/`: the threads (supervisor, one worker per GPU, XID events)
+//!   and the snapshot they publish;
+//! - `sampler/`: one GPU's poll, one file per family group, named like its
+//!   collector in `src/collectors/`;
+//! - `calls`: how every NVML call is made, counted and cached;
+//! - `raw`: the only `unsafe`, NVML calls nvml-wrapper does not wrap;
+//! - `fields`, `units`, `errors`, `watchdog`, `backoff`: field ids, unit
+//!   conversions, error classes, stuck-call detection, retry delays.
+//!
 //! # Threads
 //! `nvml-poller` (initializes NVML with backoff 1 s doubling to 30 s,
 //! spawns workers, publishes a snapshot every interval), one `nvml-gpuN`
@@ -45,13 +56,13 @@
 //! lost, hung and restarted drivers and reset only when the exporter does.
 
 mod backoff;
+mod calls;
 mod errors;
 mod fields;
-mod gpu;
 mod library;
-mod mig;
 mod poller;
 mod raw;
+mod sampler;
 mod units;
 mod watchdog;
 
@@ -72,8 +83,8 @@ pub enum LibrarySource {
     Path(PathBuf),
     /// `--simulate [SCENARIO]`: the simulated driver, found through
     /// `$NVML_SIM_LIBRARY`, next to the executable, or in
-    /// `<exe dir>/../lib/nvml-exporter/`; `NVML_SIM_SCENARIO` is set to
-    /// `scenario` for it.
+    /// `<exe dir>/../lib/nvml-exporter/`, and told `scenario` through its
+    /// own export before each `nvmlInit` (the environment is left alone).
     Simulated { scenario: String },
 }
 

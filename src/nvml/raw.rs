@@ -8,6 +8,8 @@
 //! `FailedToLoadSymbol` (treated as "absent") when the library lacks it,
 //! instead of the panic that `NvmlLib`'s convenience methods would raise.
 
+// The FFI layer: the workspace denies `unsafe` everywhere else.
+#![allow(unsafe_code)]
 // bindgen spells C enum constants in lower case; they are matched as
 // constants (a misspelling would fail to resolve and warn as a binding).
 #![allow(non_upper_case_globals)]
@@ -103,7 +105,7 @@ pub fn field_values(
                         FieldValue::Unsigned(u64::from(v.value.uiVal))
                     }
                     nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG => {
-                        FieldValue::Unsigned(v.value.ulVal as u64)
+                        FieldValue::Unsigned(v.value.ulVal)
                     }
                     nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG => {
                         FieldValue::Unsigned(v.value.ullVal)
@@ -397,3 +399,24 @@ impl Drop for EventSet<'_> {
 }
 
 pub const XID_EVENT: u64 = nvmlEventTypeXidCriticalError as u64;
+
+/// Tells nvml-sim at `path` which scenario its next `nvmlInit` builds,
+/// through its own export `nvml_sim_select_scenario` (not part of NVML).
+/// Returns the library handle: hold it until NVML has loaded the same
+/// library, so the choice cannot be unloaded in between.
+pub fn select_sim_scenario(
+    path: &std::path::Path,
+    scenario: &str,
+) -> Result<libloading::Library, String> {
+    type Select = unsafe extern "C" fn(*const std::os::raw::c_char) -> nvmlReturn_t;
+    let key = std::ffi::CString::new(scenario).map_err(|_| "the name contains a NUL byte")?;
+    // SAFETY: loading nvml-sim runs no initialization code with
+    // preconditions; it is the library NVML loads next from the same path.
+    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| e.to_string())?;
+    // SAFETY: the symbol has this signature in nvml-sim (src/host.rs).
+    let select = unsafe { lib.get::<Select>(b"nvml_sim_select_scenario\0") }
+        .map_err(|_| "not nvml-sim: it does not export nvml_sim_select_scenario".to_string())?;
+    // SAFETY: `key` is a NUL-terminated string that outlives the call.
+    nvml_try(unsafe { select(key.as_ptr()) }).map_err(|e| e.to_string())?;
+    Ok(lib)
+}

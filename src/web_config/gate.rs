@@ -198,7 +198,7 @@ mod tests {
         for t in tasks {
             done.push(t.await.unwrap().unwrap());
         }
-        done.sort();
+        done.sort_unstable();
         assert_eq!(done, vec![0, 1, 2]);
         assert_eq!(gate.queued(), 0);
     }

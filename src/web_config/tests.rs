@@ -1,67 +1,19 @@
 //! Parsing and validation of every field, and every error, against
-//! certificates generated here.
+//! certificates from the suite's certificate factory (tests/common/pki.rs).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer};
 
 use super::*;
 
-struct Pki {
-    dir: tempfile::TempDir,
-}
+// The suite's one certificate factory, shared with the end-to-end tests.
+#[path = "../../tests/common/pki.rs"]
+mod pki;
+use pki::Pki;
 
 impl Pki {
-    /// A CA, a server certificate for localhost and a client certificate,
-    /// plus an unrelated self-signed certificate, as PEM files.
-    fn new() -> Pki {
-        let dir = tempfile::tempdir().unwrap();
-        let ca_key = KeyPair::generate().unwrap();
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name.push(DnType::CommonName, "test ca");
-        let ca_cert = CertifiedIssuer::self_signed(ca, ca_key).unwrap();
-        let server_key = KeyPair::generate().unwrap();
-        let server = CertificateParams::new(vec!["localhost".to_string()])
-            .unwrap()
-            .signed_by(&server_key, &ca_cert)
-            .unwrap();
-        let client_key = KeyPair::generate().unwrap();
-        let mut cp = CertificateParams::new(vec!["client.example".to_string()]).unwrap();
-        cp.subject_alt_names
-            .push(SanType::Rfc822Name("ops@example.com".try_into().unwrap()));
-        cp.subject_alt_names
-            .push(SanType::URI("spiffe://example/scraper".try_into().unwrap()));
-        cp.subject_alt_names
-            .push(SanType::IpAddress("10.1.2.3".parse().unwrap()));
-        let client = cp.signed_by(&client_key, &ca_cert).unwrap();
-        let other_key = KeyPair::generate().unwrap();
-        let other = CertificateParams::new(vec!["other".to_string()])
-            .unwrap()
-            .self_signed(&other_key)
-            .unwrap();
-        let w = |name: &str, body: String| std::fs::write(dir.path().join(name), body).unwrap();
-        w("ca.crt", ca_cert.pem());
-        w("server.crt", server.pem());
-        w("server.key", server_key.serialize_pem());
-        w("client.crt", client.pem());
-        w("client.key", client_key.serialize_pem());
-        w("other.crt", other.pem());
-        w("other.key", other_key.serialize_pem());
-        w("junk.pem", "not a pem file\n".to_string());
-        Pki { dir }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.path(name)).unwrap()
-    }
-
     fn load(&self, yaml: &str) -> Result<WebConfig, WebConfigError> {
         let path = self.path("web.yml");
         std::fs::write(&path, yaml).unwrap();
@@ -157,41 +109,6 @@ fn unknown_keys_are_refused_with_their_line() {
         .err("http_server_config:\n  http3: true\n")
         .contains("http3"));
     assert!(pki.err("rate_limit:\n  per: 1s\n").contains("per"));
-}
-
-/// Pins what the YAML crate must keep doing (it was swapped once, from the
-/// deprecated serde_yaml): a key given twice is refused, and the error names
-/// the file, the line and the key.
-#[test]
-fn duplicate_keys_are_refused_with_file_line_and_key() {
-    let pki = Pki::new();
-    for (yaml, key, want_line) in [
-        ("basic_auth_users:\n  alice: x\n  alice: y\n", "alice", 2),
-        (
-            "http_server_config:\n  headers:\n    X-Frame-Options: deny\n    X-Frame-Options: deny\n",
-            "X-Frame-Options",
-            3,
-        ),
-        (
-            "tls_server_config:\n  cert_file: a\n  cert_file: b\n",
-            "cert_file",
-            2,
-        ),
-        ("rate_limit:\n  burst: 1\nrate_limit:\n  burst: 2\n", "rate_limit", 1),
-    ] {
-        let e = pki.load(yaml).unwrap_err();
-        let WebConfigError::Yaml { line, message, .. } = &e else {
-            panic!("{yaml:?}: {e:?}");
-        };
-        assert_eq!(*line, Some(want_line), "{yaml:?}: {message}");
-        assert!(message.contains("duplicate"), "{yaml:?}: {message}");
-        assert!(message.contains(key), "{yaml:?}: {message}");
-        let shown = e.to_string();
-        assert!(
-            shown.contains(&pki.path("web.yml").display().to_string()),
-            "{shown}"
-        );
-    }
 }
 
 #[test]
@@ -416,11 +333,7 @@ fn client_allowed_sans() {
 #[test]
 fn san_extraction_from_a_real_certificate() {
     let pki = Pki::new();
-    let pem = std::fs::read(pki.path("client.crt")).unwrap();
-    let der = CertificateDer::pem_slice_iter(&pem)
-        .next()
-        .unwrap()
-        .unwrap();
+    let der = CertificateDer::from_pem_file(pki.path("client.crt")).unwrap();
     let names = san::subject_alt_names(der.as_ref()).unwrap();
     assert_eq!(
         names,

@@ -1,7 +1,13 @@
-//! Shared harness for the end-to-end tests: runs the real `nvml-exporter`
-//! binary on the simulated driver, bound to 127.0.0.1 on a port the kernel
+//! The Rust tests' one harness for the real `nvml-exporter` binary: runs
+//! it on the simulated driver, bound to 127.0.0.1 on a port the kernel
 //! picks (read back from the `listening` log line, so parallel tests never
-//! race for ports), and kills it when dropped.
+//! race for ports), and kills it when dropped; plus the tools the tests
+//! check its output with (promtool, the strict OpenMetrics parser).
+//!
+//! Beside it in `tests/common/`, included where needed: `pki.rs` (the one
+//! certificate factory, also used by the web config unit tests), `tls.rs`
+//! (the TLS client side), `snapshots.rs` (snapshot fixtures) and
+//! `metrics_doc.rs` (docs/metrics.md as data).
 
 #![allow(dead_code)] // each test binary uses a different part of it
 
@@ -65,6 +71,19 @@ impl Exporter {
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         Exporter::start(&args, env)
+    }
+
+    /// The exporter on the default scenario with `--web.config.file` and
+    /// `extra`, logging at debug level, at the default interval.
+    pub fn web_config(config: &Path, extra: &[&str]) -> Exporter {
+        sim_library();
+        let mut args = vec![
+            "--simulate".to_string(),
+            format!("--web.config.file={}", config.display()),
+            "--log.level=debug".to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Exporter::start(&args, &[])
     }
 
     /// Like `simulate`, then waits for `/-/ready`.
@@ -170,6 +189,16 @@ impl Exporter {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
+    }
+
+    /// The URL by the name the test certificates carry.
+    pub fn https(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.addr.port())
+    }
+
+    /// Still running (not exited by itself).
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     pub fn log(&self) -> String {
@@ -378,17 +407,28 @@ pub fn run_to_exit(args: &[&str], env: &[(&str, &str)]) -> (ExitStatus, String) 
         let _ = err.read_to_string(&mut s);
         s
     });
-    let status = match wait_timeout(&mut child, Duration::from_secs(30)) {
-        Some(s) => s,
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("nvml-exporter {args:?} kept running; expected it to exit");
-        }
+    let Some(status) = wait_timeout(&mut child, Duration::from_secs(30)) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("nvml-exporter {args:?} kept running; expected it to exit");
     };
     let stdout = out_t.join().unwrap();
     let stderr = err_t.join().unwrap();
     (status, stdout + &stderr)
+}
+
+/// Runs the exporter with `--web.config.file=config`, expecting it to
+/// refuse to start: its exit status and everything it wrote.
+pub fn refuses_web_config(config: &Path) -> (ExitStatus, String) {
+    sim_library();
+    run_to_exit(
+        &[
+            "--simulate",
+            &format!("--web.listen-address=127.0.0.1:{}", free_port()),
+            &format!("--web.config.file={}", config.display()),
+        ],
+        &[],
+    )
 }
 
 /// An HTTP/1.1 response read off the wire, body de-chunked if needed.
@@ -551,7 +591,9 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn run_with_stdin(mut cmd: Command, input: &[u8]) -> (Option<i32>, String) {
+/// Runs `cmd` with `input` on its stdin: its exit code (-1 when killed by
+/// a signal) and stdout followed by stderr.
+pub fn run_with_stdin(mut cmd: Command, input: &[u8]) -> (i32, String) {
     let program = format!("{:?}", cmd.get_program());
     let mut child = cmd
         .stdin(Stdio::piped())
@@ -570,7 +612,7 @@ fn run_with_stdin(mut cmd: Command, input: &[u8]) -> (Option<i32>, String) {
     writer.join().unwrap();
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stderr));
-    (out.status.code(), text)
+    (out.status.code().unwrap_or(-1), text)
 }
 
 /// `promtool check metrics` on a text exposition: Err with promtool's
@@ -579,10 +621,10 @@ pub fn promtool_check(text: &str) -> Result<(), String> {
     let mut cmd = Command::new("promtool");
     cmd.args(["check", "metrics"]);
     let (code, out) = run_with_stdin(cmd, text.as_bytes());
-    if code == Some(0) && out.trim().is_empty() {
+    if code == 0 && out.trim().is_empty() {
         Ok(())
     } else {
-        Err(format!("promtool check metrics exited {code:?}:\n{out}"))
+        Err(format!("promtool check metrics exited {code}:\n{out}"))
     }
 }
 
@@ -609,8 +651,8 @@ for fam in text_string_to_metric_families(text):
     let mut cmd = Command::new(venv_python());
     cmd.args(["-c", SCRIPT]);
     let (code, out) = run_with_stdin(cmd, text.as_bytes());
-    if code != Some(0) {
-        return Err(format!("OpenMetrics parser exited {code:?}:\n{out}"));
+    if code != 0 {
+        return Err(format!("OpenMetrics parser exited {code}:\n{out}"));
     }
     Ok(out
         .lines()

@@ -5,7 +5,9 @@
 //! once per process, and its scenario comes from the (process-wide)
 //! environment.
 
-#![allow(dead_code)]
+// Each test binary uses a different part; the library path is set before
+// the process's first NVML init.
+#![allow(dead_code, clippy::disallowed_methods)]
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -63,12 +65,11 @@ impl Snapshots {
                 }
             }
             checked = snaps.len();
-            if Instant::now() > deadline {
-                panic!(
-                    "timed out waiting for {what}; last snapshot: {}",
-                    summary(snaps.last().map(|s| &**s))
-                );
-            }
+            assert!(
+                Instant::now() <= deadline,
+                "timed out waiting for {what}; last snapshot: {}",
+                summary(snaps.last().map(|s| &**s))
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
     }

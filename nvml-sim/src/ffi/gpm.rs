@@ -210,9 +210,9 @@ nvml_fn! {
             }
             match metric_info(m.metricId) {
                 Some((s, l, unit)) => {
-                    m.metricInfo.shortName = s.as_ptr() as *mut c_char;
-                    m.metricInfo.longName = l.as_ptr() as *mut c_char;
-                    m.metricInfo.unit = unit.as_ptr() as *mut c_char;
+                    m.metricInfo.shortName = s.as_ptr().cast_mut();
+                    m.metricInfo.longName = l.as_ptr().cast_mut();
+                    m.metricInfo.unit = unit.as_ptr().cast_mut();
                 }
                 None => {
                     m.metricInfo.shortName = std::ptr::null_mut();

@@ -18,11 +18,23 @@ use std::ffi::{c_char, c_uint};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
+// One file per NVML API group, as the NVML reference groups the calls.
+pub mod clocks;
 pub mod device;
+pub mod ecc;
 pub mod events;
+pub mod fields;
 pub mod gpm;
+pub mod memory;
 pub mod mig;
+pub mod mode;
+pub mod nvlink;
+pub mod pcie;
+pub mod power;
+pub mod processes;
 pub mod system;
+pub mod thermal;
+pub mod utilization;
 
 pub type Ret = nvmlReturn_t;
 pub type R<T = ()> = Result<T, Ret>;
@@ -56,6 +68,9 @@ pub struct State {
     /// (scenario key, time scale) the current `sim` was built from.
     pub built_from: Option<(String, f64)>,
     pub control_started: bool,
+    /// The scenario a host process chose through `nvml_sim_select_scenario`
+    /// (see `host.rs`); it wins over `NVML_SIM_SCENARIO`.
+    pub selected_scenario: Option<String>,
 }
 
 pub static STATE: Mutex<State> = Mutex::new(State {
@@ -63,6 +78,7 @@ pub static STATE: Mutex<State> = Mutex::new(State {
     sim: None,
     built_from: None,
     control_started: false,
+    selected_scenario: None,
 });
 /// Wakes hung calls and event waiters when faults change the fleet.
 pub static CHANGED: Condvar = Condvar::new();
@@ -117,7 +133,7 @@ pub unsafe fn out_str(buf: *mut c_char, len: c_uint, s: &str) -> R {
     if (len as usize) < s.len() + 1 {
         return Err(INSUFFICIENT_SIZE);
     }
-    std::ptr::copy_nonoverlapping(s.as_ptr() as *const c_char, buf, s.len());
+    std::ptr::copy_nonoverlapping(s.as_ptr().cast::<c_char>(), buf, s.len());
     *buf.add(s.len()) = 0;
     Ok(())
 }
@@ -374,8 +390,10 @@ fn init(_flags: c_uint) -> R {
         }
     }
     if st.refcount == 0 {
-        let key = std::env::var("NVML_SIM_SCENARIO")
-            .ok()
+        let key = st
+            .selected_scenario
+            .clone()
+            .or_else(|| std::env::var("NVML_SIM_SCENARIO").ok())
             .filter(|s| !s.trim().is_empty())
             .unwrap_or_else(|| scenario::DEFAULT.to_string());
         let scale = env_scale().map_err(|e| {

@@ -111,7 +111,6 @@ struct Sample {
 pub struct SampleSink<'a> {
     labels: Vec<(&'static str, LabelValue<'a>)>,
     samples: Vec<Sample>,
-    order: Vec<u32>,
 }
 
 impl<'a> SampleSink<'a> {
@@ -149,31 +148,26 @@ impl<'a> SampleSink<'a> {
     pub fn clear(&mut self) {
         self.labels.clear();
         self.samples.clear();
-        self.order.clear();
     }
 
     /// Visits the samples ordered by their labels, so that the output does
     /// not depend on the order the sampler listed things in.
     pub fn for_each_sorted(&mut self, mut f: impl FnMut(&[(&'static str, LabelValue<'a>)], Value)) {
-        self.order.clear();
-        self.order.extend(0..self.samples.len() as u32);
-        let (labels, samples) = (&self.labels, &self.samples);
-        let key = |i: u32| {
-            let s = &samples[i as usize];
-            &labels[s.labels_start as usize..s.labels_end as usize]
-        };
+        let labels = &self.labels;
+        let key = |s: &Sample| &labels[s.labels_start as usize..s.labels_end as usize];
         let sorted = self
-            .order
+            .samples
             .windows(2)
-            .all(|w| cmp_labels(key(w[0]), key(w[1])) != Ordering::Greater);
+            .all(|w| cmp_labels(key(&w[0]), key(&w[1])) != Ordering::Greater);
         if !sorted {
             // Equal keys would be duplicate series, a collector bug: stability
-            // buys nothing.
-            self.order
-                .sort_unstable_by(|&a, &b| cmp_labels(key(a), key(b)));
+            // buys nothing. The samples themselves are sorted (24 bytes
+            // each), which saves an indirection per comparison.
+            self.samples
+                .sort_unstable_by(|a, b| cmp_labels(key(a), key(b)));
         }
-        for &i in &self.order {
-            f(key(i), samples[i as usize].value);
+        for s in &self.samples {
+            f(key(s), s.value);
         }
     }
 }

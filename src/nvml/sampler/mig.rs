@@ -1,18 +1,38 @@
-//! MIG: GPU instances, their compute instances (MIG devices), per-instance
-//! memory and GPM activity. Enumerated again on every poll, so a layout
-//! change shows at the next poll: vanished instances are simply not in the
-//! new list, and nothing keeps a handle across polls.
+//! MIG: mode, GPU instances, their compute instances (MIG devices),
+//! per-instance memory and GPM activity (`nvidia_gpu_mig_*`). Enumerated
+//! again on every poll, so a layout change shows at the next poll: vanished
+//! instances are simply not in the new list, and nothing keeps a handle
+//! across polls.
 
 use std::collections::{BTreeMap, HashMap};
 
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
 
-use super::fields::mig_profile_from_name;
-use super::gpu::{read_memory, Calls, Got, GpmPair};
-use super::raw::{self, DeviceHandle};
+use super::super::calls::{Calls, Got};
+use super::super::fields::mig_profile_from_name;
+use super::super::raw::{self, DeviceHandle};
+use super::gpm::GpmPair;
+use super::{memory, Gpu};
 use crate::family::Family;
-use crate::snapshot::{MigComputeInstance, MigGpuInstance, MigMemory};
+use crate::snapshot::{GpuReadings, MigComputeInstance, MigGpuInstance, MigMemory, ModePair};
+
+/// Reads MIG mode (current and pending); true when MIG is on now, so that
+/// the MIG devices are enumerated.
+pub fn mode(g: &mut Gpu<'_, '_>, r: &mut GpuReadings) -> bool {
+    let (nvml, h) = (g.nvml, g.handle);
+    match g
+        .calls
+        .run(Family::Mig.name(), || raw::mig_mode(nvml, h))
+        .value()
+    {
+        Some((current, pending)) => {
+            r.mig_mode = Some(ModePair { current, pending });
+            current
+        }
+        None => false,
+    }
+}
 
 /// What a MIG device (by UUID) is: those never change for one UUID, so
 /// they are read once per MIG device.
@@ -23,7 +43,7 @@ struct MigIdentity {
     profile: Option<String>,
 }
 
-pub struct MigSampler<'n> {
+pub struct State<'n> {
     nvml: &'n Nvml,
     parent: DeviceHandle,
     max_devices: Option<u32>,
@@ -33,9 +53,9 @@ pub struct MigSampler<'n> {
     gpm: HashMap<(u32, String), GpmPair<'n>>,
 }
 
-impl<'n> MigSampler<'n> {
+impl<'n> State<'n> {
     pub fn new(nvml: &'n Nvml, parent: DeviceHandle) -> Self {
-        MigSampler {
+        State {
             nvml,
             parent,
             max_devices: None,
@@ -60,17 +80,16 @@ impl<'n> MigSampler<'n> {
         let mut first_device: BTreeMap<u32, DeviceHandle> = BTreeMap::new();
         let mut seen = Vec::new();
         for index in 0..max {
-            let handle = match c.run(fam, || {
+            let Got::Value(handle) = c.run(fam, || {
                 match raw::mig_device_by_index(nvml, parent, index) {
                     // An empty slot in the MIG device table, not a failure.
-                    Err(NvmlError::NotFound) | Err(NvmlError::InvalidArg) => {
+                    Err(NvmlError::NotFound | NvmlError::InvalidArg) => {
                         Err(NvmlError::NotSupported)
                     }
                     other => other,
                 }
-            }) {
-                Got::Value(h) => h,
-                _ => continue,
+            }) else {
+                continue;
             };
             let Some(uuid) = c.run(fam, || raw::uuid(nvml, handle)).value() else {
                 continue;
@@ -123,11 +142,11 @@ impl<'n> MigSampler<'n> {
         }
         self.known.retain(|uuid, _| seen.contains(uuid));
 
-        for (gi_id, gi) in instances.iter_mut() {
+        for (gi_id, gi) in &mut instances {
             gi.compute_instances.sort_by_key(|ci| ci.compute_instance);
             if let Some(&h) = first_device.get(gi_id) {
                 // MIG devices of one GPU instance share its memory.
-                gi.memory = read_memory(nvml, h, c, fam).map(|m| MigMemory {
+                gi.memory = memory::read(nvml, h, c, fam).map(|m| MigMemory {
                     total_bytes: m.total_bytes,
                     used_bytes: m.used_bytes,
                     free_bytes: m.free_bytes,
@@ -145,7 +164,7 @@ impl<'n> MigSampler<'n> {
                 let pair = self
                     .gpm
                     .entry((gi.gpu_instance, gi.profile.clone()))
-                    .or_insert_with(GpmPair::new);
+                    .or_default();
                 let id = gi.gpu_instance;
                 gi.activity = pair.step(nvml, c, |b| b.fill_mig(parent, id));
             }

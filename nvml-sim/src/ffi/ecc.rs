@@ -1,0 +1,160 @@
+//! ECC mode and error counters, retired pages and remapped rows (NVML
+//! reference, "Device Queries" and "Page Retirement").
+
+use super::*;
+use crate::fleet::Gpu;
+use std::ffi::c_ulonglong;
+
+fn ecc_gpu<T>(device: nvmlDevice_t, f: impl FnOnce(&Gpu) -> R<T>) -> R<T> {
+    with_gpu(device, |g, _| {
+        if g.model.ecc {
+            f(g)
+        } else {
+            Err(NOT_SUPPORTED)
+        }
+    })
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetEccMode(device: nvmlDevice_t, current: *mut nvmlEnableState_t, pending: *mut nvmlEnableState_t) {
+        nonnull(current)?;
+        nonnull(pending)?;
+        ecc_gpu(device, |_| Ok(()))?;
+        out(current, 1)?;
+        out(pending, 1)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetDefaultEccMode(device: nvmlDevice_t, defaultMode: *mut nvmlEnableState_t) {
+        nonnull(defaultMode)?;
+        ecc_gpu(device, |_| Ok(()))?;
+        out(defaultMode, 1)
+    }
+}
+
+fn check_ecc_args(error_type: u32, counter: u32) -> R {
+    if error_type > 1 || counter > 1 {
+        Err(INVALID_ARGUMENT)
+    } else {
+        Ok(())
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetTotalEccErrors(device: nvmlDevice_t, errorType: nvmlMemoryErrorType_t, counterType: nvmlEccCounterType_t, eccCounts: *mut c_ulonglong) {
+        nonnull(eccCounts)?;
+        check_ecc_args(errorType, counterType)?;
+        let v = ecc_gpu(device, |g| Ok(g.ecc_total(errorType as usize, counterType as usize)))?;
+        out(eccCounts, v)
+    }
+}
+
+/// Locations with ECC counters on HBM boards; texture memory and CBU
+/// counters are not reported there (NOT_SUPPORTED).
+fn location_supported(location: u32) -> bool {
+    matches!(location, 0 | 1 | 2 | 3 | 7)
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetMemoryErrorCounter(device: nvmlDevice_t, errorType: nvmlMemoryErrorType_t, counterType: nvmlEccCounterType_t, locationType: nvmlMemoryLocation_t, count: *mut c_ulonglong) {
+        nonnull(count)?;
+        check_ecc_args(errorType, counterType)?;
+        if locationType >= 8 {
+            return Err(INVALID_ARGUMENT);
+        }
+        let v = ecc_gpu(device, |g| {
+            if !location_supported(locationType) {
+                return Err(NOT_SUPPORTED);
+            }
+            Ok(g.ecc[errorType as usize][counterType as usize][locationType as usize])
+        })?;
+        out(count, v)
+    }
+}
+
+fn retired_gpu<T>(device: nvmlDevice_t, f: impl FnOnce(&Gpu) -> R<T>) -> R<T> {
+    // Ampere and newer replaced page retirement with row remapping.
+    with_gpu(device, |g, _| {
+        if g.model.page_retirement {
+            f(g)
+        } else {
+            Err(NOT_SUPPORTED)
+        }
+    })
+}
+
+unsafe fn retired_pages(
+    device: nvmlDevice_t,
+    cause: u32,
+    page_count: *mut c_uint,
+    addresses: *mut c_ulonglong,
+    timestamps: *mut c_ulonglong,
+) -> R {
+    nonnull(page_count)?;
+    if cause > 1 {
+        return Err(INVALID_ARGUMENT);
+    }
+    let pages = retired_gpu(device, |g| {
+        Ok(g.retired
+            .iter()
+            .filter(|p| p.cause as u32 == cause)
+            .map(|p| (p.address, p.timestamp_us))
+            .collect::<Vec<_>>())
+    })?;
+    let cap = *page_count as usize;
+    *page_count = pages.len() as u32;
+    if pages.is_empty() {
+        return Ok(());
+    }
+    if cap < pages.len() || addresses.is_null() {
+        return Err(INSUFFICIENT_SIZE);
+    }
+    for (i, (a, ts)) in pages.into_iter().enumerate() {
+        addresses.add(i).write(a);
+        if !timestamps.is_null() {
+            timestamps.add(i).write(ts);
+        }
+    }
+    Ok(())
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetRetiredPages(device: nvmlDevice_t, cause: nvmlPageRetirementCause_t, pageCount: *mut c_uint, addresses: *mut c_ulonglong) {
+        retired_pages(device, cause, pageCount, addresses, std::ptr::null_mut())
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetRetiredPages_v2(device: nvmlDevice_t, cause: nvmlPageRetirementCause_t, pageCount: *mut c_uint, addresses: *mut c_ulonglong, timestamps: *mut c_ulonglong) {
+        retired_pages(device, cause, pageCount, addresses, timestamps)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetRetiredPagesPendingStatus(device: nvmlDevice_t, isPending: *mut nvmlEnableState_t) {
+        nonnull(isPending)?;
+        let v = retired_gpu(device, |g| Ok(g.retired_pending as u32))?;
+        out(isPending, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetRemappedRows(device: nvmlDevice_t, corrRows: *mut c_uint, uncRows: *mut c_uint, isPending: *mut c_uint, failureOccurred: *mut c_uint) {
+        nonnull(corrRows)?;
+        nonnull(uncRows)?;
+        nonnull(isPending)?;
+        nonnull(failureOccurred)?;
+        let v = with_gpu(device, |g, _| {
+            if g.model.row_remapping {
+                Ok((g.remap_corr, g.remap_unc, g.remap_pending as u32, g.remap_failure as u32))
+            } else {
+                Err(NOT_SUPPORTED)
+            }
+        })?;
+        out(corrRows, v.0)?;
+        out(uncRows, v.1)?;
+        out(isPending, v.2)?;
+        out(failureOccurred, v.3)
+    }
+}

@@ -1,0 +1,339 @@
+//! `nvmlDeviceGetFieldValues` (NVML reference, "Field Value Queries"): the
+//! field ids of the R560 header this library claims, per scope.
+
+use super::*;
+use crate::fleet::{now_us, Gpu};
+use std::ffi::c_int;
+
+/// Highest field id the claimed R560 headers define (NVML_FI_MAX - 1 there).
+const LAST_FIELD_ID: u32 = 234;
+
+enum FieldValue {
+    U32(u32),
+    U64(u64),
+}
+
+fn field_value(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
+    use nvml_wrapper_sys::bindings::field_id::*;
+    use FieldValue::{U32, U64};
+    let m = g.model;
+    let ecc = |et: usize, c: usize, loc: Option<usize>| -> R<FieldValue> {
+        if !m.ecc {
+            return Err(NOT_SUPPORTED);
+        }
+        Ok(U64(match loc {
+            Some(l) => g.ecc[et][c][l],
+            None => g.ecc_total(et, c),
+        }))
+    };
+    let links = m.nvlinks;
+    // Legacy per-link ids: L0..L5 then L6..L11 live in separate ranges.
+    let link_in = |base_lo: u32, base_hi: u32| -> Option<u32> {
+        if (base_lo..base_lo + 6).contains(&id) {
+            Some(id - base_lo)
+        } else if (base_hi..base_hi + 6).contains(&id) {
+            Some(id - base_hi + 6)
+        } else {
+            None
+        }
+    };
+    let nvl_err = |counter: usize, link: Option<u32>| -> R<FieldValue> {
+        if links == 0 {
+            return Err(NOT_SUPPORTED);
+        }
+        match link {
+            Some(l) if l < links => Ok(U64(g.nvlink_errors(l)[counter])),
+            Some(_) => Err(NOT_SUPPORTED),
+            None => Ok(U64((0..links).map(|l| g.nvlink_errors(l)[counter]).sum())),
+        }
+    };
+    match id {
+        NVML_FI_DEV_ECC_CURRENT | NVML_FI_DEV_ECC_PENDING => {
+            if m.ecc {
+                Ok(U32(1))
+            } else {
+                Err(NOT_SUPPORTED)
+            }
+        }
+        NVML_FI_DEV_ECC_SBE_VOL_TOTAL => ecc(0, 0, None),
+        NVML_FI_DEV_ECC_DBE_VOL_TOTAL => ecc(1, 0, None),
+        NVML_FI_DEV_ECC_SBE_AGG_TOTAL => ecc(0, 1, None),
+        NVML_FI_DEV_ECC_DBE_AGG_TOTAL => ecc(1, 1, None),
+        NVML_FI_DEV_ECC_SBE_VOL_L1 => ecc(0, 0, Some(0)),
+        NVML_FI_DEV_ECC_DBE_VOL_L1 => ecc(1, 0, Some(0)),
+        NVML_FI_DEV_ECC_SBE_VOL_L2 => ecc(0, 0, Some(1)),
+        NVML_FI_DEV_ECC_DBE_VOL_L2 => ecc(1, 0, Some(1)),
+        NVML_FI_DEV_ECC_SBE_VOL_DEV => ecc(0, 0, Some(2)),
+        NVML_FI_DEV_ECC_DBE_VOL_DEV => ecc(1, 0, Some(2)),
+        NVML_FI_DEV_ECC_SBE_VOL_REG => ecc(0, 0, Some(3)),
+        NVML_FI_DEV_ECC_DBE_VOL_REG => ecc(1, 0, Some(3)),
+        NVML_FI_DEV_ECC_SBE_AGG_L1 => ecc(0, 1, Some(0)),
+        NVML_FI_DEV_ECC_DBE_AGG_L1 => ecc(1, 1, Some(0)),
+        NVML_FI_DEV_ECC_SBE_AGG_L2 => ecc(0, 1, Some(1)),
+        NVML_FI_DEV_ECC_DBE_AGG_L2 => ecc(1, 1, Some(1)),
+        NVML_FI_DEV_ECC_SBE_AGG_DEV => ecc(0, 1, Some(2)),
+        NVML_FI_DEV_ECC_DBE_AGG_DEV => ecc(1, 1, Some(2)),
+        NVML_FI_DEV_ECC_SBE_AGG_REG => ecc(0, 1, Some(3)),
+        NVML_FI_DEV_ECC_DBE_AGG_REG => ecc(1, 1, Some(3)),
+        NVML_FI_DEV_RETIRED_SBE | NVML_FI_DEV_RETIRED_DBE => {
+            if !m.page_retirement {
+                return Err(NOT_SUPPORTED);
+            }
+            let cause = u32::from(id != NVML_FI_DEV_RETIRED_SBE);
+            Ok(U64(
+                g.retired.iter().filter(|p| p.cause as u32 == cause).count() as u64,
+            ))
+        }
+        NVML_FI_DEV_RETIRED_PENDING
+        | NVML_FI_DEV_RETIRED_PENDING_SBE
+        | NVML_FI_DEV_RETIRED_PENDING_DBE => {
+            if m.page_retirement {
+                Ok(U32(g.retired_pending as u32))
+            } else {
+                Err(NOT_SUPPORTED)
+            }
+        }
+        NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL => nvl_err(2, None),
+        NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL => nvl_err(3, None),
+        NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL => nvl_err(0, None),
+        NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL => nvl_err(1, None),
+        NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL => nvl_err(4, None),
+        _ if link_in(
+            NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L0,
+            NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L6,
+        )
+        .is_some() =>
+        {
+            nvl_err(
+                2,
+                link_in(
+                    NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L0,
+                    NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L6,
+                ),
+            )
+        }
+        _ if link_in(
+            NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L0,
+            NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L6,
+        )
+        .is_some() =>
+        {
+            nvl_err(
+                3,
+                link_in(
+                    NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L0,
+                    NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L6,
+                ),
+            )
+        }
+        _ if link_in(
+            NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0,
+            NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L6,
+        )
+        .is_some() =>
+        {
+            nvl_err(
+                0,
+                link_in(
+                    NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0,
+                    NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L6,
+                ),
+            )
+        }
+        _ if link_in(
+            NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L0,
+            NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L6,
+        )
+        .is_some() =>
+        {
+            nvl_err(
+                1,
+                link_in(
+                    NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L0,
+                    NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L6,
+                ),
+            )
+        }
+        _ if (NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_L0
+            ..=NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_L11)
+            .contains(&id) =>
+        {
+            nvl_err(4, Some(id - NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_L0))
+        }
+        NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY => nvl_err(0, Some(scope)),
+        NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY => nvl_err(1, Some(scope)),
+        NVML_FI_DEV_NVLINK_ERROR_DL_CRC => nvl_err(2, Some(scope)),
+        NVML_FI_DEV_PERF_POLICY_POWER..=NVML_FI_DEV_PERF_POLICY_RELIABILITY => Ok(U64(
+            g.violation_ns((id - NVML_FI_DEV_PERF_POLICY_POWER) as usize, t)
+        )),
+        NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS | NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS => {
+            Ok(U64((0..6).map(|p| g.violation_ns(p, t)).sum()))
+        }
+        NVML_FI_DEV_MEMORY_TEMP => g.memory_temperature(t).map(U32).ok_or(NOT_SUPPORTED),
+        NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION | NVML_FI_DEV_ENERGY => Ok(U64(g.energy_mj as u64)),
+        NVML_FI_DEV_POWER_INSTANT | NVML_FI_DEV_POWER_AVERAGE => {
+            Ok(U32(g.power_mw(t).round() as u32))
+        }
+        NVML_FI_DEV_POWER_MIN_LIMIT => Ok(U32(m.power_min_mw)),
+        NVML_FI_DEV_POWER_MAX_LIMIT => Ok(U32(m.power_max_mw)),
+        NVML_FI_DEV_POWER_DEFAULT_LIMIT
+        | NVML_FI_DEV_POWER_CURRENT_LIMIT
+        | NVML_FI_DEV_POWER_REQUESTED_LIMIT => Ok(U32(m.power_default_mw)),
+        NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT => Ok(U32(m.temp_shutdown)),
+        NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT => Ok(U32(m.temp_slowdown)),
+        NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT => m.temp_mem_max.map(U32).ok_or(NOT_SUPPORTED),
+        NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT => Ok(U32(m.temp_gpu_max)),
+        _ if (NVML_FI_DEV_NVLINK_SPEED_MBPS_L0..=NVML_FI_DEV_NVLINK_SPEED_MBPS_L5)
+            .contains(&id)
+            || (NVML_FI_DEV_NVLINK_SPEED_MBPS_L6..=NVML_FI_DEV_NVLINK_SPEED_MBPS_L11)
+                .contains(&id) =>
+        {
+            let link = link_in(
+                NVML_FI_DEV_NVLINK_SPEED_MBPS_L0,
+                NVML_FI_DEV_NVLINK_SPEED_MBPS_L6,
+            )
+            .unwrap_or(0);
+            if links == 0 || link >= links {
+                Err(NOT_SUPPORTED)
+            } else {
+                Ok(U32(m.nvlink_mbps))
+            }
+        }
+        NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON => {
+            if links == 0 {
+                Err(NOT_SUPPORTED)
+            } else {
+                Ok(U32(m.nvlink_mbps))
+            }
+        }
+        NVML_FI_DEV_NVLINK_LINK_COUNT => {
+            if links == 0 {
+                Err(NOT_SUPPORTED)
+            } else {
+                Ok(U32(links))
+            }
+        }
+        NVML_FI_DEV_NVLINK_GET_SPEED => {
+            if links == 0 || scope >= links {
+                Err(NOT_SUPPORTED)
+            } else {
+                Ok(U32(m.nvlink_mbps))
+            }
+        }
+        NVML_FI_DEV_NVLINK_GET_STATE => {
+            if links == 0 || scope >= links {
+                Err(NOT_SUPPORTED)
+            } else {
+                Ok(U32(1))
+            }
+        }
+        NVML_FI_DEV_NVLINK_GET_VERSION => {
+            if links == 0 || scope >= links {
+                Err(NOT_SUPPORTED)
+            } else {
+                Ok(U32(match m.arch {
+                    NVML_DEVICE_ARCH_HOPPER => 5,
+                    NVML_DEVICE_ARCH_AMPERE => 4,
+                    _ => 2,
+                }))
+            }
+        }
+        NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT => {
+            if links == 0 {
+                Err(NOT_SUPPORTED)
+            } else {
+                Ok(U32(links))
+            }
+        }
+        // NVML header: "Link ID needs to be specified in the scopeId field";
+        // UINT_MAX returns the sum over all links. Counters are in KiB.
+        NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX..=NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX => {
+            if links == 0 {
+                return Err(NOT_SUPPORTED);
+            }
+            let pick = |l: u32| {
+                let (tx, rx) = g.nvlink_kib(l, t);
+                let raw = |v: u64| v + v / 16;
+                match id {
+                    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX => tx,
+                    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX => rx,
+                    NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX => raw(tx),
+                    _ => raw(rx),
+                }
+            };
+            if scope == u32::MAX {
+                Ok(U64((0..links).map(pick).sum()))
+            } else if scope < links {
+                Ok(U64(pick(scope)))
+            } else {
+                Err(INVALID_ARGUMENT)
+            }
+        }
+        NVML_FI_DEV_REMAPPED_COR
+        | NVML_FI_DEV_REMAPPED_UNC
+        | NVML_FI_DEV_REMAPPED_PENDING
+        | NVML_FI_DEV_REMAPPED_FAILURE => {
+            if !m.row_remapping {
+                return Err(NOT_SUPPORTED);
+            }
+            Ok(U32(match id {
+                NVML_FI_DEV_REMAPPED_COR => g.remap_corr,
+                NVML_FI_DEV_REMAPPED_UNC => g.remap_unc,
+                NVML_FI_DEV_REMAPPED_PENDING => g.remap_pending as u32,
+                _ => g.remap_failure as u32,
+            }))
+        }
+        NVML_FI_DEV_PCIE_REPLAY_COUNTER => Ok(U32(g.pcie_replay)),
+        NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER => Ok(U32(0)),
+        NVML_FI_DEV_PCIE_L0_TO_RECOVERY_COUNTER => Ok(U32(g.index % 2)),
+        NVML_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS..=NVML_FI_DEV_PCIE_COUNT_LANE_ERROR => Ok(U32(0)),
+        NVML_FI_DEV_PCIE_COUNT_TX_BYTES => Ok(U64(g.pcie_bytes(t).0)),
+        NVML_FI_DEV_PCIE_COUNT_RX_BYTES => Ok(U64(g.pcie_bytes(t).1)),
+        NVML_FI_DEV_IS_RESETLESS_MIG_SUPPORTED => Ok(U32(0)),
+        NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE => Ok(U32(m.mig_capable() as u32)),
+        // nvmlGpuRecoveryAction_t: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset.
+        NVML_FI_DEV_GET_GPU_RECOVERY_ACTION => {
+            Ok(U32(u32::from(g.remap_pending || g.retired_pending)))
+        }
+        NVML_FI_DEV_RESET_STATUS | NVML_FI_DEV_DRAIN_AND_RESET_STATUS => {
+            Ok(U32((g.remap_pending || g.retired_pending) as u32))
+        }
+        _ if id > LAST_FIELD_ID => Err(NOT_SUPPORTED),
+        _ => Err(NOT_SUPPORTED),
+    }
+}
+
+nvml_fn! {
+    /// Each entry gets its own nvmlReturn; the call succeeds as a whole.
+    fn nvmlDeviceGetFieldValues(device: nvmlDevice_t, valuesCount: c_int, values: *mut nvmlFieldValue_t) {
+        if valuesCount <= 0 || values.is_null() {
+            return Err(INVALID_ARGUMENT);
+        }
+        let entries = std::slice::from_raw_parts_mut(values, valuesCount as usize);
+        with_gpu(device, |g, t| {
+            let ts = now_us() as i64;
+            for e in entries.iter_mut() {
+                e.timestamp = ts;
+                e.latencyUsec = 0;
+                match field_value(g, e.fieldId, e.scopeId, t) {
+                    Ok(FieldValue::U32(v)) => {
+                        e.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
+                        e.value = nvmlValue_t { ullVal: 0 };
+                        e.value.uiVal = v;
+                        e.nvmlReturn = SUCCESS;
+                    }
+                    Ok(FieldValue::U64(v)) => {
+                        e.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+                        e.value = nvmlValue_t { ullVal: v };
+                        e.nvmlReturn = SUCCESS;
+                    }
+                    Err(code) => {
+                        e.nvmlReturn = code;
+                        e.value = nvmlValue_t { ullVal: 0 };
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,80 @@
+//! PCIe link generation and width, replay counter and throughput (NVML
+//! reference, "Device Queries").
+
+use super::*;
+
+nvml_fn! {
+    fn nvmlDeviceGetMaxPcieLinkGeneration(device: nvmlDevice_t, maxLinkGen: *mut c_uint) {
+        nonnull(maxLinkGen)?;
+        let v = with_gpu(device, |g, _| Ok(g.model.pcie_gen))?;
+        out(maxLinkGen, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetGpuMaxPcieLinkGeneration(device: nvmlDevice_t, maxLinkGenDevice: *mut c_uint) {
+        nonnull(maxLinkGenDevice)?;
+        let v = with_gpu(device, |g, _| Ok(g.model.pcie_gen))?;
+        out(maxLinkGenDevice, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetMaxPcieLinkWidth(device: nvmlDevice_t, maxLinkWidth: *mut c_uint) {
+        nonnull(maxLinkWidth)?;
+        let v = with_gpu(device, |g, _| Ok(g.model.pcie_width))?;
+        out(maxLinkWidth, v)
+    }
+}
+
+nvml_fn! {
+    /// Idle links train down to gen 1 to save power, as real boards do.
+    fn nvmlDeviceGetCurrPcieLinkGeneration(device: nvmlDevice_t, currLinkGen: *mut c_uint) {
+        nonnull(currLinkGen)?;
+        let v = with_gpu(device, |g, t| Ok(if g.busy(t) { g.model.pcie_gen } else { 1 }))?;
+        out(currLinkGen, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetCurrPcieLinkWidth(device: nvmlDevice_t, currLinkWidth: *mut c_uint) {
+        nonnull(currLinkWidth)?;
+        let v = with_gpu(device, |g, _| Ok(g.model.pcie_width))?;
+        out(currLinkWidth, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetPcieSpeed(device: nvmlDevice_t, pcieSpeed: *mut c_uint) {
+        nonnull(pcieSpeed)?;
+        let v = with_gpu(device, |g, t| {
+            let gen = if g.busy(t) { g.model.pcie_gen } else { 1 };
+            Ok([2500, 2500, 5000, 8000, 16000, 32000, 64000][gen.min(6) as usize])
+        })?;
+        out(pcieSpeed, v)
+    }
+}
+
+nvml_fn! {
+    /// KB/s over the last 20 ms (NVML reference).
+    fn nvmlDeviceGetPcieThroughput(device: nvmlDevice_t, counter: nvmlPcieUtilCounter_t, value: *mut c_uint) {
+        nonnull(value)?;
+        let v = with_gpu(device, |g, t| {
+            let (tx, rx) = g.pcie_kbps(t);
+            match counter {
+                0 => Ok(tx),
+                1 => Ok(rx),
+                _ => Err(INVALID_ARGUMENT),
+            }
+        })?;
+        out(value, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetPcieReplayCounter(device: nvmlDevice_t, value: *mut c_uint) {
+        nonnull(value)?;
+        let v = with_gpu(device, |g, _| Ok(g.pcie_replay))?;
+        out(value, v)
+    }
+}

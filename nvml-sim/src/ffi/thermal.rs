@@ -1,0 +1,78 @@
+//! Temperatures, their thresholds and fans (NVML reference, "Device Queries").
+
+use super::*;
+use std::ffi::c_int;
+
+nvml_fn! {
+    fn nvmlDeviceGetTemperature(device: nvmlDevice_t, sensorType: nvmlTemperatureSensors_t, temp: *mut c_uint) {
+        nonnull(temp)?;
+        if sensorType != nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU {
+            return Err(INVALID_ARGUMENT);
+        }
+        let v = with_gpu(device, |g, t| Ok(g.temperature(t)))?;
+        out(temp, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetTemperatureV(device: nvmlDevice_t, temperature: *mut nvmlTemperature_t) {
+        nonnull(temperature)?;
+        if (*temperature).version != struct_version::<nvmlTemperature_v1_t>(1) {
+            return Err(VERSION_MISMATCH);
+        }
+        if (*temperature).sensorType != nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU {
+            return Err(INVALID_ARGUMENT);
+        }
+        let v = with_gpu(device, |g, t| Ok(g.temperature(t)))?;
+        (*temperature).temperature = v as c_int;
+        Ok(())
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetTemperatureThreshold(device: nvmlDevice_t, thresholdType: nvmlTemperatureThresholds_t, temp: *mut c_uint) {
+        nonnull(temp)?;
+        let v = with_gpu(device, |g, _| match thresholdType {
+            0 => Ok(g.model.temp_shutdown),
+            1 => Ok(g.model.temp_slowdown),
+            2 => g.model.temp_mem_max.ok_or(NOT_SUPPORTED),
+            3 => Ok(g.model.temp_gpu_max),
+            4..=7 => Err(NOT_SUPPORTED),
+            _ => Err(INVALID_ARGUMENT),
+        })?;
+        out(temp, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetNumFans(device: nvmlDevice_t, numFans: *mut c_uint) {
+        nonnull(numFans)?;
+        let v = with_gpu(device, |g, _| Ok(g.model.fans))?;
+        out(numFans, v)
+    }
+}
+
+nvml_fn! {
+    /// Passively cooled boards have no fan to report (nvidia-smi shows N/A).
+    fn nvmlDeviceGetFanSpeed(device: nvmlDevice_t, speed: *mut c_uint) {
+        nonnull(speed)?;
+        let v = with_gpu(device, |g, t| if g.model.fans == 0 { Err(NOT_SUPPORTED) } else { Ok(g.fan_percent(t)) })?;
+        out(speed, v)
+    }
+}
+
+nvml_fn! {
+    fn nvmlDeviceGetFanSpeed_v2(device: nvmlDevice_t, fan: c_uint, speed: *mut c_uint) {
+        nonnull(speed)?;
+        let v = with_gpu(device, |g, t| {
+            if g.model.fans == 0 {
+                Err(NOT_SUPPORTED)
+            } else if fan >= g.model.fans {
+                Err(INVALID_ARGUMENT)
+            } else {
+                Ok(g.fan_percent(t) + fan)
+            }
+        })?;
+        out(speed, v)
+    }
+}

@@ -1,0 +1,297 @@
+//! How the sampler makes NVML calls: each one tracked for the stuck-call
+//! watchdog, its failure classified and counted, its outcome a [`Got`].
+//! [`Batch`] and [`Cached`] build on that for values read rarely.
+
+use std::collections::HashSet;
+
+use nvml_wrapper::error::NvmlError;
+
+use super::errors::{classify, error_name, Class, ErrorBook};
+use super::watchdog::CallTracker;
+
+/// Values that only change on reconfiguration are re-read this often (in
+/// polls), which keeps the per-poll call count down. Calls that answered
+/// "not supported" are skipped until then.
+pub const STATIC_REFRESH_POLLS: u64 = 60;
+
+/// Whether `poll` re-reads static values and retries unsupported calls.
+pub fn is_refresh(poll: u64) -> bool {
+    poll % STATIC_REFRESH_POLLS == 0
+}
+
+/// The outcome of one NVML call.
+pub enum Got<T> {
+    Value(T),
+    /// Not supported here: absent, not an error.
+    Absent,
+    /// Failed (counted), or skipped because the GPU is lost.
+    Failed,
+}
+
+impl<T> Got<T> {
+    pub fn value(self) -> Option<T> {
+        match self {
+            Got::Value(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// Runs calls with stuck-call tracking and failure accounting. Once the GPU
+/// is lost or the driver is gone, further calls are skipped: they would
+/// only fail the same way.
+pub struct Calls<'a> {
+    pub gpu: u32,
+    pub tracker: &'a CallTracker,
+    pub errors: ErrorBook,
+    pub lost: bool,
+    pub driver_gone: bool,
+    /// Calls that failed (not absent) during the current sample.
+    pub failed_this_sample: u32,
+    pub answered_this_sample: u32,
+    /// Calls with a field-value alternative that answered "not supported";
+    /// skipped until the next static refresh.
+    absent: HashSet<&'static str>,
+}
+
+impl<'a> Calls<'a> {
+    pub fn new(gpu: u32, tracker: &'a CallTracker) -> Self {
+        Calls {
+            gpu,
+            tracker,
+            errors: ErrorBook::default(),
+            lost: false,
+            driver_gone: false,
+            failed_this_sample: 0,
+            answered_this_sample: 0,
+            absent: HashSet::new(),
+        }
+    }
+
+    /// Starts the tallies of one sample; a refresh poll also forgets which
+    /// calls were unsupported.
+    pub fn begin_sample(&mut self, poll: u64) {
+        self.failed_this_sample = 0;
+        self.answered_this_sample = 0;
+        if is_refresh(poll) {
+            self.absent.clear();
+        }
+    }
+
+    pub fn halted(&self) -> bool {
+        self.lost || self.driver_gone
+    }
+
+    pub fn run<T>(
+        &mut self,
+        family: &'static str,
+        f: impl FnOnce() -> Result<T, NvmlError>,
+    ) -> Got<T> {
+        if self.halted() {
+            return Got::Failed;
+        }
+        self.tracker.enter(family);
+        let result = f();
+        self.tracker.exit();
+        match result {
+            Ok(v) => {
+                self.answered_this_sample += 1;
+                Got::Value(v)
+            }
+            Err(e) => self.failure(family, &e),
+        }
+    }
+
+    /// A call standing in for a field the batch did not deliver (`key`
+    /// names it); once it says "not supported" it is skipped until the
+    /// next static refresh.
+    pub fn run_unless_absent<T>(
+        &mut self,
+        key: &'static str,
+        family: &'static str,
+        f: impl FnOnce() -> Result<T, NvmlError>,
+    ) -> Option<T> {
+        if self.absent.contains(key) {
+            return None;
+        }
+        match self.run(family, f) {
+            Got::Value(v) => Some(v),
+            Got::Absent => {
+                self.absent.insert(key);
+                None
+            }
+            Got::Failed => None,
+        }
+    }
+
+    /// Accounts for an error that came back from a call (or from one entry
+    /// of a batched call).
+    pub fn failure<T>(&mut self, family: &'static str, e: &NvmlError) -> Got<T> {
+        match classify(e) {
+            Class::Absent => {
+                self.answered_this_sample += 1;
+                Got::Absent
+            }
+            Class::Lost => {
+                self.lost = true;
+                self.errors.record(family, "gpu_is_lost");
+                Got::Failed
+            }
+            Class::DriverGone => {
+                self.driver_gone = true;
+                if self.errors.record(family, &error_name(e)) {
+                    tracing::warn!(gpu = self.gpu, family, error = %e, "NVML lost its driver during a call");
+                }
+                Got::Failed
+            }
+            Class::Error(name) => {
+                self.failed_this_sample += 1;
+                if self.errors.record(family, &name) {
+                    tracing::warn!(gpu = self.gpu, family, error = %e,
+                        "NVML call failed; the reading is absent (logged once per GPU, family and error)");
+                }
+                Got::Failed
+            }
+        }
+    }
+}
+
+/// Gathers the calls behind one cached list (thresholds, limits, maximum
+/// clocks). Unsupported calls are left out; any failure fails the whole
+/// list, so the cache retries it at the next poll instead of keeping an
+/// incomplete one until its refresh.
+pub struct Batch<T> {
+    out: Vec<T>,
+    failed: bool,
+}
+
+impl<T> Batch<T> {
+    pub fn new() -> Self {
+        Batch {
+            out: Vec::new(),
+            failed: false,
+        }
+    }
+
+    /// The call's value, if it has one; notes a failure.
+    pub fn take<V>(&mut self, got: Got<V>) -> Option<V> {
+        match got {
+            Got::Value(v) => Some(v),
+            Got::Absent => None,
+            Got::Failed => {
+                self.failed = true;
+                None
+            }
+        }
+    }
+
+    pub fn push(&mut self, item: T) {
+        self.out.push(item);
+    }
+
+    pub fn finish(self) -> Got<Vec<T>> {
+        if self.failed {
+            Got::Failed
+        } else {
+            Got::Value(self.out)
+        }
+    }
+}
+
+/// A value re-read every `STATIC_REFRESH_POLLS` polls, or on the next poll
+/// after a failure.
+pub struct Cached<T> {
+    value: Option<T>,
+    next_read: u64,
+}
+
+impl<T> Default for Cached<T> {
+    fn default() -> Self {
+        Cached {
+            value: None,
+            next_read: 0,
+        }
+    }
+}
+
+impl<T: Clone> Cached<T> {
+    pub fn get(&mut self, poll: u64, read: impl FnOnce() -> Got<T>) -> Option<T> {
+        if poll >= self.next_read {
+            match read() {
+                Got::Value(v) => {
+                    self.value = Some(v);
+                    self.next_read = poll + STATIC_REFRESH_POLLS;
+                }
+                Got::Absent => {
+                    self.value = None;
+                    self.next_read = poll + STATIC_REFRESH_POLLS;
+                }
+                Got::Failed => {
+                    self.value = None;
+                    self.next_read = poll + 1;
+                }
+            }
+        }
+        self.value.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cached_values_refresh_on_schedule_and_retry_failures() {
+        let mut c: Cached<u32> = Cached::default();
+        let mut reads = 0;
+        assert_eq!(
+            c.get(0, || {
+                reads += 1;
+                Got::Failed
+            }),
+            None
+        );
+        assert_eq!(
+            c.get(1, || {
+                reads += 1;
+                Got::Value(7)
+            }),
+            Some(7)
+        );
+        assert_eq!(
+            c.get(2, || {
+                reads += 1;
+                Got::Value(8)
+            }),
+            Some(7)
+        );
+        assert_eq!(
+            c.get(1 + STATIC_REFRESH_POLLS, || {
+                reads += 1;
+                Got::Value(9)
+            }),
+            Some(9)
+        );
+        assert_eq!(reads, 3);
+    }
+
+    #[test]
+    fn an_unsupported_stand_in_call_is_skipped_until_the_refresh() {
+        let tracker = CallTracker::default();
+        let mut c = Calls::new(0, &tracker);
+        let mut made = 0;
+        let mut call = |c: &mut Calls<'_>| {
+            c.run_unless_absent("energy", "power", || {
+                made += 1;
+                Err::<u64, _>(NvmlError::NotSupported)
+            })
+        };
+        c.begin_sample(0);
+        assert_eq!(call(&mut c), None);
+        c.begin_sample(1);
+        assert_eq!(call(&mut c), None);
+        c.begin_sample(STATIC_REFRESH_POLLS);
+        assert_eq!(call(&mut c), None);
+        assert_eq!(made, 2);
+    }
+}

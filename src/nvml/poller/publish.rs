@@ -1,0 +1,148 @@
+//! Turns what the threads know into the published `Snapshot`: health per
+//! GPU (hung, lost, failing, pending or up), readings only for GPUs that
+//! are up, XID and error counts always, and readiness.
+
+use std::time::{Duration, Instant};
+
+use super::super::watchdog::lock;
+use super::Shared;
+use crate::snapshot::{DriverInfo, GpuState, Health, Snapshot, XidCount};
+
+/// `device_count` is `None` while NVML is down; `deadline` is the
+/// stuck-call deadline.
+pub fn build_snapshot(
+    shared: &Shared,
+    device_count: Option<u32>,
+    driver: Option<DriverInfo>,
+    deadline: Duration,
+) -> Snapshot {
+    let now = Instant::now();
+    let nvml_up = device_count.is_some();
+    let slots = lock(&shared.slots).clone();
+    let mut gpus = Vec::with_capacity(slots.len());
+    for slot in &slots {
+        let st = lock(&slot.state);
+        let stuck_call = slot.tracker.stuck(now, deadline);
+        slot.report_hang(stuck_call.as_ref(), deadline);
+        let (health, readings) = if stuck_call.is_some() {
+            (Health::Hung, None)
+        } else if !nvml_up || device_count.is_some_and(|n| slot.index >= n) {
+            (
+                if st.health.is_some() {
+                    Health::Failing
+                } else {
+                    Health::Pending
+                },
+                None,
+            )
+        } else {
+            let h = st.health.unwrap_or(Health::Pending);
+            (
+                h,
+                if h == Health::Up {
+                    st.readings.clone()
+                } else {
+                    None
+                },
+            )
+        };
+        gpus.push(GpuState {
+            index: slot.index,
+            uuid: st.uuid.clone().unwrap_or_default(),
+            identity: st.identity.clone(),
+            health,
+            last_sample: st.last_sample,
+            sample_duration: st.sample_duration,
+            stuck_call,
+            readings,
+            xids: st
+                .xids
+                .iter()
+                .map(|(&(xid, gi, ci), &(count, last_seen))| XidCount {
+                    xid,
+                    gpu_instance: gi,
+                    compute_instance: ci,
+                    count,
+                    last_seen,
+                })
+                .collect(),
+            nvml_errors: st.errors.counts(),
+            pods: Vec::new(),
+        });
+    }
+    let ready = match device_count {
+        Some(n) => {
+            gpus.len() as u32 >= n
+                && gpus
+                    .iter()
+                    .take(n as usize)
+                    .all(|g| g.health != Health::Pending)
+        }
+        None => false,
+    };
+    Snapshot {
+        nvml_up,
+        ready,
+        driver,
+        gpus,
+        kubernetes: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::SystemTime;
+
+    use super::super::GpuSlot;
+    use super::*;
+    use crate::snapshot::GpuReadings;
+
+    #[test]
+    fn a_hung_gpu_is_reported_without_readings_and_others_stay_up() {
+        let shared = Shared::new();
+        for i in 0..2 {
+            let slot = Arc::new(GpuSlot::new(i));
+            {
+                let mut st = lock(&slot.state);
+                st.uuid = Some(format!("GPU-{i}"));
+                st.health = Some(Health::Up);
+                st.readings = Some(GpuReadings {
+                    power_usage_watts: Some(100.0),
+                    ..Default::default()
+                });
+            }
+            lock(&shared.slots).push(slot);
+        }
+        let slot1 = lock(&shared.slots)[1].clone();
+        slot1.tracker.enter_at(
+            "power",
+            Instant::now()
+                .checked_sub(Duration::from_secs(10))
+                .expect("uptime above 10 s"),
+            SystemTime::now(),
+        );
+        let snap = build_snapshot(&shared, Some(2), None, Duration::from_secs(5));
+        assert!(snap.nvml_up && snap.ready);
+        assert_eq!(snap.gpus[0].health, Health::Up);
+        assert!(snap.gpus[0].readings.is_some());
+        assert_eq!(snap.gpus[1].health, Health::Hung);
+        assert!(snap.gpus[1].readings.is_none());
+        assert_eq!(snap.gpus[1].uuid, "GPU-1");
+        assert_eq!(
+            snap.gpus[1].stuck_call.as_ref().map(|s| s.family),
+            Some("power")
+        );
+
+        slot1.tracker.exit();
+        let snap = build_snapshot(&shared, Some(2), None, Duration::from_secs(5));
+        assert_eq!(snap.gpus[1].health, Health::Up);
+
+        let down = build_snapshot(&shared, None, None, Duration::from_secs(5));
+        assert!(!down.nvml_up && !down.ready);
+        assert!(down
+            .gpus
+            .iter()
+            .all(|g| g.health == Health::Failing && g.readings.is_none()));
+    }
+}

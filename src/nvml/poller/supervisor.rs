@@ -1,0 +1,311 @@
+//! The supervisor thread. Each round it takes four steps, one job each:
+//! bring NVML up (or wait for the next attempt), notice a driver that went
+//! away, start a worker for every GPU without one, and publish a snapshot;
+//! then it waits for the GPUs' next samples.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nvml_wrapper::Nvml;
+
+use super::super::backoff::Backoff;
+use super::super::library::{self, Loaded, ResolvedLibrary};
+use super::super::watchdog::lock;
+use super::super::PollerConfig;
+use super::publish::build_snapshot;
+use super::{spawn, worker, xid, Generation, GpuSlot, Shared};
+use crate::family::Family;
+use crate::snapshot::{DriverInfo, Snapshot};
+
+const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
+const BACKOFF_CAP: Duration = Duration::from_secs(30);
+
+pub type Publish = Arc<dyn Fn(Arc<Snapshot>) + Send + Sync>;
+
+/// Runs until `shared.stop`: publishes a snapshot every round, also while
+/// NVML is down.
+pub fn supervise(cfg: PollerConfig, lib: ResolvedLibrary, publish: Publish, shared: Arc<Shared>) {
+    let mut s = Supervisor::new(cfg, lib, publish, shared);
+    loop {
+        let now = Instant::now();
+        s.bring_up(now);
+        s.notice_driver_gone(now);
+        s.start_workers();
+        let published = s.publish();
+        s.wait_for_round(&published);
+        if s.shared.stop.is_stopped() {
+            break;
+        }
+    }
+    if let Driver::Up(up) = &s.driver {
+        up.generation.stop.stop();
+    }
+}
+
+/// Where NVML stands.
+enum Driver {
+    /// Down; the next initialization attempt is due then.
+    Down {
+        next_attempt: Instant,
+    },
+    /// An `nvml-init` thread is loading and initializing the library.
+    Starting(JoinHandle<Result<Loaded, String>>),
+    Up(Up),
+}
+
+struct Up {
+    nvml: Arc<Nvml>,
+    generation: Arc<Generation>,
+    device_count: u32,
+}
+
+struct Supervisor {
+    cfg: PollerConfig,
+    lib: ResolvedLibrary,
+    publish: Publish,
+    shared: Arc<Shared>,
+    driver: Driver,
+    backoff: Backoff,
+    /// The driver last initialized; kept while NVML is down.
+    info: Option<DriverInfo>,
+    /// Why NVML is down, logged once per distinct reason.
+    last_error: Option<String>,
+    ever_up: bool,
+}
+
+impl Supervisor {
+    fn new(cfg: PollerConfig, lib: ResolvedLibrary, publish: Publish, shared: Arc<Shared>) -> Self {
+        Supervisor {
+            cfg,
+            lib,
+            publish,
+            shared,
+            driver: Driver::Down {
+                next_attempt: Instant::now(),
+            },
+            backoff: Backoff::new(BACKOFF_INITIAL, BACKOFF_CAP),
+            info: None,
+            last_error: None,
+            ever_up: false,
+        }
+    }
+
+    fn device_count(&self) -> Option<u32> {
+        match &self.driver {
+            Driver::Up(up) => Some(up.device_count),
+            _ => None,
+        }
+    }
+
+    /// Step 1: starts an initialization attempt when one is due, and takes
+    /// its outcome when it ends. Initialization runs on its own thread: a
+    /// driver that blocks in `nvmlInit` must not stop the snapshots.
+    fn bring_up(&mut self, now: Instant) {
+        match &self.driver {
+            Driver::Starting(h) if h.is_finished() => {
+                let Driver::Starting(h) =
+                    std::mem::replace(&mut self.driver, Driver::Down { next_attempt: now })
+                else {
+                    unreachable!("matched just above");
+                };
+                match h
+                    .join()
+                    .unwrap_or_else(|_| Err("NVML initialization panicked".into()))
+                {
+                    Ok(loaded) => self.came_up(loaded),
+                    Err(why) => self.stays_down(why, now),
+                }
+            }
+            Driver::Down { next_attempt } if now >= *next_attempt => {
+                let lib = self.lib.clone();
+                match spawn("nvml-init", move || library::initialize(&lib)) {
+                    Ok(h) => self.driver = Driver::Starting(h),
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot start NVML initialization thread");
+                        self.driver = Driver::Down {
+                            next_attempt: now + self.backoff.next_delay(),
+                        };
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn came_up(&mut self, loaded: Loaded) {
+        tracing::info!(
+            library = %self.lib.describe(),
+            driver_version = %loaded.driver.driver_version,
+            gpus = loaded.device_count,
+            "NVML {}",
+            if self.ever_up || self.last_error.is_some() { "recovered" } else { "initialized" }
+        );
+        self.ever_up = true;
+        self.last_error = None;
+        self.backoff.reset();
+        self.info = Some(loaded.driver);
+        let up = Up {
+            nvml: Arc::new(loaded.nvml),
+            generation: Arc::new(Generation::new(self.shared.sampled.clone())),
+            device_count: loaded.device_count,
+        };
+        {
+            let mut slots = lock(&self.shared.slots);
+            while (slots.len() as u32) < up.device_count {
+                let i = slots.len() as u32;
+                slots.push(Arc::new(GpuSlot::new(i)));
+            }
+        }
+        if self.cfg.families.contains(Family::Xid) {
+            self.start_xid_thread(&up);
+        }
+        self.driver = Driver::Up(up);
+    }
+
+    fn stays_down(&mut self, why: String, now: Instant) {
+        let delay = self.backoff.next_delay();
+        if self.last_error.as_deref() != Some(why.as_str()) {
+            tracing::error!(
+                "NVML is unavailable: {why}; exporting nvml_exporter_nvml_up 0 and retrying (backoff up to {}s)",
+                BACKOFF_CAP.as_secs()
+            );
+            self.last_error = Some(why);
+        }
+        self.driver = Driver::Down {
+            next_attempt: now + delay,
+        };
+    }
+
+    fn start_xid_thread(&self, up: &Up) {
+        let slots = self.shared.slots(up.device_count);
+        let (n, g) = (up.nvml.clone(), up.generation.clone());
+        let interval = self.cfg.interval;
+        match spawn("nvml-xid", move || xid::run(n, slots, g, interval)) {
+            Ok(h) => *lock(&self.shared.xid) = Some(h),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the XID event thread")
+            }
+        }
+    }
+
+    /// Step 2: a worker that saw the driver go away ends its generation;
+    /// NVML is then initialized again, with backoff.
+    fn notice_driver_gone(&mut self, now: Instant) {
+        let Driver::Up(up) = &self.driver else {
+            return;
+        };
+        if !up.generation.driver_gone.load(Ordering::SeqCst) {
+            return;
+        }
+        tracing::error!("NVML reports the driver is gone; re-initializing with backoff");
+        up.generation.stop.stop();
+        self.driver = Driver::Down {
+            next_attempt: now + self.backoff.next_delay(),
+        };
+        self.last_error = Some("driver gone".into());
+    }
+
+    /// Step 3: a worker for every GPU whose previous worker has finished
+    /// (a worker stuck in the driver is never doubled).
+    fn start_workers(&self) {
+        let Driver::Up(up) = &self.driver else {
+            return;
+        };
+        for slot in self.shared.slots(up.device_count) {
+            if slot.worker_running() {
+                continue;
+            }
+            let (n, g, s) = (up.nvml.clone(), up.generation.clone(), slot.clone());
+            let (families, interval) = (self.cfg.families.clone(), self.cfg.interval);
+            match spawn(&format!("nvml-gpu{}", slot.index), move || {
+                worker::run(n, s, g, families, interval)
+            }) {
+                Ok(h) => *lock(&slot.worker) = Some(h),
+                Err(e) => {
+                    tracing::error!(gpu = slot.index, error = %e, "cannot start GPU worker thread")
+                }
+            }
+        }
+    }
+
+    /// Step 4: publishes a snapshot. Returns each GPU's sample count as of
+    /// just before it was built, so the next round can wait for newer ones.
+    fn publish(&self) -> Vec<(Arc<GpuSlot>, u64)> {
+        let published: Vec<(Arc<GpuSlot>, u64)> = self
+            .shared
+            .slots(self.device_count().unwrap_or(0))
+            .into_iter()
+            .map(|slot| {
+                let n = slot.samples.load(Ordering::SeqCst);
+                (slot, n)
+            })
+            .collect();
+        let snapshot = build_snapshot(
+            &self.shared,
+            self.device_count(),
+            self.info.clone(),
+            self.cfg.stuck_deadline,
+        );
+        (self.publish)(Arc::new(snapshot));
+        published
+    }
+
+    /// Waits until every GPU has finished another sample (or an
+    /// initialization attempt is due or done), at the latest an interval.
+    fn wait_for_round(&self, published: &[(Arc<GpuSlot>, u64)]) {
+        let deadline = Instant::now() + self.cfg.interval;
+        loop {
+            if self.shared.stop.is_stopped() {
+                return;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            let counts: Vec<(u64, u64)> = published
+                .iter()
+                .map(|(slot, n)| (*n, slot.samples.load(Ordering::SeqCst)))
+                .collect();
+            let init_due = match &self.driver {
+                Driver::Down { next_attempt } => now >= *next_attempt,
+                Driver::Starting(h) => h.is_finished(),
+                Driver::Up(_) => false,
+            };
+            if round_done(&counts) || init_due {
+                return;
+            }
+            self.shared
+                .sampled
+                .wait((deadline - now).min(Duration::from_millis(50)));
+        }
+    }
+}
+
+/// Given each GPU's sample count (when the last snapshot was built, now):
+/// every GPU sampled again; or, after a start, the last GPUs sampled for
+/// the first time (the others need not wait another interval for their
+/// second sample).
+fn round_done(counts: &[(u64, u64)]) -> bool {
+    !counts.is_empty()
+        && (counts.iter().all(|(before, now)| now > before)
+            || (counts.iter().all(|(_, now)| *now > 0)
+                && counts.iter().any(|(before, now)| *before == 0 && *now > 0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_done;
+
+    #[test]
+    fn a_round_ends_when_every_gpu_sampled_again_or_the_last_first_sample_arrives() {
+        assert!(!round_done(&[]));
+        assert!(round_done(&[(3, 4), (5, 6)]));
+        assert!(!round_done(&[(3, 4), (5, 5)]));
+        // At start: GPU 0 already had its first sample, GPU 1 now has its
+        // first: publish now rather than an interval later.
+        assert!(round_done(&[(1, 1), (0, 1)]));
+        assert!(!round_done(&[(1, 1), (0, 0)]));
+    }
+}

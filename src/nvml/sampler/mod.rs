@@ -1,0 +1,207 @@
+//! Sampling one GPU: every enabled family's NVML calls, in base units, into
+//! a `GpuReadings`. Runs on that GPU's own worker thread.
+//!
+//! One file per family group, named like the collector that exports it
+//! (`src/collectors/<name>.rs` encodes what `sampler/<name>.rs` reads).
+//! Each file owns the values it caches between polls. Field values of every
+//! family arrive in one batched call first (`scalar.rs`); a family falls
+//! back to its own calls only for what the batch did not deliver.
+
+mod clocks;
+mod ecc;
+mod fan;
+mod gpm;
+mod info;
+mod memory;
+mod mig;
+mod mode;
+mod nvlink;
+mod pcie;
+mod power;
+mod processes;
+mod retirement;
+mod scalar;
+mod temperature;
+mod throttle;
+mod utilization;
+
+use nvml_wrapper::enums::device::DeviceArchitecture;
+use nvml_wrapper::{Device, Nvml};
+
+use super::calls::Calls;
+use super::raw::{self, DeviceHandle};
+use super::watchdog::CallTracker;
+use crate::family::{Family, FamilySet};
+use crate::snapshot::{GpuIdentity, GpuReadings};
+
+/// The GPU being sampled, as every family's sampling sees it: the device,
+/// how many polls came before this one (what cached values count in), and
+/// the calls made on it so far.
+pub struct Gpu<'s, 'n> {
+    pub nvml: &'n Nvml,
+    pub device: &'s Device<'n>,
+    pub handle: DeviceHandle,
+    pub poll: u64,
+    pub calls: &'s mut Calls<'n>,
+}
+
+pub struct GpuSampler<'n> {
+    nvml: &'n Nvml,
+    device: Device<'n>,
+    handle: DeviceHandle,
+    families: FamilySet,
+    pub calls: Calls<'n>,
+    poll: u64,
+    architecture: Option<DeviceArchitecture>,
+    gpm: gpm::State<'n>,
+    mig: mig::State<'n>,
+    temperature: temperature::State,
+    fan: fan::State,
+    power: power::State,
+    clocks: clocks::State,
+    throttle: throttle::State,
+    pcie: pcie::State,
+    ecc: ecc::State,
+    nvlink: nvlink::State,
+    processes: processes::State,
+}
+
+impl<'n> GpuSampler<'n> {
+    pub fn new(
+        nvml: &'n Nvml,
+        device: Device<'n>,
+        index: u32,
+        families: FamilySet,
+        tracker: &'n CallTracker,
+    ) -> Self {
+        let handle = raw::device_handle(&device);
+        GpuSampler {
+            nvml,
+            device,
+            handle,
+            families,
+            calls: Calls::new(index, tracker),
+            poll: 0,
+            architecture: None,
+            gpm: gpm::State::default(),
+            mig: mig::State::new(nvml, handle),
+            temperature: temperature::State::default(),
+            fan: fan::State::default(),
+            power: power::State::default(),
+            clocks: clocks::State::default(),
+            throttle: throttle::State::default(),
+            pcie: pcie::State::default(),
+            ecc: ecc::State::default(),
+            nvlink: nvlink::State::default(),
+            processes: processes::State::default(),
+        }
+    }
+
+    /// Reads the identity strings and the UUID. Returns the UUID when it
+    /// could be read.
+    pub fn identity(&mut self) -> (Option<String>, GpuIdentity) {
+        let mut g = Gpu {
+            nvml: self.nvml,
+            device: &self.device,
+            handle: self.handle,
+            poll: self.poll,
+            calls: &mut self.calls,
+        };
+        let (uuid, identity, architecture) = info::sample(&mut g);
+        self.architecture = architecture;
+        (uuid, identity)
+    }
+
+    /// One poll of every enabled family. `None` when the GPU is lost or the
+    /// driver went away during the poll.
+    pub fn sample(&mut self) -> Option<GpuReadings> {
+        let GpuSampler {
+            nvml,
+            device,
+            handle,
+            families,
+            calls,
+            poll,
+            architecture,
+            gpm,
+            mig,
+            temperature,
+            fan,
+            power,
+            clocks,
+            throttle,
+            pcie,
+            ecc,
+            nvlink,
+            processes,
+        } = self;
+        let families = &*families;
+        let on = |f: Family| families.contains(f);
+        calls.begin_sample(*poll);
+        let mut g = Gpu {
+            nvml,
+            device,
+            handle: *handle,
+            poll: *poll,
+            calls: &mut *calls,
+        };
+        let r = &mut GpuReadings::default();
+        let scalar = scalar::sample(&mut g, families);
+        if on(Family::Mode) {
+            mode::sample(&mut g, r);
+        }
+        // MIG mode decides whether MIG devices are enumerated.
+        let mig_enabled = on(Family::Mig) && mig::mode(&mut g, r);
+        // NVML reports no engine utilization on a MIG-enabled GPU (per
+        // instance activity comes from GPM instead): skip the five calls.
+        if on(Family::Utilization) && !mig_enabled {
+            utilization::sample(&mut g, r);
+        }
+        if on(Family::Gpm) {
+            gpm.sample(&mut g, r, mig_enabled);
+        }
+        if on(Family::Memory) {
+            memory::sample(&mut g, r);
+        }
+        if on(Family::Temperature) {
+            temperature.sample(&mut g, &scalar, r);
+        }
+        if on(Family::Fan) {
+            fan.sample(&mut g, r);
+        }
+        if on(Family::Power) {
+            power.sample(&mut g, &scalar, r);
+        }
+        if on(Family::Clocks) {
+            clocks.sample(&mut g, r);
+        }
+        if on(Family::Throttle) {
+            throttle.sample(&mut g, &scalar, r);
+        }
+        if on(Family::Pcie) {
+            pcie.sample(&mut g, &scalar, r);
+        }
+        if on(Family::Ecc) {
+            ecc.sample(&mut g, &scalar, architecture.as_ref(), r);
+        }
+        if on(Family::Retirement) {
+            retirement::sample(&mut g, &scalar, r);
+        }
+        if on(Family::Nvlink) {
+            nvlink.sample(&mut g, &scalar, r);
+        }
+        if on(Family::Processes) || on(Family::ProcessMemory) {
+            processes.sample(&mut g, on(Family::ProcessMemory), r);
+        }
+        if mig_enabled {
+            let with_gpm = on(Family::Gpm) && gpm.supported(&mut g);
+            r.mig = mig.sample(&mut *g.calls, with_gpm);
+        }
+        *poll += 1;
+        if calls.halted() {
+            None
+        } else {
+            Some(std::mem::take(r))
+        }
+    }
+}

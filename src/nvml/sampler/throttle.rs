@@ -1,0 +1,112 @@
+//! Clock event (throttle) reasons and the time spent in each
+//! (`nvidia_gpu_clock_throttle_active`, `nvidia_gpu_clock_throttle_seconds_total`).
+//! Durations come from the field batch where the driver has them, with
+//! older fields and the violation-status calls as fallbacks.
+
+use nvml_wrapper::enum_wrappers::device::PerformancePolicy;
+
+use super::super::calls::Cached;
+use super::super::fields;
+use super::super::units::nanoseconds_to_seconds;
+use super::scalar::Scalar;
+use super::Gpu;
+use crate::family::Family;
+use crate::snapshot::{GpuReadings, ThrottleReason};
+
+#[derive(Default)]
+pub struct State {
+    supported: Cached<u64>,
+}
+
+impl State {
+    pub fn sample(&mut self, g: &mut Gpu<'_, '_>, scalar: &Scalar, r: &mut GpuReadings) {
+        let fam = Family::Throttle.name();
+        let (d, c) = (g.device, &mut *g.calls);
+        let supported = self.supported.get(g.poll, || {
+            c.run(fam, || d.supported_throttle_reasons().map(|b| b.bits()))
+        });
+        if let (Some(supported), Some(current)) = (
+            supported,
+            c.run(fam, || d.current_throttle_reasons().map(|b| b.bits()))
+                .value(),
+        ) {
+            r.throttle_active = flags(supported, current);
+        }
+        let [sw_thermal, hw_thermal, brake] =
+            fields::thermal_and_brake_reason_ids(g.nvml.field_id_scheme());
+        let from_fields = [
+            (fields::REASON_SW_POWER_CAP, ThrottleReason::SwPowerCap),
+            (fields::REASON_SYNC_BOOST, ThrottleReason::SyncBoost),
+            (sw_thermal, ThrottleReason::SwThermal),
+            (hw_thermal, ThrottleReason::HwThermal),
+            (brake, ThrottleReason::HwPowerBrake),
+        ];
+        for (id, reason) in from_fields {
+            if let Some(ns) = scalar.u64(id) {
+                r.throttle_seconds
+                    .push((reason, nanoseconds_to_seconds(ns)));
+            }
+        }
+        let has =
+            |r: &GpuReadings, reason| r.throttle_seconds.iter().any(|(have, _)| *have == reason);
+        // Drivers without the clock-event duration fields still report the
+        // thermal policy violation time (field 75) in the same batch.
+        if !has(r, ThrottleReason::SwThermal) {
+            if let Some(ns) = scalar.u64(fields::PERF_POLICY_THERMAL) {
+                r.throttle_seconds
+                    .push((ThrottleReason::SwThermal, nanoseconds_to_seconds(ns)));
+            }
+        }
+        // Without any of those fields, the violation-status calls cover
+        // power, thermal and sync boost.
+        let fallback = [
+            (PerformancePolicy::Power, ThrottleReason::SwPowerCap),
+            (PerformancePolicy::Thermal, ThrottleReason::SwThermal),
+            (PerformancePolicy::SyncBoost, ThrottleReason::SyncBoost),
+        ];
+        for (policy, reason) in fallback {
+            if has(r, reason) {
+                continue;
+            }
+            if let Some(v) = c.run(fam, || d.violation_status(policy)).value() {
+                r.throttle_seconds
+                    .push((reason, nanoseconds_to_seconds(v.violation_time)));
+            }
+        }
+    }
+}
+
+/// The reasons the GPU supports, each with whether it is active now.
+pub fn flags(supported: u64, current: u64) -> Vec<(ThrottleReason, bool)> {
+    const BITS: [(u64, ThrottleReason); 9] = [
+        (0x1, ThrottleReason::GpuIdle),
+        (0x2, ThrottleReason::ApplicationsClocks),
+        (0x4, ThrottleReason::SwPowerCap),
+        (0x8, ThrottleReason::HwSlowdown),
+        (0x10, ThrottleReason::SyncBoost),
+        (0x20, ThrottleReason::SwThermal),
+        (0x40, ThrottleReason::HwThermal),
+        (0x80, ThrottleReason::HwPowerBrake),
+        (0x100, ThrottleReason::DisplayClocks),
+    ];
+    BITS.iter()
+        .filter(|(bit, _)| supported & bit != 0)
+        .map(|(bit, reason)| (*reason, current & bit != 0))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_supported_throttle_reasons_appear() {
+        assert_eq!(
+            flags(0x1 | 0x40, 0x40 | 0x4),
+            vec![
+                (ThrottleReason::GpuIdle, false),
+                (ThrottleReason::HwThermal, true)
+            ]
+        );
+    }
+}

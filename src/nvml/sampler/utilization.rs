@@ -1,0 +1,33 @@
+//! Engine utilization: gpu, memory, encoder, decoder, JPEG, OFA
+//! (`nvidia_gpu_utilization_ratio`). Not called on a MIG-enabled GPU, where
+//! NVML does not support it.
+
+use super::super::{raw, units::percent_to_ratio};
+use super::Gpu;
+use crate::family::Family;
+use crate::snapshot::{Engine, GpuReadings};
+
+pub fn sample(g: &mut Gpu<'_, '_>, r: &mut GpuReadings) {
+    let fam = Family::Utilization.name();
+    let (nvml, h, d, c) = (g.nvml, g.handle, g.device, &mut *g.calls);
+    let mut push = |engine, percent: u32| {
+        r.utilization
+            .push((engine, percent_to_ratio(f64::from(percent))));
+    };
+    if let Some(u) = c.run(fam, || d.utilization_rates()).value() {
+        push(Engine::Gpu, u.gpu);
+        push(Engine::Memory, u.memory);
+    }
+    if let Some(u) = c.run(fam, || d.encoder_utilization()).value() {
+        push(Engine::Encoder, u.utilization);
+    }
+    if let Some(u) = c.run(fam, || d.decoder_utilization()).value() {
+        push(Engine::Decoder, u.utilization);
+    }
+    if let Some(u) = c.run(fam, || raw::jpg_utilization(nvml, h)).value() {
+        push(Engine::Jpeg, u);
+    }
+    if let Some(u) = c.run(fam, || raw::ofa_utilization(nvml, h)).value() {
+        push(Engine::Ofa, u);
+    }
+}

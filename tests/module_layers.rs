@@ -1,0 +1,96 @@
+//! The crate's top-level modules form layers: no two import each other,
+//! directly or through others (docs/design.md, "Module map"). Read from
+//! the `crate::<module>` paths in each module's source, test code left out.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// `crate::<module>` references per top-level module of `src/`.
+fn imports() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut files = vec![src.clone()];
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        if path.extension().map_or(true, |e| e != "rs") {
+            continue;
+        }
+        let rel = path.strip_prefix(&src).unwrap();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_str()
+            .unwrap();
+        let module = first.trim_end_matches(".rs").to_string();
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Unit tests may reach anywhere; the layering is about the code.
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        let deps = out.entry(module.clone()).or_default();
+        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for piece in line.split("crate::").skip(1) {
+                let dep: String = piece
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                if !dep.is_empty() && dep != module {
+                    deps.insert(dep);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn reaches(graph: &BTreeMap<String, BTreeSet<String>>, from: &str, to: &str) -> bool {
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![from.to_string()];
+    while let Some(m) = todo.pop() {
+        for d in graph.get(&m).into_iter().flatten() {
+            if d == to {
+                return true;
+            }
+            if seen.insert(d.clone()) {
+                todo.push(d.clone());
+            }
+        }
+    }
+    false
+}
+
+#[test]
+fn no_two_modules_import_each_other() {
+    let graph = imports();
+    assert!(graph.len() > 10, "read too few modules: {graph:?}");
+    let mut circles = Vec::new();
+    for (module, deps) in &graph {
+        for dep in deps {
+            if reaches(&graph, dep, module) {
+                circles.push(format!("{module} -> {dep} -> ... -> {module}"));
+            }
+        }
+    }
+    assert!(circles.is_empty(), "import circles: {circles:#?}");
+}
+
+#[test]
+fn the_writers_and_the_families_do_not_know_each_other() {
+    let graph = imports();
+    assert!(!graph["exposition"].contains("collectors"), "{graph:?}");
+    assert!(!graph["exposition"].contains("render"), "{graph:?}");
+    assert!(!graph["collectors"].contains("exposition"), "{graph:?}");
+    assert!(!graph["collectors"].contains("render"), "{graph:?}");
+    // Only the sampler talks to NVML.
+    for (module, deps) in &graph {
+        if module != "nvml" && module != "app" {
+            assert!(!deps.contains("nvml"), "{module} imports nvml");
+        }
+    }
+}
