@@ -91,11 +91,7 @@ impl Pki {
         );
         write(
             "rogue-client",
-            issue(
-                &[San::Dns("client.example")],
-                "rogue",
-                Some(&rogue_ca),
-            ),
+            issue(&[San::Dns("client.example")], "rogue", Some(&rogue_ca)),
         );
         write("other", issue(&[San::Dns("other")], "other", None));
         std::fs::write(dir.path().join("junk.pem"), "not a pem file\n").unwrap();
