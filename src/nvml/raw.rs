@@ -299,7 +299,7 @@ pub fn running_processes(
         // larger 32-byte ones, so at most `capacity` of either fit.
         count = capacity as u32;
         // SAFETY: `count` entries of up to 32 bytes fit in `buf`.
-        let ret = unsafe { f(device, &mut count, buf.as_mut_ptr().cast()) };
+        let ret = unsafe { f(device, &raw mut count, buf.as_mut_ptr().cast()) };
         if ret == nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE {
             continue;
         }
@@ -360,7 +360,7 @@ fn process_detail_list(
             procArray: buf.as_mut_ptr(),
         };
         // SAFETY: procArray holds numProcArrayEntries entries.
-        let ret = unsafe { f(device, &mut plist) };
+        let ret = unsafe { f(device, &raw mut plist) };
         count = plist.numProcArrayEntries;
         if ret == nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE {
             continue;
