@@ -199,3 +199,31 @@ fn xids_of_other_gpus_arrive_after_one_is_lost() {
         e.log()
     );
 }
+
+#[test]
+fn process_names_outside_our_pid_namespace_are_absent_not_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    // A container without hostPID: NVML cannot name any GPU process.
+    let path = scenario(&dir, "host_pid_namespace = false\n");
+    let e = Exporter::simulate(path.to_str().unwrap(), &["--collector.process_memory"]);
+    e.wait_ready();
+    scrape_until(&e, "process memory series", |s| {
+        !find(s, "nvidia_gpu_process_memory_used_bytes", &[]).is_empty()
+    });
+    // Several polls later: still no error and no name.
+    std::thread::sleep(Duration::from_millis(1000));
+    let s = samples(&e.scrape());
+    let procs = find(&s, "nvidia_gpu_process_memory_used_bytes", &[]);
+    assert!(procs.len() > 5, "{procs:?}");
+    assert!(
+        procs.iter().all(|p| p.label("process_name").is_none()),
+        "{procs:?}"
+    );
+    let errors = find(
+        &s,
+        "nvml_exporter_nvml_errors_total",
+        &[("family", "process_memory")],
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(!e.log().contains("not_found"), "{}", e.log());
+}

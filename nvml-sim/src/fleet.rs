@@ -141,6 +141,7 @@ pub struct Sim {
     pub privileged: bool,
     /// GPUs whose handles answer NO_PERMISSION (scenario `denied`).
     pub denied: Vec<u32>,
+    pub host_pid_namespace: bool,
 }
 
 /// FNV-1a: stable across runs and platforms, so UUIDs and serials are too.
@@ -647,6 +648,7 @@ impl Sim {
             next_pid: 39000,
             privileged: scenario.privileged,
             denied: scenario.denied.clone(),
+            host_pid_namespace: scenario.host_pid_namespace,
         }
     }
 
@@ -977,7 +979,12 @@ impl Sim {
         !self.privileged && self.gpus[gpu as usize].mig.is_some()
     }
 
+    /// `None` (NOT_FOUND) also for every pid when the caller does not share
+    /// the host's PID namespace: NVML looks the pid up in the caller's.
     pub fn process_name(&self, pid: u32) -> Option<&str> {
+        if !self.host_pid_namespace {
+            return None;
+        }
         self.gpus
             .iter()
             .flat_map(|g| g.procs.iter())

@@ -33,6 +33,9 @@ pub struct Scenario {
     /// GPU indexes whose handles answer `NVML_ERROR_NO_PERMISSION` (a
     /// device node the container may not open).
     pub denied: Vec<u32>,
+    /// The caller shares the host's PID namespace; `false` (a container
+    /// without hostPID) makes `nvmlSystemGetProcessName` answer NOT_FOUND.
+    pub host_pid_namespace: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -94,6 +97,7 @@ struct RawScenario {
     driver: Option<toml::Spanned<String>>,
     privileged: Option<bool>,
     denied: Option<toml::Spanned<Vec<u32>>>,
+    host_pid_namespace: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -430,6 +434,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         driver,
         privileged: raw.privileged.unwrap_or(base_privileged),
         denied,
+        host_pid_namespace: raw.host_pid_namespace.unwrap_or(true),
     })
 }
 

@@ -4,6 +4,9 @@
 
 use std::collections::{HashMap, HashSet};
 
+use nvml_wrapper::error::NvmlError;
+
+use super::super::calls::Got;
 use super::super::raw::{self, ProcessList, RawProcess};
 use super::Gpu;
 use crate::family::Family;
@@ -11,8 +14,9 @@ use crate::snapshot::{GpuReadings, Process};
 
 #[derive(Default)]
 pub struct State {
-    /// Names of live processes by pid.
-    names: HashMap<u32, String>,
+    /// Names of live processes by pid; `None` for a pid NVML cannot name
+    /// from this PID namespace.
+    names: HashMap<u32, Option<String>>,
 }
 
 impl State {
@@ -45,17 +49,24 @@ impl State {
         let names = &mut self.names;
         let mut name_of = |pid: u32| -> Option<String> {
             if let Some(n) = names.get(&pid) {
-                return Some(n.clone());
+                return n.clone();
             }
-            let n = c
-                .run(Family::ProcessMemory.name(), || {
-                    raw::process_name(nvml, pid)
-                })
-                .value();
-            if let Some(n) = &n {
-                names.insert(pid, n.clone());
+            // NOT_FOUND: NVML looks the pid up in our PID namespace, and a
+            // container without hostPID does not have it. Not an error,
+            // and not asked again for the life of the pid.
+            let got = c.run(Family::ProcessMemory.name(), || {
+                match raw::process_name(nvml, pid) {
+                    Err(NvmlError::NotFound) => Ok(None),
+                    other => other.map(Some),
+                }
+            });
+            match got {
+                Got::Value(n) => {
+                    names.insert(pid, n.clone());
+                    n
+                }
+                Got::Absent | Got::Failed => None,
             }
-            n
         };
         let mut convert = |list: Vec<RawProcess>| -> Vec<Process> {
             list.into_iter()
