@@ -153,7 +153,9 @@ pub static H100_80GB_PROFILES: [MigProfile; 6] = [
     ),
     profile!(
         "1g.20gb",
-        sys::NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1,
+        // The memory-doubled single slice is REV2; REV1 is `1g.10gb+me`
+        // (media extensions), which no simulated layout uses.
+        sys::NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2,
         15,
         1,
         2,
@@ -247,7 +249,9 @@ pub static A100_80GB_PROFILES: [MigProfile; 6] = [
     ),
     profile!(
         "1g.20gb",
-        sys::NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1,
+        // The memory-doubled single slice is REV2; REV1 is `1g.10gb+me`
+        // (media extensions), which no simulated layout uses.
+        sys::NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2,
         15,
         1,
         2,

@@ -297,3 +297,27 @@ p.nvmlShutdown()
     finally:
         proc.wait(timeout=30)
     assert proc.returncode == 0, proc.stderr.read()
+
+
+def test_1g_20gb_is_the_rev2_single_slice_profile(libdir):
+    """`NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2` is the memory-doubled single
+    slice (`1g.20gb` on 80 GB parts, 4 instances); REV1 is `1g.10gb+me`,
+    which the simulated boards do not offer."""
+    code = r"""
+import json, pynvml as p
+p.nvmlInit()
+h = p.nvmlDeviceGetHandleByIndex(0)
+def info(profile):
+    try:
+        i = p.nvmlDeviceGetGpuInstanceProfileInfo(h, profile)
+        return [i.id, i.sliceCount, i.instanceCount, i.memorySizeMB]
+    except p.NVMLError as e:
+        return e.value
+print(json.dumps({"rev1": info(p.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1),
+                  "rev2": info(p.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2)}))
+"""
+    for scenario in ("dgx-h100", "dgx-a100"):
+        got = run_python(libdir, scenario, code)
+        assert got["rev1"] == 3, (scenario, got)  # NOT_SUPPORTED
+        assert got["rev2"][:3] == [15, 1, 4], scenario
+        assert 19000 < got["rev2"][3] < 21000, scenario
