@@ -2,7 +2,9 @@
 //! wrap, or wraps in a way that loses information (see docs/design.md and
 //! FACTS.md): per-link field values need their scope id, XID events their
 //! MIG instance ids, MIG devices their instance ids; remapped rows and the
-//! memory v1 fallback are not wrapped at all.
+//! memory v1 fallback are not wrapped at all; process lists are read in
+//! the entry layout the driver branch really writes (nvml-wrapper assumes
+//! 24-byte `_v3` entries, R535/R545 write 32).
 //!
 //! Every function resolves its symbol first and answers
 //! `FailedToLoadSymbol` (treated as "absent") when the library lacks it,
