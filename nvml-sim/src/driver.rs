@@ -427,6 +427,10 @@ mod elf {
     const DT_GNU_HASH: i64 = 0x6fff_fef5;
     const PROT_READ: c_int = 1;
     const PROT_WRITE: c_int = 2;
+    const PROT_EXEC: c_int = 4;
+    const PF_X: u32 = 1;
+    const PF_W: u32 = 2;
+    const PF_R: u32 = 4;
     const SC_PAGESIZE: c_int = 30;
 
     /// A byte of this library's image, to find its program headers.
@@ -436,10 +440,16 @@ mod elf {
         symtab: usize,
         strtab: usize,
         count: usize,
+        /// Protection of the segment holding `.dynsym`, restored after a
+        /// store (and kept, execute included, during it).
+        prot: c_int,
     }
 
-    /// Each managed symbol's `.dynsym` entry and original value.
-    static FOUND: Mutex<Option<Vec<(String, usize, u64)>>> = Mutex::new(None);
+    /// A managed symbol's name, `.dynsym` entry, original value and the
+    /// protection of its page.
+    type Entry = (String, usize, u64, c_int);
+
+    static FOUND: Mutex<Option<Vec<Entry>>> = Mutex::new(None);
 
     unsafe extern "C" fn visit(info: *mut DlPhdrInfo, _size: usize, data: *mut c_void) -> c_int {
         let info = &*info;
@@ -488,10 +498,30 @@ mod elf {
             // `.dynstr` follows `.dynsym` in every linker's default layout.
             (strtab.saturating_sub(symtab)) / std::mem::size_of::<Sym>()
         };
+        let prot = phdrs
+            .iter()
+            .find(|p| {
+                let start = info.addr + p.p_vaddr as usize;
+                p.p_type == PT_LOAD && (start..start + p.p_memsz as usize).contains(&symtab)
+            })
+            .map_or(PROT_READ, |p| {
+                let mut prot = 0;
+                if p.p_flags & PF_R != 0 {
+                    prot |= PROT_READ;
+                }
+                if p.p_flags & PF_W != 0 {
+                    prot |= PROT_WRITE;
+                }
+                if p.p_flags & PF_X != 0 {
+                    prot |= PROT_EXEC;
+                }
+                prot
+            });
         *data.cast::<Option<Table>>() = Some(Table {
             symtab,
             strtab,
             count,
+            prot,
         });
         1
     }
@@ -518,7 +548,7 @@ mod elf {
         last + 1
     }
 
-    fn locate() -> Vec<(String, usize, u64)> {
+    fn locate() -> Vec<Entry> {
         let mut table: Option<Table> = None;
         // SAFETY: dl_iterate_phdr calls `visit` with valid program headers
         // of each loaded object; `visit` reads only this library's own.
@@ -536,7 +566,7 @@ mod elf {
                 let name = CStr::from_ptr((t.strtab + (*sym).st_name as usize) as *const c_char);
                 if let Ok(name) = name.to_str() {
                     if super::MANAGED.contains(&name) && (*sym).st_value != 0 {
-                        found.push((name.to_string(), sym as usize, (*sym).st_value));
+                        found.push((name.to_string(), sym as usize, (*sym).st_value, t.prot));
                     }
                 }
             }
@@ -547,7 +577,7 @@ mod elf {
     pub fn set_hidden(name: &str, hidden: bool) {
         let mut guard = FOUND.lock().unwrap_or_else(|e| e.into_inner());
         let found = guard.get_or_insert_with(locate);
-        let Some((_, entry, original)) = found.iter().find(|(n, ..)| n == name) else {
+        let Some((_, entry, original, prot)) = found.iter().find(|(n, ..)| n == name) else {
             return;
         };
         // SAFETY: `entry` is this library's mapped `.dynsym` entry for
@@ -561,11 +591,11 @@ mod elf {
             let page = sysconf(SC_PAGESIZE).max(4096) as usize;
             let start = *entry & !(page - 1);
             let len = (*entry + std::mem::size_of::<Sym>()) - start;
-            if mprotect(start as *mut c_void, len, PROT_READ | PROT_WRITE) != 0 {
+            if mprotect(start as *mut c_void, len, *prot | PROT_WRITE) != 0 {
                 return;
             }
             std::ptr::addr_of_mut!((*sym).st_value).write_volatile(value);
-            mprotect(start as *mut c_void, len, PROT_READ);
+            mprotect(start as *mut c_void, len, *prot);
         }
     }
 }
