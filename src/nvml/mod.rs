@@ -88,6 +88,11 @@ pub enum LibrarySource {
     Simulated { scenario: String },
 }
 
+/// `--collector.xid.max-codes` by default: room for a MIG GPU's seven
+/// instances each raising several application codes, while a driver that
+/// sends ever new codes costs at most 2 x 64 + 2 series per GPU.
+pub const DEFAULT_XID_MAX_CODES: usize = 64;
+
 #[derive(Debug, Clone)]
 pub struct PollerConfig {
     pub library: LibrarySource,
@@ -96,6 +101,9 @@ pub struct PollerConfig {
     /// How long one driver call may block before its GPU is reported hung.
     pub stuck_deadline: Duration,
     pub families: FamilySet,
+    /// Distinct XID label sets (code and MIG instance) per GPU before
+    /// further ones are folded into `xid="other"`.
+    pub xid_max_codes: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
