@@ -359,6 +359,19 @@ label_enum!(
     }
 );
 
+impl GpmMetric {
+    /// The metrics exported without `--collector.gpm.all-metrics` (and the
+    /// only ones the sampler asks NVML for then): graphics engine activity
+    /// is what a MIG instance has in place of utilization; SM, tensor and
+    /// DRAM activity are the MIG dashboard's.
+    pub const DEFAULT: &'static [GpmMetric] = &[
+        GpmMetric::Graphics,
+        GpmMetric::Sm,
+        GpmMetric::Tensor,
+        GpmMetric::Dram,
+    ];
+}
+
 label_enum!(Sensor { Gpu => "gpu", Memory => "memory" });
 
 label_enum!(Threshold {
