@@ -25,6 +25,11 @@ use crate::kubernetes::{self, AttributionConfig};
 /// operator migrates.
 pub const DEFAULT_PORT: u16 = 9445;
 
+/// `--collector.xid.max-codes` by default: room for a MIG GPU's seven
+/// instances each raising several application codes, while a driver that
+/// sends ever new codes costs at most 2 x 64 + 2 series per GPU.
+pub const DEFAULT_XID_MAX_CODES: usize = 64;
+
 /// Scenario that a bare `--simulate` runs.
 pub const DEFAULT_SCENARIO: &str = "dgx-h100";
 
@@ -95,7 +100,7 @@ struct Flags {
     #[arg(
         long = "collector.xid.max-codes",
         env = "NVML_EXPORTER_COLLECTOR_XID_MAX_CODES",
-        default_value_t = crate::nvml::DEFAULT_XID_MAX_CODES,
+        default_value_t = DEFAULT_XID_MAX_CODES,
         value_parser = parse_xid_max_codes,
         value_name = "N"
     )]
@@ -682,10 +687,7 @@ mod tests {
 
     #[test]
     fn xid_max_codes_is_bounded_and_leaves_the_xid_switch_alone() {
-        assert_eq!(
-            parse(&[]).unwrap().xid_max_codes,
-            crate::nvml::DEFAULT_XID_MAX_CODES
-        );
+        assert_eq!(parse(&[]).unwrap().xid_max_codes, DEFAULT_XID_MAX_CODES);
         let c = parse(&["--collector.xid.max-codes", "8", "--no-collector.xid"]).unwrap();
         assert_eq!(c.xid_max_codes, 8);
         assert!(!c.families.contains(Family::Xid));

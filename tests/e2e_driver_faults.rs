@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{samples, Exporter, Sample};
-use nvml_exporter::nvml::DEFAULT_XID_MAX_CODES;
+use nvml_exporter::cli::DEFAULT_XID_MAX_CODES;
 
 const WAIT: Duration = Duration::from_secs(90);
 

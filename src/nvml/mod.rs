@@ -90,11 +90,6 @@ pub enum LibrarySource {
     Simulated { scenario: String },
 }
 
-/// `--collector.xid.max-codes` by default: room for a MIG GPU's seven
-/// instances each raising several application codes, while a driver that
-/// sends ever new codes costs at most 2 x 64 + 2 series per GPU.
-pub const DEFAULT_XID_MAX_CODES: usize = 64;
-
 #[derive(Debug, Clone)]
 pub struct PollerConfig {
     pub library: LibrarySource,
