@@ -30,3 +30,4 @@ pub mod nvml;
 pub mod render;
 pub mod snapshot;
 pub mod web_config;
+pub mod workloads;

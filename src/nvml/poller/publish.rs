@@ -86,6 +86,7 @@ pub fn build_snapshot(
         driver,
         gpus,
         kubernetes: None,
+        workloads: None,
     }
 }
 
