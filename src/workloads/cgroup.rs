@@ -43,13 +43,16 @@ pub fn paths(text: &str) -> Option<Vec<&str>> {
 /// The workload the most specific of `paths` names: a job, pod or
 /// container beats a systemd unit or login session, which beats a bare
 /// path (on a cgroup v1 host the memory hierarchy may name the Slurm job
-/// while `name=systemd` only names `slurmd.service`). Ties go to the first.
+/// while `name=systemd` only names `slurmd.service`). Between equals the
+/// deeper path wins (a v1 memory hierarchy at `/batch/7` says more than
+/// `name=systemd` at `/`), then the first.
 pub fn classify(paths: &[&str]) -> Workload {
-    let mut best: Option<(u8, Workload)> = None;
+    let mut best: Option<((u8, usize), Workload)> = None;
     for path in paths {
         let (rank, workload) = classify_path(path);
-        if best.as_ref().map_or(true, |(r, _)| rank > *r) {
-            best = Some((rank, workload));
+        let key = (rank, path.split('/').filter(|c| !c.is_empty()).count());
+        if best.as_ref().map_or(true, |(k, _)| key > *k) {
+            best = Some((key, workload));
         }
     }
     best.map_or_else(|| Workload::of(WorkloadKind::Other), |(_, w)| w)
@@ -335,6 +338,9 @@ mod tests {
         assert_eq!(w.cgroup.as_deref(), Some("/"));
         let w = of("0::/lxc/builder\n");
         assert_eq!(w.cgroup.as_deref(), Some("/lxc/builder"));
+        // The deepest of equally vague v1 hierarchies.
+        let w = of("9:name=systemd:/\n4:memory:/process_api/3ca3e509\n0::/\n");
+        assert_eq!(w.cgroup.as_deref(), Some("/process_api/3ca3e509"));
         // Not a container id: 63 digits, or upper case.
         let w = of(&format!("0::/docker/{}\n", &ID[1..]));
         assert_eq!(w.kind, WorkloadKind::Other);
