@@ -189,7 +189,7 @@ impl Workloads {
             else {
                 continue;
             };
-            match std::fs::read_to_string(entry.path()) {
+            match procfs::small_text(&entry.path()) {
                 Ok(text) => {
                     let ids: Vec<String> = text
                         .split_whitespace()
@@ -204,7 +204,7 @@ impl Workloads {
                     }
                     jobs.insert(gpu, ids);
                 }
-                Err(e) => self.count_error(WorkloadSource::SlurmMappingDir, procfs::error_kind(&e)),
+                Err(e) => self.count_error(WorkloadSource::SlurmMappingDir, e),
             }
         }
         jobs
@@ -587,6 +587,51 @@ mod tests {
                 (WorkloadReadError::Gone, 3),
                 (WorkloadReadError::Malformed, 1)
             ]
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn mapping_files_by_gpu_index_with_garbage_counted() {
+        let root = fixture("mapping");
+        let dir = root.join("map");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("0"), "101\n102\n").unwrap();
+        std::fs::write(dir.join("1"), "").unwrap();
+        std::fs::write(dir.join("2"), "103\nnot-a-job\n").unwrap();
+        // MIG UUID names (another site convention) and stray files are skipped.
+        std::fs::write(dir.join("MIG-1234"), "104\n").unwrap();
+        std::fs::write(dir.join("README"), "written by the prolog\n").unwrap();
+        let w = Workloads::new(WorkloadsConfig {
+            slurm_mapping_dir: Some(dir.clone()),
+            ..config(&root, 10)
+        });
+        let jobs = w.read_mapping_dir(&dir);
+        assert_eq!(
+            jobs,
+            BTreeMap::from([
+                (0, vec!["101".to_string(), "102".to_string()]),
+                (1, vec![]),
+                (2, vec!["103".to_string()]),
+            ])
+        );
+        assert!(w.read_mapping_dir(&root.join("absent")).is_empty());
+        let errors = w.errors.lock().unwrap().clone();
+        assert_eq!(
+            errors,
+            BTreeMap::from([
+                (
+                    (
+                        WorkloadSource::SlurmMappingDir,
+                        WorkloadReadError::Malformed
+                    ),
+                    1
+                ),
+                (
+                    (WorkloadSource::SlurmMappingDir, WorkloadReadError::Gone),
+                    1
+                ),
+            ])
         );
         std::fs::remove_dir_all(&root).unwrap();
     }

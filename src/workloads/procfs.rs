@@ -42,6 +42,11 @@ fn read_text(path: &Path, limit: u64) -> Result<String, WorkloadReadError> {
     String::from_utf8(bytes).map_err(|_| WorkloadReadError::Malformed)
 }
 
+/// A small text file (a Slurm mapping file), bounded like a proc entry.
+pub fn small_text(path: &Path) -> Result<String, WorkloadReadError> {
+    read_text(path, MAX_PROC_FILE)
+}
+
 /// The text of `<procfs>/<pid>/cgroup`.
 pub fn cgroup(procfs: &Path, pid: u32) -> Result<String, WorkloadReadError> {
     read_text(&procfs.join(pid.to_string()).join("cgroup"), MAX_PROC_FILE)
