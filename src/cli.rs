@@ -279,6 +279,19 @@ struct Flags {
     )]
     slurm_mapping_dir: Option<PathBuf>,
 
+    /// Name Docker and Podman containers (label `container_name`) by asking
+    /// this engine API socket (e.g. /var/run/docker.sock,
+    /// /run/podman/podman.sock) `GET /containers/<id>/json`, nothing else.
+    /// Off by default: the socket grants far more than reading; prefer a
+    /// proxy that allows only container inspection. Repeatable.
+    #[arg(
+        long = "workloads.container-engine-socket",
+        env = "NVML_EXPORTER_WORKLOADS_CONTAINER_ENGINE_SOCKET",
+        value_name = "PATH",
+        value_delimiter = ','
+    )]
+    container_engine_sockets: Vec<PathBuf>,
+
     /// Least severe log level written.
     #[arg(
         long = "log.level",
@@ -447,18 +460,21 @@ where
         (None, Some(path)) => Library::Path(path),
         (None, None) => Library::System,
     };
-    let workloads =
-        (flags.workloads || flags.slurm_mapping_dir.is_some()).then_some(WorkloadsConfig {
-            procfs: flags.procfs,
-            rootfs: flags.rootfs,
-            limit: if flags.workloads_limit == 0 {
-                usize::MAX
-            } else {
-                flags.workloads_limit
-            },
-            refresh_interval: flags.workloads_refresh_interval,
-            slurm_mapping_dir: flags.slurm_mapping_dir,
-        });
+    let workloads = (flags.workloads
+        || flags.slurm_mapping_dir.is_some()
+        || !flags.container_engine_sockets.is_empty())
+    .then_some(WorkloadsConfig {
+        procfs: flags.procfs,
+        rootfs: flags.rootfs,
+        limit: if flags.workloads_limit == 0 {
+            usize::MAX
+        } else {
+            flags.workloads_limit
+        },
+        refresh_interval: flags.workloads_refresh_interval,
+        slurm_mapping_dir: flags.slurm_mapping_dir,
+        container_engine_sockets: flags.container_engine_sockets,
+    });
     if workloads.is_some()
         && !families.contains(Family::Processes)
         && !families.contains(Family::ProcessMemory)
@@ -897,5 +913,13 @@ mod tests {
         ])
         .is_ok());
         assert!(parse(&["--workloads.limit", "many"]).is_err());
+        let c = parse(&[
+            "--workloads.container-engine-socket",
+            "/var/run/docker.sock,/run/podman/podman.sock",
+        ])
+        .unwrap()
+        .workloads
+        .expect("an engine socket turns attribution on");
+        assert_eq!(c.container_engine_sockets.len(), 2);
     }
 }

@@ -198,6 +198,8 @@ pub struct Workload {
     pub slurm_step: Option<String>,
     /// Short form (12 hex digits), as `docker ps` and `podman ps` print it.
     pub container_id: Option<String>,
+    /// Only through the opt-in container engine socket.
+    pub container_name: Option<String>,
     /// Kubernetes pod UID, from the kubepods cgroup.
     pub pod_uid: Option<String>,
     pub systemd_unit: Option<String>,
@@ -217,6 +219,7 @@ impl Workload {
             slurm_job: None,
             slurm_step: None,
             container_id: None,
+            container_name: None,
             pod_uid: None,
             systemd_unit: None,
             cgroup: None,
@@ -463,6 +466,7 @@ label_enum!(
     /// Where workload attribution reads from.
     WorkloadSource {
         Procfs => "procfs", Passwd => "passwd", SlurmMappingDir => "slurm_mapping_dir",
+        ContainerEngine => "container_engine",
     }
 );
 

@@ -13,10 +13,12 @@ and a real Prometheus evaluates the documented `sum by (slurm_job)`.
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import socket
 import subprocess
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -311,3 +313,90 @@ def test_prometheus_splits_a_shared_gpu_by_slurm_job(node, tmp_path):
         assert sum(by_job.values()) == pytest.approx(float(total[0]["value"][1]), rel=0.05)
     finally:
         prom.stop()
+
+
+class FakeEngine:
+    """A Docker-compatible API on a unix socket that knows two containers
+    and records every request line."""
+
+    NAMES = {"a1b2c3d4e5f6": "/triton", "c3d4e5f60718": "ollama"}
+
+    def __init__(self, path: Path):
+        import http.server
+        import socketserver
+        import threading
+
+        engine = self
+        self.requests: list[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                engine.requests.append(f"{self.command} {self.path} {self.request_version}")
+                parts = self.path.split("/")
+                name = self.path.endswith("/json") and len(parts) == 4 and engine.NAMES.get(parts[2])
+                body = json.dumps({"Id": parts[2], "Name": name} if name
+                                  else {"message": "No such container"}).encode()
+                self.send_response(200 if name else 404)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+            def get_request(self):
+                request, _ = super().get_request()
+                return request, ("engine", 0)
+
+        self.server = Server(str(path), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_container_names_only_from_the_named_engine_socket(tmp_path):
+    engine_socket = tmp_path / "docker.sock"
+    engine = FakeEngine(engine_socket)
+    exporter = Exporter(tmp_path, str(FIXTURES / "node.toml"), interval=INTERVAL, extra=[
+        "--workloads", "--path.procfs", str(FIXTURES / "proc"), "--path.rootfs", str(FIXTURES),
+        "--workloads.refresh-interval", "300ms",
+        "--workloads.container-engine-socket", str(engine_socket),
+    ], name="exporter")
+    try:
+        exporter.wait_ready()
+
+        def named():
+            gpu1 = holdings(scrape(exporter)).get(("1", None), {})
+            names = {dict(wl)["container_id"]: dict(wl).get("container_name") for wl in gpu1}
+            return names.get("a1b2c3d4e5f6") == "triton" and names
+
+        names = wait_until(named, 15, "Docker and Podman containers named")
+        assert names == {"a1b2c3d4e5f6": "triton", "b2c3d4e5f607": None, "c3d4e5f60718": "ollama"}
+        # Several refreshes later: each container was asked about once
+        # (an unknown one too), and only by inspection.
+        time.sleep(1.5)
+        assert sorted(engine.requests) == sorted(
+            f"GET /containers/{cid}/json HTTP/1.0"
+            for cid in ("a1b2c3d4e5f6", "b2c3d4e5f607", "c3d4e5f60718", "d4e5f6071829"))
+    finally:
+        exporter.stop()
+        engine.stop()
+
+    # Without the flag nothing is asked and no name appears.
+    plain = Exporter(tmp_path, str(FIXTURES / "node.toml"), interval=INTERVAL, extra=[
+        "--workloads", "--path.procfs", str(FIXTURES / "proc"), "--path.rootfs", str(FIXTURES),
+    ], name="plain")
+    try:
+        plain.wait_ready()
+        m = wait_until(lambda: (m := scrape(plain)) and holdings(m).get(("1", None)) and m,
+                       15, "containers attributed")
+        for name in SHARES:
+            assert all("container_name" not in s.labels for s in m.get(name, []))
+    finally:
+        plain.stop()

@@ -8,9 +8,9 @@
 //! `sum by (slurm_job) (metric * on(gpu, uuid) group_right nvidia_gpu_workload_share_ratio)`
 //! splits a shared GPU instead of counting it N times. The workload's
 //! labels are `kind` plus those its cgroup names (`slurm_job`,
-//! `slurm_step`, `container_id`, `pod_uid`, `systemd_unit`, `cgroup`) and
-//! the processes' `uid` and `user`; never `job` or `instance`, which
-//! Prometheus owns.
+//! `slurm_step`, `container_id`, `pod_uid`, `systemd_unit`, `cgroup`), the
+//! processes' `uid` and `user`, and `container_name` where an engine
+//! socket is given; never `job` or `instance`, which Prometheus owns.
 
 use crate::metric::{Collector, Kind, Metric, SampleBuilder, SampleSink, Scope};
 use crate::snapshot::{GpuState, WorkloadHolding};
@@ -70,6 +70,7 @@ fn labelled<'s, 'a>(b: SampleBuilder<'s, 'a>, h: &'a WorkloadHolding) -> SampleB
         .label_opt("slurm_job", w.slurm_job.as_ref())
         .label_opt("slurm_step", w.slurm_step.as_ref())
         .label_opt("container_id", w.container_id.as_ref())
+        .label_opt("container_name", w.container_name.as_ref())
         .label_opt("pod_uid", w.pod_uid.as_ref())
         .label_opt("systemd_unit", w.systemd_unit.as_ref())
         .label_opt("cgroup", w.cgroup.as_ref())

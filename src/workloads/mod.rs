@@ -18,6 +18,7 @@
 //! one refresh.
 
 mod cgroup;
+mod engine;
 mod procfs;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -32,6 +33,9 @@ use crate::snapshot::{
     GpuState, Snapshot, Workload, WorkloadAttribution, WorkloadHolding, WorkloadKind,
     WorkloadReadError, WorkloadReadErrors, WorkloadSource,
 };
+
+/// How long one container engine call may take.
+const ENGINE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// node_exporter's default for `--path.procfs`.
 pub const DEFAULT_PROCFS: &str = "/proc";
@@ -50,6 +54,9 @@ pub struct WorkloadsConfig {
     /// dcgm-exporter's `--hpc-job-mapping-dir` format: one file per GPU
     /// index listing Slurm job ids, one per line.
     pub slurm_mapping_dir: Option<PathBuf>,
+    /// Docker or Podman API sockets to ask container names of; none by
+    /// default.
+    pub container_engine_sockets: Vec<PathBuf>,
 }
 
 /// What the resolver found at its last refresh.
@@ -58,6 +65,9 @@ struct Known {
     by_pid: HashMap<u32, Workload>,
     /// Slurm job ids by GPU index, from the mapping directory.
     mapped_jobs: BTreeMap<u32, Vec<String>>,
+    /// Container names by short id, from the engine sockets (`None`: no
+    /// engine knows the id). Kept while the container holds a GPU.
+    names: HashMap<String, Option<String>>,
 }
 
 /// The latest resolution, shared between the refresh task (writer) and
@@ -138,10 +148,62 @@ impl Workloads {
             Some(dir) => self.read_mapping_dir(dir),
             None => BTreeMap::new(),
         };
+        let names = self.container_names(&mut by_pid);
         self.known.store(Arc::new(Known {
             by_pid,
             mapped_jobs,
+            names,
         }));
+    }
+
+    /// Names the Docker and Podman containers of `by_pid` through the
+    /// engine sockets, asking only about ids not named at the last refresh.
+    /// A failed ask is counted and tried again next refresh.
+    fn container_names(
+        &self,
+        by_pid: &mut HashMap<u32, Workload>,
+    ) -> HashMap<String, Option<String>> {
+        let mut names = HashMap::new();
+        if self.config.container_engine_sockets.is_empty() {
+            return names;
+        }
+        let previous = self.known.load();
+        for w in by_pid.values_mut() {
+            if !matches!(w.kind, WorkloadKind::Docker | WorkloadKind::Podman) {
+                continue;
+            }
+            let Some(id) = w.container_id.clone() else {
+                continue;
+            };
+            if !names.contains_key(&id) {
+                match previous.names.get(&id) {
+                    Some(known) => {
+                        names.insert(id.clone(), known.clone());
+                    }
+                    None => {
+                        if let Some(found) = self.ask_engines(&id) {
+                            names.insert(id.clone(), found);
+                        }
+                    }
+                }
+            }
+            w.container_name = names.get(&id).cloned().flatten();
+        }
+        names
+    }
+
+    /// The first engine that knows the id answers; `None` when every
+    /// socket failed (not cached), `Some(None)` when none knows it.
+    fn ask_engines(&self, id: &str) -> Option<Option<String>> {
+        let mut answered = false;
+        for socket in &self.config.container_engine_sockets {
+            match engine::container_name(socket, id, ENGINE_TIMEOUT) {
+                Ok(Some(name)) => return Some(Some(name)),
+                Ok(None) => answered = true,
+                Err(e) => self.count_error(WorkloadSource::ContainerEngine, e),
+            }
+        }
+        answered.then_some(None)
     }
 
     /// One process's workload; `unknown` when its cgroup cannot be read.
@@ -519,6 +581,7 @@ mod tests {
             limit,
             refresh_interval: Duration::from_secs(60),
             slurm_mapping_dir: None,
+            container_engine_sockets: vec![],
         }
     }
 

@@ -371,6 +371,11 @@ pub fn fully_populated() -> Snapshot {
             ..workload(WorkloadKind::Kubernetes)
         },
         Workload {
+            container_id: Some("0123456789ab".into()),
+            container_name: Some("trainer".into()),
+            ..workload(WorkloadKind::Docker)
+        },
+        Workload {
             systemd_unit: Some("inference.service".into()),
             ..workload(WorkloadKind::Systemd)
         },
@@ -383,11 +388,11 @@ pub fn fully_populated() -> Snapshot {
     s.workloads = Some(WorkloadAttribution {
         holdings: workloads
             .iter()
-            .map(|w| holding(3, None, 0.25, w.clone()))
+            .map(|w| holding(3, None, 0.2, w.clone()))
             .chain(
                 workloads
                     .iter()
-                    .map(|w| holding(mig_gpu_index, mig_place, 0.25, w.clone())),
+                    .map(|w| holding(mig_gpu_index, mig_place, 0.2, w.clone())),
             )
             .collect(),
         dropped: 0,
