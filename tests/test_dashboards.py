@@ -17,7 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DASH_DIR = ROOT / "dashboards"
-NAMES = ["fleet-overview.json", "gpu-detail.json", "mig.json", "kubernetes.json"]
+NAMES = ["fleet-overview.json", "gpu-detail.json", "mig.json", "kubernetes.json",
+         "workloads.json"]
 TESTS_DIR = ROOT / "tests"
 DS_REF = {"type": "prometheus", "uid": "${datasource}"}
 NO_QUERY_TYPES = {"row", "text"}

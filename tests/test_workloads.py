@@ -25,10 +25,12 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+import queries
 from promstack import Exporter, Prometheus, http_get, wait_until
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures" / "workloads"
+DASHBOARD = HERE.parent / "dashboards" / "workloads.json"
 INTERVAL = "300ms"
 MIB = 1 << 20
 SHARES = ("nvidia_gpu_workload_share_ratio", "nvidia_gpu_mig_workload_share_ratio")
@@ -311,6 +313,29 @@ def test_prometheus_splits_a_shared_gpu_by_slurm_job(node, tmp_path):
         assert set(by_job) == {"101", "102"}
         assert by_job["101"] == pytest.approx(by_job["102"])
         assert sum(by_job.values()) == pytest.approx(float(total[0]["value"][1]), rel=0.05)
+
+        # Every panel of the "GPUs by workload" dashboard has data from the
+        # fixture node (rate() in the errors panel needs two scrapes).
+        def panels_without_data():
+            empty = []
+            for title, ref, expr, _ in queries.panel_queries(DASHBOARD):
+                expr = queries.substitute(expr, job="nvml", rate_interval="4s", interval_s=1,
+                                          range_s=10)
+                if not prom.query(expr):
+                    empty.append(f"{title} / {ref}: {expr}")
+            return empty
+
+        empty = panels_without_data()
+        deadline = time.monotonic() + 20
+        while empty and time.monotonic() < deadline:
+            time.sleep(1)
+            empty = panels_without_data()
+        assert not empty, "workload dashboard panels without data:\n" + "\n".join(empty)
+        table = prom.query(queries.substitute(
+            next(e for t, _, e, _ in queries.panel_queries(DASHBOARD) if t == "GPUs by workload"),
+            job="nvml"))
+        assert {r["metric"].get("container_id") for r in table} >= {
+            "a1b2c3d4e5f6", "b2c3d4e5f607", "c3d4e5f60718"}, "the Docker host's three containers"
     finally:
         prom.stop()
 
