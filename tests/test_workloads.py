@@ -291,9 +291,18 @@ def test_a_real_process_in_a_real_slurm_cgroup(tmp_path, sleepers):
             d.rmdir()
 
 
+def documented_queries() -> list[str]:
+    """The PromQL examples of docs/metrics.md's workload section."""
+    text = (HERE.parent / "docs" / "metrics.md").read_text()
+    section = text.split("## Workload attribution", 1)[1]
+    block = section.split("```promql", 1)[1].split("```", 1)[0]
+    return [" ".join(line.strip() for line in q.splitlines() if not line.strip().startswith("#"))
+            for q in block.strip().split("\n\n")]
+
+
 def test_prometheus_splits_a_shared_gpu_by_slurm_job(node, tmp_path):
-    """The query docs/metrics.md gives, in a real Prometheus: GPU 0's memory
-    split between its two jobs, and the split adds up to the GPU."""
+    """The queries docs/metrics.md gives, in a real Prometheus: each shared
+    GPU's memory split between its jobs, adding up to the GPU's."""
     exporter, _ = node
     wait_until(lambda: holdings(scrape(exporter)) == EXPECTED, 15, "every fixture process attributed")
     prom_dir = tmp_path / "prom"
@@ -301,18 +310,25 @@ def test_prometheus_splits_a_shared_gpu_by_slurm_job(node, tmp_path):
     prom = Prometheus(prom_dir, {"nvml": [exporter.address]})
     try:
         prom.wait_ready()
-        query = ('sum by (slurm_job) (nvidia_gpu_memory_used_bytes{gpu="0"} '
-                 '* on (gpu, uuid) group_right nvidia_gpu_workload_share_ratio)')
+        by_job_query, by_container_query, measured_query = documented_queries()
+        assert "sum by (slurm_job)" in by_job_query
 
         def answered():
-            got = prom.query(query)
-            return len(got) == 2 and {r["metric"]["slurm_job"]: float(r["value"][1]) for r in got}
+            got = prom.query(by_job_query)
+            return len(got) == 4 and {r["metric"]["slurm_job"]: float(r["value"][1]) for r in got}
 
         by_job = wait_until(answered, 30, "Prometheus to answer the split")
-        total = prom.query('nvidia_gpu_memory_used_bytes{gpu="0"}')
-        assert set(by_job) == {"101", "102"}
+        gpu_memory = {r["metric"]["gpu"]: float(r["value"][1])
+                      for r in prom.query("nvidia_gpu_memory_used_bytes")}
+        assert set(by_job) == {"101", "102", "201", "202"}
+        # GPU 0 split between jobs 101 and 102, GPU 4 between 201 and 202.
         assert by_job["101"] == pytest.approx(by_job["102"])
-        assert sum(by_job.values()) == pytest.approx(float(total[0]["value"][1]), rel=0.05)
+        assert by_job["101"] + by_job["102"] == pytest.approx(gpu_memory["0"], rel=0.05)
+        assert by_job["201"] + by_job["202"] == pytest.approx(gpu_memory["4"], rel=0.05)
+        containers = {r["metric"].get("container_id") for r in prom.query(by_container_query)}
+        assert {"a1b2c3d4e5f6", "b2c3d4e5f607", "c3d4e5f60718"} <= containers
+        measured = {r["metric"]["slurm_job"]: float(r["value"][1]) for r in prom.query(measured_query)}
+        assert measured == {"101": 24000 * MIB, "102": 30000 * MIB}
 
         # Every panel of the "GPUs by workload" dashboard has data from the
         # fixture node (rate() in the errors panel needs two scrapes).
