@@ -92,6 +92,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn io_errors_map_to_reasons() {
+        use std::io::{Error, ErrorKind};
+        assert_eq!(
+            error_kind(&Error::from(ErrorKind::NotFound)),
+            WorkloadReadError::Gone
+        );
+        // The process exited while its entry was open.
+        assert_eq!(
+            error_kind(&Error::from_raw_os_error(ESRCH)),
+            WorkloadReadError::Gone
+        );
+        // hidepid= or an LSM refusing another user's entry.
+        assert_eq!(
+            error_kind(&Error::from(ErrorKind::PermissionDenied)),
+            WorkloadReadError::PermissionDenied
+        );
+        assert_eq!(
+            error_kind(&Error::from(ErrorKind::TimedOut)),
+            WorkloadReadError::Io
+        );
+    }
+
+    #[test]
     fn the_real_uid_is_the_first_of_four() {
         let status = "Name:\tpython3\nUmask:\t0022\nState:\tS (sleeping)\n\
                       Uid:\t1001\t0\t0\t0\nGid:\t100\t100\t100\t100\n";
