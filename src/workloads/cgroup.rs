@@ -51,7 +51,7 @@ pub fn classify(paths: &[&str]) -> Workload {
     for path in paths {
         let (rank, workload) = classify_path(path);
         let key = (rank, path.split('/').filter(|c| !c.is_empty()).count());
-        if best.as_ref().map_or(true, |(k, _)| key > *k) {
+        if best.as_ref().is_none_or(|(k, _)| key > *k) {
             best = Some((key, workload));
         }
     }
