@@ -16,8 +16,10 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -26,7 +28,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import queries
-from promstack import Exporter, Prometheus, http_get, wait_until
+from promstack import EXPORTER, Exporter, Process, Prometheus, free_port, http_get, wait_until
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures" / "workloads"
@@ -198,6 +200,56 @@ def test_a_low_limit_drops_holdings_and_says_so(tmp_path):
         assert "more workload holdings than --workloads.limit" in exporter.log()
     finally:
         exporter.stop()
+
+
+def test_entries_the_exporter_may_not_read_are_unknown_and_counted(tmp_path):
+    """Permission denied (hidepid=, an LSM): the exporter runs unprivileged
+    (as nobody when this test runs as root, who may read anything) against
+    a copy of the fixtures where one container's cgroup file is mode 000."""
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    if os.geteuid() == 0 and subprocess.run(
+            [*as_nobody, "test", "-x", str(EXPORTER), "-a", "-r",
+             str(EXPORTER.parent / "libnvml_sim.so")]).returncode != 0:
+        pytest.skip("nobody cannot run this checkout's exporter (a private directory above it)")
+    # pytest's tmp dirs are private to root: the copy goes where nobody reaches.
+    scratch = Path(tempfile.mkdtemp(prefix="nvml-exporter-workloads-"))
+    copy = scratch / "fixtures"
+    shutil.copytree(FIXTURES, copy)
+    os.chmod(scratch, 0o755)
+    for path in copy.rglob("*"):
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    os.chmod(copy / "proc" / "41003" / "cgroup", 0)
+    port = free_port()
+    argv = [str(EXPORTER), "--simulate", str(copy / "node.toml"), "--web.listen-address",
+            f"127.0.0.1:{port}", "--collect.interval", INTERVAL, "--workloads",
+            "--path.procfs", str(copy / "proc"), "--path.rootfs", str(copy)]
+    if os.geteuid() == 0:
+        argv = [*as_nobody, *argv]
+    exporter = Process("exporter", argv, tmp_path)
+    exporter.address = f"127.0.0.1:{port}"
+    try:
+        def attributed():
+            exporter.assert_running()
+            try:
+                m = scrape(exporter)
+            except OSError:
+                return None
+            return holdings(m).get(("1", None)) and m
+
+        m = wait_until(attributed, 30, "GPU 1 attributed")
+        gpu1 = holdings(m)[("1", None)]
+        assert gpu1 == {
+            w(kind="unknown", uid="0", user="root"): 1 / 3,
+            w(kind="docker", container_id="b2c3d4e5f607", uid="0", user="root"): 1 / 3,
+            w(kind="podman", container_id="c3d4e5f60718", uid="0", user="root"): 1 / 3,
+        }
+        errors = {(s.labels["source"], s.labels["reason"])
+                  for s in m["nvml_exporter_workload_read_errors"]}
+        assert ("procfs", "permission_denied") in errors
+        assert all(s.value == 1 for s in m["nvidia_gpu_up"]), "the poll goes on"
+    finally:
+        exporter.stop()
+        shutil.rmtree(scratch)
 
 
 def cgroup2_root() -> Path | None:

@@ -46,7 +46,7 @@ pub static COLLECTOR: Collector = Collector {
         },
         Metric {
             name: "nvml_exporter_workload_read_errors_total",
-            help: "Failed reads of workload attribution's sources (procfs entries, passwd, Slurm mapping files), by source and reason.",
+            help: "Failed reads of workload attribution's sources (procfs entries, passwd, Slurm mapping files, container engine), by source and reason.",
             kind: Kind::Counter,
             collect: read_errors,
         },
