@@ -283,7 +283,8 @@ struct Flags {
     /// this engine API socket (e.g. /var/run/docker.sock,
     /// /run/podman/podman.sock) `GET /containers/<id>/json`, nothing else.
     /// Off by default: the socket grants far more than reading; prefer a
-    /// proxy that allows only container inspection. Repeatable.
+    /// proxy that allows only container inspection. Repeatable; setting it
+    /// turns on --workloads.
     #[arg(
         long = "workloads.container-engine-socket",
         env = "NVML_EXPORTER_WORKLOADS_CONTAINER_ENGINE_SOCKET",
