@@ -462,6 +462,7 @@ mod tests {
                 ..Default::default()
             }),
             xids: vec![],
+            xid_other: None,
             nvml_errors: vec![],
             pods: vec![],
         }
