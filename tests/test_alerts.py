@@ -241,6 +241,32 @@ def test_repeating_xid_rules_keep_firing():
         assert rules[name].get("keep_firing_for"), f"{name} needs keep_firing_for"
 
 
+# Labels a join may match on (issue 16): the node, the GPU's UUID, the
+# families' own labels, and `job` for joins about the scrape target itself.
+# Never the GPU index (NVML renumbers after a GPU vanishes) nor target labels
+# a deployment adds (a rollout changes `pod`).
+IDENTITY_LABELS = {"job", "instance", "uuid", "cluster", "xid", "gpu_instance", "compute_instance",
+                   "error", "scope", "link", "state", "node"}
+
+
+def test_joins_match_on_identity_labels_only():
+    for rule in all_rules():
+        expr = rule["expr"]
+        for labels in re.findall(r"\bon\s*\(([^)]*)\)", expr):
+            names = {n.strip() for n in labels.split(",") if n.strip()}
+            assert names, f"{rule.get('alert') or rule.get('record')}: empty on()"
+            extra = names - IDENTITY_LABELS
+            assert not extra, f"{rule.get('alert') or rule.get('record')} joins on {sorted(extra)}"
+
+
+def test_new_series_branches_match_on_identity():
+    """`x unless x offset 10m` matches on every label: a new pod label makes
+    the series new. Each such branch must say `on (...)`."""
+    for rule in alert_rules():
+        for m in re.finditer(r"\bunless\b(.*?)\n\s*\S+\{[^}]*\}\s*offset\b", rule["expr"], re.DOTALL):
+            assert re.match(r"\s*on\s*\(", m.group(1)), f"{rule['alert']}: new-series branch without on()"
+
+
 def test_first_error_branch_is_needed(tmp_path):
     """Prove the unit tests can fail: with the ECC rule reduced to a plain
     increase(), the test of a counter that appears non-zero must fail."""

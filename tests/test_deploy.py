@@ -252,9 +252,19 @@ def test_service_and_servicemonitor_select_the_daemonset_pods():
 
 def test_targets_are_named_after_their_node():
     endpoint = by_kind(render())["ServiceMonitor"]["spec"]["endpoints"][0]
-    targets = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
+    targets = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"] if "targetLabel" in r}
     assert targets["instance"] == ["__meta_kubernetes_pod_node_name"]
     assert targets["node"] == ["__meta_kubernetes_pod_node_name"]
+
+
+def test_servicemonitor_drops_the_exporter_pods_own_labels():
+    """Issue 16: the operator's `pod` target label changes with every
+    rollout; kept, it makes every series of the node new."""
+    endpoint = by_kind(render())["ServiceMonitor"]["spec"]["endpoints"][0]
+    drops = [r for r in endpoint["relabelings"] if r.get("action") == "labeldrop"]
+    assert drops, "no labeldrop relabeling"
+    dropped = {name for r in drops for name in ("pod", "container", "namespace") if re.fullmatch(r["regex"], name)}
+    assert dropped == {"pod", "container"}, dropped
 
 
 def alert_rule_groups() -> list[dict]:
