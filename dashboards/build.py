@@ -701,6 +701,20 @@ def gpu_detail() -> dict:
                thresholds((None, "green"), (1, "red")),
                value_map([(0, "none", "green"), (1, "GPU reset", "red"), (2, "node reboot", "red"),
                           (3, "drain P2P", "orange"), (4, "drain and reset", "red")])), 6, 6)
+    # NVML answers NOT_SUPPORTED to nvmlDeviceGetRemappedRows on a GPU in MIG
+    # mode: the remap panels above stay empty and the remap alerts cannot
+    # fire there. Say which GPUs are blind rather than let "no data" read
+    # as "no remaps" (issue 16).
+    L.add(stat("Row remap blind spot: MIG-enabled GPUs",
+               "GPUs in MIG mode whose row remapper state NVML does not report "
+               "(nvmlDeviceGetRemappedRows is not supported on MIG-enabled GPUs): remapped rows, "
+               "pending and failed remaps stay empty here and NvidiaGpuRemappedRowsPending / "
+               "NvidiaGpuRowRemapFailed cannot fire for them. Watch XID 63/64 and the ECC counters "
+               "instead, or check with nvidia-smi -q -d ROW_REMAPPER after disabling MIG.", "none",
+               targets((f'(nvidia_gpu_mig_enabled{{{SEL}, state="current"}} == 1) unless on (instance, uuid) '
+                        f"nvidia_gpu_remapped_rows_pending{{{SEL}}}", "GPU {{gpu}}: remaps not reported")),
+               thresholds((None, "orange")), value_map([(1, "MIG on: remaps unknown", "orange")]),
+               color_mode="background"), 24, 4)
     L.add(timeseries("XIDs by code", "XID events counted since the exporter started, per code. "
                      "See docs/runbooks.md for the severity of each code.", "short",
                      targets((f"sum by (instance, gpu, xid) (nvidia_gpu_xid_errors_total{{{SEL}}})",

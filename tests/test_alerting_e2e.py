@@ -78,7 +78,7 @@ def test_faults_reach_the_receiver_with_the_right_labels(tmp_path):
         assert len(uuids) == 8, uuids
 
         expected = [
-            ("critical", "NvidiaGpuEccUncorrectedError", "1", {"error": "uncorrected",
+            ("warning", "NvidiaGpuEccUncorrectedError", "1", {"error": "uncorrected",
                                                                "scope": "volatile"}),
             ("critical", "NvidiaGpuXidCritical", "1", {"xid": "48"}),
             ("critical", "NvidiaGpuLost", "2", {}),

@@ -267,6 +267,30 @@ def test_new_series_branches_match_on_identity():
             assert re.match(r"\s*on\s*\(", m.group(1)), f"{rule['alert']}: new-series branch without on()"
 
 
+def test_severities_follow_nvidia_guidance():
+    """Issue 16: a contained uncorrectable error needs no reset on Ampere and
+    newer (warning); uncontained (XID 95) and a driver-requested recovery
+    action page; NVML down waits out a driver upgrade and only tickets."""
+    rules = {r["alert"]: r for r in alert_rules()}
+    assert rules["NvidiaGpuEccUncorrectedError"]["labels"]["severity"] == "warning"
+    assert rules["NvidiaGpuRecoveryActionRequired"]["labels"]["severity"] == "critical"
+    assert "95" in _xid_regex(rules["NvidiaGpuXidCritical"])
+    assert "94" in _xid_regex(rules["NvidiaGpuXidWarning"])
+    nvml_down = rules["NvmlExporterNvmlDown"]
+    assert nvml_down["labels"]["severity"] == "warning"
+    minutes = int(re.fullmatch(r"(\d+)m", nvml_down["for"]).group(1))
+    assert minutes >= 15, "a driver upgrade takes longer than that"
+    assert "nvml_exporter_nvml_up" in rules["NvidiaGpuLost"]["expr"], \
+        "NvidiaGpuLost must not fire while NVML itself is away"
+
+
+def test_runbook_states_the_mig_remap_blind_spot():
+    text = RUNBOOKS.read_text()
+    for alert in ("NvidiaGpuRemappedRowsPending", "NvidiaGpuRowRemapFailed"):
+        body = re.search(rf"^## {alert}\n(.*?)(?=^## |\Z)", text, re.MULTILINE | re.DOTALL).group(1)
+        assert "Blind spot: MIG" in body and "nvmlDeviceGetRemappedRows" in text, alert
+
+
 def test_first_error_branch_is_needed(tmp_path):
     """Prove the unit tests can fail: with the ECC rule reduced to a plain
     increase(), the test of a counter that appears non-zero must fail."""

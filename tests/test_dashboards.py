@@ -197,6 +197,19 @@ def test_panels_the_issue_asks_for():
         assert family in mig_exprs, family
 
 
+def test_gpu_detail_names_the_mig_remap_blind_spot():
+    """Issue 16: NVML does not report remapped rows on MIG-enabled GPUs; the
+    GPU-detail dashboard must show which GPUs are blind, not an empty panel
+    that reads as 'no remaps'."""
+    detail = load("gpu-detail.json")
+    blind = [p for p in query_panels(detail)
+             if any("nvidia_gpu_mig_enabled" in t["expr"] and "nvidia_gpu_remapped_rows" in t["expr"]
+                    for t in p["targets"])]
+    assert blind, "no panel lists MIG-enabled GPUs without remap state"
+    assert "MIG" in blind[0]["title"] and "remap" in blind[0]["title"].lower()
+    assert "not supported on MIG-enabled GPUs" in blind[0]["description"]
+
+
 def test_fleet_table_links_to_gpu_detail():
     detail_uid = load("gpu-detail.json")["uid"]
     raw = (DASH_DIR / "fleet-overview.json").read_text()
