@@ -83,8 +83,33 @@ impl Reason {
     }
 }
 
+/// An NVLink error counter (`nvmlNvLinkErrorCounter_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NvlinkCounter {
+    Replay,
+    Recovery,
+    CrcFlit,
+    CrcData,
+}
+
+impl NvlinkCounter {
+    /// `nvmlNvLinkErrorCounter_t` value.
+    pub fn nvml(self) -> usize {
+        match self {
+            NvlinkCounter::Replay => 0,
+            NvlinkCounter::Recovery => 1,
+            NvlinkCounter::CrcFlit => 2,
+            NvlinkCounter::CrcData => 3,
+        }
+    }
+}
+
 fn one() -> u64 {
     1
+}
+fn replay() -> NvlinkCounter {
+    NvlinkCounter::Replay
 }
 fn yes() -> bool {
     true
@@ -191,6 +216,30 @@ pub enum Fault {
         gpu: u32,
         percent: f64,
     },
+    /// One NVLink link goes inactive (`up = false`), as after a link failure
+    /// (XID 74), or trains up again.
+    NvlinkState {
+        gpu: u32,
+        link: u32,
+        up: bool,
+    },
+    /// One NVLink link's error counter grows by `count`.
+    NvlinkErrors {
+        gpu: u32,
+        link: u32,
+        #[serde(default = "replay")]
+        counter: NvlinkCounter,
+        #[serde(default = "one")]
+        count: u64,
+    },
+    /// The PCIe link retrains to `width` lanes (absent: unchanged) and
+    /// `replays` more replays are counted.
+    Pcie {
+        gpu: u32,
+        width: Option<u32>,
+        #[serde(default)]
+        replays: u32,
+    },
 }
 
 impl Fault {
@@ -207,7 +256,10 @@ impl Fault {
             | Fault::MigReconfigure { gpu, .. }
             | Fault::Throttle { gpu, .. }
             | Fault::ProcessStart { gpu, .. }
-            | Fault::Load { gpu, .. } => Some(*gpu),
+            | Fault::Load { gpu, .. }
+            | Fault::NvlinkState { gpu, .. }
+            | Fault::NvlinkErrors { gpu, .. }
+            | Fault::Pcie { gpu, .. } => Some(*gpu),
             Fault::DriverUnload | Fault::DriverLoad | Fault::ProcessStop { .. } => None,
         }
     }

@@ -99,6 +99,13 @@ pub struct Gpu {
     /// Indexed by nvmlPerfPolicyType_t (0..=5).
     pub violations: [Violation; 6],
     pub pcie_replay: u32,
+    /// Current PCIe link width in lanes (the model's maximum until a fault
+    /// retrains the link narrower).
+    pub pcie_width: u32,
+    /// Bit n set: NVLink link n is inactive.
+    pub nvlink_down: u64,
+    /// Errors added by faults, per link: (replay, recovery, crc flit, crc data, ecc data).
+    pub nvlink_errors_added: Vec<[u64; 5]>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -258,6 +265,9 @@ impl Gpu {
             energy_t: 0.0,
             violations: Default::default(),
             pcie_replay: index % 3,
+            pcie_width: spec.model.pcie_width,
+            nvlink_down: 0,
+            nvlink_errors_added: vec![[0; 5]; spec.model.nvlinks as usize],
         };
         if let Some(mig) = &spec.mig {
             let names: Vec<String> = mig.iter().map(|m| m.profile.clone()).collect();
@@ -513,10 +523,21 @@ impl Gpu {
         ((i * 18_000.0 * w) as u64, (i * 17_500.0 * w) as u64)
     }
 
-    /// Static link error counters: (replay, recovery, crc flit, crc data, ecc data).
+    /// Link error counters: (replay, recovery, crc flit, crc data, ecc data),
+    /// a static base plus what faults added.
     pub fn nvlink_errors(&self, link: u32) -> [u64; 5] {
         let s = (self.index + link) as u64;
-        [s % 3, 0, (s * 5) % 7, 0, s % 2]
+        let mut counts = [s % 3, 0, (s * 5) % 7, 0, s % 2];
+        if let Some(added) = self.nvlink_errors_added.get(link as usize) {
+            for (c, a) in counts.iter_mut().zip(added) {
+                *c += a;
+            }
+        }
+        counts
+    }
+
+    pub fn nvlink_active(&self, link: u32) -> bool {
+        self.nvlink_down & (1 << link) == 0
     }
 
     /// Memory of the whole GPU in bytes: (total, reserved, used, free), v2 meaning.
@@ -932,6 +953,62 @@ impl Sim {
                 }
                 g.energy_t = t;
                 Ok(format!("GPU {gpu} load {percent}%"))
+            }
+            Fault::NvlinkState { gpu, link, up } => {
+                let g = &mut self.gpus[*gpu as usize];
+                if *link >= g.model.nvlinks {
+                    return Err(format!(
+                        "GPU {gpu} ({}) has {} NVLink links, no link {link}",
+                        g.model.name, g.model.nvlinks
+                    ));
+                }
+                if *up {
+                    g.nvlink_down &= !(1 << link);
+                } else {
+                    g.nvlink_down |= 1 << link;
+                }
+                let state = if *up { "up" } else { "down" };
+                Ok(format!("GPU {gpu} NVLink {link} {state}"))
+            }
+            Fault::NvlinkErrors {
+                gpu,
+                link,
+                counter,
+                count,
+            } => {
+                let g = &mut self.gpus[*gpu as usize];
+                let nvlinks = g.model.nvlinks;
+                let name = g.model.name;
+                let Some(added) = g.nvlink_errors_added.get_mut(*link as usize) else {
+                    return Err(format!(
+                        "GPU {gpu} ({name}) has {nvlinks} NVLink links, no link {link}"
+                    ));
+                };
+                added[counter.nvml()] += count;
+                Ok(format!(
+                    "GPU {gpu} NVLink {link}: {count} more {counter:?} errors"
+                ))
+            }
+            Fault::Pcie {
+                gpu,
+                width,
+                replays,
+            } => {
+                let g = &mut self.gpus[*gpu as usize];
+                if let Some(w) = width {
+                    if *w == 0 || *w > g.model.pcie_width {
+                        return Err(format!(
+                            "PCIe width {w} is outside 1..={} for GPU {gpu} ({})",
+                            g.model.pcie_width, g.model.name
+                        ));
+                    }
+                    g.pcie_width = *w;
+                }
+                g.pcie_replay = g.pcie_replay.saturating_add(*replays);
+                Ok(format!(
+                    "GPU {gpu} PCIe x{}, {} replays",
+                    g.pcie_width, g.pcie_replay
+                ))
             }
         }
     }

@@ -172,6 +172,52 @@ fn faults_through_the_cli() {
     ok(s, &["throttle", "--gpu", "6", "--reasons", ""]);
     assert_eq!(d6.current_throttle_reasons().unwrap().bits() & 0x48, 0);
 
+    // An NVLink link goes down and its errors grow; the PCIe link narrows.
+    let d5 = nvml.device_by_index(5).unwrap();
+    assert!(d5.link_wrapper_for(3).is_active().unwrap());
+    ok(
+        s,
+        &["nvlink-state", "--gpu", "5", "--link", "3", "--up", "false"],
+    );
+    assert!(!d5.link_wrapper_for(3).is_active().unwrap());
+    assert!(d5.link_wrapper_for(4).is_active().unwrap());
+    let recoveries = |d: &nvml_wrapper::Device| {
+        d.link_wrapper_for(3)
+            .error_counter(nvml_wrapper::enum_wrappers::nv_link::ErrorCounter::DlRecovery)
+            .unwrap()
+    };
+    let before = recoveries(&d5);
+    ok(
+        s,
+        &[
+            "nvlink-errors",
+            "--gpu",
+            "5",
+            "--link",
+            "3",
+            "--counter",
+            "recovery",
+            "--count",
+            "4",
+        ],
+    );
+    assert_eq!(recoveries(&d5), before + 4);
+    ok(
+        s,
+        &["nvlink-state", "--gpu", "5", "--link", "3", "--up", "true"],
+    );
+    assert!(d5.link_wrapper_for(3).is_active().unwrap());
+    let replays = d5.pcie_replay_counter().unwrap();
+    ok(
+        s,
+        &["pcie", "--gpu", "5", "--width", "8", "--replays", "50"],
+    );
+    assert_eq!(d5.current_pcie_link_width().unwrap(), 8);
+    assert_eq!(d5.max_pcie_link_width().unwrap(), 16);
+    assert_eq!(d5.pcie_replay_counter().unwrap(), replays + 50);
+    let (accepted, _, err) = cli(s, &["pcie", "--gpu", "5", "--width", "32"]);
+    assert!(!accepted && err.contains("outside"), "{err}");
+
     // Load changes move the P-state.
     let d7 = nvml.device_by_index(7).unwrap();
     assert_eq!(d7.performance_state().unwrap(), PerformanceState::Eight);

@@ -224,7 +224,7 @@ fn field_value(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
             if links == 0 || scope >= links {
                 Err(NOT_SUPPORTED)
             } else {
-                Ok(U32(1))
+                Ok(U32(u32::from(g.nvlink_active(scope))))
             }
         }
         NVML_FI_DEV_NVLINK_GET_VERSION => {

@@ -19,8 +19,8 @@ fn nvlink_gpu<T>(device: nvmlDevice_t, link: u32, f: impl FnOnce(&Gpu, f64) -> R
 nvml_fn! {
     fn nvmlDeviceGetNvLinkState(device: nvmlDevice_t, link: c_uint, isActive: *mut nvmlEnableState_t) {
         nonnull(isActive)?;
-        nvlink_gpu(device, link, |_, _| Ok(()))?;
-        out(isActive, 1)
+        let active = nvlink_gpu(device, link, |g, _| Ok(g.nvlink_active(link)))?;
+        out(isActive, u32::from(active))
     }
 }
 
