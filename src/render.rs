@@ -45,7 +45,7 @@ pub fn encode(snapshot: &Snapshot, ctx: &RenderContext, now: SystemTime) -> (Vec
     let mut w = Writer::with_capacity(4096 + snapshot.gpus.len() * 48 * 1024);
     let mut sink = SampleSink::new();
     for collector in COLLECTORS {
-        if !collector.family.map_or(true, |f| ctx.families.contains(f)) {
+        if !collector.family.is_none_or(|f| ctx.families.contains(f)) {
             continue;
         }
         for metric in collector.metrics {

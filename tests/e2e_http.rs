@@ -124,8 +124,10 @@ fn content_negotiation() {
 
 #[test]
 fn gzip_decodes_to_the_plain_body() {
-    // A slow interval so both requests see the same snapshot.
-    let e = Exporter::serving("dgx-h100", &["--collect.interval=1h"]);
+    // Ready (every GPU sampled once) and a slow interval, so that every
+    // request sees the same snapshot: serving alone let the first poll land
+    // between two requests on a loaded machine.
+    let e = Exporter::ready("dgx-h100", &["--collect.interval=1h"]);
     for accept in ["text/plain", "application/openmetrics-text"] {
         let plain = e.request("GET", "/metrics", &[("Accept", accept)]);
         assert_eq!(plain.header("content-encoding"), None);

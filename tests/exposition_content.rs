@@ -381,7 +381,7 @@ fn mig_instances_have_info_memory_and_activity() {
     assert!(info.iter().all(|s| s
         .labels
         .get("mig_uuid")
-        .map_or(true, |u| u.starts_with("MIG-"))));
+        .is_none_or(|u| u.starts_with("MIG-"))));
     let mem: Vec<_> = of_gpu(&samples, "4")
         .filter(|s| s.name == "nvidia_gpu_mig_memory_used_bytes")
         .collect();
@@ -469,7 +469,7 @@ fn each_family_appears_once_with_samples_contiguous_and_sorted() {
         if let Some(g) = line.split("gpu=\"").nth(1) {
             let g: u32 = g.split('"').next().unwrap().parse().unwrap();
             assert!(
-                last_gpu.map_or(true, |l| l <= g),
+                last_gpu.is_none_or(|l| l <= g),
                 "gpu order in {current}: {g} after {last_gpu:?}"
             );
             last_gpu = Some(g);

@@ -15,7 +15,7 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
             files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
             continue;
         }
-        if path.extension().map_or(true, |e| e != "rs") {
+        if path.extension().is_none_or(|e| e != "rs") {
             continue;
         }
         let rel = path.strip_prefix(&src).unwrap();

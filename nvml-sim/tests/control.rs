@@ -88,7 +88,7 @@ fn faults_through_the_cli() {
             let lib = unsafe { nvml_wrapper_sys::bindings::NvmlLib::new(lib_path).unwrap() };
             let mut data: nvml_wrapper_sys::bindings::nvmlEventData_t =
                 unsafe { std::mem::zeroed() };
-            let rc = unsafe { lib.nvmlEventSetWait_v2(raw as _, &mut data, 5000) };
+            let rc = unsafe { lib.nvmlEventSetWait_v2(raw as _, &raw mut data, 5000) };
             (
                 rc,
                 data.eventData,
@@ -145,10 +145,10 @@ fn faults_through_the_cli() {
     let rc = unsafe {
         nvml.lib().nvmlDeviceGetRemappedRows(
             nvml.device_by_index(5).unwrap().handle(),
-            &mut c,
-            &mut u,
-            &mut p,
-            &mut f,
+            &raw mut c,
+            &raw mut u,
+            &raw mut p,
+            &raw mut f,
         )
     };
     assert_eq!((rc, c, u, p, f), (0, 0, 1, 1, 0));

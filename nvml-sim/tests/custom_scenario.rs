@@ -59,8 +59,13 @@ fn hand_written_scenario() {
     // V100 has no row remapping and no MIG.
     let (mut c, mut u, mut p, mut f) = (0, 0, 0, 0);
     let rc = unsafe {
-        nvml.lib()
-            .nvmlDeviceGetRemappedRows(v1.handle(), &mut c, &mut u, &mut p, &mut f)
+        nvml.lib().nvmlDeviceGetRemappedRows(
+            v1.handle(),
+            &raw mut c,
+            &raw mut u,
+            &raw mut p,
+            &raw mut f,
+        )
     };
     assert_eq!(rc, 3);
     assert!(matches!(v0.mig_mode(), Err(NvmlError::NotSupported)));

@@ -28,7 +28,7 @@ fn error_codes() {
     unsafe {
         // Before init.
         let mut n = 0;
-        assert_eq!(lib.nvmlDeviceGetCount_v2(&mut n), UNINITIALIZED);
+        assert_eq!(lib.nvmlDeviceGetCount_v2(&raw mut n), UNINITIALIZED);
         assert_eq!(lib.nvmlShutdown(), UNINITIALIZED);
         let msg = CStr::from_ptr(lib.nvmlErrorString(UNINITIALIZED))
             .to_str()
@@ -42,7 +42,7 @@ fn error_codes() {
         std::fs::write(&bad, "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nload = 150\n").unwrap();
         std::env::set_var("NVML_SIM_SCENARIO", &bad);
         assert_eq!(lib.nvmlInit_v2(), UNKNOWN);
-        assert_eq!(lib.nvmlDeviceGetCount_v2(&mut n), UNINITIALIZED);
+        assert_eq!(lib.nvmlDeviceGetCount_v2(&raw mut n), UNINITIALIZED);
         std::env::set_var("NVML_SIM_SCENARIO", dir.join("missing.toml"));
         assert_eq!(lib.nvmlInit_v2(), UNKNOWN);
         std::env::set_var("NVML_SIM_TIME_SCALE", "fast");
@@ -54,13 +54,13 @@ fn error_codes() {
         assert_eq!(lib.nvmlInit_v2(), OK);
         assert_eq!(lib.nvmlInitWithFlags(0), OK);
         assert_eq!(lib.nvmlShutdown(), OK);
-        assert_eq!(lib.nvmlDeviceGetCount_v2(&mut n), OK);
+        assert_eq!(lib.nvmlDeviceGetCount_v2(&raw mut n), OK);
         assert_eq!(n, 1);
 
         // Null pointers and bad handles.
         assert_eq!(lib.nvmlDeviceGetCount_v2(null_mut()), INVALID_ARGUMENT);
         let mut dev: nvmlDevice_t = null_mut();
-        assert_eq!(lib.nvmlDeviceGetHandleByIndex_v2(0, &mut dev), OK);
+        assert_eq!(lib.nvmlDeviceGetHandleByIndex_v2(0, &raw mut dev), OK);
         assert_eq!(
             lib.nvmlDeviceGetHandleByIndex_v2(1, std::ptr::addr_of_mut!(dev)),
             INVALID_ARGUMENT
@@ -70,7 +70,7 @@ fn error_codes() {
             INVALID_ARGUMENT
         );
         assert_eq!(
-            lib.nvmlDeviceGetHandleByUUID(null(), &mut dev),
+            lib.nvmlDeviceGetHandleByUUID(null(), &raw mut dev),
             INVALID_ARGUMENT
         );
         let mut temp = 0;
@@ -79,20 +79,20 @@ fn error_codes() {
             INVALID_ARGUMENT
         );
         assert_eq!(
-            lib.nvmlDeviceGetTemperature(null_mut(), 0, &mut temp),
+            lib.nvmlDeviceGetTemperature(null_mut(), 0, &raw mut temp),
             INVALID_ARGUMENT
         );
         assert_eq!(
-            lib.nvmlDeviceGetTemperature(0xdead_beef as nvmlDevice_t, 0, &mut temp),
+            lib.nvmlDeviceGetTemperature(0xdead_beef as nvmlDevice_t, 0, &raw mut temp),
             INVALID_ARGUMENT
         );
-        assert_eq!(lib.nvmlDeviceGetTemperature(dev, 0, &mut temp), OK);
+        assert_eq!(lib.nvmlDeviceGetTemperature(dev, 0, &raw mut temp), OK);
         let mut set: nvmlEventSet_t = null_mut();
         assert_eq!(
             lib.nvmlEventSetFree(0x1234 as nvmlEventSet_t),
             INVALID_ARGUMENT
         );
-        assert_eq!(lib.nvmlEventSetCreate(&mut set), OK);
+        assert_eq!(lib.nvmlEventSetCreate(&raw mut set), OK);
         assert_eq!(
             lib.nvmlDeviceRegisterEvents(dev, 8, null_mut()),
             INVALID_ARGUMENT
@@ -117,14 +117,14 @@ fn error_codes() {
         );
         let mut count = 0;
         assert_eq!(
-            lib.nvmlDeviceGetComputeRunningProcesses_v3(dev, &mut count, null_mut()),
+            lib.nvmlDeviceGetComputeRunningProcesses_v3(dev, &raw mut count, null_mut()),
             INSUFFICIENT_SIZE
         );
         assert_eq!(count, 1, "the needed size is written back");
         let mut gcount = 1;
         let mut procs: [nvmlProcessInfo_t; 1] = std::mem::zeroed();
         assert_eq!(
-            lib.nvmlDeviceGetGraphicsRunningProcesses_v3(dev, &mut gcount, procs.as_mut_ptr()),
+            lib.nvmlDeviceGetGraphicsRunningProcesses_v3(dev, &raw mut gcount, procs.as_mut_ptr()),
             INSUFFICIENT_SIZE
         );
         assert_eq!(gcount, 2);
@@ -132,25 +132,25 @@ fn error_codes() {
         // Versioned structs check their version.
         let mut mem: nvmlMemory_v2_t = std::mem::zeroed();
         assert_eq!(
-            lib.nvmlDeviceGetMemoryInfo_v2(dev, &mut mem),
+            lib.nvmlDeviceGetMemoryInfo_v2(dev, &raw mut mem),
             VERSION_MISMATCH
         );
         mem.version = 0x0200_0028;
-        assert_eq!(lib.nvmlDeviceGetMemoryInfo_v2(dev, &mut mem), OK);
+        assert_eq!(lib.nvmlDeviceGetMemoryInfo_v2(dev, &raw mut mem), OK);
         assert_eq!(mem.total, mem.reserved + mem.used + mem.free);
 
         // The consumer card lacks what a real one lacks.
         let (mut cur, mut pend) = (0, 0);
         assert_eq!(
-            lib.nvmlDeviceGetEccMode(dev, &mut cur, &mut pend),
+            lib.nvmlDeviceGetEccMode(dev, &raw mut cur, &raw mut pend),
             NOT_SUPPORTED
         );
         assert_eq!(
-            lib.nvmlDeviceGetMigMode(dev, &mut cur, &mut pend),
+            lib.nvmlDeviceGetMigMode(dev, &raw mut cur, &raw mut pend),
             NOT_SUPPORTED
         );
         assert_eq!(
-            lib.nvmlDeviceGetNvLinkState(dev, 0, &mut cur),
+            lib.nvmlDeviceGetNvLinkState(dev, 0, &raw mut cur),
             NOT_SUPPORTED
         );
         let mut serial = [0 as std::ffi::c_char; 32];
@@ -160,21 +160,21 @@ fn error_codes() {
         );
         let mut f: nvmlFieldValue_t = std::mem::zeroed();
         f.fieldId = field_id::NVML_FI_DEV_MEMORY_TEMP;
-        assert_eq!(lib.nvmlDeviceGetFieldValues(dev, 1, &mut f), OK);
+        assert_eq!(lib.nvmlDeviceGetFieldValues(dev, 1, &raw mut f), OK);
         assert_eq!(f.nvmlReturn, NOT_SUPPORTED);
         assert_eq!(
-            lib.nvmlDeviceGetFieldValues(dev, 0, &mut f),
+            lib.nvmlDeviceGetFieldValues(dev, 0, &raw mut f),
             INVALID_ARGUMENT
         );
         let mut support: nvmlGpmSupport_t = std::mem::zeroed();
         support.version = NVML_GPM_SUPPORT_VERSION;
-        assert_eq!(lib.nvmlGpmQueryDeviceSupport(dev, &mut support), OK);
+        assert_eq!(lib.nvmlGpmQueryDeviceSupport(dev, &raw mut support), OK);
         assert_eq!(support.isSupportedDevice, 0);
         let mut fan = 0;
-        assert_eq!(lib.nvmlDeviceGetFanSpeed_v2(dev, 0, &mut fan), OK);
+        assert_eq!(lib.nvmlDeviceGetFanSpeed_v2(dev, 0, &raw mut fan), OK);
         assert!(fan > 0 && fan <= 100);
         let mut display = 0;
-        assert_eq!(lib.nvmlDeviceGetDisplayActive(dev, &mut display), OK);
+        assert_eq!(lib.nvmlDeviceGetDisplayActive(dev, &raw mut display), OK);
         assert_eq!(display, 1);
         let mut pid_name = [0 as std::ffi::c_char; 64];
         assert_eq!(
@@ -185,10 +185,10 @@ fn error_codes() {
         // After the last shutdown everything is uninitialized again.
         assert_eq!(lib.nvmlShutdown(), OK);
         assert_eq!(
-            lib.nvmlDeviceGetTemperature(dev, 0, &mut temp),
+            lib.nvmlDeviceGetTemperature(dev, 0, &raw mut temp),
             UNINITIALIZED
         );
-        assert_eq!(lib.nvmlDeviceGetCount_v2(&mut n), UNINITIALIZED);
+        assert_eq!(lib.nvmlDeviceGetCount_v2(&raw mut n), UNINITIALIZED);
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -38,8 +38,13 @@ fn faults_timeline() {
     // From the start.
     let (mut c, mut u, mut p, mut f) = (0, 0, 0, 0);
     let rc = unsafe {
-        nvml.lib()
-            .nvmlDeviceGetRemappedRows(dev(5).handle(), &mut c, &mut u, &mut p, &mut f)
+        nvml.lib().nvmlDeviceGetRemappedRows(
+            dev(5).handle(),
+            &raw mut c,
+            &raw mut u,
+            &raw mut p,
+            &raw mut f,
+        )
     };
     assert_eq!((rc, u, p), (0, 1, 1), "GPU 5 has a remapped row pending");
     assert_eq!(

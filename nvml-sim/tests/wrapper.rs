@@ -82,7 +82,7 @@ fn memory_adds_up() {
         assert_eq!(m.total, 81559 * 1024 * 1024);
         // v1 counts reserved memory as used.
         let mut v1: nvmlMemory_t = unsafe { std::mem::zeroed() };
-        let rc = unsafe { nvml.lib().nvmlDeviceGetMemoryInfo(d.handle(), &mut v1) };
+        let rc = unsafe { nvml.lib().nvmlDeviceGetMemoryInfo(d.handle(), &raw mut v1) };
         assert_eq!(rc, 0);
         assert_eq!(v1.used, m.used + m.reserved);
         assert_eq!(v1.total, v1.used + v1.free);
@@ -160,8 +160,13 @@ fn ecc_and_rows() {
     ));
     let (mut c, mut u, mut p, mut f) = (9, 9, 9, 9);
     let rc = unsafe {
-        nvml.lib()
-            .nvmlDeviceGetRemappedRows(d.handle(), &mut c, &mut u, &mut p, &mut f)
+        nvml.lib().nvmlDeviceGetRemappedRows(
+            d.handle(),
+            &raw mut c,
+            &raw mut u,
+            &raw mut p,
+            &raw mut f,
+        )
     };
     assert_eq!((rc, c, u, p, f), (0, 0, 0, 0, 0));
 }
@@ -253,8 +258,11 @@ fn processes() {
     let mut raw: Vec<nvmlProcessInfo_t> = vec![unsafe { std::mem::zeroed() }; 8];
     let mut n = 8;
     let rc = unsafe {
-        nvml.lib()
-            .nvmlDeviceGetComputeRunningProcesses_v3(d0.handle(), &mut n, raw.as_mut_ptr())
+        nvml.lib().nvmlDeviceGetComputeRunningProcesses_v3(
+            d0.handle(),
+            &raw mut n,
+            raw.as_mut_ptr(),
+        )
     };
     assert_eq!((rc, n), (0, 3));
     assert_eq!((raw[0].gpuInstanceId, raw[0].computeInstanceId), (7, 0));
@@ -263,7 +271,7 @@ fn processes() {
     let rc = unsafe {
         nvml.lib().nvmlDeviceGetComputeRunningProcesses_v3(
             d0.handle(),
-            &mut small,
+            &raw mut small,
             raw.as_mut_ptr(),
         )
     };
@@ -297,12 +305,13 @@ fn mig_devices() {
         let (mut gi, mut ci) = (99, 99);
         unsafe {
             assert_eq!(
-                nvml.lib().nvmlDeviceGetGpuInstanceId(m.handle(), &mut gi),
+                nvml.lib()
+                    .nvmlDeviceGetGpuInstanceId(m.handle(), &raw mut gi),
                 0
             );
             assert_eq!(
                 nvml.lib()
-                    .nvmlDeviceGetComputeInstanceId(m.handle(), &mut ci),
+                    .nvmlDeviceGetComputeInstanceId(m.handle(), &raw mut ci),
                 0
             );
         }
@@ -344,7 +353,7 @@ fn mig_profiles_and_instances() {
             lib.nvmlDeviceGetGpuInstanceProfileInfoV(
                 d1.handle(),
                 NVML_GPU_INSTANCE_PROFILE_3_SLICE,
-                &mut info
+                &raw mut info
             ),
             0
         );
@@ -358,12 +367,12 @@ fn mig_profiles_and_instances() {
         let mut gis: Vec<nvmlGpuInstance_t> = vec![std::ptr::null_mut(); 2];
         let mut n = 0;
         assert_eq!(
-            lib.nvmlDeviceGetGpuInstances(d1.handle(), 9, gis.as_mut_ptr(), &mut n),
+            lib.nvmlDeviceGetGpuInstances(d1.handle(), 9, gis.as_mut_ptr(), &raw mut n),
             0
         );
         assert_eq!(n, 1);
         let mut gi: nvmlGpuInstanceInfo_t = std::mem::zeroed();
-        assert_eq!(lib.nvmlGpuInstanceGetInfo(gis[0], &mut gi), 0);
+        assert_eq!(lib.nvmlGpuInstanceGetInfo(gis[0], &raw mut gi), 0);
         assert_eq!(
             (gi.id, gi.profileId, gi.placement.start, gi.placement.size),
             (1, 9, 0, 4)
@@ -376,17 +385,17 @@ fn mig_profiles_and_instances() {
                 gis[0],
                 NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE,
                 cis.as_mut_ptr(),
-                &mut n
+                &raw mut n
             ),
             0
         );
         assert_eq!(n, 1);
         let mut ci: nvmlComputeInstanceInfo_t = std::mem::zeroed();
-        assert_eq!(lib.nvmlComputeInstanceGetInfo_v2(cis[0], &mut ci), 0);
+        assert_eq!(lib.nvmlComputeInstanceGetInfo_v2(cis[0], &raw mut ci), 0);
         assert_eq!((ci.id, ci.placement.size), (0, 3));
         let mut remaining = 9;
         assert_eq!(
-            lib.nvmlDeviceGetGpuInstanceRemainingCapacity(d1.handle(), 19, &mut remaining),
+            lib.nvmlDeviceGetGpuInstanceRemainingCapacity(d1.handle(), 19, &raw mut remaining),
             0
         );
         assert_eq!(remaining, 0, "slices 0..8 are all taken (3g + 2g + 1g: memory slices 4 + 2 + 1, one left but compute 6/7)");

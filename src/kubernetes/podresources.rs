@@ -110,7 +110,7 @@ async fn list_inner(socket: &Path) -> Result<ListPodResourcesResponse, KubeletEr
         .await
         .map_err(|e| call_error(tonic::Status::unavailable(e.to_string())))?;
     let codec =
-        tonic::codec::ProstCodec::<ListPodResourcesRequest, ListPodResourcesResponse>::default();
+        tonic_prost::ProstCodec::<ListPodResourcesRequest, ListPodResourcesResponse>::default();
     let response = grpc
         .unary(
             tonic::Request::new(ListPodResourcesRequest {}),

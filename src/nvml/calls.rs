@@ -16,7 +16,7 @@ pub const STATIC_REFRESH_POLLS: u64 = 60;
 
 /// Whether `poll` re-reads static values and retries unsupported calls.
 pub fn is_refresh(poll: u64) -> bool {
-    poll % STATIC_REFRESH_POLLS == 0
+    poll.is_multiple_of(STATIC_REFRESH_POLLS)
 }
 
 /// The outcome of one NVML call.

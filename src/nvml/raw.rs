@@ -133,7 +133,7 @@ pub fn memory_v2(nvml: &Nvml, device: DeviceHandle) -> Result<(u64, u64, u64, u6
     // SAFETY: POD struct, version set as nvml.h requires.
     let mut m: nvmlMemory_v2_t = unsafe { mem::zeroed() };
     m.version = struct_version::<nvmlMemory_v2_t>(2);
-    nvml_try(unsafe { f(device, &mut m) })?;
+    nvml_try(unsafe { f(device, &raw mut m) })?;
     Ok((m.total, m.reserved, m.free, m.used))
 }
 
@@ -142,7 +142,7 @@ pub fn memory_v1(nvml: &Nvml, device: DeviceHandle) -> Result<(u64, u64, u64), N
     let f = sym!(nvml, nvmlDeviceGetMemoryInfo);
     // SAFETY: POD out-parameter.
     let mut m: nvmlMemory_t = unsafe { mem::zeroed() };
-    nvml_try(unsafe { f(device, &mut m) })?;
+    nvml_try(unsafe { f(device, &raw mut m) })?;
     Ok((m.total, m.free, m.used))
 }
 
@@ -154,7 +154,15 @@ pub fn remapped_rows(
     let f = sym!(nvml, nvmlDeviceGetRemappedRows);
     let (mut cor, mut unc, mut pending, mut failed) = (0u32, 0u32, 0u32, 0u32);
     // SAFETY: four valid out-pointers.
-    nvml_try(unsafe { f(device, &mut cor, &mut unc, &mut pending, &mut failed) })?;
+    nvml_try(unsafe {
+        f(
+            device,
+            &raw mut cor,
+            &raw mut unc,
+            &raw mut pending,
+            &raw mut failed,
+        )
+    })?;
     Ok((cor, unc, pending != 0, failed != 0))
 }
 
@@ -162,7 +170,7 @@ pub fn mig_mode(nvml: &Nvml, device: DeviceHandle) -> Result<(bool, bool), NvmlE
     let f = sym!(nvml, nvmlDeviceGetMigMode);
     let (mut current, mut pending) = (0u32, 0u32);
     // SAFETY: valid out-pointers.
-    nvml_try(unsafe { f(device, &mut current, &mut pending) })?;
+    nvml_try(unsafe { f(device, &raw mut current, &raw mut pending) })?;
     Ok((current == 1, pending == 1))
 }
 
@@ -170,7 +178,7 @@ pub fn max_mig_device_count(nvml: &Nvml, device: DeviceHandle) -> Result<u32, Nv
     let f = sym!(nvml, nvmlDeviceGetMaxMigDeviceCount);
     let mut count = 0u32;
     // SAFETY: valid out-pointer.
-    nvml_try(unsafe { f(device, &mut count) })?;
+    nvml_try(unsafe { f(device, &raw mut count) })?;
     Ok(count)
 }
 
@@ -183,7 +191,7 @@ pub fn mig_device_by_index(
     // SAFETY: valid out-pointer; a null handle is only stored, never used
     // unless NVML reported success.
     let mut handle: nvmlDevice_t = std::ptr::null_mut();
-    nvml_try(unsafe { f(device, index, &mut handle) })?;
+    nvml_try(unsafe { f(device, index, &raw mut handle) })?;
     Ok(handle)
 }
 
@@ -191,7 +199,7 @@ pub fn gpu_instance_id(nvml: &Nvml, device: DeviceHandle) -> Result<u32, NvmlErr
     let f = sym!(nvml, nvmlDeviceGetGpuInstanceId);
     let mut id = 0u32;
     // SAFETY: valid out-pointer.
-    nvml_try(unsafe { f(device, &mut id) })?;
+    nvml_try(unsafe { f(device, &raw mut id) })?;
     Ok(id)
 }
 
@@ -199,7 +207,7 @@ pub fn compute_instance_id(nvml: &Nvml, device: DeviceHandle) -> Result<u32, Nvm
     let f = sym!(nvml, nvmlDeviceGetComputeInstanceId);
     let mut id = 0u32;
     // SAFETY: valid out-pointer.
-    nvml_try(unsafe { f(device, &mut id) })?;
+    nvml_try(unsafe { f(device, &raw mut id) })?;
     Ok(id)
 }
 
@@ -242,7 +250,7 @@ pub fn jpg_utilization(nvml: &Nvml, device: DeviceHandle) -> Result<u32, NvmlErr
     let f = sym!(nvml, nvmlDeviceGetJpgUtilization);
     let (mut util, mut period) = (0u32, 0u32);
     // SAFETY: valid out-pointers.
-    nvml_try(unsafe { f(device, &mut util, &mut period) })?;
+    nvml_try(unsafe { f(device, &raw mut util, &raw mut period) })?;
     Ok(util)
 }
 
@@ -250,7 +258,7 @@ pub fn ofa_utilization(nvml: &Nvml, device: DeviceHandle) -> Result<u32, NvmlErr
     let f = sym!(nvml, nvmlDeviceGetOfaUtilization);
     let (mut util, mut period) = (0u32, 0u32);
     // SAFETY: valid out-pointers.
-    nvml_try(unsafe { f(device, &mut util, &mut period) })?;
+    nvml_try(unsafe { f(device, &raw mut util, &raw mut period) })?;
     Ok(util)
 }
 
@@ -258,7 +266,7 @@ pub fn nvlink_active(nvml: &Nvml, device: DeviceHandle, link: u32) -> Result<boo
     let f = sym!(nvml, nvmlDeviceGetNvLinkState);
     let mut state: nvmlEnableState_t = 0;
     // SAFETY: valid out-pointer.
-    nvml_try(unsafe { f(device, link, &mut state) })?;
+    nvml_try(unsafe { f(device, link, &raw mut state) })?;
     Ok(state == nvmlEnableState_enum_NVML_FEATURE_ENABLED)
 }
 
@@ -269,7 +277,7 @@ pub fn gpm_supported(nvml: &Nvml, device: DeviceHandle) -> Result<bool, NvmlErro
         isSupportedDevice: 0,
     };
     // SAFETY: versioned POD out-parameter.
-    nvml_try(unsafe { f(device, &mut s) })?;
+    nvml_try(unsafe { f(device, &raw mut s) })?;
     Ok(s.isSupportedDevice != 0)
 }
 
@@ -285,7 +293,7 @@ impl<'n> GpmBuffer<'n> {
         let f = sym!(nvml, nvmlGpmSampleAlloc);
         let mut handle: nvmlGpmSample_t = std::ptr::null_mut();
         // SAFETY: valid out-pointer.
-        nvml_try(unsafe { f(&mut handle) })?;
+        nvml_try(unsafe { f(&raw mut handle) })?;
         Ok(GpmBuffer { nvml, handle })
     }
 
@@ -334,7 +342,7 @@ pub fn gpm_metrics(
     for (slot, id) in req.metrics.iter_mut().zip(ids) {
         slot.metricId = *id;
     }
-    nvml_try(unsafe { f(&mut *req) })?;
+    nvml_try(unsafe { f(&raw mut *req) })?;
     Ok(req.metrics[..n]
         .iter()
         .map(|m| nvml_try(m.nvmlReturn).map(|()| m.value))
@@ -361,7 +369,7 @@ impl<'n> EventSet<'n> {
         let f = sym!(nvml, nvmlEventSetCreate);
         let mut handle: nvmlEventSet_t = std::ptr::null_mut();
         // SAFETY: valid out-pointer.
-        nvml_try(unsafe { f(&mut handle) })?;
+        nvml_try(unsafe { f(&raw mut handle) })?;
         Ok(EventSet { nvml, handle })
     }
 
@@ -376,7 +384,7 @@ impl<'n> EventSet<'n> {
         let f = sym!(self.nvml, nvmlEventSetWait_v2);
         // SAFETY: POD out-parameter.
         let mut data: nvmlEventData_t = unsafe { mem::zeroed() };
-        nvml_try(unsafe { f(self.handle, &mut data, timeout_ms) })?;
+        nvml_try(unsafe { f(self.handle, &raw mut data, timeout_ms) })?;
         Ok(RawEvent {
             device: data.device,
             event_type: data.eventType,

@@ -263,7 +263,7 @@ fn parse_raw(path: &Path, text: &[u8]) -> Result<raw::RawConfig, WebConfigError>
     };
     let text = std::str::from_utf8(text).map_err(|e| yaml_err(None, format!("not UTF-8: {e}")))?;
     // An empty file (or one holding only comments) is a valid, empty config.
-    let parsed: Option<raw::RawConfig> = serde_yaml::from_str(text).map_err(|e| {
+    let parsed: Option<raw::RawConfig> = yaml_serde::from_str(text).map_err(|e| {
         yaml_err(
             e.location().map(|l| l.line()),
             redact_values(&e.to_string()),

@@ -71,7 +71,7 @@ pub(crate) struct RawRateLimit {
 }
 
 /// A string map that refuses a key given twice, as go-yaml's strict mode does
-/// (serde_yaml would silently keep the last one: a second entry for a user
+/// (a plain map would silently keep the last one: a second entry for a user
 /// would quietly replace the first password).
 fn strict_map<'de, D: Deserializer<'de>>(
     d: D,
@@ -110,7 +110,7 @@ fn strict_map<'de, D: Deserializer<'de>>(
 }
 
 /// The toolkit reads YAML 1.1 (go-yaml v2), where `yes`, `on` and friends are
-/// booleans; serde_yaml speaks YAML 1.2, so accept the 1.1 spellings by hand.
+/// booleans; yaml_serde speaks YAML 1.2, so accept the 1.1 spellings by hand.
 fn yaml11_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]

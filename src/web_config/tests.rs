@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer};
 
 use super::*;
 
@@ -332,11 +333,7 @@ fn client_allowed_sans() {
 #[test]
 fn san_extraction_from_a_real_certificate() {
     let pki = Pki::new();
-    let pem = std::fs::read(pki.path("client.crt")).unwrap();
-    let der = rustls_pemfile::certs(&mut &pem[..])
-        .next()
-        .unwrap()
-        .unwrap();
+    let der = CertificateDer::from_pem_file(pki.path("client.crt")).unwrap();
     let names = san::subject_alt_names(der.as_ref()).unwrap();
     assert_eq!(
         names,

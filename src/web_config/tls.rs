@@ -13,6 +13,7 @@ use tokio_rustls::rustls::{
     self,
     client::danger::HandshakeSignatureValid,
     crypto::{ring as provider, CryptoProvider, SupportedKxGroup},
+    pki_types::pem::{Error as PemError, PemObject},
     pki_types::{CertificateDer, PrivateKeyDer, UnixTime},
     server::danger::{ClientCertVerified, ClientCertVerifier},
     server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier},
@@ -425,7 +426,7 @@ fn certs_from_pem(
     pem: &[u8],
 ) -> Result<Vec<CertificateDer<'static>>, Problem> {
     let mut certs = Vec::new();
-    for item in rustls_pemfile::certs(&mut &pem[..]) {
+    for item in CertificateDer::pem_slice_iter(pem) {
         let cert = item.map_err(|e| Problem::new(field, format!("{what}: invalid PEM: {e}")))?;
         certs.push(cert);
     }
@@ -458,14 +459,13 @@ pub(crate) fn build(s: &TlsSettings, warnings: &mut Vec<String>) -> Result<Built
         "tls_server_config.key",
         &s.key,
     )?;
-    let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut &key_pem[..])
-        .map_err(|e| Problem::new("tls_server_config", format!("{key_what}: invalid PEM: {e}")))?
-        .ok_or_else(|| {
-            Problem::new(
-                "tls_server_config",
-                format!("{key_what}: no PEM private key found (PKCS#1, PKCS#8 or SEC1)"),
-            )
-        })?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
+        let problem = match e {
+            PemError::NoItemsFound => "no PEM private key found (PKCS#1, PKCS#8 or SEC1)".into(),
+            e => format!("invalid PEM: {e}"),
+        };
+        Problem::new("tls_server_config", format!("{key_what}: {problem}"))
+    })?;
 
     let mut crypto = provider::default_provider();
     let mut suites: Vec<SupportedCipherSuite> = crypto

@@ -594,7 +594,7 @@ pub fn repo_root() -> PathBuf {
 /// Runs `cmd` with `input` on its stdin: its exit code (-1 when killed by
 /// a signal) and stdout followed by stderr.
 pub fn run_with_stdin(mut cmd: Command, input: &[u8]) -> (i32, String) {
-    let program = format!("{:?}", cmd.get_program());
+    let program = cmd.get_program().display().to_string();
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
 
 /// Under `dir`:
 /// - `ca.crt`: the CA every certificate below is signed by, except where
@@ -36,7 +36,7 @@ enum San {
 fn issue(
     sans: &[San],
     cn: &str,
-    ca: Option<(&rcgen::Certificate, &KeyPair)>,
+    ca: Option<&CertifiedIssuer<'static, KeyPair>>,
 ) -> (rcgen::Certificate, KeyPair) {
     let key = KeyPair::generate().unwrap();
     let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -50,26 +50,26 @@ fn issue(
     }
     p.distinguished_name.push(DnType::CommonName, cn);
     let cert = match ca {
-        Some((ca, ca_key)) => p.signed_by(&key, ca, ca_key).unwrap(),
+        Some(ca) => p.signed_by(&key, ca).unwrap(),
         None => p.self_signed(&key).unwrap(),
     };
     (cert, key)
 }
 
-fn make_ca(cn: &str) -> (rcgen::Certificate, KeyPair) {
+fn make_ca(cn: &str) -> CertifiedIssuer<'static, KeyPair> {
     let key = KeyPair::generate().unwrap();
     let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
     p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     p.distinguished_name.push(DnType::CommonName, cn);
-    (p.self_signed(&key).unwrap(), key)
+    CertifiedIssuer::self_signed(p, key).unwrap()
 }
 
 impl Pki {
     pub fn new() -> Pki {
         let dir = tempfile::tempdir().unwrap();
-        let (ca, ca_key) = make_ca("nvml-exporter test CA");
-        let (rogue_ca, rogue_key) = make_ca("rogue CA");
-        let ours = Some((&ca, &ca_key));
+        let ca = make_ca("nvml-exporter test CA");
+        let rogue_ca = make_ca("rogue CA");
+        let ours = Some(&ca);
         let write = |name: &str, (cert, key): (rcgen::Certificate, KeyPair)| {
             std::fs::write(dir.path().join(format!("{name}.crt")), cert.pem()).unwrap();
             std::fs::write(dir.path().join(format!("{name}.key")), key.serialize_pem()).unwrap();
@@ -91,11 +91,7 @@ impl Pki {
         );
         write(
             "rogue-client",
-            issue(
-                &[San::Dns("client.example")],
-                "rogue",
-                Some((&rogue_ca, &rogue_key)),
-            ),
+            issue(&[San::Dns("client.example")], "rogue", Some(&rogue_ca)),
         );
         write("other", issue(&[San::Dns("other")], "other", None));
         std::fs::write(dir.path().join("junk.pem"), "not a pem file\n").unwrap();

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio_rustls::rustls::{
     self,
-    pki_types::{CertificateDer, PrivateKeyDer, ServerName},
+    pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer, ServerName},
     ClientConfig, ClientConnection, RootCertStore, StreamOwned,
 };
 
@@ -23,12 +23,7 @@ use crate::pki::Pki;
 impl Pki {
     /// The first certificate in PEM file `name`, as DER.
     pub fn cert_der(&self, name: &str) -> CertificateDer<'static> {
-        let pem = std::fs::read(self.path(name)).unwrap();
-        let cert = rustls_pemfile::certs(&mut &pem[..])
-            .next()
-            .unwrap()
-            .unwrap();
-        cert
+        CertificateDer::from_pem_file(self.path(name)).unwrap()
     }
 }
 
@@ -87,8 +82,7 @@ impl Client {
     fn config(&self) -> ClientConfig {
         let mut roots = RootCertStore::empty();
         for r in &self.roots {
-            let pem = std::fs::read(r).unwrap();
-            for c in rustls_pemfile::certs(&mut &pem[..]) {
+            for c in CertificateDer::pem_file_iter(r).unwrap() {
                 roots.add(c.unwrap()).unwrap();
             }
         }
@@ -99,14 +93,11 @@ impl Client {
             .with_root_certificates(roots);
         match &self.identity {
             Some((cert, key)) => {
-                let cpem = std::fs::read(cert).unwrap();
-                let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut &cpem[..])
+                let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+                    .unwrap()
                     .map(|c| c.unwrap())
                     .collect();
-                let kpem = std::fs::read(key).unwrap();
-                let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut &kpem[..])
-                    .unwrap()
-                    .unwrap();
+                let key = PrivateKeyDer::from_pem_file(key).unwrap();
                 builder.with_client_auth_cert(certs, key).unwrap()
             }
             None => builder.with_no_client_auth(),

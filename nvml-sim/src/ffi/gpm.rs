@@ -102,7 +102,7 @@ fn metric_info(id: u32) -> Option<(&'static CStr, &'static CStr, &'static CStr)>
             c"MiB/sec",
         ),
         62..=97 => {
-            if id % 2 == 0 {
+            if id.is_multiple_of(2) {
                 (
                     c"nvlink_rx_per_sec",
                     c"NVLink per-link receive bandwidth",
