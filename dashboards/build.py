@@ -714,7 +714,25 @@ def gpu_detail() -> dict:
                targets((f'(nvidia_gpu_mig_enabled{{{SEL}, state="current"}} == 1) unless on (instance, uuid) '
                         f"nvidia_gpu_remapped_rows_pending{{{SEL}}}", "GPU {{gpu}}: remaps not reported")),
                thresholds((None, "orange")), value_map([(1, "MIG on: remaps unknown", "orange")]),
-               color_mode="background"), 24, 4)
+               color_mode="background"), 8, 6)
+    L.add(bargauge("Row remapper banks", "Memory banks by spare rows left for row remapping "
+                   "(nvmlDeviceGetRowRemapperHistogram). Banks at none cannot remap again: an RMA "
+                   "candidate (NvidiaGpuRemapperBanksExhausted). Not reported on MIG-enabled GPUs.",
+                   "short",
+                   targets((f"nvidia_gpu_remapper_banks{{{SEL}}}", "GPU {{gpu}} {{spare_rows}}",
+                            {"instant": True})),
+                   thresholds((None, "green"), (1, "orange")), 0), 6, 6)
+    L.add(stat("SRAM RMA threshold", "1 = the GPU's uncorrectable SRAM errors crossed NVIDIA's "
+               "RMA threshold (NvidiaGpuSramErrorThresholdExceeded).", "none",
+               targets((f"nvidia_gpu_sram_uncorrectable_threshold_exceeded{{{SEL}}}", "GPU {{gpu}}")),
+               thresholds((None, "green"), (1, "red")), YES_NO_MAP, color_mode="background"), 5, 6)
+    L.add(stat("NVLink fabric", "NVLink fabric registration on NVSwitch systems: 1 not started, "
+               "2 in progress, 3 completed; status failure = registration failed "
+               "(NvidiaGpuFabricNotReady). Absent on GPUs without a fabric.", "none",
+               targets((f"nvidia_gpu_fabric_state{{{SEL}}}", "GPU {{gpu}} {{status}}")),
+               thresholds((None, "red"), (3, "green")),
+               value_map([(1, "not started", "red"), (2, "in progress", "orange"),
+                          (3, "completed", "green")])), 5, 6)
     L.add(timeseries("XIDs by code", "XID events counted since the exporter started, per code. "
                      "See docs/runbooks.md for the severity of each code.", "short",
                      targets((f"sum by (instance, gpu, xid) (nvidia_gpu_xid_errors_total{{{SEL}}})",

@@ -186,7 +186,8 @@ def test_every_metric_the_alert_rules_use_is_exported(fleet):
             # The recording rules: test_recorded_panels_answer_like_their_raw_form
             # (and tests/test_pod_attribution.py for the namespace ones).
             for rule in (r for r in group["rules"] if "alert" in r):
-                for selector in re.findall(r"\b((?:nvidia_gpu|nvml_exporter)_\w+)(\{[^}]*\})?",
+                # (?<!:): not the recorded series (instance:nvidia_gpu_...:count).
+                for selector in re.findall(r"(?<![:\w])((?:nvidia_gpu|nvml_exporter)_\w+)(\{[^}]*\})?",
                                            rule["expr"]):
                     metric, matchers = selector
                     # Keep equality matchers on fixed label values (they name

@@ -105,6 +105,25 @@ impl NvlinkCounter {
     }
 }
 
+/// `NVML_GPU_FABRIC_STATE_*` a fault can set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FabricState {
+    NotStarted,
+    InProgress,
+    Completed,
+}
+
+impl FabricState {
+    pub fn nvml(self) -> u8 {
+        match self {
+            FabricState::NotStarted => 1,
+            FabricState::InProgress => 2,
+            FabricState::Completed => 3,
+        }
+    }
+}
+
 fn one() -> u64 {
     1
 }
@@ -232,6 +251,21 @@ pub enum Fault {
         #[serde(default = "one")]
         count: u64,
     },
+    /// The GPU's NVLink fabric registration (NVSwitch boards): its state,
+    /// and whether a completed registration succeeded.
+    Fabric {
+        gpu: u32,
+        state: FabricState,
+        #[serde(default = "yes")]
+        registered: bool,
+    },
+    /// Uncorrectable SRAM errors cross (or, `exceeded = false`, no longer
+    /// cross) NVIDIA's RMA threshold.
+    SramThreshold {
+        gpu: u32,
+        #[serde(default = "yes")]
+        exceeded: bool,
+    },
     /// The PCIe link retrains to `width` lanes (absent: unchanged) and
     /// `replays` more replays are counted.
     Pcie {
@@ -259,7 +293,9 @@ impl Fault {
             | Fault::Load { gpu, .. }
             | Fault::NvlinkState { gpu, .. }
             | Fault::NvlinkErrors { gpu, .. }
-            | Fault::Pcie { gpu, .. } => Some(*gpu),
+            | Fault::Pcie { gpu, .. }
+            | Fault::Fabric { gpu, .. }
+            | Fault::SramThreshold { gpu, .. } => Some(*gpu),
             Fault::DriverUnload | Fault::DriverLoad | Fault::ProcessStop { .. } => None,
         }
     }

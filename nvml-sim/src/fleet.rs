@@ -106,6 +106,11 @@ pub struct Gpu {
     pub nvlink_down: u64,
     /// Errors added by faults, per link: (replay, recovery, crc flit, crc data, ecc data).
     pub nvlink_errors_added: Vec<[u64; 5]>,
+    /// `NVML_GPU_FABRIC_STATE_*` (3 completed on NVSwitch boards, 0 elsewhere)
+    /// and the registration's outcome (an nvmlReturn_t).
+    pub fabric_state: u8,
+    pub fabric_status: u32,
+    pub sram_threshold_exceeded: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -268,6 +273,9 @@ impl Gpu {
             pcie_width: spec.model.pcie_width,
             nvlink_down: 0,
             nvlink_errors_added: vec![[0; 5]; spec.model.nvlinks as usize],
+            fabric_state: if spec.model.nvswitch_fabric() { 3 } else { 0 },
+            fabric_status: 0,
+            sram_threshold_exceeded: false,
         };
         if let Some(mig) = &spec.mig {
             let names: Vec<String> = mig.iter().map(|m| m.profile.clone()).collect();
@@ -534,6 +542,17 @@ impl Gpu {
             }
         }
         counts
+    }
+
+    /// The row remapper histogram `[max, high, partial, low, none]`: every
+    /// bank starts with all its spare rows; each remapped row takes one from
+    /// a bank of its own (to `high`), and a remap failure leaves a bank with
+    /// none.
+    pub fn remapper_histogram(&self) -> [u32; 5] {
+        let total = self.model.remapper_banks;
+        let none = u32::from(self.remap_failure).min(total);
+        let high = (self.remap_corr + self.remap_unc).min(total - none);
+        [total - high - none, high, 0, 0, none]
     }
 
     pub fn nvlink_active(&self, link: u32) -> bool {
@@ -988,6 +1007,36 @@ impl Sim {
                 Ok(format!(
                     "GPU {gpu} NVLink {link}: {count} more {counter:?} errors"
                 ))
+            }
+            Fault::Fabric {
+                gpu,
+                state,
+                registered,
+            } => {
+                let g = &mut self.gpus[*gpu as usize];
+                if !g.model.nvswitch_fabric() {
+                    return Err(format!(
+                        "GPU {gpu} ({}) is not on an NVSwitch fabric",
+                        g.model.name
+                    ));
+                }
+                g.fabric_state = state.nvml();
+                // NVML_ERROR_UNKNOWN (999) stands for a failed registration.
+                g.fabric_status = if *registered { 0 } else { 999 };
+                Ok(format!(
+                    "GPU {gpu} fabric {state:?}, registered {registered}"
+                ))
+            }
+            Fault::SramThreshold { gpu, exceeded } => {
+                let g = &mut self.gpus[*gpu as usize];
+                if !g.model.row_remapping {
+                    return Err(format!(
+                        "GPU {gpu} ({}) reports no SRAM error status",
+                        g.model.name
+                    ));
+                }
+                g.sram_threshold_exceeded = *exceeded;
+                Ok(format!("GPU {gpu} SRAM threshold exceeded: {exceeded}"))
             }
             Fault::Pcie {
                 gpu,

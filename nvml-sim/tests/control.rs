@@ -218,6 +218,67 @@ fn faults_through_the_cli() {
     let (accepted, _, err) = cli(s, &["pcie", "--gpu", "5", "--width", "32"]);
     assert!(!accepted && err.contains("outside"), "{err}");
 
+    // Fabric registration, the SRAM RMA flag and the remapper histogram,
+    // through raw calls (nvml-wrapper 0.13 wraps none of them).
+    let lib = nvml.lib();
+    let h5 = unsafe { d5.handle() };
+    let fabric = |h| {
+        let mut info: nvml_wrapper_sys::bindings::nvmlGpuFabricInfo_t =
+            unsafe { std::mem::zeroed() };
+        let rc = unsafe { lib.nvmlDeviceGetGpuFabricInfo.as_ref().unwrap()(h, &raw mut info) };
+        assert_eq!(rc, 0);
+        (info.state, info.status)
+    };
+    assert_eq!(
+        fabric(h5),
+        (3, 0),
+        "an H100 on an NVSwitch fabric is registered"
+    );
+    ok(s, &["fabric", "--gpu", "5", "--state", "in-progress"]);
+    assert_eq!(fabric(h5).0, 2);
+    ok(
+        s,
+        &[
+            "fabric",
+            "--gpu",
+            "5",
+            "--state",
+            "completed",
+            "--registered",
+            "false",
+        ],
+    );
+    assert_eq!(fabric(h5), (3, 999));
+    let sram = |h| {
+        type Status = nvml_wrapper_sys::bindings::nvmlEccSramErrorStatus_v1_t;
+        let mut st: Status = unsafe { std::mem::zeroed() };
+        st.version = std::mem::size_of::<Status>() as u32 | 1 << 24;
+        let rc = unsafe { lib.nvmlDeviceGetSramEccErrorStatus.as_ref().unwrap()(h, &raw mut st) };
+        assert_eq!(rc, 0);
+        st.bThresholdExceeded
+    };
+    assert_eq!(sram(h5), 0);
+    ok(s, &["sram-threshold", "--gpu", "5"]);
+    assert_eq!(sram(h5), 1);
+    let histogram = |h| {
+        let mut v: nvml_wrapper_sys::bindings::nvmlRowRemapperHistogramValues_t =
+            unsafe { std::mem::zeroed() };
+        let rc = unsafe { lib.nvmlDeviceGetRowRemapperHistogram.as_ref().unwrap()(h, &raw mut v) };
+        (rc, [v.max, v.high, v.partial, v.low, v.none])
+    };
+    let (rc, before) = histogram(h5);
+    assert_eq!(rc, 0);
+    ok(s, &["remap-row", "--gpu", "5", "--failure", "true"]);
+    let (_, after) = histogram(h5);
+    assert_eq!(
+        after[4], 1,
+        "a failed remap leaves a bank with no spare rows: {after:?}"
+    );
+    assert_eq!(after.iter().sum::<u32>(), before.iter().sum::<u32>());
+    // GPU 0 is in MIG mode: no histogram, as for remapped rows there.
+    let h0 = unsafe { nvml.device_by_index(0).unwrap().handle() };
+    assert_eq!(histogram(h0).0, 3, "NOT_SUPPORTED on a MIG-enabled GPU");
+
     // Load changes move the P-state.
     let d7 = nvml.device_by_index(7).unwrap();
     assert_eq!(d7.performance_state().unwrap(), PerformanceState::Eight);

@@ -273,7 +273,8 @@ fn field_value(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
         | NVML_FI_DEV_REMAPPED_UNC
         | NVML_FI_DEV_REMAPPED_PENDING
         | NVML_FI_DEV_REMAPPED_FAILURE => {
-            if !m.row_remapping {
+            // Not supported on a GPU in MIG mode, like nvmlDeviceGetRemappedRows.
+            if !m.row_remapping || g.mig.is_some() {
                 return Err(NOT_SUPPORTED);
             }
             Ok(U32(match id {

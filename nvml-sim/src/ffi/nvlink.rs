@@ -34,3 +34,22 @@ nvml_fn! {
         out(counterValue, v)
     }
 }
+
+nvml_fn! {
+    /// NVSwitch boards (Hopper and newer with NVLink) report their fabric
+    /// registration; others answer NOT_SUPPORTED.
+    fn nvmlDeviceGetGpuFabricInfo(device: nvmlDevice_t, gpuFabricInfo: *mut nvmlGpuFabricInfo_t) {
+        nonnull(gpuFabricInfo)?;
+        let (state, status, index) = with_gpu(device, |g, _| {
+            if g.model.nvswitch_fabric() {
+                Ok((g.fabric_state, g.fabric_status, g.index))
+            } else {
+                Err(NOT_SUPPORTED)
+            }
+        })?;
+        let mut cluster = [0u8; 16];
+        cluster[0] = 0x5a;
+        cluster[15] = 1;
+        out(gpuFabricInfo, nvmlGpuFabricInfo_t { clusterUuid: cluster, status, cliqueId: 1 + index / 8, state })
+    }
+}
