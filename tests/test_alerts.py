@@ -291,6 +291,43 @@ def test_runbook_states_the_mig_remap_blind_spot():
         assert "Blind spot: MIG" in body and "nvmlDeviceGetRemappedRows" in text, alert
 
 
+def test_alertmanager_example_keeps_clusters_apart():
+    cfg = yaml.safe_load((ALERTS_DIR / "alertmanager.example.yml").read_text())
+    assert "cluster" in cfg["route"]["group_by"]
+    for rule in cfg["inhibit_rules"]:
+        assert "cluster" in rule["equal"], rule
+
+
+# Alerts that end in an RMA: they carry what the RMA form asks for.
+RMA_ALERTS = ("NvidiaGpuRowRemapFailed", "NvidiaGpuSramErrorThresholdExceeded",
+              "NvidiaGpuRemapperBanksExhausted")
+
+
+def test_rma_alerts_carry_the_gpu_identity():
+    rules = {r["alert"]: r for r in alert_rules()}
+    for name in RMA_ALERTS:
+        expr = rules[name]["expr"]
+        m = re.search(r"group_left\s*\(([^)]*)\)[^()]*(?:\([^)]*\)\s*)?\(?nvidia_gpu_info", expr)
+        assert m, f"{name} does not join nvidia_gpu_info"
+        assert {"serial", "pci_bus_id", "name"} <= {x.strip() for x in m.group(1).split(",")}, name
+        assert "$labels.serial" in rules[name]["annotations"]["description"], name
+
+
+def test_runbook_reset_procedure_is_for_ampere_and_kubernetes():
+    """Issue 16: a monitoring client (nvml-exporter itself) blocks a reset;
+    the Volta-era "the baseboard resets together" is gone; a Kubernetes
+    recipe evicts the exporter, resets, restores."""
+    text = RUNBOOKS.read_text()
+    reset = text.split("- **Reset**", 1)[1].split("- **RMA**", 1)[0]
+    assert "Ampere and newer" in reset
+    assert "nvml-exporter" in reset and "systemctl stop nvml-exporter" in reset
+    assert "resets together" not in text and "reset together;" not in text
+    recipe = reset.split("```sh", 1)[1].split("```", 1)[0]
+    for step in ("kubectl cordon", "paused-for-reset", "--gpu-reset", "=true", "kubectl uncordon"):
+        assert step in recipe, step
+    assert recipe.index("paused-for-reset") < recipe.index("--gpu-reset") < recipe.index("uncordon")
+
+
 def test_first_error_branch_is_needed(tmp_path):
     """Prove the unit tests can fail: with the ECC rule reduced to a plain
     increase(), the test of a counter that appears non-zero must fail."""
