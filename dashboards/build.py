@@ -22,10 +22,12 @@ SCHEMA_VERSION = 39
 DS = {"type": "prometheus", "uid": "${datasource}"}
 TAGS = ["nvidia", "gpu", "nvml-exporter"]
 
-# Label matchers every per-GPU query carries.
-SEL = 'job=~"$job", instance=~"$instance", gpu=~"$gpu"'
+# Label matchers every per-GPU query carries. `cluster` is optional (the
+# chart's `cluster` value or an external label): with "All" (.*) it also
+# matches series that have no cluster label at all.
+SEL = 'cluster=~"$cluster", job=~"$job", instance=~"$instance", gpu=~"$gpu"'
 # For node-level series (no gpu label).
-NODE = 'job=~"$job", instance=~"$instance"'
+NODE = 'cluster=~"$cluster", job=~"$job", instance=~"$instance"'
 
 
 # --------------------------------------------------------------------------
@@ -262,7 +264,8 @@ def variables() -> list[dict]:
             "hide": 0,
             "skipUrlSync": False,
         },
-        query_var("job", "Job", "label_values(nvml_exporter_build_info, job)"),
+        query_var("cluster", "Cluster", "label_values(nvml_exporter_build_info, cluster)"),
+        query_var("job", "Job", 'label_values(nvml_exporter_build_info{cluster=~"$cluster"}, job)'),
         query_var("instance", "Node", 'label_values(nvml_exporter_build_info{job=~"$job"}, instance)'),
         query_var("gpu", "GPU", 'label_values(nvidia_gpu_info{job=~"$job", instance=~"$instance"}, gpu)'),
     ]

@@ -54,7 +54,11 @@ def test_dashboard_shell(name):
     variables = {v["name"]: v for v in d["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource"
     assert variables["datasource"]["query"] == "prometheus"
-    for var in ("job", "instance", "gpu"):
+    # Issue 16: an optional cluster label, "All" matching series without it.
+    cluster = variables["cluster"]
+    assert cluster["includeAll"] and cluster["allValue"] == ".*"
+    assert [v["name"] for v in d["templating"]["list"]][:3] == ["datasource", "cluster", "job"]
+    for var in ("cluster", "job", "instance", "gpu"):
         v = variables[var]
         assert v["type"] == "query", var
         assert v["datasource"] == DS_REF, var
