@@ -53,6 +53,7 @@ fn sample(scenario: &str) -> Arc<Snapshot> {
         interval: Duration::from_millis(200),
         stuck_deadline: Duration::from_secs(5),
         families: FamilySet::all(),
+        xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
     };
     let poller = nvml::start(cfg, publish)
         .unwrap_or_else(|e| panic!("cannot start the sampler on scenario {scenario}: {e}"));

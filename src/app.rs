@@ -190,6 +190,7 @@ async fn serve_until_signal(
             interval: config.collect_interval,
             stuck_deadline: config.stuck_deadline,
             families: config.families.clone(),
+            xid_max_codes: config.xid_max_codes,
         },
         publisher(&config, latest.clone(), attribution),
     )?;

@@ -25,6 +25,11 @@ use crate::kubernetes::{self, AttributionConfig};
 /// operator migrates.
 pub const DEFAULT_PORT: u16 = 9445;
 
+/// `--collector.xid.max-codes` by default: room for a MIG GPU's seven
+/// instances each raising several application codes, while a driver that
+/// sends ever new codes costs at most 2 x 64 + 2 series per GPU.
+pub const DEFAULT_XID_MAX_CODES: usize = 64;
+
 /// Scenario that a bare `--simulate` runs.
 pub const DEFAULT_SCENARIO: &str = "dgx-h100";
 
@@ -87,6 +92,19 @@ struct Flags {
         value_name = "DURATION"
     )]
     stuck_deadline: Option<Duration>,
+
+    /// Most distinct XID label sets (code, and MIG instance where the event
+    /// names one) per GPU. Each costs two series until the exporter
+    /// restarts; events beyond it, and codes outside NVIDIA's range (0,
+    /// above 999), are counted as xid="other" so sums stay exact.
+    #[arg(
+        long = "collector.xid.max-codes",
+        env = "NVML_EXPORTER_COLLECTOR_XID_MAX_CODES",
+        default_value_t = DEFAULT_XID_MAX_CODES,
+        value_parser = parse_xid_max_codes,
+        value_name = "N"
+    )]
+    xid_max_codes: usize,
 
     /// Load this libnvidia-ml instead of the one the dynamic loader finds.
     /// The file must exist.
@@ -294,6 +312,8 @@ pub struct Config {
     pub stuck_deadline: Duration,
     pub library: Library,
     pub families: FamilySet,
+    /// Distinct XID label sets per GPU before further ones fold into `other`.
+    pub xid_max_codes: usize,
     pub max_requests: usize,
     pub max_connections: usize,
     pub write_timeout: Duration,
@@ -389,6 +409,7 @@ where
             .unwrap_or(flags.collect_interval.saturating_mul(3)),
         library,
         families,
+        xid_max_codes: flags.xid_max_codes,
         max_requests: flags.max_requests,
         max_connections: flags.max_connections,
         write_timeout: flags.write_timeout,
@@ -446,6 +467,19 @@ fn parse_limit(s: &str) -> Result<usize, String> {
         .ok()
         .filter(|n| *n <= MAX_LIMIT)
         .ok_or_else(|| format!("{s} is above the most allowed, {MAX_LIMIT} (0 means no limit)"))
+}
+
+/// The largest `--collector.xid.max-codes`: every code NVIDIA documents on
+/// each of seven MIG instances fits well below it.
+pub const MAX_XID_MAX_CODES: usize = 10_000;
+
+fn parse_xid_max_codes(s: &str) -> Result<usize, String> {
+    s.trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| (1..=MAX_XID_MAX_CODES).contains(n))
+        .ok_or_else(|| format!("{s:?} is not a whole number from 1 to {MAX_XID_MAX_CODES}"))
 }
 
 fn parse_listen_address(s: &str) -> Result<ListenAddress, String> {
@@ -649,6 +683,27 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.stuck_deadline, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn xid_max_codes_is_bounded_and_leaves_the_xid_switch_alone() {
+        assert_eq!(parse(&[]).unwrap().xid_max_codes, DEFAULT_XID_MAX_CODES);
+        let c = parse(&["--collector.xid.max-codes", "8", "--no-collector.xid"]).unwrap();
+        assert_eq!(c.xid_max_codes, 8);
+        assert!(!c.families.contains(Family::Xid));
+        let c = parse(&["--collector.xid.max-codes=3", "--collector.xid"]).unwrap();
+        assert_eq!(c.xid_max_codes, 3);
+        assert!(c.families.contains(Family::Xid));
+        for bad in ["0", "-1", "10001", "18446744073709551615", "lots"] {
+            let arg = format!("--collector.xid.max-codes={bad}");
+            let e = parse(&[&arg]).unwrap_err();
+            let msg = e.to_string();
+            assert!(
+                msg.contains("--collector.xid.max-codes") && msg.contains("from 1 to 10000"),
+                "{bad}: {msg}"
+            );
+            assert_eq!(e.exit_code(), 2);
+        }
     }
 
     #[test]

@@ -76,6 +76,7 @@ mod tests {
             stuck_call: None,
             readings,
             xids: vec![],
+            xid_other: None,
             nvml_errors: vec![],
             pods: vec![],
         }

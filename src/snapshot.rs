@@ -27,6 +27,9 @@ pub struct Snapshot {
     pub ready: bool,
     /// Present once NVML has been initialized at least once.
     pub driver: Option<DriverInfo>,
+    /// `--collect.interval`: how often every GPU is meant to be sampled, the
+    /// yardstick for how old a GPU's readings may be. Zero where unknown.
+    pub interval: Duration,
     /// Every GPU known since start, in NVML index order. A GPU that is lost
     /// or hung stays here (with `health` saying so) so its identity and `up`
     /// series survive.
@@ -75,6 +78,10 @@ pub struct GpuState {
     /// XID events counted since the exporter started. Kept outside
     /// `readings` so the counts survive every fault.
     pub xids: Vec<XidCount>,
+    /// XID events not given a label set of their own (`xid="other"`):
+    /// codes outside NVIDIA's range, and label sets beyond
+    /// `--collector.xid.max-codes`. Kept, like `xids`, through every fault.
+    pub xid_other: Option<XidOther>,
     /// NVML calls that failed, per family and error, since start.
     /// `NotSupported` is not an error and is not counted here.
     pub nvml_errors: Vec<NvmlErrorCount>,
@@ -135,6 +142,34 @@ pub struct XidCount {
     /// Wall-clock time of the most recent event of this kind.
     pub last_seen: SystemTime,
 }
+
+/// The XID events folded into one overflow series, so that a driver
+/// sending ever new codes cannot grow the exposition without bound while
+/// `sum()` over the XID family still counts every event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct XidOther {
+    /// Events whose code NVIDIA does not document (0, or above
+    /// `MAX_XID_CODE`): a corrupt event, never a label value.
+    pub out_of_range: u64,
+    /// Events of valid codes whose label set (code and MIG instance) came
+    /// after the GPU already had `--collector.xid.max-codes` of them.
+    pub over_limit: u64,
+    /// Wall-clock time of the most recent folded event.
+    pub last_seen: SystemTime,
+}
+
+impl XidOther {
+    /// Every folded event: the value of the `xid="other"` series.
+    pub fn count(&self) -> u64 {
+        self.out_of_range + self.over_limit
+    }
+}
+
+/// The highest XID code exported as a label value. NVIDIA's XID catalog
+/// numbers codes from 1 upwards and was near 170 in 2025; three digits
+/// leave decades of room for new codes, while the values a driver bug or a
+/// corrupt event produces (0, 2^32-1, 2^64-1) are folded into `other`.
+pub const MAX_XID_CODE: u64 = 999;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NvmlErrorCount {
@@ -336,6 +371,19 @@ label_enum!(
         NvDec => "nvdec", NvJpg => "nvjpg", NvOfa => "nvofa",
     }
 );
+
+impl GpmMetric {
+    /// The metrics exported without `--collector.gpm.all-metrics` (and the
+    /// only ones the sampler asks NVML for then): graphics engine activity
+    /// is what a MIG instance has in place of utilization; SM, tensor and
+    /// DRAM activity are the MIG dashboard's.
+    pub const DEFAULT: &'static [GpmMetric] = &[
+        GpmMetric::Graphics,
+        GpmMetric::Sm,
+        GpmMetric::Tensor,
+        GpmMetric::Dram,
+    ];
+}
 
 label_enum!(Sensor { Gpu => "gpu", Memory => "memory" });
 

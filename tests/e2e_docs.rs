@@ -52,8 +52,8 @@ fn documented_families_equal_emitted_families() {
         }
     };
 
-    // dgx-h100 with every collector and detail switch, an XID, a hung GPU
-    // and a lost one.
+    // dgx-h100 with every collector and detail switch, an XID, one folded
+    // into "other", a hung GPU and a lost one.
     let socket = dir.path().join("h100.sock");
     let e = Exporter::simulate_env(
         "dgx-h100",
@@ -69,6 +69,8 @@ fn documented_families_equal_emitted_families() {
     );
     e.wait_ready();
     sim_control(&socket, &["xid", "--gpu", "4", "--code", "13"]);
+    // A code outside NVIDIA's range: folded into xid="other".
+    sim_control(&socket, &["xid", "--gpu", "4", "--code", "0"]);
     sim_control(&socket, &["hang", "--gpu", "3"]);
     sim_control(&socket, &["lose", "--gpu", "2"]);
     merge(
@@ -77,6 +79,7 @@ fn documented_families_equal_emitted_families() {
             &e,
             &[
                 "nvidia_gpu_xid_errors_total",
+                "nvml_exporter_xid_events_folded_total",
                 "nvml_exporter_stuck_call_seconds",
                 "nvml_exporter_nvml_errors_total",
                 "nvidia_gpu_mig_activity_ratio",

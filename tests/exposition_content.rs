@@ -82,6 +82,7 @@ fn every_gpu_series_has_gpu_and_uuid_and_only_global_ones_lack_them() {
         "nvidia_gpu_driver_info",
         "nvml_exporter_build_info",
         "nvml_exporter_nvml_up",
+        "nvml_exporter_collect_interval_seconds",
         "nvml_exporter_kubernetes_up",
         "nvml_exporter_kubernetes_refresh_errors_total",
         "nvml_exporter_kubernetes_last_refresh_timestamp_seconds",
@@ -265,6 +266,8 @@ fn absent_readings_are_never_written_as_zero() {
         "nvidia_gpu_up",
         "nvml_exporter_build_info",
         "nvml_exporter_nvml_up",
+        // Configuration, not a reading: known without any GPU.
+        "nvml_exporter_collect_interval_seconds",
     ]
     .iter()
     .map(|s| s.to_string())

@@ -15,6 +15,7 @@ fn config(library: LibrarySource) -> PollerConfig {
         interval: Duration::from_millis(50),
         stuck_deadline: Duration::from_secs(1),
         families: FamilySet::defaults(),
+        xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
     }
 }
 

@@ -44,6 +44,7 @@ fn driver_absent_then_present_then_restarted() {
             interval: Duration::from_millis(100),
             stuck_deadline: Duration::from_secs(5),
             families: FamilySet::defaults(),
+            xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
         },
         Arc::new(move |s: Arc<Snapshot>| sink.push(s)),
     )

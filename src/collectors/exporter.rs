@@ -20,6 +20,12 @@ pub static COLLECTOR: Collector = Collector {
             collect: nvml_up,
         },
         Metric {
+            name: "nvml_exporter_collect_interval_seconds",
+            help: "How often every GPU is meant to be sampled (--collect.interval): readings older than a few of these are late.",
+            kind: Kind::Gauge,
+            collect: interval,
+        },
+        Metric {
             name: "nvml_exporter_last_sample_timestamp_seconds",
             help: "Unix time the GPU's last complete sample finished.",
             kind: Kind::Gauge,
@@ -55,6 +61,13 @@ fn build_info<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 
 fn nvml_up<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     out.sample().set(scope.snapshot.nvml_up);
+}
+
+fn interval<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    let interval = scope.snapshot.interval;
+    if !interval.is_zero() {
+        out.sample().set(interval.as_secs_f64());
+    }
 }
 
 fn last_sample<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {

@@ -10,14 +10,8 @@ use crate::family::Family;
 use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::GpmMetric;
 
-/// Graphics engine activity is what a MIG instance has in place of
-/// utilization; SM, tensor and DRAM activity are the MIG dashboard's.
-pub const DEFAULT_METRICS: &[GpmMetric] = &[
-    GpmMetric::Graphics,
-    GpmMetric::Sm,
-    GpmMetric::Tensor,
-    GpmMetric::Dram,
-];
+/// Without the detail switch the sampler reads only these, too.
+pub const DEFAULT_METRICS: &[GpmMetric] = GpmMetric::DEFAULT;
 
 fn wanted(scope: &Scope<'_>) -> impl Fn(&GpmMetric) -> bool {
     let all = scope.families.contains(Family::GpmAllMetrics);

@@ -1,5 +1,11 @@
 //! XID error events, counted by the event thread as they happen. Kept for
 //! lost and hung GPUs: an XID 79 is exactly how a GPU gets lost.
+//!
+//! Bounded: a GPU gets at most `--collector.xid.max-codes` label sets; the
+//! events beyond, and codes outside NVIDIA's range, are counted in one
+//! `xid="other"` series of the same families (so `sum()` over a family
+//! still counts every event), and why they were folded in
+//! `nvml_exporter_xid_events_folded_total`.
 
 use super::unix_seconds;
 use crate::family::Family;
@@ -20,8 +26,17 @@ pub static COLLECTOR: Collector = Collector {
             kind: Kind::Gauge,
             collect: last,
         },
+        Metric {
+            name: "nvml_exporter_xid_events_folded_total",
+            help: "XID events counted as xid=\"other\" instead of under their own code, by reason (out_of_range: code not in NVIDIA's range; over_limit: the GPU already had --collector.xid.max-codes label sets).",
+            kind: Kind::Counter,
+            collect: folded,
+        },
     ],
 };
+
+/// The `xid` label of the overflow series.
+const OTHER: &str = "other";
 
 fn errors<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     for g in scope.gpus() {
@@ -31,6 +46,9 @@ fn errors<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
                 .label_opt("gpu_instance", x.gpu_instance)
                 .label_opt("compute_instance", x.compute_instance)
                 .set(x.count);
+        }
+        if let Some(o) = &g.xid_other {
+            out.gpu(g).label("xid", OTHER).set(o.count());
         }
     }
 }
@@ -50,6 +68,24 @@ fn last<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
                 .max();
             if let Some(t) = latest.and_then(unix_seconds) {
                 out.gpu(g).label("xid", x.xid).set(t);
+            }
+        }
+        if let Some(t) = g.xid_other.as_ref().and_then(|o| unix_seconds(o.last_seen)) {
+            out.gpu(g).label("xid", OTHER).set(t);
+        }
+    }
+}
+
+/// Present once a GPU has folded an event, one series per reason seen.
+fn folded<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for g in scope.gpus() {
+        let Some(o) = &g.xid_other else { continue };
+        for (reason, n) in [
+            ("out_of_range", o.out_of_range),
+            ("over_limit", o.over_limit),
+        ] {
+            if n > 0 {
+                out.gpu(g).label("reason", reason).set(n);
             }
         }
     }

@@ -271,6 +271,7 @@ mod tests {
                 ..Default::default()
             }),
             xids: vec![],
+            xid_other: None,
             nvml_errors: vec![],
             pods: vec![],
         }

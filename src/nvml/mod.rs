@@ -25,16 +25,18 @@
 //! # NVML calls per GPU per poll (default families)
 //! Whole GPU: one `nvmlDeviceGetFieldValues` with the scalar fields
 //! (memory temperature, PCIe tx/rx bytes and replay counter, energy, ECC
-//! totals and per-location SBE/DBE counters, retired pages, remapped rows,
-//! recovery action, throttle durations), one `nvmlDeviceGetFieldValues`
+//! totals, retired pages, remapped rows, recovery action, throttle
+//! durations; per-location ECC counters only with `ecc.by-location`), one `nvmlDeviceGetFieldValues`
 //! with the per-link NVLink fields (state, replay, recovery, CRC, traffic;
 //! scope id = link), persistence/display/compute mode (3), MIG mode (1),
 //! utilization rates/encoder/decoder/JPEG/OFA (5), `nvmlGpmSampleGet` +
-//! `nvmlGpmMetricsGet` (2, Hopper+), memory v2 + BAR1 (2), temperature
+//! `nvmlGpmMetricsGet` (2, Hopper+; the four default metrics, all only
+//! with `gpm.all-metrics`), memory v2 + BAR1 (2), temperature
 //! (1), power usage/enforced/management limit (3), clocks (4) and P-state
 //! (1), current throttle reasons (1), PCIe current generation/width (2),
-//! ECC mode (1) and `nvmlDeviceGetMemoryErrorCounter` only for counters
-//! the field batch lacks (SRAM on H100: 4), processes (compute and
+//! ECC mode (1) and, with `ecc.by-location` only,
+//! `nvmlDeviceGetMemoryErrorCounter` for location counters the field batch
+//! lacks (SRAM on H100: 4; `tests/sampler_detail_calls.rs`), processes (compute and
 //! graphics, 1-2 calls each), the row remapper histogram, SRAM error
 //! status and fabric info (3: RMA signals and NVSwitch registration, which
 //! no field id carries). Values that only change on reconfiguration
@@ -47,7 +49,7 @@
 //! calls per GPU instance; instance ids and names are read once per MIG
 //! device UUID. Identity (9 calls) is read once per GPU and per NVML
 //! initialization. The simulator's counters put the dgx-h100 fleet (GPUs 0
-//! and 1 in MIG mode) at about 43 calls per GPU per poll on average
+//! and 1 in MIG mode) at about 39 calls per GPU per poll on average
 //! (`tests/sampler_call_counts.rs` prints the breakdown).
 //!
 //! # Counters
@@ -98,6 +100,9 @@ pub struct PollerConfig {
     /// How long one driver call may block before its GPU is reported hung.
     pub stuck_deadline: Duration,
     pub families: FamilySet,
+    /// Distinct XID label sets (code and MIG instance) per GPU before
+    /// further ones are folded into `xid="other"`.
+    pub xid_max_codes: usize,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -237,6 +237,7 @@ fn gpu(i: u32, health: Health, readings: Option<GpuReadings>) -> GpuState {
         stuck_call: None,
         readings,
         xids: vec![],
+        xid_other: None,
         nvml_errors: vec![],
         pods: vec![],
     }
@@ -317,6 +318,7 @@ pub fn dgx_fleet() -> Snapshot {
             nvml_version: "12.550.90.07".into(),
             cuda_driver_version: Some("12.4".into()),
         }),
+        interval: Duration::from_secs(5),
         gpus,
         kubernetes: None,
     }
@@ -339,6 +341,12 @@ pub fn fully_populated() -> Snapshot {
             compute_instance,
         };
     s.gpus[2].pods = vec![holder("a", None, None), holder("b", None, None)];
+    // XIDs folded into `other`: an out-of-range code and one over the limit.
+    s.gpus[4].xid_other = Some(XidOther {
+        out_of_range: 1,
+        over_limit: 3,
+        last_seen: ago(120.0),
+    });
     let mig_gpu = s
         .gpus
         .iter_mut()
@@ -402,6 +410,7 @@ pub fn workstation() -> Snapshot {
             nvml_version: "12.550.90.07".into(),
             cuda_driver_version: Some("12.4".into()),
         }),
+        interval: Duration::from_secs(5),
         gpus: vec![g],
         kubernetes: None,
     }

@@ -114,6 +114,7 @@ pub fn start_sim(
             interval,
             stuck_deadline,
             families,
+            xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
         },
         Arc::new(move |s| sink.0.lock().unwrap().push(s)),
     )

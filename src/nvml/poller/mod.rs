@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::errors::ErrorBook;
 use super::watchdog::{lock, CallTracker};
-use crate::snapshot::{GpuIdentity, GpuReadings, Health, StuckCall};
+use crate::snapshot::{GpuIdentity, GpuReadings, Health, StuckCall, XidOther, MAX_XID_CODE};
 
 pub use supervisor::supervise;
 
@@ -113,6 +113,7 @@ struct SlotState {
     mig_enabled: bool,
     errors: ErrorBook,
     xids: BTreeMap<XidKey, (u64, SystemTime)>,
+    xid_other: Option<XidOther>,
 }
 
 /// Everything known about one GPU index, across NVML re-initializations.
@@ -156,16 +157,52 @@ impl GpuSlot {
         }
     }
 
-    fn record_xid(&self, xid: u64, gi: Option<u32>, ci: Option<u32>, at: SystemTime) {
+    /// Counts an XID event under its own label set, or folds it into
+    /// `other` when the code is out of range or the GPU already has
+    /// `max_codes` label sets (each costs two series until restart).
+    fn record_xid(
+        &self,
+        xid: u64,
+        gi: Option<u32>,
+        ci: Option<u32>,
+        at: SystemTime,
+        max_codes: usize,
+    ) {
         let mut st = lock(&self.state);
         let (gi, ci) = if st.mig_enabled {
             (gi, ci)
         } else {
             (None, None)
         };
-        let e = st.xids.entry((xid, gi, ci)).or_insert((0, at));
-        e.0 += 1;
-        e.1 = at;
+        let key = (xid, gi, ci);
+        let in_range = (1..=MAX_XID_CODE).contains(&xid);
+        if in_range && (st.xids.contains_key(&key) || st.xids.len() < max_codes) {
+            let e = st.xids.entry(key).or_insert((0, at));
+            e.0 += 1;
+            e.1 = at;
+            return;
+        }
+        let other = st.xid_other.get_or_insert(XidOther {
+            out_of_range: 0,
+            over_limit: 0,
+            last_seen: at,
+        });
+        other.last_seen = at;
+        // Logged at the first fold of each kind, not per event: a driver
+        // that floods codes must not flood the log instead.
+        if in_range {
+            other.over_limit += 1;
+            if other.over_limit == 1 {
+                tracing::warn!(gpu = self.index, xid, max_codes,
+                    "this GPU already has --collector.xid.max-codes XID label sets; further new codes are counted as xid=\"other\"");
+            }
+        } else {
+            other.out_of_range += 1;
+            if other.out_of_range == 1 {
+                tracing::warn!(gpu = self.index, xid,
+                    "XID code outside NVIDIA's range (1 to {MAX_XID_CODE}); counted as xid=\"other\"");
+            }
+        }
     }
 
     fn worker_running(&self) -> bool {
@@ -258,15 +295,43 @@ mod tests {
     fn xids_keep_instance_ids_only_on_mig_gpus() {
         let slot = GpuSlot::new(0);
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(5);
-        slot.record_xid(79, Some(0), Some(0), t);
-        slot.record_xid(79, Some(0), Some(0), t + Duration::from_secs(1));
+        slot.record_xid(79, Some(0), Some(0), t, 64);
+        slot.record_xid(79, Some(0), Some(0), t + Duration::from_secs(1), 64);
         lock(&slot.state).mig_enabled = true;
-        slot.record_xid(31, Some(3), Some(0), t);
+        slot.record_xid(31, Some(3), Some(0), t, 64);
         let st = lock(&slot.state);
         assert_eq!(
             st.xids.get(&(79, None, None)),
             Some(&(2, t + Duration::from_secs(1)))
         );
         assert_eq!(st.xids.get(&(31, Some(3), Some(0))), Some(&(1, t)));
+    }
+
+    #[test]
+    fn xids_past_the_limit_or_out_of_range_fold_into_other() {
+        let slot = GpuSlot::new(0);
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(5);
+        lock(&slot.state).mig_enabled = true;
+        for code in [13, 31, 13] {
+            slot.record_xid(code, None, None, t, 2);
+        }
+        // A third label set: the same code on a MIG instance is one too.
+        slot.record_xid(13, Some(1), Some(0), t, 2);
+        slot.record_xid(79, None, None, t + Duration::from_secs(1), 2);
+        // Known label sets keep counting past the limit.
+        slot.record_xid(31, None, None, t, 2);
+        for bad in [0, MAX_XID_CODE + 1, u64::from(u32::MAX), u64::MAX] {
+            slot.record_xid(bad, None, None, t, 2);
+        }
+        let st = lock(&slot.state);
+        assert_eq!(st.xids.len(), 2);
+        assert_eq!(st.xids[&(13, None, None)].0, 2);
+        assert_eq!(st.xids[&(31, None, None)].0, 2);
+        let other = st.xid_other.as_ref().expect("folded events");
+        assert_eq!((other.over_limit, other.out_of_range), (2, 4));
+        assert_eq!(other.count(), 6);
+        assert_eq!(other.last_seen, t);
+        let total: u64 = st.xids.values().map(|v| v.0).sum::<u64>() + other.count();
+        assert_eq!(total, 10, "every event is counted somewhere");
     }
 }

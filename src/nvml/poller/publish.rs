@@ -9,12 +9,13 @@ use super::Shared;
 use crate::snapshot::{DriverInfo, GpuState, Health, Snapshot, XidCount};
 
 /// `device_count` is `None` while NVML is down; `deadline` is the
-/// stuck-call deadline.
+/// stuck-call deadline, `interval` the collect interval.
 pub fn build_snapshot(
     shared: &Shared,
     device_count: Option<u32>,
     driver: Option<DriverInfo>,
     deadline: Duration,
+    interval: Duration,
 ) -> Snapshot {
     let now = Instant::now();
     let nvml_up = device_count.is_some();
@@ -66,6 +67,7 @@ pub fn build_snapshot(
                     last_seen,
                 })
                 .collect(),
+            xid_other: st.xid_other.clone(),
             nvml_errors: st.errors.counts(),
             pods: Vec::new(),
         });
@@ -84,6 +86,7 @@ pub fn build_snapshot(
         nvml_up,
         ready,
         driver,
+        interval,
         gpus,
         kubernetes: None,
     }
@@ -122,7 +125,13 @@ mod tests {
                 .expect("uptime above 10 s"),
             SystemTime::now(),
         );
-        let snap = build_snapshot(&shared, Some(2), None, Duration::from_secs(5));
+        let snap = build_snapshot(
+            &shared,
+            Some(2),
+            None,
+            Duration::from_secs(5),
+            Duration::from_secs(1),
+        );
         assert!(snap.nvml_up && snap.ready);
         assert_eq!(snap.gpus[0].health, Health::Up);
         assert!(snap.gpus[0].readings.is_some());
@@ -135,10 +144,22 @@ mod tests {
         );
 
         slot1.tracker.exit();
-        let snap = build_snapshot(&shared, Some(2), None, Duration::from_secs(5));
+        let snap = build_snapshot(
+            &shared,
+            Some(2),
+            None,
+            Duration::from_secs(5),
+            Duration::from_secs(1),
+        );
         assert_eq!(snap.gpus[1].health, Health::Up);
 
-        let down = build_snapshot(&shared, None, None, Duration::from_secs(5));
+        let down = build_snapshot(
+            &shared,
+            None,
+            None,
+            Duration::from_secs(5),
+            Duration::from_secs(1),
+        );
         assert!(!down.nvml_up && !down.ready);
         assert!(down
             .gpus

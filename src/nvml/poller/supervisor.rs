@@ -181,8 +181,10 @@ impl Supervisor {
     fn start_xid_thread(&self, up: &Up) {
         let slots = self.shared.slots(up.device_count);
         let (n, g) = (up.nvml.clone(), up.generation.clone());
-        let interval = self.cfg.interval;
-        match spawn("nvml-xid", move || xid::run(n, slots, g, interval)) {
+        let (interval, max_codes) = (self.cfg.interval, self.cfg.xid_max_codes);
+        match spawn("nvml-xid", move || {
+            xid::run(n, slots, g, interval, max_codes)
+        }) {
             Ok(h) => *lock(&self.shared.xid) = Some(h),
             Err(e) => {
                 tracing::error!(error = %e, "cannot start the XID event thread")
@@ -247,6 +249,7 @@ impl Supervisor {
             self.device_count(),
             self.info.clone(),
             self.cfg.stuck_deadline,
+            self.cfg.interval,
         );
         (self.publish)(Arc::new(snapshot));
         published

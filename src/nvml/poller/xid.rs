@@ -19,6 +19,7 @@ pub fn run(
     slots: Vec<Arc<GpuSlot>>,
     generation: Arc<Generation>,
     interval: Duration,
+    max_codes: usize,
 ) {
     let nvml: &Nvml = &nvml;
     let set = match EventSet::create(nvml) {
@@ -46,6 +47,7 @@ pub fn run(
                         id(ev.gpu_instance),
                         id(ev.compute_instance),
                         SystemTime::now(),
+                        max_codes,
                     ),
                     None => {
                         tracing::warn!(xid = ev.data, "XID event from an unknown device handle")

@@ -1,5 +1,7 @@
-//! ECC mode and error counters by location (`nvidia_gpu_ecc_enabled`,
-//! `nvidia_gpu_ecc_errors_total`). Counters come from the field batch
+//! ECC mode and error counters (`nvidia_gpu_ecc_enabled`,
+//! `nvidia_gpu_ecc_errors_total`), and by location only with
+//! `--collector.ecc.by-location` (`nvidia_gpu_ecc_location_errors_total`):
+//! counters nobody exports are not read. Counters come from the field batch
 //! where the driver has them; `nvmlDeviceGetMemoryErrorCounter` fills in
 //! the rest, skipping the combinations the GPU does not support until the
 //! next static refresh.
@@ -29,6 +31,7 @@ impl State {
         g: &mut Gpu<'_, '_>,
         scalar: &Scalar,
         architecture: Option<&DeviceArchitecture>,
+        by_location: bool,
         r: &mut GpuReadings,
     ) {
         if is_refresh(g.poll) {
@@ -55,6 +58,7 @@ impl State {
             (EccCounter::Aggregate, EccScope::Aggregate),
         ];
         let locations = locations(architecture);
+        let located = if by_location { locations.len() } else { 0 };
         // Counters the field batch already delivered need no call.
         let mut from_fields: HashMap<(bool, bool, Option<usize>), u64> = HashMap::new();
         for (id, unc, agg, loc) in fields::ECC_FIELDS {
@@ -65,7 +69,7 @@ impl State {
         for (ei, (nv_err, err)) in errors.iter().enumerate() {
             for (si, (nv_scope, scope)) in scopes.iter().enumerate() {
                 let (unc, agg) = (ei == 1, si == 1);
-                for li in std::iter::once(None).chain((0..locations.len()).map(Some)) {
+                for li in std::iter::once(None).chain((0..located).map(Some)) {
                     let location = li.map_or(EccLocation::All, |i| locations[i].1);
                     let mut push = |count| {
                         r.ecc_errors.push(EccCount {

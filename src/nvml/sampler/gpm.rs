@@ -4,6 +4,7 @@
 //! interval, from this sample and the one before.
 
 use std::collections::HashMap;
+use std::ops::RangeInclusive;
 
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
@@ -32,13 +33,19 @@ impl<'n> State<'n> {
             .unwrap_or(false)
     }
 
-    pub fn sample(&mut self, g: &mut Gpu<'_, 'n>, r: &mut GpuReadings, mig_enabled: bool) {
+    pub fn sample(
+        &mut self,
+        g: &mut Gpu<'_, 'n>,
+        r: &mut GpuReadings,
+        mig_enabled: bool,
+        ids: &[u32],
+    ) {
         // With MIG on, activity is per GPU instance (nvmlGpmMigSampleGet).
         if mig_enabled || !self.supported(g) {
             return;
         }
         let h = g.handle;
-        r.activity = self.whole.step(g.nvml, g.calls, |b| b.fill(h));
+        r.activity = self.whole.step(g.nvml, g.calls, ids, |b| b.fill(h));
     }
 }
 
@@ -52,11 +59,12 @@ pub struct GpmPair<'n> {
 
 impl<'n> GpmPair<'n> {
     /// Takes a sample with `fill` and, when a previous one exists, returns
-    /// the metric ratios between the two.
+    /// the ratios of the metrics `ids` (from [`request_ids`]) between the two.
     pub fn step(
         &mut self,
         nvml: &'n Nvml,
         calls: &mut Calls<'_>,
+        ids: &[u32],
         fill: impl FnOnce(&mut GpmBuffer<'n>) -> Result<(), NvmlError>,
     ) -> Vec<(GpmMetric, f64)> {
         let family = Family::Gpm.name();
@@ -74,9 +82,8 @@ impl<'n> GpmPair<'n> {
         }
         let mut out = Vec::new();
         if let Some(prev) = &self.prev {
-            let ids = request_ids();
             if let Some(results) = calls
-                .run(family, || raw::gpm_metrics(nvml, prev, &current, &ids))
+                .run(family, || raw::gpm_metrics(nvml, prev, &current, ids))
                 .value()
             {
                 let by_id: HashMap<u32, f64> = ids
@@ -100,45 +107,51 @@ impl<'n> GpmPair<'n> {
     }
 }
 
-/// GPM metric ids requested per sample (nvml.h `nvmlGpmMetricId_t`).
-fn request_ids() -> Vec<u32> {
-    let mut ids = vec![1, 2, 3, 4, 5, 10, 11, 12, 13];
-    ids.extend(30..=37); // NVDEC 0-7
-    ids.extend(40..=47); // NVJPG 0-7
-    ids.extend(50..=51); // NVOFA 0-1
-    ids
+/// NVML's GPM metric ids (nvml.h `nvmlGpmMetricId_t`) behind each of our
+/// metrics; decoder, JPEG and OFA have one id per engine.
+fn metric_ids(metric: GpmMetric) -> RangeInclusive<u32> {
+    match metric {
+        GpmMetric::Graphics => 1..=1,
+        GpmMetric::Sm => 2..=2,
+        GpmMetric::SmOccupancy => 3..=3,
+        GpmMetric::Integer => 4..=4,
+        GpmMetric::Tensor => 5..=5,
+        GpmMetric::Dram => 10..=10,
+        GpmMetric::Fp64 => 11..=11,
+        GpmMetric::Fp32 => 12..=12,
+        GpmMetric::Fp16 => 13..=13,
+        GpmMetric::NvDec => 30..=37,
+        GpmMetric::NvJpg => 40..=47,
+        GpmMetric::NvOfa => 50..=51,
+    }
+}
+
+/// GPM metric ids requested per sample: those of the exported metrics
+/// (`GpmMetric::DEFAULT`, or all of them with `gpm.all-metrics`).
+pub fn request_ids(all_metrics: bool) -> Vec<u32> {
+    let metrics = if all_metrics {
+        GpmMetric::ALL
+    } else {
+        GpmMetric::DEFAULT
+    };
+    metrics.iter().flat_map(|&m| metric_ids(m)).collect()
 }
 
 /// Maps GPM results (percent) to ratios; per-engine decoder, JPEG and OFA
 /// utilizations are averaged over the engines the GPU reports.
 fn ratios(by_id: &HashMap<u32, f64>) -> Vec<(GpmMetric, f64)> {
-    let single = [
-        (1, GpmMetric::Graphics),
-        (2, GpmMetric::Sm),
-        (3, GpmMetric::SmOccupancy),
-        (5, GpmMetric::Tensor),
-        (10, GpmMetric::Dram),
-        (11, GpmMetric::Fp64),
-        (12, GpmMetric::Fp32),
-        (13, GpmMetric::Fp16),
-        (4, GpmMetric::Integer),
-    ];
-    let mut out: Vec<(GpmMetric, f64)> = single
+    GpmMetric::ALL
         .iter()
-        .filter_map(|(id, m)| by_id.get(id).map(|v| (*m, percent_to_ratio(*v))))
-        .collect();
-    for (range, metric) in [
-        (30..=37, GpmMetric::NvDec),
-        (40..=47, GpmMetric::NvJpg),
-        (50..=51, GpmMetric::NvOfa),
-    ] {
-        let vals: Vec<f64> = range.filter_map(|id| by_id.get(&id).copied()).collect();
-        if !vals.is_empty() {
-            let mean = vals.iter().sum::<f64>() / vals.len() as f64;
-            out.push((metric, percent_to_ratio(mean)));
-        }
-    }
-    out
+        .filter_map(|&m| {
+            let vals: Vec<f64> = metric_ids(m)
+                .filter_map(|id| by_id.get(&id).copied())
+                .collect();
+            (!vals.is_empty()).then(|| {
+                let mean = vals.iter().sum::<f64>() / vals.len() as f64;
+                (m, percent_to_ratio(mean))
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -156,5 +169,19 @@ mod tests {
         assert!(got.contains(&(GpmMetric::NvDec, 0.2)));
         assert!(!got.iter().any(|(m, _)| *m == GpmMetric::Graphics));
         assert!(!got.iter().any(|(m, _)| *m == GpmMetric::NvJpg));
+    }
+
+    #[test]
+    fn only_exported_metrics_are_requested_without_the_detail_switch() {
+        // graphics, sm, tensor, dram
+        assert_eq!(request_ids(false), vec![1, 2, 5, 10]);
+        let all = request_ids(true);
+        assert_eq!(all.len(), 9 + 8 + 8 + 2);
+        for id in [3, 4, 11, 12, 13, 30, 37, 40, 47, 50, 51] {
+            assert!(all.contains(&id), "{id}");
+        }
+        // Every requested id maps back to a metric.
+        let by_id: HashMap<u32, f64> = all.iter().map(|&id| (id, 50.0)).collect();
+        assert_eq!(ratios(&by_id).len(), GpmMetric::ALL.len());
     }
 }

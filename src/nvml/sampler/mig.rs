@@ -64,7 +64,9 @@ impl<'n> State<'n> {
         }
     }
 
-    pub fn sample(&mut self, c: &mut Calls<'_>, with_gpm: bool) -> Vec<MigGpuInstance> {
+    /// `gpm_ids`: the GPM metrics to read per GPU instance, `None` for no
+    /// GPM (not supported, or the family is off).
+    pub fn sample(&mut self, c: &mut Calls<'_>, gpm_ids: Option<&[u32]>) -> Vec<MigGpuInstance> {
         let fam = Family::Mig.name();
         let (nvml, parent) = (self.nvml, self.parent);
         if self.max_devices.is_none() {
@@ -159,14 +161,14 @@ impl<'n> State<'n> {
             .map(|gi| (gi.gpu_instance, gi.profile.clone()))
             .collect();
         self.gpm.retain(|key, _| live.contains(key));
-        if with_gpm {
+        if let Some(ids) = gpm_ids {
             for gi in instances.values_mut() {
                 let pair = self
                     .gpm
                     .entry((gi.gpu_instance, gi.profile.clone()))
                     .or_default();
                 let id = gi.gpu_instance;
-                gi.activity = pair.step(nvml, c, |b| b.fill_mig(parent, id));
+                gi.activity = pair.step(nvml, c, ids, |b| b.fill_mig(parent, id));
             }
         }
         instances.into_values().collect()

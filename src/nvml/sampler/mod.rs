@@ -147,6 +147,7 @@ impl<'n> GpuSampler<'n> {
             calls: &mut *calls,
         };
         let r = &mut GpuReadings::default();
+        let gpm_ids = gpm::request_ids(on(Family::GpmAllMetrics));
         let scalar = scalar::sample(&mut g, families);
         if on(Family::Mode) {
             mode::sample(&mut g, r);
@@ -159,7 +160,7 @@ impl<'n> GpuSampler<'n> {
             utilization::sample(&mut g, r);
         }
         if on(Family::Gpm) {
-            gpm.sample(&mut g, r, mig_enabled);
+            gpm.sample(&mut g, r, mig_enabled, &gpm_ids);
         }
         if on(Family::Memory) {
             memory::sample(&mut g, r);
@@ -183,7 +184,8 @@ impl<'n> GpuSampler<'n> {
             pcie.sample(&mut g, &scalar, r);
         }
         if on(Family::Ecc) {
-            ecc.sample(&mut g, &scalar, architecture.as_ref(), r);
+            let by_location = on(Family::EccByLocation);
+            ecc.sample(&mut g, &scalar, architecture.as_ref(), by_location, r);
         }
         if on(Family::Retirement) {
             retirement::sample(&mut g, &scalar, r);
@@ -199,7 +201,7 @@ impl<'n> GpuSampler<'n> {
         }
         if mig_enabled {
             let with_gpm = on(Family::Gpm) && gpm.supported(&mut g);
-            r.mig = mig.sample(&mut *g.calls, with_gpm);
+            r.mig = mig.sample(&mut *g.calls, with_gpm.then_some(gpm_ids.as_slice()));
         }
         *poll += 1;
         if calls.halted() {

@@ -57,7 +57,15 @@ fn requests(g: &Gpu<'_, '_>, families: &FamilySet) -> Vec<(u32, &'static str)> {
             fields::REMAPPED_FAILURE,
         ],
     );
-    add(Family::Ecc, &fields::ECC_FIELDS.map(|(id, ..)| id));
+    // Counters by location only for `ecc.by-location`: by default the
+    // totals alone are exported, and a real driver reads each field.
+    let by_location = families.contains(Family::EccByLocation);
+    let ecc: Vec<u32> = fields::ECC_FIELDS
+        .iter()
+        .filter(|(.., location)| by_location || location.is_none())
+        .map(|&(id, ..)| id)
+        .collect();
+    add(Family::Ecc, &ecc);
     add(Family::Power, &[fields::TOTAL_ENERGY]);
     let [sw_thermal, hw_thermal, brake] =
         fields::thermal_and_brake_reason_ids(g.nvml.field_id_scheme());
