@@ -956,11 +956,115 @@ def kubernetes() -> dict:
                      "nvml-exporter's pod attribution.", L, (namespace,))
 
 
+# --------------------------------------------------------------------------
+# GPUs by workload: Slurm jobs, containers, services, users
+# (nvml-exporter --workloads)
+# --------------------------------------------------------------------------
+
+WL_SHARE = f"nvidia_gpu_workload_share_ratio{{{SEL}}}"
+WL_MIG_SHARE = f"nvidia_gpu_mig_workload_share_ratio{{{SEL}}}"
+WL_MEM = "nvidia_gpu_workload_memory_used_bytes{{{sel}}}"
+# Joins a whole-GPU series onto the workloads holding it, weighted by each
+# one's share, so a GPU shared by N workloads is split N ways.
+WL_WHOLE = "* on (job, instance, gpu, uuid) group_right nvidia_gpu_workload_share_ratio{{{sel}}}"
+CONTAINERS = 'kind=~"docker|podman|containerd|kubernetes"'
+SLURM_SEL = SEL + ', kind="slurm"'
+WL_NOTE = """Needs `nvml-exporter --workloads` (docs/operations.md: host PIDs and the host's procfs):
+for every process NVML lists, the exporter reads its cgroup and uid and publishes which workload
+(Slurm job, Docker/Podman/containerd container, Kubernetes pod, systemd service, login session)
+holds each GPU and MIG device: `nvidia_gpu_workload_share_ratio` (1 alone, 1/N when N share the
+device) and `nvidia_gpu_workload_memory_used_bytes`. Panels multiply GPU series by the share, so a
+shared GPU is split between its holders, never counted twice."""
+WL_TABLE_ORDER = ["kind", "slurm_job", "slurm_step", "user", "uid", "container_id",
+                  "container_name", "pod_uid", "systemd_unit", "cgroup", "instance", "gpu"]
+
+
+def workloads() -> dict:
+    L = Layout()
+    L.add(text("About this dashboard", "Where workload attribution comes from.", WL_NOTE), 12, 6)
+    L.add(stat("GPUs held by workloads", "Whole GPUs in scope that at least one workload holds.",
+               "short", targets((f"count(count by (instance, gpu) ({WL_SHARE}))", "GPUs"))), 4, 6)
+    L.add(stat("Slurm jobs on GPUs", "Distinct Slurm jobs holding a GPU or MIG device in scope.",
+               "short", targets((f'count(count by (slurm_job) ({WL_SHARE[:-1]}, kind="slurm"}} '
+                                 f'or {WL_MIG_SHARE[:-1]}, kind="slurm"}}))', "jobs"))), 4, 6)
+    L.add(stat("Attribution read errors", "Reads of /proc, passwd, Slurm mapping files or the "
+               "container engine that failed over the last 5 minutes: a process that exits "
+               "between NVML's list and the read counts as gone, nothing to fix; steady "
+               "permission_denied means the exporter cannot see host processes.", "short",
+               targets((f"sum(increase(nvml_exporter_workload_read_errors_total{{{NODE}}}[5m])) "
+                        f"or vector(0)", "errors")),
+               thresholds((None, "green"), (1, "orange"))), 4, 6)
+
+    L.row("GPUs by workload")
+    L.add(table("GPUs by workload", "Each workload holding a whole GPU now, with its share of "
+                "the GPU (1 when held alone, 1/N when N workloads share it).", "percentunit",
+                [target(WL_SHARE, "", instant=True, table=True)],
+                transformations=[{"id": "organize", "options": {
+                    "excludeByName": {"Time": True, "__name__": True, "job": True, "uuid": True},
+                    "indexByName": {**{k: i for i, k in enumerate(WL_TABLE_ORDER)},
+                                    "Value": len(WL_TABLE_ORDER)},
+                    "renameByName": {"Value": "share"}}}],
+                overrides=[override("gpu", {"links": DETAIL_LINK_TABLE})]), 24, 9)
+    L.add(table("MIG devices by workload", "Each workload holding a MIG device: the GPU, GPU "
+                "instance and compute instance it runs on, and its share of the instance.",
+                "percentunit", [target(WL_MIG_SHARE, "", instant=True, table=True)],
+                transformations=[{"id": "organize", "options": {
+                    "excludeByName": {"Time": True, "__name__": True, "job": True, "uuid": True},
+                    "indexByName": {**{k: i for i, k in enumerate(WL_TABLE_ORDER)},
+                                    "gpu_instance": len(WL_TABLE_ORDER),
+                                    "compute_instance": len(WL_TABLE_ORDER) + 1,
+                                    "Value": len(WL_TABLE_ORDER) + 2},
+                    "renameByName": {"Value": "share"}}}]), 24, 7)
+
+    L.row("Slurm jobs and users")
+    L.add(timeseries("GPU memory by Slurm job", "Frame buffer used by each job's processes, "
+                     "whole GPUs and MIG devices together.", "bytes",
+                     targets((f'sum by (slurm_job, user) ({WL_MEM.format(sel=SLURM_SEL)})',
+                              "job {{slurm_job}} ({{user}})")), 0, stack=True), 12, 8)
+    L.add(timeseries("GPU power by Slurm job", "Power of each GPU a job holds, times the job's "
+                     "share of it: what the job draws, a shared GPU split between its jobs.",
+                     "watt",
+                     targets((f"sum by (slurm_job) (nvidia_gpu_power_usage_watts{{{SEL}}} "
+                              f"{WL_WHOLE.format(sel=SLURM_SEL)})",
+                              "job {{slurm_job}}")), 0, stack=True), 12, 8)
+    L.add(timeseries("GPU memory by user", "Frame buffer used by each user's processes (host "
+                     "passwd names; a uid without an entry shows as its number).", "bytes",
+                     targets((f"sum by (user, uid) ({WL_MEM.format(sel=SEL)})",
+                              "{{user}} ({{uid}})")), 0, stack=True), 12, 8)
+    L.add(timeseries("GPU utilization by Slurm job", "Busy GPU-equivalents per job: each held "
+                     "GPU's utilization times the job's share (one GPU fully busy shows as "
+                     "100%). MIG GPUs report no utilization.", "percentunit",
+                     targets((f'sum by (slurm_job) (nvidia_gpu_utilization_ratio{{{SEL}, engine="gpu"}} '
+                              f"{WL_WHOLE.format(sel=SLURM_SEL)})",
+                              "job {{slurm_job}}")), 0), 12, 8)
+
+    L.row("Containers")
+    L.add(timeseries("GPU memory by container", "Frame buffer used by each container's "
+                     "processes (Docker, Podman, containerd, Kubernetes); names only with "
+                     "--workloads.container-engine-socket.", "bytes",
+                     targets((f"sum by (kind, container_id, container_name) "
+                              f"({WL_MEM.format(sel=SEL + ', ' + CONTAINERS)})",
+                              "{{kind}} {{container_name}} {{container_id}}")), 0, stack=True),
+          12, 8)
+    L.add(timeseries("GPU power by container", "Power of each GPU a container holds, times its "
+                     "share of it.", "watt",
+                     targets((f"sum by (kind, container_id, container_name) "
+                              f"(nvidia_gpu_power_usage_watts{{{SEL}}} "
+                              f"{WL_WHOLE.format(sel=SEL + ', ' + CONTAINERS)})",
+                              "{{kind}} {{container_name}} {{container_id}}")), 0, stack=True),
+          12, 8)
+    return dashboard("nvml-workloads", "NVIDIA GPUs by workload",
+                     "Which Slurm jobs, users, containers and services hold each GPU and MIG "
+                     "device, and the memory and power they use, from nvml-exporter's workload "
+                     "attribution.", L)
+
+
 DASHBOARDS = {
     "fleet-overview.json": fleet_overview,
     "gpu-detail.json": gpu_detail,
     "mig.json": mig,
     "kubernetes.json": kubernetes,
+    "workloads.json": workloads,
 }
 
 

@@ -29,6 +29,7 @@ use crate::nvml::{self, LibrarySource, PollerConfig};
 use crate::render::{self, RenderContext};
 use crate::snapshot::Snapshot;
 use crate::web_config::{WebConfigError, WebConfigWatcher};
+use crate::workloads::Workloads;
 
 /// How long shutdown waits for the sampler. A worker blocked in the driver
 /// cannot be joined; the sampler leaves it behind after this.
@@ -184,6 +185,10 @@ async fn serve_until_signal(
     if let Some(a) = &attribution {
         tokio::spawn(a.clone().run(stop_rx.clone()));
     }
+    let workloads = config.workloads.clone().map(Workloads::new);
+    if let Some(w) = &workloads {
+        tokio::spawn(w.clone().run(stop_rx.clone()));
+    }
     let poller = nvml::start(
         PollerConfig {
             library: library_source(&config.library),
@@ -192,7 +197,7 @@ async fn serve_until_signal(
             families: config.families.clone(),
             xid_max_codes: config.xid_max_codes,
         },
-        publisher(&config, latest.clone(), attribution),
+        publisher(&config, latest.clone(), attribution, workloads),
     )?;
 
     let router = Arc::new(Router::new(
@@ -284,6 +289,7 @@ fn publisher(
     config: &Config,
     latest: Arc<ArcSwapOption<Published>>,
     attribution: Option<Arc<Attribution>>,
+    workloads: Option<Arc<Workloads>>,
 ) -> Arc<dyn Fn(Arc<Snapshot>) + Send + Sync> {
     let ctx = RenderContext {
         families: config.families.clone(),
@@ -292,9 +298,14 @@ fn publisher(
     let was_ready = AtomicBool::new(false);
     Arc::new(move |snapshot: Arc<Snapshot>| {
         // Attribution joins here, after sampling and before encoding, so
-        // neither the sampler nor a scrape ever waits on the kubelet.
+        // neither the sampler nor a scrape ever waits on the kubelet or
+        // on /proc.
         let snapshot = match &attribution {
             Some(a) => Arc::new(a.apply(&snapshot)),
+            None => snapshot,
+        };
+        let snapshot = match &workloads {
+            Some(w) => Arc::new(w.apply(&snapshot)),
             None => snapshot,
         };
         let exposition = render::render(&snapshot, &ctx);

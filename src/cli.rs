@@ -18,6 +18,7 @@ use clap::{Arg, ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, V
 
 use crate::family::{Family, FamilySet};
 use crate::kubernetes::{self, AttributionConfig};
+use crate::workloads::{self, WorkloadsConfig};
 
 /// The default port. 9400 belongs to dcgm-exporter and 9835 to
 /// nvidia_gpu_exporter; 9445 is free in the Prometheus default port
@@ -232,6 +233,84 @@ struct Flags {
     )]
     kubernetes_refresh_interval: Duration,
 
+    /// Attribute GPUs and MIG devices to the workloads of their processes
+    /// (Slurm jobs, Docker, Podman and containerd containers, Kubernetes
+    /// pods, systemd services, login sessions) from the processes' cgroups
+    /// under --path.procfs (adds `nvidia_gpu_workload_share_ratio`,
+    /// `nvidia_gpu_mig_workload_share_ratio` and
+    /// `nvidia_gpu_workload_memory_used_bytes`). Needs the host's pids:
+    /// host PID namespace or the host's procfs.
+    #[arg(long = "workloads", env = "NVML_EXPORTER_WORKLOADS")]
+    workloads: bool,
+
+    /// The host's procfs, where the pids NVML lists are found (a container
+    /// mounts the host's /proc and points here).
+    #[arg(
+        long = "path.procfs",
+        env = "NVML_EXPORTER_PATH_PROCFS",
+        default_value = workloads::DEFAULT_PROCFS,
+        value_name = "PATH"
+    )]
+    procfs: PathBuf,
+
+    /// The host's root file system; workload attribution reads user names
+    /// from its etc/passwd.
+    #[arg(
+        long = "path.rootfs",
+        env = "NVML_EXPORTER_PATH_ROOTFS",
+        default_value = workloads::DEFAULT_ROOTFS,
+        value_name = "PATH"
+    )]
+    rootfs: PathBuf,
+
+    /// Most workload holdings (one workload on one GPU or MIG device)
+    /// exported; beyond it the rest are left out and counted in
+    /// `nvml_exporter_workloads_dropped`. 0 means no limit.
+    #[arg(
+        long = "workloads.limit",
+        env = "NVML_EXPORTER_WORKLOADS_LIMIT",
+        default_value_t = 256,
+        value_parser = parse_limit,
+        value_name = "N"
+    )]
+    workloads_limit: usize,
+
+    /// How often the pids of known GPU processes are read again (new pids
+    /// are read at once); a process moved to another cgroup is corrected
+    /// within one refresh.
+    #[arg(
+        long = "workloads.refresh-interval",
+        env = "NVML_EXPORTER_WORKLOADS_REFRESH_INTERVAL",
+        default_value = "10s",
+        value_parser = parse_positive_duration,
+        value_name = "DURATION"
+    )]
+    workloads_refresh_interval: Duration,
+
+    /// Also read Slurm jobs from dcgm-exporter's --hpc-job-mapping-dir
+    /// format (one file per GPU index, job ids one per line, written by a
+    /// prolog); setting it turns on --workloads.
+    #[arg(
+        long = "workloads.slurm-mapping-dir",
+        env = "NVML_EXPORTER_WORKLOADS_SLURM_MAPPING_DIR",
+        value_name = "DIR"
+    )]
+    slurm_mapping_dir: Option<PathBuf>,
+
+    /// Name Docker and Podman containers (label `container_name`) by asking
+    /// this engine API socket (e.g. /var/run/docker.sock,
+    /// /run/podman/podman.sock) `GET /containers/<id>/json`, nothing else.
+    /// Off by default: the socket grants far more than reading; prefer a
+    /// proxy that allows only container inspection. Repeatable; setting it
+    /// turns on --workloads.
+    #[arg(
+        long = "workloads.container-engine-socket",
+        env = "NVML_EXPORTER_WORKLOADS_CONTAINER_ENGINE_SOCKET",
+        value_name = "PATH",
+        value_delimiter = ','
+    )]
+    container_engine_sockets: Vec<PathBuf>,
+
     /// Least severe log level written.
     #[arg(
         long = "log.level",
@@ -322,6 +401,8 @@ pub struct Config {
     pub health_without_auth: bool,
     /// Pod attribution, when `--kubernetes` or its socket is given.
     pub kubernetes: Option<AttributionConfig>,
+    /// Workload attribution, when `--workloads` or a mapping dir is given.
+    pub workloads: Option<WorkloadsConfig>,
     pub log_level: LogLevel,
     pub log_format: LogFormat,
 }
@@ -400,6 +481,31 @@ where
         (None, Some(path)) => Library::Path(path),
         (None, None) => Library::System,
     };
+    let workloads = (flags.workloads
+        || flags.slurm_mapping_dir.is_some()
+        || !flags.container_engine_sockets.is_empty())
+    .then_some(WorkloadsConfig {
+        procfs: flags.procfs,
+        rootfs: flags.rootfs,
+        limit: if flags.workloads_limit == 0 {
+            usize::MAX
+        } else {
+            flags.workloads_limit
+        },
+        refresh_interval: flags.workloads_refresh_interval,
+        slurm_mapping_dir: flags.slurm_mapping_dir,
+        container_engine_sockets: flags.container_engine_sockets,
+    });
+    if workloads.is_some()
+        && !families.contains(Family::Processes)
+        && !families.contains(Family::ProcessMemory)
+    {
+        return Err(cmd.error(
+            ErrorKind::ArgumentConflict,
+            "--workloads attributes the processes NVML lists: it needs the processes collector \
+             (drop --no-collector.processes)",
+        ));
+    }
     Ok(Config {
         listen_address: flags.listen_address,
         telemetry_path: flags.telemetry_path,
@@ -429,6 +535,7 @@ where
                 refresh_interval: flags.kubernetes_refresh_interval,
             }
         }),
+        workloads,
         log_level: flags.log_level,
         log_format: flags.log_format,
     })
@@ -830,5 +937,45 @@ mod tests {
         assert!(msg.contains("nope"), "{msg}");
         let e = parse(&["--log.level", "loud"]).unwrap_err();
         assert!(e.to_string().contains("--log.level"));
+    }
+
+    #[test]
+    fn workloads_flags() {
+        assert_eq!(parse(&[]).unwrap().workloads, None);
+        let c = parse(&["--workloads"]).unwrap().workloads.unwrap();
+        assert_eq!(c.procfs, PathBuf::from("/proc"));
+        assert_eq!(c.rootfs, PathBuf::from("/"));
+        assert_eq!(c.limit, 256);
+        assert_eq!(c.slurm_mapping_dir, None);
+        let c = parse(&[
+            "--workloads.slurm-mapping-dir",
+            "/run/dcgm-job-map",
+            "--path.procfs",
+            "/host/proc",
+            "--workloads.limit",
+            "0",
+        ])
+        .unwrap()
+        .workloads
+        .expect("a mapping dir turns attribution on");
+        assert_eq!(c.procfs, PathBuf::from("/host/proc"));
+        assert_eq!(c.limit, usize::MAX);
+        let e = parse(&["--workloads", "--no-collector.processes"]).unwrap_err();
+        assert!(e.to_string().contains("processes collector"), "{e}");
+        assert!(parse(&[
+            "--workloads",
+            "--no-collector.processes",
+            "--collector.process_memory"
+        ])
+        .is_ok());
+        assert!(parse(&["--workloads.limit", "many"]).is_err());
+        let c = parse(&[
+            "--workloads.container-engine-socket",
+            "/var/run/docker.sock,/run/podman/podman.sock",
+        ])
+        .unwrap()
+        .workloads
+        .expect("an engine socket turns attribution on");
+        assert_eq!(c.container_engine_sockets.len(), 2);
     }
 }

@@ -5,7 +5,8 @@
 //!    only module that imports `nvml_wrapper`) and publishes a
 //! 2. [`snapshot::Snapshot`]: plain data, everything known about every GPU
 //!    at one moment; the boundary between sampling and encoding. Pod
-//!    attribution ([`kubernetes`]) is joined onto it.
+//!    attribution ([`kubernetes`]) and workload attribution
+//!    ([`workloads`]) are joined onto it.
 //! 3. [`render`]: once per poll, walks every enabled collector
 //!    ([`collectors`], one file per family, each a [`metric::Collector`] of
 //!    [`metric::Metric`]s) over the snapshot into
@@ -30,3 +31,4 @@ pub mod nvml;
 pub mod render;
 pub mod snapshot;
 pub mod web_config;
+pub mod workloads;

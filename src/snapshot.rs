@@ -36,6 +36,8 @@ pub struct Snapshot {
     pub gpus: Vec<GpuState>,
     /// Present when pod attribution (`--kubernetes`) is on.
     pub kubernetes: Option<KubernetesStatus>,
+    /// Present when workload attribution (`--workloads`) is on.
+    pub workloads: Option<WorkloadAttribution>,
 }
 
 /// How the kubelet's pod-resources API answered lately.
@@ -188,6 +190,85 @@ pub struct PodAttribution {
     /// MIG GPU instance the pod holds, `None` for a whole GPU.
     pub gpu_instance: Option<u32>,
     pub compute_instance: Option<u32>,
+}
+
+/// Which workloads (Slurm jobs, containers, services, users) hold each GPU
+/// and MIG device, from the cgroups of the processes NVML lists.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkloadAttribution {
+    /// One per workload per device, sorted by device then workload, at
+    /// most `--workloads.limit`.
+    pub holdings: Vec<WorkloadHolding>,
+    /// Holdings left out of this snapshot because the node had more than
+    /// the limit.
+    pub dropped: u64,
+    /// Failed reads since start, by source and reason.
+    pub read_errors: Vec<WorkloadReadErrors>,
+}
+
+/// One workload on one device: a whole GPU (`gpu_instance` `None`) or a
+/// compute instance of a MIG GPU instance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadHolding {
+    /// NVML index of the GPU.
+    pub gpu: u32,
+    pub gpu_instance: Option<u32>,
+    pub compute_instance: Option<u32>,
+    pub workload: Workload,
+    /// 1/N of the device (the whole GPU, or the MIG GPU instance) when N
+    /// holdings share it.
+    pub share: f64,
+    /// GPU memory its processes use on the device; `None` when NVML gives
+    /// no per-process memory for one of them, or the holding comes from a
+    /// Slurm mapping file alone.
+    pub memory_used_bytes: Option<u64>,
+}
+
+/// What a workload is, as far as its cgroup path, its processes' uid and
+/// the optional sources tell. Each present field is a label.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Workload {
+    pub kind: WorkloadKind,
+    pub slurm_job: Option<String>,
+    pub slurm_step: Option<String>,
+    /// Short form (12 hex digits), as `docker ps` and `podman ps` print it.
+    pub container_id: Option<String>,
+    /// Only through the opt-in container engine socket.
+    pub container_name: Option<String>,
+    /// Kubernetes pod UID, from the kubepods cgroup.
+    pub pod_uid: Option<String>,
+    pub systemd_unit: Option<String>,
+    /// The cgroup path of a workload of kind `other`.
+    pub cgroup: Option<String>,
+    /// Real uid of the processes (host view).
+    pub uid: Option<u32>,
+    /// The uid's name in the host's passwd file.
+    pub user: Option<String>,
+}
+
+impl Workload {
+    /// A workload of this kind with nothing else known.
+    pub fn of(kind: WorkloadKind) -> Self {
+        Workload {
+            kind,
+            slurm_job: None,
+            slurm_step: None,
+            container_id: None,
+            container_name: None,
+            pod_uid: None,
+            systemd_unit: None,
+            cgroup: None,
+            uid: None,
+            user: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkloadReadErrors {
+    pub source: WorkloadSource,
+    pub reason: WorkloadReadError,
+    pub count: u64,
 }
 
 /// All measurements of one GPU from one poll. Each field is absent where
@@ -432,3 +513,31 @@ label_enum!(NvLinkError {
 });
 
 label_enum!(ProcessKind { Compute => "compute", Graphics => "graphics" });
+
+label_enum!(
+    /// What holds a GPU, by the cgroup of its processes. `unknown`: the
+    /// process's `/proc` entry could not be read.
+    WorkloadKind {
+        Slurm => "slurm", Kubernetes => "kubernetes", Docker => "docker",
+        Podman => "podman", Containerd => "containerd", Systemd => "systemd",
+        User => "user", Other => "other", Unknown => "unknown",
+    }
+);
+
+label_enum!(
+    /// Where workload attribution reads from.
+    WorkloadSource {
+        Procfs => "procfs", Passwd => "passwd", SlurmMappingDir => "slurm_mapping_dir",
+        ContainerEngine => "container_engine",
+    }
+);
+
+label_enum!(
+    /// Why a read failed: `gone` (the process or file no longer exists),
+    /// `permission_denied`, `malformed` (contents not as documented), `io`
+    /// (anything else, timeouts included).
+    WorkloadReadError {
+        Gone => "gone", PermissionDenied => "permission_denied",
+        Malformed => "malformed", Io => "io",
+    }
+);

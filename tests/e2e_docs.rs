@@ -55,6 +55,8 @@ fn documented_families_equal_emitted_families() {
     // dgx-h100 with every collector and detail switch, an XID, one folded
     // into "other", a hung GPU and a lost one.
     let socket = dir.path().join("h100.sock");
+    let empty_procfs = dir.path().join("proc");
+    std::fs::create_dir(&empty_procfs).unwrap();
     let e = Exporter::simulate_env(
         "dgx-h100",
         &[
@@ -64,6 +66,11 @@ fn documented_families_equal_emitted_families() {
             "--collector.gpm.all-metrics",
             "--collector.mig.memory-free",
             "--collect.stuck-deadline=500ms",
+            // No process of the simulated fleet exists in an empty procfs:
+            // each is attributed as `unknown`, and counted as a read error.
+            "--workloads",
+            "--path.procfs",
+            empty_procfs.to_str().unwrap(),
         ],
         &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
     );
@@ -84,6 +91,10 @@ fn documented_families_equal_emitted_families() {
                 "nvml_exporter_nvml_errors_total",
                 "nvidia_gpu_mig_activity_ratio",
                 "nvidia_gpu_activity_ratio",
+                "nvidia_gpu_workload_share_ratio",
+                "nvidia_gpu_mig_workload_share_ratio",
+                "nvidia_gpu_workload_memory_used_bytes",
+                "nvml_exporter_workload_read_errors_total",
             ],
         ),
     );

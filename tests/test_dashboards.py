@@ -17,7 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DASH_DIR = ROOT / "dashboards"
-NAMES = ["fleet-overview.json", "gpu-detail.json", "mig.json", "kubernetes.json"]
+NAMES = ["fleet-overview.json", "gpu-detail.json", "mig.json", "kubernetes.json",
+         "workloads.json"]
 TESTS_DIR = ROOT / "tests"
 DS_REF = {"type": "prometheus", "uid": "${datasource}"}
 NO_QUERY_TYPES = {"row", "text"}
@@ -199,6 +200,12 @@ def test_panels_the_issue_asks_for():
     for family in ("nvidia_gpu_mig_info", "nvidia_gpu_mig_memory_used_bytes",
                    "nvidia_gpu_mig_activity_ratio"):
         assert family in mig_exprs, family
+    # Issue 11: who holds each GPU off Kubernetes, Slurm jobs and users and containers.
+    workloads = {p["title"]: p for p in panels(load("workloads.json"))}
+    assert workloads["GPUs by workload"]["type"] == "table"
+    for title in ("MIG devices by workload", "GPU memory by Slurm job", "GPU memory by user",
+                  "GPU memory by container", "GPU power by Slurm job"):
+        assert title in workloads, title
 
 
 def test_gpu_detail_names_the_mig_remap_blind_spot():

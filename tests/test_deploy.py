@@ -105,6 +105,7 @@ def validate_monitoring(objects: list[dict], tmp_path: Path) -> subprocess.Compl
 VALUE_SETS = {
     "defaults": None,
     "pod-attribution": {"podAttribution": {"enabled": True}},
+    "workloads": {"workloads": {"enabled": True, "slurmMappingDir": "/run/dcgm-job-map"}},
     "everything-on": {
         "runtimeClassName": "nvidia",
         "priorityClassName": "system-node-critical",
@@ -233,6 +234,32 @@ def test_pod_attribution_mounts_only_the_kubelet_socket_read_only():
     sc = container["securityContext"]
     assert sc["capabilities"] == {"drop": ["ALL"]}
     assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+
+
+def test_workloads_add_host_pids_and_read_only_host_files_only_when_on():
+    pod = by_kind(render(VALUE_SETS["workloads"]))["DaemonSet"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["NVML_EXPORTER_WORKLOADS"] == "true"
+    assert env["NVML_EXPORTER_PATH_ROOTFS"] == "/host"
+    assert env["NVML_EXPORTER_WORKLOADS_SLURM_MAPPING_DIR"] == "/host/slurm-mapping"
+    assert pod["hostPID"] is True
+    assert {"name": "host-passwd", "hostPath": {"path": "/etc/passwd", "type": "File"}} in pod["volumes"]
+    assert {"name": "slurm-mapping", "hostPath": {"path": "/run/dcgm-job-map", "type": "Directory"}} \
+        in pod["volumes"]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["host-passwd"] == {"name": "host-passwd", "mountPath": "/host/etc/passwd", "readOnly": True}
+    assert mounts["slurm-mapping"]["readOnly"] is True
+    # Still no root, no capability, no escalation: /proc/<pid>/cgroup and
+    # status are world-readable.
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    sc = container["securityContext"]
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+    # Off (the default): none of it.
+    default = by_kind(render())["DaemonSet"]["spec"]["template"]["spec"]
+    assert "hostPID" not in default
+    assert not any(e["name"].startswith("NVML_EXPORTER_WORKLOADS") for e in default["containers"][0]["env"])
 
 
 def test_disabled_parts_are_not_rendered():

@@ -12,7 +12,9 @@ without error.
 The fleet is the live dashboard test's (a dgx-h100 node with the default
 set, a dgx-a100 with every opt-in, a workstation, Volta GPUs with
 incidents) plus a dgx-h100 with pod attribution against a fake kubelet, for
-the Kubernetes dashboard.
+the Kubernetes dashboard, and the workload fixture node (Slurm jobs and
+containers from a fixture procfs, tests/test_workloads.py) for the workload
+dashboard.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from promstack import (Alertmanager, Exporter, Process, Prometheus, free_port,
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+WORKLOADS = HERE / "fixtures" / "workloads"
 
 JOB = "nvml-exporter"
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
@@ -155,6 +158,10 @@ def stack(tmp_path_factory):
         Exporter(work, "dgx-h100", name="k8s", interval="1s", extra=[
             "--kubernetes.pod-resources-socket", str(socket_path),
             "--kubernetes.refresh-interval", "300ms"]),
+        Exporter(work, str(WORKLOADS / "node.toml"), name="workloads", extra=[
+            "--workloads", "--path.procfs", str(WORKLOADS / "proc"),
+            "--path.rootfs", str(WORKLOADS),
+            "--workloads.slurm-mapping-dir", str(WORKLOADS / "slurm-map")]),
     ]
     kubelet = FakeKubelet(socket_path, work)
     started = []
@@ -162,7 +169,7 @@ def stack(tmp_path_factory):
         for e in exporters:
             started.append(e)
             e.wait_ready()
-        k8s = exporters[-1]
+        k8s = next(e for e in exporters if e.name == "k8s")
         status, body = http_get(f"http://{k8s.address}/metrics")
         text = body.decode()
         uuids = dict(re.findall(r'nvidia_gpu_info\{gpu="(\d+)",uuid="([^"]+)"', text))
@@ -210,7 +217,7 @@ def test_the_fleet_arrives_by_remote_write(stack):
     gpus = prom.query("count(nvidia_gpu_info)")
     assert gpus, "Prometheus has no GPUs"
     got = vm.query("count(nvidia_gpu_info)")
-    assert got and float(got[0]["value"][1]) == float(gpus[0]["value"][1]) == 8 + 8 + 1 + 3 + 8
+    assert got and float(got[0]["value"][1]) == float(gpus[0]["value"][1]) == 8 + 8 + 1 + 3 + 8 + 5
     # Every exporter's targets keep job and instance, which the dashboards
     # and rules join on.
     instances = {r["metric"]["instance"] for r in vm.query(f'nvml_exporter_build_info{{job="{JOB}"}}')}

@@ -34,6 +34,7 @@ mod retirement;
 mod temperature;
 mod throttle;
 mod utilization;
+mod workloads;
 mod xid;
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -65,6 +66,7 @@ pub static COLLECTORS: &[&Collector] = &[
     &mig::COLLECTOR,
     &mig_memory_free::COLLECTOR,
     &kubernetes::COLLECTOR,
+    &workloads::COLLECTOR,
     &exporter::COLLECTOR,
 ];
 

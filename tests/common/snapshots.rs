@@ -321,6 +321,7 @@ pub fn dgx_fleet() -> Snapshot {
         interval: Duration::from_secs(5),
         gpus,
         kubernetes: None,
+        workloads: None,
     }
 }
 
@@ -362,6 +363,70 @@ pub fn fully_populated() -> Snapshot {
         up: true,
         refresh_errors: 1,
         last_refresh: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)),
+    });
+    // Workload attribution: every label of every kind appears somewhere.
+    let mig_gpu_index = s
+        .gpus
+        .iter()
+        .find(|g| g.readings.as_ref().is_some_and(|r| !r.mig.is_empty()))
+        .map(|g| g.index)
+        .expect("dgx_fleet has a MIG GPU");
+    let workload = |kind: WorkloadKind| Workload {
+        uid: Some(1001),
+        user: Some("alice".into()),
+        ..Workload::of(kind)
+    };
+    let holding =
+        |gpu: u32, mig: Option<(u32, u32)>, share: f64, workload: Workload| WorkloadHolding {
+            gpu,
+            gpu_instance: mig.map(|m| m.0),
+            compute_instance: mig.map(|m| m.1),
+            workload,
+            share,
+            memory_used_bytes: Some(1 << 30),
+        };
+    let workloads = [
+        Workload {
+            slurm_job: Some("4242".into()),
+            slurm_step: Some("0".into()),
+            ..workload(WorkloadKind::Slurm)
+        },
+        Workload {
+            container_id: Some("3f4e8a1b2c9d".into()),
+            pod_uid: Some("8a1c7b52-3d3e-4c4e-9f1a-0c0ffee00001".into()),
+            ..workload(WorkloadKind::Kubernetes)
+        },
+        Workload {
+            container_id: Some("0123456789ab".into()),
+            container_name: Some("trainer".into()),
+            ..workload(WorkloadKind::Docker)
+        },
+        Workload {
+            systemd_unit: Some("inference.service".into()),
+            ..workload(WorkloadKind::Systemd)
+        },
+        Workload {
+            cgroup: Some("/lxc/builder".into()),
+            ..workload(WorkloadKind::Other)
+        },
+    ];
+    let mig_place = Some((place.0, place.1.unwrap_or(0)));
+    s.workloads = Some(WorkloadAttribution {
+        holdings: workloads
+            .iter()
+            .map(|w| holding(3, None, 0.2, w.clone()))
+            .chain(
+                workloads
+                    .iter()
+                    .map(|w| holding(mig_gpu_index, mig_place, 0.2, w.clone())),
+            )
+            .collect(),
+        dropped: 0,
+        read_errors: vec![WorkloadReadErrors {
+            source: WorkloadSource::Procfs,
+            reason: WorkloadReadError::Gone,
+            count: 2,
+        }],
     });
     s
 }
@@ -413,6 +478,7 @@ pub fn workstation() -> Snapshot {
         interval: Duration::from_secs(5),
         gpus: vec![g],
         kubernetes: None,
+        workloads: None,
     }
 }
 

@@ -89,6 +89,7 @@ pub fn build_snapshot(
         interval,
         gpus,
         kubernetes: None,
+        workloads: None,
     }
 }
 

@@ -1,0 +1,702 @@
+//! Workload attribution: which Slurm job, container, systemd service or
+//! user holds each GPU and MIG device, from the cgroups of the processes
+//! NVML lists (`--workloads`).
+//!
+//! The core type is [`Workloads`]. A background task resolves the pids of
+//! the latest snapshot through the host's procfs (`cgroup` and `status`,
+//! [`cgroup::classify`]) and keeps the answers; the sampler's publish step
+//! joins them onto the snapshot ([`Workloads::apply`]) as
+//! [`WorkloadAttribution`]. A scrape never reads `/proc`, and an entry that
+//! vanishes, refuses or holds garbage is a counted read error, never a
+//! failed poll.
+//!
+//! A process that appears is attributed from the poll after its pid was
+//! first seen (the resolver is woken at once, the answer joins the next
+//! snapshot); a process that ends leaves with the snapshot that no longer
+//! lists it. Known pids are read again every refresh interval, so a
+//! process moved to another cgroup, or a pid reused, is corrected within
+//! one refresh.
+
+mod cgroup;
+mod engine;
+mod procfs;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::sync::{watch, Notify};
+
+use crate::snapshot::{
+    GpuState, Snapshot, Workload, WorkloadAttribution, WorkloadHolding, WorkloadKind,
+    WorkloadReadError, WorkloadReadErrors, WorkloadSource,
+};
+
+/// How long one container engine call may take.
+const ENGINE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// node_exporter's default for `--path.procfs`.
+pub const DEFAULT_PROCFS: &str = "/proc";
+/// node_exporter's default for `--path.rootfs`.
+pub const DEFAULT_ROOTFS: &str = "/";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadsConfig {
+    /// The host's procfs: the pids NVML lists are host pids.
+    pub procfs: PathBuf,
+    /// The host's root file system, for `etc/passwd`.
+    pub rootfs: PathBuf,
+    /// Most holdings (workload on device) exported; the rest are counted.
+    pub limit: usize,
+    pub refresh_interval: Duration,
+    /// dcgm-exporter's `--hpc-job-mapping-dir` format: one file per GPU
+    /// index listing Slurm job ids, one per line.
+    pub slurm_mapping_dir: Option<PathBuf>,
+    /// Docker or Podman API sockets to ask container names of; none by
+    /// default.
+    pub container_engine_sockets: Vec<PathBuf>,
+}
+
+/// What the resolver found at its last refresh.
+#[derive(Default)]
+struct Known {
+    by_pid: HashMap<u32, Workload>,
+    /// Slurm job ids by GPU index, from the mapping directory.
+    mapped_jobs: BTreeMap<u32, Vec<String>>,
+    /// Container names by short id, from the engine sockets (`None`: no
+    /// engine knows the id). Kept while the container holds a GPU.
+    names: HashMap<String, Option<String>>,
+}
+
+/// The latest resolution, shared between the refresh task (writer) and
+/// the publish step (reader).
+pub struct Workloads {
+    config: WorkloadsConfig,
+    known: ArcSwap<Known>,
+    /// The pids of the latest snapshot.
+    wanted: Mutex<BTreeSet<u32>>,
+    /// Wakes the resolver when a snapshot lists a pid it has not resolved.
+    wake: Notify,
+    errors: Mutex<BTreeMap<(WorkloadSource, WorkloadReadError), u64>>,
+    /// Whether the last snapshot dropped holdings (logged once per episode).
+    dropping: Mutex<bool>,
+}
+
+impl Workloads {
+    pub fn new(config: WorkloadsConfig) -> Arc<Self> {
+        Arc::new(Workloads {
+            config,
+            known: ArcSwap::from_pointee(Known::default()),
+            wanted: Mutex::new(BTreeSet::new()),
+            wake: Notify::new(),
+            errors: Mutex::new(BTreeMap::new()),
+            dropping: Mutex::new(false),
+        })
+    }
+
+    /// Resolves pids until `stop` fires: every refresh interval, and at
+    /// once when a snapshot lists a new pid. The reads are blocking file
+    /// I/O and run on the blocking pool, one refresh at a time.
+    pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<()>) {
+        let mut tick = tokio::time::interval(self.config.refresh_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = self.wake.notified() => {}
+                _ = stop.changed() => return,
+            }
+            let me = self.clone();
+            if let Err(e) = tokio::task::spawn_blocking(move || me.refresh()).await {
+                tracing::error!(error = %e, "workload attribution refresh failed");
+            }
+        }
+    }
+
+    fn count_error(&self, source: WorkloadSource, reason: WorkloadReadError) {
+        let mut errors = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+        *errors.entry((source, reason)).or_insert(0) += 1;
+    }
+
+    /// Reads every wanted pid's cgroup and uid, the passwd file and the
+    /// mapping directory, and publishes the answers for `apply`.
+    fn refresh(&self) {
+        let pids: Vec<u32> = self
+            .wanted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .copied()
+            .collect();
+        let mut by_pid = HashMap::with_capacity(pids.len());
+        for pid in pids {
+            by_pid.insert(pid, self.resolve(pid));
+        }
+        if by_pid.values().any(|w| w.uid.is_some()) {
+            match procfs::passwd(&self.config.rootfs.join("etc/passwd")) {
+                Ok(names) => {
+                    for w in by_pid.values_mut() {
+                        w.user = w.uid.and_then(|uid| names.get(&uid).cloned());
+                    }
+                }
+                Err(e) => self.count_error(WorkloadSource::Passwd, e),
+            }
+        }
+        let mapped_jobs = match &self.config.slurm_mapping_dir {
+            Some(dir) => self.read_mapping_dir(dir),
+            None => BTreeMap::new(),
+        };
+        let names = self.container_names(&mut by_pid);
+        self.known.store(Arc::new(Known {
+            by_pid,
+            mapped_jobs,
+            names,
+        }));
+    }
+
+    /// Names the Docker and Podman containers of `by_pid` through the
+    /// engine sockets, asking only about ids not named at the last refresh.
+    /// A failed ask is counted and tried again next refresh.
+    fn container_names(
+        &self,
+        by_pid: &mut HashMap<u32, Workload>,
+    ) -> HashMap<String, Option<String>> {
+        let mut names = HashMap::new();
+        if self.config.container_engine_sockets.is_empty() {
+            return names;
+        }
+        let previous = self.known.load();
+        for w in by_pid.values_mut() {
+            if !matches!(w.kind, WorkloadKind::Docker | WorkloadKind::Podman) {
+                continue;
+            }
+            let Some(id) = w.container_id.clone() else {
+                continue;
+            };
+            if !names.contains_key(&id) {
+                match previous.names.get(&id) {
+                    Some(known) => {
+                        names.insert(id.clone(), known.clone());
+                    }
+                    None => {
+                        if let Some(found) = self.ask_engines(&id) {
+                            names.insert(id.clone(), found);
+                        }
+                    }
+                }
+            }
+            w.container_name = names.get(&id).cloned().flatten();
+        }
+        names
+    }
+
+    /// The first engine that knows the id answers; `None` when every
+    /// socket failed (not cached), `Some(None)` when none knows it.
+    fn ask_engines(&self, id: &str) -> Option<Option<String>> {
+        let mut answered = false;
+        for socket in &self.config.container_engine_sockets {
+            match engine::container_name(socket, id, ENGINE_TIMEOUT) {
+                Ok(Some(name)) => return Some(Some(name)),
+                Ok(None) => answered = true,
+                Err(e) => self.count_error(WorkloadSource::ContainerEngine, e),
+            }
+        }
+        answered.then_some(None)
+    }
+
+    /// One process's workload; `unknown` when its cgroup cannot be read.
+    fn resolve(&self, pid: u32) -> Workload {
+        let procfs = &self.config.procfs;
+        let mut workload = match procfs::cgroup(procfs, pid) {
+            Ok(text) => match cgroup::paths(&text) {
+                Some(paths) => cgroup::classify(&paths),
+                None => {
+                    self.count_error(WorkloadSource::Procfs, WorkloadReadError::Malformed);
+                    Workload::of(WorkloadKind::Unknown)
+                }
+            },
+            Err(e) => {
+                self.count_error(WorkloadSource::Procfs, e);
+                Workload::of(WorkloadKind::Unknown)
+            }
+        };
+        // The process's own uid; the path's (Slurm v1 `uid_`, a login
+        // session's `user-<uid>.slice`) when status cannot be read.
+        match procfs::real_uid(procfs, pid) {
+            Ok(uid) => workload.uid = Some(uid),
+            Err(e) => self.count_error(WorkloadSource::Procfs, e),
+        }
+        workload
+    }
+
+    /// dcgm-exporter's mapping directory: files named by GPU index, each
+    /// listing job ids one per line. Other names are not GPUs of ours and
+    /// are skipped; a file that cannot be read is counted.
+    fn read_mapping_dir(&self, dir: &Path) -> BTreeMap<u32, Vec<String>> {
+        let mut jobs = BTreeMap::new();
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) => {
+                self.count_error(WorkloadSource::SlurmMappingDir, procfs::error_kind(&e));
+                return jobs;
+            }
+        };
+        for entry in entries.flatten() {
+            let Some(gpu) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            match procfs::small_text(&entry.path()) {
+                Ok(text) => {
+                    let ids: Vec<String> = text
+                        .split_whitespace()
+                        .filter(|id| id.bytes().all(|b| b.is_ascii_digit()))
+                        .map(str::to_string)
+                        .collect();
+                    if ids.len() < text.split_whitespace().count() {
+                        self.count_error(
+                            WorkloadSource::SlurmMappingDir,
+                            WorkloadReadError::Malformed,
+                        );
+                    }
+                    jobs.insert(gpu, ids);
+                }
+                Err(e) => self.count_error(WorkloadSource::SlurmMappingDir, e),
+            }
+        }
+        jobs
+    }
+
+    /// A copy of `snapshot` with the workloads of its processes joined on.
+    pub fn apply(&self, snapshot: &Snapshot) -> Snapshot {
+        let live = live_pids(&snapshot.gpus);
+        let known = self.known.load();
+        {
+            let mut wanted = self.wanted.lock().unwrap_or_else(|p| p.into_inner());
+            if *wanted != live {
+                let unresolved = live.iter().any(|pid| !known.by_pid.contains_key(pid));
+                *wanted = live;
+                if unresolved {
+                    self.wake.notify_one();
+                }
+            }
+        }
+        let mut holdings = holdings(&snapshot.gpus, &known.by_pid, &known.mapped_jobs);
+        let dropped = holdings.len().saturating_sub(self.config.limit);
+        holdings.truncate(self.config.limit);
+        {
+            let mut dropping = self.dropping.lock().unwrap_or_else(|p| p.into_inner());
+            if (dropped > 0) != *dropping {
+                *dropping = dropped > 0;
+                if dropped > 0 {
+                    tracing::warn!(
+                        dropped,
+                        limit = self.config.limit,
+                        "more workload holdings than --workloads.limit; the rest are left out"
+                    );
+                }
+            }
+        }
+        let read_errors = self
+            .errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(&(source, reason), &count)| WorkloadReadErrors {
+                source,
+                reason,
+                count,
+            })
+            .collect();
+        let mut out = snapshot.clone();
+        out.workloads = Some(WorkloadAttribution {
+            holdings,
+            dropped: dropped as u64,
+            read_errors,
+        });
+        out
+    }
+}
+
+/// Every pid NVML lists on a GPU with readings.
+fn live_pids(gpus: &[GpuState]) -> BTreeSet<u32> {
+    gpus.iter()
+        .filter_map(|g| g.readings.as_ref())
+        .flat_map(|r| {
+            r.compute_processes
+                .iter()
+                .chain(r.graphics_processes.iter())
+                .flatten()
+        })
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// One holding per workload per device, with its share of the device and
+/// its processes' memory there, sorted by device then workload. Pids not
+/// resolved yet are left out until the next snapshot. A process in both
+/// the compute and the graphics list counts once.
+fn holdings(
+    gpus: &[GpuState],
+    by_pid: &HashMap<u32, Workload>,
+    mapped_jobs: &BTreeMap<u32, Vec<String>>,
+) -> Vec<WorkloadHolding> {
+    type Device = (u32, Option<u32>, Option<u32>);
+    // Memory per process on a device first, then per workload.
+    let mut processes: BTreeMap<(Device, u32), Option<u64>> = BTreeMap::new();
+    for g in gpus {
+        let Some(r) = &g.readings else { continue };
+        for p in r
+            .compute_processes
+            .iter()
+            .chain(r.graphics_processes.iter())
+            .flatten()
+        {
+            let device = (g.index, p.gpu_instance, p.compute_instance);
+            processes
+                .entry((device, p.pid))
+                .and_modify(|m| *m = max_known(*m, p.used_memory_bytes))
+                .or_insert(p.used_memory_bytes);
+        }
+    }
+    let mut by_workload: BTreeMap<(Device, &Workload), Option<u64>> = BTreeMap::new();
+    for ((device, pid), memory) in processes {
+        let Some(workload) = by_pid.get(&pid) else {
+            continue;
+        };
+        by_workload
+            .entry((device, workload))
+            .and_modify(|m| *m = m.zip(memory).map(|(a, b)| a + b))
+            .or_insert(memory);
+    }
+    let mut out: Vec<WorkloadHolding> = by_workload
+        .into_iter()
+        .map(|((device, workload), memory)| WorkloadHolding {
+            gpu: device.0,
+            gpu_instance: device.1,
+            compute_instance: device.2,
+            workload: workload.clone(),
+            share: 0.0,
+            memory_used_bytes: memory,
+        })
+        .collect();
+    for g in gpus {
+        for job in mapped_jobs.get(&g.index).into_iter().flatten() {
+            let seen = out.iter().any(|h| {
+                h.gpu == g.index
+                    && h.gpu_instance.is_none()
+                    && h.workload.slurm_job.as_deref() == Some(job)
+            });
+            if !seen {
+                let mut workload = Workload::of(WorkloadKind::Slurm);
+                workload.slurm_job = Some(job.clone());
+                out.push(WorkloadHolding {
+                    gpu: g.index,
+                    gpu_instance: None,
+                    compute_instance: None,
+                    workload,
+                    share: 0.0,
+                    memory_used_bytes: None,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        (a.gpu, a.gpu_instance, a.compute_instance, &a.workload).cmp(&(
+            b.gpu,
+            b.gpu_instance,
+            b.compute_instance,
+            &b.workload,
+        ))
+    });
+    // Shares of the whole GPU, or of the MIG GPU instance.
+    let mut per_device: BTreeMap<(u32, Option<u32>), usize> = BTreeMap::new();
+    for h in &out {
+        *per_device.entry((h.gpu, h.gpu_instance)).or_insert(0) += 1;
+    }
+    for h in &mut out {
+        h.share = 1.0 / per_device[&(h.gpu, h.gpu_instance)] as f64;
+    }
+    out
+}
+
+fn max_known(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{GpuIdentity, GpuReadings, Health, Process};
+
+    fn process(pid: u32, mib: Option<u64>, mig: Option<(u32, u32)>) -> Process {
+        Process {
+            pid,
+            name: None,
+            used_memory_bytes: mib.map(|m| m << 20),
+            gpu_instance: mig.map(|m| m.0),
+            compute_instance: mig.map(|m| m.1),
+        }
+    }
+
+    fn gpu(index: u32, compute: Vec<Process>, graphics: Vec<Process>) -> GpuState {
+        GpuState {
+            index,
+            uuid: format!("GPU-{index}"),
+            identity: GpuIdentity::default(),
+            health: Health::Up,
+            last_sample: None,
+            sample_duration: None,
+            stuck_call: None,
+            readings: Some(GpuReadings {
+                compute_processes: Some(compute),
+                graphics_processes: Some(graphics),
+                ..Default::default()
+            }),
+            xids: vec![],
+            xid_other: None,
+            nvml_errors: vec![],
+            pods: vec![],
+        }
+    }
+
+    fn job(id: &str, uid: u32) -> Workload {
+        let mut w = Workload::of(WorkloadKind::Slurm);
+        w.slurm_job = Some(id.into());
+        w.uid = Some(uid);
+        w
+    }
+
+    #[test]
+    fn two_jobs_split_a_gpu_and_each_job_sums_its_processes() {
+        let gpus = vec![
+            gpu(
+                0,
+                vec![
+                    process(10, Some(100), None),
+                    process(11, Some(50), None),
+                    process(20, Some(30), None),
+                ],
+                // pid 10 also holds a graphics context: counted once.
+                vec![process(10, Some(100), None)],
+            ),
+            gpu(1, vec![process(20, Some(5), None)], vec![]),
+        ];
+        let by_pid = HashMap::from([(10, job("1", 7)), (11, job("1", 7)), (20, job("2", 8))]);
+        let h = holdings(&gpus, &by_pid, &BTreeMap::new());
+        let summary: Vec<_> = h
+            .iter()
+            .map(|h| {
+                (
+                    h.gpu,
+                    h.workload.slurm_job.as_deref().unwrap(),
+                    h.share,
+                    h.memory_used_bytes.map(|b| b >> 20),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (0, "1", 0.5, Some(150)),
+                (0, "2", 0.5, Some(30)),
+                (1, "2", 1.0, Some(5))
+            ]
+        );
+    }
+
+    #[test]
+    fn mig_shares_are_per_gpu_instance_and_unresolved_pids_wait() {
+        let gpus = vec![gpu(
+            0,
+            vec![
+                process(1, Some(10), Some((7, 0))),
+                process(2, Some(10), Some((7, 0))),
+                process(3, Some(10), Some((8, 0))),
+                process(4, Some(10), Some((8, 0))),
+            ],
+            vec![],
+        )];
+        let by_pid = HashMap::from([(1, job("1", 0)), (2, job("2", 0)), (3, job("3", 0))]);
+        let h = holdings(&gpus, &by_pid, &BTreeMap::new());
+        let shares: Vec<_> = h.iter().map(|h| (h.gpu_instance, h.share)).collect();
+        assert_eq!(shares, [(Some(7), 0.5), (Some(7), 0.5), (Some(8), 1.0)]);
+    }
+
+    #[test]
+    fn unknown_memory_is_absent_not_zero() {
+        let gpus = vec![gpu(
+            0,
+            vec![process(1, Some(10), None), process(2, None, None)],
+            vec![],
+        )];
+        let w = Workload::of(WorkloadKind::Other);
+        let by_pid = HashMap::from([(1, w.clone()), (2, w)]);
+        let h = holdings(&gpus, &by_pid, &BTreeMap::new());
+        assert_eq!(h.len(), 1);
+        assert_eq!(h[0].memory_used_bytes, None);
+    }
+
+    #[test]
+    fn mapping_files_add_jobs_the_cgroups_do_not_show() {
+        let gpus = vec![
+            gpu(0, vec![process(1, Some(10), None)], vec![]),
+            gpu(1, vec![], vec![]),
+        ];
+        let by_pid = HashMap::from([(1, job("5", 0))]);
+        let mapped = BTreeMap::from([
+            (0, vec!["5".to_string(), "6".to_string()]),
+            (1, vec!["7".to_string()]),
+            (9, vec!["8".to_string()]),
+        ]);
+        let h = holdings(&gpus, &by_pid, &mapped);
+        let jobs: Vec<_> = h
+            .iter()
+            .map(|h| (h.gpu, h.workload.slurm_job.as_deref().unwrap(), h.share))
+            .collect();
+        assert_eq!(jobs, [(0, "5", 0.5), (0, "6", 0.5), (1, "7", 1.0)]);
+    }
+
+    fn fixture(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "nvml-exporter-workloads-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn config(procfs: &Path, limit: usize) -> WorkloadsConfig {
+        WorkloadsConfig {
+            procfs: procfs.join("proc"),
+            rootfs: procfs.to_path_buf(),
+            limit,
+            refresh_interval: Duration::from_secs(60),
+            slurm_mapping_dir: None,
+            container_engine_sockets: vec![],
+        }
+    }
+
+    #[test]
+    fn unreadable_entries_are_unknown_and_counted_never_a_failure() {
+        let root = fixture("unreadable");
+        let proc = root.join("proc");
+        for (pid, cgroup) in [
+            (1, Some("0::/system.slice/a.service\n")),
+            (2, Some("junk")),
+            (3, None),
+        ] {
+            std::fs::create_dir_all(proc.join(pid.to_string())).unwrap();
+            if let Some(text) = cgroup {
+                std::fs::write(proc.join(format!("{pid}/cgroup")), text).unwrap();
+            }
+            std::fs::write(
+                proc.join(format!("{pid}/status")),
+                "Uid:\t1000\t1000\t1000\t1000\n",
+            )
+            .unwrap();
+        }
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::write(root.join("etc/passwd"), "alice:x:1000:1000::/:/bin/sh\n").unwrap();
+        let w = Workloads::new(config(&root, 2));
+        let snapshot = Snapshot {
+            gpus: vec![gpu(
+                0,
+                // pid 4 has no entry at all: it exited.
+                (1..=4).map(|pid| process(pid, Some(1), None)).collect(),
+                vec![],
+            )],
+            ..Default::default()
+        };
+        let first = w.apply(&snapshot);
+        assert!(
+            first.workloads.unwrap().holdings.is_empty(),
+            "not resolved yet"
+        );
+        w.refresh();
+        let out = w.apply(&snapshot).workloads.unwrap();
+        let kinds: Vec<_> = out
+            .holdings
+            .iter()
+            .map(|h| (h.workload.kind, h.workload.user.as_deref()))
+            .collect();
+        // Three holdings: the service; pids 2 and 3 (unreadable cgroup,
+        // uid 1000) as one unknown; pid 4 (no entry at all) as another.
+        // The limit of 2 keeps the first two in sort order.
+        assert_eq!(
+            kinds,
+            [
+                (WorkloadKind::Systemd, Some("alice")),
+                (WorkloadKind::Unknown, None),
+            ]
+        );
+        assert_eq!(out.dropped, 1);
+        let errors: Vec<_> = out
+            .read_errors
+            .iter()
+            .map(|e| (e.reason, e.count))
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                (WorkloadReadError::Gone, 3),
+                (WorkloadReadError::Malformed, 1)
+            ]
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn mapping_files_by_gpu_index_with_garbage_counted() {
+        let root = fixture("mapping");
+        let dir = root.join("map");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("0"), "101\n102\n").unwrap();
+        std::fs::write(dir.join("1"), "").unwrap();
+        std::fs::write(dir.join("2"), "103\nnot-a-job\n").unwrap();
+        // MIG UUID names (another site convention) and stray files are skipped.
+        std::fs::write(dir.join("MIG-1234"), "104\n").unwrap();
+        std::fs::write(dir.join("README"), "written by the prolog\n").unwrap();
+        let w = Workloads::new(WorkloadsConfig {
+            slurm_mapping_dir: Some(dir.clone()),
+            ..config(&root, 10)
+        });
+        let jobs = w.read_mapping_dir(&dir);
+        assert_eq!(
+            jobs,
+            BTreeMap::from([
+                (0, vec!["101".to_string(), "102".to_string()]),
+                (1, vec![]),
+                (2, vec!["103".to_string()]),
+            ])
+        );
+        assert!(w.read_mapping_dir(&root.join("absent")).is_empty());
+        let errors = w.errors.lock().unwrap().clone();
+        assert_eq!(
+            errors,
+            BTreeMap::from([
+                (
+                    (
+                        WorkloadSource::SlurmMappingDir,
+                        WorkloadReadError::Malformed
+                    ),
+                    1
+                ),
+                (
+                    (WorkloadSource::SlurmMappingDir, WorkloadReadError::Gone),
+                    1
+                ),
+            ])
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}
