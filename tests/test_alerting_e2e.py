@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from promstack import Alertmanager, Exporter, Prometheus, WebhookReceiver, wait_until
+from promstack import Alertmanager, Exporter, Prometheus, Stack, WebhookReceiver, sim_control, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 TIME_SCALE = 4  # the 60 s hang of GPU 3 lasts 15 s
@@ -62,16 +62,15 @@ def find(alerts, **labels):
 
 
 def test_faults_reach_the_receiver_with_the_right_labels(tmp_path):
-    receiver = WebhookReceiver()
-    exporter = Exporter(tmp_path, "faults", interval="500ms",
-                        env={"NVML_SIM_TIME_SCALE": str(TIME_SCALE)})
-    am = prom = None
-    try:
-        am = Alertmanager(tmp_path, alertmanager_config(receiver.url))
+    with Stack(WebhookReceiver()) as stack:
+        receiver = stack.receiver
+        exporter = stack.add(Exporter(tmp_path, "faults", interval="500ms",
+                                      env={"NVML_SIM_TIME_SCALE": str(TIME_SCALE)}))
+        am = stack.add(Alertmanager(tmp_path, alertmanager_config(receiver.url)))
         am.wait_ready()
         exporter.wait_ready()
-        prom = Prometheus(tmp_path, {JOB: [exporter.address]}, shortened_rules(tmp_path),
-                          alertmanager=am.address)
+        prom = stack.add(Prometheus(tmp_path, {JOB: [exporter.address]}, shortened_rules(tmp_path),
+                                    alertmanager=am.address))
         prom.wait_ready()
         prom.wait_targets_up(1)
         uuids = {r["metric"]["gpu"]: r["metric"]["uuid"] for r in prom.query("nvidia_gpu_info")}
@@ -149,59 +148,28 @@ def test_faults_reach_the_receiver_with_the_right_labels(tmp_path):
             assert not raised, f"GPU {quiet} raised {[a['labels']['alertname'] for _, a in raised]}"
             firing = prom.query(f'ALERTS{{gpu="{quiet}"}}')
             assert not firing, firing
-    except AssertionError:
-        # Shown by pytest with the failure: what each process said, and what
-        # reached the receiver.
-        for p in (exporter, prom, am):
-            if p:
-                print(f"----- {p.name} log -----\n{p.log()}")
-        for path, alert in receiver.alerts():
-            print(path, alert["status"], alert["labels"])
-        raise
-    finally:
-        for p in (prom, am, exporter):
-            if p:
-                p.stop()
-        receiver.stop()
 
-
-def sim_control(socket_path: Path, line: str) -> str:
-    """One request to the simulated driver's control socket (nvml-sim
-    README, "Control protocol"); returns the reply line."""
-    import socket as sk
-    with sk.socket(sk.AF_UNIX, sk.SOCK_STREAM) as s:
-        s.settimeout(10)
-        s.connect(str(socket_path))
-        s.sendall(line.encode() + b"\n")
-        reply = b""
-        while not reply.endswith(b"\n"):
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            reply += chunk
-    return reply.decode().strip()
 
 
 def test_an_nvlink_link_going_down_pages(tmp_path):
     """Issue 16: a link that goes down on a running HGX node pages, through
     the real exporter, Prometheus and Alertmanager; its peers stay quiet."""
-    receiver = WebhookReceiver()
     control = tmp_path / "sim.sock"
-    exporter = Exporter(tmp_path, "dgx-h100", interval="500ms", env={"NVML_SIM_CONTROL": str(control)})
-    am = prom = None
-    try:
-        am = Alertmanager(tmp_path, alertmanager_config(receiver.url))
+    with Stack(WebhookReceiver()) as stack:
+        receiver = stack.receiver
+        exporter = stack.add(Exporter(tmp_path, "dgx-h100", interval="500ms",
+                                      env={"NVML_SIM_CONTROL": str(control)}))
+        am = stack.add(Alertmanager(tmp_path, alertmanager_config(receiver.url)))
         am.wait_ready()
         exporter.wait_ready()
-        prom = Prometheus(tmp_path, {JOB: [exporter.address]}, shortened_rules(tmp_path),
-                          alertmanager=am.address)
+        prom = stack.add(Prometheus(tmp_path, {JOB: [exporter.address]}, shortened_rules(tmp_path),
+                                    alertmanager=am.address))
         prom.wait_ready()
         prom.wait_targets_up(1)
         # Let Prometheus see every link up first, as on a healthy node.
         wait_until(lambda: len(prom.query('nvidia_gpu_nvlink_links{state="up"} == 18')) == 8, 30,
                    "18 links up on every GPU")
-        reply = sim_control(control, '{ action = "nvlink-state", gpu = 3, link = 5, up = false }')
-        assert reply.startswith("ok"), reply
+        sim_control(control, '{ action = "nvlink-state", gpu = 3, link = 5, up = false }')
 
         def paged():
             exporter.assert_running()
@@ -216,15 +184,3 @@ def test_an_nvlink_link_going_down_pages(tmp_path):
         assert "1 NVLink link(s) down" in alert["annotations"]["description"]
         others = {(a["labels"]["alertname"], a["labels"].get("gpu")) for _, a in receiver.alerts()}
         assert others == {("NvidiaGpuNvlinkDown", "3")}, f"unexpected alerts: {sorted(others)}"
-    except AssertionError:
-        for p in (exporter, prom, am):
-            if p:
-                print(f"----- {p.name} log -----\n{p.log()}")
-        for path, alert in receiver.alerts():
-            print(path, alert["status"], alert["labels"])
-        raise
-    finally:
-        for p in (prom, am, exporter):
-            if p:
-                p.stop()
-        receiver.stop()
