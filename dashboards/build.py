@@ -22,10 +22,12 @@ SCHEMA_VERSION = 39
 DS = {"type": "prometheus", "uid": "${datasource}"}
 TAGS = ["nvidia", "gpu", "nvml-exporter"]
 
-# Label matchers every per-GPU query carries.
-SEL = 'job=~"$job", instance=~"$instance", gpu=~"$gpu"'
+# Label matchers every per-GPU query carries. `cluster` is optional (the
+# chart's `cluster` value or an external label): with "All" (.*) it also
+# matches series that have no cluster label at all.
+SEL = 'cluster=~"$cluster", job=~"$job", instance=~"$instance", gpu=~"$gpu"'
 # For node-level series (no gpu label).
-NODE = 'job=~"$job", instance=~"$instance"'
+NODE = 'cluster=~"$cluster", job=~"$job", instance=~"$instance"'
 
 
 # --------------------------------------------------------------------------
@@ -262,7 +264,8 @@ def variables() -> list[dict]:
             "hide": 0,
             "skipUrlSync": False,
         },
-        query_var("job", "Job", "label_values(nvml_exporter_build_info, job)"),
+        query_var("cluster", "Cluster", "label_values(nvml_exporter_build_info, cluster)"),
+        query_var("job", "Job", 'label_values(nvml_exporter_build_info{cluster=~"$cluster"}, job)'),
         query_var("instance", "Node", 'label_values(nvml_exporter_build_info{job=~"$job"}, instance)'),
         query_var("gpu", "GPU", 'label_values(nvidia_gpu_info{job=~"$job", instance=~"$instance"}, gpu)'),
     ]
@@ -701,6 +704,38 @@ def gpu_detail() -> dict:
                thresholds((None, "green"), (1, "red")),
                value_map([(0, "none", "green"), (1, "GPU reset", "red"), (2, "node reboot", "red"),
                           (3, "drain P2P", "orange"), (4, "drain and reset", "red")])), 6, 6)
+    # NVML answers NOT_SUPPORTED to nvmlDeviceGetRemappedRows on a GPU in MIG
+    # mode: the remap panels above stay empty and the remap alerts cannot
+    # fire there. Say which GPUs are blind rather than let "no data" read
+    # as "no remaps" (issue 16).
+    L.add(stat("Row remap blind spot: MIG-enabled GPUs",
+               "GPUs in MIG mode whose row remapper state NVML does not report "
+               "(nvmlDeviceGetRemappedRows is not supported on MIG-enabled GPUs): remapped rows, "
+               "pending and failed remaps stay empty here and NvidiaGpuRemappedRowsPending / "
+               "NvidiaGpuRowRemapFailed cannot fire for them. Watch XID 63/64 and the ECC counters "
+               "instead, or check with nvidia-smi -q -d ROW_REMAPPER after disabling MIG.", "none",
+               targets((f'(nvidia_gpu_mig_enabled{{{SEL}, state="current"}} == 1) unless on (instance, uuid) '
+                        f"nvidia_gpu_remapped_rows_pending{{{SEL}}}", "GPU {{gpu}}: remaps not reported")),
+               thresholds((None, "orange")), value_map([(1, "MIG on: remaps unknown", "orange")]),
+               color_mode="background"), 8, 6)
+    L.add(bargauge("Row remapper banks", "Memory banks by spare rows left for row remapping "
+                   "(nvmlDeviceGetRowRemapperHistogram). Banks at none cannot remap again: an RMA "
+                   "candidate (NvidiaGpuRemapperBanksExhausted). Not reported on MIG-enabled GPUs.",
+                   "short",
+                   targets((f"nvidia_gpu_remapper_banks{{{SEL}}}", "GPU {{gpu}} {{spare_rows}}",
+                            {"instant": True})),
+                   thresholds((None, "green"), (1, "orange")), 0), 6, 6)
+    L.add(stat("SRAM RMA threshold", "1 = the GPU's uncorrectable SRAM errors crossed NVIDIA's "
+               "RMA threshold (NvidiaGpuSramErrorThresholdExceeded).", "none",
+               targets((f"nvidia_gpu_sram_uncorrectable_threshold_exceeded{{{SEL}}}", "GPU {{gpu}}")),
+               thresholds((None, "green"), (1, "red")), YES_NO_MAP, color_mode="background"), 5, 6)
+    L.add(stat("NVLink fabric", "NVLink fabric registration on NVSwitch systems: 1 not started, "
+               "2 in progress, 3 completed; status failure = registration failed "
+               "(NvidiaGpuFabricNotReady). Absent on GPUs without a fabric.", "none",
+               targets((f"nvidia_gpu_fabric_state{{{SEL}}}", "GPU {{gpu}} {{status}}")),
+               thresholds((None, "red"), (3, "green")),
+               value_map([(1, "not started", "red"), (2, "in progress", "orange"),
+                          (3, "completed", "green")])), 5, 6)
     L.add(timeseries("XIDs by code", "XID events counted since the exporter started, per code. "
                      "See docs/runbooks.md for the severity of each code.", "short",
                      targets((f"sum by (instance, gpu, xid) (nvidia_gpu_xid_errors_total{{{SEL}}})",

@@ -43,7 +43,7 @@ def panel_queries(path: Path):
             yield panel["title"], t["refId"], t["expr"], bool(t.get("instant"))
 
 
-def substitute(expr: str, *, job: str = ".*", instance: str = ".*", gpu: str = ".*",
+def substitute(expr: str, *, cluster: str = ".*", job: str = ".*", instance: str = ".*", gpu: str = ".*",
                namespace: str = ".*", rate_interval: str = "1m", interval_s: int = 15,
                range_s: int = 3600) -> str:
     """What Grafana sends: variables as given (".*" for All), the interval
@@ -56,6 +56,7 @@ def substitute(expr: str, *, job: str = ".*", instance: str = ".*", gpu: str = "
         ("$__range_ms", str(range_s * 1000)),
         ("$__range_s", str(range_s)),
         ("$__range", f"{range_s}s"),
+        ("$cluster", cluster),
         ("$job", job),
         ("$instance", instance),
         ("$gpu", gpu),

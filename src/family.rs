@@ -51,8 +51,9 @@ families! {
     Pcie => "pcie", default true, "PCIe link, replay errors and traffic counters.";
     Mode => "mode", default true, "Persistence, display and compute mode.";
     Ecc => "ecc", default true, "ECC mode and error counters (totals per error type and counter scope).";
-    Retirement => "retirement", default true, "Retired pages, remapped rows and recovery action.";
+    Retirement => "retirement", default true, "Retired pages, remapped rows, row remapper histogram, SRAM error threshold and recovery action.";
     Nvlink => "nvlink", default true, "NVLink links up/down, errors and traffic, summed over each GPU's links.";
+    Fabric => "fabric", default true, "NVLink fabric registration state (NVSwitch systems, Hopper and newer).";
     Xid => "xid", default true, "XID error events.";
     Processes => "processes", default true, "Process counts per GPU.";
     ProcessMemory => "process_memory", default false, "Per-process memory (opt-in: one series per pid).";

@@ -316,7 +316,14 @@ pub struct GpuReadings {
     pub retired_pages: Vec<(RetirementCause, u64)>,
     pub retired_pages_pending: Option<bool>,
     pub remapped_rows: Option<RemappedRows>,
+    /// Memory banks by spare rows left (row remapper histogram).
+    pub remapper_banks: Vec<(SpareRows, u64)>,
+    /// Uncorrectable SRAM errors crossed NVIDIA's RMA threshold.
+    pub sram_threshold_exceeded: Option<bool>,
     pub recovery_action: Option<u32>,
+    /// NVML's fabric registration state (1 not started, 2 in progress,
+    /// 3 completed) and whether it succeeded; NVSwitch systems only.
+    pub fabric: Option<Fabric>,
     pub nvlinks: Vec<NvLink>,
     /// `None` where listing processes of that type is not supported.
     pub compute_processes: Option<Vec<Process>>,
@@ -371,6 +378,12 @@ pub struct RemappedRows {
     pub uncorrectable: u64,
     pub pending: bool,
     pub failed: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fabric {
+    pub state: u32,
+    pub registered: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -502,6 +515,7 @@ label_enum!(EccLocation {
     Cbu => "cbu", Sram => "sram",
 });
 
+label_enum!(SpareRows { Max => "max", High => "high", Partial => "partial", Low => "low", Exhausted => "none" });
 label_enum!(RetirementCause { SingleBitEcc => "single_bit_ecc", DoubleBitEcc => "double_bit_ecc" });
 
 label_enum!(NvLinkError {

@@ -147,10 +147,18 @@ const DGX_H100: &[Expect] = &[
     ("nvidia_gpu_compute_mode", ALL8, &["mode"]),
     ("nvidia_gpu_ecc_enabled", ALL8, &["state"]),
     ("nvidia_gpu_ecc_errors_total", ALL8, &["error", "scope"]),
-    ("nvidia_gpu_remapped_rows", ALL8, &["cause"]),
-    ("nvidia_gpu_remapped_rows_pending", ALL8, &[]),
-    ("nvidia_gpu_remapped_rows_failed", ALL8, &[]),
+    // NVML reports no row remapper state on a GPU in MIG mode (issue 16).
+    ("nvidia_gpu_remapped_rows", WHOLE, &["cause"]),
+    ("nvidia_gpu_remapped_rows_pending", WHOLE, &[]),
+    ("nvidia_gpu_remapped_rows_failed", WHOLE, &[]),
+    ("nvidia_gpu_remapper_banks", WHOLE, &["spare_rows"]),
+    (
+        "nvidia_gpu_sram_uncorrectable_threshold_exceeded",
+        ALL8,
+        &[],
+    ),
     ("nvidia_gpu_recovery_action", ALL8, &[]),
+    ("nvidia_gpu_fabric_state", ALL8, &["status"]),
     ("nvidia_gpu_xid_errors_total", &[3], &["xid"]),
     ("nvidia_gpu_xid_last_timestamp_seconds", &[3], &["xid"]),
     ("nvidia_gpu_nvlink_links", ALL8, &["state"]),
@@ -197,6 +205,7 @@ const DGX_H100_ABSENT: &[&str] = &[
 /// Families whose field ids a driver branch must define, with the first
 /// branch that does (docs/metrics.md, "Driver branches").
 const NEEDS_BRANCH: &[(&str, u32)] = &[
+    ("nvidia_gpu_sram_uncorrectable_threshold_exceeded", 550),
     ("nvidia_gpu_pcie_bytes_total", 555),
     ("nvidia_gpu_recovery_action", 570),
 ];

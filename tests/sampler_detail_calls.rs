@@ -10,8 +10,6 @@
 mod sampler_support;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,27 +17,6 @@ use std::time::Duration;
 use nvml_exporter::family::{Family, FamilySet};
 use nvml_exporter::snapshot::{EccLocation, GpmMetric, Snapshot};
 use sampler_support::*;
-
-fn control(socket: &Path, request: &str) -> String {
-    let mut s = UnixStream::connect(socket).expect("simulator control socket");
-    writeln!(s, "{request}").unwrap();
-    let mut reply = String::new();
-    BufReader::new(s).read_line(&mut reply).unwrap();
-    assert!(reply.starts_with("ok"), "{request} -> {reply}");
-    reply[2..].trim().to_string()
-}
-
-fn parse_calls(inline: &str) -> BTreeMap<String, u64> {
-    inline
-        .trim_start_matches('{')
-        .trim_end_matches('}')
-        .split(',')
-        .filter_map(|kv| {
-            let (k, v) = kv.split_once('=')?;
-            Some((k.trim().to_string(), v.trim().parse().ok()?))
-        })
-        .collect()
-}
 
 struct Run {
     /// NVML calls per GPU poll, by function.

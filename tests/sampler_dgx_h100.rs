@@ -156,7 +156,18 @@ fn dgx_h100_every_family() {
                     .any(|c| c.error == e && c.scope == sc && c.location == EccLocation::Dram));
             }
         }
-        assert!(r.remapped_rows.is_some(), "Hopper remaps rows");
+        // NVML reports no remapper state on a GPU in MIG mode (GPUs 0 and 1).
+        let mig = r.mig_mode.is_some_and(|m| m.current);
+        assert_eq!(r.remapped_rows.is_some(), !mig, "Hopper remaps rows");
+        assert_eq!(!r.remapper_banks.is_empty(), !mig, "remapper histogram");
+        assert!(
+            r.sram_threshold_exceeded == Some(false),
+            "SRAM error status"
+        );
+        assert!(
+            r.fabric.is_some_and(|f| f.state == 3 && f.registered),
+            "registered with the NVSwitch fabric"
+        );
         // The default personality is R560, whose header ends field ids at
         // 229: no recovery action (tests/e2e_drivers.rs covers R570+).
         assert!(r.recovery_action.is_none());

@@ -55,7 +55,11 @@ def test_dashboard_shell(name):
     variables = {v["name"]: v for v in d["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource"
     assert variables["datasource"]["query"] == "prometheus"
-    for var in ("job", "instance", "gpu"):
+    # Issue 16: an optional cluster label, "All" matching series without it.
+    cluster = variables["cluster"]
+    assert cluster["includeAll"] and cluster["allValue"] == ".*"
+    assert [v["name"] for v in d["templating"]["list"]][:3] == ["datasource", "cluster", "job"]
+    for var in ("cluster", "job", "instance", "gpu"):
         v = variables[var]
         assert v["type"] == "query", var
         assert v["datasource"] == DS_REF, var
@@ -202,6 +206,19 @@ def test_panels_the_issue_asks_for():
     for title in ("MIG devices by workload", "GPU memory by Slurm job", "GPU memory by user",
                   "GPU memory by container", "GPU power by Slurm job"):
         assert title in workloads, title
+
+
+def test_gpu_detail_names_the_mig_remap_blind_spot():
+    """Issue 16: NVML does not report remapped rows on MIG-enabled GPUs; the
+    GPU-detail dashboard must show which GPUs are blind, not an empty panel
+    that reads as 'no remaps'."""
+    detail = load("gpu-detail.json")
+    blind = [p for p in query_panels(detail)
+             if any("nvidia_gpu_mig_enabled" in t["expr"] and "nvidia_gpu_remapped_rows" in t["expr"]
+                    for t in p["targets"])]
+    assert blind, "no panel lists MIG-enabled GPUs without remap state"
+    assert "MIG" in blind[0]["title"] and "remap" in blind[0]["title"].lower()
+    assert "not supported on MIG-enabled GPUs" in blind[0]["description"]
 
 
 def test_fleet_table_links_to_gpu_detail():

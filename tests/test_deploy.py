@@ -176,7 +176,11 @@ def test_daemonset_runs_locked_down_on_gpu_nodes():
     ds = by_kind(render())["DaemonSet"]
     pod = ds["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
-    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    # Issue 16: every taint, NoExecute remediation taints included.
+    assert pod["tolerations"] == [{"operator": "Exists"}]
+    assert pod["priorityClassName"] == "system-node-critical"
+    assert re.fullmatch(r"\d+%", ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"]), \
+        "maxUnavailable must be a percentage: one node at a time is days on a large fleet"
     assert "runtimeClassName" not in pod
     assert pod["automountServiceAccountToken"] is False
     assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
@@ -299,9 +303,73 @@ def test_service_and_servicemonitor_select_the_daemonset_pods():
 
 def test_targets_are_named_after_their_node():
     endpoint = by_kind(render())["ServiceMonitor"]["spec"]["endpoints"][0]
-    targets = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
+    targets = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"] if "targetLabel" in r}
     assert targets["instance"] == ["__meta_kubernetes_pod_node_name"]
     assert targets["node"] == ["__meta_kubernetes_pod_node_name"]
+
+
+def test_driver_upgrade_eviction_label_keeps_the_pod_only_while_true():
+    """Issue 16: the exporter holds /dev/nvidia* open; naming an
+    operator-managed nvidia.com/gpu.deploy.* label lets the driver manager
+    evict it (it sets the label to paused-for-driver-upgrade)."""
+    label = "nvidia.com/gpu.deploy.device-plugin"
+    pod = by_kind(render({"driverUpgrade": {"evictionLabel": label}}))["DaemonSet"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true", label: "true"}
+    readme = (REPO / "deploy" / "README.md").read_text()
+    assert "paused-for-driver-upgrade" in readme and "driverUpgrade.evictionLabel" in readme
+
+
+def test_cluster_label_reaches_every_series():
+    endpoint = by_kind(render({"cluster": "eu-1"}))["ServiceMonitor"]["spec"]["endpoints"][0]
+    assert {"targetLabel": "cluster", "replacement": "eu-1", "action": "replace"} in endpoint["relabelings"]
+    default = by_kind(render())["ServiceMonitor"]["spec"]["endpoints"][0]
+    assert all(r.get("targetLabel") != "cluster" for r in default["relabelings"])
+
+
+def _rendered_rules(values: dict) -> dict[str, dict]:
+    groups = by_kind(render(values))["PrometheusRule"]["spec"]["groups"]
+    return {r["alert"]: r for g in groups for r in g["rules"] if "alert" in r}
+
+
+def test_per_rule_values_reach_the_prometheusrule():
+    shipped = {r["alert"]: r for g in alert_rule_groups() for r in g["rules"] if "alert" in r}
+    values = {"prometheusRule": {
+        "runbookBaseUrl": "https://wiki.example.com/gpu-runbooks/",
+        "additionalLabels": {"team": "gpu-platform"},
+        "rules": {
+            "NvidiaGpuPinnedAtFullUtilization": {"enabled": False},
+            "NvidiaGpuEccCorrectedErrorBurst": {
+                "severity": "info", "for": "15m",
+                "expr": 'increase(nvidia_gpu_ecc_errors_total{error="corrected",scope="volatile"}[1h]) > 500'},
+            "NvidiaGpuXidWarning": {"keepFiringFor": "1h"},
+        },
+    }}
+    rules = _rendered_rules(values)
+    assert "NvidiaGpuPinnedAtFullUtilization" not in rules
+    assert set(rules) == set(shipped) - {"NvidiaGpuPinnedAtFullUtilization"}
+    burst = rules["NvidiaGpuEccCorrectedErrorBurst"]
+    assert burst["labels"] == {"severity": "info", "team": "gpu-platform"}
+    assert burst["for"] == "15m" and burst["expr"].endswith("> 500")
+    assert rules["NvidiaGpuXidWarning"]["keep_firing_for"] == "1h"
+    lost = rules["NvidiaGpuLost"]
+    assert lost["annotations"]["runbook_url"] == "https://wiki.example.com/gpu-runbooks#nvidiagpulost"
+    assert lost["labels"]["severity"] == shipped["NvidiaGpuLost"]["labels"]["severity"]
+    assert lost["expr"] == shipped["NvidiaGpuLost"]["expr"]
+
+
+def test_an_override_for_an_unknown_alert_is_refused():
+    with pytest.raises(Exception, match="NvidiaGpuTypo"):
+        render({"prometheusRule": {"rules": {"NvidiaGpuTypo": {"severity": "info"}}}})
+
+
+def test_servicemonitor_drops_the_exporter_pods_own_labels():
+    """Issue 16: the operator's `pod` target label changes with every
+    rollout; kept, it makes every series of the node new."""
+    endpoint = by_kind(render())["ServiceMonitor"]["spec"]["endpoints"][0]
+    drops = [r for r in endpoint["relabelings"] if r.get("action") == "labeldrop"]
+    assert drops, "no labeldrop relabeling"
+    dropped = {name for r in drops for name in ("pod", "container", "namespace") if re.fullmatch(r["regex"], name)}
+    assert dropped == {"pod", "container"}, dropped
 
 
 def alert_rule_groups() -> list[dict]:

@@ -17,7 +17,6 @@ import json
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -29,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import queries
 from promstack import EXPORTER, Exporter, Process, Prometheus, free_port, http_get, wait_until
+from promstack import sim_control as sim
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures" / "workloads"
@@ -44,16 +44,6 @@ def scrape(exporter: Exporter) -> dict[str, list]:
     assert status == 200
     return {f.name: f.samples for f in text_string_to_metric_families(body.decode())}
 
-
-def sim(control: Path, request: str) -> str:
-    """One request on nvml-sim's control socket; the reply must be ok."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(10)
-        s.connect(str(control))
-        s.sendall(request.encode() + b"\n")
-        reply = s.makefile().readline()
-    assert reply.startswith("ok"), f"{request}: {reply}"
-    return reply
 
 
 def holdings(metrics: dict) -> dict[tuple, dict[frozenset, float]]:

@@ -44,16 +44,18 @@ pub struct Branch {
 }
 
 /// Every symbol some branch lacks: the ones [`hide`] manages.
-pub const MANAGED: [&str; 3] = [
+pub const MANAGED: [&str; 4] = [
     "nvmlDeviceGetRunningProcessDetailList",
     "nvmlDeviceGetDriverModel_v2",
     "nvmlDeviceGetTemperatureV",
+    "nvmlDeviceGetSramEccErrorStatus",
 ];
 
 const R535_ABSENT: &[&str] = &[
     "nvmlDeviceGetRunningProcessDetailList",
     "nvmlDeviceGetDriverModel_v2",
     "nvmlDeviceGetTemperatureV",
+    "nvmlDeviceGetSramEccErrorStatus",
 ];
 const R550_ABSENT: &[&str] = &["nvmlDeviceGetDriverModel_v2", "nvmlDeviceGetTemperatureV"];
 const R560_ABSENT: &[&str] = &["nvmlDeviceGetTemperatureV"];

@@ -83,8 +83,52 @@ impl Reason {
     }
 }
 
+/// An NVLink error counter (`nvmlNvLinkErrorCounter_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NvlinkCounter {
+    Replay,
+    Recovery,
+    CrcFlit,
+    CrcData,
+}
+
+impl NvlinkCounter {
+    /// `nvmlNvLinkErrorCounter_t` value.
+    pub fn nvml(self) -> usize {
+        match self {
+            NvlinkCounter::Replay => 0,
+            NvlinkCounter::Recovery => 1,
+            NvlinkCounter::CrcFlit => 2,
+            NvlinkCounter::CrcData => 3,
+        }
+    }
+}
+
+/// `NVML_GPU_FABRIC_STATE_*` a fault can set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FabricState {
+    NotStarted,
+    InProgress,
+    Completed,
+}
+
+impl FabricState {
+    pub fn nvml(self) -> u8 {
+        match self {
+            FabricState::NotStarted => 1,
+            FabricState::InProgress => 2,
+            FabricState::Completed => 3,
+        }
+    }
+}
+
 fn one() -> u64 {
     1
+}
+fn replay() -> NvlinkCounter {
+    NvlinkCounter::Replay
 }
 fn yes() -> bool {
     true
@@ -191,6 +235,45 @@ pub enum Fault {
         gpu: u32,
         percent: f64,
     },
+    /// One NVLink link goes inactive (`up = false`), as after a link failure
+    /// (XID 74), or trains up again.
+    NvlinkState {
+        gpu: u32,
+        link: u32,
+        up: bool,
+    },
+    /// One NVLink link's error counter grows by `count`.
+    NvlinkErrors {
+        gpu: u32,
+        link: u32,
+        #[serde(default = "replay")]
+        counter: NvlinkCounter,
+        #[serde(default = "one")]
+        count: u64,
+    },
+    /// The GPU's NVLink fabric registration (NVSwitch boards): its state,
+    /// and whether a completed registration succeeded.
+    Fabric {
+        gpu: u32,
+        state: FabricState,
+        #[serde(default = "yes")]
+        registered: bool,
+    },
+    /// Uncorrectable SRAM errors cross (or, `exceeded = false`, no longer
+    /// cross) NVIDIA's RMA threshold.
+    SramThreshold {
+        gpu: u32,
+        #[serde(default = "yes")]
+        exceeded: bool,
+    },
+    /// The PCIe link retrains to `width` lanes (absent: unchanged) and
+    /// `replays` more replays are counted.
+    Pcie {
+        gpu: u32,
+        width: Option<u32>,
+        #[serde(default)]
+        replays: u32,
+    },
 }
 
 impl Fault {
@@ -207,7 +290,12 @@ impl Fault {
             | Fault::MigReconfigure { gpu, .. }
             | Fault::Throttle { gpu, .. }
             | Fault::ProcessStart { gpu, .. }
-            | Fault::Load { gpu, .. } => Some(*gpu),
+            | Fault::Load { gpu, .. }
+            | Fault::NvlinkState { gpu, .. }
+            | Fault::NvlinkErrors { gpu, .. }
+            | Fault::Pcie { gpu, .. }
+            | Fault::Fabric { gpu, .. }
+            | Fault::SramThreshold { gpu, .. } => Some(*gpu),
             Fault::DriverUnload | Fault::DriverLoad | Fault::ProcessStop { .. } => None,
         }
     }

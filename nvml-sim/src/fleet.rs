@@ -102,6 +102,18 @@ pub struct Gpu {
     /// reasons: the duration fields of the branches that have them.
     pub clock_events: [Violation; 3],
     pub pcie_replay: u32,
+    /// Current PCIe link width in lanes (the model's maximum until a fault
+    /// retrains the link narrower).
+    pub pcie_width: u32,
+    /// Bit n set: NVLink link n is inactive.
+    pub nvlink_down: u64,
+    /// Errors added by faults, per link: (replay, recovery, crc flit, crc data, ecc data).
+    pub nvlink_errors_added: Vec<[u64; 5]>,
+    /// `NVML_GPU_FABRIC_STATE_*` (3 completed on NVSwitch boards, 0 elsewhere)
+    /// and the registration's outcome (an nvmlReturn_t).
+    pub fabric_state: u8,
+    pub fabric_status: u32,
+    pub sram_threshold_exceeded: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -267,6 +279,12 @@ impl Gpu {
             violations: Default::default(),
             clock_events: Default::default(),
             pcie_replay: index % 3,
+            pcie_width: spec.model.pcie_width,
+            nvlink_down: 0,
+            nvlink_errors_added: vec![[0; 5]; spec.model.nvlinks as usize],
+            fabric_state: if spec.model.nvswitch_fabric() { 3 } else { 0 },
+            fabric_status: 0,
+            sram_threshold_exceeded: false,
         };
         if let Some(mig) = &spec.mig {
             let names: Vec<String> = mig.iter().map(|m| m.profile.clone()).collect();
@@ -522,10 +540,32 @@ impl Gpu {
         ((i * 18_000.0 * w) as u64, (i * 17_500.0 * w) as u64)
     }
 
-    /// Static link error counters: (replay, recovery, crc flit, crc data, ecc data).
+    /// Link error counters: (replay, recovery, crc flit, crc data, ecc data),
+    /// a static base plus what faults added.
     pub fn nvlink_errors(&self, link: u32) -> [u64; 5] {
         let s = (self.index + link) as u64;
-        [s % 3, 0, (s * 5) % 7, 0, s % 2]
+        let mut counts = [s % 3, 0, (s * 5) % 7, 0, s % 2];
+        if let Some(added) = self.nvlink_errors_added.get(link as usize) {
+            for (c, a) in counts.iter_mut().zip(added) {
+                *c += a;
+            }
+        }
+        counts
+    }
+
+    /// The row remapper histogram `[max, high, partial, low, none]`: every
+    /// bank starts with all its spare rows; each remapped row takes one from
+    /// a bank of its own (to `high`), and a remap failure leaves a bank with
+    /// none.
+    pub fn remapper_histogram(&self) -> [u32; 5] {
+        let total = self.model.remapper_banks;
+        let none = u32::from(self.remap_failure).min(total);
+        let high = (self.remap_corr + self.remap_unc).min(total - none);
+        [total - high - none, high, 0, 0, none]
+    }
+
+    pub fn nvlink_active(&self, link: u32) -> bool {
+        self.nvlink_down & (1 << link) == 0
     }
 
     /// Memory of the whole GPU in bytes: (total, reserved, used, free), v2 meaning.
@@ -968,6 +1008,92 @@ impl Sim {
                 }
                 g.energy_t = t;
                 Ok(format!("GPU {gpu} load {percent}%"))
+            }
+            Fault::NvlinkState { gpu, link, up } => {
+                let g = &mut self.gpus[*gpu as usize];
+                if *link >= g.model.nvlinks {
+                    return Err(format!(
+                        "GPU {gpu} ({}) has {} NVLink links, no link {link}",
+                        g.model.name, g.model.nvlinks
+                    ));
+                }
+                if *up {
+                    g.nvlink_down &= !(1 << link);
+                } else {
+                    g.nvlink_down |= 1 << link;
+                }
+                let state = if *up { "up" } else { "down" };
+                Ok(format!("GPU {gpu} NVLink {link} {state}"))
+            }
+            Fault::NvlinkErrors {
+                gpu,
+                link,
+                counter,
+                count,
+            } => {
+                let g = &mut self.gpus[*gpu as usize];
+                let nvlinks = g.model.nvlinks;
+                let name = g.model.name;
+                let Some(added) = g.nvlink_errors_added.get_mut(*link as usize) else {
+                    return Err(format!(
+                        "GPU {gpu} ({name}) has {nvlinks} NVLink links, no link {link}"
+                    ));
+                };
+                added[counter.nvml()] += count;
+                Ok(format!(
+                    "GPU {gpu} NVLink {link}: {count} more {counter:?} errors"
+                ))
+            }
+            Fault::Fabric {
+                gpu,
+                state,
+                registered,
+            } => {
+                let g = &mut self.gpus[*gpu as usize];
+                if !g.model.nvswitch_fabric() {
+                    return Err(format!(
+                        "GPU {gpu} ({}) is not on an NVSwitch fabric",
+                        g.model.name
+                    ));
+                }
+                g.fabric_state = state.nvml();
+                // NVML_ERROR_UNKNOWN (999) stands for a failed registration.
+                g.fabric_status = if *registered { 0 } else { 999 };
+                Ok(format!(
+                    "GPU {gpu} fabric {state:?}, registered {registered}"
+                ))
+            }
+            Fault::SramThreshold { gpu, exceeded } => {
+                let g = &mut self.gpus[*gpu as usize];
+                if !g.model.row_remapping {
+                    return Err(format!(
+                        "GPU {gpu} ({}) reports no SRAM error status",
+                        g.model.name
+                    ));
+                }
+                g.sram_threshold_exceeded = *exceeded;
+                Ok(format!("GPU {gpu} SRAM threshold exceeded: {exceeded}"))
+            }
+            Fault::Pcie {
+                gpu,
+                width,
+                replays,
+            } => {
+                let g = &mut self.gpus[*gpu as usize];
+                if let Some(w) = width {
+                    if *w == 0 || *w > g.model.pcie_width {
+                        return Err(format!(
+                            "PCIe width {w} is outside 1..={} for GPU {gpu} ({})",
+                            g.model.pcie_width, g.model.name
+                        ));
+                    }
+                    g.pcie_width = *w;
+                }
+                g.pcie_replay = g.pcie_replay.saturating_add(*replays);
+                Ok(format!(
+                    "GPU {gpu} PCIe x{}, {} replays",
+                    g.pcie_width, g.pcie_replay
+                ))
             }
         }
     }

@@ -103,6 +103,8 @@ pub struct Model {
     /// Page retirement (Kepler..Volta) versus row remapping (Ampere and newer).
     pub page_retirement: bool,
     pub row_remapping: bool,
+    /// Memory banks in the row remapper histogram (0 without row remapping).
+    pub remapper_banks: u32,
     pub mig_profiles: &'static [MigProfile],
     /// Profile pairs that cannot coexist on one GPU although slices would
     /// allow it (MIG user guide, A100 40GB: 4g.20gb + 3g.20gb is not a valid layout).
@@ -443,6 +445,7 @@ pub static MODELS: [Model; 5] = [
         ecc: true,
         page_retirement: false,
         row_remapping: true,
+        remapper_banks: BANKS_HBM,
         mig_profiles: &H100_80GB_PROFILES,
         mig_exclusions: &[],
         gpm: true,
@@ -487,6 +490,7 @@ pub static MODELS: [Model; 5] = [
         ecc: true,
         page_retirement: false,
         row_remapping: true,
+        remapper_banks: BANKS_HBM,
         mig_profiles: &A100_80GB_PROFILES,
         mig_exclusions: &[],
         gpm: false,
@@ -531,6 +535,7 @@ pub static MODELS: [Model; 5] = [
         ecc: true,
         page_retirement: false,
         row_remapping: true,
+        remapper_banks: BANKS_HBM,
         mig_profiles: &A100_40GB_PROFILES,
         mig_exclusions: &[("4g.20gb", "3g.20gb")],
         gpm: false,
@@ -575,6 +580,7 @@ pub static MODELS: [Model; 5] = [
         ecc: false,
         page_retirement: false,
         row_remapping: false,
+        remapper_banks: 0,
         mig_profiles: &[],
         mig_exclusions: &[],
         gpm: false,
@@ -619,6 +625,7 @@ pub static MODELS: [Model; 5] = [
         ecc: true,
         page_retirement: true,
         row_remapping: false,
+        remapper_banks: 0,
         mig_profiles: &[],
         mig_exclusions: &[],
         gpm: false,
@@ -632,7 +639,18 @@ pub fn model_by_key(key: &str) -> Option<&'static Model> {
     MODELS.iter().find(|m| m.key == key)
 }
 
+/// Banks in the simulated row remapper histogram of an HBM board. A
+/// plausible size, not a measured one: only the shape (every bank at `max`
+/// until rows are remapped) matters to clients.
+const BANKS_HBM: u32 = 2560;
+
 impl Model {
+    /// Hopper and newer boards with NVLink sit on an NVSwitch fabric that
+    /// the fabric manager registers them with (`nvmlDeviceGetGpuFabricInfo`).
+    pub fn nvswitch_fabric(&self) -> bool {
+        self.arch >= sys::NVML_DEVICE_ARCH_HOPPER && self.nvlinks > 0
+    }
+
     pub fn mig_capable(&self) -> bool {
         !self.mig_profiles.is_empty()
     }

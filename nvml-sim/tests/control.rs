@@ -172,6 +172,113 @@ fn faults_through_the_cli() {
     ok(s, &["throttle", "--gpu", "6", "--reasons", ""]);
     assert_eq!(d6.current_throttle_reasons().unwrap().bits() & 0x48, 0);
 
+    // An NVLink link goes down and its errors grow; the PCIe link narrows.
+    let d5 = nvml.device_by_index(5).unwrap();
+    assert!(d5.link_wrapper_for(3).is_active().unwrap());
+    ok(
+        s,
+        &["nvlink-state", "--gpu", "5", "--link", "3", "--up", "false"],
+    );
+    assert!(!d5.link_wrapper_for(3).is_active().unwrap());
+    assert!(d5.link_wrapper_for(4).is_active().unwrap());
+    let recoveries = |d: &nvml_wrapper::Device| {
+        d.link_wrapper_for(3)
+            .error_counter(nvml_wrapper::enum_wrappers::nv_link::ErrorCounter::DlRecovery)
+            .unwrap()
+    };
+    let before = recoveries(&d5);
+    ok(
+        s,
+        &[
+            "nvlink-errors",
+            "--gpu",
+            "5",
+            "--link",
+            "3",
+            "--counter",
+            "recovery",
+            "--count",
+            "4",
+        ],
+    );
+    assert_eq!(recoveries(&d5), before + 4);
+    ok(
+        s,
+        &["nvlink-state", "--gpu", "5", "--link", "3", "--up", "true"],
+    );
+    assert!(d5.link_wrapper_for(3).is_active().unwrap());
+    let replays = d5.pcie_replay_counter().unwrap();
+    ok(
+        s,
+        &["pcie", "--gpu", "5", "--width", "8", "--replays", "50"],
+    );
+    assert_eq!(d5.current_pcie_link_width().unwrap(), 8);
+    assert_eq!(d5.max_pcie_link_width().unwrap(), 16);
+    assert_eq!(d5.pcie_replay_counter().unwrap(), replays + 50);
+    let (accepted, _, err) = cli(s, &["pcie", "--gpu", "5", "--width", "32"]);
+    assert!(!accepted && err.contains("outside"), "{err}");
+
+    // Fabric registration, the SRAM RMA flag and the remapper histogram,
+    // through raw calls (nvml-wrapper 0.13 wraps none of them).
+    let lib = nvml.lib();
+    let h5 = unsafe { d5.handle() };
+    let fabric = |h| {
+        let mut info: nvml_wrapper_sys::bindings::nvmlGpuFabricInfo_t =
+            unsafe { std::mem::zeroed() };
+        let rc = unsafe { lib.nvmlDeviceGetGpuFabricInfo.as_ref().unwrap()(h, &raw mut info) };
+        assert_eq!(rc, 0);
+        (info.state, info.status)
+    };
+    assert_eq!(
+        fabric(h5),
+        (3, 0),
+        "an H100 on an NVSwitch fabric is registered"
+    );
+    ok(s, &["fabric", "--gpu", "5", "--state", "in-progress"]);
+    assert_eq!(fabric(h5).0, 2);
+    ok(
+        s,
+        &[
+            "fabric",
+            "--gpu",
+            "5",
+            "--state",
+            "completed",
+            "--registered",
+            "false",
+        ],
+    );
+    assert_eq!(fabric(h5), (3, 999));
+    let sram = |h| {
+        type Status = nvml_wrapper_sys::bindings::nvmlEccSramErrorStatus_v1_t;
+        let mut st: Status = unsafe { std::mem::zeroed() };
+        st.version = std::mem::size_of::<Status>() as u32 | 1 << 24;
+        let rc = unsafe { lib.nvmlDeviceGetSramEccErrorStatus.as_ref().unwrap()(h, &raw mut st) };
+        assert_eq!(rc, 0);
+        st.bThresholdExceeded
+    };
+    assert_eq!(sram(h5), 0);
+    ok(s, &["sram-threshold", "--gpu", "5"]);
+    assert_eq!(sram(h5), 1);
+    let histogram = |h| {
+        let mut v: nvml_wrapper_sys::bindings::nvmlRowRemapperHistogramValues_t =
+            unsafe { std::mem::zeroed() };
+        let rc = unsafe { lib.nvmlDeviceGetRowRemapperHistogram.as_ref().unwrap()(h, &raw mut v) };
+        (rc, [v.max, v.high, v.partial, v.low, v.none])
+    };
+    let (rc, before) = histogram(h5);
+    assert_eq!(rc, 0);
+    ok(s, &["remap-row", "--gpu", "5", "--failure", "true"]);
+    let (_, after) = histogram(h5);
+    assert_eq!(
+        after[4], 1,
+        "a failed remap leaves a bank with no spare rows: {after:?}"
+    );
+    assert_eq!(after.iter().sum::<u32>(), before.iter().sum::<u32>());
+    // GPU 0 is in MIG mode: no histogram, as for remapped rows there.
+    let h0 = unsafe { nvml.device_by_index(0).unwrap().handle() };
+    assert_eq!(histogram(h0).0, 3, "NOT_SUPPORTED on a MIG-enabled GPU");
+
     // Load changes move the P-state.
     let d7 = nvml.device_by_index(7).unwrap();
     assert_eq!(d7.performance_state().unwrap(), PerformanceState::Eight);

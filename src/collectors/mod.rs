@@ -15,6 +15,7 @@ mod clocks;
 mod ecc;
 mod ecc_location;
 mod exporter;
+mod fabric;
 mod fan;
 mod gpm;
 mod info;
@@ -58,6 +59,7 @@ pub static COLLECTORS: &[&Collector] = &[
     &retirement::COLLECTOR,
     &nvlink::COLLECTOR,
     &nvlink_link::COLLECTOR,
+    &fabric::COLLECTOR,
     &xid::COLLECTOR,
     &processes::COLLECTOR,
     &process_memory::COLLECTOR,

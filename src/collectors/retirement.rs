@@ -1,5 +1,7 @@
 //! Memory health after ECC errors: retired pages (before Ampere), remapped
-//! rows (Ampere and newer) and the driver's recovery action.
+//! rows and the row remapper histogram (Ampere and newer), the SRAM error
+//! threshold, and the driver's recovery action. The histogram and the SRAM
+//! threshold are NVIDIA's explicit RMA signals.
 
 use crate::family::Family;
 use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
@@ -37,6 +39,18 @@ pub static COLLECTOR: Collector = Collector {
             help: "1 if a row remap failed: the GPU needs service.",
             kind: Kind::Gauge,
             collect: |s, o| remap_flag(s, o, |r| r.failed),
+        },
+        Metric {
+            name: "nvidia_gpu_remapper_banks",
+            help: "Memory banks by spare rows left for remapping (max, high, partial, low, none).",
+            kind: Kind::Gauge,
+            collect: remapper_banks,
+        },
+        Metric {
+            name: "nvidia_gpu_sram_uncorrectable_threshold_exceeded",
+            help: "1 if uncorrectable SRAM errors crossed NVIDIA's RMA threshold.",
+            kind: Kind::Gauge,
+            collect: sram_threshold,
         },
         Metric {
             name: "nvidia_gpu_recovery_action",
@@ -88,6 +102,22 @@ fn recovery<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     for (g, r) in scope.readings() {
         if let Some(a) = r.recovery_action {
             out.gpu(g).set(a);
+        }
+    }
+}
+
+fn remapper_banks<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for (g, r) in scope.readings() {
+        for &(level, n) in &r.remapper_banks {
+            out.gpu(g).label("spare_rows", level.as_label()).set(n);
+        }
+    }
+}
+
+fn sram_threshold<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for (g, r) in scope.readings() {
+        if let Some(exceeded) = r.sram_threshold_exceeded {
+            out.gpu(g).set(exceeded);
         }
     }
 }

@@ -37,7 +37,9 @@
 //! ECC mode (1) and, with `ecc.by-location` only,
 //! `nvmlDeviceGetMemoryErrorCounter` for location counters the field batch
 //! lacks (SRAM on H100: 4; `tests/sampler_detail_calls.rs`), processes (compute and
-//! graphics, 1-2 calls each). Values that only change on reconfiguration
+//! graphics, 1-2 calls each), the row remapper histogram, SRAM error
+//! status and fabric info (3: RMA signals and NVSwitch registration, which
+//! no field id carries). Values that only change on reconfiguration
 //! (thresholds, max clocks, power limit default/min/max, maximum PCIe link,
 //! supported throttle reasons, fan count, NVLink link count, GPM support)
 //! are re-read every 60 polls; calls that answered "not supported" are
@@ -47,7 +49,7 @@
 //! calls per GPU instance; instance ids and names are read once per MIG
 //! device UUID. Identity (9 calls) is read once per GPU and per NVML
 //! initialization. The simulator's counters put the dgx-h100 fleet (GPUs 0
-//! and 1 in MIG mode) at about 40 calls per GPU per poll on average
+//! and 1 in MIG mode) at about 39 calls per GPU per poll on average
 //! (`tests/sampler_call_counts.rs` prints the breakdown).
 //!
 //! # Counters

@@ -560,3 +560,42 @@ pub fn select_sim_scenario(
     nvml_try(unsafe { select(key.as_ptr()) }).map_err(|e| e.to_string())?;
     Ok(lib)
 }
+
+/// The GPU's fabric registration state (`NVML_GPU_FABRIC_STATE_*`: 1 not
+/// started, 2 in progress, 3 completed) and whether the registration
+/// succeeded, from `nvmlDeviceGetGpuFabricInfo` (Hopper and newer on
+/// NVSwitch systems). `NotSupported` where the GPU has no fabric, including
+/// a state of `NVML_GPU_FABRIC_STATE_NOT_SUPPORTED`.
+pub fn gpu_fabric_info(nvml: &Nvml, device: DeviceHandle) -> Result<(u32, bool), NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetGpuFabricInfo);
+    // SAFETY: POD out-parameter.
+    let mut info: nvmlGpuFabricInfo_t = unsafe { mem::zeroed() };
+    nvml_try(unsafe { f(device, &raw mut info) })?;
+    let state = u32::from(info.state);
+    if state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED {
+        return Err(NvmlError::NotSupported);
+    }
+    Ok((state, info.status == nvmlReturn_enum_NVML_SUCCESS))
+}
+
+/// `bThresholdExceeded` of `nvmlDeviceGetSramEccErrorStatus`: the GPU's
+/// uncorrectable SRAM errors crossed NVIDIA's RMA threshold.
+pub fn sram_threshold_exceeded(nvml: &Nvml, device: DeviceHandle) -> Result<bool, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetSramEccErrorStatus);
+    // SAFETY: POD out-parameter whose version field says which layout we
+    // expect.
+    let mut status: nvmlEccSramErrorStatus_v1_t = unsafe { mem::zeroed() };
+    status.version = struct_version::<nvmlEccSramErrorStatus_v1_t>(1);
+    nvml_try(unsafe { f(device, &raw mut status) })?;
+    Ok(status.bThresholdExceeded != 0)
+}
+
+/// `nvmlDeviceGetRowRemapperHistogram`: how many memory banks have each
+/// level of spare rows left, `[max, high, partial, low, none]`.
+pub fn row_remapper_histogram(nvml: &Nvml, device: DeviceHandle) -> Result<[u32; 5], NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetRowRemapperHistogram);
+    // SAFETY: POD out-parameter.
+    let mut h: nvmlRowRemapperHistogramValues_t = unsafe { mem::zeroed() };
+    nvml_try(unsafe { f(device, &raw mut h) })?;
+    Ok([h.max, h.high, h.partial, h.low, h.none])
+}

@@ -228,3 +228,44 @@ class WebhookReceiver:
     def stop(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+def sim_control(socket_path: Path, request: str) -> str:
+    """One request on the simulated driver's control socket (nvml-sim
+    README, "Control protocol"); the reply must be ok and is returned."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
+        s.connect(str(socket_path))
+        s.sendall(request.encode() + b"\n")
+        reply = s.makefile().readline().strip()
+    assert reply.startswith("ok"), f"{request}: {reply}"
+    return reply
+
+
+class Stack:
+    """The processes of one alerting test and its webhook receiver. On a
+    failed assertion their logs and what reached the receiver are printed
+    (pytest shows them with the failure); at the end every process stops,
+    the last started first."""
+
+    def __init__(self, receiver: "WebhookReceiver"):
+        self.receiver = receiver
+        self.processes: list[Process] = []
+
+    def add(self, process):
+        self.processes.append(process)
+        return process
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and issubclass(exc_type, AssertionError):
+            for p in self.processes:
+                print(f"----- {p.name} log -----\n{p.log()}")
+            for path, alert in self.receiver.alerts():
+                print(path, alert["status"], alert["labels"])
+        for p in reversed(self.processes):
+            p.stop()
+        self.receiver.stop()
+        return False

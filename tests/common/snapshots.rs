@@ -141,7 +141,25 @@ pub fn h100_readings(i: u32) -> GpuReadings {
             pending: false,
             failed: false,
         }),
+        remapper_banks: SpareRows::ALL
+            .iter()
+            .map(|&level| {
+                (
+                    level,
+                    if level == SpareRows::Max {
+                        2559
+                    } else {
+                        u64::from(level == SpareRows::High)
+                    },
+                )
+            })
+            .collect(),
+        sram_threshold_exceeded: Some(false),
         recovery_action: Some(0),
+        fabric: Some(Fabric {
+            state: 3,
+            registered: true,
+        }),
         nvlinks: (0..18)
             .map(|link| NvLink {
                 link,
@@ -444,7 +462,10 @@ pub fn workstation() -> Snapshot {
     r.retired_pages.clear();
     r.retired_pages_pending = None;
     r.remapped_rows = None;
+    r.remapper_banks.clear();
+    r.sram_threshold_exceeded = None;
     r.recovery_action = None;
+    r.fabric = None;
     r.nvlinks.clear();
     r.display_active = Some(true);
     r.graphics_processes = Some(vec![process(1200, "Xorg", 300_000_000, None)]);

@@ -9,7 +9,10 @@
 // the process's first NVML init.
 #![allow(dead_code, clippy::disallowed_methods)]
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -188,4 +191,28 @@ impl std::io::Write for Logs {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// One request to the simulator's control socket; the reply after `ok`.
+pub fn control(socket: &Path, request: &str) -> String {
+    let mut s = UnixStream::connect(socket).expect("simulator control socket");
+    writeln!(s, "{request}").unwrap();
+    let mut reply = String::new();
+    BufReader::new(s).read_line(&mut reply).unwrap();
+    assert!(reply.starts_with("ok"), "{request} -> {reply}");
+    reply[2..].trim().to_string()
+}
+
+/// The simulator's `calls` reply (an inline TOML table) as counts by
+/// function.
+pub fn parse_calls(inline: &str) -> BTreeMap<String, u64> {
+    inline
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .split(',')
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            Some((k.trim().to_string(), v.trim().parse().ok()?))
+        })
+        .collect()
 }

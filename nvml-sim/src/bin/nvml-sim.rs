@@ -32,6 +32,9 @@ commands:
                 [--gpu-instance N] [--compute-instance N]
   process stop --pid P
   load --gpu N --percent P
+  nvlink-state --gpu N --link L --up true|false
+  nvlink-errors --gpu N --link L [--counter replay|recovery|crc-flit|crc-data] [--count N]
+  pcie --gpu N [--width LANES] [--replays N]
   calls | reset-calls | status
   raw '{ action = \"...\", ... }'
 

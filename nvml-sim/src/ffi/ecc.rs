@@ -145,8 +145,10 @@ nvml_fn! {
         nonnull(uncRows)?;
         nonnull(isPending)?;
         nonnull(failureOccurred)?;
+        // NVML does not report remapped rows on a GPU in MIG mode (issue 16's
+        // blind spot): NOT_SUPPORTED there, as on boards without remapping.
         let v = with_gpu(device, |g, _| {
-            if g.model.row_remapping {
+            if g.model.row_remapping && g.mig.is_none() {
                 Ok((g.remap_corr, g.remap_unc, g.remap_pending as u32, g.remap_failure as u32))
             } else {
                 Err(NOT_SUPPORTED)
@@ -156,5 +158,44 @@ nvml_fn! {
         out(uncRows, v.1)?;
         out(isPending, v.2)?;
         out(failureOccurred, v.3)
+    }
+}
+
+nvml_fn! {
+    /// Not supported on a GPU in MIG mode, like `nvmlDeviceGetRemappedRows`
+    /// there (issue 16's blind spot).
+    fn nvmlDeviceGetRowRemapperHistogram(device: nvmlDevice_t, values: *mut nvmlRowRemapperHistogramValues_t) {
+        nonnull(values)?;
+        let [max, high, partial, low, none] = with_gpu(device, |g, _| {
+            if g.model.row_remapping && g.mig.is_none() {
+                Ok(g.remapper_histogram())
+            } else {
+                Err(NOT_SUPPORTED)
+            }
+        })?;
+        out(values, nvmlRowRemapperHistogramValues_t { max, high, partial, low, none })
+    }
+}
+
+nvml_fn! {
+    /// The SRAM counters stay at zero here; only the RMA flag moves (fault
+    /// `sram-threshold`).
+    fn nvmlDeviceGetSramEccErrorStatus(device: nvmlDevice_t, status: *mut nvmlEccSramErrorStatus_t) {
+        nonnull(status)?;
+        let version = (*status).version;
+        if version != struct_version::<nvmlEccSramErrorStatus_v1_t>(1) {
+            return Err(VERSION_MISMATCH);
+        }
+        let exceeded = ecc_gpu(device, |g| {
+            if g.model.row_remapping {
+                Ok(g.sram_threshold_exceeded)
+            } else {
+                Err(NOT_SUPPORTED)
+            }
+        })?;
+        let mut v: nvmlEccSramErrorStatus_v1_t = std::mem::zeroed();
+        v.version = version;
+        v.bThresholdExceeded = u32::from(exceeded);
+        out(status, v)
     }
 }

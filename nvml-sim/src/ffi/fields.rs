@@ -236,7 +236,7 @@ fn field_value(
             if links == 0 || scope >= links {
                 Err(NOT_SUPPORTED)
             } else {
-                Ok(U32(1))
+                Ok(U32(u32::from(g.nvlink_active(scope))))
             }
         }
         NVML_FI_DEV_NVLINK_GET_VERSION => {
@@ -285,7 +285,8 @@ fn field_value(
         | NVML_FI_DEV_REMAPPED_UNC
         | NVML_FI_DEV_REMAPPED_PENDING
         | NVML_FI_DEV_REMAPPED_FAILURE => {
-            if !m.row_remapping {
+            // Not supported on a GPU in MIG mode, like nvmlDeviceGetRemappedRows.
+            if !m.row_remapping || g.mig.is_some() {
                 return Err(NOT_SUPPORTED);
             }
             Ok(U32(match id {

@@ -19,8 +19,8 @@ fn nvlink_gpu<T>(device: nvmlDevice_t, link: u32, f: impl FnOnce(&Gpu, f64) -> R
 nvml_fn! {
     fn nvmlDeviceGetNvLinkState(device: nvmlDevice_t, link: c_uint, isActive: *mut nvmlEnableState_t) {
         nonnull(isActive)?;
-        nvlink_gpu(device, link, |_, _| Ok(()))?;
-        out(isActive, 1)
+        let active = nvlink_gpu(device, link, |g, _| Ok(g.nvlink_active(link)))?;
+        out(isActive, u32::from(active))
     }
 }
 
@@ -32,5 +32,24 @@ nvml_fn! {
         }
         let v = nvlink_gpu(device, link, |g, _| Ok(g.nvlink_errors(link)[counter as usize]))?;
         out(counterValue, v)
+    }
+}
+
+nvml_fn! {
+    /// NVSwitch boards (Hopper and newer with NVLink) report their fabric
+    /// registration; others answer NOT_SUPPORTED.
+    fn nvmlDeviceGetGpuFabricInfo(device: nvmlDevice_t, gpuFabricInfo: *mut nvmlGpuFabricInfo_t) {
+        nonnull(gpuFabricInfo)?;
+        let (state, status, index) = with_gpu(device, |g, _| {
+            if g.model.nvswitch_fabric() {
+                Ok((g.fabric_state, g.fabric_status, g.index))
+            } else {
+                Err(NOT_SUPPORTED)
+            }
+        })?;
+        let mut cluster = [0u8; 16];
+        cluster[0] = 0x5a;
+        cluster[15] = 1;
+        out(gpuFabricInfo, nvmlGpuFabricInfo_t { clusterUuid: cluster, status, cliqueId: 1 + index / 8, state })
     }
 }

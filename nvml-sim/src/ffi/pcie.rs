@@ -39,7 +39,7 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetCurrPcieLinkWidth(device: nvmlDevice_t, currLinkWidth: *mut c_uint) {
         nonnull(currLinkWidth)?;
-        let v = with_gpu(device, |g, _| Ok(g.model.pcie_width))?;
+        let v = with_gpu(device, |g, _| Ok(g.pcie_width))?;
         out(currLinkWidth, v)
     }
 }

@@ -9,6 +9,7 @@
 
 mod clocks;
 mod ecc;
+mod fabric;
 mod fan;
 mod gpm;
 mod info;
@@ -199,6 +200,9 @@ impl<'n> GpuSampler<'n> {
         }
         if on(Family::Nvlink) {
             nvlink.sample(&mut g, &scalar, r);
+        }
+        if on(Family::Fabric) {
+            fabric::sample(&mut g, r);
         }
         if on(Family::Processes) || on(Family::ProcessMemory) {
             processes.sample(&mut g, on(Family::ProcessMemory), mig_enabled, r);

@@ -1,7 +1,10 @@
 //! Retired pages, remapped rows and the recovery action
 //! (`nvidia_gpu_retired_pages*`, `nvidia_gpu_remapped_rows*`,
-//! `nvidia_gpu_recovery_action`). All from the field batch where the driver
-//! has them, with the dedicated calls as fallbacks.
+//! `nvidia_gpu_recovery_action`), all from the field batch where the driver
+//! has them, with the dedicated calls as fallbacks; and NVIDIA's two RMA
+//! signals that only dedicated calls give: the row remapper histogram
+//! (`nvidia_gpu_remapper_banks`) and the SRAM error threshold
+//! (`nvidia_gpu_sram_uncorrectable_threshold_exceeded`).
 
 use nvml_wrapper::enum_wrappers::device::RetirementCause as NvCause;
 
@@ -10,7 +13,7 @@ use super::super::raw;
 use super::scalar::Scalar;
 use super::Gpu;
 use crate::family::Family;
-use crate::snapshot::{GpuReadings, RemappedRows, RetirementCause};
+use crate::snapshot::{GpuReadings, RemappedRows, RetirementCause, SpareRows};
 
 pub fn sample(g: &mut Gpu<'_, '_>, scalar: &Scalar, r: &mut GpuReadings) {
     let fam = Family::Retirement.name();
@@ -64,6 +67,19 @@ pub fn sample(g: &mut Gpu<'_, '_>, scalar: &Scalar, r: &mut GpuReadings) {
                 failed,
             }),
     };
+    // NVML answers NOT_SUPPORTED on a GPU in MIG mode, as for remapped rows.
+    if let Some(banks) = c.run_unless_absent("remapper_histogram", fam, || {
+        raw::row_remapper_histogram(nvml, h)
+    }) {
+        r.remapper_banks = SpareRows::ALL
+            .iter()
+            .zip(banks)
+            .map(|(&level, n)| (level, u64::from(n)))
+            .collect();
+    }
+    r.sram_threshold_exceeded = c.run_unless_absent("sram_ecc_status", fam, || {
+        raw::sram_threshold_exceeded(nvml, h)
+    });
     r.recovery_action = scalar
         .u64(fields::RECOVERY_ACTION)
         .and_then(|v| u32::try_from(v).ok());
