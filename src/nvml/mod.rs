@@ -37,9 +37,10 @@
 //! ECC mode (1) and, with `ecc.by-location` only,
 //! `nvmlDeviceGetMemoryErrorCounter` for location counters the field batch
 //! lacks (SRAM on H100: 4; `tests/sampler_detail_calls.rs`), processes (compute and
-//! graphics, 1 call each: `RunningProcessDetailList` where the branch
-//! exports it, else the `_v3` list read in one buffer sized for the larger
-//! R535 entries), the row remapper histogram, SRAM error
+//! graphics, 1 call each, more only when a list outgrows the first buffer:
+//! `RunningProcessDetailList` where the branch exports it, else the `_v3`
+//! list in a buffer sized for R535's larger entries), the row remapper
+//! histogram, SRAM error
 //! status and fabric info (3: RMA signals and NVSwitch registration, which
 //! no field id carries). Values that only change on reconfiguration
 //! (thresholds, max clocks, power limit default/min/max, maximum PCIe link,
