@@ -154,6 +154,8 @@ pub struct Sim {
     /// GPUs whose handles answer NO_PERMISSION (scenario `denied`).
     pub denied: Vec<u32>,
     pub host_pid_namespace: bool,
+    /// Scenario `gpm_absent_engines = "not_supported"`.
+    pub gpm_absent_engines_unsupported: bool,
 }
 
 /// FNV-1a: stable across runs and platforms, so UUIDs and serials are too.
@@ -689,6 +691,7 @@ impl Sim {
             privileged: scenario.privileged,
             denied: scenario.denied.clone(),
             host_pid_namespace: scenario.host_pid_namespace,
+            gpm_absent_engines_unsupported: scenario.gpm_absent_engines_unsupported,
         }
     }
 

@@ -36,6 +36,11 @@ pub struct Scenario {
     /// The caller shares the host's PID namespace; `false` (a container
     /// without hostPID) makes `nvmlSystemGetProcessName` answer NOT_FOUND.
     pub host_pid_namespace: bool,
+    /// What `nvmlGpmMetricsGet` answers for decoder, JPEG and OFA ids past
+    /// the engines a GPU (instance) has: `false`, 0 with SUCCESS; `true`,
+    /// NOT_SUPPORTED (scenario `gpm_absent_engines`). NVIDIA does not
+    /// document which; the exporter must be right either way.
+    pub gpm_absent_engines_unsupported: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -98,6 +103,7 @@ struct RawScenario {
     privileged: Option<bool>,
     denied: Option<toml::Spanned<Vec<u32>>>,
     host_pid_namespace: Option<bool>,
+    gpm_absent_engines: Option<toml::Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -435,6 +441,21 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         privileged: raw.privileged.unwrap_or(base_privileged),
         denied,
         host_pid_namespace: raw.host_pid_namespace.unwrap_or(true),
+        gpm_absent_engines_unsupported: match &raw.gpm_absent_engines {
+            None => false,
+            Some(v) => match v.get_ref().as_str() {
+                "zero" => false,
+                "not_supported" => true,
+                other => {
+                    return Err(err(
+                        Some(v.span().start),
+                        format!(
+                        "gpm_absent_engines = \"{other}\": expected \"zero\" or \"not_supported\""
+                    ),
+                    ))
+                }
+            },
+        },
     })
 }
 

@@ -205,6 +205,17 @@ pub fn gpu_instance_id(nvml: &Nvml, device: DeviceHandle) -> Result<u32, NvmlErr
     Ok(id)
 }
 
+/// The decoder, JPEG and OFA engines of a MIG device's GPU instance
+/// (`nvmlDeviceGetAttributes_v2`, which answers for MIG device handles).
+pub fn mig_engine_counts(nvml: &Nvml, device: DeviceHandle) -> Result<[u32; 3], NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetAttributes_v2);
+    // SAFETY: POD; zeroed is a valid value.
+    let mut a: nvmlDeviceAttributes_t = unsafe { mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    nvml_try(unsafe { f(device, &raw mut a) })?;
+    Ok([a.sharedDecoderCount, a.sharedJpegCount, a.sharedOfaCount])
+}
+
 pub fn compute_instance_id(nvml: &Nvml, device: DeviceHandle) -> Result<u32, NvmlError> {
     let f = sym!(nvml, nvmlDeviceGetComputeInstanceId);
     let mut id = 0u32;

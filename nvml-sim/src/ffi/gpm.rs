@@ -121,7 +121,16 @@ fn metric_info(id: u32) -> Option<(&'static CStr, &'static CStr, &'static CStr)>
 }
 
 /// Metric value for an average activity `u` (percent) over the interval.
-fn metric_value(id: u32, u: f64, mig: bool, links: u32, decoders: u32) -> R<f64> {
+/// `engines`: the decoder, JPEG and OFA engines present; `absent`: the
+/// answer for ids past them.
+fn metric_value(
+    id: u32,
+    u: f64,
+    mig: bool,
+    links: u32,
+    engines: [u32; 3],
+    absent: R<f64>,
+) -> R<f64> {
     let share = |f: f64| Ok((u * f).clamp(0.0, 100.0));
     match id {
         1 => share(1.0),
@@ -136,22 +145,10 @@ fn metric_value(id: u32, u: f64, mig: bool, links: u32, decoders: u32) -> R<f64>
         11 => share(0.04),
         12 => share(0.30),
         13 => share(0.22),
-        30..=37 => {
-            if id - 30 < decoders {
-                share(0.1)
-            } else {
-                Ok(0.0)
-            }
-        }
-        40..=47 => {
-            if id - 40 < decoders {
-                share(0.05)
-            } else {
-                Ok(0.0)
-            }
-        }
-        50 => share(0.02),
-        51 => Ok(0.0),
+        30..=37 if id - 30 < engines[0] => share(0.1),
+        40..=47 if id - 40 < engines[1] => share(0.05),
+        50 | 51 if id - 50 < engines[2] => share(0.02),
+        30..=37 | 40..=47 | 50 | 51 => absent,
         // Interconnect metrics exist for whole GPUs only.
         20 | 21 | 60..=97 if mig => Err(NOT_SUPPORTED),
         20 => Ok(2.0 + u * 8.8),
@@ -193,12 +190,20 @@ nvml_fn! {
         let g = &sim.gpus[s1.0 as usize];
         let (t1, t2) = if s1.2 <= s2.2 { (s1.2, s2.2) } else { (s2.2, s1.2) };
         let u = g.avg_util(s1.1, t1, t2);
-        let decoders = match s1.1.and_then(|gi| g.instance(gi)) {
-            Some(i) => i.profile.decoders,
-            None => 7,
+        // A GPU instance has its profile's engines; a whole GPU those of
+        // its largest profile (H100: 7 decoders, 7 JPEG, 1 OFA).
+        let profile = match s1.1 {
+            Some(gi) => g.instance(gi).map(|i| i.profile),
+            None => g.model.mig_profiles.iter().max_by_key(|p| p.slices),
+        };
+        let engines = profile.map_or([7, 7, 1], |p| [p.decoders, p.jpegs, p.ofas]);
+        let absent = if sim.gpm_absent_engines_unsupported {
+            Err(NOT_SUPPORTED)
+        } else {
+            Ok(0.0)
         };
         for m in mg.metrics.iter_mut().take(n) {
-            match metric_value(m.metricId, u, s1.1.is_some(), g.model.nvlinks, decoders) {
+            match metric_value(m.metricId, u, s1.1.is_some(), g.model.nvlinks, engines, absent) {
                 Ok(v) => {
                     m.value = v;
                     m.nvmlReturn = SUCCESS;

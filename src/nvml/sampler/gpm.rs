@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::ops::RangeInclusive;
 
+use nvml_wrapper::enums::device::DeviceArchitecture;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
 
@@ -39,13 +40,68 @@ impl<'n> State<'n> {
         r: &mut GpuReadings,
         mig_enabled: bool,
         ids: &[u32],
+        architecture: Option<&DeviceArchitecture>,
     ) {
         // With MIG on, activity is per GPU instance (nvmlGpmMigSampleGet).
         if mig_enabled || !self.supported(g) {
             return;
         }
         let h = g.handle;
-        r.activity = self.whole.step(g.nvml, g.calls, ids, |b| b.fill(h));
+        let engines = Engines::whole_gpu(architecture);
+        r.activity = self
+            .whole
+            .step(g.nvml, g.calls, ids, engines, |b| b.fill(h));
+    }
+}
+
+/// How many decoder (NVDEC), JPEG (NVJPG) and optical flow (OFA) engines a
+/// GPU or GPU instance has. GPM names 8, 8 and 2 ids for them, one per
+/// engine that could exist; whether a driver answers an error or 0/SUCCESS
+/// for ids past the engines present is not documented, and a 0 would pull
+/// the average down. Counted, the average is over engines that exist either
+/// way; uncounted, over the ids that answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Engines {
+    pub decoders: u32,
+    pub jpegs: u32,
+    pub ofas: u32,
+}
+
+impl Engines {
+    /// Every GPM-capable Hopper board (H100, H200, H800, H20, GH200) is the
+    /// GH100 die: 7 NVDEC, 7 NVJPG and 1 OFA (NVIDIA H100 Tensor Core GPU
+    /// architecture whitepaper). NVML has no engine count for a whole GPU
+    /// (`nvmlDeviceGetAttributes` answers for MIG devices, GPU instance
+    /// profiles only in MIG mode), so newer architectures go uncounted
+    /// until their counts are known.
+    const GH100: Engines = Engines {
+        decoders: 7,
+        jpegs: 7,
+        ofas: 1,
+    };
+
+    pub fn whole_gpu(architecture: Option<&DeviceArchitecture>) -> Option<Engines> {
+        matches!(architecture, Some(DeviceArchitecture::Hopper)).then_some(Self::GH100)
+    }
+
+    /// From `nvmlDeviceGetAttributes_v2` of a MIG device: decoders, JPEG
+    /// engines, OFAs of its GPU instance.
+    pub fn from_counts([decoders, jpegs, ofas]: [u32; 3]) -> Engines {
+        Engines {
+            decoders,
+            jpegs,
+            ofas,
+        }
+    }
+
+    fn of(self, metric: GpmMetric) -> Option<usize> {
+        let n = match metric {
+            GpmMetric::NvDec => self.decoders,
+            GpmMetric::NvJpg => self.jpegs,
+            GpmMetric::NvOfa => self.ofas,
+            _ => return None,
+        };
+        usize::try_from(n).ok()
     }
 }
 
@@ -59,12 +115,14 @@ pub struct GpmPair<'n> {
 
 impl<'n> GpmPair<'n> {
     /// Takes a sample with `fill` and, when a previous one exists, returns
-    /// the ratios of the metrics `ids` (from [`request_ids`]) between the two.
+    /// the ratios of the metrics `ids` (from [`request_ids`]) between the
+    /// two, per-engine metrics averaged over `engines` where counted.
     pub fn step(
         &mut self,
         nvml: &'n Nvml,
         calls: &mut Calls<'_>,
         ids: &[u32],
+        engines: Option<Engines>,
         fill: impl FnOnce(&mut GpmBuffer<'n>) -> Result<(), NvmlError>,
     ) -> Vec<(GpmMetric, f64)> {
         let family = Family::Gpm.name();
@@ -98,7 +156,7 @@ impl<'n> GpmPair<'n> {
                         }
                     })
                     .collect();
-                out = ratios(&by_id);
+                out = ratios(&by_id, engines);
             }
         }
         self.scratch = self.prev.take();
@@ -138,12 +196,16 @@ pub fn request_ids(all_metrics: bool) -> Vec<u32> {
 }
 
 /// Maps GPM results (percent) to ratios; per-engine decoder, JPEG and OFA
-/// utilizations are averaged over the engines the GPU reports.
-fn ratios(by_id: &HashMap<u32, f64>) -> Vec<(GpmMetric, f64)> {
+/// utilizations are averaged over the engines that exist where `engines`
+/// counts them, else over the ids that answered. A GPU instance without
+/// such an engine has no value, not 0.
+fn ratios(by_id: &HashMap<u32, f64>, engines: Option<Engines>) -> Vec<(GpmMetric, f64)> {
     GpmMetric::ALL
         .iter()
         .filter_map(|&m| {
+            let present = engines.and_then(|e| e.of(m)).unwrap_or(usize::MAX);
             let vals: Vec<f64> = metric_ids(m)
+                .take(present)
                 .filter_map(|id| by_id.get(&id).copied())
                 .collect();
             (!vals.is_empty()).then(|| {
@@ -164,7 +226,7 @@ mod tests {
         by_id.insert(2, 50.0);
         by_id.insert(30, 10.0);
         by_id.insert(31, 30.0);
-        let got = ratios(&by_id);
+        let got = ratios(&by_id, None);
         assert!(got.contains(&(GpmMetric::Sm, 0.5)));
         assert!(got.contains(&(GpmMetric::NvDec, 0.2)));
         assert!(!got.iter().any(|(m, _)| *m == GpmMetric::Graphics));
@@ -182,6 +244,30 @@ mod tests {
         }
         // Every requested id maps back to a metric.
         let by_id: HashMap<u32, f64> = all.iter().map(|&id| (id, 50.0)).collect();
-        assert_eq!(ratios(&by_id).len(), GpmMetric::ALL.len());
+        assert_eq!(ratios(&by_id, None).len(), GpmMetric::ALL.len());
+    }
+
+    #[test]
+    fn engines_that_do_not_exist_are_not_averaged_in() {
+        // A whole H100 where the driver answers 0 for the 8th decoder and
+        // JPEG id and the 2nd OFA id.
+        let mut by_id: HashMap<u32, f64> = (30..=36).chain(40..=46).map(|id| (id, 40.0)).collect();
+        by_id.extend([(37, 0.0), (47, 0.0), (50, 20.0), (51, 0.0)]);
+        let gh100 = Engines::whole_gpu(Some(&DeviceArchitecture::Hopper));
+        let got = ratios(&by_id, gh100);
+        assert!(got.contains(&(GpmMetric::NvDec, 0.4)), "{got:?}");
+        assert!(got.contains(&(GpmMetric::NvJpg, 0.4)), "{got:?}");
+        assert!(got.contains(&(GpmMetric::NvOfa, 0.2)), "{got:?}");
+        // Uncounted, the zeros pull the averages down: what counting fixes.
+        let uncounted = ratios(&by_id, None);
+        assert!(
+            uncounted.contains(&(GpmMetric::NvDec, 0.35)),
+            "{uncounted:?}"
+        );
+        // A GPU instance with no OFA has no OFA value at all.
+        let slice = Engines::from_counts([1, 1, 0]);
+        let got = ratios(&by_id, Some(slice));
+        assert!(got.contains(&(GpmMetric::NvDec, 0.4)), "{got:?}");
+        assert!(!got.iter().any(|(m, _)| *m == GpmMetric::NvOfa), "{got:?}");
     }
 }

@@ -12,7 +12,7 @@ use nvml_wrapper::Nvml;
 use super::super::calls::{Calls, Got};
 use super::super::fields::mig_profile_from_name;
 use super::super::raw::{self, DeviceHandle};
-use super::gpm::GpmPair;
+use super::gpm::{Engines, GpmPair};
 use super::{memory, Gpu};
 use crate::family::Family;
 use crate::snapshot::{GpuReadings, MigComputeInstance, MigGpuInstance, MigMemory, ModePair};
@@ -51,6 +51,8 @@ pub struct State<'n> {
     /// GPM samples per GPU instance, keyed by (gpu instance id, profile) so
     /// an instance recreated with another shape starts afresh.
     gpm: HashMap<(u32, String), GpmPair<'n>>,
+    /// Decoder, JPEG and OFA engines per GPU instance, keyed alike.
+    engines: HashMap<(u32, String), Option<Engines>>,
 }
 
 impl<'n> State<'n> {
@@ -61,6 +63,7 @@ impl<'n> State<'n> {
             max_devices: None,
             known: HashMap::new(),
             gpm: HashMap::new(),
+            engines: HashMap::new(),
         }
     }
 
@@ -161,14 +164,19 @@ impl<'n> State<'n> {
             .map(|gi| (gi.gpu_instance, gi.profile.clone()))
             .collect();
         self.gpm.retain(|key, _| live.contains(key));
+        self.engines.retain(|key, _| live.contains(key));
         if let Some(ids) = gpm_ids {
             for gi in instances.values_mut() {
-                let pair = self
-                    .gpm
-                    .entry((gi.gpu_instance, gi.profile.clone()))
-                    .or_default();
+                let key = (gi.gpu_instance, gi.profile.clone());
+                let engines = *self.engines.entry(key.clone()).or_insert_with(|| {
+                    let h = *first_device.get(&gi.gpu_instance)?;
+                    c.run(Family::Gpm.name(), || raw::mig_engine_counts(nvml, h))
+                        .value()
+                        .map(Engines::from_counts)
+                });
+                let pair = self.gpm.entry(key).or_default();
                 let id = gi.gpu_instance;
-                gi.activity = pair.step(nvml, c, ids, |b| b.fill_mig(parent, id));
+                gi.activity = pair.step(nvml, c, ids, engines, |b| b.fill_mig(parent, id));
             }
         }
         instances.into_values().collect()

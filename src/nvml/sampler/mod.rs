@@ -168,7 +168,7 @@ impl<'n> GpuSampler<'n> {
             utilization::sample(&mut g, r);
         }
         if on(Family::Gpm) {
-            gpm.sample(&mut g, r, mig_enabled, &gpm_ids);
+            gpm.sample(&mut g, r, mig_enabled, &gpm_ids, architecture.as_ref());
         }
         if on(Family::Memory) {
             memory::sample(&mut g, mig_enabled, r);
