@@ -7,25 +7,8 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use common::{samples, Exporter, Sample};
-
-fn scrape_until(e: &Exporter, what: &str, pred: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let text = e.scrape();
-        if pred(&text) {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; last scrape:\n{text}\nlog:\n{}",
-            e.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// One H100 running `n` compute processes (an MPS server's clients, say),
 /// pids 5000.., memory 100 + i MiB, on driver `driver`.
@@ -81,7 +64,7 @@ fn every_process_of_a_busy_gpu_with_its_memory_on_each_branch() {
         let scenario = many_processes(&dir, driver, 20);
         let e = Exporter::simulate(scenario.to_str().unwrap(), &["--collector.process_memory"]);
         e.wait_ready();
-        let text = scrape_until(&e, "process memory series", |t| {
+        let text = e.scrape_until("process memory series", |t| {
             t.contains("nvidia_gpu_process_memory_used_bytes{")
         });
         let want: BTreeSet<(u32, u64)> = (0..20)
@@ -176,7 +159,7 @@ fn field_backed_families_follow_the_driver_branch_as_documented() {
         let major: u32 = driver[..3].parse().unwrap();
         let e = Exporter::simulate_env("faults", &[], &[("NVML_SIM_DRIVER", driver)]);
         e.wait_ready();
-        let text = scrape_until(&e, "GPU 6's throttle series", |t| {
+        let text = e.scrape_until("GPU 6's throttle series", |t| {
             t.contains("nvidia_gpu_clock_throttle_seconds_total{") && t.contains("gpu=\"6\"")
         });
         let s = samples(&text);

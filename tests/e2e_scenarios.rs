@@ -5,27 +5,8 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
 
 use common::{families, samples, Exporter, Sample};
-
-/// Waits until `pred` holds on a scrape (some readings need two polls, e.g.
-/// GPM rates), returning that scrape.
-fn scrape_until(e: &Exporter, what: &str, pred: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let text = e.scrape();
-        if pred(&text) {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; last scrape:\n{text}\nlog:\n{}",
-            e.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 fn by_family(samples: &[Sample]) -> BTreeMap<&str, Vec<&Sample>> {
     let mut m: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
@@ -261,7 +242,7 @@ fn dgx_h100_contract(driver_version: &str) {
             "0",
         ],
     );
-    let text = scrape_until(&e, "XIDs and GPM rates", |t| {
+    let text = e.scrape_until("XIDs and GPM rates", |t| {
         t.contains("nvidia_gpu_xid_errors_total{gpu=\"0\"")
             && t.contains("nvidia_gpu_xid_errors_total{gpu=\"3\"")
             && common::dgx_h100_gpm_complete(t)
@@ -370,7 +351,7 @@ fn dgx_h100_mig_instances_and_their_labels() {
         "dgx-h100",
         &["--collector.process_memory", "--collector.mig.memory-free"],
     );
-    let text = scrape_until(&e, "MIG activity", common::dgx_h100_gpm_complete);
+    let text = e.scrape_until("MIG activity", common::dgx_h100_gpm_complete);
     let all = samples(&text);
     let fams = by_family(&all);
 
@@ -455,7 +436,7 @@ fn dgx_h100_mig_instances_and_their_labels() {
 #[test]
 fn workstation_has_no_ecc_mig_or_nvlink_families() {
     let e = Exporter::ready("workstation", &[]);
-    let text = scrape_until(&e, "a full sample", |t| {
+    let text = e.scrape_until("a full sample", |t| {
         t.contains("\nnvidia_gpu_fan_speed_ratio{")
     });
     let fams = families(&text);

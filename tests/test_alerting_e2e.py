@@ -57,6 +57,21 @@ def alertmanager_config(receiver_url: str) -> dict:
     return cfg
 
 
+def start_stack(stack: Stack, workdir: Path, scenario: str, env: dict, name: str | None = None):
+    """The exporter on `scenario`, Alertmanager with the shipped routing
+    pointed at the stack's receiver, and Prometheus with the shipped rules
+    (shortened `for:`), all ready: returns (exporter, alertmanager, prometheus)."""
+    exporter = stack.add(Exporter(workdir, scenario, interval="500ms", name=name, env=env))
+    am = stack.add(Alertmanager(workdir, alertmanager_config(stack.receiver.url)))
+    am.wait_ready()
+    exporter.wait_ready()
+    prom = stack.add(Prometheus(workdir, {JOB: [exporter.address]}, shortened_rules(workdir),
+                                alertmanager=am.address))
+    prom.wait_ready()
+    prom.wait_targets_up(1)
+    return exporter, am, prom
+
+
 def find(alerts, **labels):
     return [(path, a) for path, a in alerts
             if all(a["labels"].get(k) == v for k, v in labels.items())]
@@ -85,15 +100,8 @@ def test_faults_reach_the_receiver_with_the_right_labels(tmp_path, node):
         scenario = str(path)
     with Stack(WebhookReceiver()) as stack:
         receiver = stack.receiver
-        exporter = stack.add(Exporter(tmp_path, scenario, interval="500ms", name="exporter",
-                                      env={"NVML_SIM_TIME_SCALE": str(TIME_SCALE)}))
-        am = stack.add(Alertmanager(tmp_path, alertmanager_config(receiver.url)))
-        am.wait_ready()
-        exporter.wait_ready()
-        prom = stack.add(Prometheus(tmp_path, {JOB: [exporter.address]}, shortened_rules(tmp_path),
-                                    alertmanager=am.address))
-        prom.wait_ready()
-        prom.wait_targets_up(1)
+        exporter, am, prom = start_stack(stack, tmp_path, scenario, name="exporter",
+                                         env={"NVML_SIM_TIME_SCALE": str(TIME_SCALE)})
         uuids = {r["metric"]["gpu"]: r["metric"]["uuid"] for r in prom.query("nvidia_gpu_info")}
         assert len(uuids) == 8, uuids
 
@@ -179,15 +187,8 @@ def test_an_nvlink_link_going_down_pages(tmp_path):
     control = tmp_path / "sim.sock"
     with Stack(WebhookReceiver()) as stack:
         receiver = stack.receiver
-        exporter = stack.add(Exporter(tmp_path, "dgx-h100", interval="500ms",
-                                      env={"NVML_SIM_CONTROL": str(control)}))
-        am = stack.add(Alertmanager(tmp_path, alertmanager_config(receiver.url)))
-        am.wait_ready()
-        exporter.wait_ready()
-        prom = stack.add(Prometheus(tmp_path, {JOB: [exporter.address]}, shortened_rules(tmp_path),
-                                    alertmanager=am.address))
-        prom.wait_ready()
-        prom.wait_targets_up(1)
+        exporter, _, prom = start_stack(stack, tmp_path, "dgx-h100",
+                                        env={"NVML_SIM_CONTROL": str(control)})
         # Let Prometheus see every link up first, as on a healthy node.
         wait_until(lambda: len(prom.query('nvidia_gpu_nvlink_links{state="up"} == 18')) == 8, 30,
                    "18 links up on every GPU")

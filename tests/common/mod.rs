@@ -272,6 +272,25 @@ impl Exporter {
         Response::parse(&buf)
     }
 
+    /// Scrapes until `pred` holds (some readings need two polls, e.g. GPM
+    /// rates), returning that scrape; fails after a minute showing the last
+    /// scrape and the log.
+    pub fn scrape_until(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let text = self.scrape();
+            if pred(&text) {
+                return text;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; last scrape:\n{text}\nlog:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// The text-format exposition (no gzip), asserting a 200.
     pub fn scrape(&self) -> String {
         let r = self.get(&self.telemetry_path());
