@@ -7,13 +7,14 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// One DER element: tag byte and contents.
-struct Tlv<'a> {
-    tag: u8,
-    value: &'a [u8],
+pub(super) struct Tlv<'a> {
+    pub(super) tag: u8,
+    pub(super) value: &'a [u8],
 }
 
-/// Splits the first DER element off `input`.
-fn next_tlv(input: &[u8]) -> Option<(Tlv<'_>, &[u8])> {
+/// Splits the first DER element off `input` (also the certificate
+/// validity reader's, `validity.rs`).
+pub(super) fn next_tlv(input: &[u8]) -> Option<(Tlv<'_>, &[u8])> {
     let (&tag, rest) = input.split_first()?;
     if tag & 0x1f == 0x1f {
         return None; // high tag numbers never occur in the structures we walk

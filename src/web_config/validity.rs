@@ -51,23 +51,11 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// One DER element: (tag, contents, what follows it).
+/// One DER element: (tag, contents, what follows it), read by the one DER
+/// walker of this module tree.
 fn element(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = input.split_first()?;
-    let (&first, rest) = rest.split_first()?;
-    let (len, rest) = if first < 0x80 {
-        (usize::from(first), rest)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let len = rest[..n]
-            .iter()
-            .fold(0usize, |acc, &b| (acc << 8) | usize::from(b));
-        (len, &rest[n..])
-    };
-    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+    let (tlv, rest) = super::san::next_tlv(input)?;
+    Some((tlv.tag, tlv.value, rest))
 }
 
 fn digits(s: &[u8]) -> Option<u32> {
