@@ -147,15 +147,7 @@ fn field_backed_families_follow_the_driver_branch_as_documented() {
         table.len() >= 3,
         "pcie bytes, recovery action and throttle durations are documented"
     );
-    for driver in [
-        "535.183.01",
-        "545.29.06",
-        "550.127.05",
-        "560.35.03",
-        "570.133.20",
-        "580.65.06",
-        "580.95.05",
-    ] {
+    for driver in common::DRIVER_VERSIONS {
         let major: u32 = driver[..3].parse().unwrap();
         let e = Exporter::simulate_env("faults", &[], &[("NVML_SIM_DRIVER", driver)]);
         e.wait_ready();

@@ -195,15 +195,7 @@ const NEEDS_BRANCH: &[(&str, u32)] = &[
 /// families everywhere, less those the branch cannot have.
 #[test]
 fn dgx_h100_serves_every_contract_family() {
-    for driver in [
-        "535.183.01",
-        "545.29.06",
-        "550.127.05",
-        "560.35.03",
-        "570.133.20",
-        "580.65.06",
-        "580.95.05",
-    ] {
+    for driver in common::DRIVER_VERSIONS {
         dgx_h100_contract(driver);
     }
 }

@@ -55,6 +55,18 @@ pub struct Exporter {
     telemetry_path: String,
 }
 
+/// One version of every driver personality nvml-sim has, both sides of
+/// R580's 580.82 field renumbering included.
+pub const DRIVER_VERSIONS: [&str; 7] = [
+    "535.183.01",
+    "545.29.06",
+    "550.127.05",
+    "560.35.03",
+    "570.133.20",
+    "580.65.06",
+    "580.95.05",
+];
+
 impl Exporter {
     /// Starts the exporter on `scenario` with a fast interval, plus `extra`
     /// flags, and waits until it listens.
