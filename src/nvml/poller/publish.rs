@@ -126,13 +126,18 @@ mod tests {
                 .expect("uptime above 10 s"),
             SystemTime::now(),
         );
-        let snap = build_snapshot(
-            &shared,
-            Some(2),
-            None,
-            Duration::from_secs(5),
-            Duration::from_secs(1),
-        );
+        // A snapshot of the device count given: calls stuck over 5 s, 1 s
+        // interval.
+        let round = |gpus| {
+            build_snapshot(
+                &shared,
+                gpus,
+                None,
+                Duration::from_secs(5),
+                Duration::from_secs(1),
+            )
+        };
+        let snap = round(Some(2));
         assert!(snap.nvml_up && snap.ready);
         assert_eq!(snap.gpus[0].health, Health::Up);
         assert!(snap.gpus[0].readings.is_some());
@@ -145,22 +150,10 @@ mod tests {
         );
 
         slot1.tracker.exit();
-        let snap = build_snapshot(
-            &shared,
-            Some(2),
-            None,
-            Duration::from_secs(5),
-            Duration::from_secs(1),
-        );
+        let snap = round(Some(2));
         assert_eq!(snap.gpus[1].health, Health::Up);
 
-        let down = build_snapshot(
-            &shared,
-            None,
-            None,
-            Duration::from_secs(5),
-            Duration::from_secs(1),
-        );
+        let down = round(None);
         assert!(!down.nvml_up && !down.ready);
         assert!(down
             .gpus
