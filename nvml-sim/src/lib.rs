@@ -14,7 +14,10 @@ pub mod ffi;
 pub mod fleet;
 pub mod host;
 pub mod model;
+pub mod personality;
 pub mod scenario;
+pub mod settings;
+pub mod state;
 
 pub use ffi::clocks::*;
 pub use ffi::device::*;

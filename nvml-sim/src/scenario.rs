@@ -412,7 +412,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
     timeline.sort_by(|a, b| a.0.total_cmp(&b.0));
     let driver = match &raw.driver {
         Some(d) => {
-            crate::driver::Personality::parse(d.get_ref())
+            crate::personality::Personality::parse(d.get_ref())
                 .map_err(|m| err(Some(d.span().start), m))?;
             Some(d.get_ref().clone())
         }

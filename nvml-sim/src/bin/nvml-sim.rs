@@ -161,7 +161,7 @@ fn main() -> ExitCode {
         }
         _ => {}
     }
-    let mut socket = std::env::var("NVML_SIM_CONTROL").ok();
+    let mut socket = nvml_sim::settings::control_socket().map(|p| p.to_string_lossy().into_owned());
     if args[0] == "--socket" {
         if args.len() < 2 {
             eprintln!("nvml-sim: --socket needs a path");

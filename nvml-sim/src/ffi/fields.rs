@@ -13,7 +13,7 @@ enum FieldValue {
 
 fn field_value(
     g: &Gpu,
-    driver: &crate::driver::Personality,
+    driver: &crate::personality::Personality,
     id: u32,
     scope: u32,
     t: f64,
@@ -21,7 +21,7 @@ fn field_value(
     use nvml_wrapper_sys::bindings::field_id::*;
     use FieldValue::{U32, U64};
     let m = g.model;
-    use crate::driver::Field;
+    use crate::personality::Field;
     // Ids are the claimed branch's: absent past its NVML_FI_MAX, and some
     // mean different things from branch to branch.
     let id = match driver.field(id) {
