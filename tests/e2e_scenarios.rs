@@ -195,8 +195,8 @@ const NEEDS_BRANCH: &[(&str, u32)] = &[
 /// families everywhere, less those the branch cannot have.
 #[test]
 fn dgx_h100_serves_every_contract_family() {
-    for driver in common::DRIVER_VERSIONS {
-        dgx_h100_contract(driver);
+    for driver in common::driver_versions() {
+        dgx_h100_contract(&driver);
     }
 }
 

@@ -1,139 +1,122 @@
-//! Driver personalities: which NVIDIA driver branch the library claims to
-//! be. One table, [`BRANCHES`], holds every difference between branches
-//! that the simulator models; each row is grounded in the `nvml.h` of that
-//! branch (NVIDIA/go-nvml `gen/nvml/nvml.h`, one commit per CUDA release)
-//! or, where the header and the shipped library disagree, in field reports.
-//! `README.md` ("Driver personalities") cites the source of each cell.
+//! Driver personalities: which NVIDIA driver version the library claims to
+//! be, and how that version's NVML behaves. The behaviour is data,
+//! `drivers.toml`: one row per branch the simulator models exactly, each
+//! grounded in the `nvml.h` of that branch (NVIDIA/go-nvml
+//! `gen/nvml/nvml.h`, one commit per CUDA release) or, where the header and
+//! the shipped library disagree, in field reports (`README.md`, "The driver
+//! it claims to be", cites each cell), plus the CUDA version of branches
+//! not modelled.
+//!
+//! Any real driver version can be claimed: it keeps its own version
+//! strings and behaves as the nearest modelled row at or below it (the
+//! oldest row below them all).
 //!
 //! Plain data and pure functions: which personality the library presents
 //! now, and the symbol table that follows it, are `driver`'s.
 
-/// One driver branch, as its header and library present it.
-#[derive(Debug)]
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+/// One modelled behaviour: a row of `drivers.toml` (the file's comments
+/// say what each key means).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Branch {
-    /// The branch number: the driver version's first component.
-    pub major: u32,
-    /// The version string a scenario gets when it names only the branch.
-    pub default_version: &'static str,
-    /// `nvmlSystemGetCudaDriverVersion`: the CUDA version the branch ships with.
-    pub cuda: i32,
-    /// `NVML_API_VERSION_STR`, the first component of `nvmlSystemGetNVMLVersion`.
-    pub nvml_api: u32,
-    /// `NVML_FI_MAX` of the branch's header: field ids at or above it do
-    /// not exist there.
+    /// The first driver version with this behaviour.
+    pub since: String,
+    /// The version a scenario naming only the branch claims.
+    pub version: String,
+    pub cuda: String,
+    /// The header the row follows (documentation).
+    pub header: String,
     pub fi_max: u32,
-    /// Ids below `fi_max` that the branch's header leaves undefined.
-    pub undefined: &'static [u32],
-    /// `NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE`: 199 in the
-    /// R550 and R570+ headers, 200 in R555/R560 (where 199 is
-    /// `NVML_FI_DEV_NVLINK_GET_POWER_THRESHOLD_MAX`).
-    pub mig_query_capable_id: u32,
-    /// `nvmlDevice*RunningProcesses_v3` write 32-byte entries (with
-    /// `usedGpuCcProtectedMemory`) instead of `nvmlProcessInfo_v2_t`'s 24.
+    #[serde(default)]
+    pub undefined: Vec<u32>,
+    pub mig_query_capable_id: Option<u32>,
+    #[serde(default)]
     pub cc_process_entries: bool,
-    /// Where the SW thermal, HW thermal and HW power brake clock-event
-    /// durations live, if the branch has them (`None`: ids 251-253 are
-    /// something else, or do not exist).
     pub throttle_duration_ids: Option<[u32; 3]>,
-    /// Exports of this library that the branch's driver does not have.
-    pub absent: &'static [&'static str],
+    #[serde(default)]
+    pub absent: Vec<String>,
 }
 
-/// Every symbol some branch lacks: the ones [`hide`] manages.
-pub const MANAGED: [&str; 4] = [
-    "nvmlDeviceGetRunningProcessDetailList",
-    "nvmlDeviceGetDriverModel_v2",
-    "nvmlDeviceGetTemperatureV",
-    "nvmlDeviceGetSramEccErrorStatus",
-];
+impl Branch {
+    /// The branch number: the first component of `since`.
+    pub fn major(&self) -> u32 {
+        Version::parse(&self.since).map_or(0, |v| v.parts[0])
+    }
+}
 
-const R535_ABSENT: &[&str] = &[
-    "nvmlDeviceGetRunningProcessDetailList",
-    "nvmlDeviceGetDriverModel_v2",
-    "nvmlDeviceGetTemperatureV",
-    "nvmlDeviceGetSramEccErrorStatus",
-];
-const R550_ABSENT: &[&str] = &["nvmlDeviceGetDriverModel_v2", "nvmlDeviceGetTemperatureV"];
-const R560_ABSENT: &[&str] = &["nvmlDeviceGetTemperatureV"];
+/// `drivers.toml`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Table {
+    pub default: String,
+    /// Oldest first.
+    pub branch: Vec<Branch>,
+    /// CUDA versions of branches without a row, by branch number.
+    pub cuda: BTreeMap<u32, String>,
+}
 
-/// The branches, oldest first. R580 is split at 580.82, where NVIDIA moved
-/// the clock-event durations (see [`Personality::throttle_duration_ids`]).
-pub const BRANCHES: [Branch; 6] = [
-    Branch {
-        major: 535,
-        default_version: "535.183.01",
-        cuda: 12020,
-        nvml_api: 12,
-        fi_max: 197,
-        undefined: &[],
-        mig_query_capable_id: 0,
-        cc_process_entries: true,
-        throttle_duration_ids: None,
-        absent: R535_ABSENT,
-    },
-    Branch {
-        major: 545,
-        default_version: "545.29.06",
-        cuda: 12030,
-        nvml_api: 12,
-        fi_max: 197,
-        undefined: &[],
-        mig_query_capable_id: 0,
-        cc_process_entries: true,
-        throttle_duration_ids: None,
-        absent: R535_ABSENT,
-    },
-    Branch {
-        major: 550,
-        default_version: "550.127.05",
-        cuda: 12040,
-        nvml_api: 12,
-        fi_max: 200,
-        undefined: &[197, 198],
-        mig_query_capable_id: 199,
-        cc_process_entries: false,
-        throttle_duration_ids: None,
-        absent: R550_ABSENT,
-    },
-    Branch {
-        major: 560,
-        default_version: "560.35.03",
-        cuda: 12060,
-        nvml_api: 12,
-        fi_max: 230,
-        undefined: &[],
-        mig_query_capable_id: 200,
-        cc_process_entries: false,
-        throttle_duration_ids: None,
-        absent: R560_ABSENT,
-    },
-    Branch {
-        major: 570,
-        default_version: "570.133.20",
-        cuda: 12080,
-        nvml_api: 12,
-        fi_max: 269,
-        undefined: &[231, 232, 233, 234],
-        mig_query_capable_id: 199,
-        cc_process_entries: false,
-        // 251-253 are power-smoothing fields in the R570 header.
-        throttle_duration_ids: None,
-        absent: &[],
-    },
-    Branch {
-        major: 580,
-        default_version: "580.95.05",
-        cuda: 13000,
-        nvml_api: 13,
-        // The 13.0 header's; the 580.82+ numbering has 269-271 defined too.
-        fi_max: 274,
-        undefined: &[],
-        mig_query_capable_id: 199,
-        cc_process_entries: false,
-        throttle_duration_ids: Some([251, 252, 253]),
-        absent: &[],
-    },
-];
+const DRIVERS_TOML: &str = include_str!("../drivers.toml");
+
+/// The compiled-in table. Its consistency (versions parse, rows ascend,
+/// each `version` falls in its own row) is checked by the unit tests.
+pub fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        toml::from_str(DRIVERS_TOML).unwrap_or_else(|e| panic!("drivers.toml: {e}"))
+    })
+}
+
+/// Every symbol some branch lacks: the ones `driver` hides and restores.
+pub fn managed() -> &'static [String] {
+    static MANAGED: OnceLock<Vec<String>> = OnceLock::new();
+    MANAGED.get_or_init(|| {
+        let mut all: Vec<String> = table()
+            .branch
+            .iter()
+            .flat_map(|b| b.absent.iter().cloned())
+            .collect();
+        all.sort();
+        all.dedup();
+        all
+    })
+}
+
+/// A driver version's numeric components (`580.95.05` is 580, 95, 5):
+/// versions compare component by component, as NVIDIA numbers them.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Version {
+    pub parts: Vec<u32>,
+}
+
+impl Version {
+    /// One to three dot-separated decimal numbers (`535`, `536.40`,
+    /// `535.183.01`); `None` for anything else.
+    pub fn parse(text: &str) -> Option<Version> {
+        let parts: Vec<u32> = text
+            .split('.')
+            .map(|p| {
+                if p.is_empty() || p.len() > 9 || !p.bytes().all(|b| b.is_ascii_digit()) {
+                    None
+                } else {
+                    p.parse().ok()
+                }
+            })
+            .collect::<Option<_>>()?;
+        (1..=3).contains(&parts.len()).then_some(Version { parts })
+    }
+}
+
+/// `"12.2"` as `nvmlSystemGetCudaDriverVersion` encodes it: 12020.
+fn cuda_number(text: &str) -> i32 {
+    let mut it = text.split('.').map(|p| p.parse::<i32>().unwrap_or(0));
+    let major = it.next().unwrap_or(0);
+    let minor = it.next().unwrap_or(0);
+    major * 1000 + minor * 10
+}
 
 /// A branch's field id, translated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,112 +132,84 @@ pub enum Field {
     Id(u32),
 }
 
-/// The default personality's branch: the driver nvml-sim always claimed.
-pub const DEFAULT_BRANCH: u32 = 560;
-
-/// A driver version the library claims: its branch row plus the exact
-/// version string.
+/// A driver version the library claims: the exact version string and
+/// the modelled behaviour it gets.
 #[derive(Debug, Clone)]
 pub struct Personality {
     pub branch: &'static Branch,
     pub version: String,
-    minor: u32,
+    /// `nvmlSystemGetCudaDriverVersion`.
+    pub cuda: i32,
 }
 
 impl Default for Personality {
     fn default() -> Self {
-        Personality::parse(
-            BRANCHES
-                .iter()
-                .find(|b| b.major == DEFAULT_BRANCH)
-                .map_or("560.35.03", |b| b.default_version),
-        )
-        .expect("the default branch is in the table")
+        Personality::parse(&table().default).expect("drivers.toml's default is a version")
     }
 }
 
 impl Personality {
-    /// `"535.183.01"`, `"535"` or `"R535"` (the branch's default version).
+    /// A driver version (`"535.183.01"`, `"536.40"`, `"610.57.04"`), or a
+    /// modelled branch alone (`"535"`, `"R535"`: that row's `version`).
+    /// Only text that is not a driver version is refused.
     pub fn parse(text: &str) -> Result<Personality, String> {
         let t = text.trim();
         let t = t.strip_prefix(['R', 'r']).unwrap_or(t);
-        let known = || {
-            BRANCHES
-                .iter()
-                .map(|b| format!("R{}", b.major))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let mut parts = t.split('.');
-        let major: u32 = parts
-            .next()
-            .and_then(|p| p.parse().ok())
+        let v = Version::parse(t)
+            .filter(|v| v.parts[0] > 0)
             .ok_or_else(|| format!("driver `{text}` is not a driver version like 535.183.01"))?;
-        let rest: Vec<&str> = parts.collect();
-        if rest
-            .iter()
-            .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
-            || rest.len() > 2
-        {
-            return Err(format!(
-                "driver `{text}` is not a driver version like 535.183.01"
-            ));
-        }
-        let branch = BRANCHES.iter().find(|b| b.major == major).ok_or_else(|| {
-            format!(
-                "driver `{text}`: branch R{major} is not simulated (known: {})",
-                known()
-            )
-        })?;
-        let version = if rest.is_empty() {
-            branch.default_version.to_string()
+        let table = table();
+        let version = if v.parts.len() == 1 {
+            // The newest row of that branch (R580: 580.82's).
+            table
+                .branch
+                .iter()
+                .rev()
+                .find(|b| b.major() == v.parts[0])
+                .map(|b| b.version.clone())
+                .ok_or_else(|| {
+                    format!(
+                        "driver `{text}`: R{} is not a modelled branch, so it has no default version: name a full version like {}.xx.yy (modelled: {})",
+                        v.parts[0],
+                        v.parts[0],
+                        modelled_branches()
+                    )
+                })?
         } else {
             t.to_string()
         };
-        let minor = version
-            .split('.')
-            .nth(1)
-            .and_then(|m| m.parse().ok())
-            .unwrap_or(0);
+        let v = Version::parse(&version).expect("a row's version parses (unit tests)");
+        let branch = table
+            .branch
+            .iter()
+            .rev()
+            .find(|b| Version::parse(&b.since).is_some_and(|s| s <= v))
+            .unwrap_or(&table.branch[0]);
         Ok(Personality {
             branch,
+            cuda: cuda_for(v.parts[0]),
             version,
-            minor,
         })
     }
 
-    /// `nvmlSystemGetNVMLVersion`: the NVML API version, then the driver's.
+    /// `nvmlSystemGetNVMLVersion`: the NVML API version (the CUDA major
+    /// version, as `NVML_API_VERSION_STR` is in each header), then the
+    /// driver's.
     pub fn nvml_version(&self) -> String {
-        format!("{}.{}", self.branch.nvml_api, self.version)
+        format!("{}.{}", self.cuda / 1000, self.version)
     }
 
     pub fn exports(&self, symbol: &str) -> bool {
-        !self.branch.absent.contains(&symbol)
-    }
-
-    /// From 580.82 (CUDA 13.0 Update 1) the durations live at 269-271 and
-    /// 251-253 are power smoothing again, as in R570 (the 13.1 header;
-    /// nvml-wrapper 0.13's `detect_field_id_scheme` switches at 580.82).
-    fn renumbered(&self) -> bool {
-        self.branch.major > 580 || (self.branch.major == 580 && self.minor >= 82)
+        !self.branch.absent.iter().any(|a| a == symbol)
     }
 
     pub fn throttle_duration_ids(&self) -> Option<[u32; 3]> {
-        if self.renumbered() {
-            Some([269, 270, 271])
-        } else {
-            self.branch.throttle_duration_ids
-        }
+        self.branch.throttle_duration_ids
     }
 
     /// Whether a field id exists in this branch's header.
     pub fn has_field(&self, id: u32) -> bool {
-        let fi_max = if self.renumbered() {
-            289
-        } else {
-            self.branch.fi_max
-        };
-        id < fi_max && id != 0 && !self.branch.undefined.contains(&id)
+        id < self.branch.fi_max && id != 0 && !self.branch.undefined.contains(&id)
     }
 
     /// What a field id of this branch means, in terms of the ids of
@@ -274,11 +229,61 @@ impl Personality {
         match id {
             // Power smoothing (Blackwell) in every branch that has these ids.
             251..=273 => Field::PowerSmoothing,
-            199 | 200 if id == self.branch.mig_query_capable_id => Field::Id(MIG_QUERY),
+            199 | 200 if Some(id) == self.branch.mig_query_capable_id => Field::Id(MIG_QUERY),
             199 | 200 => Field::Id(NVLINK_POWER_THRESHOLD_MAX),
             _ => Field::Id(id),
         }
     }
+}
+
+/// `R535, R545, ...`: the branches with a row.
+fn modelled_branches() -> String {
+    let mut majors: Vec<u32> = table().branch.iter().map(Branch::major).collect();
+    majors.dedup();
+    majors
+        .iter()
+        .map(|m| format!("R{m}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The CUDA version of a branch: its row's, else the `[cuda]` table's,
+/// else the nearest older branch's in either, else the oldest known.
+fn cuda_for(major: u32) -> i32 {
+    let table = table();
+    let mut known: Vec<(u32, &str)> = table
+        .branch
+        .iter()
+        .map(|b| (b.major(), b.cuda.as_str()))
+        .chain(table.cuda.iter().map(|(m, c)| (*m, c.as_str())))
+        .collect();
+    known.sort_by_key(|(m, _)| *m);
+    let pick = known
+        .iter()
+        .rev()
+        .find(|(m, _)| *m <= major)
+        .or(known.first())
+        .map_or("0.0", |(_, c)| c);
+    cuda_number(pick)
+}
+
+/// The version ranges and the behaviour each gets, one line per row, as
+/// `nvml-sim drivers` prints them and README.md lists them.
+pub fn listing() -> String {
+    let rows = &table().branch;
+    let mut out = String::new();
+    for (i, b) in rows.iter().enumerate() {
+        let range = match (i, rows.get(i + 1)) {
+            (0, Some(next)) => format!("versions < {}", next.since),
+            (_, Some(next)) => format!("{} <= v < {}", b.since, next.since),
+            (_, None) => format!("v >= {}", b.since),
+        };
+        out.push_str(&format!(
+            "{:<12} {:<24} header {:<18} CUDA {}\n",
+            b.version, range, b.header, b.cuda
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -286,22 +291,112 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_table_is_consistent() {
+        let t = table();
+        assert!(!t.branch.is_empty());
+        let mut last: Option<Version> = None;
+        for b in &t.branch {
+            let since = Version::parse(&b.since).unwrap_or_else(|| panic!("since {}", b.since));
+            assert!(
+                last.as_ref().is_none_or(|l| *l < since),
+                "rows ascend: {}",
+                b.since
+            );
+            last = Some(since);
+            let p = Personality::parse(&b.version).unwrap();
+            assert!(
+                std::ptr::eq(p.branch, b),
+                "{} falls in its own row",
+                b.version
+            );
+            assert!(cuda_number(&b.cuda) >= 7000, "{}", b.cuda);
+            assert!(
+                !t.cuda.contains_key(&b.major()),
+                "R{} has a row and a [cuda] entry",
+                b.major()
+            );
+        }
+        Personality::parse(&t.default).unwrap();
+        // Every managed symbol is an export of this library.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ffi");
+        let ffi: String = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+            .collect();
+        for name in managed() {
+            assert!(
+                ffi.contains(&format!("fn {name}(")),
+                "{name} is not exported"
+            );
+        }
+    }
+
+    #[test]
+    fn the_readme_lists_every_row() {
+        let readme = include_str!("../README.md");
+        assert!(
+            readme.contains(&listing()),
+            "README.md, \"The driver it claims to be\", must hold `nvml-sim drivers`:\n{}",
+            listing()
+        );
+    }
+
+    #[test]
     fn versions_select_their_branch() {
         let p = Personality::parse("535.104.05").unwrap();
-        assert_eq!(p.branch.major, 535);
+        assert_eq!(p.branch.major(), 535);
         assert_eq!(p.version, "535.104.05");
         assert_eq!(p.nvml_version(), "12.535.104.05");
         assert_eq!(Personality::parse("R570").unwrap().version, "570.133.20");
+        assert_eq!(Personality::parse("580").unwrap().version, "580.95.05");
         assert_eq!(Personality::default().version, "560.35.03");
     }
 
     #[test]
+    fn any_version_keeps_its_strings_and_takes_the_nearest_behaviour() {
+        let p = |v| Personality::parse(v).unwrap();
+        // Older than every row: R535's behaviour, its own CUDA.
+        for (v, cuda, nvml) in [
+            ("352.99", 7050, "7.352.99"),
+            ("418.43", 10010, "10.418.43"),
+            ("470.74", 11040, "11.470.74"),
+            ("525.125.06", 12000, "12.525.125.06"),
+        ] {
+            assert_eq!(p(v).version, v);
+            assert_eq!(p(v).cuda, cuda, "{v}");
+            assert_eq!(p(v).nvml_version(), nvml);
+            assert_eq!(p(v).branch.since, "535", "{v}");
+        }
+        // Windows versions have two components.
+        assert_eq!(p("536.40").cuda, 12020);
+        assert_eq!(p("536.40").branch.since, "535");
+        assert_eq!(p("591.86").cuda, 13010);
+        // Between rows: the row below.
+        assert_eq!(p("565.57.01").branch.since, "560");
+        assert_eq!(p("565.57.01").cuda, 12070);
+        // Newer than every row: the newest row, its own CUDA.
+        for (v, cuda) in [
+            ("590.48.01", 13010),
+            ("595.58.03", 13020),
+            ("610.57.04", 13030),
+        ] {
+            assert_eq!(p(v).branch.since, "580.82", "{v}");
+            assert_eq!(p(v).cuda, cuda, "{v}");
+            assert_eq!(p(v).version, v);
+        }
+        // A branch newer than every CUDA entry: the newest known CUDA.
+        assert_eq!(p("700.10").cuda, 13030);
+    }
+
+    #[test]
     fn bad_versions_name_the_problem() {
-        let e = Personality::parse("470.82.01").unwrap_err();
-        assert!(e.contains("R470 is not simulated"), "{e}");
+        for bad in ["five", "535.x", "", "535..1", "1.2.3.4", "-535", "0.1"] {
+            let e = Personality::parse(bad).unwrap_err();
+            assert!(e.contains("is not a driver version"), "{bad}: {e}");
+        }
+        let e = Personality::parse("R470").unwrap_err();
+        assert!(e.contains("R470 is not a modelled branch"), "{e}");
         assert!(e.contains("R535"), "{e}");
-        assert!(Personality::parse("five").is_err());
-        assert!(Personality::parse("535.x").is_err());
     }
 
     #[test]
@@ -316,6 +411,11 @@ mod tests {
         assert_eq!(p("560.35.03").field(200), Field::Id(199));
         assert_eq!(p("560.35.03").field(199), Field::Id(200));
         assert_eq!(p("570.133.20").field(251), Field::PowerSmoothing);
+        assert!(p("555.58.02").has_field(198) && !p("555.58.02").has_field(226));
+        assert_eq!(p("555.58.02").field(200), Field::Id(199));
+        assert_eq!(p("575.57.08").field(251), Field::ThrottleDuration(0));
+        assert!(p("575.57.08").has_field(231));
+        assert_eq!(p("610.57.04").field(270), Field::ThrottleDuration(1));
         assert_eq!(p("580.65.06").field(252), Field::ThrottleDuration(1));
         assert_eq!(p("580.95.05").field(252), Field::PowerSmoothing);
         assert_eq!(p("580.95.05").field(271), Field::ThrottleDuration(2));

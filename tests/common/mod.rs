@@ -55,17 +55,43 @@ pub struct Exporter {
     telemetry_path: String,
 }
 
-/// One version of every driver personality nvml-sim has, both sides of
-/// R580's 580.82 field renumbering included.
-pub const DRIVER_VERSIONS: [&str; 7] = [
-    "535.183.01",
-    "545.29.06",
-    "550.127.05",
-    "560.35.03",
-    "570.133.20",
-    "580.65.06",
-    "580.95.05",
-];
+/// The `nvml-sim` CLI built beside the exporter (`cargo build --workspace`).
+pub fn sim_cli() -> PathBuf {
+    let cli = target_dir().join("nvml-sim");
+    assert!(
+        cli.exists(),
+        "{} is missing: run `cargo build --workspace` before the end-to-end tests",
+        cli.display()
+    );
+    cli
+}
+
+/// The first column of an offline `nvml-sim` listing (`drivers`,
+/// `scenarios`): the simulator's own data, so a branch or scenario added
+/// there is tested without touching a test.
+pub fn sim_listing(command: &str) -> Vec<String> {
+    let out = std::process::Command::new(sim_cli())
+        .arg(command)
+        .output()
+        .expect("nvml-sim runs");
+    assert!(out.status.success(), "nvml-sim {command}: {out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// One version of every driver behaviour nvml-sim models (its
+/// `drivers.toml`), both sides of R580's 580.82 field renumbering included.
+pub fn driver_versions() -> Vec<String> {
+    let versions = sim_listing("drivers");
+    assert!(
+        versions.len() >= 7 && versions.iter().any(|v| v == "580.95.05"),
+        "{versions:?}"
+    );
+    versions
+}
 
 impl Exporter {
     /// Starts the exporter on `scenario` with a fast interval, plus `extra`

@@ -41,6 +41,8 @@ commands:
 offline (no socket):
   check SCENARIO       validate a scenario file or built-in name; errors name file and line
   scenarios            list the built-in scenarios
+  drivers              list the modelled driver behaviours: the version each
+                       branch claims, the versions that behave as it, its CUDA
 ";
 
 fn value_for(key: &str, raw: &str) -> toml::Value {
@@ -149,6 +151,10 @@ fn main() -> ExitCode {
     }
     match args[0].as_str() {
         "check" => return check(args.get(1)),
+        "drivers" => {
+            print!("{}", nvml_sim::personality::listing());
+            return ExitCode::SUCCESS;
+        }
         "scenarios" => {
             for (name, text) in nvml_sim::scenario::BUILTINS {
                 let description = text

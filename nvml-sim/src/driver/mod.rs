@@ -6,7 +6,7 @@
 //! removed from this library's dynamic symbol table (see [`hide`]), so
 //! `dlsym` (libloading, ctypes) fails for them exactly as on that driver.
 
-use crate::personality::{Personality, MANAGED};
+use crate::personality::{managed, Personality};
 use std::sync::Mutex;
 
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
@@ -29,7 +29,7 @@ pub fn current() -> Personality {
 /// lacks answer `NVML_ERROR_FUNCTION_NOT_FOUND` if a client resolved them
 /// before the personality changed.
 pub fn exported(symbol: &str) -> bool {
-    if !MANAGED.contains(&symbol) {
+    if !managed().iter().any(|m| m == symbol) {
         return true;
     }
     current().exports(symbol)
@@ -51,7 +51,7 @@ pub fn resolve(scenario: &crate::scenario::Scenario) -> Result<Personality, Stri
 /// Makes `p` the current personality and the dynamic symbol table agree
 /// with it.
 pub fn apply(p: Personality) {
-    for name in MANAGED {
+    for name in managed() {
         hide(name, !p.exports(name));
     }
     *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);

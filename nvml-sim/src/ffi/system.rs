@@ -19,13 +19,13 @@ nvml_fn! {
 
 nvml_fn! {
     fn nvmlSystemGetCudaDriverVersion(cudaDriverVersion: *mut c_int) {
-        out(cudaDriverVersion, crate::driver::current().branch.cuda)
+        out(cudaDriverVersion, crate::driver::current().cuda)
     }
 }
 
 nvml_fn! {
     fn nvmlSystemGetCudaDriverVersion_v2(cudaDriverVersion: *mut c_int) {
-        out(cudaDriverVersion, crate::driver::current().branch.cuda)
+        out(cudaDriverVersion, crate::driver::current().cuda)
     }
 }
 
