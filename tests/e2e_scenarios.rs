@@ -26,13 +26,13 @@ fn gpus_of(series: &[&Sample]) -> BTreeSet<u32> {
 
 #[test]
 fn every_builtin_scenario_starts_and_serves_valid_output() {
-    for (scenario, gpus) in [
-        ("dgx-h100", 8),
-        ("dgx-a100", 8),
-        ("workstation", 1),
-        ("faults", 8),
-        ("large", 16),
-    ] {
+    let scenarios = common::sim_listing("scenarios");
+    assert!(
+        scenarios.len() >= 5 && scenarios.iter().any(|s| s == "dgx-h100"),
+        "{scenarios:?}"
+    );
+    for scenario in &scenarios {
+        let gpus = common::sim_gpu_count(scenario);
         let e = Exporter::ready(scenario, &[]);
         let text = e.scrape();
         let all = samples(&text);

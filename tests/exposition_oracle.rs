@@ -427,22 +427,19 @@ fn check_snapshot(snapshot: Arc<Snapshot>, now: SystemTime) -> Result<Compared, 
 
 // ---- every built-in scenario ---------------------------------------------
 
-/// The simulator's built-in scenarios, read from its `BUILTINS` table so
-/// that a new one is checked without touching this test.
+/// The simulator's built-in scenarios, as `nvml-sim scenarios` lists them
+/// (the files of its `scenarios/`), so that a new one is checked without
+/// touching this test.
 fn builtin_scenarios() -> Vec<String> {
-    let src = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("nvml-sim/src/scenario.rs"),
-    )
-    .unwrap();
-    let table = src
-        .split("pub const BUILTINS")
-        .nth(1)
-        .and_then(|s| s.split("];").next())
-        .expect("nvml-sim's BUILTINS table");
-    table
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/nvml-sim");
+    let out = Command::new(&cli)
+        .arg("scenarios")
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}: run `cargo build --workspace`", cli.display()));
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| l.trim().strip_prefix("(\""))
-        .filter_map(|l| l.split('"').next())
+        .filter_map(|l| l.split_whitespace().next())
         .map(str::to_string)
         .collect()
 }

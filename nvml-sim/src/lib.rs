@@ -18,6 +18,7 @@ pub mod personality;
 pub mod scenario;
 pub mod settings;
 pub mod state;
+pub mod value;
 
 pub use ffi::clocks::*;
 pub use ffi::device::*;

@@ -6,14 +6,11 @@ use crate::fault::{Fault, ProcKind};
 use crate::model::{self, Model};
 use serde::Deserialize;
 use std::path::Path;
+use std::sync::Arc;
 
-pub const BUILTINS: [(&str, &str); 5] = [
-    ("dgx-h100", include_str!("../scenarios/dgx-h100.toml")),
-    ("dgx-a100", include_str!("../scenarios/dgx-a100.toml")),
-    ("workstation", include_str!("../scenarios/workstation.toml")),
-    ("faults", include_str!("../scenarios/faults.toml")),
-    ("large", include_str!("../scenarios/large.toml")),
-];
+/// The files of `scenarios/`, by name (compiled in by build.rs: adding a
+/// scenario is adding a file).
+pub use crate::model::BUILTIN_SCENARIOS as BUILTINS;
 
 pub const DEFAULT: &str = "dgx-h100";
 
@@ -45,7 +42,7 @@ pub struct Scenario {
 
 #[derive(Debug, Clone)]
 pub struct GpuSpec {
-    pub model: &'static Model,
+    pub model: Arc<Model>,
     pub load: f64,
     pub mig: Option<Vec<MigSpec>>,
     pub processes: Vec<ProcSpec>,
@@ -253,11 +250,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                 format!(
                     "unknown GPU model `{}` (known: {})",
                     g.model.get_ref(),
-                    model::MODELS
-                        .iter()
-                        .map(|m| m.key)
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    model::builtin_keys()
                 ),
             )
         })?;
@@ -289,7 +282,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                     })
                     .collect();
                 let names: Vec<String> = specs.iter().map(|s| s.profile.clone()).collect();
-                model::place_layout(model, &names).map_err(|m| err(Some(mig_at), m))?;
+                model::place_layout(&model, &names).map_err(|m| err(Some(mig_at), m))?;
                 if let Some(bad) = specs.iter().find(|s| !(0.0..=100.0).contains(&s.load)) {
                     return Err(err(
                         Some(mig_at),
@@ -349,7 +342,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         }
         for _ in 0..g.count {
             gpus.push(GpuSpec {
-                model,
+                model: model.clone(),
                 load: g.load,
                 mig: mig.clone(),
                 processes: processes.clone(),

@@ -14,13 +14,13 @@ use nvml_sim::fleet::Sim;
 use nvml_sim::scenario::{parse, ScenarioError};
 use proptest::prelude::*;
 
-const BUILTINS: &[&str] = &[
-    include_str!("../scenarios/dgx-h100.toml"),
-    include_str!("../scenarios/dgx-a100.toml"),
-    include_str!("../scenarios/workstation.toml"),
-    include_str!("../scenarios/faults.toml"),
-    include_str!("../scenarios/large.toml"),
-];
+/// The built-in scenario files (`scenarios/`), as the library holds them.
+fn builtins() -> Vec<&'static str> {
+    nvml_sim::scenario::BUILTINS
+        .iter()
+        .map(|(_, t)| *t)
+        .collect()
+}
 
 /// Values that have broken parsers before: huge, negative, fractional,
 /// empty, wrong types, unicode.
@@ -106,10 +106,10 @@ proptest! {
 
     #[test]
     fn mutated_builtins_never_panic(
-        which in 0..BUILTINS.len(),
+        which in 0..builtins().len(),
         ops in prop::collection::vec((any::<u8>(), any::<usize>(), 0..HOSTILE.len()), 1..4),
     ) {
-        let mut text = BUILTINS[which].to_string();
+        let mut text = builtins()[which].to_string();
         for (op, at, h) in ops {
             text = mutate(&text, op, at, HOSTILE[h]);
         }
@@ -121,7 +121,7 @@ proptest! {
 
 #[test]
 fn builtins_parse_and_build() {
-    for text in BUILTINS {
+    for text in builtins() {
         check(text).unwrap_or_else(|e| panic!("a built-in scenario fails: {e}"));
     }
 }

@@ -82,6 +82,21 @@ pub fn sim_listing(command: &str) -> Vec<String> {
         .collect()
 }
 
+/// How many GPUs a scenario has, as `nvml-sim check` counts them.
+pub fn sim_gpu_count(scenario: &str) -> usize {
+    let out = std::process::Command::new(sim_cli())
+        .args(["check", scenario])
+        .output()
+        .expect("nvml-sim runs");
+    assert!(out.status.success(), "nvml-sim check {scenario}: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split(": ok: ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("nvml-sim check {scenario}: {text}"))
+}
+
 /// One version of every driver behaviour nvml-sim models (its
 /// `drivers.toml`), both sides of R580's 580.82 field renumbering included.
 pub fn driver_versions() -> Vec<String> {

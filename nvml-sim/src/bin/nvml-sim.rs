@@ -41,6 +41,7 @@ commands:
 offline (no socket):
   check SCENARIO       validate a scenario file or built-in name; errors name file and line
   scenarios            list the built-in scenarios
+  boards               list the built-in boards (what `model = ...` names)
   drivers              list the modelled driver behaviours: the version each
                        branch claims, the versions that behave as it, its CUDA
 ";
@@ -151,6 +152,12 @@ fn main() -> ExitCode {
     }
     match args[0].as_str() {
         "check" => return check(args.get(1)),
+        "boards" => {
+            for m in nvml_sim::model::builtins() {
+                println!("{:<16} {}", m.key, m.name);
+            }
+            return ExitCode::SUCCESS;
+        }
         "drivers" => {
             print!("{}", nvml_sim::personality::listing());
             return ExitCode::SUCCESS;

@@ -19,7 +19,7 @@ pub fn bus_id_legacy(g: &Gpu) -> String {
 }
 
 fn mig_name(g: &Gpu, gi: u32) -> String {
-    let p = g.instance(gi).map(|i| i.profile.name).unwrap_or("?");
+    let p = g.instance(gi).map_or("?", |i| i.profile.name.as_str());
     format!("{} MIG {}", g.model.name, p)
 }
 
@@ -29,7 +29,7 @@ nvml_fn! {
             let g = &sim.gpus[d.gpu as usize];
             Ok(match d.mig {
                 Some((gi, _, _)) => mig_name(g, gi),
-                None => g.model.name.to_string(),
+                None => g.model.name.clone(),
             })
         })?;
         out_str(name, length, &s)
@@ -54,7 +54,7 @@ nvml_fn! {
     fn nvmlDeviceGetSerial(device: nvmlDevice_t, serial: *mut c_char, length: c_uint) {
         let s = with_dev(device, |sim, d, _| {
             let g = &sim.gpus[d.gpu as usize];
-            if g.model.display_capable { Err(NOT_SUPPORTED) } else { Ok(g.serial.clone()) }
+            if g.model.has_serial { Ok(g.serial.clone()) } else { Err(NOT_SUPPORTED) }
         })?;
         out_str(serial, length, &s)
     }
@@ -62,31 +62,24 @@ nvml_fn! {
 
 nvml_fn! {
     fn nvmlDeviceGetBoardPartNumber(device: nvmlDevice_t, partNumber: *mut c_char, length: c_uint) {
-        let s = with_gpu(device, |g, _| Ok(g.model.board_part.to_string()))?;
+        let s = with_gpu(device, |g, _| g.model.board_part.clone().ok_or(NOT_SUPPORTED))?;
         out_str(partNumber, length, &s)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetVbiosVersion(device: nvmlDevice_t, version: *mut c_char, length: c_uint) {
-        let s = with_gpu(device, |g, _| Ok(g.model.vbios.to_string()))?;
+        let s = with_gpu(device, |g, _| g.model.vbios.clone().ok_or(NOT_SUPPORTED))?;
         out_str(version, length, &s)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetInforomVersion(device: nvmlDevice_t, object: nvmlInforomObject_t, version: *mut c_char, length: c_uint) {
-        let s = with_gpu(device, |g, _| {
-            if g.model.display_capable {
-                return Err(NOT_SUPPORTED);
-            }
-            match object {
-                0 => Ok("G520.0200.00.05".to_string()),
-                1 => Ok("7.0".to_string()),
-                2 => Err(NOT_SUPPORTED),
-                3 => Ok("7.0".to_string()),
-                _ => Err(INVALID_ARGUMENT),
-            }
+        // nvmlInforomObject_t: OEM, ECC, power, DEN.
+        let s = with_gpu(device, |g, _| match g.model.inforom.get(object as usize) {
+            Some(v) => v.clone().ok_or(NOT_SUPPORTED),
+            None => Err(INVALID_ARGUMENT),
         })?;
         out_str(version, length, &s)
     }

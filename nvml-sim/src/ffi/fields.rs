@@ -9,6 +9,7 @@ use std::ffi::c_int;
 enum FieldValue {
     U32(u32),
     U64(u64),
+    I32(i32),
 }
 
 fn field_value(
@@ -19,8 +20,8 @@ fn field_value(
     t: f64,
 ) -> R<FieldValue> {
     use nvml_wrapper_sys::bindings::field_id::*;
-    use FieldValue::{U32, U64};
-    let m = g.model;
+    use FieldValue::{I32, U32, U64};
+    let m = &*g.model;
     use crate::personality::Field;
     // Ids are the claimed branch's: absent past its NVML_FI_MAX, and some
     // mean different things from branch to branch.
@@ -191,10 +192,26 @@ fn field_value(
         NVML_FI_DEV_POWER_DEFAULT_LIMIT
         | NVML_FI_DEV_POWER_CURRENT_LIMIT
         | NVML_FI_DEV_POWER_REQUESTED_LIMIT => Ok(U32(m.power_default_mw)),
-        NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT => Ok(U32(m.temp_shutdown)),
-        NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT => Ok(U32(m.temp_slowdown)),
-        NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT => m.temp_mem_max.map(U32).ok_or(NOT_SUPPORTED),
-        NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT => Ok(U32(m.temp_gpu_max)),
+        // Signed T.Limit margins below the maximum operating temperature
+        // (nvidia-smi on Hopper: shutdown -8, slowdown -2, max operating 0);
+        // boards before Ada have none (the A100 capture prints N/A).
+        NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT
+        | NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT
+        | NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT => {
+            let threshold = match id {
+                NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT => m.temp_shutdown,
+                NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT => m.temp_slowdown,
+                _ => m.temp_gpu_max,
+            };
+            match (m.tlimit, m.temp_gpu_max, threshold) {
+                (true, Some(max), Some(t)) => Ok(I32(max as i32 - t as i32)),
+                _ => Err(NOT_SUPPORTED),
+            }
+        }
+        NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT => match (m.tlimit, m.temp_mem_max) {
+            (true, Some(_)) => Ok(I32(0)),
+            _ => Err(NOT_SUPPORTED),
+        },
         _ if (NVML_FI_DEV_NVLINK_SPEED_MBPS_L0..=NVML_FI_DEV_NVLINK_SPEED_MBPS_L5)
             .contains(&id)
             || (NVML_FI_DEV_NVLINK_SPEED_MBPS_L6..=NVML_FI_DEV_NVLINK_SPEED_MBPS_L11)
@@ -333,6 +350,12 @@ nvml_fn! {
                         e.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
                         e.value = nvmlValue_t { ullVal: 0 };
                         e.value.uiVal = v;
+                        e.nvmlReturn = SUCCESS;
+                    }
+                    Ok(FieldValue::I32(v)) => {
+                        e.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_INT;
+                        e.value = nvmlValue_t { ullVal: 0 };
+                        e.value.siVal = v;
                         e.nvmlReturn = SUCCESS;
                     }
                     Ok(FieldValue::U64(v)) => {

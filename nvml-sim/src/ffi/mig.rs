@@ -102,7 +102,7 @@ nvml_fn! {
             let g = &sim.gpus[d.gpu as usize];
             Ok(match d.mig {
                 Some((gi, _, _)) => {
-                    let p = g.instance(gi).ok_or(INVALID_ARGUMENT)?.profile;
+                    let p = &g.instance(gi).ok_or(INVALID_ARGUMENT)?.profile;
                     nvmlDeviceAttributes_t {
                         multiprocessorCount: p.sm_count,
                         sharedCopyEngineCount: p.copy_engines,
@@ -162,9 +162,9 @@ nvml_fn! {
         if (*info).version != struct_version::<nvmlGpuInstanceProfileInfo_v2_t>(2) {
             return Err(VERSION_MISMATCH);
         }
-        let p = mig_gpu(device, |g| g.model.profile_by_index(profile).ok_or(NOT_SUPPORTED))?;
+        let p = mig_gpu(device, |g| g.model.profile_by_index(profile).cloned().ok_or(NOT_SUPPORTED))?;
         let i = &mut *info;
-        let b = profile_info(p);
+        let b = profile_info(&p);
         i.id = b.id;
         i.isP2pSupported = b.isP2pSupported;
         i.sliceCount = b.sliceCount;
@@ -235,7 +235,7 @@ nvml_fn! {
                 let starts = free_starts(&sim_gpu, p);
                 let Some(&s) = starts.first() else { break };
                 let m = sim_gpu.mig.as_mut().expect("mig_gpu checked");
-                m.instances.push(GpuInstance { id: 100 + n, profile: p, start: s, uuid: String::new(), load: 0.0, phase: 0.0 });
+                m.instances.push(GpuInstance { id: 100 + n, profile: p.clone(), start: s, uuid: String::new(), load: 0.0, phase: 0.0 });
                 n += 1;
             }
             Ok(n)
@@ -339,7 +339,7 @@ nvml_fn! {
         if engProfile != 0 {
             return Err(INVALID_ARGUMENT);
         }
-        let v = with_gi(gpuInstance, |_, i, _| ci_profile(i.profile, profile))?;
+        let v = with_gi(gpuInstance, |_, i, _| ci_profile(&i.profile, profile))?;
         out(info, v)
     }
 }
@@ -353,7 +353,7 @@ nvml_fn! {
         if engProfile != 0 {
             return Err(INVALID_ARGUMENT);
         }
-        let (b, gi_profile) = with_gi(gpuInstance, |_, i, _| Ok((ci_profile(i.profile, profile)?, i.profile)))?;
+        let (b, gi_profile) = with_gi(gpuInstance, |_, i, _| Ok((ci_profile(&i.profile, profile)?, i.profile.clone())))?;
         let v = &mut *info;
         v.id = b.id;
         v.sliceCount = b.sliceCount;
@@ -382,7 +382,7 @@ nvml_fn! {
             if profileId == i.profile.full_ci_profile_index() {
                 Ok(vec![compute_instance_handle(g.index, i.id, 0, gen)])
             } else {
-                ci_profile(i.profile, profileId).map(|_| Vec::new())
+                ci_profile(&i.profile, profileId).map(|_| Vec::new())
             }
         })?;
         *count = list.len() as u32;

@@ -33,10 +33,10 @@ nvml_fn! {
     fn nvmlDeviceGetTemperatureThreshold(device: nvmlDevice_t, thresholdType: nvmlTemperatureThresholds_t, temp: *mut c_uint) {
         nonnull(temp)?;
         let v = with_gpu(device, |g, _| match thresholdType {
-            0 => Ok(g.model.temp_shutdown),
-            1 => Ok(g.model.temp_slowdown),
+            0 => g.model.temp_shutdown.ok_or(NOT_SUPPORTED),
+            1 => g.model.temp_slowdown.ok_or(NOT_SUPPORTED),
             2 => g.model.temp_mem_max.ok_or(NOT_SUPPORTED),
-            3 => Ok(g.model.temp_gpu_max),
+            3 => g.model.temp_gpu_max.ok_or(NOT_SUPPORTED),
             4..=7 => Err(NOT_SUPPORTED),
             _ => Err(INVALID_ARGUMENT),
         })?;

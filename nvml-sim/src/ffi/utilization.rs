@@ -52,7 +52,7 @@ unsafe fn engine_util(
 
 nvml_fn! {
     fn nvmlDeviceGetEncoderUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
-        engine_util(device, utilization, samplingPeriodUs, 0.2, |g| g.model.encoders)
+        engine_util(device, utilization, samplingPeriodUs, 0.2, |g| g.model.engines.encoders > 0)
     }
 }
 

@@ -297,7 +297,7 @@ impl Sim {
             } => {
                 let g = &mut self.gpus[*gpu as usize];
                 let nvlinks = g.model.nvlinks;
-                let name = g.model.name;
+                let name = g.model.name.clone();
                 let Some(added) = g.nvlink_errors_added.get_mut(*link as usize) else {
                     return Err(format!(
                         "GPU {gpu} ({name}) has {nvlinks} NVLink links, no link {link}"

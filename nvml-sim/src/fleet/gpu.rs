@@ -6,6 +6,7 @@ use super::identity::{fnv, uuid_from, DGX_BUSES};
 use crate::fault::{ProcKind, Reason, RetireCause};
 use crate::model::{self, MigProfile, Model};
 use crate::scenario::GpuSpec;
+use std::sync::Arc;
 
 pub const MIB: u64 = 1024 * 1024;
 /// What a freshly created, empty MIG instance shows as used (nvidia-smi
@@ -27,7 +28,7 @@ pub struct Proc {
 #[derive(Debug, Clone)]
 pub struct GpuInstance {
     pub id: u32,
-    pub profile: &'static MigProfile,
+    pub profile: MigProfile,
     pub start: u32,
     pub uuid: String,
     pub load: f64,
@@ -63,7 +64,7 @@ pub enum Hang {
 #[derive(Debug, Clone)]
 pub struct Gpu {
     pub index: u32,
-    pub model: &'static Model,
+    pub model: Arc<Model>,
     pub uuid: String,
     pub serial: String,
     pub bus: u32,
@@ -129,7 +130,7 @@ impl Gpu {
         }
         let mut gpu = Gpu {
             index,
-            model: spec.model,
+            model: spec.model.clone(),
             uuid,
             serial,
             bus,
@@ -191,7 +192,7 @@ impl Gpu {
     }
 
     pub fn set_mig_layout(&mut self, names: &[String], loads: &[f64]) -> Result<(), String> {
-        let placed = model::place_layout(self.model, names)?;
+        let placed = model::place_layout(&self.model, names)?;
         let generation = self
             .mig
             .as_ref()

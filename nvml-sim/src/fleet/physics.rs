@@ -160,7 +160,7 @@ impl Gpu {
     pub fn temperature(&self, t: f64) -> u32 {
         let base = 29.0 + (self.index % 3) as f64 + 0.48 * self.util(t);
         let temp = if self.thermal_throttled() {
-            base.max(self.model.temp_slowdown as f64 + 1.0)
+            base.max(self.model.slowdown_c() as f64 + 1.0)
         } else {
             base
         };
@@ -173,7 +173,7 @@ impl Gpu {
 
     /// Current clock of an nvmlClockType_t, in MHz.
     pub fn clock(&self, clock_type: u32, t: f64) -> Option<u32> {
-        let m = self.model;
+        let m = &self.model;
         let busy = self.busy(t);
         let f = self.throttle_factor();
         let graphics = if busy {
