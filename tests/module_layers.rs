@@ -98,10 +98,15 @@ fn no_two_simulator_modules_import_each_other() {
     assert!(graph.len() > 10, "read too few modules: {graph:?}");
     let circles = circles(&graph);
     assert!(circles.is_empty(), "import circles: {circles:#?}");
-    // The board and branch tables are data: they know nothing of the
-    // fleet, the exports or the process-wide state.
-    for data in ["model", "personality", "fault"] {
-        assert!(graph[data].is_empty(), "{data} imports {:?}", graph[data]);
+    // The boards, the branch table and the vocabularies are data: they
+    // know nothing of the fleet, the exports or the process-wide state.
+    let data = ["model", "personality", "fault", "value", "identity"];
+    for module in data {
+        assert!(
+            graph[module].iter().all(|d| data.contains(&d.as_str())),
+            "{module} imports {:?}",
+            graph[module]
+        );
     }
     // One global state, reached by the exports and the control socket,
     // owned by neither.

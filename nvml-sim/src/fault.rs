@@ -55,6 +55,16 @@ pub enum RowKind {
 pub enum ProcKind {
     Compute,
     Graphics,
+    /// Both contexts (nvidia-smi type `C+G`): in both process lists.
+    #[serde(rename = "compute+graphics")]
+    ComputeGraphics,
+}
+
+impl ProcKind {
+    /// Whether a process of this kind is in the list of `kind`'s processes.
+    pub fn listed_as(self, kind: ProcKind) -> bool {
+        self == kind || self == ProcKind::ComputeGraphics
+    }
 }
 
 /// Clock event (throttle) reasons by the names nvidia-smi prints.

@@ -54,3 +54,13 @@ impl<T: Serialize> Serialize for Val<T> {
         }
     }
 }
+
+/// A value the scenario pins to a number (`None`: not pinned, or "N/A").
+pub fn pinned<T: Copy>(v: Option<Val<T>>) -> Option<T> {
+    v.and_then(|v| v.get())
+}
+
+/// Whether the scenario says a value is not supported (`"N/A"`).
+pub fn unsupported<T>(v: &Option<Val<T>>) -> bool {
+    matches!(v, Some(Val::NotSupported))
+}

@@ -38,6 +38,7 @@ same!(
     nvmlDeviceGetClockInfo,
     nvmlDeviceGetComputeInstanceId,
     nvmlDeviceGetComputeMode,
+    nvmlDeviceGetVirtualizationMode,
     nvmlDeviceGetComputeRunningProcesses,
     nvmlDeviceGetComputeRunningProcesses_v2,
     nvmlDeviceGetComputeRunningProcesses_v3,

@@ -119,6 +119,9 @@ fn check(scenario: Option<&String>) -> ExitCode {
     };
     match nvml_sim::scenario::load(scenario) {
         Ok(s) => {
+            for w in &s.warnings {
+                eprintln!("{}", w.as_warning());
+            }
             let mig: usize = s
                 .gpus
                 .iter()

@@ -310,13 +310,15 @@ pub fn device_call(h: nvmlDevice_t) -> R<(MutexGuard<'static, State>, Dev)> {
             st = initialized()?;
             continue;
         }
-        if let Some((gi, _ci, gen)) = dev.mig {
+        if let Some((gi, ci, gen)) = dev.mig {
             let ok = gpu
                 .mig
                 .as_ref()
                 .map(|m| m.generation == gen)
                 .unwrap_or(false)
-                && gpu.instance(gi).is_some();
+                && gpu
+                    .instance(gi)
+                    .is_some_and(|i| i.compute_instance(ci).is_some());
             if !ok {
                 return Err(INVALID_ARGUMENT);
             }
@@ -366,6 +368,9 @@ fn init(_flags: c_uint) -> R {
             UNKNOWN
         })?;
         if st.built_from.as_ref() != Some(&(key.clone(), scale)) || st.sim.is_none() {
+            for w in &scenario.warnings {
+                eprintln!("nvml-sim: {}", w.as_warning());
+            }
             st.sim = Some(Sim::new(&scenario, scale));
             st.built_from = Some((key, scale));
         }

@@ -1,7 +1,15 @@
 //! Temperatures, their thresholds and fans (NVML reference, "Device Queries").
 
 use super::*;
+use crate::fleet::{unsupported, Gpu};
 use std::ffi::c_int;
+
+fn gpu_temperature(g: &Gpu, t: f64) -> R<u32> {
+    if unsupported(&g.readings.temperature_c) {
+        return Err(NOT_SUPPORTED);
+    }
+    Ok(g.temperature(t))
+}
 
 nvml_fn! {
     fn nvmlDeviceGetTemperature(device: nvmlDevice_t, sensorType: nvmlTemperatureSensors_t, temp: *mut c_uint) {
@@ -9,7 +17,7 @@ nvml_fn! {
         if sensorType != nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU {
             return Err(INVALID_ARGUMENT);
         }
-        let v = with_gpu(device, |g, t| Ok(g.temperature(t)))?;
+        let v = with_gpu(device, |g, t| gpu_temperature(g, t))?;
         out(temp, v)
     }
 }
@@ -23,7 +31,7 @@ nvml_fn! {
         if (*temperature).sensorType != nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU {
             return Err(INVALID_ARGUMENT);
         }
-        let v = with_gpu(device, |g, t| Ok(g.temperature(t)))?;
+        let v = with_gpu(device, |g, t| gpu_temperature(g, t))?;
         (*temperature).temperature = v as c_int;
         Ok(())
     }
@@ -56,7 +64,7 @@ nvml_fn! {
     /// Passively cooled boards have no fan to report (nvidia-smi shows N/A).
     fn nvmlDeviceGetFanSpeed(device: nvmlDevice_t, speed: *mut c_uint) {
         nonnull(speed)?;
-        let v = with_gpu(device, |g, t| if g.model.fans == 0 { Err(NOT_SUPPORTED) } else { Ok(g.fan_percent(t)) })?;
+        let v = with_gpu(device, |g, t| if g.model.fans == 0 { Err(NOT_SUPPORTED) } else { g.fan_percent(0, t).ok_or(NOT_SUPPORTED) })?;
         out(speed, v)
     }
 }
@@ -70,7 +78,7 @@ nvml_fn! {
             } else if fan >= g.model.fans {
                 Err(INVALID_ARGUMENT)
             } else {
-                Ok(g.fan_percent(t) + fan)
+                g.fan_percent(fan, t).ok_or(NOT_SUPPORTED)
             }
         })?;
         out(speed, v)

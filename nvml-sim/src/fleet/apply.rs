@@ -56,6 +56,9 @@ impl Sim {
                 if !g.model.ecc {
                     return Err(format!("GPU {gpu} ({}) has no ECC", g.model.name));
                 }
+                if !g.ecc_enabled() {
+                    return Err(format!("GPU {gpu} has ECC disabled"));
+                }
                 let et = match error_type {
                     EccType::Corrected => 0,
                     EccType::Uncorrected => 1,
@@ -353,11 +356,11 @@ impl Sim {
                     }
                     g.pcie_width = *w;
                 }
-                g.pcie_replay = g.pcie_replay.saturating_add(*replays);
-                Ok(format!(
-                    "GPU {gpu} PCIe x{}, {} replays",
-                    g.pcie_width, g.pcie_replay
-                ))
+                let Some(count) = g.pcie_replay.as_mut() else {
+                    return Err(format!("GPU {gpu} reports no PCIe replay counter"));
+                };
+                *count = count.saturating_add(*replays);
+                Ok(format!("GPU {gpu} PCIe x{}, {count} replays", g.pcie_width))
             }
         }
     }

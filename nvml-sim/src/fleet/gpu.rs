@@ -2,10 +2,11 @@
 //! the counters faults move (ECC, retired pages, remapped rows, NVLink,
 //! violation and clock-event time).
 
-use super::identity::{fnv, uuid_from, DGX_BUSES};
 use crate::fault::{ProcKind, Reason, RetireCause};
+use crate::identity::{self, PciAddr};
 use crate::model::{self, MigProfile, Model};
-use crate::scenario::GpuSpec;
+use crate::scenario::{CiSpec, GpuSpec, MigSpec, Readings, Settings, SramCounts};
+use crate::value::Val;
 use std::sync::Arc;
 
 pub const MIB: u64 = 1024 * 1024;
@@ -33,6 +34,27 @@ pub struct GpuInstance {
     pub uuid: String,
     pub load: f64,
     pub phase: f64,
+    /// Its compute instances, each a MIG device; by default one, id 0,
+    /// spanning it.
+    pub compute: Vec<ComputeInstance>,
+    /// Memory in use, pinned by the scenario (`None`: from its processes).
+    pub memory_used_mib: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ComputeInstance {
+    pub id: u32,
+    /// First compute slice within the GPU instance.
+    pub start: u32,
+    pub slices: u32,
+    /// The MIG device's UUID.
+    pub uuid: String,
+}
+
+impl GpuInstance {
+    pub fn compute_instance(&self, ci: u32) -> Option<&ComputeInstance> {
+        self.compute.iter().find(|c| c.id == ci)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -66,28 +88,41 @@ pub struct Gpu {
     pub index: u32,
     pub model: Arc<Model>,
     pub uuid: String,
-    pub serial: String,
-    pub bus: u32,
+    /// `None`: NOT_SUPPORTED (no inforom serial, or the scenario's "N/A").
+    pub serial: Option<String>,
+    pub pci: PciAddr,
+    pub minor: Option<u32>,
     pub load: f64,
     pub phase: f64,
     pub period: f64,
     pub mig: Option<Mig>,
     pub mig_pending: bool,
     pub procs: Vec<Proc>,
+    pub settings: Settings,
+    /// What the scenario pins (README, "Pinned readings").
+    pub readings: Readings,
     /// [error type][0 volatile, 1 aggregate][nvmlMemoryLocation_t]
     pub ecc: [[[u64; 8]; 2]; 2],
+    pub sram: SramCounts,
     pub remap_corr: u32,
     pub remap_unc: u32,
     pub remap_pending: bool,
     pub remap_failure: bool,
+    /// The histogram the scenario gave, and the rows remapped then.
+    pub remap_histogram: Option<([u32; 5], u32)>,
+    /// The scenario says "N/A" to remapped rows / retired pages.
+    pub remap_unsupported: bool,
+    pub retired_unsupported: bool,
     pub retired: Vec<RetiredPage>,
     pub retired_pending: bool,
     pub lost: bool,
     pub hang: Option<Hang>,
     pub slow_ms: u64,
     pub throttle: u64,
-    pub display: bool,
-    pub persistence: bool,
+    /// Reasons the scenario set that no fault changes (applications
+    /// clocks, display clock), and the idle reason if it pinned it.
+    pub fixed_reasons: u64,
+    pub idle_reason: Option<bool>,
     pub energy_mj: f64,
     pub energy_t: f64,
     /// Indexed by nvmlPerfPolicyType_t (0..=5).
@@ -95,7 +130,8 @@ pub struct Gpu {
     /// Time in the SW thermal, HW thermal and HW power brake clock-event
     /// reasons: the duration fields of the branches that have them.
     pub clock_events: [Violation; 3],
-    pub pcie_replay: u32,
+    /// `None`: the scenario says "N/A".
+    pub pcie_replay: Option<u32>,
     /// Current PCIe link width in lanes (the model's maximum until a fault
     /// retrains the link narrower).
     pub pcie_width: u32,
@@ -111,65 +147,96 @@ pub struct Gpu {
 }
 
 impl Gpu {
-    pub(super) fn new(scenario: &str, index: u32, spec: &GpuSpec, next_pid: &mut u32) -> Gpu {
-        let uuid = format!("GPU-{}", uuid_from(&format!("{scenario}/gpu/{index}")));
-        let serial = format!(
-            "{:013}",
-            fnv(&format!("{scenario}/serial/{index}")) % 10_000_000_000_000
-        );
-        let bus = if (index as usize) < DGX_BUSES.len() {
-            DGX_BUSES[index as usize]
-        } else {
-            0x01 + index * 0x08
-        };
-        let mut ecc = [[[0u64; 8]; 2]; 2];
-        if spec.model.ecc {
-            // A little corrected-error history, as long-lived boards have.
-            ecc[0][1][2] = (index as u64 * 7) % 5;
-            ecc[0][1][1] = (index as u64) % 2;
-        }
+    pub(super) fn new(index: u32, spec: &GpuSpec, next_pid: &mut u32) -> Gpu {
+        let counters = &spec.counters;
+        let ecc = counters.ecc.unwrap_or_else(|| {
+            let mut ecc = [[[0u64; 8]; 2]; 2];
+            if spec.model.ecc {
+                // A little corrected-error history, as long-lived boards have.
+                ecc[0][1][2] = (index as u64 * 7) % 5;
+                ecc[0][1][1] = (index as u64) % 2;
+            }
+            ecc
+        });
+        let remap = counters.remapped_rows.and_then(|r| match r {
+            Val::Is(r) => Some(r),
+            Val::NotSupported => None,
+        });
+        let remap_rows = remap.map_or(0, |r| r.correctable + r.uncorrectable);
+        let sram = counters.sram.unwrap_or_default();
         let mut gpu = Gpu {
             index,
             model: spec.model.clone(),
-            uuid,
-            serial,
-            bus,
+            uuid: spec.identity.uuid.clone(),
+            serial: spec.identity.serial.clone(),
+            pci: spec.identity.pci,
+            minor: spec.identity.minor,
             load: spec.load,
             phase: (index as f64) * 0.9,
             period: 40.0 + (index % 5) as f64 * 7.0,
             mig: None,
             mig_pending: false,
             procs: Vec::new(),
+            settings: spec.settings.clone(),
+            readings: spec.readings.clone(),
             ecc,
-            remap_corr: 0,
-            remap_unc: 0,
-            remap_pending: false,
-            remap_failure: false,
-            retired: Vec::new(),
-            retired_pending: false,
+            sram,
+            remap_corr: remap.map_or(0, |r| r.correctable),
+            remap_unc: remap.map_or(0, |r| r.uncorrectable),
+            remap_pending: remap.is_some_and(|r| r.pending),
+            remap_failure: remap.is_some_and(|r| r.failure),
+            remap_histogram: remap.and_then(|r| r.histogram).map(|h| (h, remap_rows)),
+            remap_unsupported: counters.remapped_rows == Some(Val::NotSupported),
+            retired_unsupported: counters.retired_pages == Some(Val::NotSupported),
+            retired: match &counters.retired_pages {
+                Some(Val::Is(pages)) => pages
+                    .iter()
+                    .map(|p| RetiredPage {
+                        address: p.address,
+                        cause: p.cause,
+                        timestamp_us: p.timestamp_us.unwrap_or_else(super::now_us),
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            },
+            retired_pending: counters.retired_pending,
             lost: false,
             hang: None,
             slow_ms: 0,
             throttle: 0,
-            display: spec.display,
-            persistence: spec.persistence,
+            fixed_reasons: 0,
+            idle_reason: None,
             energy_mj: 0.0,
             energy_t: 0.0,
             violations: Default::default(),
             clock_events: Default::default(),
-            pcie_replay: index % 3,
-            pcie_width: spec.model.pcie_width,
+            pcie_replay: match counters.pcie_replays {
+                None => Some(index % 3),
+                Some(v) => v.get(),
+            },
+            pcie_width: spec.readings.pcie_width.unwrap_or(spec.model.pcie_width),
             nvlink_down: 0,
             nvlink_errors_added: vec![[0; 5]; spec.model.nvlinks as usize],
             fabric_state: if spec.model.nvswitch_fabric() { 3 } else { 0 },
             fabric_status: 0,
-            sram_threshold_exceeded: false,
+            sram_threshold_exceeded: sram.threshold_exceeded,
         };
+        let [power_cap, sync_boost, sw_thermal, hw_thermal, power_brake] =
+            counters.clock_event_durations_us.map(|us| us * 1000);
+        gpu.violations[0].acc_ns = power_cap;
+        gpu.violations[1].acc_ns = sw_thermal;
+        gpu.violations[2].acc_ns = sync_boost;
+        gpu.clock_events[0].acc_ns = sw_thermal;
+        gpu.clock_events[1].acc_ns = hw_thermal;
+        gpu.clock_events[2].acc_ns = power_brake;
+        if let Some(mask) = counters.clock_event_reasons {
+            const FIXED: u64 = 0x2 | 0x100;
+            gpu.fixed_reasons = mask & FIXED;
+            gpu.idle_reason = Some(mask & 0x1 != 0);
+            gpu.set_throttle(mask & !(FIXED | 0x1), 0.0);
+        }
         if let Some(mig) = &spec.mig {
-            let names: Vec<String> = mig.iter().map(|m| m.profile.clone()).collect();
-            let loads: Vec<f64> = mig.iter().map(|m| m.load).collect();
-            gpu.set_mig_layout(&names, &loads)
-                .expect("scenario validated the layout");
+            gpu.set_mig_instances(mig, 0);
         }
         gpu.mig_pending = spec.mig_pending.unwrap_or(spec.mig.is_some());
         for p in &spec.processes {
@@ -177,9 +244,12 @@ impl Gpu {
                 *next_pid += 1;
                 *next_pid
             });
-            let mig = p
-                .mig_instance
-                .map(|i| (gpu.mig.as_ref().expect("validated").instances[i].id, 0));
+            let mig = p.mig_instance.map(|i| {
+                (
+                    gpu.mig.as_ref().expect("validated").instances[i].id,
+                    p.compute_instance,
+                )
+            });
             gpu.procs.push(Proc {
                 pid,
                 name: p.name.clone(),
@@ -191,6 +261,8 @@ impl Gpu {
         gpu
     }
 
+    /// Replaces the MIG layout with these profiles, placed as `nvidia-smi
+    /// mig -cgi` would, one compute instance each (fault `mig-reconfigure`).
     pub fn set_mig_layout(&mut self, names: &[String], loads: &[f64]) -> Result<(), String> {
         let placed = model::place_layout(&self.model, names)?;
         let generation = self
@@ -198,29 +270,89 @@ impl Gpu {
             .as_ref()
             .map(|m| m.generation.wrapping_add(1))
             .unwrap_or(0);
-        let instances = placed
+        let specs: Vec<MigSpec> = placed
             .into_iter()
             .enumerate()
-            .map(|(i, (profile, start))| {
-                let id = profile.instance_id_for(start);
-                GpuInstance {
+            .map(|(i, (profile, start))| MigSpec {
+                profile: profile.name.clone(),
+                load: loads.get(i).copied().unwrap_or(0.0),
+                start,
+                uuid: None,
+                memory_used_mib: None,
+                compute_instances: vec![CiSpec {
+                    id: 0,
+                    slices: profile.slices,
+                    uuid: None,
+                }],
+            })
+            .collect();
+        self.set_mig_instances(&specs, generation);
+        Ok(())
+    }
+
+    /// Creates GPU instances the scenario placed (profiles and placements
+    /// already validated).
+    fn set_mig_instances(&mut self, specs: &[MigSpec], generation: u8) {
+        let instances = specs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, spec)| {
+                let profile = self.model.profile_by_name(&spec.profile)?.clone();
+                let id = profile.instance_id_for(spec.start);
+                let uuid = spec
+                    .uuid
+                    .clone()
+                    .unwrap_or_else(|| identity::mig_uuid(&self.uuid, id, 0, generation));
+                let mut first = 0;
+                let compute = spec
+                    .compute_instances
+                    .iter()
+                    .map(|c| {
+                        let start = first;
+                        first += c.slices;
+                        ComputeInstance {
+                            id: c.id,
+                            start,
+                            slices: c.slices,
+                            uuid: c.uuid.clone().unwrap_or_else(|| {
+                                if c.id == 0 {
+                                    uuid.clone()
+                                } else {
+                                    identity::mig_uuid(&self.uuid, id, c.id, generation)
+                                }
+                            }),
+                        }
+                    })
+                    .collect();
+                Some(GpuInstance {
                     id,
                     profile,
-                    start,
-                    uuid: format!(
-                        "MIG-{}",
-                        uuid_from(&format!("{}/gi/{id}/{generation}", self.uuid))
-                    ),
-                    load: loads.get(i).copied().unwrap_or(0.0),
+                    start: spec.start,
+                    uuid,
+                    load: spec.load,
                     phase: i as f64 * 1.3,
-                }
+                    compute,
+                    memory_used_mib: spec.memory_used_mib,
+                })
             })
             .collect();
         self.mig = Some(Mig {
             generation,
             instances,
         });
-        Ok(())
+    }
+
+    /// The MIG devices, in the order NVML enumerates them: (GPU instance
+    /// id, compute instance id), by GPU instance id then compute instance.
+    pub fn mig_devices(&self) -> Vec<(u32, u32)> {
+        let mut v: Vec<(u32, u32)> = self
+            .mig
+            .iter()
+            .flat_map(|m| &m.instances)
+            .flat_map(|i| i.compute.iter().map(move |c| (i.id, c.id)))
+            .collect();
+        v.sort_unstable();
+        v
     }
 
     pub fn instance(&self, gi: u32) -> Option<&GpuInstance> {
@@ -245,10 +377,27 @@ impl Gpu {
     /// a bank of its own (to `high`), and a remap failure leaves a bank with
     /// none.
     pub fn remapper_histogram(&self) -> [u32; 5] {
+        if let Some(([max, high, partial, low, none], rows_then)) = self.remap_histogram {
+            // Each row remapped since takes a bank from max to high.
+            let more = (self.remap_corr + self.remap_unc).saturating_sub(rows_then);
+            let moved = more.min(max);
+            return [max - moved, high + moved, partial, low, none];
+        }
         let total = self.model.remapper_banks;
         let none = u32::from(self.remap_failure).min(total);
         let high = (self.remap_corr + self.remap_unc).min(total - none);
         [total - high - none, high, 0, 0, none]
+    }
+
+    /// Whether NVML reports remapped rows now: boards that remap, not in
+    /// MIG mode (issue 16's blind spot), unless the scenario says "N/A".
+    pub fn remaps_rows(&self) -> bool {
+        self.model.row_remapping && self.mig.is_none() && !self.remap_unsupported
+    }
+
+    /// ECC is supported and on.
+    pub fn ecc_enabled(&self) -> bool {
+        matches!(self.settings.ecc, Some((true, _)))
     }
 
     pub fn nvlink_active(&self, link: u32) -> bool {
@@ -265,11 +414,18 @@ impl Gpu {
                 .iter()
                 .map(|i| self.instance_memory(i).2)
                 .sum::<u64>(),
-            None => {
-                GPU_OVERHEAD_MIB * MIB
-                    + if self.display { 96 * MIB } else { 0 }
-                    + self.procs.iter().map(|p| p.memory).sum::<u64>()
-            }
+            None => match self.readings.memory_used_mib {
+                Some(used) => used * MIB,
+                None => {
+                    GPU_OVERHEAD_MIB * MIB
+                        + if self.settings.display_active == Val::Is(true) {
+                            96 * MIB
+                        } else {
+                            0
+                        }
+                        + self.procs.iter().map(|p| p.memory).sum::<u64>()
+                }
+            },
         };
         let used = used.min(total - reserved);
         (total, reserved, used, total - reserved - used)
@@ -278,13 +434,18 @@ impl Gpu {
     /// Memory of one MIG instance: (total, reserved, used, free).
     pub fn instance_memory(&self, gi: &GpuInstance) -> (u64, u64, u64, u64) {
         let total = gi.profile.memory_mib * MIB;
-        let used = MIG_OVERHEAD_MIB * MIB
-            + self
-                .procs
-                .iter()
-                .filter(|p| p.mig.map(|m| m.0) == Some(gi.id))
-                .map(|p| p.memory)
-                .sum::<u64>();
+        let used = match gi.memory_used_mib {
+            Some(used) => used * MIB,
+            None => {
+                MIG_OVERHEAD_MIB * MIB
+                    + self
+                        .procs
+                        .iter()
+                        .filter(|p| p.mig.map(|m| m.0) == Some(gi.id))
+                        .map(|p| p.memory)
+                        .sum::<u64>()
+            }
+        };
         let used = used.min(total);
         (total, 0, used, total - used)
     }

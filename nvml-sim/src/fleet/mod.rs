@@ -1,14 +1,14 @@
 //! The simulated fleet at run time: the fleet and its timeline (here), one
-//! GPU's state (`gpu`), the physics that moves its readings (`physics`),
-//! fault application (`apply`) and derived identifiers (`identity`).
+//! GPU's state (`gpu`), the physics that moves its readings (`physics`)
+//! and fault application (`apply`).
 
 mod apply;
 mod gpu;
-mod identity;
 mod physics;
 
-pub use gpu::{Gpu, GpuInstance, Hang, Mig, Proc, RetiredPage, Violation, MIB};
-pub use identity::fnv;
+pub use crate::identity::fnv;
+pub use crate::value::unsupported;
+pub use gpu::{ComputeInstance, Gpu, GpuInstance, Hang, Mig, Proc, RetiredPage, Violation, MIB};
 
 use crate::fault::Fault;
 use crate::scenario::Scenario;
@@ -71,7 +71,7 @@ impl Sim {
             .gpus
             .iter()
             .enumerate()
-            .map(|(i, spec)| Gpu::new(&scenario.name, i as u32, spec, &mut next_pid))
+            .map(|(i, spec)| Gpu::new(i as u32, spec, &mut next_pid))
             .collect();
         Sim {
             scenario: scenario.name.clone(),

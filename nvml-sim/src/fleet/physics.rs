@@ -8,6 +8,7 @@
 
 use super::gpu::{Gpu, GpuInstance};
 use crate::fault::Reason;
+use crate::value::{pinned, Val};
 use std::f64::consts::PI;
 
 /// Utilization waveform around `load`: a sine that never leaves 0..=100, so
@@ -46,7 +47,16 @@ impl Wave {
 
 impl Gpu {
     fn wave(&self) -> Wave {
-        Wave::new(self.load, self.period, self.phase)
+        match pinned(self.readings.utilization[0]) {
+            // A flat wave: the pinned level, for power, clocks and energy too.
+            Some(u) => Wave {
+                load: f64::from(u),
+                amp: 0.0,
+                omega: 1.0,
+                phase: 0.0,
+            },
+            None => Wave::new(self.load, self.period, self.phase),
+        }
     }
 
     fn instance_wave(&self, gi: &GpuInstance) -> Wave {
@@ -61,7 +71,7 @@ impl Gpu {
                     .iter()
                     .map(|i| self.instance_wave(i).at(t) * i.profile.slices as f64)
                     .sum::<f64>()
-                    / 7.0
+                    / f64::from(self.model.mig_compute_slices)
             }
             None => self.wave().at(t),
         }
@@ -74,7 +84,7 @@ impl Gpu {
                     .iter()
                     .map(|i| self.instance_wave(i).integral(t) * i.profile.slices as f64)
                     .sum::<f64>()
-                    / 7.0
+                    / f64::from(self.model.mig_compute_slices)
             }
             None => self.wave().integral(t),
         }
@@ -118,14 +128,24 @@ impl Gpu {
         }
     }
 
+    /// The power limit in force (the scenario's, else the board default).
+    pub fn power_limit_mw(&self) -> u32 {
+        self.settings
+            .power_limit_mw
+            .unwrap_or(self.model.power_default_mw)
+    }
+
     fn power_span(&self) -> (f64, f64) {
         let idle = self.model.power_idle_mw as f64;
-        let busy = self.model.power_default_mw as f64 * 0.9;
+        let busy = self.power_limit_mw() as f64 * 0.9;
         (idle, busy - idle)
     }
 
     /// Power draw in mW at t.
     pub fn power_mw(&self, t: f64) -> f64 {
+        if let Some(p) = pinned(self.readings.power_mw) {
+            return f64::from(p);
+        }
         let (idle, span) = self.power_span();
         let f = self.throttle_factor();
         (idle + span * self.util(t) / 100.0) * if f < 1.0 { f.max(0.7) } else { 1.0 }
@@ -135,6 +155,11 @@ impl Gpu {
     /// it and before throttling changes, so the integral is exact.
     pub fn advance_energy(&mut self, t: f64) {
         if t <= self.energy_t {
+            return;
+        }
+        if let Some(p) = pinned(self.readings.power_mw) {
+            self.energy_mj += f64::from(p) * (t - self.energy_t);
+            self.energy_t = t;
             return;
         }
         let (idle, span) = self.power_span();
@@ -150,6 +175,9 @@ impl Gpu {
     }
 
     pub fn pstate(&self, t: f64) -> u32 {
+        if let Some(p) = pinned(self.readings.pstate) {
+            return p;
+        }
         if self.busy(t) {
             0
         } else {
@@ -158,6 +186,9 @@ impl Gpu {
     }
 
     pub fn temperature(&self, t: f64) -> u32 {
+        if let Some(c) = pinned(self.readings.temperature_c) {
+            return c;
+        }
         let base = 29.0 + (self.index % 3) as f64 + 0.48 * self.util(t);
         let temp = if self.thermal_throttled() {
             base.max(self.model.slowdown_c() as f64 + 1.0)
@@ -167,12 +198,24 @@ impl Gpu {
         temp.round() as u32
     }
 
+    /// `None`: no HBM sensor, or the scenario says "N/A".
     pub fn memory_temperature(&self, t: f64) -> Option<u32> {
-        self.model.temp_mem_max.map(|_| self.temperature(t) + 6)
+        match &self.readings.memory_temperature_c {
+            Some(v) => v.get(),
+            None => self.model.temp_mem_max.map(|_| self.temperature(t) + 6),
+        }
     }
 
     /// Current clock of an nvmlClockType_t, in MHz.
     pub fn clock(&self, clock_type: u32, t: f64) -> Option<u32> {
+        if let Some(c) = self
+            .readings
+            .clocks_mhz
+            .get(clock_type as usize)
+            .and_then(|v| pinned(*v))
+        {
+            return Some(c);
+        }
         let m = &self.model;
         let busy = self.busy(t);
         let f = self.throttle_factor();
@@ -203,31 +246,50 @@ impl Gpu {
         }
     }
 
-    pub fn fan_percent(&self, t: f64) -> u32 {
-        (30.0 + 0.55 * self.util(t)).round() as u32
+    /// Speed of fan `fan` in percent; `None` where the scenario says "N/A".
+    pub fn fan_percent(&self, fan: u32, t: f64) -> Option<u32> {
+        match &self.readings.fans_percent {
+            Some(Val::NotSupported) => None,
+            Some(Val::Is(v)) => v.get(fan as usize).or(v.first()).copied(),
+            None => Some((30.0 + 0.55 * self.util(t)).round() as u32 + fan),
+        }
     }
 
     pub fn clock_event_reasons(&self, t: f64) -> u64 {
-        let idle = u64::from(!self.busy(t));
-        idle | self.throttle
+        let idle = u64::from(self.idle_reason.unwrap_or_else(|| !self.busy(t)));
+        idle | self.throttle | self.fixed_reasons
     }
 
     /// PCIe throughput in KB/s: (tx, rx).
     pub fn pcie_kbps(&self, t: f64) -> (u32, u32) {
         let u = self.util(t);
         (
-            (2_000.0 + u * 9_000.0) as u32,
-            (3_000.0 + u * 24_000.0) as u32,
+            pinned(self.readings.pcie_tx_kbps).unwrap_or((2_000.0 + u * 9_000.0) as u32),
+            pinned(self.readings.pcie_rx_kbps).unwrap_or((3_000.0 + u * 24_000.0) as u32),
         )
     }
 
-    /// PCIe byte counters since init: (tx, rx).
+    /// PCIe byte counters since init: (tx, rx), the integral of the
+    /// throughput.
     pub fn pcie_bytes(&self, t: f64) -> (u64, u64) {
         let i = self.util_integral(t);
+        let flat =
+            |v: Option<Val<u32>>| pinned(v).map(|kbps| (f64::from(kbps) * t * 1000.0) as u64);
         (
-            ((2_000.0 * t + 9_000.0 * i) * 1000.0) as u64,
-            ((3_000.0 * t + 24_000.0 * i) * 1000.0) as u64,
+            flat(self.readings.pcie_tx_kbps)
+                .unwrap_or(((2_000.0 * t + 9_000.0 * i) * 1000.0) as u64),
+            flat(self.readings.pcie_rx_kbps)
+                .unwrap_or(((3_000.0 * t + 24_000.0 * i) * 1000.0) as u64),
         )
+    }
+
+    /// The PCIe generation the link runs at: idle links train down to gen 1.
+    pub fn pcie_generation(&self, t: f64) -> u32 {
+        pinned(self.readings.pcie_generation).unwrap_or(if self.busy(t) {
+            self.model.pcie_gen
+        } else {
+            1
+        })
     }
 
     /// NVLink data counter of one link in KiB: (tx, rx).

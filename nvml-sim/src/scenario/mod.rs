@@ -1,10 +1,22 @@
 //! Scenario files: the fleet a simulated driver presents and the faults it
 //! plays back over time. The built-in scenarios are TOML files in
 //! `scenarios/`, compiled in, so they double as examples of the format.
+//! What one `[[gpu]]` table may say is `gpu.rs`'s; boards are `model`'s.
 
-use crate::fault::{Fault, ProcKind};
-use crate::model::{self, Model};
+mod gpu;
+
+pub use gpu::{
+    CiSpec, Counters, GpuSpec, Identity, MigSpec, ProcSpec, Readings, RemapSpec, RetiredSpec,
+    Settings, SramCounts,
+};
+
+use crate::fault::Fault;
+use crate::identity::{self, PciAddr};
+use crate::model::{self, BoardFile, Model};
+use crate::value::Val;
+use gpu::RawGpu;
 use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -38,41 +50,38 @@ pub struct Scenario {
     /// NOT_SUPPORTED (scenario `gpm_absent_engines`). NVIDIA does not
     /// document which; the exporter must be right either way.
     pub gpm_absent_engines_unsupported: bool,
+    /// What the loader changed to make the fleet consistent (identifiers
+    /// given twice), for `nvml-sim check` and the library to report.
+    pub warnings: Vec<ScenarioError>,
+}
+
+/// The identifiers a `[[gpu]]` table gives, before derivation and
+/// de-duplication over the whole fleet.
+#[derive(Debug, Clone, Default)]
+pub struct IdentityGiven {
+    pub uuid: Option<String>,
+    pub serial: Option<Val<String>>,
+    pub pci: Option<PciAddr>,
+    pub minor: Option<Val<u32>>,
+    /// Where the table is, for warnings (`None`: a base scenario's GPU).
+    pub offset: Option<usize>,
 }
 
 #[derive(Debug, Clone)]
-pub struct GpuSpec {
-    pub model: Arc<Model>,
-    pub load: f64,
-    pub mig: Option<Vec<MigSpec>>,
-    pub processes: Vec<ProcSpec>,
-    pub display: bool,
-    pub persistence: bool,
-    /// MIG mode after the next GPU reset (`nvidia-smi -mig`); defaults to the current mode.
-    pub mig_pending: Option<bool>,
-}
-
-#[derive(Debug, Clone)]
-pub struct MigSpec {
-    pub profile: String,
-    pub load: f64,
-}
-
-#[derive(Debug, Clone)]
-pub struct ProcSpec {
-    pub pid: Option<u32>,
-    pub name: String,
-    pub memory_mib: u64,
-    pub kind: ProcKind,
-    /// Index into the GPU's `mig` list.
-    pub mig_instance: Option<usize>,
-}
-
-#[derive(Debug)]
 pub struct ScenarioError {
     pub source: String,
     pub line: Option<usize>,
     pub message: String,
+}
+
+impl ScenarioError {
+    /// `file:line: warning: message`, as a warning is printed.
+    pub fn as_warning(&self) -> String {
+        match self.line {
+            Some(line) => format!("{}:{line}: warning: {}", self.source, self.message),
+            None => format!("{}: warning: {}", self.source, self.message),
+        }
+    }
 }
 
 impl std::fmt::Display for ScenarioError {
@@ -92,6 +101,9 @@ struct RawScenario {
     description: Option<String>,
     /// Another scenario (built-in name) whose GPUs this one starts from.
     base: Option<toml::Spanned<String>>,
+    /// Boards this scenario defines, by the key its `[[gpu]]` tables use.
+    #[serde(default)]
+    board: BTreeMap<String, toml::Spanned<BoardFile>>,
     #[serde(default)]
     gpu: Vec<toml::Spanned<RawGpu>>,
     #[serde(default)]
@@ -101,53 +113,6 @@ struct RawScenario {
     denied: Option<toml::Spanned<Vec<u32>>>,
     host_pid_namespace: Option<bool>,
     gpm_absent_engines: Option<toml::Spanned<String>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawGpu {
-    model: toml::Spanned<String>,
-    #[serde(default = "one")]
-    count: usize,
-    #[serde(default)]
-    load: f64,
-    mig: Option<toml::Spanned<Vec<RawMig>>>,
-    #[serde(default)]
-    processes: Vec<RawProc>,
-    #[serde(default)]
-    display: bool,
-    persistence: Option<bool>,
-    mig_pending: Option<bool>,
-}
-
-fn one() -> usize {
-    1
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawMig {
-    Name(String),
-    Full {
-        profile: String,
-        #[serde(default)]
-        load: f64,
-    },
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawProc {
-    pid: Option<u32>,
-    name: String,
-    memory_mib: u64,
-    #[serde(default = "compute")]
-    kind: ProcKind,
-    mig_instance: Option<usize>,
-}
-
-fn compute() -> ProcKind {
-    ProcKind::Compute
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -207,6 +172,85 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
 /// scenario asking for billions would exhaust memory building them).
 pub const MAX_GPUS: usize = 64;
 
+/// How deep `base` chains of boards may go (a loop is refused before).
+const MAX_BOARD_DEPTH: usize = 8;
+
+/// Boards by key: the scenario's `[board.*]` tables and the built-ins.
+struct Boards<'a> {
+    defined: &'a BTreeMap<String, toml::Spanned<BoardFile>>,
+    resolved: HashMap<String, Arc<Model>>,
+}
+
+fn file_table(f: &BoardFile) -> toml::Table {
+    let mut t = match toml::Value::try_from(f) {
+        Ok(toml::Value::Table(t)) => t,
+        _ => toml::Table::new(),
+    };
+    t.remove("base");
+    t
+}
+
+impl Boards<'_> {
+    /// The board `key` as one table, its `base` chain merged in.
+    fn table(&self, key: &str, depth: usize) -> Result<toml::Table, String> {
+        if depth > MAX_BOARD_DEPTH {
+            return Err(format!(
+                "board `{key}`: `base` goes more than {MAX_BOARD_DEPTH} boards deep (a loop?)"
+            ));
+        }
+        if let Some(f) = self.defined.get(key) {
+            let f = f.get_ref();
+            let mut t = match &f.base {
+                Some(b) => self.table(b, depth + 1)?,
+                None => toml::Table::new(),
+            };
+            model::merge_tables(&mut t, file_table(f));
+            return Ok(t);
+        }
+        let text = model::BUILTIN_BOARDS
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, t)| *t)
+            .ok_or_else(|| {
+                let mut known: Vec<&str> = self.defined.keys().map(String::as_str).collect();
+                known.extend(model::BUILTIN_BOARDS.iter().map(|(k, _)| *k));
+                format!("unknown GPU model `{key}` (known: {})", known.join(", "))
+            })?;
+        toml::from_str(text).map_err(|e| format!("built-in board `{key}`: {}", e.message()))
+    }
+
+    fn resolve(key: &str, table: toml::Table) -> Result<Arc<Model>, String> {
+        let file: BoardFile = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| e.message().trim().to_string())?;
+        file.resolve(key).map(Arc::new)
+    }
+
+    /// A board by key, resolved once.
+    fn model(&mut self, key: &str) -> Result<Arc<Model>, String> {
+        if let Some(m) = self.resolved.get(key) {
+            return Ok(m.clone());
+        }
+        let m = if self.defined.contains_key(key) {
+            Self::resolve(key, self.table(key, 0)?)?
+        } else {
+            model::model_by_key(key).ok_or_else(|| self.table(key, 0).err().unwrap_or_default())?
+        };
+        self.resolved.insert(key.to_string(), m.clone());
+        Ok(m)
+    }
+
+    /// A board described in a `[[gpu]]` table, on its base if it has one.
+    fn inline(&self, base: Option<&str>, over: &BoardFile) -> Result<Arc<Model>, String> {
+        let mut t = match base {
+            Some(b) => self.table(b, 1)?,
+            None => toml::Table::new(),
+        };
+        model::merge_tables(&mut t, file_table(over));
+        Self::resolve(base.unwrap_or("inline"), t)
+    }
+}
+
 pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
     let err = |offset: Option<usize>, message: String| ScenarioError {
         source: source.to_string(),
@@ -217,6 +261,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         .map_err(|e| err(e.span().map(|s| s.start), e.message().trim().to_string()))?;
     let name = raw.name.clone().unwrap_or_else(|| default_name.to_string());
     let mut gpus = Vec::new();
+    let mut given: Vec<IdentityGiven> = Vec::new();
     let mut timeline = Vec::new();
     let (mut base_driver, mut base_privileged, mut base_denied) = (None, true, Vec::new());
     if let Some(base) = &raw.base {
@@ -236,100 +281,66 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
             base.get_ref(),
         )?;
         gpus = base_scenario.gpus;
+        given = gpus
+            .iter()
+            .map(|g| IdentityGiven {
+                offset: None,
+                ..g.identity_given.clone()
+            })
+            .collect();
         timeline = base_scenario.timeline;
         base_driver = base_scenario.driver;
         base_privileged = base_scenario.privileged;
         base_denied = base_scenario.denied;
     }
-    for spanned in &raw.gpu {
-        let at = spanned.span().start;
-        let g = spanned.get_ref();
-        let model = model::model_by_key(g.model.get_ref()).ok_or_else(|| {
-            err(
-                Some(g.model.span().start),
-                format!(
-                    "unknown GPU model `{}` (known: {})",
-                    g.model.get_ref(),
-                    model::builtin_keys()
-                ),
-            )
-        })?;
-        if !(0.0..=100.0).contains(&g.load) {
+    for (key, b) in &raw.board {
+        if model::BUILTIN_BOARDS.iter().any(|(k, _)| k == key) {
             return Err(err(
-                Some(at),
-                format!("load {} is outside 0..=100 percent", g.load),
+                Some(b.span().start),
+                format!("[board.{key}] would hide the built-in board `{key}`: give it another name (with base = \"{key}\")"),
             ));
         }
-        if g.count == 0 {
-            return Err(err(Some(at), "count must be at least 1".into()));
-        }
-        let mig = match &g.mig {
-            None => None,
-            Some(spanned_list) => {
-                let mig_at = spanned_list.span().start;
-                let specs: Vec<MigSpec> = spanned_list
-                    .get_ref()
-                    .iter()
-                    .map(|m| match m {
-                        RawMig::Name(n) => MigSpec {
-                            profile: n.clone(),
-                            load: 0.0,
-                        },
-                        RawMig::Full { profile, load } => MigSpec {
-                            profile: profile.clone(),
-                            load: *load,
-                        },
-                    })
-                    .collect();
-                let names: Vec<String> = specs.iter().map(|s| s.profile.clone()).collect();
-                model::place_layout(&model, &names).map_err(|m| err(Some(mig_at), m))?;
-                if let Some(bad) = specs.iter().find(|s| !(0.0..=100.0).contains(&s.load)) {
-                    return Err(err(
-                        Some(mig_at),
-                        format!("MIG instance load {} is outside 0..=100", bad.load),
-                    ));
-                }
-                Some(specs)
-            }
-        };
-        let mut processes = Vec::new();
-        for p in &g.processes {
-            if let Some(i) = p.mig_instance {
-                let n = mig.as_ref().map(|m| m.len()).unwrap_or(0);
-                if i >= n {
-                    return Err(err(
-                        Some(at),
-                        format!("process `{}` names mig_instance {i}, but this GPU has {n} MIG instances", p.name),
-                    ));
-                }
-            } else if mig.is_some() {
+    }
+    let mut boards = Boards {
+        defined: &raw.board,
+        resolved: HashMap::new(),
+    };
+    for key in raw.board.keys() {
+        boards
+            .model(key)
+            .map_err(|m| err(Some(raw.board[key].span().start), m))?;
+    }
+    for spanned in raw.gpu {
+        let at = spanned.span().start;
+        let g = spanned.into_inner();
+        let model = match (&g.model, &g.board) {
+            (None, None) => {
                 return Err(err(
                     Some(at),
-                    format!(
-                        "process `{}` runs on a MIG-enabled GPU and must name its mig_instance",
-                        p.name
-                    ),
-                ));
+                    "a [[gpu]] needs a `model` (a board) or a `board` table".into(),
+                ))
             }
-            processes.push(ProcSpec {
-                pid: p.pid,
-                name: p.name.clone(),
-                memory_mib: p.memory_mib,
-                kind: p.kind,
-                mig_instance: p.mig_instance,
-            });
-        }
-        if g.mig_pending.is_some() && !model.mig_capable() {
-            return Err(err(
-                Some(at),
-                format!("{} does not support MIG (mig_pending)", model.name),
-            ));
-        }
-        if g.display && !model.display_capable {
-            return Err(err(
-                Some(at),
-                format!("{} has no display output", model.name),
-            ));
+            (Some(m), None) => boards
+                .model(m.get_ref())
+                .map_err(|e| err(Some(m.span().start), e))?,
+            (m, Some(b)) => {
+                if m.is_some() && b.get_ref().base.is_some() {
+                    return Err(err(
+                        Some(b.span().start),
+                        "give `model` or `board.base`, not both".into(),
+                    ));
+                }
+                let base = m
+                    .as_ref()
+                    .map(|m| m.get_ref().as_str())
+                    .or(b.get_ref().base.as_deref());
+                boards
+                    .inline(base, b.get_ref())
+                    .map_err(|e| err(Some(b.span().start), e))?
+            }
+        };
+        if g.count == 0 {
+            return Err(err(Some(at), "count must be at least 1".into()));
         }
         if gpus.len().saturating_add(g.count) > MAX_GPUS {
             return Err(err(
@@ -340,16 +351,41 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                 ),
             ));
         }
-        for _ in 0..g.count {
-            gpus.push(GpuSpec {
-                model: model.clone(),
-                load: g.load,
-                mig: mig.clone(),
-                processes: processes.clone(),
-                display: g.display,
-                persistence: g.persistence.unwrap_or(!model.display_capable),
-                mig_pending: g.mig_pending,
-            });
+        let identity = IdentityGiven {
+            uuid: g.uuid.as_ref().map(|u| u.get_ref().clone()),
+            serial: g.serial.as_ref().map(|s| s.get_ref().clone()),
+            pci: match &g.pci_bus_id {
+                None => None,
+                Some(b) => Some(PciAddr::parse(b.get_ref()).ok_or_else(|| {
+                    err(
+                        Some(b.span().start),
+                        format!(
+                            "pci_bus_id `{}` is not DOMAIN:BUS:DEVICE.FUNCTION in hex, like 00000000:18:00.0",
+                            b.get_ref()
+                        ),
+                    )
+                })?),
+            },
+            minor: g.minor_number,
+            offset: Some(at),
+        };
+        if let Some(u) = &g.uuid {
+            if !u.get_ref().starts_with("GPU-") || u.get_ref().len() > 80 {
+                return Err(err(
+                    Some(u.span().start),
+                    format!(
+                        "uuid `{}` must start with GPU- (at most 80 characters)",
+                        u.get_ref()
+                    ),
+                ));
+            }
+        }
+        let count = g.count;
+        let mut spec = g.resolve(&model).map_err(|(o, m)| err(o.or(Some(at)), m))?;
+        spec.identity_given = identity.clone();
+        for _ in 0..count {
+            gpus.push(spec.clone());
+            given.push(identity.clone());
         }
     }
     if gpus.is_empty() {
@@ -358,12 +394,10 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
             "the scenario defines no GPU ([[gpu]] tables)".into(),
         ));
     }
-    if gpus.len() > 255 {
-        return Err(err(
-            None,
-            format!("{} GPUs; at most 255 are supported", gpus.len()),
-        ));
-    }
+    let mut warnings = Vec::new();
+    resolve_identities(&name, &mut gpus, &given, &mut |offset, m| {
+        warnings.push(err(offset, m));
+    });
     for entry in &raw.timeline {
         let offset = entry.span().start;
         let mut table = entry.get_ref().clone();
@@ -449,7 +483,119 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                 }
             },
         },
+        warnings,
     })
+}
+
+/// Gives every GPU its identifiers: the scenario's, else derived from the
+/// scenario name and index. An identifier given twice (masked captures
+/// share one fake UUID or serial) is replaced by the derived one on the
+/// later GPU, and `warn` says so.
+fn resolve_identities(
+    scenario: &str,
+    gpus: &mut [GpuSpec],
+    given: &[IdentityGiven],
+    warn: &mut dyn FnMut(Option<usize>, String),
+) {
+    let mut uuids: HashSet<String> = HashSet::new();
+    let mut serials: HashSet<String> = HashSet::new();
+    let mut buses: HashSet<PciAddr> = given.iter().filter_map(|g| g.pci).collect();
+    let mut explicit_buses: HashSet<PciAddr> = HashSet::new();
+    for (i, (spec, g)) in gpus.iter_mut().zip(given).enumerate() {
+        let index = i as u32;
+        let mut uuid = g
+            .uuid
+            .clone()
+            .unwrap_or_else(|| identity::gpu_uuid(scenario, index));
+        if !uuids.insert(uuid.to_ascii_lowercase()) {
+            let fresh = identity::gpu_uuid(scenario, index);
+            warn(
+                g.offset,
+                format!("GPU {i}: uuid {uuid} repeats an earlier GPU's; GPU {i} answers {fresh} instead"),
+            );
+            uuid = fresh;
+            uuids.insert(uuid.to_ascii_lowercase());
+        }
+        let serial = match &g.serial {
+            Some(Val::NotSupported) => None,
+            Some(Val::Is(s)) => Some(s.clone()),
+            None => spec
+                .model
+                .has_serial
+                .then(|| identity::gpu_serial(scenario, index)),
+        };
+        let serial = serial.map(|s| {
+            if serials.insert(s.clone()) {
+                return s;
+            }
+            let fresh = identity::gpu_serial(scenario, index);
+            warn(
+                g.offset,
+                format!(
+                    "GPU {i}: serial {s} repeats an earlier GPU's; GPU {i} answers {fresh} instead"
+                ),
+            );
+            serials.insert(fresh.clone());
+            fresh
+        });
+        let pci = match g.pci {
+            Some(p) if explicit_buses.insert(p) => p,
+            explicit => {
+                // The derived bus, or the next one no GPU of the scenario uses.
+                let mut bus = identity::gpu_bus(index);
+                while buses.contains(&PciAddr::on_bus(bus & 0xff)) {
+                    bus += 1;
+                }
+                let fresh = PciAddr::on_bus(bus & 0xff);
+                buses.insert(fresh);
+                if let Some(p) = explicit {
+                    warn(
+                        g.offset,
+                        format!(
+                            "GPU {i}: pci_bus_id {} repeats an earlier GPU's; GPU {i} answers {} instead",
+                            p.bus_id(),
+                            fresh.bus_id()
+                        ),
+                    );
+                }
+                fresh
+            }
+        };
+        let minor = match g.minor {
+            Some(Val::NotSupported) => None,
+            Some(Val::Is(m)) => Some(m),
+            None => Some(index),
+        };
+        for m in spec.mig.iter_mut().flatten() {
+            for u in m.uuid.iter_mut().chain(
+                m.compute_instances
+                    .iter_mut()
+                    .filter_map(|c| c.uuid.as_mut()),
+            ) {
+                if !uuids.insert(u.to_ascii_lowercase()) {
+                    warn(
+                        g.offset,
+                        format!("GPU {i}: MIG uuid {u} repeats another; GPU {i}'s MIG device gets a derived one"),
+                    );
+                    u.clear();
+                }
+            }
+            if m.uuid.as_ref().is_some_and(String::is_empty) {
+                m.uuid = None;
+            }
+            for c in &mut m.compute_instances {
+                if c.uuid.as_ref().is_some_and(String::is_empty) {
+                    c.uuid = None;
+                }
+            }
+        }
+        spec.identity = Identity {
+            uuid,
+            serial,
+            pci,
+            minor,
+        };
+    }
 }
 
 #[cfg(test)]
