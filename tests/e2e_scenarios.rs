@@ -494,3 +494,133 @@ fn collector_switches_remove_families() {
     // Opt-in family stays off by default.
     assert!(!fams.contains("nvidia_gpu_process_memory_used_bytes"));
 }
+
+/// A copy of a real host (issue 20): what the scenario pins is served as
+/// written (after conversion), what it calls N/A is absent, and timeline
+/// faults still fire on it, so alerts can be drilled on the copy.
+#[test]
+fn a_pinned_host_is_served_as_written_and_takes_faults() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("host.toml");
+    std::fs::write(
+        &path,
+        r#"
+name = "host"
+driver = "590.48.01"
+
+[[gpu]]
+model = "h100-sxm5-80gb"
+uuid = "GPU-00000000-0000-0000-0000-000000000001"
+pci_bus_id = "00000000:00:09.0"
+power_limit_w = 650
+
+[gpu.readings]
+temperature_c = 41
+power_w = 69.62
+utilization = { gpu = 7, memory = 3, decoder = "N/A" }
+
+[gpu.counters]
+pcie_replays = 9
+
+[[gpu]]
+model = "h100-sxm5-80gb"
+
+[gpu.readings]
+temperature_c = "N/A"
+
+[[timeline]]
+at = 1
+action = "xid"
+gpu = 0
+code = 79
+
+[[timeline]]
+at = 1
+action = "ecc"
+gpu = 0
+count = 3
+"#,
+    )
+    .unwrap();
+    let e = Exporter::ready(path.to_str().unwrap(), &[]);
+    let text = e.scrape_until("the timeline's XID and ECC errors", |t| {
+        t.contains("nvidia_gpu_xid_errors_total{")
+            && t.contains("error=\"uncorrected\",scope=\"volatile\"} 3")
+    });
+    let all = samples(&text);
+    let value = |name: &str, gpu: &str, label: Option<(&str, &str)>| {
+        all.iter()
+            .find(|s| {
+                s.name == name
+                    && s.label("gpu") == Some(gpu)
+                    && label.is_none_or(|(k, v)| s.label(k) == Some(v))
+            })
+            .map(|s| s.value.clone())
+    };
+    let info = all
+        .iter()
+        .find(|s| s.name == "nvidia_gpu_info" && s.label("gpu") == Some("0"))
+        .unwrap();
+    assert_eq!(
+        info.label("uuid"),
+        Some("GPU-00000000-0000-0000-0000-000000000001")
+    );
+    assert_eq!(info.label("pci_bus_id"), Some("00000000:00:09.0"));
+    let driver = all
+        .iter()
+        .find(|s| s.name == "nvidia_gpu_driver_info")
+        .unwrap();
+    assert_eq!(driver.label("driver_version"), Some("590.48.01"));
+    assert_eq!(driver.label("cuda_driver_version"), Some("13.1"));
+    assert_eq!(
+        value(
+            "nvidia_gpu_temperature_celsius",
+            "0",
+            Some(("sensor", "gpu"))
+        )
+        .as_deref(),
+        Some("41")
+    );
+    assert_eq!(
+        value(
+            "nvidia_gpu_temperature_celsius",
+            "1",
+            Some(("sensor", "gpu"))
+        ),
+        None,
+        "N/A is absent"
+    );
+    assert_eq!(
+        value("nvidia_gpu_power_usage_watts", "0", None).as_deref(),
+        Some("69.62")
+    );
+    assert_eq!(
+        value(
+            "nvidia_gpu_power_limit_watts",
+            "0",
+            Some(("limit", "enforced"))
+        )
+        .as_deref(),
+        Some("650")
+    );
+    assert_eq!(
+        value("nvidia_gpu_utilization_ratio", "0", Some(("engine", "gpu"))).as_deref(),
+        Some("0.07")
+    );
+    assert_eq!(
+        value(
+            "nvidia_gpu_utilization_ratio",
+            "0",
+            Some(("engine", "decoder"))
+        ),
+        None
+    );
+    assert_eq!(
+        value("nvidia_gpu_pcie_replay_errors_total", "0", None).as_deref(),
+        Some("9")
+    );
+    assert_eq!(
+        value("nvidia_gpu_xid_errors_total", "0", Some(("xid", "79"))).as_deref(),
+        Some("1")
+    );
+}

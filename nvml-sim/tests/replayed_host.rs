@@ -146,7 +146,10 @@ fn a_pinned_host_answers_as_captured_and_still_takes_faults() {
         )),
         "{stderr}"
     );
-    assert!(stderr.contains("GPU 1: serial 0000000000000 repeats"), "{stderr}");
+    assert!(
+        stderr.contains("GPU 1: serial 0000000000000 repeats"),
+        "{stderr}"
+    );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         "replay: ok: 3 GPUs, 4 MIG instances, 2 timeline entries"
@@ -161,7 +164,10 @@ fn a_pinned_host_answers_as_captured_and_still_takes_faults() {
 
     // GPU 0: identity, settings and pinned readings as written.
     let d = nvml.device_by_index(0).unwrap();
-    assert_eq!(d.uuid().unwrap(), "GPU-00000000-0000-0000-0000-000000000000");
+    assert_eq!(
+        d.uuid().unwrap(),
+        "GPU-00000000-0000-0000-0000-000000000000"
+    );
     assert_eq!(d.serial().unwrap(), "0000000000000");
     let pci = d.pci_info().unwrap();
     assert_eq!(pci.bus_id, "00000000:00:09.0");
@@ -204,7 +210,10 @@ fn a_pinned_host_answers_as_captured_and_still_takes_faults() {
     // SAFETY: the union member matches each entry's value type.
     unsafe {
         assert_eq!(f[0].value.uiVal, 48);
-        assert_eq!((f[1].value.siVal, f[2].value.siVal, f[3].value.siVal), (-8, -2, 0));
+        assert_eq!(
+            (f[1].value.siVal, f[2].value.siVal, f[3].value.siVal),
+            (-8, -2, 0)
+        );
         assert_eq!(f[1].valueType, 5, "signed");
         assert_eq!(f[5].value.uiVal, 650_000);
     }
@@ -281,7 +290,11 @@ fn a_pinned_host_answers_as_captured_and_still_takes_faults() {
     assert_eq!(gi3.running_compute_processes().unwrap()[0].pid, 4101);
     assert_eq!(gi3.running_graphics_processes().unwrap()[0].pid, 4101);
     assert_eq!(
-        d1.mig_device_by_index(4).unwrap().memory_info().unwrap().used,
+        d1.mig_device_by_index(4)
+            .unwrap()
+            .memory_info()
+            .unwrap()
+            .used,
         9 * 1024 * 1024
     );
 
@@ -298,7 +311,9 @@ fn a_pinned_host_answers_as_captured_and_still_takes_faults() {
         d2.is_in_persistent_mode(),
         Err(NvmlError::NotSupported)
     ));
-    let dbe = d2.retired_pages(RetirementCause::DoubleBitEccError).unwrap();
+    let dbe = d2
+        .retired_pages(RetirementCause::DoubleBitEccError)
+        .unwrap();
     assert_eq!(
         dbe.iter().map(|p| p.address).collect::<Vec<_>>(),
         vec![0x1000]

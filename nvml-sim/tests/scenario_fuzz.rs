@@ -44,6 +44,12 @@ const HOSTILE: &[&str] = &[
     "[1, 2]",
     "\"7g.80gb,7g.80gb\"",
     "99999999999999999999",
+    "\"N/A\"",
+    "{ max = 4294967295 }",
+    "\"ffffffff:ff:1f.7\"",
+    "\"GPU-00000000-0000-0000-0000-000000000000\"",
+    "[{ id = 0, slices = 0 }]",
+    "{ base = \"h100-sxm5-80gb\" }",
 ];
 
 /// Parses and, when it parses, builds the fleet: both must return, not panic.

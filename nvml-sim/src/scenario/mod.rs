@@ -646,12 +646,12 @@ mod tests {
 
     #[test]
     fn errors_name_line_and_problem() {
-        let text = "name = \"x\"\n\n[[gpu]]\nmodel = \"h200\"\n";
+        let text = "name = \"x\"\n\n[[gpu]]\nmodel = \"h900\"\n";
         let e = parse(text, "x.toml", "x").unwrap_err();
         assert_eq!(e.line, Some(4));
         assert!(
             e.to_string()
-                .starts_with("x.toml:4: unknown GPU model `h200`"),
+                .starts_with("x.toml:4: unknown GPU model `h900`"),
             "{e}"
         );
         let e = parse(
@@ -672,5 +672,194 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.line, Some(3), "{e}");
         assert!(e.message.contains("GPU 3"), "{e}");
+    }
+
+    /// (scenario text, line, what the message says): every key of the
+    /// format is checked, and an unknown one is refused where it is.
+    const REFUSED: &[(&str, usize, &str)] = &[
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\n[gpu.readings]\ntemperature = 41\n",
+            4,
+            "unknown field `temperature`",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\n[gpu.counters]\npcie_replays = 1\necc = { volatile = { corrected = { dram = 1, hbm = 2 } } }\n",
+            5,
+            "unknown field `hbm`",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nmig = [{ profile = \"1g.10gb\", laod = 3 }]\n",
+            3,
+            "unknown field `laod`",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\n[gpu.board]\nmemory = { total = 3 }\n",
+            4,
+            "unknown field `total`",
+        ),
+        (
+            "[board.mine]\nbase = \"h100-sxm5-80gb\"\nfans = 2\n[[gpu]]\nmodel = \"mine\"\n",
+            3,
+            "unknown field `fans`",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\n[gpu.readings]\ntemperature_c = \"hot\"\n",
+            4,
+            "(or \"N/A\")",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\n[gpu.readings]\nutilization = { gpu = 140 }\n",
+            3,
+            "utilization.gpu = 140 is outside 0..=100",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nmig = [{ profile = \"1g.10gb\", gpu_instance_id = 5 }]\n",
+            3,
+            "no placement of `1g.10gb`",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nmig = [{ profile = \"2g.20gb\", placement = 0 }, { profile = \"1g.10gb\", placement = 1 }]\n",
+            3,
+            "overlaps",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nmig = [{ profile = \"3g.40gb\", compute_instances = [{ id = 0, slices = 2 }, { id = 1, slices = 2 }] }]\n",
+            3,
+            "compute instances take 4 slices of its 3",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\npower_limit_w = 900\n",
+            3,
+            "power_limit_w 900 is outside",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\npci_bus_id = \"18:00.0\"\n",
+            3,
+            "is not DOMAIN:BUS:DEVICE.FUNCTION",
+        ),
+        (
+            "[[gpu]]\nmodel = \"rtx-4090\"\n[gpu.counters]\nremapped_rows = { correctable = 1 }\n",
+            1,
+            "does not remap rows",
+        ),
+        (
+            "[[gpu]]\n[gpu.board]\nname = \"x\"\nbrand = \"nvidia\"\narchitecture = \"blackwell\"\n",
+            2,
+            "has no `memory.total_mib`",
+        ),
+        (
+            "[board.a]\nbase = \"b\"\n[board.b]\nbase = \"a\"\n[[gpu]]\nmodel = \"a\"\n",
+            1,
+            "(a loop?)",
+        ),
+        (
+            "[board.h100-sxm5-80gb]\nname = \"x\"\n[[gpu]]\nmodel = \"h100-sxm5-80gb\"\n",
+            1,
+            "would hide the built-in board",
+        ),
+    ];
+
+    #[test]
+    fn new_keys_are_checked_with_their_line() {
+        for (text, line, message) in REFUSED {
+            let e = parse(text, "k.toml", "k").expect_err(text);
+            assert_eq!(e.line, Some(*line), "{e}\n{text}");
+            assert!(e.message.contains(message), "{e}\n{text}");
+        }
+    }
+
+    #[test]
+    fn inline_boards_and_not_supported_values() {
+        let text = r#"
+[board.b200]
+name = "NVIDIA B200"
+brand = "nvidia"
+architecture = "blackwell"
+memory = { total_mib = 183359, reserved_mib = 1000 }
+power = { default_limit_w = 1000, module = { default_limit_w = 2700 } }
+clocks = { max_graphics_mhz = 1965, max_memory_mhz = 3996 }
+pcie = { generation = 5, width = 16 }
+nvlink = { links = 18, version = 5 }
+engines = { decoders = 7, jpegs = 7, ofas = 1 }
+ecc = { supported = true, row_remapping = true, remapper_banks = 3072 }
+thermal = { shutdown_c = "N/A", gpu_max_c = 87 }
+
+[board.b200.mig]
+compute_slices = 4
+memory_slices = 4
+
+[[board.b200.mig.profile]]
+name = "1g.45gb"
+profile = "1_SLICE"
+id = 19
+slices = 1
+memory_slices = 1
+instances = 4
+placements = [0, 1, 2, 3]
+gpu_instance_ids = [3, 4, 5, 6]
+memory_mib = 45000
+sm_count = 37
+copy_engines = 2
+decoders = 1
+encoders = 1
+jpegs = 1
+ofas = 0
+
+[[gpu]]
+model = "b200"
+count = 2
+mig = ["1g.45gb", { profile = "1g.45gb", gpu_instance_id = 6 }]
+processes = [{ name = "x", memory_mib = 10, gpu_instance = 6 }]
+
+[[gpu]]
+model = "h100-sxm5-80gb"
+serial = "N/A"
+[gpu.board]
+name = "NVIDIA H100 NVL"
+thermal = { memory_max_c = "N/A" }
+"#;
+        let s = parse(text, "b.toml", "b").unwrap();
+        assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+        let b = &s.gpus[0].model;
+        assert_eq!(
+            b.arch,
+            nvml_wrapper_sys::bindings::NVML_DEVICE_ARCH_BLACKWELL
+        );
+        assert_eq!(b.cuda_cc, (10, 0), "from the architecture");
+        assert_eq!(b.temp_shutdown, None);
+        assert_eq!(b.module_power.unwrap().default_mw, 2_700_000);
+        assert!(Arc::ptr_eq(b, &s.gpus[1].model), "one board, shared");
+        let mig = s.gpus[0].mig.as_ref().unwrap();
+        assert_eq!((mig[0].start, mig[1].start), (0, 3));
+        assert_eq!(s.gpus[0].processes[0].mig_instance, Some(1));
+        let nvl = &s.gpus[2];
+        assert_eq!(nvl.model.name, "NVIDIA H100 NVL");
+        assert_eq!(nvl.model.temp_mem_max, None);
+        assert_eq!(nvl.model.memory_mib, 81559, "the rest from its model");
+        assert_eq!(nvl.identity.serial, None);
+        // Derived identifiers are unique without warnings.
+        let uuids: HashSet<&str> = s.gpus.iter().map(|g| g.identity.uuid.as_str()).collect();
+        assert_eq!(uuids.len(), 3);
+    }
+
+    #[test]
+    fn identifiers_given_twice_are_made_unique_and_reported() {
+        let text = "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\ncount = 2\nuuid = \"GPU-1\"\nserial = \"1\"\npci_bus_id = \"0000:18:00.0\"\n";
+        let s = parse(text, "d.toml", "d").unwrap();
+        assert_eq!(s.gpus[0].identity.uuid, "GPU-1");
+        assert_ne!(s.gpus[1].identity.uuid, "GPU-1");
+        assert_ne!(s.gpus[1].identity.serial.as_deref(), Some("1"));
+        assert_ne!(s.gpus[1].identity.pci, s.gpus[0].identity.pci);
+        let w: Vec<String> = s.warnings.iter().map(ScenarioError::as_warning).collect();
+        assert_eq!(w.len(), 3, "{w:?}");
+        assert!(
+            w[0].starts_with("d.toml:1: warning: GPU 1: uuid GPU-1 repeats"),
+            "{w:?}"
+        );
+        assert!(
+            w.iter()
+                .any(|w| w.contains("pci_bus_id 00000000:18:00.0 repeats")),
+            "{w:?}"
+        );
     }
 }
