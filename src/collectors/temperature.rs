@@ -1,7 +1,10 @@
-//! Temperatures and the thresholds the driver acts on.
+//! Temperatures and the thresholds the driver acts on, as absolute
+//! degrees or, where NVML reports only those (Hopper and Blackwell on
+//! recent drivers), as distances to the GPU's T.Limit.
 
 use crate::family::Family;
 use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
+use crate::snapshot::{GpuReadings, Threshold};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Temperature),
@@ -18,6 +21,18 @@ pub static COLLECTOR: Collector = Collector {
             kind: Kind::Gauge,
             collect: threshold,
         },
+        Metric {
+            name: "nvidia_gpu_temperature_margin_celsius",
+            help: "How far the GPU is below its T.Limit temperature (negative past it); reported where NVML gives no absolute slowdown threshold.",
+            kind: Kind::Gauge,
+            collect: margin,
+        },
+        Metric {
+            name: "nvidia_gpu_temperature_margin_threshold_celsius",
+            help: "The thresholds as T.Limit margins: the GPU slows down or shuts down when its margin falls to the value.",
+            kind: Kind::Gauge,
+            collect: margin_threshold,
+        },
     ],
 };
 
@@ -30,8 +45,28 @@ fn temperature<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 }
 
 fn threshold<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    thresholds(scope, out, |r| &r.temperature_thresholds);
+}
+
+fn margin<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     for (g, r) in scope.readings() {
-        for &(t, v) in &r.temperature_thresholds {
+        if let Some(v) = r.temperature_margin {
+            out.gpu(g).set(v);
+        }
+    }
+}
+
+fn margin_threshold<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    thresholds(scope, out, |r| &r.temperature_margin_thresholds);
+}
+
+fn thresholds<'a>(
+    scope: &Scope<'a>,
+    out: &mut SampleSink<'a>,
+    read: fn(&GpuReadings) -> &[(Threshold, f64)],
+) {
+    for (g, r) in scope.readings() {
+        for &(t, v) in read(r) {
             out.gpu(g).label("threshold", t.as_label()).set(v);
         }
     }
