@@ -30,7 +30,8 @@ pub static COLLECTOR: Collector = Collector {
         },
         Metric {
             name: "nvidia_gpu_nvlink_link_bit_error_ratio",
-            help: "NVLink5 bit error rate of the link by kind: effective (after FEC) or symbol (raw).",
+            help:
+                "NVLink5 bit error rate of the link by kind: effective (after FEC) or symbol (raw).",
             kind: Kind::Gauge,
             collect: bit_error_rates,
         },

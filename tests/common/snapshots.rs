@@ -177,7 +177,10 @@ pub fn h100_readings(i: u32) -> GpuReadings {
             state: 3,
             registered: true,
             health_summary: Some(FabricHealth::Healthy),
-            health_issues: FabricIssue::ALL.iter().map(|&issue| (issue, false)).collect(),
+            health_issues: FabricIssue::ALL
+                .iter()
+                .map(|&issue| (issue, false))
+                .collect(),
             partition: Some(FabricPartition {
                 clique_id: 32766,
                 cluster_uuid: "5a1b2c3d-0000-4000-8000-00000000cafe".into(),
