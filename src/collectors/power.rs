@@ -8,7 +8,9 @@
 
 use crate::family::Family;
 use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
-use crate::snapshot::{GpuReadings, PowerLimit};
+use crate::snapshot::PowerLimit;
+
+use super::{per_gpu, per_gpu_labelled};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Power),
@@ -62,29 +64,14 @@ fn usage<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     per_gpu(scope, out, |r| r.power_usage_watts);
 }
 
-/// One series per GPU that has the reading.
-fn per_gpu<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>, read: fn(&GpuReadings) -> Option<f64>) {
-    for (g, r) in scope.readings() {
-        if let Some(v) = read(r) {
-            out.gpu(g).set(v);
-        }
-    }
-}
-
 fn limit<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
-    limits(scope, out, |r| &r.power_limits);
-}
-
-fn limits<'a>(
-    scope: &Scope<'a>,
-    out: &mut SampleSink<'a>,
-    read: fn(&GpuReadings) -> &[(PowerLimit, f64)],
-) {
-    for (g, r) in scope.readings() {
-        for &(l, v) in read(r) {
-            out.gpu(g).label("limit", l.as_label()).set(v);
-        }
-    }
+    per_gpu_labelled(
+        scope,
+        out,
+        "limit",
+        |r| &r.power_limits,
+        PowerLimit::as_label,
+    );
 }
 
 fn energy<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
@@ -96,7 +83,13 @@ fn module_usage<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 }
 
 fn module_limit<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
-    limits(scope, out, |r| &r.module_power_limits);
+    per_gpu_labelled(
+        scope,
+        out,
+        "limit",
+        |r| &r.module_power_limits,
+        PowerLimit::as_label,
+    );
 }
 
 fn memory_usage<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {

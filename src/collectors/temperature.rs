@@ -4,7 +4,9 @@
 
 use crate::family::Family;
 use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
-use crate::snapshot::{GpuReadings, Threshold};
+use crate::snapshot::Threshold;
+
+use super::{per_gpu, per_gpu_labelled};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Temperature),
@@ -45,29 +47,25 @@ fn temperature<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 }
 
 fn threshold<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
-    thresholds(scope, out, |r| &r.temperature_thresholds);
+    per_gpu_labelled(
+        scope,
+        out,
+        "threshold",
+        |r| &r.temperature_thresholds,
+        Threshold::as_label,
+    );
 }
 
 fn margin<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
-    for (g, r) in scope.readings() {
-        if let Some(v) = r.temperature_margin {
-            out.gpu(g).set(v);
-        }
-    }
+    per_gpu(scope, out, |r| r.temperature_margin);
 }
 
 fn margin_threshold<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
-    thresholds(scope, out, |r| &r.temperature_margin_thresholds);
-}
-
-fn thresholds<'a>(
-    scope: &Scope<'a>,
-    out: &mut SampleSink<'a>,
-    read: fn(&GpuReadings) -> &[(Threshold, f64)],
-) {
-    for (g, r) in scope.readings() {
-        for &(t, v) in read(r) {
-            out.gpu(g).label("threshold", t.as_label()).set(v);
-        }
-    }
+    per_gpu_labelled(
+        scope,
+        out,
+        "threshold",
+        |r| &r.temperature_margin_thresholds,
+        Threshold::as_label,
+    );
 }

@@ -709,19 +709,20 @@ pub fn exports_clocks_event_reasons(nvml: &Nvml) -> bool {
 /// successor of `nvmlDeviceGetSupportedClocksThrottleReasons`,
 /// DEPRECATED(13.0).
 pub fn supported_clocks_event_reasons(nvml: &Nvml, device: DeviceHandle) -> Result<u64, NvmlError> {
-    let f = sym!(nvml, nvmlDeviceGetSupportedClocksEventReasons);
-    let mut bits: std::os::raw::c_ulonglong = 0;
-    // SAFETY: valid out-pointer.
-    nvml_try(unsafe { f(device, &raw mut bits) })?;
-    Ok(bits)
+    reasons(device, sym!(nvml, nvmlDeviceGetSupportedClocksEventReasons))
 }
 
 /// `nvmlDeviceGetCurrentClocksEventReasons`, likewise the successor of
 /// `nvmlDeviceGetCurrentClocksThrottleReasons`.
 pub fn current_clocks_event_reasons(nvml: &Nvml, device: DeviceHandle) -> Result<u64, NvmlError> {
-    let f = sym!(nvml, nvmlDeviceGetCurrentClocksEventReasons);
+    reasons(device, sym!(nvml, nvmlDeviceGetCurrentClocksEventReasons))
+}
+
+type ReasonsFn = unsafe extern "C" fn(nvmlDevice_t, *mut std::os::raw::c_ulonglong) -> nvmlReturn_t;
+
+fn reasons(device: DeviceHandle, f: ReasonsFn) -> Result<u64, NvmlError> {
     let mut bits: std::os::raw::c_ulonglong = 0;
-    // SAFETY: valid out-pointer.
+    // SAFETY: valid out-pointer; `f` is the library's own export.
     nvml_try(unsafe { f(device, &raw mut bits) })?;
     Ok(bits)
 }
