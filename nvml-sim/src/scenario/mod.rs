@@ -862,4 +862,32 @@ thermal = { memory_max_c = "N/A" }
             "{w:?}"
         );
     }
+
+    /// Every TOML example of README.md reads: the scenarios as they are,
+    /// the board-key reference as a board of a scenario.
+    #[test]
+    fn the_readme_examples_are_valid() {
+        let readme = include_str!("../../README.md");
+        let mut checked = 0;
+        for block in readme.split("```toml\n").skip(1) {
+            let block = block.split("```").next().unwrap_or_default();
+            let text = if block.contains("[[gpu]]") {
+                block.to_string()
+            } else {
+                let board: toml::Table = toml::from_str(block).unwrap_or_else(|e| panic!("{e}\n{block}"));
+                let mut boards = toml::Table::new();
+                boards.insert("example".into(), toml::Value::Table(board));
+                let mut doc = toml::Table::new();
+                doc.insert("board".into(), toml::Value::Table(boards));
+                let mut gpu = toml::Table::new();
+                gpu.insert("model".into(), toml::Value::String("example".into()));
+                doc.insert("gpu".into(), toml::Value::Array(vec![toml::Value::Table(gpu)]));
+                toml::to_string(&doc).unwrap()
+            };
+            let s = parse(&text, "README.md", "readme").unwrap_or_else(|e| panic!("{e}\n{text}"));
+            assert!(!s.gpus.is_empty());
+            checked += 1;
+        }
+        assert!(checked >= 4, "{checked} examples");
+    }
 }
