@@ -874,14 +874,18 @@ thermal = { memory_max_c = "N/A" }
             let text = if block.contains("[[gpu]]") {
                 block.to_string()
             } else {
-                let board: toml::Table = toml::from_str(block).unwrap_or_else(|e| panic!("{e}\n{block}"));
+                let board: toml::Table =
+                    toml::from_str(block).unwrap_or_else(|e| panic!("{e}\n{block}"));
                 let mut boards = toml::Table::new();
                 boards.insert("example".into(), toml::Value::Table(board));
                 let mut doc = toml::Table::new();
                 doc.insert("board".into(), toml::Value::Table(boards));
                 let mut gpu = toml::Table::new();
                 gpu.insert("model".into(), toml::Value::String("example".into()));
-                doc.insert("gpu".into(), toml::Value::Array(vec![toml::Value::Table(gpu)]));
+                doc.insert(
+                    "gpu".into(),
+                    toml::Value::Array(vec![toml::Value::Table(gpu)]),
+                );
                 toml::to_string(&doc).unwrap()
             };
             let s = parse(&text, "README.md", "readme").unwrap_or_else(|e| panic!("{e}\n{text}"));
