@@ -21,13 +21,13 @@
 //! The simulator is one library per process, so each scenario runs in a
 //! child process of this test binary.
 
+mod common;
 mod sampler_support;
 #[path = "common/snapshots.rs"]
 mod snapshots;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -427,23 +427,6 @@ fn check_snapshot(snapshot: Arc<Snapshot>, now: SystemTime) -> Result<Compared, 
 
 // ---- every built-in scenario ---------------------------------------------
 
-/// The simulator's built-in scenarios, as `nvml-sim scenarios` lists them
-/// (the files of its `scenarios/`), so that a new one is checked without
-/// touching this test.
-fn builtin_scenarios() -> Vec<String> {
-    let cli = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/nvml-sim");
-    let out = Command::new(&cli)
-        .arg("scenarios")
-        .output()
-        .unwrap_or_else(|e| panic!("{}: {e}: run `cargo build --workspace`", cli.display()));
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .map(str::to_string)
-        .collect()
-}
-
 /// Runs the real sampler on `scenario` for a few seconds and compares every
 /// snapshot it publishes (at most a dozen, spread over the run).
 fn check_scenario(scenario: &str) {
@@ -501,7 +484,8 @@ fn prometheus_client_agrees_on_every_builtin_scenario() {
         check_scenario(&scenario);
         return;
     }
-    let scenarios = builtin_scenarios();
+    // `nvml-sim scenarios`: a new built-in is checked without an edit here.
+    let scenarios = common::sim_listing("scenarios");
     assert!(
         scenarios.len() >= 5 && scenarios.iter().any(|s| s == "dgx-h100"),
         "{scenarios:?}"

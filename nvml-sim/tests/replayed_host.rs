@@ -16,8 +16,7 @@ use nvml_wrapper::enum_wrappers::device::{
     RetirementCause, TemperatureSensor,
 };
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::Device;
-use nvml_wrapper_sys::bindings::{nvmlFieldValue_t, nvmlRowRemapperHistogramValues_t};
+use nvml_wrapper_sys::bindings::nvmlRowRemapperHistogramValues_t;
 
 const SCENARIO: &str = r#"
 name = "replay"
@@ -97,26 +96,6 @@ at = 0
 action = "remap-row"
 gpu = 0
 "#;
-
-fn raw_fields(nvml: &nvml_wrapper::Nvml, d: &Device, req: &[(u32, u32)]) -> Vec<nvmlFieldValue_t> {
-    let mut v: Vec<nvmlFieldValue_t> = req
-        .iter()
-        .map(|&(id, scope)| {
-            // SAFETY: plain C struct; all-zero is valid.
-            let mut f: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
-            f.fieldId = id;
-            f.scopeId = scope;
-            f
-        })
-        .collect();
-    // SAFETY: `v` holds `len` entries.
-    let rc = unsafe {
-        nvml.lib()
-            .nvmlDeviceGetFieldValues(d.handle(), v.len() as i32, v.as_mut_ptr())
-    };
-    assert_eq!(rc, 0);
-    v
-}
 
 #[test]
 fn a_pinned_host_answers_as_captured_and_still_takes_faults() {
@@ -202,7 +181,7 @@ fn a_pinned_host_answers_as_captured_and_still_takes_faults() {
     // Idle, as pinned, though P0.
     assert_eq!(d.current_throttle_reasons().unwrap().bits(), 0x1);
     // Memory temperature (field 82) and the T.Limit margins of Hopper.
-    let f = raw_fields(
+    let f = common::raw_fields(
         &nvml,
         &d,
         &[(82, 0), (193, 0), (194, 0), (196, 0), (186, 1), (190, 0)],

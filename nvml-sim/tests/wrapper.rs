@@ -171,24 +171,6 @@ fn ecc_and_rows() {
     assert_eq!((rc, c, u, p, f), (0, 0, 0, 0, 0));
 }
 
-fn raw_fields(nvml: &Nvml, d: &nvml_wrapper::Device, req: &[(u32, u32)]) -> Vec<nvmlFieldValue_t> {
-    let mut v: Vec<nvmlFieldValue_t> = req
-        .iter()
-        .map(|&(id, scope)| {
-            let mut f: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
-            f.fieldId = id;
-            f.scopeId = scope;
-            f
-        })
-        .collect();
-    let rc = unsafe {
-        nvml.lib()
-            .nvmlDeviceGetFieldValues(d.handle(), v.len() as i32, v.as_mut_ptr())
-    };
-    assert_eq!(rc, 0);
-    v
-}
-
 #[test]
 fn field_values() {
     use nvml_wrapper_sys::bindings::field_id::*;
@@ -214,7 +196,7 @@ fn field_values() {
         got[3]
     );
     // Per-link NVLink counters need scopeId = link.
-    let f = raw_fields(
+    let f = common::raw_fields(
         &nvml,
         &d,
         &[

@@ -34,17 +34,23 @@ pub fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// The simulated driver the exporter loads for `--simulate`. Built by
-/// `cargo build --workspace`; `cargo test` alone does not build a cdylib of
-/// another package, so fail with the fix instead of a confusing error.
-pub fn sim_library() -> PathBuf {
-    let lib = target_dir().join("libnvml_sim.so");
+/// A file of the simulator crate built beside the exporter. Built by
+/// `cargo build --workspace`; `cargo test` alone does not build another
+/// package's cdylib or binary, so fail with the fix instead of a confusing
+/// error.
+fn sim_built(file: &str) -> PathBuf {
+    let path = target_dir().join(file);
     assert!(
-        lib.exists(),
+        path.exists(),
         "{} is missing: run `cargo build --workspace` before the end-to-end tests",
-        lib.display()
+        path.display()
     );
-    lib
+    path
+}
+
+/// The simulated driver the exporter loads for `--simulate`.
+pub fn sim_library() -> PathBuf {
+    sim_built("libnvml_sim.so")
 }
 
 pub struct Exporter {
@@ -55,15 +61,9 @@ pub struct Exporter {
     telemetry_path: String,
 }
 
-/// The `nvml-sim` CLI built beside the exporter (`cargo build --workspace`).
+/// The `nvml-sim` CLI built beside the exporter.
 pub fn sim_cli() -> PathBuf {
-    let cli = target_dir().join("nvml-sim");
-    assert!(
-        cli.exists(),
-        "{} is missing: run `cargo build --workspace` before the end-to-end tests",
-        cli.display()
-    );
-    cli
+    sim_built("nvml-sim")
 }
 
 /// The first column of an offline `nvml-sim` listing (`drivers`,

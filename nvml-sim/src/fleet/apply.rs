@@ -191,6 +191,9 @@ impl Sim {
                 ))
             }
             Fault::Throttle { gpu, reasons } => {
+                if let Some(r) = reasons.iter().find(|r| !r.throttles()) {
+                    return Err(format!("{r:?} is not a throttle reason a fault can set"));
+                }
                 let mask = reasons.iter().fold(0, |m, r| m | r.bit());
                 self.gpus[*gpu as usize].set_throttle(mask, t);
                 self.push_event(Event {

@@ -229,11 +229,16 @@ impl Gpu {
         gpu.clock_events[0].acc_ns = sw_thermal;
         gpu.clock_events[1].acc_ns = hw_thermal;
         gpu.clock_events[2].acc_ns = power_brake;
-        if let Some(mask) = counters.clock_event_reasons {
-            const FIXED: u64 = 0x2 | 0x100;
-            gpu.fixed_reasons = mask & FIXED;
-            gpu.idle_reason = Some(mask & 0x1 != 0);
-            gpu.set_throttle(mask & !(FIXED | 0x1), 0.0);
+        if let Some(reasons) = &counters.clock_event_reasons {
+            let mask = |keep: fn(&Reason) -> bool| {
+                reasons
+                    .iter()
+                    .filter(|r| keep(r))
+                    .fold(0, |m, r| m | r.bit())
+            };
+            gpu.fixed_reasons = mask(|r| !r.throttles() && *r != Reason::GpuIdle);
+            gpu.idle_reason = Some(reasons.contains(&Reason::GpuIdle));
+            gpu.set_throttle(mask(|r| r.throttles()), 0.0);
         }
         if let Some(mig) = &spec.mig {
             gpu.set_mig_instances(mig, 0);

@@ -4,7 +4,7 @@
 //! (`[gpu.counters]`), MIG instances and processes. Any value may be
 //! `"N/A"`: the driver then answers NOT_SUPPORTED for it.
 
-use crate::fault::{ProcKind, RetireCause};
+use crate::fault::{ProcKind, Reason, RetireCause};
 use crate::identity::PciAddr;
 use crate::model::{self, Model, Placement};
 use crate::value::Val;
@@ -97,8 +97,8 @@ pub struct Counters {
     pub retired_pages: Option<Val<Vec<RetiredSpec>>>,
     pub retired_pending: bool,
     pub remapped_rows: Option<Val<RemapSpec>>,
-    /// `nvmlClocksEventReasons` bits active at start, if the scenario says.
-    pub clock_event_reasons: Option<u64>,
+    /// Clock event reasons active at start, if the scenario says.
+    pub clock_event_reasons: Option<Vec<Reason>>,
     /// SW power cap, sync boost, SW thermal, HW thermal, HW power brake.
     pub clock_event_durations_us: [u64; 5],
     pub pcie_replays: Option<Val<u32>>,
@@ -375,7 +375,7 @@ pub(super) struct RawCounters {
     retired_pages: Option<Val<Vec<RetiredSpec>>>,
     retired_pending: Option<bool>,
     remapped_rows: Option<Val<RemapSpec>>,
-    clock_event_reasons: Option<Vec<ClockEvent>>,
+    clock_event_reasons: Option<Vec<Reason>>,
     clock_event_durations_us: Option<RawDurations>,
     pcie_replays: Option<Val<u32>>,
 }
@@ -431,38 +431,6 @@ struct RawDurations {
     sw_thermal_slowdown: u64,
     hw_thermal_slowdown: u64,
     hw_power_brake_slowdown: u64,
-}
-
-/// Clock event reasons by the names nvidia-smi prints (the throttle
-/// fault's, plus the three it cannot set).
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-enum ClockEvent {
-    GpuIdle,
-    ApplicationsClocksSetting,
-    SwPowerCap,
-    HwSlowdown,
-    SyncBoost,
-    SwThermalSlowdown,
-    HwThermalSlowdown,
-    HwPowerBrakeSlowdown,
-    DisplayClockSetting,
-}
-
-impl ClockEvent {
-    fn bit(self) -> u64 {
-        match self {
-            ClockEvent::GpuIdle => 0x1,
-            ClockEvent::ApplicationsClocksSetting => 0x2,
-            ClockEvent::SwPowerCap => 0x4,
-            ClockEvent::HwSlowdown => 0x8,
-            ClockEvent::SyncBoost => 0x10,
-            ClockEvent::SwThermalSlowdown => 0x20,
-            ClockEvent::HwThermalSlowdown => 0x40,
-            ClockEvent::HwPowerBrakeSlowdown => 0x80,
-            ClockEvent::DisplayClockSetting => 0x100,
-        }
-    }
 }
 
 // ---- from the file to the spec -------------------------------------------------
@@ -642,9 +610,7 @@ impl RawCounters {
             retired_pages: self.retired_pages,
             retired_pending: self.retired_pending.unwrap_or(false),
             remapped_rows: self.remapped_rows,
-            clock_event_reasons: self
-                .clock_event_reasons
-                .map(|v| v.iter().fold(0, |m, r| m | r.bit())),
+            clock_event_reasons: self.clock_event_reasons,
             clock_event_durations_us: durations,
             pcie_replays: self.pcie_replays,
         })
