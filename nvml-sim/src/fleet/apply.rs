@@ -224,15 +224,16 @@ impl Sim {
                 let g = &mut self.gpus[*gpu as usize];
                 let mig = match (&g.mig, gpu_instance) {
                     (Some(_), Some(gi)) => {
-                        if g.instance(*gi).is_none() {
+                        let Some(inst) = g.instance(*gi) else {
                             return Err(format!("GPU {gpu} has no GPU instance {gi}"));
-                        }
-                        if compute_instance.unwrap_or(0) != 0 {
+                        };
+                        let ci = compute_instance.unwrap_or(0);
+                        if inst.compute_instance(ci).is_none() {
                             return Err(format!(
-                                "GPU instance {gi} on GPU {gpu} has one compute instance, id 0"
+                                "GPU instance {gi} on GPU {gpu} has no compute instance {ci}"
                             ));
                         }
-                        Some((*gi, 0))
+                        Some((*gi, ci))
                     }
                     (Some(_), None) => {
                         return Err(format!("GPU {gpu} is in MIG mode: name a gpu_instance"))
