@@ -528,6 +528,15 @@ model = "h100-sxm5-80gb"
 [gpu.readings]
 temperature_c = "N/A"
 
+[[gpu]]
+model = "h100-sxm5-80gb"
+
+[gpu.board]
+thermal = { shutdown_c = "N/A", slowdown_c = "N/A", gpu_max_c = "N/A", shutdown_tlimit_c = -8, slowdown_tlimit_c = -2, gpu_max_tlimit_c = 0 }
+
+[gpu.readings]
+tlimit_c = 46
+
 [[timeline]]
 at = 1
 action = "xid"
@@ -622,5 +631,28 @@ count = 3
     assert_eq!(
         value("nvidia_gpu_xid_errors_total", "0", Some(("xid", "79"))).as_deref(),
         Some("1")
+    );
+    // A Hopper capture on a recent driver prints thresholds only as T.Limit
+    // margins: the exporter falls back to them, as on such a host.
+    assert_eq!(
+        value(
+            "nvidia_gpu_temperature_threshold_celsius",
+            "2",
+            Some(("threshold", "slowdown"))
+        ),
+        None
+    );
+    assert_eq!(
+        value("nvidia_gpu_temperature_margin_celsius", "2", None).as_deref(),
+        Some("46")
+    );
+    assert_eq!(
+        value(
+            "nvidia_gpu_temperature_margin_threshold_celsius",
+            "2",
+            Some(("threshold", "shutdown"))
+        )
+        .as_deref(),
+        Some("-8")
     );
 }

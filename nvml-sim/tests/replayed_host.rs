@@ -197,6 +197,17 @@ fn a_pinned_host_answers_as_captured_and_still_takes_faults() {
         assert_eq!(f[5].value.uiVal, 650_000);
     }
     assert_eq!(f[4].nvmlReturn, 3, "no module power scope on an H100");
+    // "GPU T.Limit Temp: 46 C" at 41 C, as the capture prints.
+    let mut margin: nvml_wrapper_sys::bindings::nvmlMarginTemperature_v1_t =
+        unsafe { std::mem::zeroed() };
+    margin.version = (std::mem::size_of::<nvml_wrapper_sys::bindings::nvmlMarginTemperature_v1_t>()
+        | 1 << 24) as u32;
+    // SAFETY: valid handle, versioned struct.
+    let rc = unsafe {
+        nvml.lib()
+            .nvmlDeviceGetMarginTemperature(d.handle(), &raw mut margin)
+    };
+    assert_eq!((rc, margin.marginTemperature), (0, 46));
     // The timeline moved the pinned GPU's counters: 2 uncorrected DRAM
     // errors on top of the scenario's 4 corrected, one row remapped out
     // of a bank at max.

@@ -87,6 +87,7 @@ same!(
     nvmlDeviceGetInforomVersion,
     nvmlDeviceGetJpgUtilization,
     nvmlDeviceGetMPSComputeRunningProcesses_v3,
+    nvmlDeviceGetMarginTemperature,
     nvmlDeviceGetMaxClockInfo,
     nvmlDeviceGetMaxCustomerBoostClock,
     nvmlDeviceGetMaxMigDeviceCount,

@@ -234,23 +234,14 @@ fn field_value(
         // Signed T.Limit margins below the maximum operating temperature
         // (nvidia-smi on Hopper: shutdown -8, slowdown -2, max operating 0);
         // boards before Ada have none (the A100 capture prints N/A).
-        NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT
-        | NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT
-        | NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT => {
-            let threshold = match id {
-                NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT => m.temp_shutdown,
-                NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT => m.temp_slowdown,
-                _ => m.temp_gpu_max,
-            };
-            match (m.tlimit, m.temp_gpu_max, threshold) {
-                (true, Some(max), Some(t)) => Ok(I32(max as i32 - t as i32)),
-                _ => Err(NOT_SUPPORTED),
-            }
+        NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT => {
+            m.tlimit_margins[0].map(I32).ok_or(NOT_SUPPORTED)
         }
-        NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT => match (m.tlimit, m.temp_mem_max) {
-            (true, Some(_)) => Ok(I32(0)),
-            _ => Err(NOT_SUPPORTED),
-        },
+        NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT => {
+            m.tlimit_margins[1].map(I32).ok_or(NOT_SUPPORTED)
+        }
+        NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT => m.tlimit_margins[2].map(I32).ok_or(NOT_SUPPORTED),
+        NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT => m.tlimit_margins[3].map(I32).ok_or(NOT_SUPPORTED),
         _ if (NVML_FI_DEV_NVLINK_SPEED_MBPS_L0..=NVML_FI_DEV_NVLINK_SPEED_MBPS_L5)
             .contains(&id)
             || (NVML_FI_DEV_NVLINK_SPEED_MBPS_L6..=NVML_FI_DEV_NVLINK_SPEED_MBPS_L11)

@@ -38,6 +38,21 @@ nvml_fn! {
 }
 
 nvml_fn! {
+    /// How far the GPU is below T.Limit, its max operating temperature
+    /// (from the 12.8 header, R570: absent before, by drivers.toml);
+    /// NOT_SUPPORTED on boards without T.Limit readings.
+    fn nvmlDeviceGetMarginTemperature(device: nvmlDevice_t, marginTempInfo: *mut nvmlMarginTemperature_t) {
+        nonnull(marginTempInfo)?;
+        if (*marginTempInfo).version != struct_version::<nvmlMarginTemperature_v1_t>(1) {
+            return Err(VERSION_MISMATCH);
+        }
+        let v = with_gpu(device, |g, t| g.tlimit_margin(t).ok_or(NOT_SUPPORTED))?;
+        (*marginTempInfo).marginTemperature = v;
+        Ok(())
+    }
+}
+
+nvml_fn! {
     fn nvmlDeviceGetTemperatureThreshold(device: nvmlDevice_t, thresholdType: nvmlTemperatureThresholds_t, temp: *mut c_uint) {
         nonnull(temp)?;
         let v = with_gpu(device, |g, _| match thresholdType {

@@ -198,6 +198,16 @@ impl Gpu {
         temp.round() as u32
     }
 
+    /// How far below T.Limit (the max operating temperature) the GPU runs;
+    /// `None` where the board serves no T.Limit readings.
+    pub fn tlimit_margin(&self, t: f64) -> Option<i32> {
+        match &self.readings.tlimit_c {
+            Some(v) => v.get(),
+            None if self.model.tlimit_margins.iter().all(Option::is_none) => None,
+            None => Some(self.model.tlimit_c()? as i32 - self.temperature(t) as i32),
+        }
+    }
+
     /// `None`: no HBM sensor, or the scenario says "N/A".
     pub fn memory_temperature(&self, t: f64) -> Option<u32> {
         match &self.readings.memory_temperature_c {

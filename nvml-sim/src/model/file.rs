@@ -197,6 +197,13 @@ pub struct ThermalSection {
     pub gpu_max_c: Option<Val<u32>>,
     pub memory_max_c: Option<Val<u32>>,
     pub tlimit: Option<bool>,
+    /// The thresholds as T.Limit margins, where a capture prints only
+    /// those (Hopper and Blackwell on recent drivers); default: derived
+    /// from the absolute ones.
+    pub shutdown_tlimit_c: Option<Val<i32>>,
+    pub slowdown_tlimit_c: Option<Val<i32>>,
+    pub memory_max_tlimit_c: Option<Val<i32>>,
+    pub gpu_max_tlimit_c: Option<Val<i32>>,
     pub fans: Option<u32>,
 }
 
@@ -504,7 +511,36 @@ impl BoardFile {
             temp_slowdown: threshold(&thermal.slowdown_c),
             temp_gpu_max: threshold(&thermal.gpu_max_c),
             temp_mem_max: threshold(&thermal.memory_max_c),
-            tlimit: thermal.tlimit.unwrap_or(after_ada(arch)),
+            tlimit_margins: {
+                let temp_gpu_max = threshold(&thermal.gpu_max_c);
+                let explicit = [
+                    &thermal.shutdown_tlimit_c,
+                    &thermal.slowdown_tlimit_c,
+                    &thermal.memory_max_tlimit_c,
+                    &thermal.gpu_max_tlimit_c,
+                ];
+                let tlimit = thermal
+                    .tlimit
+                    .unwrap_or(after_ada(arch) || explicit.iter().any(|e| e.is_some()));
+                let derived = [
+                    threshold(&thermal.shutdown_c),
+                    threshold(&thermal.slowdown_c),
+                    None,
+                    temp_gpu_max,
+                ]
+                .map(|abs| Some(temp_gpu_max? as i32 - abs? as i32));
+                let mut margins = [None; 4];
+                for (i, m) in margins.iter_mut().enumerate() {
+                    *m = match explicit[i] {
+                        Some(v) => v.get(),
+                        None if !tlimit => None,
+                        // The memory margin is to the memory's own maximum.
+                        None if i == 2 => threshold(&thermal.memory_max_c).map(|_| 0),
+                        None => derived[i],
+                    };
+                }
+                margins
+            },
             fans: thermal.fans.unwrap_or(0),
             pcie_gen,
             pcie_width,

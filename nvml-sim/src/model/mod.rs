@@ -143,9 +143,10 @@ pub struct Model {
     pub temp_gpu_max: Option<u32>,
     /// `None` where the board has no HBM temperature sensor.
     pub temp_mem_max: Option<u32>,
-    /// The thresholds are also served as signed T.Limit margins (fields
-    /// 193-196), as Ada and newer boards do.
-    pub tlimit: bool,
+    /// The thresholds as signed T.Limit margins (fields 193-196: shutdown,
+    /// slowdown, memory max, GPU max), as Ada and newer boards serve them;
+    /// `None` where not supported.
+    pub tlimit_margins: [Option<i32>; 4],
     pub fans: u32,
     pub pcie_gen: u32,
     pub pcie_width: u32,
@@ -239,6 +240,15 @@ impl Model {
         self.temp_slowdown
             .or(self.temp_gpu_max.map(|t| t + 2))
             .unwrap_or(90)
+    }
+
+    /// The maximum operating temperature T.Limit margins count from: the
+    /// absolute one, or the slowdown threshold less its margin.
+    pub fn tlimit_c(&self) -> Option<u32> {
+        self.temp_gpu_max.or_else(|| {
+            let slowdown_margin = self.tlimit_margins[1]?;
+            Some((self.temp_slowdown? as i32 + slowdown_margin) as u32)
+        })
     }
 }
 

@@ -67,6 +67,8 @@ pub struct Settings {
 pub struct Readings {
     pub temperature_c: Option<Val<u32>>,
     pub memory_temperature_c: Option<Val<u32>>,
+    /// How far below T.Limit the GPU is (`nvmlDeviceGetMarginTemperature`).
+    pub tlimit_c: Option<Val<i32>>,
     pub power_mw: Option<Val<u32>>,
     pub module_power_mw: Option<Val<u32>>,
     pub memory_power_mw: Option<Val<u32>>,
@@ -331,6 +333,7 @@ fn compute() -> ProcKind {
 pub(super) struct RawReadings {
     temperature_c: Option<Val<u32>>,
     memory_temperature_c: Option<Val<u32>>,
+    tlimit_c: Option<Val<i32>>,
     power_w: Option<Val<f64>>,
     module_power_w: Option<Val<f64>>,
     memory_power_w: Option<Val<f64>>,
@@ -525,6 +528,7 @@ impl RawReadings {
         Ok(Readings {
             temperature_c: self.temperature_c,
             memory_temperature_c: self.memory_temperature_c,
+            tlimit_c: self.tlimit_c,
             power_mw: watts(self.power_w, "power_w")?,
             module_power_mw: watts(self.module_power_w, "module_power_w")?,
             memory_power_mw: watts(self.memory_power_w, "memory_power_w")?,
