@@ -243,20 +243,7 @@ fn a_pinned_host_answers_as_captured_and_still_takes_faults() {
     let mut seen = Vec::new();
     for i in 0..5 {
         let m = d1.mig_device_by_index(i).unwrap();
-        let (mut gi, mut ci) = (0u32, 0u32);
-        // SAFETY: valid MIG handle and out-pointers.
-        unsafe {
-            assert_eq!(
-                nvml.lib()
-                    .nvmlDeviceGetGpuInstanceId(m.handle(), &raw mut gi),
-                0
-            );
-            assert_eq!(
-                nvml.lib()
-                    .nvmlDeviceGetComputeInstanceId(m.handle(), &raw mut ci),
-                0
-            );
-        }
+        let (gi, ci) = common::instance_ids(&nvml, &m);
         seen.push((gi, ci, m.name().unwrap(), m.uuid().unwrap()));
     }
     assert!(d1.mig_device_by_index(5).is_err());

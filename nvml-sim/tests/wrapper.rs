@@ -284,20 +284,7 @@ fn mig_devices() {
         let mem = m.memory_info().unwrap();
         assert!(mem.total <= total / 8 && mem.total == mem.used + mem.free + mem.reserved);
         assert_eq!(m.mig_parent_device().unwrap().index().unwrap(), 0);
-        let (mut gi, mut ci) = (99, 99);
-        unsafe {
-            assert_eq!(
-                nvml.lib()
-                    .nvmlDeviceGetGpuInstanceId(m.handle(), &raw mut gi),
-                0
-            );
-            assert_eq!(
-                nvml.lib()
-                    .nvmlDeviceGetComputeInstanceId(m.handle(), &raw mut ci),
-                0
-            );
-        }
-        assert_eq!((gi, ci), (7 + i, 0));
+        assert_eq!(common::instance_ids(&nvml, &m), (7 + i, 0));
         let by_uuid = nvml.device_by_uuid(m.uuid().unwrap().as_str()).unwrap();
         assert!(by_uuid.mig_is_mig_device_handle().unwrap());
     }

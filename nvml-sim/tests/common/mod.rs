@@ -56,3 +56,24 @@ pub fn raw_fields(
     assert_eq!(rc, 0);
     v
 }
+
+/// A MIG device's GPU and compute instance ids (not wrapped by
+/// nvml-wrapper).
+#[allow(unsafe_code)]
+pub fn instance_ids(nvml: &nvml_wrapper::Nvml, m: &nvml_wrapper::Device) -> (u32, u32) {
+    let (mut gi, mut ci) = (u32::MAX, u32::MAX);
+    // SAFETY: a valid handle and out-pointers.
+    unsafe {
+        assert_eq!(
+            nvml.lib()
+                .nvmlDeviceGetGpuInstanceId(m.handle(), &raw mut gi),
+            0
+        );
+        assert_eq!(
+            nvml.lib()
+                .nvmlDeviceGetComputeInstanceId(m.handle(), &raw mut ci),
+            0
+        );
+    }
+    (gi, ci)
+}
