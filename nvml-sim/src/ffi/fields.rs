@@ -353,7 +353,12 @@ fn field_value(
         NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE => Ok(U32(m.mig_capable() as u32)),
         // nvmlGpuRecoveryAction_t: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset.
         NVML_FI_DEV_GET_GPU_RECOVERY_ACTION => {
-            Ok(U32(u32::from(g.remap_pending || g.retired_pending)))
+            let derived = u32::from(g.remap_pending || g.retired_pending);
+            match g.recovery_action {
+                None => Ok(U32(derived)),
+                Some(crate::value::Val::NotSupported) => Err(NOT_SUPPORTED),
+                Some(crate::value::Val::Is(a)) => Ok(U32(a.max(derived))),
+            }
         }
         NVML_FI_DEV_RESET_STATUS | NVML_FI_DEV_DRAIN_AND_RESET_STATUS => {
             Ok(U32((g.remap_pending || g.retired_pending) as u32))

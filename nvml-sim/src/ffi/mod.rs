@@ -310,6 +310,12 @@ pub fn device_call(h: nvmlDevice_t) -> R<(MutexGuard<'static, State>, Dev)> {
             st = initialized()?;
             continue;
         }
+        if dev.mig.is_none() && !gpu.call_errors.is_empty() {
+            let call = crate::calls::current();
+            if let Some((_, code)) = gpu.call_errors.iter().find(|(f, _)| f == call) {
+                return Err(*code);
+            }
+        }
         if let Some((gi, ci, gen)) = dev.mig {
             let ok = gpu
                 .mig

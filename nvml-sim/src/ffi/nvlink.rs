@@ -39,13 +39,24 @@ nvml_fn! {
 /// UUID. Single-node NVSwitch systems (every simulated board) report
 /// clique 0 and an all-zero cluster UUID, as real HGX H100 and H200 do on
 /// 590.48.01 (`../shared/corpus`, "Fabric" sections).
-fn fabric(device: nvmlDevice_t) -> R<(u8, nvmlReturn_t, u32, [u8; 16])> {
+fn fabric(device: nvmlDevice_t) -> R<(u8, nvmlReturn_t, u32, [u8; 16], u32, u8)> {
     with_gpu(device, |g, _| {
-        if g.model.nvswitch_fabric() {
-            Ok((g.fabric_state, g.fabric_status, 0, [0u8; 16]))
-        } else {
-            Err(NOT_SUPPORTED)
+        if !g.model.nvswitch_fabric() {
+            return Err(NOT_SUPPORTED);
         }
+        // A scenario may pin the partition and health a capture printed.
+        let (clique, cluster, mask, summary) =
+            g.fabric.as_ref().map_or((0, [0u8; 16], 0, 0), |f| {
+                (f.clique_id, f.cluster_uuid, f.health_mask, f.health_summary)
+            });
+        Ok((
+            g.fabric_state,
+            g.fabric_status,
+            clique,
+            cluster,
+            mask,
+            summary,
+        ))
     })
 }
 
@@ -54,7 +65,7 @@ nvml_fn! {
     /// registration; others answer NOT_SUPPORTED. DEPRECATED(13.0).
     fn nvmlDeviceGetGpuFabricInfo(device: nvmlDevice_t, gpuFabricInfo: *mut nvmlGpuFabricInfo_t) {
         nonnull(gpuFabricInfo)?;
-        let (state, status, cliqueId, clusterUuid) = fabric(device)?;
+        let (state, status, cliqueId, clusterUuid, ..) = fabric(device)?;
         out(gpuFabricInfo, nvmlGpuFabricInfo_t { clusterUuid, status, cliqueId, state })
     }
 }
@@ -74,7 +85,7 @@ nvml_fn! {
         if !(version == v2 || (version == v3 && major >= 580)) {
             return Err(VERSION_MISMATCH);
         }
-        let (state, status, clique, cluster) = fabric(device)?;
+        let (state, status, clique, cluster, mask, summary) = fabric(device)?;
         // v3 appends `healthSummary` to v2's layout: a v2 caller's buffer
         // is written only as far as v2 reaches.
         let common = gpuFabricInfo.cast::<nvmlGpuFabricInfo_v2_t>();
@@ -82,9 +93,9 @@ nvml_fn! {
         (*common).status = status;
         (*common).cliqueId = clique;
         (*common).state = state;
-        (*common).healthMask = 0;
+        (*common).healthMask = mask;
         if version == v3 {
-            (*gpuFabricInfo).healthSummary = 0;
+            (*gpuFabricInfo).healthSummary = summary;
         }
         Ok(())
     }

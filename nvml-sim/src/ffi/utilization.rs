@@ -97,15 +97,15 @@ nvml_fn! {
         nonnull(processSamplesCount)?;
         let samples = util_gpu(device, |g, t| {
             let now = now_us();
-            let total: u64 = g.procs.iter().map(|p| p.memory).sum::<u64>().max(1);
+            let total: u64 = g.procs.iter().map(|p| p.counted_memory()).sum::<u64>().max(1);
             Ok(g.procs
                 .iter()
                 .filter(|_| now > lastSeenTimeStamp)
                 .map(|p| nvmlProcessUtilizationSample_t {
                     pid: p.pid,
                     timeStamp: now,
-                    smUtil: (g.util(t) * p.memory as f64 / total as f64).round() as u32,
-                    memUtil: (g.util(t) * 0.62 * p.memory as f64 / total as f64).round() as u32,
+                    smUtil: (g.util(t) * p.counted_memory() as f64 / total as f64).round() as u32,
+                    memUtil: (g.util(t) * 0.62 * p.counted_memory() as f64 / total as f64).round() as u32,
                     encUtil: 0,
                     decUtil: 0,
                 })

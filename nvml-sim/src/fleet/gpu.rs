@@ -5,11 +5,13 @@
 use crate::fault::{ProcKind, Reason, RetireCause};
 use crate::identity::{self, PciAddr};
 use crate::model::{self, MigProfile, Model};
-use crate::scenario::{CiSpec, GpuSpec, MigSpec, Readings, Settings, SramCounts};
+use crate::scenario::{CiSpec, FabricSpec, GpuSpec, MigSpec, Readings, Settings, SramCounts};
 use crate::value::Val;
 use std::sync::Arc;
 
 pub const MIB: u64 = 1024 * 1024;
+/// `NVML_VALUE_NOT_AVAILABLE` as a process's memory (nvml.h: under WDDM).
+pub const NOT_AVAILABLE: u64 = u64::MAX;
 /// What a freshly created, empty MIG instance shows as used (nvidia-smi
 /// prints about 13 MiB for an idle 1g.10gb).
 const MIG_OVERHEAD_MIB: u64 = 13;
@@ -20,10 +22,22 @@ const GPU_OVERHEAD_MIB: u64 = 4;
 pub struct Proc {
     pub pid: u32,
     pub name: String,
+    /// Bytes, or [`NOT_AVAILABLE`].
     pub memory: u64,
     pub kind: ProcKind,
     /// (gpu instance id, compute instance id) on MIG-enabled GPUs.
     pub mig: Option<(u32, u32)>,
+}
+
+impl Proc {
+    /// Its memory in a sum: nothing where NVML gives none.
+    pub fn counted_memory(&self) -> u64 {
+        if self.memory == NOT_AVAILABLE {
+            0
+        } else {
+            self.memory
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -143,7 +157,14 @@ pub struct Gpu {
     /// and the registration's outcome (an nvmlReturn_t).
     pub fabric_state: u8,
     pub fabric_status: u32,
+    /// Clique, cluster UUID, health mask and summary (`None`: a single
+    /// NVSwitch node's: clique 0, zero UUID, nothing reported).
+    pub fabric: Option<FabricSpec>,
     pub sram_threshold_exceeded: bool,
+    /// Calls on this GPU's handle that answer an error (`[gpu.errors]`).
+    pub call_errors: Vec<(String, u32)>,
+    /// The recovery action the scenario pins (`None`: derived).
+    pub recovery_action: Option<Val<u32>>,
 }
 
 impl Gpu {
@@ -217,9 +238,16 @@ impl Gpu {
             pcie_width: spec.readings.pcie_width.unwrap_or(spec.model.pcie_width),
             nvlink_down: 0,
             nvlink_errors_added: vec![[0; 5]; spec.model.nvlinks as usize],
-            fabric_state: if spec.model.nvswitch_fabric() { 3 } else { 0 },
-            fabric_status: 0,
+            fabric_state: match &spec.fabric {
+                Some(f) => f.state,
+                None if spec.model.nvswitch_fabric() => 3,
+                None => 0,
+            },
+            fabric_status: spec.fabric.as_ref().map_or(0, |f| f.status),
+            fabric: spec.fabric.clone(),
             sram_threshold_exceeded: sram.threshold_exceeded,
+            call_errors: spec.call_errors.clone(),
+            recovery_action: counters.recovery_action,
         };
         let [power_cap, sync_boost, sw_thermal, hw_thermal, power_brake] =
             counters.clock_event_durations_us.map(|us| us * 1000);
@@ -258,7 +286,7 @@ impl Gpu {
             gpu.procs.push(Proc {
                 pid,
                 name: p.name.clone(),
-                memory: p.memory_mib * MIB,
+                memory: p.memory_mib.map_or(NOT_AVAILABLE, |m| m * MIB),
                 kind: p.kind,
                 mig,
             });
@@ -413,24 +441,22 @@ impl Gpu {
     pub fn memory(&self) -> (u64, u64, u64, u64) {
         let total = self.model.memory_mib * MIB;
         let reserved = self.model.reserved_mib * MIB;
-        let used = match &self.mig {
-            Some(m) => m
+        let used = match (&self.mig, self.readings.memory_used_mib) {
+            (_, Some(used)) => used * MIB,
+            (Some(m), None) => m
                 .instances
                 .iter()
                 .map(|i| self.instance_memory(i).2)
                 .sum::<u64>(),
-            None => match self.readings.memory_used_mib {
-                Some(used) => used * MIB,
-                None => {
-                    GPU_OVERHEAD_MIB * MIB
-                        + if self.settings.display_active == Val::Is(true) {
-                            96 * MIB
-                        } else {
-                            0
-                        }
-                        + self.procs.iter().map(|p| p.memory).sum::<u64>()
-                }
-            },
+            (None, None) => {
+                GPU_OVERHEAD_MIB * MIB
+                    + if self.settings.display_active == Val::Is(true) {
+                        96 * MIB
+                    } else {
+                        0
+                    }
+                    + self.procs.iter().map(Proc::counted_memory).sum::<u64>()
+            }
         };
         let used = used.min(total - reserved);
         (total, reserved, used, total - reserved - used)
@@ -447,7 +473,7 @@ impl Gpu {
                         .procs
                         .iter()
                         .filter(|p| p.mig.map(|m| m.0) == Some(gi.id))
-                        .map(|p| p.memory)
+                        .map(Proc::counted_memory)
                         .sum::<u64>()
             }
         };

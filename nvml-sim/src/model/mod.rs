@@ -8,7 +8,7 @@
 
 mod file;
 
-pub use file::{merge_tables, BoardFile, BUILTIN_BOARDS, BUILTIN_SCENARIOS};
+pub use file::{merge_tables, BoardFile, ProfileEntry, BUILTIN_BOARDS, BUILTIN_SCENARIOS};
 
 use nvml_wrapper_sys::bindings as sys;
 use std::sync::{Arc, OnceLock};

@@ -28,6 +28,27 @@ pub struct GpuSpec {
     pub settings: Settings,
     pub readings: Readings,
     pub counters: Counters,
+    /// Calls on the whole GPU's handle that answer this error instead
+    /// (`[gpu.errors]`: what a capture recorded, by function name).
+    pub call_errors: Vec<(String, u32)>,
+    /// NVLink fabric registration as a capture printed it (`None`: the
+    /// board's default: completed, single node).
+    pub fabric: Option<FabricSpec>,
+}
+
+/// `nvmlGpuFabricInfo*_t` as a scenario pins it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FabricSpec {
+    /// `NVML_GPU_FABRIC_STATE_*`.
+    pub state: u8,
+    /// The registration's `nvmlReturn_t`.
+    pub status: u32,
+    pub clique_id: u32,
+    pub cluster_uuid: [u8; 16],
+    /// `NVML_GPU_FABRIC_HEALTH_MASK_*` fields, packed.
+    pub health_mask: u32,
+    /// `NVML_GPU_FABRIC_HEALTH_SUMMARY_*`.
+    pub health_summary: u8,
 }
 
 /// Identifiers, resolved: the scenario's or derived, and unique in the fleet.
@@ -104,6 +125,9 @@ pub struct Counters {
     /// SW power cap, sync boost, SW thermal, HW thermal, HW power brake.
     pub clock_event_durations_us: [u64; 5],
     pub pcie_replays: Option<Val<u32>>,
+    /// `nvmlGpuRecoveryAction_t` the driver asks for (field 230); `None`:
+    /// derived from pending remaps and retirements.
+    pub recovery_action: Option<Val<u32>>,
 }
 
 /// `nvmlEccSramErrorStatus_v1_t`'s counters.
@@ -183,7 +207,8 @@ pub struct CiSpec {
 pub struct ProcSpec {
     pub pid: Option<u32>,
     pub name: String,
-    pub memory_mib: u64,
+    /// `None`: NVML gives no per-process memory (`"N/A"`, as under WDDM).
+    pub memory_mib: Option<u64>,
     pub kind: ProcKind,
     /// Index into the GPU's `mig` list.
     pub mig_instance: Option<usize>,
@@ -222,6 +247,141 @@ pub(super) struct RawGpu {
     pub driver_model_pending: Option<DriverModel>,
     pub readings: Option<toml::Spanned<RawReadings>>,
     pub counters: Option<RawCounters>,
+    pub errors: Option<toml::Spanned<toml::Table>>,
+    pub fabric: Option<RawFabric>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFabric {
+    state: FabricState,
+    #[serde(default = "success")]
+    status: FabricStatus,
+    #[serde(default)]
+    clique_id: u32,
+    cluster_uuid: Option<String>,
+    health: Option<RawFabricHealth>,
+}
+
+fn success() -> FabricStatus {
+    FabricStatus::Success
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum FabricState {
+    NotStarted,
+    InProgress,
+    Completed,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum FabricStatus {
+    Success,
+    Failure,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawFabricHealth {
+    summary: Option<Val<HealthSummary>>,
+    degraded_bandwidth: Option<bool>,
+    route_recovery: Option<bool>,
+    route_unhealthy: Option<bool>,
+    access_timeout_recovery: Option<bool>,
+    incorrect_configuration: Option<IncorrectConfiguration>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum HealthSummary {
+    Healthy,
+    Unhealthy,
+    LimitedCapacity,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum IncorrectConfiguration {
+    None,
+    IncorrectSysguid,
+    IncorrectChassisSn,
+    NoPartition,
+    InsufficientNvlinks,
+}
+
+impl RawFabric {
+    fn resolve(&self) -> Result<FabricSpec, String> {
+        let cluster_uuid = match &self.cluster_uuid {
+            None => [0; 16],
+            Some(u) => {
+                let hex: String = u.chars().filter(|c| *c != '-').collect();
+                if hex.len() != 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+                    return Err(format!("fabric.cluster_uuid `{u}` is not a UUID"));
+                }
+                let mut out = [0u8; 16];
+                for (i, b) in out.iter_mut().enumerate() {
+                    *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16)
+                        .map_err(|e| e.to_string())?;
+                }
+                out
+            }
+        };
+        let h = self.health.as_ref();
+        // Each condition: 0 not reported, 1 true, 2 false (nvml.h's
+        // NVML_GPU_FABRIC_HEALTH_MASK_*), at its shift.
+        let flag = |v: Option<bool>, shift: u32| match v {
+            None => 0,
+            Some(true) => 1 << shift,
+            Some(false) => 2 << shift,
+        };
+        let mut mask = 0;
+        if let Some(h) = h {
+            mask |= flag(h.degraded_bandwidth, 0);
+            mask |= flag(h.route_recovery, 2);
+            mask |= flag(h.route_unhealthy, 4);
+            mask |= flag(h.access_timeout_recovery, 6);
+            mask |= match h.incorrect_configuration {
+                None => 0,
+                Some(IncorrectConfiguration::None) => 1,
+                Some(IncorrectConfiguration::IncorrectSysguid) => 2,
+                Some(IncorrectConfiguration::IncorrectChassisSn) => 3,
+                Some(IncorrectConfiguration::NoPartition) => 4,
+                Some(IncorrectConfiguration::InsufficientNvlinks) => 5,
+            } << 8;
+        }
+        Ok(FabricSpec {
+            state: match self.state {
+                FabricState::NotStarted => 1,
+                FabricState::InProgress => 2,
+                FabricState::Completed => 3,
+            },
+            status: match self.status {
+                FabricStatus::Success => 0,
+                FabricStatus::Failure => 999,
+            },
+            clique_id: self.clique_id,
+            cluster_uuid,
+            health_mask: mask,
+            health_summary: match h.and_then(|h| h.summary) {
+                None | Some(Val::NotSupported) => 0,
+                Some(Val::Is(HealthSummary::Healthy)) => 1,
+                Some(Val::Is(HealthSummary::Unhealthy)) => 2,
+                Some(Val::Is(HealthSummary::LimitedCapacity)) => 3,
+            },
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum RecoveryAction {
+    None,
+    GpuReset,
+    NodeReboot,
+    DrainP2p,
+    DrainAndReset,
 }
 
 fn one() -> usize {
@@ -316,7 +476,7 @@ struct RawCi {
 pub(super) struct RawProc {
     pid: Option<u32>,
     name: String,
-    memory_mib: u64,
+    memory_mib: Val<u64>,
     #[serde(default = "compute")]
     kind: ProcKind,
     mig_instance: Option<usize>,
@@ -381,6 +541,7 @@ pub(super) struct RawCounters {
     clock_event_reasons: Option<Vec<Reason>>,
     clock_event_durations_us: Option<RawDurations>,
     pcie_replays: Option<Val<u32>>,
+    recovery_action: Option<Val<RecoveryAction>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -617,6 +778,10 @@ impl RawCounters {
             clock_event_reasons: self.clock_event_reasons,
             clock_event_durations_us: durations,
             pcie_replays: self.pcie_replays,
+            recovery_action: self.recovery_action.map(|a| match a {
+                Val::NotSupported => Val::NotSupported,
+                Val::Is(a) => Val::Is(a as u32),
+            }),
         })
     }
 }
@@ -809,7 +974,7 @@ impl RawGpu {
             processes.push(ProcSpec {
                 pid: p.pid,
                 name: p.name.clone(),
-                memory_mib: p.memory_mib,
+                memory_mib: p.memory_mib.get(),
                 kind: p.kind,
                 mig_instance,
                 compute_instance,
@@ -881,6 +1046,43 @@ impl RawGpu {
             }),
             driver_model,
         };
+        let mut call_errors = Vec::new();
+        if let Some(errors) = &self.errors {
+            for (name, v) in errors.get_ref() {
+                let ok_name = name.starts_with("nvml")
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                let code = crate::value::nvml_error(v);
+                match (ok_name, code) {
+                    (true, Some(code)) => call_errors.push((name.clone(), code)),
+                    (false, _) => {
+                        return Err((
+                            Some(errors.span().start),
+                            format!("errors: `{name}` is not an NVML function name"),
+                        ))
+                    }
+                    (true, None) => {
+                        return Err((
+                            Some(errors.span().start),
+                            format!(
+                                "errors.{name} = {v}: an NVML error name (NOT_SUPPORTED, NO_PERMISSION, GPU_IS_LOST, UNKNOWN, ...) or a non-zero code"
+                            ),
+                        ))
+                    }
+                }
+            }
+        }
+        let fabric = match &self.fabric {
+            None => None,
+            Some(f) => {
+                if !model.nvswitch_fabric() {
+                    return Err(at_table(format!(
+                        "{} registers with no NVLink fabric (board nvlink.fabric = false): no `fabric` table",
+                        model.name
+                    )));
+                }
+                Some(f.resolve().map_err(at_table)?)
+            }
+        };
         let readings = readings
             .map(|r| r.resolve(model))
             .transpose()
@@ -907,6 +1109,8 @@ impl RawGpu {
             settings,
             readings,
             counters,
+            call_errors,
+            fabric,
         })
     }
 }

@@ -6,12 +6,13 @@
 mod gpu;
 
 pub use gpu::{
-    CiSpec, Counters, GpuSpec, Identity, MigSpec, ProcSpec, Readings, RemapSpec, RetiredSpec,
-    Settings, SramCounts,
+    CiSpec, Counters, FabricSpec, GpuSpec, Identity, MigSpec, ProcSpec, Readings, RemapSpec,
+    RetiredSpec, Settings, SramCounts,
 };
 
 use crate::fault::Fault;
 use crate::identity::{self, PciAddr};
+use crate::import;
 use crate::model::{self, BoardFile, Model};
 use crate::value::Val;
 use gpu::RawGpu;
@@ -148,11 +149,19 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
     };
     let mut bytes = Vec::new();
     std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .and_then(|f| {
+            f.take(import::MAX_CAPTURE_BYTES + 1)
+                .read_to_end(&mut bytes)
+        })
         .map_err(read_err)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("scenario");
+    if bytes.len() as u64 > import::MAX_CAPTURE_BYTES {
         return Err(fail(format!(
-            "larger than {MAX_FILE_BYTES} bytes: not a scenario file (the largest built-in is 15 KB)"
+            "larger than {MAX_FILE_BYTES} bytes: not a scenario file (the largest built-in is 15 KB), nor a capture (at most {} bytes)",
+            import::MAX_CAPTURE_BYTES
         )));
     }
     let text = String::from_utf8(bytes).map_err(|e| {
@@ -161,11 +170,43 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
             e.utf8_error().valid_up_to()
         ))
     })?;
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("scenario");
+    // A capture of a real host (`nvidia-smi -q -x` or `-q`), recognised
+    // from its content, replays as the scenario `nvml-sim import` writes.
+    if import::detect(&text).is_some() {
+        return from_capture(&text, name_or_path, stem);
+    }
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(fail(format!(
+            "larger than {MAX_FILE_BYTES} bytes: not a scenario file (the largest built-in is 15 KB)"
+        )));
+    }
     parse(&text, name_or_path, stem)
+}
+
+/// A capture read as the scenario that replays it. Errors name the
+/// capture's line and element; the import's notes become warnings.
+pub fn from_capture(text: &str, source: &str, name: &str) -> Result<Scenario, ScenarioError> {
+    let imported = import::import(text, name).map_err(|e| ScenarioError {
+        source: source.to_string(),
+        line: Some(e.line),
+        message: match &e.element {
+            Some(el) => format!("<{el}>: {}", e.message),
+            None => e.message.clone(),
+        },
+    })?;
+    let mut s = parse(
+        &imported.scenario,
+        &format!("{source} (as imported by `nvml-sim import`)"),
+        name,
+    )?;
+    for n in imported.notes {
+        s.warnings.push(ScenarioError {
+            source: source.to_string(),
+            line: None,
+            message: n,
+        });
+    }
+    Ok(s)
 }
 
 /// More GPUs than any node holds (NVML indexes them in 32 bits, but a
