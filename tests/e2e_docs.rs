@@ -49,7 +49,7 @@ fn scrape_with(e: &Exporter, wanted: &[&str]) -> BTreeMap<String, String> {
 /// hgx-h200) and empties this list.
 const NO_SIMULATED_BOARD_YET: &[&str] = &[
     "nvidia_gpu_fabric_health_issue",
-    "nvidia_gpu_fabric_health_summary",
+    "nvidia_gpu_fabric_health",
     "nvidia_gpu_fabric_info",
     "nvidia_gpu_memory_power_usage_watts",
     "nvidia_gpu_module_power_limit_watts",

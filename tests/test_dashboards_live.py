@@ -65,7 +65,7 @@ NO_SIMULATED_BOARD = {
 # Metrics the alert rules read that no simulated board serves yet, for the
 # same reason (issue 21's second wave adds the boards and empties this).
 NOT_SERVED_BY_A_SIMULATED_BOARD = {
-    "nvidia_gpu_fabric_health_summary", "nvidia_gpu_fabric_health_issue",
+    "nvidia_gpu_fabric_health", "nvidia_gpu_fabric_health_issue",
     "nvidia_gpu_power_smoothing_lifetime_remaining_ratio", "nvidia_gpu_temperature_margin_celsius",
     "nvidia_gpu_temperature_margin_threshold_celsius",
 }

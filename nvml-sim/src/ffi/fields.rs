@@ -35,6 +35,7 @@ fn field_value(
             return Err(NOT_SUPPORTED);
         }
         Ok(U64(match loc {
+            Some(l) if g.ecc_locations[et] & (1 << l) == 0 => return Err(NOT_SUPPORTED),
             Some(l) => g.ecc[et][c][l],
             None => g.ecc_total(et, c),
         }))
@@ -353,11 +354,18 @@ fn field_value(
         NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE => Ok(U32(m.mig_capable() as u32)),
         // nvmlGpuRecoveryAction_t: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset.
         NVML_FI_DEV_GET_GPU_RECOVERY_ACTION => {
-            let derived = u32::from(g.remap_pending || g.retired_pending);
+            let pending = g.remap_pending || g.retired_pending;
             match g.recovery_action {
-                None => Ok(U32(derived)),
+                None => Ok(U32(u32::from(pending))),
                 Some(crate::value::Val::NotSupported) => Err(NOT_SUPPORTED),
-                Some(crate::value::Val::Is(a)) => Ok(U32(a.max(derived))),
+                // As captured, until a fault makes a reset pending.
+                Some(crate::value::Val::Is(a)) => {
+                    Ok(U32(if pending && !g.reset_pending_at_start {
+                        a.max(1)
+                    } else {
+                        a
+                    }))
+                }
             }
         }
         NVML_FI_DEV_RESET_STATUS | NVML_FI_DEV_DRAIN_AND_RESET_STATUS => {

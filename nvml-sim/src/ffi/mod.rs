@@ -252,7 +252,31 @@ pub fn initialized() -> R<MutexGuard<'static, State>> {
     if sim.advance() {
         CHANGED.notify_all();
     }
+    pinned_error(sim)?;
     Ok(st)
+}
+
+/// The error a scenario pins for the call this thread is in (top-level
+/// `errors`), if any.
+pub fn pinned_error(sim: &Sim) -> R {
+    if sim.call_errors.is_empty() {
+        return Ok(());
+    }
+    let call = crate::calls::current();
+    match sim.call_errors.iter().find(|(f, _)| f == call) {
+        Some((_, code)) => Err(*code),
+        None => Ok(()),
+    }
+}
+
+/// For the system queries that answer without an initialized library:
+/// the error the scenario pins for them, once a fleet is built.
+pub fn system_call() -> R {
+    let st = lock();
+    match &st.sim {
+        Some(sim) => pinned_error(sim),
+        None => Ok(()),
+    }
 }
 
 /// Prelude of every call on a device: validates the handle and applies the

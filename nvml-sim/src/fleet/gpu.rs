@@ -161,10 +161,17 @@ pub struct Gpu {
     /// NVSwitch node's: clique 0, zero UUID, nothing reported).
     pub fabric: Option<FabricSpec>,
     pub sram_threshold_exceeded: bool,
+    /// Per error type (corrected, uncorrected), bit n: memory location n
+    /// has ECC counters.
+    pub ecc_locations: [u8; 2],
+    /// `nvmlClocksEventReason*` bits the GPU reports.
+    pub supported_reasons: u64,
     /// Calls on this GPU's handle that answer an error (`[gpu.errors]`).
     pub call_errors: Vec<(String, u32)>,
-    /// The recovery action the scenario pins (`None`: derived).
+    /// The recovery action the scenario pins (`None`: derived), and
+    /// whether a reset was already pending when it was pinned.
     pub recovery_action: Option<Val<u32>>,
+    pub reset_pending_at_start: bool,
 }
 
 impl Gpu {
@@ -247,7 +254,15 @@ impl Gpu {
             fabric: spec.fabric.clone(),
             sram_threshold_exceeded: sram.threshold_exceeded,
             call_errors: spec.call_errors.clone(),
+            // L1, L2, DRAM, register file and SRAM: HBM boards have no
+            // texture or CBU counters.
+            ecc_locations: counters.ecc_locations.unwrap_or([0b1000_1111; 2]),
+            supported_reasons: counters
+                .supported_clock_event_reasons
+                .as_ref()
+                .map_or(0x1ff, |r| r.iter().fold(0, |m, r| m | r.bit())),
             recovery_action: counters.recovery_action,
+            reset_pending_at_start: remap.is_some_and(|r| r.pending) || counters.retired_pending,
         };
         let [power_cap, sync_boost, sw_thermal, hw_thermal, power_brake] =
             counters.clock_event_durations_us.map(|us| us * 1000);
@@ -459,7 +474,12 @@ impl Gpu {
             }
         };
         let used = used.min(total - reserved);
-        (total, reserved, used, total - reserved - used)
+        let free = match self.readings.memory_free_mib {
+            // As pinned, while nothing has changed the memory in use.
+            Some(f) if self.readings.memory_used_mib.is_some() => f * MIB,
+            _ => total - reserved - used,
+        };
+        (total, reserved, used, free)
     }
 
     /// Memory of one MIG instance: (total, reserved, used, free).

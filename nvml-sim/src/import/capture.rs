@@ -199,6 +199,7 @@ fn sub<'t>(t: &'t mut Table, key: &str) -> &'t mut Table {
 /// `NVML_BRAND_*` names of the board format, by nvidia-smi's wording.
 fn brand(text: &str) -> &'static str {
     match text.trim() {
+        t if t.eq_ignore_ascii_case("GRID") => "grid",
         "GeForce" => "geforce",
         "Quadro" => "quadro",
         "Tesla" => "tesla",
@@ -809,8 +810,10 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
         let paths: Vec<String> = names
             .iter()
             .flat_map(|n| {
+                // R610 nests the limits under `GPU Ceiling Power Limit`.
                 [
                     format!("gpu_power_readings/{n}"),
+                    format!("gpu_power_readings/gpu_ceiling_power_limit/{n}"),
                     format!("power_readings/{n}"),
                 ]
             })
@@ -843,10 +846,7 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
             }
             if let (Some(Val::Num(e)), Some(Val::Num(r))) = (enforced, requested) {
                 if (e - r).abs() > 0.005 {
-                    let line = g
-                        .first(&["gpu_power_readings", "power_readings"])
-                        .map_or(node.line, |n| n.line);
-                    g.note(line, format!("enforced power limit {e} W differs from the requested {r} W: the simulator enforces the requested one"));
+                    gpu.insert("enforced_power_limit_w".into(), Value::Float(e));
                 }
             }
         }
@@ -1079,6 +1079,7 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
     // single/double bit by location.
     let mut ecc_counts = Table::new();
     let mut any_ecc = false;
+    let mut locations: [Vec<&str>; 2] = [Vec::new(), Vec::new()];
     for scope in ["volatile", "aggregate"] {
         let mut by_type = Table::new();
         for (ty, old, dram, sram) in [
@@ -1096,11 +1097,15 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
             ),
         ] {
             let mut locs = Table::new();
-            let mut put = |locs: &mut Table, key: &str, v: Option<Val>| {
+            let mut put = |locs: &mut Table, key: &'static str, v: Option<Val>| {
                 if let Some(Val::Num(x)) = v {
                     let prev = locs.get(key).and_then(Value::as_integer).unwrap_or(0);
                     locs.insert(key.into(), Value::Integer(prev + x as i64));
                     any_ecc = true;
+                    let set = &mut locations[usize::from(ty == "uncorrected")];
+                    if !set.contains(&key) {
+                        set.push(key);
+                    }
                 }
             };
             put(
@@ -1164,6 +1169,13 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
                 }
             }
         }
+        // Exactly the locations the capture counts (the others N/A).
+        let list =
+            |l: &[&str]| Value::Array(l.iter().map(|l| Value::String((*l).into())).collect());
+        let mut sets = Table::new();
+        sets.insert("corrected".into(), list(&locations[0]));
+        sets.insert("uncorrected".into(), list(&locations[1]));
+        ecc_counts.insert("locations".into(), Value::Table(sets));
         counters.insert("ecc".into(), Value::Table(ecc_counts));
     } else if matches!(ecc_mode, Some(Val::Bool(true))) {
         counters.insert("ecc".into(), Value::Table(Table::new()));
@@ -1335,14 +1347,28 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
                 "clocks_throttle_reason_"
             };
             let mut active = Vec::new();
+            let mut unsupported = false;
+            let mut supported = Vec::new();
             for (suffix, name) in REASONS {
-                if let Some(Val::Bool(true)) =
-                    g.flag(&[&format!("{}/{prefix}{suffix}", rn.name)])?
-                {
-                    active.push(Value::String((*name).into()));
+                match g.flag(&[&format!("{}/{prefix}{suffix}", rn.name)])? {
+                    Some(Val::Bool(on)) => {
+                        if on {
+                            active.push(Value::String((*name).into()));
+                        }
+                        supported.push(Value::String((*name).into()));
+                    }
+                    Some(_) => unsupported = true,
+                    // Not printed by this DTD: NVML may well report it.
+                    None => supported.push(Value::String((*name).into())),
                 }
             }
             counters.insert("clock_event_reasons".into(), Value::Array(active));
+            if unsupported {
+                counters.insert(
+                    "supported_clock_event_reasons".into(),
+                    Value::Array(supported),
+                );
+            }
         }
     }
     let mut durations = Table::new();
@@ -1404,13 +1430,20 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
         "tlimit_c",
         g.number(&["temperature/gpu_temp_tlimit"])?,
     );
+    // NVML's power usage: the 1 s average where the driver prints one,
+    // else the instantaneous draw, else (older DTDs) `power_draw`.
     let draw = |g: &Gpu, section: &[&str]| -> Result<Option<Val>, ParseError> {
-        let paths: Vec<String> = section
-            .iter()
-            .flat_map(|s| [format!("{s}/average_power_draw"), format!("{s}/power_draw")])
-            .collect();
-        let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
-        g.number(&paths)
+        let mut seen = None;
+        for s in section {
+            for name in ["average_power_draw", "instant_power_draw", "power_draw"] {
+                match g.number(&[&format!("{s}/{name}")])? {
+                    Some(v @ Val::Num(_)) => return Ok(Some(v)),
+                    Some(v) => seen = seen.or(Some(v)),
+                    None => {}
+                }
+            }
+        }
+        Ok(seen)
     };
     set(
         &mut r,
@@ -1493,6 +1526,12 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
     if let Some(u) = used {
         let room = (total - reserved).max(0.0);
         r.insert("memory_used_mib".into(), Value::Integer(u.min(room) as i64));
+        // NVML's free is not always total - reserved - used to the MiB.
+        if let Some(Val::Num(f)) = g.number(&["fb_memory_usage/free"])? {
+            if f <= total {
+                r.insert("memory_free_mib".into(), Value::Integer(f as i64));
+            }
+        }
     }
     if let Some(Val::Num(b)) = g.number(&["bar1_memory_usage/used"])? {
         let cap = bar1.and_then(Val::num).unwrap_or(b);
@@ -1515,16 +1554,43 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
             }
         }
     }
+    // A MIG mode printed (Enabled or Disabled) means the board answers
+    // it, whether or not the simulator knows its profile table.
+    let mig_printed = matches!(g.flag(&["mig_mode/current_mig"])?, Some(Val::Bool(_)));
+    let base_has_mig = base_file
+        .and_then(|b| b.mig.as_ref())
+        .and_then(|m| m.profile.as_ref())
+        .is_some_and(|p| !p.is_empty());
+    if mig_printed && !base_has_mig && !board.contains_key("mig") {
+        let mut mig = Table::new();
+        mig.insert("supported".into(), Value::Boolean(true));
+        board.insert("mig".into(), Value::Table(mig));
+    }
     if let Some(Val::Bool(p)) = g.flag(&["mig_mode/pending_mig"])? {
-        if p != mig_on {
+        if mig_printed || base_has_mig {
             gpu.insert("mig_pending".into(), Value::Boolean(p));
         }
     }
-    if mig_on && base_file.and_then(|b| b.mig.as_ref()).is_none() && !board.contains_key("mig") {
-        board.insert("mig".into(), Value::Table(Table::new()));
-    }
     // Processes.
     let mut procs = Vec::new();
+    if node
+        .child("processes")
+        .is_some_and(|p| p.children.is_empty() && p.text.trim() == "N/A")
+    {
+        // No process list from this driver (GT 730 on R440).
+        for call in [
+            "nvmlDeviceGetComputeRunningProcesses",
+            "nvmlDeviceGetComputeRunningProcesses_v2",
+            "nvmlDeviceGetComputeRunningProcesses_v3",
+            "nvmlDeviceGetGraphicsRunningProcesses",
+            "nvmlDeviceGetGraphicsRunningProcesses_v2",
+            "nvmlDeviceGetGraphicsRunningProcesses_v3",
+            "nvmlDeviceGetMPSComputeRunningProcesses_v3",
+            "nvmlDeviceGetRunningProcessDetailList",
+        ] {
+            errors.insert(call.into(), Value::String("NOT_SUPPORTED".into()));
+        }
+    }
     if let Some(list) = node.child("processes") {
         for p in list.children_named("process_info") {
             let Some(pid) = p.child("pid").and_then(|n| number(&n.text)) else {
@@ -1751,6 +1817,27 @@ pub fn to_scenario(
                 n.line
             ));
         }
+    }
+    // nvidia-smi prints "Not Found" where NVML found no CUDA driver.
+    if let Some(c) = root.child("cuda_version").filter(|c| is_na(&c.text)) {
+        let mut errors = Table::new();
+        for call in [
+            "nvmlSystemGetCudaDriverVersion",
+            "nvmlSystemGetCudaDriverVersion_v2",
+        ] {
+            errors.insert(
+                call.into(),
+                Value::String(
+                    if c.text.trim() == "Not Found" {
+                        "NOT_FOUND"
+                    } else {
+                        "NOT_SUPPORTED"
+                    }
+                    .into(),
+                ),
+            );
+        }
+        doc.insert("errors".into(), Value::Table(errors));
     }
     let mut boards = Table::new();
     let mut gpu_tables = Vec::new();

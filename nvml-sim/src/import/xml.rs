@@ -239,26 +239,27 @@ fn unescape(raw: &str) -> Result<String, String> {
             return Err("a `&` that starts no entity (write &amp;)".into());
         };
         let entity = &after[..semi];
-        let c =
-            match entity {
-                "amp" => '&',
-                "lt" => '<',
-                "gt" => '>',
-                "quot" => '"',
-                "apos" => '\'',
-                e if e.starts_with("#x") => u32::from_str_radix(&e[2..], 16)
-                    .ok()
-                    .and_then(char::from_u32)
-                    .ok_or_else(|| format!("bad character reference `&{e};`"))?,
-                e if e.starts_with('#') => e[1..]
-                    .parse::<u32>()
-                    .ok()
-                    .and_then(char::from_u32)
-                    .ok_or_else(|| format!("bad character reference `&{e};`"))?,
-                e => return Err(format!(
+        let c = match entity {
+            "amp" => '&',
+            "lt" => '<',
+            "gt" => '>',
+            "quot" => '"',
+            "apos" => '\'',
+            e if e.starts_with("#x") => u32::from_str_radix(&e[2..], 16)
+                .ok()
+                .and_then(char::from_u32)
+                .ok_or_else(|| format!("bad character reference `&{e};`"))?,
+            e if e.starts_with('#') => e[1..]
+                .parse::<u32>()
+                .ok()
+                .and_then(char::from_u32)
+                .ok_or_else(|| format!("bad character reference `&{e};`"))?,
+            e => {
+                return Err(format!(
                     "unknown entity `&{e};` (a capture uses only &amp; &lt; &gt; &quot; &apos;)"
-                )),
-            };
+                ))
+            }
+        };
         out.push(c);
         rest = &after[semi + 1..];
     }

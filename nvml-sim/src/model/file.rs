@@ -235,6 +235,10 @@ pub struct EnginesSection {
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MigSection {
+    /// MIG mode can be queried (disabled) even where no profile is known
+    /// (a capture of a board the simulator has no table for); default:
+    /// whether it has profiles.
+    pub supported: Option<bool>,
     pub compute_slices: Option<u32>,
     pub memory_slices: Option<u32>,
     pub exclusions: Option<Vec<[String; 2]>>,
@@ -563,6 +567,7 @@ impl BoardFile {
             },
             mig_compute_slices,
             mig_memory_slices,
+            mig_supported: mig.supported.unwrap_or(!mig_profiles.is_empty()),
             mig_profiles,
             mig_exclusions: mig
                 .exclusions

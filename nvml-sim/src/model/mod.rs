@@ -170,6 +170,8 @@ pub struct Model {
     pub mig_compute_slices: u32,
     pub mig_memory_slices: u32,
     pub mig_profiles: Vec<MigProfile>,
+    /// MIG mode answers (profiles or not: `mig.supported`).
+    pub mig_supported: bool,
     /// Profile pairs that cannot coexist on one GPU although slices would
     /// allow it (MIG user guide, A100 40GB: 4g.20gb + 3g.20gb is not a valid layout).
     pub mig_exclusions: Vec<(String, String)>,
@@ -219,7 +221,7 @@ impl Model {
     }
 
     pub fn mig_capable(&self) -> bool {
-        !self.mig_profiles.is_empty()
+        self.mig_supported
     }
 
     pub fn profile_by_name(&self, name: &str) -> Option<&MigProfile> {

@@ -75,6 +75,8 @@ pub struct Settings {
     /// The power limit set (`nvidia-smi -pl`), milliwatts; `None`: the
     /// board's default.
     pub power_limit_mw: Option<u32>,
+    /// The limit enforced, where a scenario says it differs from the one set.
+    pub enforced_power_limit_mw: Option<u32>,
     /// `nvmlGpuVirtualizationMode_t`.
     pub virtualization_mode: Val<u32>,
     /// Windows driver model now and pending (`nvmlDriverModel_t`); `None`
@@ -106,6 +108,9 @@ pub struct Readings {
     /// The link's width at start (a `pcie` fault can still retrain it).
     pub pcie_width: Option<u32>,
     pub memory_used_mib: Option<u64>,
+    /// Free memory as NVML reported it, where it is not total - reserved -
+    /// used to the MiB (nvidia-smi rounds each).
+    pub memory_free_mib: Option<u64>,
     pub bar1_used_mib: Option<u64>,
 }
 
@@ -115,6 +120,11 @@ pub struct Counters {
     /// [corrected, uncorrected][volatile, aggregate][nvmlMemoryLocation_t];
     /// `None`: a little corrected history derived from the GPU index.
     pub ecc: Option<[[[u64; 8]; 2]; 2]>,
+    /// Per error type (corrected, uncorrected), bit n:
+    /// `nvmlMemoryLocation_t` n has counters (`None`: the default set).
+    pub ecc_locations: Option<[u8; 2]>,
+    /// The clock event reasons the GPU reports (`None`: all nine).
+    pub supported_clock_event_reasons: Option<Vec<Reason>>,
     pub sram: Option<SramCounts>,
     /// `Some(NotSupported)`: the queries answer NOT_SUPPORTED.
     pub retired_pages: Option<Val<Vec<RetiredSpec>>>,
@@ -242,6 +252,7 @@ pub(super) struct RawGpu {
     pub ecc: Option<Val<bool>>,
     pub ecc_pending: Option<bool>,
     pub power_limit_w: Option<toml::Spanned<f64>>,
+    pub enforced_power_limit_w: Option<toml::Spanned<f64>>,
     pub virtualization_mode: Option<Val<VirtualizationMode>>,
     pub driver_model: Option<DriverModel>,
     pub driver_model_pending: Option<DriverModel>,
@@ -384,6 +395,32 @@ enum RecoveryAction {
     DrainAndReset,
 }
 
+/// `errors = { nvmlFunction = "NOT_SUPPORTED", ... }`: what calls answer
+/// instead of their value (a capture's record of a real driver).
+pub(super) fn call_errors(errors: &toml::Spanned<toml::Table>) -> Result<Vec<(String, u32)>, Fail> {
+    let mut out = Vec::new();
+    for (name, v) in errors.get_ref() {
+        let ok_name =
+            name.starts_with("nvml") && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok_name {
+            return Err((
+                Some(errors.span().start),
+                format!("errors: `{name}` is not an NVML function name"),
+            ));
+        }
+        let code = crate::value::nvml_error(v).ok_or_else(|| {
+            (
+                Some(errors.span().start),
+                format!(
+                    "errors.{name} = {v}: an NVML error name (NOT_SUPPORTED, NO_PERMISSION, GPU_IS_LOST, UNKNOWN, ...) or a non-zero code"
+                ),
+            )
+        })?;
+        out.push((name.clone(), code));
+    }
+    Ok(out)
+}
+
 fn one() -> usize {
     1
 }
@@ -509,6 +546,7 @@ pub(super) struct RawReadings {
     pcie_generation: Option<Val<u32>>,
     pcie_width: Option<u32>,
     memory_used_mib: Option<u64>,
+    memory_free_mib: Option<u64>,
     bar1_used_mib: Option<u64>,
 }
 
@@ -539,6 +577,7 @@ pub(super) struct RawCounters {
     retired_pending: Option<bool>,
     remapped_rows: Option<Val<RemapSpec>>,
     clock_event_reasons: Option<Vec<Reason>>,
+    supported_clock_event_reasons: Option<Vec<Reason>>,
     clock_event_durations_us: Option<RawDurations>,
     pcie_replays: Option<Val<u32>>,
     recovery_action: Option<Val<RecoveryAction>>,
@@ -549,6 +588,31 @@ pub(super) struct RawCounters {
 struct RawEcc {
     volatile: Option<RawEccScope>,
     aggregate: Option<RawEccScope>,
+    /// The locations that have counters, by error type (default: L1, L2,
+    /// DRAM, register file and SRAM; texture and CBU answer NOT_SUPPORTED).
+    locations: Option<RawEccLocationSets>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEccLocationSets {
+    #[serde(default)]
+    corrected: Vec<EccLocation>,
+    #[serde(default)]
+    uncorrected: Vec<EccLocation>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum EccLocation {
+    L1,
+    L2,
+    Dram,
+    RegisterFile,
+    Texture,
+    TextureShm,
+    Cbu,
+    Sram,
 }
 
 #[derive(Deserialize, Default)]
@@ -678,6 +742,14 @@ impl RawReadings {
                 ));
             }
         }
+        if let Some(f) = self.memory_free_mib {
+            if f > model.memory_mib {
+                return Err(format!(
+                    "memory_free_mib {f} is more than the {} MiB {} has",
+                    model.memory_mib, model.name
+                ));
+            }
+        }
         if let Some(m) = self.bar1_used_mib {
             if m > model.bar1_mib {
                 return Err(format!(
@@ -707,6 +779,7 @@ impl RawReadings {
             pcie_generation: self.pcie_generation,
             pcie_width: self.pcie_width,
             memory_used_mib: self.memory_used_mib,
+            memory_free_mib: self.memory_free_mib,
             bar1_used_mib: self.bar1_used_mib,
         })
     }
@@ -714,6 +787,12 @@ impl RawReadings {
 
 impl RawCounters {
     fn resolve(self, model: &Model) -> Result<Counters, String> {
+        let mask = |l: &[EccLocation]| l.iter().fold(0u8, |m, loc| m | 1 << (*loc as u8));
+        let ecc_locations = self
+            .ecc
+            .as_ref()
+            .and_then(|e| e.locations.as_ref())
+            .map(|l| [mask(&l.corrected), mask(&l.uncorrected)]);
         let ecc = self.ecc.map(|e| {
             let mut out = [[[0u64; 8]; 2]; 2];
             for (scope, raw) in [e.volatile, e.aggregate].into_iter().enumerate() {
@@ -771,6 +850,8 @@ impl RawCounters {
         }
         Ok(Counters {
             ecc,
+            ecc_locations,
+            supported_clock_event_reasons: self.supported_clock_event_reasons,
             sram: self.sram,
             retired_pages: self.retired_pages,
             retired_pending: self.retired_pending.unwrap_or(false),
@@ -1004,25 +1085,26 @@ impl RawGpu {
                 self.ecc_pending.unwrap_or(model.ecc_default),
             )),
         };
-        let power_limit_mw = match &self.power_limit_w {
-            None => None,
-            Some(w) => {
-                let mw = (w.get_ref() * 1000.0).round();
-                if !(f64::from(model.power_min_mw)..=f64::from(model.power_max_mw)).contains(&mw) {
-                    return Err((
-                        Some(w.span().start),
-                        format!(
-                            "power_limit_w {} is outside {}'s limits {}..={} W",
-                            w.get_ref(),
-                            model.name,
-                            f64::from(model.power_min_mw) / 1000.0,
-                            f64::from(model.power_max_mw) / 1000.0
-                        ),
-                    ));
-                }
-                Some(mw as u32)
+        let limit_mw = |w: &Option<toml::Spanned<f64>>, key: &str| -> Result<Option<u32>, Fail> {
+            let Some(w) = w else { return Ok(None) };
+            let mw = (w.get_ref() * 1000.0).round();
+            if !(f64::from(model.power_min_mw)..=f64::from(model.power_max_mw)).contains(&mw) {
+                return Err((
+                    Some(w.span().start),
+                    format!(
+                        "{key} {} is outside {}'s limits {}..={} W",
+                        w.get_ref(),
+                        model.name,
+                        f64::from(model.power_min_mw) / 1000.0,
+                        f64::from(model.power_max_mw) / 1000.0
+                    ),
+                ));
             }
+            Ok(Some(mw as u32))
         };
+        let power_limit_mw = limit_mw(&self.power_limit_w, "power_limit_w")?;
+        let enforced_power_limit_mw =
+            limit_mw(&self.enforced_power_limit_w, "enforced_power_limit_w")?;
         let driver_model = match (self.driver_model, self.driver_model_pending) {
             (None, None) => None,
             (Some(c), p) => Some((c.nvml(), p.unwrap_or(c).nvml())),
@@ -1040,37 +1122,17 @@ impl RawGpu {
             }),
             ecc,
             power_limit_mw,
+            enforced_power_limit_mw,
             virtualization_mode: self.virtualization_mode.map_or(Val::Is(0), |m| match m {
                 Val::NotSupported => Val::NotSupported,
                 Val::Is(m) => Val::Is(m as u32),
             }),
             driver_model,
         };
-        let mut call_errors = Vec::new();
-        if let Some(errors) = &self.errors {
-            for (name, v) in errors.get_ref() {
-                let ok_name = name.starts_with("nvml")
-                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-                let code = crate::value::nvml_error(v);
-                match (ok_name, code) {
-                    (true, Some(code)) => call_errors.push((name.clone(), code)),
-                    (false, _) => {
-                        return Err((
-                            Some(errors.span().start),
-                            format!("errors: `{name}` is not an NVML function name"),
-                        ))
-                    }
-                    (true, None) => {
-                        return Err((
-                            Some(errors.span().start),
-                            format!(
-                                "errors.{name} = {v}: an NVML error name (NOT_SUPPORTED, NO_PERMISSION, GPU_IS_LOST, UNKNOWN, ...) or a non-zero code"
-                            ),
-                        ))
-                    }
-                }
-            }
-        }
+        let call_errors = match &self.errors {
+            Some(e) => call_errors(e)?,
+            None => Vec::new(),
+        };
         let fabric = match &self.fabric {
             None => None,
             Some(f) => {

@@ -54,6 +54,9 @@ pub struct Scenario {
     /// What the loader changed to make the fleet consistent (identifiers
     /// given twice), for `nvml-sim check` and the library to report.
     pub warnings: Vec<ScenarioError>,
+    /// System calls that answer an error instead of their value
+    /// (top-level `errors`, as a capture recorded them).
+    pub call_errors: Vec<(String, u32)>,
 }
 
 /// The identifiers a `[[gpu]]` table gives, before derivation and
@@ -114,6 +117,7 @@ struct RawScenario {
     denied: Option<toml::Spanned<Vec<u32>>>,
     host_pid_namespace: Option<bool>,
     gpm_absent_engines: Option<toml::Spanned<String>>,
+    errors: Option<toml::Spanned<toml::Table>>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -478,6 +482,10 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         timeline.push((at, fault));
     }
     timeline.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let call_errors = match &raw.errors {
+        Some(e) => gpu::call_errors(e).map_err(|(o, m)| err(o, m))?,
+        None => Vec::new(),
+    };
     let driver = match &raw.driver {
         Some(d) => {
             crate::personality::Personality::parse(d.get_ref())
@@ -525,6 +533,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
             },
         },
         warnings,
+        call_errors,
     })
 }
 

@@ -52,6 +52,12 @@ fn brand_name(b: Brand) -> String {
         Brand::VCS => "NVIDIA Virtual Compute Server",
         Brand::VWS => "NVIDIA RTX Virtual Workstation",
         Brand::CloudGaming => "NVIDIA Cloud Gaming",
+        // As nvidia-smi prints them (docs/nvidia-smi.md, product_brand).
+        Brand::QuadroRTX => "Quadro RTX",
+        Brand::NvidiaRTX => "NVIDIA RTX",
+        Brand::Nvidia => "NVIDIA",
+        Brand::GeForceRTX => "GeForce RTX",
+        Brand::TitanRTX => "Titan RTX",
         other => return format!("{other:?}"),
     };
     s.to_string()
