@@ -7,6 +7,7 @@
 #![allow(unsafe_code)]
 
 pub mod calls;
+pub mod capture;
 pub mod control;
 pub mod driver;
 pub mod fault;

@@ -41,6 +41,9 @@ commands:
 offline (no socket):
   check SCENARIO       validate a scenario file or built-in name; errors name file and line
                        (a capture, `nvidia-smi -q -x` or `-q` output, is checked as imported)
+  capture [--library PATH] [--name NAME]
+                       walk a real NVML (default libnvidia-ml.so.1, as the dynamic loader finds it)
+                       with the calls the exporter makes and write the scenario that replays it
   import CAPTURE       write the scenario that replays a capture of a real host
                        (`nvidia-smi -q -x > host.xml` or `nvidia-smi -q > host.txt`) to stdout;
                        notes (identifiers made unique, an excerpt...) on stderr
@@ -209,6 +212,37 @@ fn import(path: Option<&String>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// `nvml-sim capture [--library PATH] [--name NAME]`.
+fn capture(args: &[String]) -> ExitCode {
+    let (mut library, mut name) = ("libnvidia-ml.so.1".to_string(), "host".to_string());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let target = match a.as_str() {
+            "--library" => &mut library,
+            "--name" => &mut name,
+            other => {
+                eprintln!("nvml-sim: capture: unexpected argument `{other}`\n\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        };
+        let Some(v) = it.next() else {
+            eprintln!("nvml-sim: capture: {a} needs a value");
+            return ExitCode::from(2);
+        };
+        *target = v.clone();
+    }
+    match nvml_sim::capture::capture(std::path::Path::new(&library), &name) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("nvml-sim: capture: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.is_empty() || args[0] == "--help" || args[0] == "-h" {
@@ -222,6 +256,7 @@ fn main() -> ExitCode {
     match args[0].as_str() {
         "check" => return check(args.get(1)),
         "import" => return import(args.get(1)),
+        "capture" => return capture(&args[1..]),
         "boards" => {
             for m in nvml_sim::model::builtins() {
                 println!("{:<16} {}", m.key, m.name);

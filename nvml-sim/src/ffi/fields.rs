@@ -388,7 +388,17 @@ nvml_fn! {
             for e in entries.iter_mut() {
                 e.timestamp = ts;
                 e.latencyUsec = 0;
-                match field_value(g, &driver, e.fieldId, e.scopeId, t) {
+                let value = match g.field_pins.iter().find(|p| p.id == e.fieldId && p.scope == e.scopeId) {
+                    // What a capture recorded, in the type this id answers.
+                    Some(p) => p.answer.map(|v| match field_value(g, &driver, e.fieldId, e.scopeId, t) {
+                        Ok(FieldValue::U32(_)) => FieldValue::U32(v as u32),
+                        Ok(FieldValue::I32(_)) => FieldValue::I32(v as i32),
+                        _ if v < 0 => FieldValue::I32(v as i32),
+                        _ => FieldValue::U64(v as u64),
+                    }),
+                    None => field_value(g, &driver, e.fieldId, e.scopeId, t),
+                };
+                match value {
                     Ok(FieldValue::U32(v)) => {
                         e.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
                         e.value = nvmlValue_t { ullVal: 0 };

@@ -410,6 +410,7 @@ fn init(_flags: c_uint) -> R {
             UNKNOWN
         })?;
         crate::driver::apply(personality);
+        crate::driver::apply_absent(&scenario.absent_functions);
         if !st.control_started {
             if let Some(path) = crate::settings::control_socket() {
                 match crate::control::start(path) {

@@ -166,6 +166,8 @@ pub struct Gpu {
     pub ecc_locations: [u8; 2],
     /// `nvmlClocksEventReason*` bits the GPU reports.
     pub supported_reasons: u64,
+    /// Field values a capture pinned.
+    pub field_pins: Vec<crate::scenario::FieldPin>,
     /// Calls on this GPU's handle that answer an error (`[gpu.errors]`).
     pub call_errors: Vec<(String, u32)>,
     /// The recovery action the scenario pins (`None`: derived), and
@@ -254,6 +256,7 @@ impl Gpu {
             fabric: spec.fabric.clone(),
             sram_threshold_exceeded: sram.threshold_exceeded,
             call_errors: spec.call_errors.clone(),
+            field_pins: spec.field_pins.clone(),
             // L1, L2, DRAM, register file and SRAM: HBM boards have no
             // texture or CBU counters.
             ecc_locations: counters.ecc_locations.unwrap_or([0b1000_1111; 2]),

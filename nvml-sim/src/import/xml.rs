@@ -174,6 +174,7 @@ impl<'a> Reader<'a> {
         loop {
             let rest = self.rest();
             let Some(lt) = rest.find('<') else {
+                self.advance(rest.len());
                 return Err(self.err(
                     Some(&name),
                     format!("<{name}> (line {line}) is never closed: the file ends inside it"),

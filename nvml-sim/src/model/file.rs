@@ -93,6 +93,28 @@ const GI_PROFILES: &[(&str, u32)] = &[
     ),
 ];
 
+/// A brand's board-file name from its `NVML_BRAND_*` value.
+pub fn brand_name(code: u32) -> Option<&'static str> {
+    BRANDS.iter().find(|(_, c)| *c == code).map(|(n, _)| *n)
+}
+
+/// An architecture's board-file name from its `NVML_DEVICE_ARCH_*` value.
+pub fn architecture_name(code: u32) -> Option<&'static str> {
+    ARCHITECTURES
+        .iter()
+        .find(|(_, c, _)| *c == code)
+        .map(|(n, ..)| *n)
+}
+
+/// A GPU instance profile's board-file name (`1_SLICE`) from its
+/// `NVML_GPU_INSTANCE_PROFILE_*` index.
+pub fn gi_profile_name(index: u32) -> Option<&'static str> {
+    GI_PROFILES
+        .iter()
+        .find(|(_, c)| *c == index)
+        .map(|(n, _)| *n)
+}
+
 fn names<T>(table: &[(&str, T)]) -> String {
     table.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
 }

@@ -8,7 +8,10 @@
 
 mod file;
 
-pub use file::{merge_tables, BoardFile, ProfileEntry, BUILTIN_BOARDS, BUILTIN_SCENARIOS};
+pub use file::{
+    architecture_name, brand_name, gi_profile_name, merge_tables, BoardFile, ProfileEntry,
+    BUILTIN_BOARDS, BUILTIN_SCENARIOS,
+};
 
 use nvml_wrapper_sys::bindings as sys;
 use std::sync::{Arc, OnceLock};
@@ -52,20 +55,26 @@ impl MigProfile {
                 return ids[i];
             }
         }
-        match self.slices {
-            7 => 0,
-            4 => 1,
-            3 => 1 + start / 4,
-            2 => 3 + start / 2,
-            _ if self.mem_slices == 2 => 3 + start / 2,
-            _ => 7 + start,
-        }
+        rule_instance_id(self.slices, self.mem_slices, start)
     }
 
     /// `NVML_COMPUTE_INSTANCE_PROFILE_*` index of the compute instance that
     /// spans the whole GPU instance.
     pub fn full_ci_profile_index(&self) -> u32 {
         ci_profile_index(self.slices)
+    }
+}
+
+/// The GPU instance id A100 and H100 drivers give a placement of a profile
+/// of `slices` compute and `mem_slices` memory slices starting at `start`.
+pub fn rule_instance_id(slices: u32, mem_slices: u32, start: u32) -> u32 {
+    match slices {
+        7 => 0,
+        4 => 1,
+        3 => 1 + start / 4,
+        2 => 3 + start / 2,
+        _ if mem_slices == 2 => 3 + start / 2,
+        _ => 7 + start,
     }
 }
 

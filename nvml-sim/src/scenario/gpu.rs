@@ -34,6 +34,18 @@ pub struct GpuSpec {
     /// NVLink fabric registration as a capture printed it (`None`: the
     /// board's default: completed, single node).
     pub fabric: Option<FabricSpec>,
+    /// Field values a capture recorded (`[gpu.fields]`), answered as they
+    /// are: they do not move with time or faults.
+    pub field_pins: Vec<FieldPin>,
+}
+
+/// One `[gpu.fields]` entry: field id, scope id and the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldPin {
+    pub id: u32,
+    pub scope: u32,
+    /// The value, or the `nvmlReturn_t` of the entry.
+    pub answer: Result<i64, u32>,
 }
 
 /// `nvmlGpuFabricInfo*_t` as a scenario pins it.
@@ -260,6 +272,7 @@ pub(super) struct RawGpu {
     pub counters: Option<RawCounters>,
     pub errors: Option<toml::Spanned<toml::Table>>,
     pub fabric: Option<RawFabric>,
+    pub fields: Option<toml::Spanned<toml::Table>>,
 }
 
 #[derive(Deserialize)]
@@ -1133,6 +1146,30 @@ impl RawGpu {
             Some(e) => call_errors(e)?,
             None => Vec::new(),
         };
+        let mut field_pins = Vec::new();
+        if let Some(fields) = &self.fields {
+            for (key, v) in fields.get_ref() {
+                let bad = |m: String| (Some(fields.span().start), m);
+                let (id, scope) = match key.split_once(':') {
+                    Some((i, s)) => (i.parse::<u32>(), s.parse::<u32>()),
+                    None => (key.parse::<u32>(), Ok(0)),
+                };
+                let (Ok(id), Ok(scope)) = (id, scope) else {
+                    return Err(bad(format!(
+                        "fields: `{key}` is not a field id (`83`) or id:scope (`202:3`)"
+                    )));
+                };
+                let answer = match v {
+                    toml::Value::Integer(i) => Ok(*i),
+                    other => Err(crate::value::nvml_error(other).ok_or_else(|| {
+                        bad(format!(
+                            "fields.\"{key}\" = {other}: a number or an NVML error name"
+                        ))
+                    })?),
+                };
+                field_pins.push(FieldPin { id, scope, answer });
+            }
+        }
         let fabric = match &self.fabric {
             None => None,
             Some(f) => {
@@ -1173,6 +1210,7 @@ impl RawGpu {
             counters,
             call_errors,
             fabric,
+            field_pins,
         })
     }
 }

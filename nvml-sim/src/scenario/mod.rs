@@ -6,8 +6,8 @@
 mod gpu;
 
 pub use gpu::{
-    CiSpec, Counters, FabricSpec, GpuSpec, Identity, MigSpec, ProcSpec, Readings, RemapSpec,
-    RetiredSpec, Settings, SramCounts,
+    CiSpec, Counters, FabricSpec, FieldPin, GpuSpec, Identity, MigSpec, ProcSpec, Readings,
+    RemapSpec, RetiredSpec, Settings, SramCounts,
 };
 
 use crate::fault::Fault;
@@ -57,6 +57,9 @@ pub struct Scenario {
     /// System calls that answer an error instead of their value
     /// (top-level `errors`, as a capture recorded them).
     pub call_errors: Vec<(String, u32)>,
+    /// Exports the captured driver lacked, beyond its branch's
+    /// (`absent_functions`): removed from the symbol table too.
+    pub absent_functions: Vec<String>,
 }
 
 /// The identifiers a `[[gpu]]` table gives, before derivation and
@@ -118,6 +121,7 @@ struct RawScenario {
     host_pid_namespace: Option<bool>,
     gpm_absent_engines: Option<toml::Spanned<String>>,
     errors: Option<toml::Spanned<toml::Table>>,
+    absent_functions: Option<toml::Spanned<Vec<String>>>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -486,6 +490,21 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         Some(e) => gpu::call_errors(e).map_err(|(o, m)| err(o, m))?,
         None => Vec::new(),
     };
+    let absent_functions = match &raw.absent_functions {
+        None => Vec::new(),
+        Some(list) => {
+            const ALWAYS: [&str; 3] = ["nvmlShutdown", "nvmlEventSetFree", "nvmlGpmSampleFree"];
+            if let Some(f) = list.get_ref().iter().find(|f| {
+                ALWAYS.contains(&f.as_str()) || !f.starts_with("nvml") || f.starts_with("nvmlInit")
+            }) {
+                return Err(err(
+                    Some(list.span().start),
+                    format!("absent_functions: `{f}` cannot be absent (clients call nvmlInit*, nvmlShutdown, nvmlEventSetFree and nvmlGpmSampleFree unconditionally)"),
+                ));
+            }
+            list.get_ref().clone()
+        }
+    };
     let driver = match &raw.driver {
         Some(d) => {
             crate::personality::Personality::parse(d.get_ref())
@@ -534,6 +553,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         },
         warnings,
         call_errors,
+        absent_functions,
     })
 }
 
