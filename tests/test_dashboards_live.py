@@ -56,7 +56,7 @@ EMPTY_ON_DGX_H100 = {
 # while a listed panel has data.
 NO_SIMULATED_BOARD = {
     "Module and memory power": "no simulated board has a module (Grace) or models its memory's draw",
-    "T.Limit margin": "every simulated board reports absolute thresholds",
+    "T.Limit margin": "the one board with margin-only thresholds (the workstation RTX 4090) runs R560, before nvmlDeviceGetMarginTemperature",
     "Power smoothing lifetime": "Blackwell only",
     "NVLink fabric health": "single-node NVSwitch boards report no fabric health (real HGX H100 too)",
     "NVLink bit error rate per link": "NVLink5 (Blackwell) only",
@@ -67,7 +67,6 @@ NO_SIMULATED_BOARD = {
 NOT_SERVED_BY_A_SIMULATED_BOARD = {
     "nvidia_gpu_fabric_health", "nvidia_gpu_fabric_health_issue",
     "nvidia_gpu_power_smoothing_lifetime_remaining_ratio", "nvidia_gpu_temperature_margin_celsius",
-    "nvidia_gpu_temperature_margin_threshold_celsius",
 }
 
 
