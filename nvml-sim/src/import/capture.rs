@@ -180,6 +180,14 @@ fn hex(text: &str) -> Option<u32> {
     u32::from_str_radix(t.strip_prefix("0x").unwrap_or(t), 16).ok()
 }
 
+/// The calls that answer NOT_SUPPORTED where a capture prints N/A for all
+/// they give (`[gpu.errors]`).
+fn not_supported(errors: &mut Table, calls: &[&str]) {
+    for call in calls {
+        errors.insert((*call).into(), Value::String("NOT_SUPPORTED".into()));
+    }
+}
+
 fn set(t: &mut Table, key: &str, v: Option<Value>) {
     if let Some(v) = v {
         t.insert(key.into(), v);
@@ -799,10 +807,7 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
     board.insert("memory".into(), Value::Table(memory));
     let mut errors = Table::new();
     if bar1 == Some(Val::Na) {
-        errors.insert(
-            "nvmlDeviceGetBAR1MemoryInfo".into(),
-            Value::String("NOT_SUPPORTED".into()),
-        );
+        not_supported(&mut errors, &["nvmlDeviceGetBAR1MemoryInfo"]);
     }
     // Power limits: the GPU's (v12+ `gpu_power_readings`, older
     // `power_readings`) and the module's.
@@ -853,14 +858,15 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
         None => {
             // No limit printed: NVML answers NOT_SUPPORTED to every limit.
             power.insert("default_limit_w".into(), Value::Float(100.0));
-            for call in [
-                "nvmlDeviceGetPowerManagementLimit",
-                "nvmlDeviceGetPowerManagementDefaultLimit",
-                "nvmlDeviceGetPowerManagementLimitConstraints",
-                "nvmlDeviceGetEnforcedPowerLimit",
-            ] {
-                errors.insert(call.into(), Value::String("NOT_SUPPORTED".into()));
-            }
+            not_supported(
+                &mut errors,
+                &[
+                    "nvmlDeviceGetPowerManagementLimit",
+                    "nvmlDeviceGetPowerManagementDefaultLimit",
+                    "nvmlDeviceGetPowerManagementLimitConstraints",
+                    "nvmlDeviceGetEnforcedPowerLimit",
+                ],
+            );
         }
     }
     if default_w.is_some() {
@@ -870,20 +876,14 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
                     "default" => "nvmlDeviceGetPowerManagementDefaultLimit",
                     _ => "nvmlDeviceGetPowerManagementLimitConstraints",
                 };
-                errors.insert(call.into(), Value::String("NOT_SUPPORTED".into()));
+                not_supported(&mut errors, &[call]);
             }
         }
         if enforced == Some(Val::Na) {
-            errors.insert(
-                "nvmlDeviceGetEnforcedPowerLimit".into(),
-                Value::String("NOT_SUPPORTED".into()),
-            );
+            not_supported(&mut errors, &["nvmlDeviceGetEnforcedPowerLimit"]);
         }
         if requested == Some(Val::Na) {
-            errors.insert(
-                "nvmlDeviceGetPowerManagementLimit".into(),
-                Value::String("NOT_SUPPORTED".into()),
-            );
+            not_supported(&mut errors, &["nvmlDeviceGetPowerManagementLimit"]);
         }
     }
     let module_limit = |g: &Gpu, n: &str| g.number(&[&format!("module_power_readings/{n}")]);
@@ -943,10 +943,7 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
                     Value::Integer(cur("mem_clock").unwrap_or(1000.0) as i64),
                 );
             }
-            errors.insert(
-                "nvmlDeviceGetMaxClockInfo".into(),
-                Value::String("NOT_SUPPORTED".into()),
-            );
+            not_supported(&mut errors, &["nvmlDeviceGetMaxClockInfo"]);
         }
     }
     if !clocks.is_empty() {
@@ -1034,22 +1031,13 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
         board.insert("pcie".into(), Value::Table(pcie));
     }
     if max_gen == Some(Val::Na) {
-        errors.insert(
-            "nvmlDeviceGetMaxPcieLinkGeneration".into(),
-            Value::String("NOT_SUPPORTED".into()),
-        );
+        not_supported(&mut errors, &["nvmlDeviceGetMaxPcieLinkGeneration"]);
     }
     if max_width == Some(Val::Na) {
-        errors.insert(
-            "nvmlDeviceGetMaxPcieLinkWidth".into(),
-            Value::String("NOT_SUPPORTED".into()),
-        );
+        not_supported(&mut errors, &["nvmlDeviceGetMaxPcieLinkWidth"]);
     }
     if cur_width == Some(Val::Na) {
-        errors.insert(
-            "nvmlDeviceGetCurrPcieLinkWidth".into(),
-            Value::String("NOT_SUPPORTED".into()),
-        );
+        not_supported(&mut errors, &["nvmlDeviceGetCurrPcieLinkWidth"]);
     }
     // ECC and memory health.
     let ecc_mode = g.flag(&["ecc_mode/current_ecc"])?;
@@ -1332,14 +1320,15 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
     let reasons_node = g.first(&["clocks_event_reasons", "clocks_throttle_reasons"]);
     if let Some(rn) = reasons_node {
         if rn.children.is_empty() && is_na(&rn.text) {
-            for call in [
-                "nvmlDeviceGetSupportedClocksEventReasons",
-                "nvmlDeviceGetSupportedClocksThrottleReasons",
-                "nvmlDeviceGetCurrentClocksEventReasons",
-                "nvmlDeviceGetCurrentClocksThrottleReasons",
-            ] {
-                errors.insert(call.into(), Value::String("NOT_SUPPORTED".into()));
-            }
+            not_supported(
+                &mut errors,
+                &[
+                    "nvmlDeviceGetSupportedClocksEventReasons",
+                    "nvmlDeviceGetSupportedClocksThrottleReasons",
+                    "nvmlDeviceGetCurrentClocksEventReasons",
+                    "nvmlDeviceGetCurrentClocksThrottleReasons",
+                ],
+            );
         } else {
             let prefix = if rn.name == "clocks_event_reasons" {
                 "clocks_event_reason_"
@@ -1578,18 +1567,19 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
         .is_some_and(|p| p.children.is_empty() && p.text.trim() == "N/A")
     {
         // No process list from this driver (GT 730 on R440).
-        for call in [
-            "nvmlDeviceGetComputeRunningProcesses",
-            "nvmlDeviceGetComputeRunningProcesses_v2",
-            "nvmlDeviceGetComputeRunningProcesses_v3",
-            "nvmlDeviceGetGraphicsRunningProcesses",
-            "nvmlDeviceGetGraphicsRunningProcesses_v2",
-            "nvmlDeviceGetGraphicsRunningProcesses_v3",
-            "nvmlDeviceGetMPSComputeRunningProcesses_v3",
-            "nvmlDeviceGetRunningProcessDetailList",
-        ] {
-            errors.insert(call.into(), Value::String("NOT_SUPPORTED".into()));
-        }
+        not_supported(
+            &mut errors,
+            &[
+                "nvmlDeviceGetComputeRunningProcesses",
+                "nvmlDeviceGetComputeRunningProcesses_v2",
+                "nvmlDeviceGetComputeRunningProcesses_v3",
+                "nvmlDeviceGetGraphicsRunningProcesses",
+                "nvmlDeviceGetGraphicsRunningProcesses_v2",
+                "nvmlDeviceGetGraphicsRunningProcesses_v3",
+                "nvmlDeviceGetMPSComputeRunningProcesses_v3",
+                "nvmlDeviceGetRunningProcessDetailList",
+            ],
+        );
     }
     if let Some(list) = node.child("processes") {
         for p in list.children_named("process_info") {
