@@ -23,6 +23,7 @@ pub mod cli;
 pub mod collectors;
 pub mod exposition;
 pub mod family;
+pub mod fsread;
 pub mod http;
 pub mod kubernetes;
 pub mod logging;
