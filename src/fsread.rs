@@ -165,8 +165,7 @@ impl Reader {
             if st.queue.len() >= MAX_QUEUED || (live == 0 && st.stuck >= MAX_STUCK) {
                 return Err(ReadError::Busy);
             }
-            if st.idle == 0 && live < self.shared.size && !self.spawn_thread(&mut st) && live == 0
-            {
+            if st.idle == 0 && live < self.shared.size && !self.spawn_thread(&mut st) && live == 0 {
                 return Err(ReadError::Busy);
             }
             st.queue.push_back(Job {
@@ -206,7 +205,11 @@ impl Reader {
     }
 
     /// `path`'s metadata (following links) within `deadline`.
-    pub fn metadata(&self, path: &Path, deadline: Duration) -> Result<std::fs::Metadata, ReadError> {
+    pub fn metadata(
+        &self,
+        path: &Path,
+        deadline: Duration,
+    ) -> Result<std::fs::Metadata, ReadError> {
         let owned = path.to_path_buf();
         self.run(path, deadline, move || {
             std::fs::metadata(&owned).map_err(ReadError::Io)
@@ -427,12 +430,18 @@ mod tests {
         let r = Reader::new("test", 1);
         let short = Duration::from_millis(200);
         // Opening a FIFO without a writer blocks: the read is abandoned.
-        assert!(matches!(r.read(&pipe, 10, short), Err(ReadError::TimedOut(_))));
+        assert!(matches!(
+            r.read(&pipe, 10, short),
+            Err(ReadError::TimedOut(_))
+        ));
         assert_eq!(r.stuck(), 1);
         // The written-off thread was replaced: other files still read.
         assert_eq!(r.read(&regular, 10, short).unwrap(), b"ok");
         // The stuck path is refused without tying up a second thread.
-        assert!(matches!(r.read(&pipe, 10, short), Err(ReadError::TimedOut(_))));
+        assert!(matches!(
+            r.read(&pipe, 10, short),
+            Err(ReadError::TimedOut(_))
+        ));
         assert_eq!(r.stuck(), 1);
         // A writer appears: the abandoned read returns, its thread comes
         // back, and the path is read again.
@@ -443,7 +452,10 @@ mod tests {
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         while r.stuck() > 0 {
-            assert!(Instant::now() < deadline, "the abandoned read never came back");
+            assert!(
+                Instant::now() < deadline,
+                "the abandoned read never came back"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(r.read(&regular, 10, short).unwrap(), b"ok");

@@ -208,6 +208,9 @@ pub struct WorkloadAttribution {
     pub dropped: u64,
     /// Failed reads since start, by source and reason.
     pub read_errors: Vec<WorkloadReadErrors>,
+    /// When the resolver last finished reading every source; `None` until
+    /// it first has.
+    pub last_refresh: Option<std::time::SystemTime>,
 }
 
 /// One workload on one device: a whole GPU (`gpu_instance` `None`) or a
@@ -544,10 +547,11 @@ label_enum!(
 
 label_enum!(
     /// Why a read failed: `gone` (the process or file no longer exists),
-    /// `permission_denied`, `malformed` (contents not as documented), `io`
-    /// (anything else, timeouts included).
+    /// `permission_denied`, `malformed` (contents not as documented),
+    /// `timeout` (no answer within the read's deadline: abandoned, see
+    /// `src/fsread.rs`), `io` (anything else).
     WorkloadReadError {
         Gone => "gone", PermissionDenied => "permission_denied",
-        Malformed => "malformed", Io => "io",
+        Malformed => "malformed", Timeout => "timeout", Io => "io",
     }
 );

@@ -20,7 +20,8 @@ RUNBOOK_PREFIX = "https://github.com/nvml-exporter/nvml-exporter/blob/main/docs/
 SEVERITIES = {"critical", "warning", "info"}
 # Alerts about the exporter process or NVML as a whole: they concern a node,
 # not one GPU, so their annotations cannot name a GPU index or UUID.
-NODE_LEVEL_ALERTS = {"NvmlExporterDown", "NvmlExporterNvmlDown", "NvidiaGpuMissing"}
+NODE_LEVEL_ALERTS = {"NvmlExporterDown", "NvmlExporterNvmlDown", "NvidiaGpuMissing",
+                     "NvmlExporterWorkloadAttributionStalled"}
 XID_RULES = {
     "NvidiaGpuXidCritical",
     "NvidiaGpuXidWarning",

@@ -242,6 +242,59 @@ def test_entries_the_exporter_may_not_read_are_unknown_and_counted(tmp_path):
         shutil.rmtree(scratch)
 
 
+def test_an_entry_that_never_answers_holds_up_nothing_else(tmp_path):
+    """One pid's cgroup file is a FIFO: opening it blocks, as a read does
+    while the kernel holds cgroup_mutex or a FUSE/NFS mount hangs. That
+    read is abandoned at its deadline and counted as a timeout, logged
+    once, and every other process is still attributed, new ones included;
+    the last-refresh timestamp keeps moving."""
+    copy = tmp_path / "fixtures"
+    shutil.copytree(FIXTURES, copy)
+    stuck = copy / "proc" / "41003" / "cgroup"
+    stuck.unlink()
+    os.mkfifo(stuck)
+    control = tmp_path / "sim.sock"
+    exporter = Exporter(tmp_path, str(copy / "node.toml"), interval=INTERVAL, extra=[
+        "--workloads", "--path.procfs", str(copy / "proc"), "--path.rootfs", str(copy),
+        "--workloads.refresh-interval", "1s",
+    ], env={"NVML_SIM_CONTROL": str(control)}, name="exporter")
+    try:
+        exporter.wait_ready()
+        expected = {**EXPECTED}
+        expected.pop(("4", None))  # no mapping dir here
+        expected[("1", None)] = {
+            w(kind="unknown", uid="0", user="root"): 1 / 3,
+            w(kind="docker", container_id="b2c3d4e5f607", uid="0", user="root"): 1 / 3,
+            w(kind="podman", container_id="c3d4e5f60718", uid="0", user="root"): 1 / 3,
+        }
+        m = wait_until(lambda: (m := scrape(exporter)) and holdings(m) == expected and m,
+                       30, "every other process attributed around the stuck one")
+        timeouts = {s.labels["source"]: s.value for s in m["nvml_exporter_workload_read_errors"]
+                    if s.labels["reason"] == "timeout"}
+        assert timeouts.get("procfs", 0) >= 1, m["nvml_exporter_workload_read_errors"]
+
+        # A process that starts now is attributed while the read stays stuck.
+        sim(control, '{ action = "process-start", gpu = 0, pid = 41012, name = "srun", memory_mib = 1000 }')
+        wait_until(lambda: SLURM_103 in holdings(scrape(exporter)).get(("0", None), {}),
+                   15, "a new process attributed while an old read is stuck")
+
+        def refreshed_at() -> float:
+            return scrape(exporter)["nvml_exporter_workloads_last_refresh_timestamp_seconds"][0].value
+
+        first = refreshed_at()
+        # Two more passes (1 s apart) each meet the stuck path again.
+        wait_until(lambda: refreshed_at() >= first + 2, 15, "two more attribution passes")
+        log = exporter.log()
+        assert log.count("did not finish within its deadline") == 1, log
+        assert str(stuck) in log, log
+        later = {s.labels["source"]: s.value for s in
+                 scrape(exporter)["nvml_exporter_workload_read_errors"]
+                 if s.labels["reason"] == "timeout"}
+        assert later["procfs"] > timeouts["procfs"], "each pass counts the path it skips"
+    finally:
+        exporter.stop()
+
+
 def cgroup2_root() -> Path | None:
     """A cgroup2 mount we may create groups in (root only)."""
     if os.geteuid() != 0:

@@ -440,6 +440,7 @@ pub fn fully_populated() -> Snapshot {
             reason: WorkloadReadError::Gone,
             count: 2,
         }],
+        last_refresh: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)),
     });
     s
 }
