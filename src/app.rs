@@ -56,6 +56,8 @@ pub enum AppError {
     Nvml(#[from] nvml::StartError),
     #[error(transparent)]
     WebConfig(#[from] WebConfigError),
+    #[error("a start-up task failed: {0}")]
+    StartTask(String),
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] io::Error),
     #[error("cannot install the {signal} handler: {source}")]
@@ -88,8 +90,10 @@ pub fn run(config: Config) -> Result<(), AppError> {
         .build()
         .map_err(AppError::Runtime)?;
     let (poller, outcome) = runtime.block_on(serve_until_signal(config))?;
-    tracing::info!("stopping the sampler");
-    poller.shutdown(POLLER_SHUTDOWN_TIMEOUT);
+    if let Some(poller) = poller {
+        tracing::info!("stopping the sampler");
+        poller.shutdown(POLLER_SHUTDOWN_TIMEOUT);
+    }
     // A connection task past the drain timeout must not hold the exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
     outcome?;
@@ -118,11 +122,61 @@ impl Signals {
     /// Waits for SIGTERM or SIGINT; reloads the web config on each SIGHUP
     /// meanwhile, as Prometheus and its exporters do.
     async fn until_stop(&mut self, web: Option<Arc<WebConfigWatcher>>) -> &'static str {
-        loop {
-            tokio::select! {
-                _ = self.term.recv() => return "SIGTERM",
-                _ = self.int.recv() => return "SIGINT",
-                _ = self.hup.recv() => reload_web_config(web.clone()).await,
+        let reload = move || reload_web_config(web.clone());
+        until_stop(&mut self.term, &mut self.int, &mut self.hup, reload).await
+    }
+
+    /// Waits for SIGTERM or SIGINT, for start-up work that may take a while
+    /// (reading the web config): `None` when `work` finished first.
+    async fn or_stop<T>(&mut self, work: impl Future<Output = T>) -> Result<T, &'static str> {
+        tokio::select! {
+            _ = self.term.recv() => Err("SIGTERM"),
+            _ = self.int.recv() => Err("SIGINT"),
+            done = work => Ok(done),
+        }
+    }
+}
+
+/// A stream of one signal, as the loop below sees it (tokio's `Signal`,
+/// or a test's channel).
+trait SignalStream {
+    fn recv(&mut self) -> impl Future<Output = Option<()>> + Send;
+}
+
+impl SignalStream for Signal {
+    fn recv(&mut self) -> impl Future<Output = Option<()>> + Send {
+        Signal::recv(self)
+    }
+}
+
+/// Returns at the first SIGTERM or SIGINT. Each SIGHUP starts `reload` as
+/// a task of its own and the loop goes on: however long a reload takes
+/// (a certificate on a hung mount), SIGTERM is handled at once. While one
+/// reload runs, further SIGHUPs are refused with a log line rather than
+/// piling up reloads.
+async fn until_stop<F>(
+    term: &mut impl SignalStream,
+    int: &mut impl SignalStream,
+    hup: &mut impl SignalStream,
+    reload: impl Fn() -> F,
+) -> &'static str
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let mut running: Option<JoinHandle<()>> = None;
+    loop {
+        tokio::select! {
+            _ = term.recv() => return "SIGTERM",
+            _ = int.recv() => return "SIGINT",
+            _ = hup.recv() => {
+                if running.as_ref().is_some_and(|r| !r.is_finished()) {
+                    tracing::warn!(
+                        signal = "SIGHUP",
+                        "the previous web config reload is still running; this SIGHUP is ignored"
+                    );
+                } else {
+                    running = Some(tokio::spawn(reload()));
+                }
             }
         }
     }
@@ -137,7 +191,8 @@ async fn reload_web_config(web: Option<Arc<WebConfigWatcher>>) {
         return;
     };
     // Reading and validating the files (certificates included) is blocking
-    // work; the outcome is logged by the watcher.
+    // work, each read bounded by the web config's deadline; the outcome is
+    // logged by the watcher.
     let _ = tokio::task::spawn_blocking(move || web.reload_now()).await;
 }
 
@@ -163,13 +218,27 @@ async fn supervise(server: &mut JoinHandle<()>, stop: impl Future<Output = &'sta
     }
 }
 
+/// Serves until a signal or a server failure: the sampler to shut down
+/// (`None` when stopped before it started) and how serving ended.
 async fn serve_until_signal(
     config: Config,
-) -> Result<(nvml::Poller, Result<(), AppError>), AppError> {
+) -> Result<(Option<nvml::Poller>, Result<(), AppError>), AppError> {
     let mut signals = Signals::install()?;
-    // A bad web config is a configuration error: refuse to start.
-    let web = match &config.web_config_file {
-        Some(path) => Some(Arc::new(WebConfigWatcher::start(path)?)),
+    // A bad web config is a configuration error: refuse to start. Its
+    // files are read with deadlines, on a blocking thread, while SIGTERM
+    // and SIGINT are still answered.
+    let web = match config.web_config_file.clone() {
+        Some(path) => {
+            let load = tokio::task::spawn_blocking(move || WebConfigWatcher::start(&path));
+            match signals.or_stop(load).await {
+                Ok(Ok(loaded)) => Some(Arc::new(loaded?)),
+                Ok(Err(e)) => return Err(AppError::StartTask(e.to_string())),
+                Err(signal) => {
+                    tracing::info!(signal, "stopped while reading the web config");
+                    return Ok((None, Ok(())));
+                }
+            }
+        }
         None => None,
     };
     let listener = bind(&config.listen_address).await?;
@@ -231,11 +300,11 @@ async fn serve_until_signal(
             if let Err(e) = server.await {
                 tracing::error!(error = %e, "the HTTP server task failed");
             }
-            Ok((poller, Ok(())))
+            Ok((Some(poller), Ok(())))
         }
         Stop::ServerEnded(why) => {
             let _ = stop_tx.send(());
-            Ok((poller, Err(AppError::ServerStopped(why))))
+            Ok((Some(poller), Err(AppError::ServerStopped(why))))
         }
     }
 }
@@ -341,6 +410,45 @@ mod tests {
             supervise(&mut returned, never).await,
             Stop::ServerEnded("its task returned".into())
         );
+    }
+
+    struct Chan(tokio::sync::mpsc::UnboundedReceiver<()>);
+
+    impl SignalStream for Chan {
+        fn recv(&mut self) -> impl Future<Output = Option<()>> + Send {
+            self.0.recv()
+        }
+    }
+
+    fn chan() -> (tokio::sync::mpsc::UnboundedSender<()>, Chan) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (tx, Chan(rx))
+    }
+
+    #[tokio::test]
+    async fn a_reload_that_never_ends_does_not_hold_up_sigterm() {
+        use std::sync::atomic::AtomicUsize;
+        let (term_tx, mut term) = chan();
+        let (_int_tx, mut int) = chan();
+        let (hup_tx, mut hup) = chan();
+        let started = Arc::new(AtomicUsize::new(0));
+        let counted = started.clone();
+        let reload = move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            // A reload stuck for ever (a file on a hung mount).
+            std::future::pending::<()>()
+        };
+        let waiting =
+            tokio::spawn(async move { until_stop(&mut term, &mut int, &mut hup, reload).await });
+        hup_tx.send(()).unwrap();
+        while started.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        // A second SIGHUP while the first reload runs starts no second one.
+        hup_tx.send(()).unwrap();
+        term_tx.send(()).unwrap();
+        assert_eq!(waiting.await.unwrap(), "SIGTERM");
+        assert_eq!(started.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]

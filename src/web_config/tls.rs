@@ -5,7 +5,6 @@
 //! that would leave nothing usable is refused.
 
 use std::fmt;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -24,6 +23,7 @@ use tokio_rustls::rustls::{
 
 use super::raw::RawTls;
 use super::{san, Problem};
+use crate::fsread::ReadError;
 
 /// Certificates, keys and CA bundles larger than this are refused: no real
 /// one comes near it, and it bounds what a mistaken path can make us read.
@@ -389,21 +389,17 @@ fn supported_cipher_names() -> Vec<&'static str> {
     ]
 }
 
-/// Reads a referenced file, bounded.
+/// Reads a referenced file: a regular file, bounded in size and time.
 pub(crate) fn read_limited(field: &str, path: &Path) -> Result<Vec<u8>, Problem> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| Problem::new(field, format!("cannot read {}: {e}", path.display())))?;
-    let mut buf = Vec::new();
-    file.take(MAX_PEM_BYTES + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| Problem::new(field, format!("cannot read {}: {e}", path.display())))?;
-    if buf.len() as u64 > MAX_PEM_BYTES {
-        return Err(Problem::new(
-            field,
-            format!("{} is larger than {MAX_PEM_BYTES} bytes", path.display()),
-        ));
-    }
-    Ok(buf)
+    super::reader()
+        .read_regular(path, MAX_PEM_BYTES, super::READ_DEADLINE)
+        .map_err(|e| match e {
+            ReadError::TooLarge { .. } => Problem::new(
+                field,
+                format!("{} is larger than {MAX_PEM_BYTES} bytes", path.display()),
+            ),
+            e => Problem::new(field, format!("cannot read {}: {e}", path.display())),
+        })
 }
 
 fn pem_bytes(
