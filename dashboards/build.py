@@ -624,7 +624,9 @@ def gpu_detail() -> dict:
                              (f'nvidia_gpu_clock_max_hertz{{{SEL}}}',
                               G + " {{clock}} max")), 0), 12, 8)
     L.add(timeseries("Throttled time", "Fraction of time each throttle reason held the clocks "
-                     "down, where NVML reports violation time.", "percentunit",
+                     "down, where NVML reports violation time. Drivers before R575 give no "
+                     "separate sw_thermal and hw_thermal time: their series is thermal, time "
+                     "held down by any thermal slowdown, software or hardware.", "percentunit",
                      targets((f"rate(nvidia_gpu_clock_throttle_seconds_total{{{SEL}}}[$__rate_interval])",
                               G + " {{reason}}")), 0, 1), 12, 8)
     L.add(state_timeline("Throttle reasons", "Which clock event (throttle) reasons are active, "

@@ -494,13 +494,19 @@ label_enum!(PowerLimit {
 
 label_enum!(Clock { Graphics => "graphics", Sm => "sm", Memory => "memory", Video => "video" });
 
-label_enum!(ThrottleReason {
-    GpuIdle => "gpu_idle", ApplicationsClocks => "applications_clocks",
-    SwPowerCap => "sw_power_cap", HwSlowdown => "hw_slowdown",
-    SyncBoost => "sync_boost", SwThermal => "sw_thermal",
-    HwThermal => "hw_thermal", HwPowerBrake => "hw_power_brake",
-    DisplayClocks => "display_clocks",
-});
+label_enum!(
+    /// Clock event (throttle) reasons. `Thermal` is NVML's thermal policy
+    /// violation time (field 75, `NVML_PERF_POLICY_THERMAL`): time held
+    /// down by any thermal slowdown, software or hardware. It is never a
+    /// flag, and never reported as `sw_thermal`, which is one cause of it.
+    ThrottleReason {
+        GpuIdle => "gpu_idle", ApplicationsClocks => "applications_clocks",
+        SwPowerCap => "sw_power_cap", HwSlowdown => "hw_slowdown",
+        SyncBoost => "sync_boost", SwThermal => "sw_thermal",
+        HwThermal => "hw_thermal", HwPowerBrake => "hw_power_brake",
+        DisplayClocks => "display_clocks", Thermal => "thermal",
+    }
+);
 
 label_enum!(ComputeMode {
     Default => "default", ExclusiveThread => "exclusive_thread",

@@ -171,6 +171,17 @@ fn field_backed_families_follow_the_driver_branch_as_documented() {
                 row.major
             );
         }
+        // One meaning per label: the thermal policy time (any thermal
+        // slowdown) is `thermal` exactly where the driver has no separate
+        // SW and HW thermal durations, and never passes for sw_thermal.
+        let has_reason = |reason: &str| {
+            s.iter().any(|x| {
+                x.name == "nvidia_gpu_clock_throttle_seconds_total"
+                    && x.label("reason") == Some(reason)
+            })
+        };
+        assert_eq!(has_reason("thermal"), major < 575, "driver {driver}");
+        assert_eq!(has_reason("sw_thermal"), major >= 575, "driver {driver}");
         if major >= 570 {
             // GPU 5 has an uncorrectable remapped row pending: reset.
             let gpu5 = s
