@@ -34,6 +34,19 @@ pub const DEFAULT_XID_MAX_CODES: usize = 64;
 /// Scenario that a bare `--simulate` runs.
 pub const DEFAULT_SCENARIO: &str = "dgx-h100";
 
+/// The shortest `--collect.interval`. Below it a poll of a big node does
+/// not finish before the next is due, and every driver call that takes a
+/// few milliseconds would pass for a hung GPU.
+pub const MIN_COLLECT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The shortest `--collect.stuck-deadline` given on the command line.
+pub const MIN_STUCK_DEADLINE: Duration = Duration::from_millis(100);
+
+/// The shortest stuck deadline derived from the interval (three of them):
+/// NVML calls that take a few hundred milliseconds on a busy driver
+/// (process lists, the first call after a GPU wakes) are slow, not hung.
+pub const MIN_DERIVED_STUCK_DEADLINE: Duration = Duration::from_secs(1);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "nvml-exporter",
@@ -74,22 +87,23 @@ struct Flags {
     /// default of 5s is a third of the usual 15s scrape interval, so every
     /// scrape sees data at most 5s old, while eight GPUs cost only a few
     /// milliseconds of driver time per round.
+    /// At least 100ms.
     #[arg(
         long = "collect.interval",
         env = "NVML_EXPORTER_COLLECT_INTERVAL",
         default_value = "5s",
-        value_parser = parse_positive_duration,
+        value_parser = parse_collect_interval,
         value_name = "DURATION"
     )]
     collect_interval: Duration,
 
     /// How long one driver call may block before its GPU is reported hung
-    /// (`nvidia_gpu_up 0`, readings withdrawn). Default: three collect
-    /// intervals.
+    /// (`nvidia_gpu_up 0`, readings withdrawn); at least 100ms. Default:
+    /// three collect intervals, at least 1s.
     #[arg(
         long = "collect.stuck-deadline",
         env = "NVML_EXPORTER_COLLECT_STUCK_DEADLINE",
-        value_parser = parse_positive_duration,
+        value_parser = parse_stuck_deadline,
         value_name = "DURATION"
     )]
     stuck_deadline: Option<Duration>,
@@ -510,9 +524,12 @@ where
         listen_address: flags.listen_address,
         telemetry_path: flags.telemetry_path,
         collect_interval: flags.collect_interval,
-        stuck_deadline: flags
-            .stuck_deadline
-            .unwrap_or(flags.collect_interval.saturating_mul(3)),
+        stuck_deadline: flags.stuck_deadline.unwrap_or_else(|| {
+            flags
+                .collect_interval
+                .saturating_mul(3)
+                .max(MIN_DERIVED_STUCK_DEADLINE)
+        }),
         library,
         families,
         xid_max_codes: flags.xid_max_codes,
@@ -634,6 +651,25 @@ fn parse_telemetry_path(s: &str) -> Result<String, String> {
         return Err(format!("{s:?} must be a plain path"));
     }
     Ok(s.to_string())
+}
+
+fn parse_at_least(s: &str, min: Duration) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < min {
+        return Err(format!(
+            "{s:?} is shorter than the shortest allowed, {}ms",
+            min.as_millis()
+        ));
+    }
+    Ok(d)
+}
+
+fn parse_collect_interval(s: &str) -> Result<Duration, String> {
+    parse_at_least(s, MIN_COLLECT_INTERVAL)
+}
+
+fn parse_stuck_deadline(s: &str) -> Result<Duration, String> {
+    parse_at_least(s, MIN_STUCK_DEADLINE)
 }
 
 fn parse_positive_duration(s: &str) -> Result<Duration, String> {
@@ -776,6 +812,32 @@ mod tests {
             assert!(parse(&[&on]).unwrap().families.contains(f));
             assert!(!parse(&[&off]).unwrap().families.contains(f));
         }
+    }
+
+    #[test]
+    fn intervals_and_deadlines_have_floors() {
+        for (flag, bad) in [
+            ("--collect.interval", "1ms"),
+            ("--collect.interval", "99ms"),
+            ("--collect.stuck-deadline", "10ms"),
+        ] {
+            let e = parse(&[flag, bad]).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            let msg = e.to_string();
+            assert!(msg.contains(flag) && msg.contains("100ms"), "{msg}");
+        }
+        let c = parse(&["--collect.interval", "100ms"]).unwrap();
+        assert_eq!(c.collect_interval, MIN_COLLECT_INTERVAL);
+        // Three intervals would be 300ms: the derived deadline is 1s.
+        assert_eq!(c.stuck_deadline, MIN_DERIVED_STUCK_DEADLINE);
+        let c = parse(&[
+            "--collect.interval",
+            "100ms",
+            "--collect.stuck-deadline",
+            "200ms",
+        ])
+        .unwrap();
+        assert_eq!(c.stuck_deadline, Duration::from_millis(200));
     }
 
     #[test]

@@ -104,6 +104,81 @@ fn missing_nvml_library_file_is_fatal() {
     );
 }
 
+/// Configuration the exporter cannot run with ends it at once, exit 1,
+/// with one structured log line naming the problem: never a process that
+/// serves `nvml_up 0` for ever, never the simulator's own stderr line in
+/// the middle of JSON logs.
+#[test]
+fn a_scenario_or_library_that_cannot_load_is_fatal_with_a_structured_message() {
+    common::sim_library();
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_library = dir.path().join("libnvidia-ml.so.1");
+    std::fs::write(&not_a_library, b"not a shared object").unwrap();
+    let bad_load = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad_load,
+        "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nload = 150\n",
+    )
+    .unwrap();
+    let lib_flag = format!("--nvml.library={}", not_a_library.display());
+    let scenario_flag = format!("--simulate={}", bad_load.display());
+    for (args, env, mentions) in [
+        (
+            vec!["--simulate=dgx-h1OO"],
+            vec![],
+            vec!["dgx-h1OO", "built-in scenarios are"],
+        ),
+        (
+            vec![scenario_flag.as_str()],
+            vec![],
+            vec!["bad.toml", "load 150 is outside"],
+        ),
+        (
+            vec!["--simulate=workstation"],
+            vec![("NVML_SIM_DRIVER", "999.1")],
+            vec!["NVML_SIM_DRIVER"],
+        ),
+        (
+            vec![lib_flag.as_str()],
+            vec![],
+            vec!["libnvidia-ml.so.1", "cannot be loaded"],
+        ),
+    ] {
+        let mut argv = args.clone();
+        argv.extend(["--log.format=json", "--web.listen-address=127.0.0.1:0"]);
+        let (status, out) = run_to_exit(&argv, &env);
+        assert_eq!(status.code(), Some(1), "{args:?}: {out}");
+        let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+        for l in &lines {
+            assert!(
+                l.starts_with('{') && l.ends_with('}'),
+                "{args:?}: not JSON: {l}"
+            );
+        }
+        let error = lines
+            .iter()
+            .find(|l| l.contains("\"level\":\"ERROR\""))
+            .unwrap_or_else(|| panic!("{args:?}: no error line:\n{out}"));
+        for m in &mentions {
+            assert!(error.contains(m), "{args:?}: should mention {m:?}: {error}");
+        }
+    }
+}
+
+#[test]
+fn collect_interval_and_stuck_deadline_have_floors() {
+    rejects(
+        &["--collect.interval=1ms"],
+        2,
+        &["--collect.interval", "100ms"],
+    );
+    rejects(
+        &["--collect.stuck-deadline=5ms"],
+        2,
+        &["--collect.stuck-deadline", "100ms"],
+    );
+}
+
 #[test]
 fn port_in_use_is_fatal() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -50,13 +50,17 @@ fn endpoints() {
 
 #[test]
 fn not_ready_while_nvml_is_unavailable() {
-    // A file that exists but is no NVML library: the exporter stays up,
-    // serves nvml_up 0 and reports not ready.
+    // A library whose nvmlInit fails (here nvml-sim told to build a fleet
+    // from a file that does not exist, as a driver fails without its
+    // kernel module): the exporter stays up, serves nvml_up 0 and reports
+    // not ready.
     let dir = tempfile::tempdir().unwrap();
-    let fake = dir.path().join("libnvidia-ml.so.1");
-    std::fs::write(&fake, b"not a shared object").unwrap();
-    let lib = format!("--nvml.library={}", fake.display());
-    let e = Exporter::start(&[lib.as_str(), "--collect.interval=200ms"], &[]);
+    let lib = format!("--nvml.library={}", common::sim_library().display());
+    let absent = dir.path().join("absent.toml");
+    let e = Exporter::start(
+        &[lib.as_str(), "--collect.interval=200ms"],
+        &[("NVML_SIM_SCENARIO", absent.to_str().unwrap())],
+    );
     e.wait_serving();
     assert_eq!(e.get("/-/healthy").status, 200);
     let ready = e.get("/-/ready");

@@ -308,15 +308,16 @@ pub fn exported(symbol: &str) -> bool {
     current().exports(symbol)
 }
 
-/// The personality for a scenario key: `NVML_SIM_DRIVER` if set, else the
-/// scenario's `driver`, else the default. Errors name the bad setting.
-pub fn resolve(scenario: &crate::scenario::Scenario) -> Result<Personality, String> {
+/// The personality for a scenario whose `driver` is `scenario_driver`:
+/// `NVML_SIM_DRIVER` if set, else the scenario's, else the default. Errors
+/// name the bad setting.
+pub fn resolve(scenario_driver: Option<&str>) -> Result<Personality, String> {
     if let Ok(env) = std::env::var("NVML_SIM_DRIVER") {
         if !env.trim().is_empty() {
             return Personality::parse(&env).map_err(|e| format!("NVML_SIM_DRIVER: {e}"));
         }
     }
-    match &scenario.driver {
+    match scenario_driver {
         Some(d) => Personality::parse(d),
         None => Ok(Personality::default()),
     }
@@ -330,31 +331,6 @@ pub fn apply(p: Personality) {
     }
     *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
 }
-
-/// Best effort before any `nvmlInit`: the scenario the environment or a
-/// host selected, with errors left for `nvmlInit` to report.
-pub fn apply_early(scenario_key: Option<&str>) {
-    let key = scenario_key
-        .map(str::to_string)
-        .or_else(|| std::env::var("NVML_SIM_SCENARIO").ok())
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| crate::scenario::DEFAULT.to_string());
-    let p = crate::scenario::load(&key)
-        .ok()
-        .and_then(|s| resolve(&s).ok())
-        .unwrap_or_default();
-    apply(p);
-}
-
-/// Runs when the dynamic loader maps the library, before `dlopen` returns:
-/// nvml-wrapper resolves every symbol right after, before its `nvmlInit`.
-extern "C" fn on_load() {
-    let _ = std::panic::catch_unwind(|| apply_early(None));
-}
-
-#[used]
-#[link_section = ".init_array"]
-static ON_LOAD: extern "C" fn() = on_load;
 
 /// Removes `name` from (or restores it to) this library's dynamic symbol
 /// table. glibc's lookup skips a defined symbol whose value is 0, so

@@ -7,7 +7,6 @@
 #![allow(unsafe_code)]
 
 pub mod calls;
-pub mod control;
 pub mod driver;
 pub mod fault;
 pub mod ffi;
@@ -17,6 +16,7 @@ pub mod model;
 pub mod scenario;
 
 pub use ffi::clocks::*;
+pub use ffi::control;
 pub use ffi::device::*;
 pub use ffi::ecc::*;
 pub use ffi::events::*;
@@ -33,4 +33,4 @@ pub use ffi::system::*;
 pub use ffi::thermal::*;
 pub use ffi::utilization::*;
 pub use ffi::{nvmlErrorString, nvmlInit, nvmlInitWithFlags, nvmlInit_v2, nvmlShutdown};
-pub use host::nvml_sim_select_scenario;
+pub use host::{nvml_sim_last_error, nvml_sim_select_scenario};

@@ -114,6 +114,10 @@ pub enum StartError {
     LibraryNotFound(PathBuf),
     #[error("simulated driver libnvml_sim.so not found; looked in: {}", display_paths(.searched))]
     SimulatorNotFound { searched: Vec<PathBuf> },
+    #[error("NVML library {}: cannot be loaded: {message}", path.display())]
+    LibraryUnloadable { path: PathBuf, message: String },
+    #[error("--simulate {scenario}: {message}")]
+    Scenario { scenario: String, message: String },
     #[error("the collect interval must be greater than zero")]
     ZeroInterval,
     #[error("cannot start the sampling thread: {0}")]

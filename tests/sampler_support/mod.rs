@@ -161,7 +161,7 @@ impl Logs {
         let sink = logs.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
+            .with_max_level(tracing::Level::DEBUG)
             .with_writer(move || sink.clone())
             .finish();
         tracing::subscriber::set_global_default(subscriber)

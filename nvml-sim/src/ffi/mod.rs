@@ -20,6 +20,7 @@ use std::time::Duration;
 
 // One file per NVML API group, as the NVML reference groups the calls.
 pub mod clocks;
+pub mod control;
 pub mod device;
 pub mod ecc;
 pub mod events;
@@ -67,6 +68,24 @@ pub struct State {
     /// The scenario a host process chose through `nvml_sim_select_scenario`
     /// (see `host.rs`); it wins over `NVML_SIM_SCENARIO`.
     pub selected_scenario: Option<String>,
+    /// Why the last selection or `nvmlInit` failed, for
+    /// `nvml_sim_last_error`.
+    pub last_error: Option<String>,
+    /// Whether a host process chose the scenario: it reads errors through
+    /// `nvml_sim_last_error` and logs them itself, so they are not also
+    /// written to stderr (where they would break its log format).
+    pub host_reports: bool,
+}
+
+impl State {
+    /// Keeps `message` for `nvml_sim_last_error`; an independent NVML
+    /// client, which has no way to ask, also gets it on stderr.
+    pub fn report(&mut self, message: String) {
+        if !self.host_reports {
+            eprintln!("nvml-sim: {message}");
+        }
+        self.last_error = Some(message);
+    }
 }
 
 pub static STATE: Mutex<State> = Mutex::new(State {
@@ -75,6 +94,8 @@ pub static STATE: Mutex<State> = Mutex::new(State {
     built_from: None,
     control_started: false,
     selected_scenario: None,
+    last_error: None,
+    host_reports: false,
 });
 /// Wakes hung calls and event waiters when faults change the fleet.
 pub static CHANGED: Condvar = Condvar::new();
@@ -372,7 +393,7 @@ pub fn with_gpu<T>(h: nvmlDevice_t, f: impl FnOnce(&mut crate::fleet::Gpu, f64) 
 
 // ---- init and shutdown -------------------------------------------------------
 
-fn env_scale() -> Result<f64, String> {
+pub(crate) fn env_scale() -> Result<f64, String> {
     match std::env::var("NVML_SIM_TIME_SCALE") {
         Err(_) => Ok(1.0),
         Ok(s) => match s.trim().parse::<f64>() {
@@ -398,33 +419,39 @@ fn init(_flags: c_uint) -> R {
             .or_else(|| std::env::var("NVML_SIM_SCENARIO").ok())
             .filter(|s| !s.trim().is_empty())
             .unwrap_or_else(|| scenario::DEFAULT.to_string());
-        let scale = env_scale().map_err(|e| {
-            eprintln!("nvml-sim: {e}");
-            UNKNOWN
-        })?;
+        let scale = match env_scale() {
+            Ok(scale) => scale,
+            Err(e) => {
+                st.report(e);
+                return Err(UNKNOWN);
+            }
+        };
+        // Loaded at every first init: the file and NVML_SIM_DRIVER may
+        // have changed.
+        let scenario = match scenario::load(&key) {
+            Ok(scenario) => scenario,
+            Err(e) => {
+                st.report(format!("bad scenario: {e}"));
+                return Err(UNKNOWN);
+            }
+        };
         if st.built_from.as_ref() != Some(&(key.clone(), scale)) || st.sim.is_none() {
-            let scenario = scenario::load(&key).map_err(|e| {
-                eprintln!("nvml-sim: bad scenario: {e}");
-                UNKNOWN
-            })?;
             st.sim = Some(Sim::new(&scenario, scale));
             st.built_from = Some((key.clone(), scale));
         }
-        // Resolved at every first init: NVML_SIM_DRIVER may have changed.
-        let scenario = scenario::load(&key).map_err(|e| {
-            eprintln!("nvml-sim: bad scenario: {e}");
-            UNKNOWN
-        })?;
-        let personality = crate::driver::resolve(&scenario).map_err(|e| {
-            eprintln!("nvml-sim: bad driver: {e}");
-            UNKNOWN
-        })?;
+        let personality = match crate::driver::resolve(scenario.driver.as_deref()) {
+            Ok(p) => p,
+            Err(e) => {
+                st.report(format!("bad driver: {e}"));
+                return Err(UNKNOWN);
+            }
+        };
         crate::driver::apply(personality);
         if !st.control_started {
             if let Some(path) = std::env::var_os("NVML_SIM_CONTROL") {
-                match crate::control::start(std::path::PathBuf::from(path)) {
+                match control::start(std::path::PathBuf::from(path)) {
                     Ok(()) => st.control_started = true,
-                    Err(e) => eprintln!("nvml-sim: control socket: {e}"),
+                    Err(e) => st.report(format!("control socket: {e}")),
                 }
             }
         }

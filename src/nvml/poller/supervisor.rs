@@ -169,8 +169,14 @@ impl Supervisor {
 
     fn stays_down(&mut self, why: String, now: Instant) {
         let delay = self.backoff.next_delay();
-        if self.last_error.as_deref() != Some(why.as_str()) {
+        if self.last_error.as_deref() == Some(why.as_str()) {
+            tracing::debug!(
+                retry_in_ms = delay.as_millis() as u64,
+                "NVML still unavailable, as logged"
+            );
+        } else {
             tracing::error!(
+                library = %self.lib.describe(),
                 "NVML is unavailable: {why}; exporting nvml_exporter_nvml_up 0 and retrying (backoff up to {}s)",
                 BACKOFF_CAP.as_secs()
             );
