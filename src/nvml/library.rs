@@ -206,12 +206,20 @@ mod tests {
         );
         let before = std::env::var_os(SIM_SCENARIO_ENV);
         let got = resolve(&LibrarySource::Simulated {
-            scenario: "a scenario nobody else uses".into(),
+            scenario: "workstation".into(),
         })
         .unwrap();
         assert!(
-            matches!(got, ResolvedLibrary::Simulated { ref scenario, .. } if scenario == "a scenario nobody else uses")
+            matches!(got, ResolvedLibrary::Simulated { ref scenario, .. } if scenario == "workstation")
         );
         assert_eq!(std::env::var_os(SIM_SCENARIO_ENV), before);
+        // A scenario the simulator cannot build is a start error, with its
+        // reason.
+        let err = resolve(&LibrarySource::Simulated {
+            scenario: "a scenario nobody has".into(),
+        })
+        .unwrap_err();
+        assert!(matches!(err, StartError::Scenario { .. }), "{err}");
+        assert!(err.to_string().contains("built-in scenarios are"), "{err}");
     }
 }
