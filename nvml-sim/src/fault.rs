@@ -276,7 +276,48 @@ pub enum Fault {
     },
 }
 
+/// The longest time a scenario or fault may name: a year. Far beyond any
+/// test or drill, and far inside what a `Duration` holds (an `at` of 1e300
+/// seconds made every event wait panic).
+pub const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// A number of seconds a scenario or fault may name: finite, not negative,
+/// at most a year.
+pub fn check_seconds(what: &str, s: f64) -> Result<(), String> {
+    if s.is_finite() && (0.0..=MAX_SECONDS).contains(&s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} = {} must be a number of seconds from 0 to {MAX_SECONDS} (a year)",
+            short(s)
+        ))
+    }
+}
+
+/// A number as a person would write it: `1e300`, not three hundred digits.
+fn short(v: f64) -> String {
+    if v.is_finite() && v.abs() >= 1e9 {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 impl Fault {
+    /// The checks serde's types cannot express: times and percentages in
+    /// range. Every way in (scenario timeline, control socket, CLI) runs it.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            Fault::Hang {
+                seconds: Some(s), ..
+            } => check_seconds("seconds", *s),
+            Fault::Load { percent, .. } if !(0.0..=100.0).contains(percent) => {
+                Err(format!("percent = {} is outside 0..=100", short(*percent)))
+            }
+            _ => Ok(()),
+        }
+    }
+
     pub fn gpu(&self) -> Option<u32> {
         match self {
             Fault::Xid { gpu, .. }
@@ -303,9 +344,11 @@ impl Fault {
     /// Parses one request line of the control protocol: a TOML inline table.
     pub fn from_line(line: &str) -> Result<Fault, String> {
         let table = parse_inline(line)?;
-        table
+        let fault: Fault = table
             .try_into()
-            .map_err(|e: toml::de::Error| e.message().to_string())
+            .map_err(|e: toml::de::Error| e.message().to_string())?;
+        fault.check()?;
+        Ok(fault)
     }
 
     /// The request line for this fault (what the CLI sends).

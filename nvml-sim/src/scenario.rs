@@ -114,7 +114,7 @@ struct RawGpu {
     count: usize,
     #[serde(default)]
     load: f64,
-    mig: Option<toml::Spanned<Vec<RawMig>>>,
+    mig: Option<toml::Spanned<Vec<toml::Value>>>,
     #[serde(default)]
     processes: Vec<RawProc>,
     #[serde(default)]
@@ -127,15 +127,15 @@ fn one() -> usize {
     1
 }
 
+/// A MIG instance in full: `{ profile = "3g.40gb", load = 60 }`. (A bare
+/// profile name is a string; the list is read as values first so that an
+/// unknown key is refused by name instead of by "no variant matched".)
 #[derive(Deserialize)]
-#[serde(untagged)]
-enum RawMig {
-    Name(String),
-    Full {
-        profile: String,
-        #[serde(default)]
-        load: f64,
-    },
+#[serde(deny_unknown_fields)]
+struct RawMig {
+    profile: String,
+    #[serde(default)]
+    load: f64,
 }
 
 #[derive(Deserialize)]
@@ -278,16 +278,28 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                     .get_ref()
                     .iter()
                     .map(|m| match m {
-                        RawMig::Name(n) => MigSpec {
+                        toml::Value::String(n) => Ok(MigSpec {
                             profile: n.clone(),
                             load: 0.0,
-                        },
-                        RawMig::Full { profile, load } => MigSpec {
-                            profile: profile.clone(),
-                            load: *load,
-                        },
+                        }),
+                        toml::Value::Table(t) => toml::Value::Table(t.clone())
+                            .try_into::<RawMig>()
+                            .map(|m| MigSpec {
+                                profile: m.profile,
+                                load: m.load,
+                            })
+                            .map_err(|e| {
+                                err(Some(mig_at), format!("MIG instance: {}", e.message()))
+                            }),
+                        other => Err(err(
+                            Some(mig_at),
+                            format!(
+                                "MIG instance {other}: expected a profile name or \
+                                 {{ profile = \"...\", load = N }}"
+                            ),
+                        )),
                     })
-                    .collect();
+                    .collect::<Result<_, _>>()?;
                 let names: Vec<String> = specs.iter().map(|s| s.profile.clone()).collect();
                 model::place_layout(model, &names).map_err(|m| err(Some(mig_at), m))?;
                 if let Some(bad) = specs.iter().find(|s| !(0.0..=100.0).contains(&s.load)) {
@@ -385,17 +397,15 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                 ))
             }
         };
-        if !(at >= 0.0 && at.is_finite()) {
-            return Err(err(
-                Some(offset),
-                format!("`at` = {at} must be a non-negative number of seconds"),
-            ));
-        }
+        crate::fault::check_seconds("at", at).map_err(|m| err(Some(offset), m))?;
         let fault: Fault = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| {
                 err(Some(offset), format!("bad timeline entry: {}", e.message()))
             })?;
+        fault
+            .check()
+            .map_err(|m| err(Some(offset), format!("bad timeline entry: {m}")))?;
         if let Some(g) = fault.gpu() {
             if g as usize >= gpus.len() {
                 return Err(err(

@@ -102,9 +102,10 @@ fn request(args: &[String]) -> Result<String, String> {
     let line = toml::Value::Table(table.clone()).to_string();
     if !matches!(action.as_str(), "calls" | "reset-calls" | "status") {
         // Validate here so mistakes get a message before anything is sent.
-        let _: Fault = toml::Value::Table(table)
+        let fault: Fault = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| e.message().to_string())?;
+        fault.check()?;
     }
     Ok(line)
 }
