@@ -21,12 +21,13 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::cli::{Config, Library, ListenAddress};
-use crate::http::{self, Published, Router, ServerConfig};
+use crate::http::{self, HttpStats, Published, Router, ServerConfig};
 use crate::kubernetes::Attribution;
 use crate::logging;
 use crate::metric::BuildInfo;
 use crate::nvml::{self, LibrarySource, PollerConfig};
 use crate::render::{self, RenderContext};
+use crate::selfstat::SelfStats;
 use crate::snapshot::Snapshot;
 use crate::web_config::{WebConfigError, WebConfigWatcher};
 use crate::workloads::Workloads;
@@ -56,6 +57,8 @@ pub enum AppError {
     Nvml(#[from] nvml::StartError),
     #[error(transparent)]
     WebConfig(#[from] WebConfigError),
+    #[error(transparent)]
+    SystemdSocket(#[from] http::systemd::SystemdSocketError),
     #[error("a start-up task failed: {0}")]
     StartTask(String),
     #[error("cannot start the async runtime: {0}")]
@@ -76,6 +79,12 @@ pub enum AppError {
 /// config), or until the HTTP server fails.
 pub fn run(config: Config) -> Result<(), AppError> {
     logging::init(config.log_level, config.log_format);
+    for name in &config.unknown_env {
+        tracing::warn!(
+            variable = %name,
+            "environment variable is not one of the exporter's (a misspelling?); ignored"
+        );
+    }
     // Two workers are plenty for copying prepared bytes, and keep the
     // exporter's footprint small on a GPU host full of busier processes.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -241,12 +250,11 @@ async fn serve_until_signal(
         }
         None => None,
     };
-    let listener = bind(&config.listen_address).await?;
-    let local = listener.local_addr().map_err(|source| AppError::Bind {
-        address: config.listen_address.clone(),
-        socket: "0.0.0.0:0".parse().expect("literal socket address"),
-        source,
-    })?;
+    let listeners = listeners(&config).await?;
+    let addresses: Vec<SocketAddr> = listeners
+        .iter()
+        .filter_map(|l| l.local_addr().ok())
+        .collect();
 
     let latest: Arc<ArcSwapOption<Published>> = Arc::new(ArcSwapOption::empty());
     let (stop_tx, stop_rx) = watch::channel(());
@@ -258,6 +266,13 @@ async fn serve_until_signal(
     if let Some(w) = &workloads {
         tokio::spawn(w.clone().run(stop_rx.clone()));
     }
+    let own = Arc::new(SelfStats::default());
+    tokio::spawn(refresh_self_stats(
+        own.clone(),
+        config.collect_interval,
+        stop_rx.clone(),
+    ));
+    let http_stats = Arc::new(HttpStats::default());
     let poller = nvml::start(
         PollerConfig {
             library: library_source(&config.library),
@@ -266,31 +281,45 @@ async fn serve_until_signal(
             families: config.families.clone(),
             xid_max_codes: config.xid_max_codes,
         },
-        publisher(&config, latest.clone(), attribution, workloads),
+        publisher(
+            &config,
+            latest.clone(),
+            Joined {
+                attribution,
+                workloads,
+                own,
+                http: http_stats.clone(),
+            },
+        ),
     )?;
 
     let router = Arc::new(Router::new(
         config.telemetry_path.clone(),
         latest,
         config.max_requests,
+        http_stats.clone(),
     ));
-    let mut server = tokio::spawn(http::serve(
-        listener,
-        router,
-        ServerConfig {
-            read_header_timeout: config.read_header_timeout,
-            web: web.clone(),
-            health_without_auth: config.health_without_auth,
-            max_connections: config.max_connections,
-            write_timeout: config.write_timeout,
-        },
-        stop_rx,
-    ));
+    let server_config = ServerConfig {
+        read_header_timeout: config.read_header_timeout,
+        web: web.clone(),
+        health_without_auth: config.health_without_auth,
+        max_connections: config.max_connections,
+        write_timeout: config.write_timeout,
+        stats: http_stats,
+    };
+    let mut server = tokio::spawn(serve_all(listeners, router, server_config, stop_rx));
+    for address in &addresses {
+        tracing::info!(address = %address, telemetry_path = %config.telemetry_path, "listening");
+    }
+    let build = BuildInfo::current();
     tracing::info!(
-        address = %local,
-        telemetry_path = %config.telemetry_path,
+        version = build.version,
+        revision = build.revision,
+        addresses = %addresses.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+        collectors = %config.families.enabled_names().join(","),
         interval = ?config.collect_interval,
-        "listening"
+        tls = web.as_ref().is_some_and(|w| w.tls_acceptor().is_some()),
+        "nvml-exporter started"
     );
 
     match supervise(&mut server, signals.until_stop(web)).await {
@@ -309,6 +338,71 @@ async fn serve_until_signal(
     }
 }
 
+/// Serves every listener until `stop`; returns when all have drained, or
+/// at once if one ends before `stop` (the supervisor then treats the
+/// server as failed). A listener's panic is passed on.
+async fn serve_all(
+    listeners: Vec<TcpListener>,
+    router: Arc<Router>,
+    cfg: ServerConfig,
+    stop: watch::Receiver<()>,
+) {
+    let mut set = tokio::task::JoinSet::new();
+    for listener in listeners {
+        set.spawn(http::serve(
+            listener,
+            router.clone(),
+            cfg.clone(),
+            stop.clone(),
+        ));
+    }
+    while let Some(ended) = set.join_next().await {
+        if let Err(e) = ended {
+            if e.is_panic() {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+        if !stop.has_changed().unwrap_or(true) {
+            return;
+        }
+    }
+}
+
+/// Every `--web.listen-address` bound, or systemd's sockets with
+/// `--web.systemd-socket`.
+async fn listeners(config: &Config) -> Result<Vec<TcpListener>, AppError> {
+    if config.systemd_socket {
+        return http::systemd::listeners()?
+            .into_iter()
+            .map(|l| TcpListener::from_std(l).map_err(AppError::Runtime))
+            .collect();
+    }
+    let mut out = Vec::with_capacity(config.listen_addresses.len());
+    for address in &config.listen_addresses {
+        out.push(bind(address).await?);
+    }
+    Ok(out)
+}
+
+/// Reads the process's own statistics every interval (at most every 5 s)
+/// on a blocking thread, off every scrape.
+async fn refresh_self_stats(
+    own: Arc<SelfStats>,
+    interval: Duration,
+    mut stop: watch::Receiver<()>,
+) {
+    let mut tick = tokio::time::interval(interval.min(Duration::from_secs(5)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let own = own.clone();
+        let _ = tokio::task::spawn_blocking(move || own.refresh()).await;
+    }
+}
+
 fn signal(kind: SignalKind, name: &'static str) -> Result<Signal, AppError> {
     tokio::signal::unix::signal(kind).map_err(|source| AppError::Signal {
         signal: name,
@@ -317,13 +411,18 @@ fn signal(kind: SignalKind, name: &'static str) -> Result<Signal, AppError> {
 }
 
 async fn bind(address: &ListenAddress) -> Result<TcpListener, AppError> {
-    let candidates: Vec<SocketAddr> = tokio::net::lookup_host(address.to_socket_string())
+    let mut candidates: Vec<SocketAddr> = tokio::net::lookup_host(address.to_socket_string())
         .await
         .map_err(|source| AppError::Resolve {
             address: address.clone(),
             source,
         })?
         .collect();
+    // `:PORT` is `[::]:PORT`, both families on one socket; where the kernel
+    // has IPv6 off, every IPv4 interface alone.
+    if address.host.is_none() {
+        candidates.push(SocketAddr::from(([0, 0, 0, 0], address.port)));
+    }
     let mut last = None;
     for socket in candidates {
         match TcpListener::bind(socket).await {
@@ -354,12 +453,26 @@ fn library_source(library: &Library) -> LibrarySource {
 
 /// The callback the sampler calls after every poll round: encode once, swap
 /// in. Readiness changes are logged once each, not every poll.
+/// What the publish step joins onto each snapshot, each kept up to date
+/// off the sampler's and the scrapes' paths.
+struct Joined {
+    attribution: Option<Arc<Attribution>>,
+    workloads: Option<Arc<Workloads>>,
+    own: Arc<SelfStats>,
+    http: Arc<HttpStats>,
+}
+
 fn publisher(
     config: &Config,
     latest: Arc<ArcSwapOption<Published>>,
-    attribution: Option<Arc<Attribution>>,
-    workloads: Option<Arc<Workloads>>,
+    joined: Joined,
 ) -> Arc<dyn Fn(Arc<Snapshot>) + Send + Sync> {
+    let Joined {
+        attribution,
+        workloads,
+        own,
+        http,
+    } = joined;
     let ctx = RenderContext {
         families: config.families.clone(),
         build: BuildInfo::current(),
@@ -373,10 +486,13 @@ fn publisher(
             Some(a) => Arc::new(a.apply(&snapshot)),
             None => snapshot,
         };
-        let snapshot = match &workloads {
-            Some(w) => Arc::new(w.apply(&snapshot)),
-            None => snapshot,
+        let mut snapshot = match &workloads {
+            Some(w) => w.apply(&snapshot),
+            None => (*snapshot).clone(),
         };
+        snapshot.process = own.latest();
+        snapshot.http = Some(http.counts());
+        let snapshot = Arc::new(snapshot);
         let exposition = render::render(&snapshot, &ctx);
         latest.store(Some(Arc::new(Published {
             exposition: Arc::new(exposition),

@@ -18,6 +18,7 @@ use clap::{Arg, ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, V
 
 use crate::family::{Family, FamilySet};
 use crate::kubernetes::{self, AttributionConfig};
+use crate::metric::BuildInfo;
 use crate::workloads::{self, WorkloadsConfig};
 
 /// The default port. 9400 belongs to dcgm-exporter and 9835 to
@@ -61,17 +62,29 @@ pub const MIN_DERIVED_STUCK_DEADLINE: Duration = Duration::from_secs(1);
                   --no-collector.<name>."
 )]
 struct Flags {
-    /// Address to listen on: `:PORT` (every IPv4 interface), `HOST:PORT` or
-    /// `[IPv6]:PORT`. Port 9445 stays clear of dcgm-exporter (9400) and
-    /// nvidia_gpu_exporter (9835).
+    /// Address to listen on: `:PORT` (every interface, IPv6 and IPv4),
+    /// `HOST:PORT` or `[IPv6]:PORT`. Repeatable: every address given is
+    /// served (the variable takes a comma-separated list). Port 9445 stays
+    /// clear of dcgm-exporter (9400) and nvidia_gpu_exporter (9835).
     #[arg(
         long = "web.listen-address",
         env = "NVML_EXPORTER_WEB_LISTEN_ADDRESS",
         default_value = ":9445",
         value_parser = parse_listen_address,
-        value_name = "ADDRESS"
+        value_name = "ADDRESS",
+        value_delimiter = ','
     )]
-    listen_address: ListenAddress,
+    listen_addresses: Vec<ListenAddress>,
+
+    /// Serve on the sockets systemd passes (socket activation: LISTEN_FDS)
+    /// instead of --web.listen-address.
+    #[arg(
+        long = "web.systemd-socket",
+        env = "NVML_EXPORTER_WEB_SYSTEMD_SOCKET",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
+    )]
+    systemd_socket: bool,
 
     /// Path under which the metrics are served.
     #[arg(
@@ -206,14 +219,21 @@ struct Flags {
     /// credentials (only matters when the web config sets basic_auth_users).
     #[arg(
         long = "web.health-without-auth",
-        env = "NVML_EXPORTER_WEB_HEALTH_WITHOUT_AUTH"
+        env = "NVML_EXPORTER_WEB_HEALTH_WITHOUT_AUTH",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
     )]
     health_without_auth: bool,
 
     /// Attribute GPUs and MIG devices to Kubernetes pods through the
     /// kubelet's pod-resources API (adds `nvidia_gpu_pod_share_ratio` and
     /// `nvidia_gpu_mig_pod_share_ratio`).
-    #[arg(long = "kubernetes", env = "NVML_EXPORTER_KUBERNETES")]
+    #[arg(
+        long = "kubernetes",
+        env = "NVML_EXPORTER_KUBERNETES",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
+    )]
     kubernetes: bool,
 
     /// The kubelet's pod-resources socket; setting it turns on
@@ -254,7 +274,12 @@ struct Flags {
     /// `nvidia_gpu_mig_workload_share_ratio` and
     /// `nvidia_gpu_workload_memory_used_bytes`). Needs the host's pids:
     /// host PID namespace or the host's procfs.
-    #[arg(long = "workloads", env = "NVML_EXPORTER_WORKLOADS")]
+    #[arg(
+        long = "workloads",
+        env = "NVML_EXPORTER_WORKLOADS",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
+    )]
     workloads: bool,
 
     /// The host's procfs, where the pids NVML lists are found (a container
@@ -370,16 +395,19 @@ pub enum Library {
 /// up when the listener binds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenAddress {
-    /// `None` for `:PORT`: every IPv4 interface.
+    /// `None` for `:PORT`: every interface, IPv6 and IPv4 alike (as Go's
+    /// listeners, so exporter-toolkit's, take it).
     pub host: Option<String>,
     pub port: u16,
 }
 
 impl ListenAddress {
-    /// The string to hand to the resolver.
+    /// The string to hand to the resolver: `[::]:PORT` for `:PORT`, a
+    /// dual-stack socket where the kernel allows one (the app falls back
+    /// to `0.0.0.0:PORT` where IPv6 is off).
     pub fn to_socket_string(&self) -> String {
         match &self.host {
-            None => format!("0.0.0.0:{}", self.port),
+            None => format!("[::]:{}", self.port),
             Some(h) if h.contains(':') => format!("[{h}]:{}", self.port),
             Some(h) => format!("{h}:{}", self.port),
         }
@@ -399,7 +427,13 @@ impl fmt::Display for ListenAddress {
 /// Everything the flags decide, validated.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub listen_address: ListenAddress,
+    /// Every `--web.listen-address`, in order, each served.
+    pub listen_addresses: Vec<ListenAddress>,
+    /// `--web.systemd-socket`: serve the sockets systemd passes instead.
+    pub systemd_socket: bool,
+    /// `NVML_EXPORTER_*` variables that are no flag's: warned about once
+    /// logging is up (a misspelt variable must not go unnoticed).
+    pub unknown_env: Vec<String>,
     pub telemetry_path: String,
     pub collect_interval: Duration,
     pub stuck_deadline: Duration,
@@ -432,7 +466,7 @@ fn disable_id(f: Family) -> String {
 /// The full command, with one flag pair per collector family generated from
 /// `Family::ALL` so a new family gets its switch without touching this file.
 pub fn command() -> clap::Command {
-    let mut cmd = Flags::command();
+    let mut cmd = Flags::command().long_version(BuildInfo::long_version());
     for &f in Family::ALL {
         let default = if f.enabled_by_default() {
             "enabled"
@@ -521,7 +555,9 @@ where
         ));
     }
     Ok(Config {
-        listen_address: flags.listen_address,
+        listen_addresses: flags.listen_addresses,
+        systemd_socket: flags.systemd_socket,
+        unknown_env: unknown_env(&cmd),
         telemetry_path: flags.telemetry_path,
         collect_interval: flags.collect_interval,
         stuck_deadline: flags.stuck_deadline.unwrap_or_else(|| {
@@ -556,6 +592,24 @@ where
         log_level: flags.log_level,
         log_format: flags.log_format,
     })
+}
+
+/// Build-time variables (build.rs, the Dockerfile) a container's
+/// environment may carry along; not flags, not mistakes.
+const BUILD_ENV: &[&str] = &["NVML_EXPORTER_REVISION"];
+
+/// `NVML_EXPORTER_*` variables in the environment that no flag reads.
+fn unknown_env(cmd: &clap::Command) -> Vec<String> {
+    let known: std::collections::BTreeSet<String> = cmd
+        .get_arguments()
+        .filter_map(|a| a.get_env())
+        .filter_map(|e| e.to_str().map(str::to_string))
+        .chain(BUILD_ENV.iter().map(|s| s.to_string()))
+        .collect();
+    std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| k.starts_with("NVML_EXPORTER_") && !known.contains(k))
+        .collect()
 }
 
 fn families_from(matches: &ArgMatches) -> FamilySet {
@@ -744,8 +798,10 @@ mod tests {
     #[test]
     fn defaults() {
         let c = parse(&[]).unwrap();
-        assert_eq!(c.listen_address.to_string(), ":9445");
-        assert_eq!(c.listen_address.port, DEFAULT_PORT);
+        assert_eq!(c.listen_addresses.len(), 1);
+        assert_eq!(c.listen_addresses[0].to_string(), ":9445");
+        assert_eq!(c.listen_addresses[0].port, DEFAULT_PORT);
+        assert!(!c.systemd_socket);
         assert_eq!(c.telemetry_path, "/metrics");
         assert_eq!(c.collect_interval, Duration::from_secs(5));
         assert_eq!(c.stuck_deadline, Duration::from_secs(15));
@@ -931,6 +987,23 @@ mod tests {
         ] {
             assert!(parse_listen_address(s).is_err(), "{s:?} should be rejected");
         }
+    }
+
+    #[test]
+    fn every_listen_address_is_kept() {
+        let c = parse(&[
+            "--web.listen-address",
+            "127.0.0.1:1",
+            "--web.listen-address",
+            "[::1]:2",
+        ])
+        .unwrap();
+        let all: Vec<String> = c.listen_addresses.iter().map(ToString::to_string).collect();
+        assert_eq!(all, ["127.0.0.1:1", "[::1]:2"]);
+        assert_eq!(
+            parse_listen_address(":9445").unwrap().to_socket_string(),
+            "[::]:9445"
+        );
     }
 
     #[test]

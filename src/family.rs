@@ -96,6 +96,15 @@ impl FamilySet {
         self.0.contains(&family)
     }
 
+    /// The names of the families switched on, in `Family::ALL` order.
+    pub fn enabled_names(&self) -> Vec<&'static str> {
+        Family::ALL
+            .iter()
+            .filter(|f| self.contains(**f))
+            .map(|f| f.name())
+            .collect()
+    }
+
     pub fn set(&mut self, family: Family, enabled: bool) {
         if enabled {
             self.0.insert(family);

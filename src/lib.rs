@@ -30,6 +30,7 @@ pub mod logging;
 pub mod metric;
 pub mod nvml;
 pub mod render;
+pub mod selfstat;
 pub mod snapshot;
 pub mod web_config;
 pub mod workloads;

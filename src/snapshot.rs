@@ -38,6 +38,33 @@ pub struct Snapshot {
     pub kubernetes: Option<KubernetesStatus>,
     /// Present when workload attribution (`--workloads`) is on.
     pub workloads: Option<WorkloadAttribution>,
+    /// The exporter's own process (`/proc/self`), where it could be read.
+    pub process: Option<ProcessStats>,
+    /// What the HTTP server answered and refused since start.
+    pub http: Option<HttpCounts>,
+}
+
+/// The exporter process, as client libraries' `process_*` metrics show
+/// it. Each field is absent where `/proc` does not say.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProcessStats {
+    /// User and system CPU time.
+    pub cpu_seconds: f64,
+    pub resident_memory_bytes: Option<u64>,
+    pub virtual_memory_bytes: Option<u64>,
+    /// Unix time the process started.
+    pub start_time_seconds: Option<f64>,
+    pub open_fds: Option<u64>,
+    /// The soft limit on open files; `None` when unlimited.
+    pub max_fds: Option<u64>,
+}
+
+/// Requests to the telemetry path by status code, and requests or
+/// connections refused before reaching a handler, by reason; since start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpCounts {
+    pub scrapes: Vec<(u16, u64)>,
+    pub refusals: Vec<(HttpRefusal, u64)>,
 }
 
 /// How the kubelet's pod-resources API answered lately.
@@ -559,5 +586,15 @@ label_enum!(
     WorkloadReadError {
         Gone => "gone", PermissionDenied => "permission_denied",
         Malformed => "malformed", Timeout => "timeout", Io => "io",
+    }
+);
+
+label_enum!(
+    /// Why a request or connection got no handler's answer.
+    HttpRefusal {
+        Unauthorized => "unauthorized", RateLimited => "rate_limited",
+        AuthQueueFull => "auth_queue_full", TooManyScrapes => "too_many_scrapes",
+        ConnectionLimit => "connection_limit", TlsHandshake => "tls_handshake",
+        PlainHttpOnTls => "plain_http_on_tls", MalformedRequest => "malformed_request",
     }
 );

@@ -18,6 +18,7 @@ mod exporter;
 mod fabric;
 mod fan;
 mod gpm;
+mod http;
 mod info;
 mod kubernetes;
 mod memory;
@@ -28,6 +29,7 @@ mod nvlink;
 mod nvlink_link;
 mod pcie;
 mod power;
+mod process;
 mod process_memory;
 mod processes;
 mod retirement;
@@ -68,6 +70,8 @@ pub static COLLECTORS: &[&Collector] = &[
     &kubernetes::COLLECTOR,
     &workloads::COLLECTOR,
     &exporter::COLLECTOR,
+    &http::COLLECTOR,
+    &process::COLLECTOR,
 ];
 
 /// Seconds since the Unix epoch, `None` for a time before it (a clock

@@ -324,6 +324,8 @@ pub fn dgx_fleet() -> Snapshot {
         gpus,
         kubernetes: None,
         workloads: None,
+        process: None,
+        http: None,
     }
 }
 
@@ -493,6 +495,8 @@ pub fn workstation() -> Snapshot {
         gpus: vec![g],
         kubernetes: None,
         workloads: None,
+        process: None,
+        http: None,
     }
 }
 

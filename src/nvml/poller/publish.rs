@@ -90,6 +90,8 @@ pub fn build_snapshot(
         gpus,
         kubernetes: None,
         workloads: None,
+        process: None,
+        http: None,
     }
 }
 
