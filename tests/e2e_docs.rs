@@ -80,6 +80,8 @@ fn documented_families_equal_emitted_families() {
         ],
     );
     e.wait_ready();
+    // A request line no HTTP parser takes: refused, and counted.
+    let _ = e.raw(b"NOT HTTP AT ALL\r\n\r\n");
     sim_control(&socket, &["xid", "--gpu", "4", "--code", "13"]);
     // A code outside NVIDIA's range: folded into xid="other".
     sim_control(&socket, &["xid", "--gpu", "4", "--code", "0"]);
@@ -100,6 +102,8 @@ fn documented_families_equal_emitted_families() {
                 "nvidia_gpu_mig_workload_share_ratio",
                 "nvidia_gpu_workload_memory_used_bytes",
                 "nvml_exporter_workload_read_errors_total",
+                "nvml_exporter_http_refusals_total",
+                "promhttp_metric_handler_requests_total",
             ],
         ),
     );

@@ -92,6 +92,17 @@ impl ClientAuth {
         }
     }
 
+    /// The toolkit's name for it, as written in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NoClientCert => "NoClientCert",
+            Self::RequestClientCert => "RequestClientCert",
+            Self::RequireAnyClientCert => "RequireAnyClientCert",
+            Self::VerifyClientCertIfGiven => "VerifyClientCertIfGiven",
+            Self::RequireAndVerifyClientCert => "RequireAndVerifyClientCert",
+        }
+    }
+
     fn verifies(self) -> bool {
         matches!(
             self,
@@ -489,7 +500,10 @@ pub(crate) fn build(s: &TlsSettings, warnings: &mut Vec<String>) -> Result<Built
     let certified = CertifiedKey::from_der(chain, key, &crypto).map_err(|e| {
         Problem::new(
             "tls_server_config",
-            format!("{cert_what} and {key_what} do not form a usable key pair: {e}"),
+            format!(
+                "{cert_what} and {key_what} do not form a usable key pair: {}",
+                key_pair_problem(&e)
+            ),
         )
     })?;
 
@@ -511,6 +525,22 @@ pub(crate) fn build(s: &TlsSettings, warnings: &mut Vec<String>) -> Result<Built
         config: Arc::new(config),
         verifier,
     })
+}
+
+/// rustls' reason a certificate and key do not go together, in words
+/// (its own Display prints enum names such as `KeyMismatch`).
+fn key_pair_problem(e: &rustls::Error) -> String {
+    use rustls::InconsistentKeys;
+    match e {
+        rustls::Error::InconsistentKeys(InconsistentKeys::KeyMismatch) => {
+            "the private key is not the certificate's (its public key differs)".into()
+        }
+        rustls::Error::InconsistentKeys(InconsistentKeys::Unknown) => {
+            "the certificate's public key cannot be compared with the private key".into()
+        }
+        rustls::Error::General(m) => m.clone(),
+        other => other.to_string(),
+    }
 }
 
 fn client_verifier(

@@ -297,7 +297,7 @@ fn log_loaded(config: &WebConfig, trigger: Trigger) {
     tracing::info!(
         path = %config.path().display(),
         tls = config.tls.is_some(),
-        client_auth = ?config.client_auth(),
+        client_auth = config.client_auth().map_or("none", |c| c.name()),
         basic_auth_users = config.users().len(),
         reload = trigger != Trigger::Start,
         trigger = trigger.name(),

@@ -333,6 +333,21 @@ pub fn dgx_fleet() -> Snapshot {
 /// set on some GPU, so every metric family is emitted.
 pub fn fully_populated() -> Snapshot {
     let mut s = dgx_fleet();
+    s.process = Some(ProcessStats {
+        cpu_seconds: 12.5,
+        resident_memory_bytes: Some(9 << 20),
+        virtual_memory_bytes: Some(900 << 20),
+        start_time_seconds: Some(1_700_000_000.25),
+        open_fds: Some(14),
+        max_fds: Some(1024),
+    });
+    s.http = Some(HttpCounts {
+        scrapes: vec![(200, 40), (503, 1)],
+        refusals: vec![
+            (HttpRefusal::Unauthorized, 3),
+            (HttpRefusal::ConnectionLimit, 1),
+        ],
+    });
     if let Some(r) = s.gpus[0].readings.as_mut() {
         r.fan_speeds = vec![(0, 0.45), (1, 0.5)];
     }
