@@ -594,9 +594,15 @@ where
     })
 }
 
-/// Build-time variables (build.rs, the Dockerfile) a container's
-/// environment may carry along; not flags, not mistakes.
-const BUILD_ENV: &[&str] = &["NVML_EXPORTER_REVISION"];
+/// Build-time variables (build.rs, the Dockerfile; cargo also sets them
+/// for the processes it runs) an environment may carry along: not flags,
+/// not mistakes.
+const BUILD_ENV: &[&str] = &[
+    "NVML_EXPORTER_REVISION",
+    "NVML_EXPORTER_BUILD_DATE",
+    "NVML_EXPORTER_RUSTC",
+    "NVML_EXPORTER_TARGET",
+];
 
 /// `NVML_EXPORTER_*` variables in the environment that no flag reads.
 fn unknown_env(cmd: &clap::Command) -> Vec<String> {

@@ -205,6 +205,28 @@ fn version_and_help() {
     let (status, out) = run_to_exit(&["--version"], &[]);
     assert!(status.success());
     assert!(out.contains(env!("CARGO_PKG_VERSION")), "{out}");
+    // Built from a git checkout: the commit, as Prometheus exporters print
+    // theirs, and the same in build_info.
+    let revision = out
+        .split("(revision ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .unwrap_or_else(|| panic!("no revision: {out}"));
+    assert!(
+        revision.len() == 12 && revision.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{out}"
+    );
+    for line in ["build date: 20", "rustc:      rustc 1.", "target:     "] {
+        assert!(out.contains(line), "{line}: {out}");
+    }
+    let e = Exporter::ready("workstation", &[]);
+    assert!(
+        e.scrape().contains(&format!(
+            "nvml_exporter_build_info{{version=\"{}\",revision=\"{revision}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "build_info carries the revision"
+    );
     let (status, out) = run_to_exit(&["--help"], &[]);
     assert!(status.success());
     for f in [
@@ -244,6 +266,41 @@ fn flags_from_environment() {
     e.wait_status("/gpu-metrics", 200);
     assert_eq!(e.get("/metrics").status, 404);
     assert!(e.log().contains("level=debug") || e.log().contains("telemetry_path=/gpu-metrics"));
+}
+
+/// Boolean variables take what collector variables take (1, true, yes,
+/// on...); a variable that is no flag's is warned about, not ignored in
+/// silence.
+#[test]
+fn environment_booleans_alike_and_unknown_variables_warned() {
+    common::sim_library();
+    let dir = tempfile::tempdir().unwrap();
+    let procfs = dir.path().to_str().unwrap();
+    for yes in ["1", "true", "yes", "on"] {
+        let e = Exporter::start(
+            &["--simulate=workstation", "--collect.interval=200ms"],
+            &[
+                ("NVML_EXPORTER_WORKLOADS", yes),
+                ("NVML_EXPORTER_PATH_PROCFS", procfs),
+                ("NVML_EXPORTER_WORKLAODS_LIMIT", "3"),
+            ],
+        );
+        e.wait_serving();
+        e.scrape_until("workload attribution on", |t| {
+            t.contains("nvml_exporter_workloads_dropped")
+        });
+        let log = e.log();
+        assert!(
+            log.lines()
+                .any(|l| l.contains("level=warn") && l.contains("NVML_EXPORTER_WORKLAODS_LIMIT")),
+            "{yes}: {log}"
+        );
+    }
+    let (status, out) = run_to_exit(
+        &["--simulate=workstation"],
+        &[("NVML_EXPORTER_WORKLOADS", "maybe")],
+    );
+    assert_eq!(status.code(), Some(2), "{out}");
 }
 
 #[test]

@@ -188,6 +188,32 @@ fn basic_auth_401_and_200() {
         Client::new(&pki).get(e.addr, "/-/healthy").unwrap().status,
         401
     );
+    // Each refusal logged at debug with the user it claimed, never the
+    // password, and counted.
+    let log = e.log();
+    let denied: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("wrong user or password"))
+        .collect();
+    assert!(
+        denied.iter().any(|l| l.contains("user=prometheus"))
+            && denied.iter().any(|l| l.contains("user=nobody")),
+        "{log}"
+    );
+    assert!(log.contains("basic auth: no credentials"), "{log}");
+    assert!(
+        !log.contains("scrape-me") && !log.contains("wrong\""),
+        "{log}"
+    );
+    let counted = good.get(e.addr, "/metrics").unwrap();
+    eventually(Duration::from_secs(20), "the 401s counted", || {
+        let body = good.get(e.addr, "/metrics").ok()?.body;
+        body.lines()
+            .find(|l| l.starts_with("nvml_exporter_http_refusals_total{reason=\"unauthorized\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .filter(|n| *n >= 5.0)
+    });
+    assert_eq!(counted.status, 200);
 
     let ca = pki.path("ca.crt");
     let ca = ca.to_str().unwrap();
@@ -469,6 +495,45 @@ fn a_huge_file_swapped_in_is_never_read_whole() {
         "peak resident memory {} MiB: the file was read",
         peak >> 20
     );
+}
+
+/// Plain HTTP to the TLS port gets a 400 that says so, as Go's servers
+/// answer, not TLS alert bytes; the log and errors speak in words.
+#[test]
+fn plain_http_on_the_tls_port_gets_a_clear_400() {
+    let pki = Pki::new();
+    let e = Exporter::web_config(&pki.write_config(TLS), &[]);
+    let r = e
+        .raw(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap_or_else(|err| panic!("{err}; log:\n{}", e.log()));
+    assert_eq!(r.status, 400);
+    assert!(
+        r.text().contains("HTTP request to an HTTPS server"),
+        "{}",
+        r.text()
+    );
+    // TLS still works on the same port.
+    metrics_ok(&Client::new(&pki), &e);
+    let log = e.log();
+    assert!(log.contains("client_auth=NoClientCert"), "{log}");
+    assert!(!log.contains("Some("), "{log}");
+
+    let mismatched =
+        pki.write_config("tls_server_config:\n  cert_file: server.crt\n  key_file: client.key\n");
+    let (status, out) = refuses_web_config(&mismatched);
+    assert_eq!(status.code(), Some(1));
+    assert!(
+        out.contains("the private key is not the certificate's"),
+        "{out}"
+    );
+    assert!(!out.contains("KeyMismatch"), "{out}");
+    let not_a_mapping = pki.write_config("tls_server_config: 5\n");
+    let (_, out) = refuses_web_config(&not_a_mapping);
+    assert!(
+        out.contains("expected a tls_server_config mapping"),
+        "{out}"
+    );
+    assert!(!out.contains("RawTls"), "{out}");
 }
 
 #[test]
