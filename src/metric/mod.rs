@@ -81,7 +81,10 @@ impl std::fmt::Debug for Metric {
 /// A group of metrics switched together.
 #[derive(Debug)]
 pub struct Collector {
-    /// `None`: always on (identity, health and the exporter's own metrics).
+    /// `None`: not switched by a `--collector.<name>` flag. Either always
+    /// on (identity, health, the exporter's own and process metrics) or
+    /// present only when a feature flag puts its data in the snapshot
+    /// (pod attribution with `--kubernetes`, workloads with `--workloads`).
     pub family: Option<Family>,
     pub metrics: &'static [Metric],
 }

@@ -1,6 +1,6 @@
 //! The only `unsafe` in the exporter: NVML calls that nvml-wrapper does not
-//! wrap, or wraps in a way that loses information (see docs/design.md and
-//! FACTS.md): per-link field values need their scope id, XID events their
+//! wrap, or wraps in a way that loses information (see docs/design.md):
+//! per-link field values need their scope id, XID events their
 //! MIG instance ids, MIG devices their instance ids; remapped rows and the
 //! memory v1 fallback are not wrapped at all; process lists are read in
 //! the entry layout the driver branch really writes (nvml-wrapper assumes
