@@ -27,7 +27,6 @@ mod snapshots;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -427,23 +426,12 @@ fn check_snapshot(snapshot: Arc<Snapshot>, now: SystemTime) -> Result<Compared, 
 
 // ---- every built-in scenario ---------------------------------------------
 
-/// The simulator's built-in scenarios, read from its `BUILTINS` table so
-/// that a new one is checked without touching this test.
+/// The simulator's built-in scenarios, from nvml-sim's own list, so that a
+/// new one is checked without touching this test.
 fn builtin_scenarios() -> Vec<String> {
-    let src = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("nvml-sim/src/scenario.rs"),
-    )
-    .unwrap();
-    let table = src
-        .split("pub const BUILTINS")
-        .nth(1)
-        .and_then(|s| s.split("];").next())
-        .expect("nvml-sim's BUILTINS table");
-    table
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("(\""))
-        .filter_map(|l| l.split('"').next())
-        .map(str::to_string)
+    nvml_sim::scenario::BUILTINS
+        .iter()
+        .map(|(name, _)| (*name).to_string())
         .collect()
 }
 
