@@ -565,7 +565,11 @@ def test_container_names_only_from_the_named_engine_socket(tmp_path):
         assert names == {"a1b2c3d4e5f6": "triton", "b2c3d4e5f607": None, "c3d4e5f60718": "ollama"}
         # Several refreshes later: each container was asked about once
         # (an unknown one too), and only by inspection.
-        time.sleep(1.5)
+        def refreshed_at() -> float:
+            return scrape(exporter)["nvml_exporter_workloads_last_refresh_timestamp_seconds"][0].value
+
+        first = refreshed_at()
+        wait_until(lambda: refreshed_at() >= first + 1, 15, "three more refreshes")
         assert sorted(engine.requests) == sorted(
             f"GET /containers/{cid}/json HTTP/1.0"
             for cid in ("a1b2c3d4e5f6", "b2c3d4e5f607", "c3d4e5f60718", "d4e5f6071829"))
