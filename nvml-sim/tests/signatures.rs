@@ -64,6 +64,7 @@ same!(
     nvmlDeviceGetFanSpeed_v2,
     nvmlDeviceGetFieldValues,
     nvmlDeviceGetGpuFabricInfo,
+    nvmlDeviceGetGpuFabricInfoV,
     nvmlDeviceGetGpuInstanceById,
     nvmlDeviceGetGpuInstanceId,
     nvmlDeviceGetGpuInstancePossiblePlacements_v2,

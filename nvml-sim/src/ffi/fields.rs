@@ -9,6 +9,7 @@ use std::ffi::c_int;
 enum FieldValue {
     U32(u32),
     U64(u64),
+    I32(i32),
 }
 
 fn field_value(
@@ -19,8 +20,9 @@ fn field_value(
     t: f64,
 ) -> R<FieldValue> {
     use nvml_wrapper_sys::bindings::field_id::*;
-    use FieldValue::{U32, U64};
+    use FieldValue::{I32, U32, U64};
     let m = g.model;
+    let tlimit_margin = |absolute: u32| m.temp_gpu_max as i32 - absolute as i32;
     use crate::driver::Field;
     // Ids are the claimed branch's: absent past its NVML_FI_MAX, and some
     // mean different things from branch to branch.
@@ -182,6 +184,13 @@ fn field_value(
             Ok(U64((0..6).map(|p| g.violation_ns(p, t)).sum()))
         }
         NVML_FI_DEV_MEMORY_TEMP => g.memory_temperature(t).map(U32).ok_or(NOT_SUPPORTED),
+        // Power fields 185-192 take a power scope in scopeId (nvml.h: 0 the
+        // GPU, 1 the module of a Grace superchip, 2 the GPU's memory). No
+        // simulated board is a superchip or models its memory's draw: the
+        // other scopes are not supported, never the GPU's value again.
+        NVML_FI_DEV_POWER_AVERAGE..=NVML_FI_DEV_POWER_REQUESTED_LIMIT if scope != 0 => {
+            Err(NOT_SUPPORTED)
+        }
         NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION | NVML_FI_DEV_ENERGY => Ok(U64(g.energy_mj as u64)),
         NVML_FI_DEV_POWER_INSTANT | NVML_FI_DEV_POWER_AVERAGE => {
             Ok(U32(g.power_mw(t).round() as u32))
@@ -191,10 +200,15 @@ fn field_value(
         NVML_FI_DEV_POWER_DEFAULT_LIMIT
         | NVML_FI_DEV_POWER_CURRENT_LIMIT
         | NVML_FI_DEV_POWER_REQUESTED_LIMIT => Ok(U32(m.power_default_mw)),
-        NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT => Ok(U32(m.temp_shutdown)),
-        NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT => Ok(U32(m.temp_slowdown)),
-        NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT => m.temp_mem_max.map(U32).ok_or(NOT_SUPPORTED),
-        NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT => Ok(U32(m.temp_gpu_max)),
+        // T.Limit thresholds are signed margins to T.Limit, the GPU's max
+        // operating temperature (real H100/H200 captures: shutdown -8,
+        // slowdown -2, max operating 0 C), sent as signed integers.
+        NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT => Ok(I32(tlimit_margin(m.temp_shutdown))),
+        NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT => Ok(I32(tlimit_margin(m.temp_slowdown))),
+        NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT => {
+            m.temp_mem_max.map(|_| I32(0)).ok_or(NOT_SUPPORTED)
+        }
+        NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT => Ok(I32(0)),
         _ if (NVML_FI_DEV_NVLINK_SPEED_MBPS_L0..=NVML_FI_DEV_NVLINK_SPEED_MBPS_L5)
             .contains(&id)
             || (NVML_FI_DEV_NVLINK_SPEED_MBPS_L6..=NVML_FI_DEV_NVLINK_SPEED_MBPS_L11)
@@ -333,6 +347,12 @@ nvml_fn! {
                         e.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
                         e.value = nvmlValue_t { ullVal: 0 };
                         e.value.uiVal = v;
+                        e.nvmlReturn = SUCCESS;
+                    }
+                    Ok(FieldValue::I32(v)) => {
+                        e.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_INT;
+                        e.value = nvmlValue_t { ullVal: 0 };
+                        e.value.siVal = v;
                         e.nvmlReturn = SUCCESS;
                     }
                     Ok(FieldValue::U64(v)) => {
