@@ -333,7 +333,7 @@ fn serve(shared: &Shared) {
 fn read_limited(path: &Path, limit: u64, regular_only: bool) -> Result<Vec<u8>, ReadError> {
     if regular_only {
         let meta = std::fs::metadata(path).map_err(ReadError::Io)?;
-        if let Some(kind) = not_regular(&meta.file_type()) {
+        if let Some(kind) = not_regular(meta.file_type()) {
             return Err(ReadError::NotRegular(kind));
         }
     }
@@ -349,7 +349,7 @@ fn read_limited(path: &Path, limit: u64, regular_only: bool) -> Result<Vec<u8>, 
 }
 
 /// What a file that is not a regular file is, in words.
-fn not_regular(t: &std::fs::FileType) -> Option<&'static str> {
+fn not_regular(t: std::fs::FileType) -> Option<&'static str> {
     use std::os::unix::fs::FileTypeExt;
     if t.is_file() {
         None

@@ -95,8 +95,8 @@ fn parse_stat(stat: &str) -> Option<(f64, u64)> {
     // `after` starts at field 3 (state): field N is at index N - 3.
     let utime: u64 = fields.get(14 - 3)?.parse().ok()?;
     let stime: u64 = fields.get(15 - 3)?.parse().ok()?;
-    let start: u64 = fields.get(22 - 3)?.parse().ok()?;
-    Some(((utime + stime) as f64 / USER_HZ, start))
+    let started: u64 = fields.get(22 - 3)?.parse().ok()?;
+    Some(((utime + stime) as f64 / USER_HZ, started))
 }
 
 /// The boot time (`btime`, Unix seconds) from `/proc/stat`.
