@@ -183,20 +183,8 @@ def test_sum_by_namespace_and_the_kubernetes_dashboard_in_prometheus(fleet, tmp_
 
         # Every panel of the Kubernetes dashboard answers, with Grafana's
         # variables as "All" and a range that holds a few scrapes.
-        def panels_without_data():
-            empty = []
-            for title, ref, expr, _ in queries.panel_queries(DASHBOARD):
-                expr = queries.substitute(expr, job="nvml", rate_interval="4s", interval_s=1,
-                                          range_s=10)
-                if not prometheus.query(expr):
-                    empty.append(f"{title} / {ref}: {expr}")
-            return empty
-
-        empty = panels_without_data()
-        deadline = time.monotonic() + 20
-        while empty and time.monotonic() < deadline:
-            time.sleep(0.5)
-            empty = panels_without_data()
+        empty = queries.panels_without_data(prometheus.query, DASHBOARD, job="nvml", rate_interval="4s",
+                                             interval_s=1, range_s=10)
         assert not empty, "Kubernetes dashboard panels without data:\n" + "\n".join(empty)
     finally:
         prometheus.stop()

@@ -471,20 +471,8 @@ def test_prometheus_splits_a_shared_gpu_by_slurm_job(node, tmp_path):
 
         # Every panel of the "GPUs by workload" dashboard has data from the
         # fixture node (rate() in the errors panel needs two scrapes).
-        def panels_without_data():
-            empty = []
-            for title, ref, expr, _ in queries.panel_queries(DASHBOARD):
-                expr = queries.substitute(expr, job="nvml", rate_interval="4s", interval_s=1,
-                                          range_s=10)
-                if not prom.query(expr):
-                    empty.append(f"{title} / {ref}: {expr}")
-            return empty
-
-        empty = panels_without_data()
-        deadline = time.monotonic() + 20
-        while empty and time.monotonic() < deadline:
-            time.sleep(1)
-            empty = panels_without_data()
+        empty = queries.panels_without_data(prom.query, DASHBOARD, job="nvml", rate_interval="4s",
+                                             interval_s=1, range_s=10)
         assert not empty, "workload dashboard panels without data:\n" + "\n".join(empty)
         table = prom.query(queries.substitute(
             next(e for t, _, e, _ in queries.panel_queries(DASHBOARD) if t == "GPUs by workload"),

@@ -478,10 +478,23 @@ const PLAIN_HTTP_ON_TLS: &str = "Client sent an HTTP request to an HTTPS server:
 /// Go's answer to plain HTTP on a TLS listener: a plain-text 400 that says
 /// what went wrong, instead of TLS alert bytes a browser shows as garbage.
 async fn answer_plain_http_on_tls(stream: TcpStream, headers: Vec<(HeaderName, HeaderValue)>) {
+    let response = canned("HTTP/1.0 400 Bad Request", "", &headers, PLAIN_HTTP_ON_TLS);
+    write_and_drain(stream, &response).await;
+}
+
+/// A whole plain-text answer written by hand (for connections no HTTP
+/// parser serves): the status line, `extra` header lines (each ending in
+/// CRLF), the configured headers, then `body`; the connection closes.
+fn canned(
+    status_line: &str,
+    extra: &str,
+    headers: &[(HeaderName, HeaderValue)],
+    body: &str,
+) -> Vec<u8> {
     let mut response = format!(
-        "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n\
-         Content-Length: {}\r\nConnection: close\r\n",
-        PLAIN_HTTP_ON_TLS.len()
+        "{status_line}\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         Content-Length: {}\r\n{extra}Connection: close\r\n",
+        body.len()
     )
     .into_bytes();
     for (name, value) in headers {
@@ -491,8 +504,8 @@ async fn answer_plain_http_on_tls(stream: TcpStream, headers: Vec<(HeaderName, H
         response.extend_from_slice(b"\r\n");
     }
     response.extend_from_slice(b"\r\n");
-    response.extend_from_slice(PLAIN_HTTP_ON_TLS.as_bytes());
-    write_and_drain(stream, &response).await;
+    response.extend_from_slice(body.as_bytes());
+    response
 }
 
 fn rejected(rejection: web_config::http::Rejection) -> hyper::Response<Body> {
@@ -556,21 +569,12 @@ async fn reject(stream: TcpStream, tls: bool, headers: Vec<(HeaderName, HeaderVa
     if tls {
         return;
     }
-    let mut response = format!(
-        "HTTP/1.1 503 Service Unavailable\r\n\
-         Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
-         Retry-After: 1\r\nConnection: close\r\n",
-        TOO_MANY_CONNECTIONS.len()
-    )
-    .into_bytes();
-    for (name, value) in headers {
-        response.extend_from_slice(name.as_str().as_bytes());
-        response.extend_from_slice(b": ");
-        response.extend_from_slice(value.as_bytes());
-        response.extend_from_slice(b"\r\n");
-    }
-    response.extend_from_slice(b"\r\n");
-    response.extend_from_slice(TOO_MANY_CONNECTIONS.as_bytes());
+    let response = canned(
+        "HTTP/1.1 503 Service Unavailable",
+        "Retry-After: 1\r\n",
+        &headers,
+        TOO_MANY_CONNECTIONS,
+    );
     write_and_drain(stream, &response).await;
 }
 
