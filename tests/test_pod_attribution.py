@@ -9,7 +9,6 @@ query the docs give.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
