@@ -265,7 +265,11 @@ fn flags_from_environment() {
     );
     e.wait_status("/gpu-metrics", 200);
     assert_eq!(e.get("/metrics").status, 404);
-    assert!(e.log().contains("level=debug") || e.log().contains("telemetry_path=/gpu-metrics"));
+    assert!(
+        e.wait_log("telemetry_path=/gpu-metrics", Duration::from_secs(10)),
+        "{}",
+        e.log()
+    );
 }
 
 /// Boolean variables take what collector variables take (1, true, yes,
