@@ -25,7 +25,7 @@ from promstack import Exporter, http_get
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SELECTOR = re.compile(r"\b((?:nvidia_gpu|nvml_exporter)_[a-z0-9_]+)\b(\{[^}]*\})?")
+SELECTOR = re.compile(r"\b((?:nvidia_gpu|nvml_exporter|process|promhttp)_[a-z0-9_]+)\b(\{[^}]*\})?")
 PROMQL_BLOCK = re.compile(r"```promql\n(.*?)```", re.DOTALL)
 # Built-in scenarios and a Volta board (page retirement, which newer GPUs
 # replace by row remapping).

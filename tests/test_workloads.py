@@ -406,7 +406,9 @@ def test_a_real_process_in_a_real_slurm_cgroup(tmp_path, sleepers):
     root = cgroup2_root()
     if root is None:
         pytest.skip("needs root and a writable cgroup2 mount to create a cgroup")
-    job = root / f"nvml-exporter-test-{os.getpid()}" / "slurmstepd.scope" / "job_9001"
+    # A Slurm root at the top of the hierarchy, as slurmd makes it (named
+    # apart from a real one): deeper, a Slurm-like name is not believed.
+    job = root / f"slurm_nvml-exporter-test-{os.getpid()}" / "job_9001"
     step = job / "step_0"
     step.mkdir(parents=True)
     exporter = None
@@ -426,7 +428,7 @@ def test_a_real_process_in_a_real_slurm_cgroup(tmp_path, sleepers):
             exporter.stop()
         sleepers[1].kill()
         sleepers[1].wait()
-        for d in (step, job, job.parent, job.parent.parent):
+        for d in (step, job, job.parent):
             d.rmdir()
 
 
