@@ -179,9 +179,9 @@ fn field_backed_families_follow_the_driver_branch_as_documented() {
         table.len() >= 3,
         "pcie bytes, recovery action and throttle durations are documented"
     );
-    for driver in common::DRIVER_VERSIONS {
+    for driver in common::driver_versions() {
         let major: u32 = driver[..3].parse().unwrap();
-        let e = Exporter::simulate_env("faults", &[], &[("NVML_SIM_DRIVER", driver)]);
+        let e = Exporter::simulate_env("faults", &[], &[("NVML_SIM_DRIVER", driver.as_str())]);
         e.wait_ready();
         let text = e.scrape_until("GPU 6's throttle series", |t| {
             t.contains("nvidia_gpu_clock_throttle_seconds_total{") && t.contains("gpu=\"6\"")
@@ -226,7 +226,7 @@ fn field_backed_families_follow_the_driver_branch_as_documented() {
             .iter()
             .find(|x| x.name == "nvidia_gpu_driver_info")
             .unwrap_or_else(|| panic!("no driver info; {text}"));
-        assert_eq!(info.label("driver_version"), Some(driver));
+        assert_eq!(info.label("driver_version"), Some(driver.as_str()));
     }
 }
 
@@ -239,8 +239,8 @@ fn field_backed_families_follow_the_driver_branch_as_documented() {
 /// error is counted on a healthy node.
 #[test]
 fn every_branch_serves_fabric_temperature_and_throttle_with_no_error_counted() {
-    for driver in common::DRIVER_VERSIONS {
-        let e = Exporter::simulate_env("dgx-h100", &[], &[("NVML_SIM_DRIVER", driver)]);
+    for driver in common::driver_versions() {
+        let e = Exporter::simulate_env("dgx-h100", &[], &[("NVML_SIM_DRIVER", driver.as_str())]);
         e.wait_ready();
         let text = e.scrape_until("every GPU's fabric state", |t| {
             t.matches("nvidia_gpu_fabric_state{").count() == 8

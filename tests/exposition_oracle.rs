@@ -21,6 +21,7 @@
 //! The simulator is one library per process, so each scenario runs in a
 //! child process of this test binary.
 
+mod common;
 mod sampler_support;
 #[path = "common/snapshots.rs"]
 mod snapshots;
@@ -426,15 +427,6 @@ fn check_snapshot(snapshot: Arc<Snapshot>, now: SystemTime) -> Result<Compared, 
 
 // ---- every built-in scenario ---------------------------------------------
 
-/// The simulator's built-in scenarios, from nvml-sim's own list, so that a
-/// new one is checked without touching this test.
-fn builtin_scenarios() -> Vec<String> {
-    nvml_sim::scenario::BUILTINS
-        .iter()
-        .map(|(name, _)| (*name).to_string())
-        .collect()
-}
-
 /// Runs the real sampler on `scenario` for a few seconds and compares every
 /// snapshot it publishes (at most a dozen, spread over the run).
 fn check_scenario(scenario: &str) {
@@ -492,7 +484,8 @@ fn prometheus_client_agrees_on_every_builtin_scenario() {
         check_scenario(&scenario);
         return;
     }
-    let scenarios = builtin_scenarios();
+    // `nvml-sim scenarios`: a new built-in is checked without an edit here.
+    let scenarios = common::sim_listing("scenarios");
     assert!(
         scenarios.len() >= 5 && scenarios.iter().any(|s| s == "dgx-h100"),
         "{scenarios:?}"

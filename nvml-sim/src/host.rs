@@ -4,15 +4,15 @@
 //! `nvmlInit`, instead of setting `NVML_SIM_SCENARIO` in an environment
 //! other threads may be reading, and reads why a choice or an `nvmlInit`
 //! failed, to log it its own way. Independent NVML clients never call
-//! them; for them the environment variable stays the way in, and errors
-//! go to stderr.
+//! them; for them the environment variable stays the way in, and errors go
+//! to stderr.
 
 use std::ffi::{c_char, c_uint, CStr};
 
 use nvml_wrapper_sys::bindings::nvmlReturn_t;
 
-use crate::ffi::{guard, lock, INVALID_ARGUMENT};
-use crate::{driver, scenario};
+use crate::ffi::{guard, INVALID_ARGUMENT};
+use crate::state::lock;
 
 /// Selects the scenario (a built-in name or a file path, as
 /// `NVML_SIM_SCENARIO` takes) that the next `nvmlInit` on an uninitialized
@@ -21,15 +21,14 @@ use crate::{driver, scenario};
 /// re-initializes after a driver restart gets the same fleet. A library
 /// already initialized keeps its fleet until its last `nvmlShutdown`.
 ///
-/// The scenario is checked here, with the driver personality and time
-/// scale the environment sets: one that `nvmlInit` could not build is
-/// refused with `NVML_ERROR_INVALID_ARGUMENT`, the selection stays as it
-/// was, and `nvml_sim_last_error` says why. From the first call on, the
-/// library's errors are kept for `nvml_sim_last_error` instead of being
-/// written to stderr.
+/// The scenario is checked here, with the driver version and time scale
+/// the environment sets: one that `nvmlInit` could not build is refused,
+/// the selection stays as it was, and `nvml_sim_last_error` says why. From
+/// the first call on, the library's errors are kept for
+/// `nvml_sim_last_error` instead of being written to stderr.
 ///
 /// Returns `NVML_SUCCESS`, or `NVML_ERROR_INVALID_ARGUMENT` for a name
-/// that is not UTF-8 or a scenario that cannot be loaded.
+/// that is not UTF-8 or a scenario that cannot be built.
 ///
 /// # Safety
 /// `scenario` is null or points to a NUL-terminated string.
@@ -50,10 +49,10 @@ pub unsafe extern "C" fn nvml_sim_select_scenario(scenario: *const c_char) -> nv
             lock().last_error = Some(e);
             return Err(INVALID_ARGUMENT);
         }
-        lock().selected_scenario.clone_from(&key);
+        crate::settings::select_scenario(key);
         // The host resolves NVML's symbols next (nvml-wrapper does, before
         // its nvmlInit): the symbol table must already be this driver's.
-        apply_early(key.as_deref());
+        crate::driver::apply_early();
         Ok(())
     })
 }
@@ -88,38 +87,9 @@ pub unsafe extern "C" fn nvml_sim_last_error(buf: *mut c_char, len: c_uint) -> n
 /// for `None`) as the environment stands: the scenario, the driver
 /// personality, the time scale.
 fn check(key: Option<&str>) -> Result<(), String> {
-    let key = key_or_environment(key);
-    let scenario = scenario::load(&key).map_err(|e| format!("bad scenario: {e}"))?;
-    driver::resolve(scenario.driver.as_deref()).map_err(|e| format!("bad driver: {e}"))?;
-    crate::ffi::env_scale()?;
+    let key = key.map_or_else(crate::settings::scenario_key, str::to_string);
+    let scenario = crate::scenario::load(&key).map_err(|e| format!("bad scenario: {e}"))?;
+    crate::driver::resolve(&scenario).map_err(|e| format!("bad driver: {e}"))?;
+    crate::settings::time_scale()?;
     Ok(())
 }
-
-/// The scenario a key names, the environment's or the default when none.
-fn key_or_environment(key: Option<&str>) -> String {
-    key.map(str::to_string)
-        .or_else(|| std::env::var("NVML_SIM_SCENARIO").ok())
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| scenario::DEFAULT.to_string())
-}
-
-/// Best effort before any `nvmlInit`: the personality of the scenario the
-/// environment or a host selected, with errors left for `nvmlInit` to
-/// report.
-pub fn apply_early(scenario_key: Option<&str>) {
-    let p = scenario::load(&key_or_environment(scenario_key))
-        .ok()
-        .and_then(|s| driver::resolve(s.driver.as_deref()).ok())
-        .unwrap_or_default();
-    driver::apply(p);
-}
-
-/// Runs when the dynamic loader maps the library, before `dlopen` returns:
-/// nvml-wrapper resolves every symbol right after, before its `nvmlInit`.
-extern "C" fn on_load() {
-    let _ = std::panic::catch_unwind(|| apply_early(None));
-}
-
-#[used]
-#[link_section = ".init_array"]
-static ON_LOAD: extern "C" fn() = on_load;

@@ -7,16 +7,21 @@
 #![allow(unsafe_code)]
 
 pub mod calls;
+pub mod control;
 pub mod driver;
 pub mod fault;
 pub mod ffi;
 pub mod fleet;
 pub mod host;
+pub mod identity;
 pub mod model;
+pub mod personality;
 pub mod scenario;
+pub mod settings;
+pub mod state;
+pub mod value;
 
 pub use ffi::clocks::*;
-pub use ffi::control;
 pub use ffi::device::*;
 pub use ffi::ecc::*;
 pub use ffi::events::*;

@@ -13,14 +13,14 @@
 
 use crate::fleet::{Hang, Sim};
 use crate::scenario;
+pub use crate::state::{lock, State, CHANGED};
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_char, c_uint};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::Duration;
 
 // One file per NVML API group, as the NVML reference groups the calls.
 pub mod clocks;
-pub mod control;
 pub mod device;
 pub mod ecc;
 pub mod events;
@@ -57,51 +57,6 @@ pub const NO_PERMISSION: Ret = nvmlReturn_enum_NVML_ERROR_NO_PERMISSION;
 /// `NVML_STRUCT_VERSION(data, ver)` from nvml.h (not in the bindings).
 pub const fn struct_version<T>(v: u32) -> u32 {
     (std::mem::size_of::<T>() as u32) | (v << 24)
-}
-
-pub struct State {
-    pub refcount: u32,
-    pub sim: Option<Sim>,
-    /// (scenario key, time scale) the current `sim` was built from.
-    pub built_from: Option<(String, f64)>,
-    pub control_started: bool,
-    /// The scenario a host process chose through `nvml_sim_select_scenario`
-    /// (see `host.rs`); it wins over `NVML_SIM_SCENARIO`.
-    pub selected_scenario: Option<String>,
-    /// Why the last selection or `nvmlInit` failed, for
-    /// `nvml_sim_last_error`.
-    pub last_error: Option<String>,
-    /// Whether a host process chose the scenario: it reads errors through
-    /// `nvml_sim_last_error` and logs them itself, so they are not also
-    /// written to stderr (where they would break its log format).
-    pub host_reports: bool,
-}
-
-impl State {
-    /// Keeps `message` for `nvml_sim_last_error`; an independent NVML
-    /// client, which has no way to ask, also gets it on stderr.
-    pub fn report(&mut self, message: String) {
-        if !self.host_reports {
-            eprintln!("nvml-sim: {message}");
-        }
-        self.last_error = Some(message);
-    }
-}
-
-pub static STATE: Mutex<State> = Mutex::new(State {
-    refcount: 0,
-    sim: None,
-    built_from: None,
-    control_started: false,
-    selected_scenario: None,
-    last_error: None,
-    host_reports: false,
-});
-/// Wakes hung calls and event waiters when faults change the fleet.
-pub static CHANGED: Condvar = Condvar::new();
-
-pub fn lock() -> MutexGuard<'static, State> {
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 pub fn guard(f: impl FnOnce() -> R) -> Ret {
@@ -355,13 +310,15 @@ pub fn device_call(h: nvmlDevice_t) -> R<(MutexGuard<'static, State>, Dev)> {
             st = initialized()?;
             continue;
         }
-        if let Some((gi, _ci, gen)) = dev.mig {
+        if let Some((gi, ci, gen)) = dev.mig {
             let ok = gpu
                 .mig
                 .as_ref()
                 .map(|m| m.generation == gen)
                 .unwrap_or(false)
-                && gpu.instance(gi).is_some();
+                && gpu
+                    .instance(gi)
+                    .is_some_and(|i| i.compute_instance(ci).is_some());
             if !ok {
                 return Err(INVALID_ARGUMENT);
             }
@@ -393,18 +350,6 @@ pub fn with_gpu<T>(h: nvmlDevice_t, f: impl FnOnce(&mut crate::fleet::Gpu, f64) 
 
 // ---- init and shutdown -------------------------------------------------------
 
-pub(crate) fn env_scale() -> Result<f64, String> {
-    match std::env::var("NVML_SIM_TIME_SCALE") {
-        Err(_) => Ok(1.0),
-        Ok(s) => match s.trim().parse::<f64>() {
-            Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
-            _ => Err(format!(
-                "NVML_SIM_TIME_SCALE={s:?} is not a positive number"
-            )),
-        },
-    }
-}
-
 fn init(_flags: c_uint) -> R {
     let mut st = lock();
     if let Some(sim) = &st.sim {
@@ -413,21 +358,14 @@ fn init(_flags: c_uint) -> R {
         }
     }
     if st.refcount == 0 {
-        let key = st
-            .selected_scenario
-            .clone()
-            .or_else(|| std::env::var("NVML_SIM_SCENARIO").ok())
-            .filter(|s| !s.trim().is_empty())
-            .unwrap_or_else(|| scenario::DEFAULT.to_string());
-        let scale = match env_scale() {
+        let key = crate::settings::scenario_key();
+        let scale = match crate::settings::time_scale() {
             Ok(scale) => scale,
             Err(e) => {
                 st.report(e);
                 return Err(UNKNOWN);
             }
         };
-        // Loaded at every first init: the file and NVML_SIM_DRIVER may
-        // have changed.
         let scenario = match scenario::load(&key) {
             Ok(scenario) => scenario,
             Err(e) => {
@@ -436,10 +374,18 @@ fn init(_flags: c_uint) -> R {
             }
         };
         if st.built_from.as_ref() != Some(&(key.clone(), scale)) || st.sim.is_none() {
+            // `nvml-sim check` shows these too; a host that logs for us
+            // (the exporter) would get them raw in its log otherwise.
+            if !st.host_reports {
+                for w in &scenario.warnings {
+                    eprintln!("nvml-sim: {}", w.as_warning());
+                }
+            }
             st.sim = Some(Sim::new(&scenario, scale));
-            st.built_from = Some((key.clone(), scale));
+            st.built_from = Some((key, scale));
         }
-        let personality = match crate::driver::resolve(scenario.driver.as_deref()) {
+        // Resolved at every first init: NVML_SIM_DRIVER may have changed.
+        let personality = match crate::driver::resolve(&scenario) {
             Ok(p) => p,
             Err(e) => {
                 st.report(format!("bad driver: {e}"));
@@ -448,8 +394,8 @@ fn init(_flags: c_uint) -> R {
         };
         crate::driver::apply(personality);
         if !st.control_started {
-            if let Some(path) = std::env::var_os("NVML_SIM_CONTROL") {
-                match control::start(std::path::PathBuf::from(path)) {
+            if let Some(path) = crate::settings::control_socket() {
+                match crate::control::start(path) {
                     Ok(()) => st.control_started = true,
                     Err(e) => st.report(format!("control socket: {e}")),
                 }

@@ -62,15 +62,12 @@ nvml_fn! {
 nvml_fn! {
     /// The versioned call: `nvmlGpuFabricInfo_v2_t` from the 12.4 header
     /// (R550), `_v3_t` from 13.0 (R580); an older branch does not have the
-    /// function, a struct version newer than the branch's answers
-    /// ARGUMENT_VERSION_MISMATCH. The health rows of the simulated boards
+    /// function (`absent` in drivers.toml), a struct version newer than the
+    /// branch's answers ARGUMENT_VERSION_MISMATCH. The health rows of the simulated boards
     /// are all "not supported" (0), as HGX H100/H200 print them (N/A).
     fn nvmlDeviceGetGpuFabricInfoV(device: nvmlDevice_t, gpuFabricInfo: *mut nvmlGpuFabricInfoV_t) {
         nonnull(gpuFabricInfo)?;
-        let major = crate::driver::current().branch.major;
-        if major < 550 {
-            return Err(FUNCTION_NOT_FOUND);
-        }
+        let major = crate::driver::current().branch.major();
         let version = (*gpuFabricInfo).version;
         let v3 = struct_version::<nvmlGpuFabricInfo_v3_t>(3);
         let v2 = struct_version::<nvmlGpuFabricInfo_v2_t>(2);

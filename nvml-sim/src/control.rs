@@ -2,12 +2,9 @@
 //! simulated fleet. Protocol (README, "Control protocol"): one request per
 //! line, a TOML inline table with an `action` key; one reply per line,
 //! `ok <text>` or `error <text>`.
-//!
-//! Part of `ffi`: like the NVML exports, it acts on the library's one
-//! state ([`super::lock`]), and the first `nvmlInit` starts it.
 
-use super::{lock, CHANGED};
 use crate::fault::{parse_inline, Fault};
+use crate::state::{lock, CHANGED};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
