@@ -135,7 +135,7 @@ fn a_scenario_or_library_that_cannot_load_is_fatal_with_a_structured_message() {
         ),
         (
             vec!["--simulate=workstation"],
-            vec![("NVML_SIM_DRIVER", "999.1")],
+            vec![("NVML_SIM_DRIVER", "banana")],
             vec!["NVML_SIM_DRIVER"],
         ),
         (

@@ -132,8 +132,17 @@ mod tests {
         let mut seen = BTreeSet::new();
         for m in all() {
             assert!(seen.insert(m.name), "{} registered twice", m.name);
+            // Ours, or the names every Prometheus client library gives the
+            // process and its HTTP handler (client_golang's), kept as is.
             assert!(
-                m.name.starts_with("nvidia_gpu_") || m.name.starts_with("nvml_exporter_"),
+                [
+                    "nvidia_gpu_",
+                    "nvml_exporter_",
+                    "process_",
+                    "promhttp_metric_handler_"
+                ]
+                .iter()
+                .any(|p| m.name.starts_with(p)),
                 "{}",
                 m.name
             );
