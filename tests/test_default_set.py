@@ -7,7 +7,7 @@ dashboard panel or variable (dashboards/*.json), or a documented diagnostic
 real binary with default flags on the simulated fleets, collects every
 series selector of those sources (metric name and label matchers, Grafana's
 variables as "All"), and fails on each default series no selector matches.
-The series budget itself is tests/e2e_budget.rs.
+The series budget itself is tests/e2e/budget.rs.
 """
 
 from __future__ import annotations

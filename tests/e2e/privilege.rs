@@ -4,7 +4,7 @@
 //! GPU fell off the bus. The real binary against nvml-sim's `denied`,
 //! `privileged = false` and lost-GPU event behaviour.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -2,10 +2,9 @@
 //! on simulated fleets, with faults injected so the event- and fault-only
 //! families appear too, and compare the union with the documented table.
 
-mod common;
+use crate::common;
 
-#[path = "common/metrics_doc.rs"]
-mod metrics_doc;
+use crate::metrics_doc;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -44,7 +43,7 @@ fn scrape_with(e: &Exporter, wanted: &[&str]) -> BTreeMap<String, String> {
 /// boards (NVLink5 bit error rates, fabric health and partitions, module
 /// and memory power, power smoothing) and of boards that report
 /// thresholds only as T.Limit margins. Their encoding is checked against
-/// the docs on a fully populated snapshot (`tests/exposition_docs.rs`);
+/// the docs on a fully populated snapshot (`tests/e2e/exposition_docs.rs`);
 /// issue 21's second wave adds the boards (hgx-b200, gb200-nvl72,
 /// hgx-h200) and empties this list.
 const NO_SIMULATED_BOARD_YET: &[&str] = &[
@@ -74,7 +73,7 @@ fn documented_families_equal_emitted_families() {
 
     // dgx-h100 with every collector and detail switch, an XID, one folded
     // into "other", a hung GPU and a lost one, on the newest driver branch:
-    // it defines every field id we read (tests/e2e_drivers.rs holds the
+    // it defines every field id we read (tests/e2e/drivers.rs holds the
     // "Driver branches" rows of older branches to the binary).
     let socket = dir.path().join("h100.sock");
     let empty_procfs = dir.path().join("proc");

@@ -3,7 +3,7 @@
 //! families present exactly where the branch defines their field ids
 //! (docs/metrics.md, "Driver branches").
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -2,11 +2,9 @@
 //! spoken to by curl and by a rustls client, with certificates generated per
 //! test (issue 4, item 9; bad files: item 8).
 
-mod common;
-#[path = "common/pki.rs"]
-mod pki;
-#[path = "common/tls.rs"]
-mod tls;
+use crate::common;
+use crate::pki;
+use crate::tls;
 
 use std::io::{Read, Write};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The binary's command line: bad input ends in one clear error and a
 //! non-zero exit, never a panic; environment variables configure it too.
 
-mod common;
+use crate::common;
 
 use std::net::TcpListener;
 use std::time::Duration;

@@ -3,8 +3,7 @@
 //! absent readings are absent (never 0); determinism and family grouping;
 //! gzip and content types.
 
-#[path = "common/snapshots.rs"]
-mod snapshots;
+use crate::snapshots;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;

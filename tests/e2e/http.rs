@@ -1,7 +1,7 @@
 //! The HTTP surface of the real binary: endpoints, methods, content
 //! negotiation, gzip, hostile requests, graceful shutdown.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -316,7 +316,7 @@ fn connections_beyond_the_limit_get_503_and_the_limit_frees_up() {
         .collect();
     // The server accepts asynchronously: wait until the third is refused.
     // (Probes are not: they have connections of their own, tested in
-    // e2e_hostile.rs.)
+    // e2e/hostile.rs.)
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let refused = loop {
         let r = e.get("/metrics");

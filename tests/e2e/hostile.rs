@@ -8,7 +8,7 @@
 //! (latencies, memory) are measured by `scripts/load --mode auth-flood` and
 //! `--mode stalled-readers` and recorded in docs/load.md.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};

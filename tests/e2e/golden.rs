@@ -5,10 +5,10 @@
 //! byte for byte.
 //!
 //! On a mismatch the test prints a unified diff. If the change is intended:
-//! `UPDATE_GOLDEN=1 cargo test --test e2e_golden` rewrites the files; review
+//! `UPDATE_GOLDEN=1 cargo test --test e2e golden::` rewrites the files; review
 //! and commit them with the change.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -113,7 +113,7 @@ fn check_golden(file: &str, live: &str) {
     }
     let golden = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "cannot read {}: {e}\nCreate it with UPDATE_GOLDEN=1 cargo test --test e2e_golden",
+            "cannot read {}: {e}\nCreate it with UPDATE_GOLDEN=1 cargo test --test e2e golden::",
             path.display()
         )
     });
@@ -121,7 +121,7 @@ fn check_golden(file: &str, live: &str) {
         let diff = similar::TextDiff::from_lines(golden.as_str(), live);
         panic!(
             "the exposition differs from {} (- golden, + live):\n{}\n\
-             If the change is intended, rewrite it: UPDATE_GOLDEN=1 cargo test --test e2e_golden",
+             If the change is intended, rewrite it: UPDATE_GOLDEN=1 cargo test --test e2e golden::",
             path.display(),
             diff.unified_diff()
                 .context_radius(2)
