@@ -24,6 +24,7 @@ pub mod collectors;
 pub mod exposition;
 pub mod family;
 pub mod http;
+pub mod kmsg;
 pub mod kubernetes;
 pub mod logging;
 pub mod metric;

@@ -242,6 +242,7 @@ fn gpu(i: u32, health: Health, readings: Option<GpuReadings>) -> GpuState {
         xid_other: None,
         nvml_errors: vec![],
         pods: vec![],
+        verdicts: vec![],
     }
 }
 
@@ -324,6 +325,7 @@ pub fn dgx_fleet() -> Snapshot {
         gpus,
         kubernetes: None,
         workloads: None,
+        kernel_log: None,
     }
 }
 
@@ -492,6 +494,7 @@ pub fn workstation() -> Snapshot {
         gpus: vec![g],
         kubernetes: None,
         workloads: None,
+        kernel_log: None,
     }
 }
 

@@ -70,6 +70,7 @@ pub fn build_snapshot(
             xid_other: st.xid_other.clone(),
             nvml_errors: st.errors.counts(),
             pods: Vec::new(),
+            verdicts: Vec::new(),
         });
     }
     let ready = match device_count {
@@ -90,6 +91,7 @@ pub fn build_snapshot(
         gpus,
         kubernetes: None,
         workloads: None,
+        kernel_log: None,
     }
 }
 
