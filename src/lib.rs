@@ -31,5 +31,6 @@ pub mod metric;
 pub mod nvml;
 pub mod render;
 pub mod snapshot;
+pub mod verdict;
 pub mod web_config;
 pub mod workloads;
