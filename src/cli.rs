@@ -17,6 +17,7 @@ use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, ValueEnum};
 
 use crate::family::{Family, FamilySet};
+use crate::kmsg::{self, KernelLogConfig};
 use crate::kubernetes::{self, AttributionConfig};
 use crate::workloads::{self, WorkloadsConfig};
 
@@ -106,6 +107,28 @@ struct Flags {
         value_name = "N"
     )]
     xid_max_codes: usize,
+
+    /// The kernel log that --collector.xid.kmsg reads: the kernel's
+    /// /dev/kmsg, or a regular file of its records (followed as it grows).
+    #[arg(
+        long = "path.kmsg",
+        env = "NVML_EXPORTER_PATH_KMSG",
+        default_value = kmsg::DEFAULT_PATH,
+        value_name = "PATH"
+    )]
+    kmsg_path: PathBuf,
+
+    /// How long an application-level XID (catalog bucket RESTART_APP, e.g.
+    /// 13, 31, 94) keeps a GPU's (or MIG instance's) verdict at
+    /// restart_app after the last one.
+    #[arg(
+        long = "collector.verdict.restart-app-window",
+        env = "NVML_EXPORTER_COLLECTOR_VERDICT_RESTART_APP_WINDOW",
+        default_value = "10m",
+        value_parser = parse_positive_duration,
+        value_name = "DURATION"
+    )]
+    restart_app_window: Duration,
 
     /// Load this libnvidia-ml instead of the one the dynamic loader finds.
     /// The file must exist.
@@ -393,6 +416,10 @@ pub struct Config {
     pub families: FamilySet,
     /// Distinct XID label sets per GPU before further ones fold into `other`.
     pub xid_max_codes: usize,
+    /// The kernel log, when `--collector.xid.kmsg` (and `xid`) are on.
+    pub kernel_log: Option<KernelLogConfig>,
+    /// How long an application XID asks for a restart.
+    pub restart_app_window: Duration,
     pub max_requests: usize,
     pub max_connections: usize,
     pub write_timeout: Duration,
@@ -506,6 +533,12 @@ where
              (drop --no-collector.processes)",
         ));
     }
+    let kernel_log = (families.contains(Family::Xid) && families.contains(Family::XidKmsg)).then(|| {
+        KernelLogConfig {
+            path: flags.kmsg_path,
+            max_codes: flags.xid_max_codes,
+        }
+    });
     Ok(Config {
         listen_address: flags.listen_address,
         telemetry_path: flags.telemetry_path,
@@ -516,6 +549,8 @@ where
         library,
         families,
         xid_max_codes: flags.xid_max_codes,
+        kernel_log,
+        restart_app_window: flags.restart_app_window,
         max_requests: flags.max_requests,
         max_connections: flags.max_connections,
         write_timeout: flags.write_timeout,

@@ -69,6 +69,7 @@ pub enum LogEvent {
 }
 
 /// The running reader.
+#[derive(Debug)]
 pub struct KernelLog {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -140,6 +141,7 @@ impl KernelLog {
 }
 
 /// What the thread and the poller share.
+#[derive(Debug)]
 struct Shared {
     stop: AtomicBool,
     thread: Mutex<Option<std::thread::Thread>>,
@@ -147,7 +149,7 @@ struct Shared {
     max_codes: usize,
 }
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct State {
     events: VecDeque<LogEvent>,
     problems: BTreeMap<KernelLogProblem, u64>,

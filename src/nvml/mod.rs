@@ -78,6 +78,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::family::FamilySet;
+use crate::kmsg::KernelLog;
 use crate::snapshot::Snapshot;
 
 pub use library::{SIM_LIBRARY_ENV, SIM_SCENARIO_ENV};
@@ -106,6 +107,11 @@ pub struct PollerConfig {
     /// Distinct XID label sets (code and MIG instance) per GPU before
     /// further ones are folded into `xid="other"`.
     pub xid_max_codes: usize,
+    /// The kernel log reader (`--collector.xid.kmsg`): its XIDs are counted
+    /// with NVML's, each event once.
+    pub kernel_log: Option<Arc<KernelLog>>,
+    /// How long an application XID asks for a restart (the verdict).
+    pub restart_app_window: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
