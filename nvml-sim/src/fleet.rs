@@ -765,12 +765,17 @@ impl Sim {
                 code,
                 gpu_instance,
                 compute_instance,
+                log_only,
             } => {
                 let g = &self.gpus[*gpu as usize];
                 if let Some(gi) = gpu_instance {
                     if g.instance(*gi).is_none() {
                         return Err(format!("GPU {gpu} has no GPU instance {gi}"));
                     }
+                }
+                crate::kmsg::xid(g, *code, *gpu_instance, *compute_instance);
+                if *log_only {
+                    return Ok(format!("XID {code} on GPU {gpu} (kernel log only)"));
                 }
                 self.push_event(Event {
                     gpu: *gpu,
@@ -887,6 +892,7 @@ impl Sim {
             }
             Fault::DriverLoad => {
                 if !self.driver_loaded {
+                    crate::kmsg::driver_loaded(&crate::driver::current().version);
                     // A driver reload clears volatile ECC counters (NVML
                     // reference, nvmlEccCounterType_t: "Volatile counts are
                     // reset each time the driver loads").

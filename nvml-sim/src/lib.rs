@@ -13,6 +13,7 @@ pub mod fault;
 pub mod ffi;
 pub mod fleet;
 pub mod host;
+pub mod kmsg;
 pub mod model;
 pub mod scenario;
 
