@@ -380,3 +380,35 @@ def test_alertmanager_example_routes_by_severity():
         )
         assert out.returncode == 0, out.stdout + out.stderr
         assert out.stdout.strip() == receiver, (severity, out.stdout)
+
+
+def test_the_verdict_reads_the_same_xid_table_as_the_rules():
+    """Issue 23: the XID buckets come from one table shared by the rules,
+    the runbooks and the exporter's verdict: src/verdict/xid_table.rs
+    compiles in this file's table, found under the heading this test parses."""
+    source = (ROOT / "src" / "verdict" / "xid_table.rs").read_text()
+    assert 'include_str!("../../docs/runbooks.md")' in source
+    assert '"## XID severity table"' in source
+    buckets = set(re.findall(r'\("([A-Z0-9_]+)", Action::', (ROOT / "src" / "verdict" / "mod.rs").read_text()))
+    assert {row["bucket"] for row in _xid_table().values()} <= buckets, "a bucket without a verdict action"
+    assert set(BUCKET_SEVERITIES) <= buckets, "a bucket the rules know and the verdict does not"
+
+
+def test_the_verdict_alert_fires_at_once_and_inhibits_only_what_it_covers():
+    rules = {r["alert"]: r for r in alert_rules()}
+    verdict = rules["NvidiaGpuActionRequired"]
+    assert "for" not in verdict, "it must fire no later than the XID alerts it inhibits"
+    assert "restart_app" not in verdict["expr"], "an application fault never pages"
+    cfg = yaml.safe_load((ALERTS_DIR / "alertmanager.example.yml").read_text())
+    (inhibit,) = [r for r in cfg["inhibit_rules"]
+                  if r["source_matchers"] == ['alertname="NvidiaGpuActionRequired"']]
+    (matcher,) = inhibit["target_matchers"]
+    targets = set(re.fullmatch(r'alertname=~"([^"]+)"', matcher).group(1).split("|"))
+    assert targets <= set(rules), targets - set(rules)
+    # The alerts that ask for a reset or more are covered; the ones about
+    # applications, temperatures and the exporter itself are not.
+    assert {"NvidiaGpuXidCritical", "NvidiaGpuRemappedRowsPending", "NvidiaGpuRowRemapFailed",
+            "NvidiaGpuRecoveryActionRequired", "NvidiaGpuLost", "NvidiaGpuHung"} <= targets
+    assert not targets & {"NvidiaGpuXidApplicationError", "NvidiaGpuXidStoppedProcessing",
+                          "NvidiaGpuHwThermalSlowdown", "NvmlExporterDown", "NvidiaGpuActionRequired"}
+    assert "uuid" in inhibit["equal"] and "instance" in inhibit["equal"]
