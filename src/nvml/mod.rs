@@ -17,9 +17,10 @@
 //!
 //! # Threads
 //! `nvml-poller` (initializes NVML with backoff 1 s doubling to 30 s,
-//! spawns workers, publishes a snapshot every interval), one `nvml-gpuN`
-//! per GPU, one `nvml-xid` (event set, 200 ms waits), and a short-lived
-//! `nvml-init` per initialization attempt. A worker is spawned only for a
+//! spawns workers, takes the kernel log's XIDs, publishes a snapshot every
+//! interval), one `nvml-gpuN` per GPU, one `nvml-xid` (event set, 200 ms
+//! waits), and a short-lived `nvml-init` per initialization attempt. The
+//! `kmsg` thread (`crate::kmsg`) is the app's, not the poller's. A worker is spawned only for a
 //! GPU whose previous worker has finished.
 //!
 //! # NVML calls per GPU per poll (default families)
