@@ -7,7 +7,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use nvml_exporter::kmsg::{KernelLog, KernelLogConfig};
+use nvml_exporter::kmsg::{format_record, KernelLog, KernelLogConfig};
 
 /// Writes about 1 MiB of records, one in fifty an XID; returns how many
 /// XIDs it wrote.
@@ -18,17 +18,15 @@ fn one_mib_log(path: &std::path::Path) -> usize {
         seq += 1;
         let line = if seq % 50 == 0 {
             xids += 1;
-            format!(
-                "4,{seq},{},-;NVRM: Xid (PCI:0000:{:02x}:00): 13, pid=4242, name=python3, Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Illegal Instruction Parameter\n",
-                seq * 1000,
+            format_record(4, seq, seq * 1000, &format!(
+                "NVRM: Xid (PCI:0000:{:02x}:00): 13, pid=4242, name=python3, Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Illegal Instruction Parameter",
                 0x18 + (seq % 8) * 0x10
-            )
+            ))
         } else {
-            format!(
-                "6,{seq},{},-;IPv6: ADDRCONF(NETDEV_CHANGE): eth{}: link becomes ready; audit: type=1400 apparmor=\"STATUS\" operation=\"profile_replace\"\n",
-                seq * 1000,
+            format_record(6, seq, seq * 1000, &format!(
+                "IPv6: ADDRCONF(NETDEV_CHANGE): eth{}: link becomes ready; audit: type=1400 apparmor=\"STATUS\" operation=\"profile_replace\"",
                 seq % 4
-            )
+            ))
         };
         written += line.len();
         f.write_all(line.as_bytes()).unwrap();

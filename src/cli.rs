@@ -533,12 +533,13 @@ where
              (drop --no-collector.processes)",
         ));
     }
-    let kernel_log = (families.contains(Family::Xid) && families.contains(Family::XidKmsg)).then(|| {
-        KernelLogConfig {
-            path: flags.kmsg_path,
-            max_codes: flags.xid_max_codes,
-        }
-    });
+    let kernel_log =
+        (families.contains(Family::Xid) && families.contains(Family::XidKmsg)).then(|| {
+            KernelLogConfig {
+                path: flags.kmsg_path,
+                max_codes: flags.xid_max_codes,
+            }
+        });
     Ok(Config {
         listen_address: flags.listen_address,
         telemetry_path: flags.telemetry_path,
@@ -811,6 +812,48 @@ mod tests {
             assert!(parse(&[&on]).unwrap().families.contains(f));
             assert!(!parse(&[&off]).unwrap().families.contains(f));
         }
+    }
+
+    #[test]
+    fn the_kernel_log_is_read_only_with_its_switch_and_the_xid_family() {
+        assert_eq!(parse(&[]).unwrap().kernel_log, None);
+        let c = parse(&["--collector.xid.kmsg", "--collector.xid.max-codes=9"]).unwrap();
+        assert_eq!(
+            c.kernel_log,
+            Some(KernelLogConfig {
+                path: PathBuf::from("/dev/kmsg"),
+                max_codes: 9
+            })
+        );
+        let c = parse(&["--collector.xid.kmsg", "--path.kmsg", "/tmp/kmsg"]).unwrap();
+        assert_eq!(
+            c.kernel_log.map(|k| k.path),
+            Some(PathBuf::from("/tmp/kmsg"))
+        );
+        // A detail switch shows nothing while its family is off.
+        let c = parse(&["--collector.xid.kmsg", "--no-collector.xid"]).unwrap();
+        assert_eq!(c.kernel_log, None);
+        assert!(
+            c.families.contains(Family::Verdict),
+            "the verdict is on by default"
+        );
+    }
+
+    #[test]
+    fn the_restart_app_window_is_a_positive_duration() {
+        assert_eq!(
+            parse(&[]).unwrap().restart_app_window,
+            crate::verdict::DEFAULT_RESTART_APP_WINDOW
+        );
+        let c = parse(&["--collector.verdict.restart-app-window", "90s"]).unwrap();
+        assert_eq!(c.restart_app_window, Duration::from_secs(90));
+        let err = parse(&["--collector.verdict.restart-app-window", "0s"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--collector.verdict.restart-app-window"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -14,21 +14,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{samples, Exporter};
-
-fn uptime() -> f64 {
-    std::fs::read_to_string("/proc/uptime")
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
+use nvml_exporter::kmsg;
 
 /// A /dev/kmsg record logged `ago` seconds before now.
 fn record(seq: u64, ago: f64, message: &str) -> String {
-    let ts = ((uptime() - ago).max(0.0) * 1e6) as u64;
-    format!("4,{seq},{ts},-;{message}\n")
+    let ts = ((kmsg::uptime().unwrap() - ago).max(0.0) * 1e6) as u64;
+    kmsg::format_record(4, seq, ts, message)
 }
 
 fn append(path: &Path, text: &str) {
@@ -63,7 +54,11 @@ fn boot_log(path: &Path) {
 
 fn scenario(dir: &Path, timeline: &str) -> String {
     let path = dir.join("node.toml");
-    std::fs::write(&path, format!("name = \"dgx-h100\"\nbase = \"dgx-h100\"\n{timeline}")).unwrap();
+    std::fs::write(
+        &path,
+        format!("name = \"dgx-h100\"\nbase = \"dgx-h100\"\n{timeline}"),
+    )
+    .unwrap();
     path.display().to_string()
 }
 
@@ -74,7 +69,10 @@ fn xids(text: &str) -> BTreeMap<(String, String), f64> {
         .filter(|s| s.name == "nvidia_gpu_xid_errors_total")
         .map(|s| {
             (
-                (s.label("gpu").unwrap().to_string(), s.label("xid").unwrap().to_string()),
+                (
+                    s.label("gpu").unwrap().to_string(),
+                    s.label("xid").unwrap().to_string(),
+                ),
                 s.value.parse().unwrap(),
             )
         })
@@ -89,7 +87,10 @@ fn verdicts(text: &str) -> BTreeMap<String, (String, String)> {
         .map(|s| {
             (
                 s.label("gpu").unwrap().to_string(),
-                (s.label("action").unwrap().to_string(), s.label("reason").unwrap().to_string()),
+                (
+                    s.label("action").unwrap().to_string(),
+                    s.label("reason").unwrap().to_string(),
+                ),
             )
         })
         .collect()
@@ -136,7 +137,11 @@ fn xids_from_before_the_start_from_the_log_alone_and_from_both_sources_each_coun
             .find(|s| s.name == "nvidia_gpu_info" && s.label("gpu") == Some(gpu))
             .and_then(|s| s.label("pci_bus_id").map(str::to_string))
     };
-    assert_eq!(info("2").as_deref(), Some("00000000:3A:00.0"), "the bus ids this test is written for");
+    assert_eq!(
+        info("2").as_deref(),
+        Some("00000000:3A:00.0"),
+        "the bus ids this test is written for"
+    );
     assert_eq!(info("3").as_deref(), Some("00000000:5D:00.0"));
 
     // The log-only XID, within a poll of being logged.
@@ -145,7 +150,10 @@ fn xids_from_before_the_start_from_the_log_alone_and_from_both_sources_each_coun
         if std::fs::read_to_string(&kmsg).unwrap().contains("): 120, ") {
             break Instant::now();
         }
-        assert!(Instant::now() < deadline, "the simulator never logged XID 120");
+        assert!(
+            Instant::now() < deadline,
+            "the simulator never logged XID 120"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     let text = exporter.scrape_until("the log-only XID 120 of GPU 6", |t| {
@@ -175,18 +183,30 @@ fn xids_from_before_the_start_from_the_log_alone_and_from_both_sources_each_coun
         exporter.log()
     );
     assert!(
-        std::fs::read_to_string(&kmsg).unwrap().contains("NVRM: Xid (PCI:0000:ab:00): 48, "),
+        std::fs::read_to_string(&kmsg)
+            .unwrap()
+            .contains("NVRM: Xid (PCI:0000:ab:00): 48, "),
         "the simulator logged GPU 5's XID too, so the dedupe had two copies to pair"
     );
 
     // Garbage changed nothing but the self-metric.
-    let problem = |reason: &str| value(&text, "nvml_exporter_kernel_log_problems_total", &[("reason", reason)]);
+    let problem = |reason: &str| {
+        value(
+            &text,
+            "nvml_exporter_kernel_log_problems_total",
+            &[("reason", reason)],
+        )
+    };
     assert_eq!(problem("malformed"), Some(2.0));
     assert_eq!(problem("unknown_gpu"), Some(1.0));
     assert_eq!(problem("oversized"), Some(1.0));
     assert_eq!(value(&text, "nvml_exporter_kernel_log_up", &[]), Some(1.0));
     assert_eq!(
-        value(&text, "nvidia_nvswitch_sxid_errors_total", &[("nvswitch", "0000:c3:00.0"), ("sxid", "20009")]),
+        value(
+            &text,
+            "nvidia_nvswitch_sxid_errors_total",
+            &[("nvswitch", "0000:c3:00.0"), ("sxid", "20009")]
+        ),
         Some(1.0)
     );
 
@@ -248,7 +268,11 @@ fn each_action_clears_when_it_should() {
     let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
     let exporter = Exporter::simulate_env(
         &node,
-        &["--collector.xid.kmsg", &kmsg_flag, "--collector.verdict.restart-app-window=2s"],
+        &[
+            "--collector.xid.kmsg",
+            &kmsg_flag,
+            "--collector.verdict.restart-app-window=2s",
+        ],
         &[("NVML_SIM_KMSG", kmsg.to_str().unwrap())],
     );
     exporter.wait_ready();
@@ -267,7 +291,9 @@ fn each_action_clears_when_it_should() {
     });
     assert_eq!(verdicts(&text)["2"], verdict("reboot", "xid_restart_bm"));
     assert!(
-        std::fs::read_to_string(&kmsg).unwrap().contains("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  560.35.03  (nvml-sim)"),
+        std::fs::read_to_string(&kmsg)
+            .unwrap()
+            .contains("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  560.35.03  (nvml-sim)"),
         "the simulator logs the driver's load"
     );
     assert!(exporter.log().contains("GPU reset"), "{}", exporter.log());
@@ -283,16 +309,26 @@ fn a_restarted_exporter_counts_since_boot_and_honours_a_reset_done_while_it_was_
     let mut first = Exporter::simulate("dgx-h100", &args);
     first.wait_ready();
     let before = first.scrape_until("the logged XIDs", |t| xids(t).len() == 2);
-    assert_eq!(verdicts(&before)["3"], verdict("reset_gpu", "xid_reset_gpu"));
+    assert_eq!(
+        verdicts(&before)["3"],
+        verdict("reset_gpu", "xid_reset_gpu")
+    );
     first.terminate(Duration::from_secs(10));
 
     // The reset procedure (docs/operations.md) stops the exporter, resets
     // GPU 3 and records it in the kernel log.
-    append(&kmsg, &record(100, 0.0, "nvml-exporter: GPU reset (PCI:0000:5d:00)"));
+    append(
+        &kmsg,
+        &record(100, 0.0, "nvml-exporter: GPU reset (PCI:0000:5d:00)"),
+    );
     let second = Exporter::simulate("dgx-h100", &args);
     second.wait_ready();
     let after = second.scrape_until("the logged XIDs again", |t| xids(t).len() == 2);
-    assert_eq!(xids(&after), xids(&before), "since boot: the same counts after a restart");
+    assert_eq!(
+        xids(&after),
+        xids(&before),
+        "since boot: the same counts after a restart"
+    );
     let after = second.scrape_until("GPU 3's reset to be read", |t| {
         verdicts(t).get("3") == Some(&verdict("none", "none"))
     });

@@ -360,7 +360,10 @@ mod tests {
                 count: 1
             }
         );
-        assert!(!line.contains("log_only"), "the default stays out of the line");
+        assert!(
+            !line.contains("log_only"),
+            "the default stays out of the line"
+        );
         assert_eq!(
             Fault::from_line(r#"{ action = "xid", gpu = 2, code = 79, log_only = true }"#),
             Ok(Fault::Xid {

@@ -52,7 +52,13 @@ pub fn xid_message(
         .find(|p| gpu_instance.is_none_or(|gi| p.mig.is_some_and(|(g, _)| g == gi)))
         .map_or_else(
             || "pid='<unknown>', name=<unknown>".to_string(),
-            |p| format!("pid={}, name={}", p.pid, p.name.split_whitespace().next().unwrap_or("")),
+            |p| {
+                format!(
+                    "pid={}, name={}",
+                    p.pid,
+                    p.name.split_whitespace().next().unwrap_or("")
+                )
+            },
         );
     format!("NVRM: Xid ({place}): {code}, {process}, {}", detail(code))
 }
@@ -107,7 +113,10 @@ pub fn append_to(path: &std::ffi::OsStr, level: u8, message: &str) {
         Err(e) => {
             static REPORTED: std::sync::Once = std::sync::Once::new();
             REPORTED.call_once(|| {
-                eprintln!("nvml-sim: cannot append to {ENV}={}: {e}", path.to_string_lossy());
+                eprintln!(
+                    "nvml-sim: cannot append to {ENV}={}: {e}",
+                    path.to_string_lossy()
+                );
             });
         }
     }
@@ -146,7 +155,11 @@ mod tests {
         let fields: Vec<&str> = lines[1].splitn(4, ',').collect();
         assert_eq!((fields[0], fields[1]), ("4", "42"));
         let ts: u64 = fields[2].parse().unwrap();
-        assert!(ts.abs_diff(uptime_us()) < 5_000_000, "{ts} vs {}", uptime_us());
+        assert!(
+            ts.abs_diff(uptime_us()) < 5_000_000,
+            "{ts} vs {}",
+            uptime_us()
+        );
         assert!(fields[3].starts_with("-;NVRM: Xid (PCI:0000:3a:00): 79,"));
         assert!(lines[2].starts_with("4,43,"));
         std::fs::remove_dir_all(&dir).unwrap();

@@ -14,21 +14,28 @@
 //!   (`rotated`); records whose sequence number does not grow are skipped
 //!   (`out_of_order`), so neither counts a record twice.
 //!
-//! Between reads at the end of the log the thread sleeps `FOLLOW_PERIOD`,
-//! so following costs a read call four times a second. While the queue of
+//! At the end of `/dev/kmsg` the thread waits in epoll until the kernel
+//! logs a record, at most a second (then it reads again, and notices a
+//! shutdown); at the end of
+//! a file it sleeps `FOLLOW_PERIOD` between reads (epoll does not watch
+//! regular files), four reads a second. While the queue of
 //! events the poller has not taken yet is full (NVML not up yet), it stops
 //! reading (a chunk already read is finished): memory stays bounded and,
 //! for a file, nothing is lost.
 
 use std::fs::{File, Metadata};
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
+
+use mio::unix::SourceFd;
 
 use super::message::{self, Message};
 use super::record::{self, Line, MAX_RECORD};
-use super::{LogEvent, Shared};
+use super::{lock, LogEvent, Shared};
 use crate::snapshot::KernelLogProblem as Problem;
 
 /// How long the thread sleeps once it has read everything.
@@ -98,6 +105,56 @@ fn open(path: &Path) -> Result<(File, Metadata), String> {
     }
 }
 
+/// `/dev/kmsg`, waited on through epoll (mio) so that a quiet log costs a
+/// wake-up every `STOP_CHECK`, to notice shutdown, instead of a read every
+/// follow period. Where epoll cannot be had, it falls back to sleeping.
+struct Device {
+    file: File,
+    epoll: Option<(Mutex<mio::Poll>, Mutex<mio::Events>)>,
+}
+
+impl Device {
+    fn new(file: File) -> Device {
+        let epoll = mio::Poll::new().and_then(|poll| {
+            poll.registry().register(
+                &mut SourceFd(&file.as_raw_fd()),
+                mio::Token(0),
+                mio::Interest::READABLE,
+            )?;
+            Ok((Mutex::new(poll), Mutex::new(mio::Events::with_capacity(1))))
+        });
+        Device {
+            file,
+            epoll: epoll.ok(),
+        }
+    }
+
+    fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Waits, after a read found nothing, until the kernel logs a record or
+    /// `STOP_CHECK` passes (then the caller reads again anyway, so a wake-up
+    /// the kernel did not give costs a second at most); false when stopped.
+    /// mio's registration is edge-triggered: a record logged after that
+    /// read wakes the wait, one logged before it was read by it.
+    fn wait(&self, shared: &Shared) -> bool {
+        let Some((poll, events)) = &self.epoll else {
+            return !shared.sleep(FOLLOW_PERIOD);
+        };
+        let (mut poll, mut events) = (lock(poll), lock(events));
+        match poll.poll(&mut events, Some(STOP_CHECK)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return !shared.sleep(FOLLOW_PERIOD),
+        }
+        !shared.stopped()
+    }
+}
+
+/// How often a thread waiting on a quiet /dev/kmsg looks at the stop flag.
+const STOP_CHECK: Duration = Duration::from_secs(1);
+
 /// The kernel's clock (microseconds since boot, as in records) read
 /// through ours: `/proc/uptime` once, then `Instant`.
 struct Clock {
@@ -106,10 +163,7 @@ struct Clock {
 
 impl Clock {
     fn read() -> Clock {
-        let base = std::fs::read_to_string("/proc/uptime")
-            .ok()
-            .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-            .map(|up| (up, Instant::now()));
+        let base = super::uptime().map(|up| (up, Instant::now()));
         if base.is_none() {
             tracing::warn!("cannot read /proc/uptime: XIDs from the kernel log are dated when read, not when logged");
         }
@@ -151,22 +205,24 @@ impl Reader<'_> {
         !self.shared.sleep(FOLLOW_PERIOD)
     }
 
-    fn follow_device(&mut self, mut file: File) {
+    fn follow_device(&mut self, file: File) {
+        let device = Device::new(file);
         let mut buf = vec![0u8; MAX_RECORD];
         while self.wait_for_room() {
-            let read = self.shared.timed_read(|| file.read(&mut buf));
+            let read = self.shared.timed_read(|| device.file().read(&mut buf));
             match read {
-                Ok(0) => {
+                Ok(n) if n > 0 => {
+                    let record = buf[..n].split(|&b| b == b'\n').next().unwrap_or(&[]);
+                    self.line(record);
+                }
+                Ok(_) => {
                     if !self.caught_up() {
                         return;
                     }
                 }
-                Ok(n) => {
-                    let record = buf[..n].split(|&b| b == b'\n').next().unwrap_or(&[]);
-                    self.line(record);
-                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    if !self.caught_up() {
+                    self.caught_up_at = Some(Instant::now());
+                    if !device.wait(self.shared) {
                         return;
                     }
                 }
@@ -200,8 +256,10 @@ impl Reader<'_> {
                 Ok(n) => n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    self.shared
-                        .problem(Problem::ReadError, &format!("reading the kernel log failed: {e}; reopening"));
+                    self.shared.problem(
+                        Problem::ReadError,
+                        &format!("reading the kernel log failed: {e}; reopening"),
+                    );
                     return;
                 }
             };
@@ -292,7 +350,10 @@ impl Reader<'_> {
             Line::Malformed => {
                 self.shared.problem(
                     Problem::Malformed,
-                    &format!("a kernel log line is not a /dev/kmsg record: {:?}", excerpt(&text)),
+                    &format!(
+                        "a kernel log line is not a /dev/kmsg record: {:?}",
+                        excerpt(&text)
+                    ),
                 );
                 return;
             }
@@ -317,7 +378,9 @@ impl Reader<'_> {
             Ok(Message::Xid(xid)) => LogEvent::Xid {
                 xid,
                 at: observed.checked_sub(age).unwrap_or(observed),
-                wall: SystemTime::now().checked_sub(age).unwrap_or_else(SystemTime::now),
+                wall: SystemTime::now()
+                    .checked_sub(age)
+                    .unwrap_or_else(SystemTime::now),
             },
             Ok(Message::DriverLoaded) => LogEvent::DriverLoaded {
                 at: observed.checked_sub(age).unwrap_or(observed),
@@ -329,7 +392,10 @@ impl Reader<'_> {
             Err(message::Malformed) => {
                 self.shared.problem(
                     Problem::Malformed,
-                    &format!("a kernel log line looks like an XID but does not parse: {:?}", excerpt(record.message)),
+                    &format!(
+                        "a kernel log line looks like an XID but does not parse: {:?}",
+                        excerpt(record.message)
+                    ),
                 );
                 return;
             }
@@ -357,4 +423,44 @@ impl Reader<'_> {
 /// a whole oversized line.
 fn excerpt(s: &str) -> String {
     s.chars().take(120).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// The epoll wait on a descriptor we can write: a pipe stands in for
+    /// /dev/kmsg (this machine's kernel may defer a record written from
+    /// user space, so the device itself cannot be timed).
+    #[test]
+    fn the_wait_ends_when_data_arrives_and_otherwise_after_the_stop_check() {
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        let device = Device::new(File::from(std::os::fd::OwnedFd::from(reader)));
+        assert!(device.epoll.is_some(), "epoll takes a pipe");
+        let shared = Shared::new(1);
+        let started = Instant::now();
+        let w = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            writer.write_all(b"4,1,1,-;x\n").unwrap();
+            writer
+        });
+        assert!(device.wait(&shared));
+        let woke = started.elapsed();
+        assert!(
+            woke >= Duration::from_millis(150) && woke < STOP_CHECK,
+            "{woke:?}"
+        );
+        let _writer = w.join().unwrap();
+        // Nothing new: the wait lasts the stop check, then says read again.
+        let started = Instant::now();
+        assert!(device.wait(&shared));
+        assert!(
+            started.elapsed() >= STOP_CHECK - Duration::from_millis(50),
+            "{:?}",
+            started.elapsed()
+        );
+        shared.stop();
+        assert!(!device.wait(&shared), "stopped");
+    }
 }

@@ -20,7 +20,10 @@ use super::pci::PciAddress;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Message {
     Xid(Xid),
-    Sxid { switch: PciAddress, code: u64 },
+    Sxid {
+        switch: PciAddress,
+        code: u64,
+    },
     DriverLoaded,
     GpuReset(PciAddress),
     /// A message about something else.
@@ -117,12 +120,22 @@ mod tests {
         assert_eq!((x.gpu.to_string(), x.code), ("0000:3b:00".into(), 79));
         assert_eq!((x.gpu_instance, x.compute_instance), (None, None));
         let x = xid("NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9). RST: No, D-RST: No");
-        assert_eq!((x.code, x.gpu_instance, x.compute_instance), (94, Some(5), None));
-        let x = xid("NVRM: Xid (PCI:0000:3b:00 GPU-I:13 GPU-CI:02): 13, pid=9, name=a, Graphics Exception");
+        assert_eq!(
+            (x.code, x.gpu_instance, x.compute_instance),
+            (94, Some(5), None)
+        );
+        let x = xid(
+            "NVRM: Xid (PCI:0000:3b:00 GPU-I:13 GPU-CI:02): 13, pid=9, name=a, Graphics Exception",
+        );
         assert_eq!((x.gpu_instance, x.compute_instance), (Some(13), Some(2)));
         assert_eq!(xid("NVRM: Xid (0000:03:00): 14, Channel 00000001").code, 14);
         assert_eq!(xid("NVRM: Xid (PCI:0000:cb:00): 119").code, 119);
-        assert_eq!(xid("NVRM: Xid (PCI:0000:10:1c): 63, pid=1850, Row Remapper").gpu.device, 0x1c);
+        assert_eq!(
+            xid("NVRM: Xid (PCI:0000:10:1c): 63, pid=1850, Row Remapper")
+                .gpu
+                .device,
+            0x1c
+        );
     }
 
     #[test]
@@ -135,7 +148,9 @@ mod tests {
             })
         );
         assert_eq!(
-            classify("NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build"),
+            classify(
+                "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build"
+            ),
             Ok(Message::DriverLoaded)
         );
         assert_eq!(
@@ -144,7 +159,10 @@ mod tests {
         );
         assert_eq!(classify("nvidia-nvswitch0: probe ok"), Ok(Message::Other));
         assert_eq!(classify("usb 1-1: new device"), Ok(Message::Other));
-        assert_eq!(classify("NVRM: GPU at PCI:0000:3b:00: GPU-1234"), Ok(Message::Other));
+        assert_eq!(
+            classify("NVRM: GPU at PCI:0000:3b:00: GPU-1234"),
+            Ok(Message::Other)
+        );
     }
 
     #[test]

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 pub use message::{Xid, RESET_MARKER};
 pub use pci::PciAddress;
+pub use record::format as format_record;
 
 use crate::snapshot::{KernelLogProblem, KernelLogStatus, SxidCount};
 
@@ -285,6 +286,17 @@ impl Shared {
         };
         *codes.entry(key).or_insert(0) += 1;
     }
+}
+
+/// Seconds since boot (`/proc/uptime`), the clock of the kernel log's
+/// timestamps.
+pub fn uptime() -> Option<f64> {
+    std::fs::read_to_string("/proc/uptime")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// SXIDs are five decimal digits.

@@ -50,7 +50,11 @@ impl PciAddress {
 /// Lower-case, four-digit domain, as the kernel prints it: `0000:c3:00.0`.
 impl fmt::Display for PciAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:04x}:{:02x}:{:02x}", self.domain, self.bus, self.device)?;
+        write!(
+            f,
+            "{:04x}:{:02x}:{:02x}",
+            self.domain, self.bus, self.device
+        )?;
         if let Some(func) = self.function {
             write!(f, ".{func}")?;
         }
@@ -86,8 +90,18 @@ mod tests {
     #[test]
     fn rejects_what_is_not_an_address() {
         for bad in [
-            "", "PCI:", "3b", "0000:3b", "zz:00", "0000:3b:00.9", "0000:3b:20", "000000000:3b:00",
-            "0000:3b:00:00", "0000:3b:00.", "0000:100:00", "PCI:0000:3b:00 GPU-I:05",
+            "",
+            "PCI:",
+            "3b",
+            "0000:3b",
+            "zz:00",
+            "0000:3b:00.9",
+            "0000:3b:20",
+            "000000000:3b:00",
+            "0000:3b:00:00",
+            "0000:3b:00.",
+            "0000:100:00",
+            "PCI:0000:3b:00 GPU-I:05",
         ] {
             assert_eq!(PciAddress::parse(bad), None, "{bad:?}");
         }

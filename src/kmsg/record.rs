@@ -49,6 +49,12 @@ pub fn parse(line: &str) -> Line<'_> {
     }
 }
 
+/// Writes a record as the kernel hands it out (what `parse` reads back):
+/// for files standing in for /dev/kmsg in tests, benchmarks and drills.
+pub fn format(priority: u8, seq: u64, ts_us: u64, message: &str) -> String {
+    format!("{priority},{seq},{ts_us},-;{message}\n")
+}
+
 fn number(s: &str) -> Option<u64> {
     if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -74,8 +80,21 @@ mod tests {
         // a message may hold semicolons.
         assert!(matches!(
             parse("6,2,3,c,caller=T1;a;b"),
-            Line::Record(Record { seq: 2, ts_us: 3, message: "a;b" })
+            Line::Record(Record {
+                seq: 2,
+                ts_us: 3,
+                message: "a;b"
+            })
         ));
+        let line = format(4, 7, 99, "NVRM: Xid (PCI:0000:3b:00): 13, a");
+        assert_eq!(
+            parse(line.trim_end()),
+            Line::Record(Record {
+                seq: 7,
+                ts_us: 99,
+                message: "NVRM: Xid (PCI:0000:3b:00): 13, a"
+            })
+        );
         assert_eq!(parse(" SUBSYSTEM=pci"), Line::Continuation);
         assert_eq!(parse(""), Line::Continuation);
     }

@@ -8,20 +8,10 @@ use std::path::Path;
 use super::record::MAX_RECORD;
 use super::*;
 
-fn uptime() -> f64 {
-    std::fs::read_to_string("/proc/uptime")
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 /// A record logged `ago` seconds before now.
 fn record(seq: u64, ago: f64, message: &str) -> String {
-    let ts = ((uptime() - ago).max(0.0) * 1e6) as u64;
-    format!("4,{seq},{ts},-;{message}\n")
+    let ts = ((uptime().unwrap() - ago).max(0.0) * 1e6) as u64;
+    format_record(4, seq, ts, message)
 }
 
 fn append(path: &Path, text: &str) {
@@ -84,10 +74,18 @@ fn reads_the_backlog_dated_when_logged_then_follows() {
     let path = dir.path().join("kmsg");
     let mut text = String::new();
     text += &record(1, 300.0, "Linux version 6.1.0");
-    text += &record(2, 250.0, "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  560.35.03");
+    text += &record(
+        2,
+        250.0,
+        "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  560.35.03",
+    );
     text += &record(3, 120.0, "NVRM: Xid (PCI:0000:3a:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.");
     text += &record(4, 60.0, "NVRM: Xid (PCI:0000:5d:00 GPU-I:03 GPU-CI:00): 119, pid=7, name=x, Timeout after 6s of waiting for RPC response");
-    text += &record(5, 50.0, "nvidia-nvswitch2: SXid (PCI:0000:c3:00.0): 20009, Non-fatal, Link 28 RX Short Error Rate");
+    text += &record(
+        5,
+        50.0,
+        "nvidia-nvswitch2: SXid (PCI:0000:c3:00.0): 20009, Non-fatal, Link 28 RX Short Error Rate",
+    );
     append(&path, &text);
     let log = start(&path);
     let events = take_until(&log, 3);
@@ -97,8 +95,14 @@ fn reads_the_backlog_dated_when_logged_then_follows() {
         LogEvent::Xid { xid, at, wall } => {
             assert_eq!(xid.gpu, PciAddress::parse("0000:3a:00").unwrap());
             let age = now.duration_since(at).as_secs_f64();
-            assert!((115.0..130.0).contains(&age), "dated {age} s ago, logged 120 s ago");
-            let wall_age = SystemTime::now().duration_since(wall).unwrap().as_secs_f64();
+            assert!(
+                (115.0..130.0).contains(&age),
+                "dated {age} s ago, logged 120 s ago"
+            );
+            let wall_age = SystemTime::now()
+                .duration_since(wall)
+                .unwrap()
+                .as_secs_f64();
             assert!((115.0..130.0).contains(&wall_age), "{wall_age}");
         }
         other => panic!("{other:?}"),
@@ -113,15 +117,28 @@ fn reads_the_backlog_dated_when_logged_then_follows() {
     wait_for("the log open", || log.status().up);
 
     // A record logged now is found within a follow period or two, dated now.
-    append(&path, &record(6, 0.0, "NVRM: Xid (PCI:0000:3a:00): 13, pid=1, name=x, Graphics Exception"));
+    append(
+        &path,
+        &record(
+            6,
+            0.0,
+            "NVRM: Xid (PCI:0000:3a:00): 13, pid=1, name=x, Graphics Exception",
+        ),
+    );
     let later = take_until(&log, 1);
     assert_eq!(codes(&later), [13]);
-    let LogEvent::Xid { at, .. } = later[0] else { unreachable!() };
+    let LogEvent::Xid { at, .. } = later[0] else {
+        unreachable!()
+    };
     assert!(at.elapsed() < Duration::from_secs(2), "{:?}", at.elapsed());
     let status = log.status();
     assert_eq!(status.sxids.len(), 1);
     assert_eq!(
-        (status.sxids[0].switch.as_str(), status.sxids[0].sxid, status.sxids[0].count),
+        (
+            status.sxids[0].switch.as_str(),
+            status.sxids[0].sxid,
+            status.sxids[0].count
+        ),
         ("0000:c3:00.0", Some(20009), 1)
     );
     assert!(status.problems.is_empty(), "{:?}", status.problems);
@@ -136,9 +153,21 @@ fn garbage_oversized_and_out_of_order_lines_are_counted_and_skipped() {
     text += "this is not a record\n";
     text += &record(10, 5.0, "NVRM: Xid (PCI:0000:3a:00): x79, bad code");
     text += &format!("4,11,1,-;{}\n", "x".repeat(3 * MAX_RECORD));
-    text += &record(12, 4.0, "NVRM: Xid (PCI:0000:3a:00): 48, An uncorrectable double bit error");
-    text += &record(12, 3.0, "NVRM: Xid (PCI:0000:3a:00): 48, the same sequence number again");
-    text += &record(9, 3.0, "NVRM: Xid (PCI:0000:3a:00): 48, an older sequence number");
+    text += &record(
+        12,
+        4.0,
+        "NVRM: Xid (PCI:0000:3a:00): 48, An uncorrectable double bit error",
+    );
+    text += &record(
+        12,
+        3.0,
+        "NVRM: Xid (PCI:0000:3a:00): 48, the same sequence number again",
+    );
+    text += &record(
+        9,
+        3.0,
+        "NVRM: Xid (PCI:0000:3a:00): 48, an older sequence number",
+    );
     text += " SUBSYSTEM=pci\n";
     append(&path, &text);
     let log = start(&path);
@@ -151,7 +180,13 @@ fn garbage_oversized_and_out_of_order_lines_are_counted_and_skipped() {
     // An oversized line split across reads is skipped too, and the next
     // line still counts.
     append(&path, &"y".repeat(200_000));
-    append(&path, &format!("\n{}", record(13, 0.0, "NVRM: Xid (PCI:0000:3a:00): 31, pid=1, MMU Fault")));
+    append(
+        &path,
+        &format!(
+            "\n{}",
+            record(13, 0.0, "NVRM: Xid (PCI:0000:3a:00): 31, pid=1, MMU Fault")
+        ),
+    );
     assert_eq!(codes(&take_until(&log, 1)), [31]);
     assert_eq!(problems(&log)["oversized"], 2);
     log.shutdown(Instant::now() + Duration::from_secs(5));
@@ -161,7 +196,10 @@ fn garbage_oversized_and_out_of_order_lines_are_counted_and_skipped() {
 fn a_truncated_or_replaced_file_is_read_again_without_double_counting() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("kmsg");
-    append(&path, &record(1, 10.0, "NVRM: Xid (PCI:0000:3a:00): 13, first"));
+    append(
+        &path,
+        &record(1, 10.0, "NVRM: Xid (PCI:0000:3a:00): 13, first"),
+    );
     let log = start(&path);
     assert_eq!(codes(&take_until(&log, 1)), [13]);
     wait_for("caught up", || log.status().up);
@@ -169,8 +207,13 @@ fn a_truncated_or_replaced_file_is_read_again_without_double_counting() {
 
     // copytruncate: the file is emptied, new records follow.
     std::fs::File::create(&path).unwrap();
-    wait_for("the truncation noticed", || problems(&log).get("truncated") == Some(&1));
-    append(&path, &record(2, 0.0, "NVRM: Xid (PCI:0000:3a:00): 31, second"));
+    wait_for("the truncation noticed", || {
+        problems(&log).get("truncated") == Some(&1)
+    });
+    append(
+        &path,
+        &record(2, 0.0, "NVRM: Xid (PCI:0000:3a:00): 31, second"),
+    );
     assert_eq!(codes(&take_until(&log, 1)), [31]);
 
     // Replaced at the path; its first record was already read.
@@ -190,16 +233,23 @@ fn a_log_that_cannot_be_read_is_retried_until_it_can() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("not-yet");
     let log = start(&path);
-    wait_for("unreadable counted", || problems(&log).contains_key("unreadable"));
+    wait_for("unreadable counted", || {
+        problems(&log).contains_key("unreadable")
+    });
     assert!(!log.status().up);
-    append(&path, &record(1, 1.0, "NVRM: Xid (PCI:0000:3a:00): 79, late"));
+    append(
+        &path,
+        &record(1, 1.0, "NVRM: Xid (PCI:0000:3a:00): 79, late"),
+    );
     assert_eq!(codes(&take_until(&log, 1)), [79]);
     assert!(log.status().up);
     log.shutdown(Instant::now() + Duration::from_secs(5));
 
     // A directory is neither the device nor a file of records.
     let log = start(dir.path());
-    wait_for("unreadable counted", || problems(&log).contains_key("unreadable"));
+    wait_for("unreadable counted", || {
+        problems(&log).contains_key("unreadable")
+    });
     log.shutdown(Instant::now() + Duration::from_secs(5));
 }
 

@@ -96,13 +96,20 @@ fn a_mig_instance_has_its_own_verdict_for_its_application() {
     g.xid(10, 31, Some(3));
     assert_eq!(
         g.judge(10),
-        [(None, "none", "none"), (Some(3), "restart_app", "xid_restart_app")]
+        [
+            (None, "none", "none"),
+            (Some(3), "restart_app", "xid_restart_app")
+        ]
     );
     assert_eq!(g.judge(10 + 600), [(None, "none", "none")]);
     // A fault that needs a reset takes the whole GPU, wherever raised.
     g.xid(20, 119, Some(5));
     assert_eq!(g.judge(20)[0], (None, "reset_gpu", "xid_reset_gpu"));
-    assert_eq!(g.judge(20).len(), 2, "only the instance of the application fault");
+    assert_eq!(
+        g.judge(20).len(),
+        2,
+        "only the instance of the application fault"
+    );
 }
 
 #[test]
@@ -137,7 +144,11 @@ fn health_and_nvml_state_propose_their_own_actions() {
     assert_eq!(g.gpu(0), ("reset_gpu", "hung"));
     g.health = Health::Up;
     assert_eq!(g.gpu(0), ("none", "none"));
-    for (h, judged) in [(Health::Denied, false), (Health::Pending, false), (Health::Failing, false)] {
+    for (h, judged) in [
+        (Health::Denied, false),
+        (Health::Pending, false),
+        (Health::Failing, false),
+    ] {
         g.health = h;
         assert_eq!(!g.judge(0).is_empty(), judged, "{h:?}");
     }
@@ -151,7 +162,11 @@ fn health_and_nvml_state_propose_their_own_actions() {
         pending: true,
         failed: false,
     });
-    assert_eq!(g.gpu(0), ("reset_gpu", "remap_pending"), "the first signal listed wins a tie");
+    assert_eq!(
+        g.gpu(0),
+        ("reset_gpu", "remap_pending"),
+        "the first signal listed wins a tie"
+    );
     g.readings.recovery_action = Some(2);
     assert_eq!(g.gpu(0), ("reboot", "recovery_action"));
     g.readings.recovery_action = Some(4);
@@ -169,7 +184,11 @@ fn health_and_nvml_state_propose_their_own_actions() {
         state: 2,
         registered: true,
     });
-    assert_eq!(g.gpu(0), ("none", "none"), "registration in progress is not a fault");
+    assert_eq!(
+        g.gpu(0),
+        ("none", "none"),
+        "registration in progress is not a fault"
+    );
 }
 
 #[test]
@@ -211,7 +230,9 @@ fn every_bucket_of_the_table_has_an_action_and_every_reason_is_listed() {
     let mut seen = std::collections::BTreeSet::new();
     for r in REASONS {
         assert!(seen.insert(r), "{r} listed twice");
-        assert!(r.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'));
+        assert!(r
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'));
     }
     for (_, _, reason) in BUCKETS {
         assert!(REASONS.contains(reason), "{reason}");

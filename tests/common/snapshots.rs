@@ -361,7 +361,10 @@ pub fn fully_populated() -> Snapshot {
     // one of them folded, and a few problems.
     s.kernel_log = Some(KernelLogStatus {
         up: true,
-        problems: vec![(KernelLogProblem::Malformed, 2), (KernelLogProblem::UnknownGpu, 1)],
+        problems: vec![
+            (KernelLogProblem::Malformed, 2),
+            (KernelLogProblem::UnknownGpu, 1),
+        ],
         sxids: vec![
             SxidCount {
                 switch: "0000:c3:00.0".into(),

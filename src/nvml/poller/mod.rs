@@ -320,12 +320,18 @@ impl GpuSlot {
         }
         st.last_reset = Some(at);
         drop(st);
-        tracing::info!(gpu = self.index, evidence, "GPU reset: XIDs before it no longer ask for one");
+        tracing::info!(
+            gpu = self.index,
+            evidence,
+            "GPU reset: XIDs before it no longer ask for one"
+        );
     }
 
     /// Not sampled yet since start: its identity may still be unknown.
     fn pending(&self) -> bool {
-        lock(&self.state).health.is_none_or(|h| h == Health::Pending)
+        lock(&self.state)
+            .health
+            .is_none_or(|h| h == Health::Pending)
     }
 
     fn worker_running(&self) -> bool {
@@ -458,7 +464,10 @@ mod tests {
         }
         assert_eq!(count(&slot, 13), 3);
         // Outside the window, or from the same source: two events.
-        slot.record_xid(event(79, None, KernelLog, now + DEDUPE_WINDOW + secs(5)), 64);
+        slot.record_xid(
+            event(79, None, KernelLog, now + DEDUPE_WINDOW + secs(5)),
+            64,
+        );
         assert_eq!(count(&slot, 79), 2);
         slot.record_xid(event(31, None, Nvml, now), 64);
         slot.record_xid(event(31, None, Nvml, now), 64);
@@ -480,7 +489,11 @@ mod tests {
         slot.record_xid(event(31, Some(4), KernelLog, now), 64);
         let st = lock(&slot.state);
         assert_eq!(st.xids[&(31, Some(3), Some(0))].0, 1);
-        assert_eq!(st.xids[&(31, Some(4), Some(0))].0, 1, "another instance: another event");
+        assert_eq!(
+            st.xids[&(31, Some(4), Some(0))].0,
+            1,
+            "another instance: another event"
+        );
         assert!(!st.xids.contains_key(&(31, None, None)));
         // The verdict's record keeps the catalogued codes.
         assert_eq!(st.xid_latest.len(), 2);
@@ -502,7 +515,10 @@ mod tests {
         let slot = GpuSlot::new(0);
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(5);
         slot.record_xid(nvml_event(79, Some(0), Some(0), t), 64);
-        slot.record_xid(nvml_event(79, Some(0), Some(0), t + Duration::from_secs(1)), 64);
+        slot.record_xid(
+            nvml_event(79, Some(0), Some(0), t + Duration::from_secs(1)),
+            64,
+        );
         lock(&slot.state).mig_enabled = true;
         slot.record_xid(nvml_event(31, Some(3), Some(0), t), 64);
         let st = lock(&slot.state);
@@ -536,7 +552,11 @@ mod tests {
         let other = st.xid_other.as_ref().expect("folded events");
         assert_eq!((other.over_limit, other.out_of_range), (2, 4));
         assert_eq!(other.count(), 6);
-        assert_eq!(other.last_seen, t + Duration::from_secs(1), "the latest folded event");
+        assert_eq!(
+            other.last_seen,
+            t + Duration::from_secs(1),
+            "the latest folded event"
+        );
         let total: u64 = st.xids.values().map(|v| v.0).sum::<u64>() + other.count();
         assert_eq!(total, 10, "every event is counted somewhere");
     }

@@ -174,7 +174,11 @@ mod tests {
         slot1.tracker.exit();
         let snap = round(Some(2));
         assert_eq!(snap.gpus[1].health, Health::Up);
-        assert_eq!(verdict(&snap.gpus[1]), Some((Action::None, "none")), "clears when the call returns");
+        assert_eq!(
+            verdict(&snap.gpus[1]),
+            Some((Action::None, "none")),
+            "clears when the call returns"
+        );
 
         let down = round(None);
         assert!(!down.nvml_up && !down.ready);

@@ -167,7 +167,10 @@ impl Supervisor {
             // NVML comes back only after the driver went away: a reload,
             // which initializes every GPU afresh.
             for slot in self.shared.slots(up.device_count) {
-                slot.note_reset(Instant::now(), "NVML initialized again after the driver went away");
+                slot.note_reset(
+                    Instant::now(),
+                    "NVML initialized again after the driver went away",
+                );
             }
         }
         if self.cfg.families.contains(Family::Xid) {

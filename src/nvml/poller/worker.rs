@@ -169,7 +169,9 @@ fn reset_evidence(old: &GpuReadings, new: &GpuReadings) -> Option<&'static str> 
     let volatile = |r: &GpuReadings, error| {
         r.ecc_errors
             .iter()
-            .find(|e| e.error == error && e.scope == EccScope::Volatile && e.location == EccLocation::All)
+            .find(|e| {
+                e.error == error && e.scope == EccScope::Volatile && e.location == EccLocation::All
+            })
             .map(|e| e.count)
     };
     for error in EccError::ALL {
@@ -179,7 +181,8 @@ fn reset_evidence(old: &GpuReadings, new: &GpuReadings) -> Option<&'static str> 
             }
         }
     }
-    if old.remapped_rows.is_some_and(|m| m.pending) && new.remapped_rows.is_some_and(|m| !m.pending) {
+    if old.remapped_rows.is_some_and(|m| m.pending) && new.remapped_rows.is_some_and(|m| !m.pending)
+    {
         return Some("the pending row remap was applied");
     }
     if old.retired_pages_pending == Some(true) && new.retired_pages_pending == Some(false) {
@@ -236,5 +239,59 @@ fn record(
         st.readings = Some(r);
         st.last_sample = Some(SystemTime::now());
         st.sample_duration = Some(took);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reset_evidence;
+    use crate::snapshot::{EccCount, EccError, EccLocation, EccScope, GpuReadings, RemappedRows};
+
+    fn volatile(corrected: u64) -> EccCount {
+        EccCount {
+            error: EccError::Corrected,
+            scope: EccScope::Volatile,
+            location: EccLocation::All,
+            count: corrected,
+        }
+    }
+
+    #[test]
+    fn counters_that_start_again_and_repairs_applied_mean_a_reset() {
+        let before = GpuReadings {
+            energy_joules: Some(5_000.0),
+            ecc_errors: vec![volatile(7)],
+            remapped_rows: Some(RemappedRows {
+                correctable: 0,
+                uncorrectable: 1,
+                pending: true,
+                failed: false,
+            }),
+            retired_pages_pending: Some(true),
+            ..GpuReadings::default()
+        };
+        // Counters that grew and a repair still pending: no reset.
+        let mut after = before.clone();
+        after.energy_joules = Some(5_100.0);
+        after.ecc_errors = vec![volatile(8)];
+        assert_eq!(reset_evidence(&before, &after), None);
+
+        let mut after = before.clone();
+        after.energy_joules = Some(12.0);
+        assert!(reset_evidence(&before, &after).is_some_and(|e| e.contains("energy")));
+        let mut after = before.clone();
+        after.ecc_errors = vec![volatile(0)];
+        assert!(reset_evidence(&before, &after).is_some_and(|e| e.contains("ECC")));
+        let mut after = before.clone();
+        after.remapped_rows = after.remapped_rows.map(|r| RemappedRows {
+            pending: false,
+            ..r
+        });
+        assert!(reset_evidence(&before, &after).is_some_and(|e| e.contains("remap")));
+        let mut after = before.clone();
+        after.retired_pages_pending = Some(false);
+        assert!(reset_evidence(&before, &after).is_some_and(|e| e.contains("retirement")));
+        // A reading that went missing is not a reset.
+        assert_eq!(reset_evidence(&before, &GpuReadings::default()), None);
     }
 }
