@@ -533,12 +533,10 @@ where
              (drop --no-collector.processes)",
         ));
     }
-    let kernel_log =
-        (families.contains(Family::Xid) && families.contains(Family::XidKmsg)).then(|| {
-            KernelLogConfig {
-                path: flags.kmsg_path,
-                max_codes: flags.xid_max_codes,
-            }
+    let kernel_log = (families.contains(Family::Xid) && families.contains(Family::XidKmsg))
+        .then_some(KernelLogConfig {
+            path: flags.kmsg_path,
+            max_codes: flags.xid_max_codes,
         });
     Ok(Config {
         listen_address: flags.listen_address,

@@ -156,7 +156,7 @@ fn xids_from_before_the_start_from_the_log_alone_and_from_both_sources_each_coun
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    let text = exporter.scrape_until("the log-only XID 120 of GPU 6", |t| {
+    exporter.scrape_until("the log-only XID 120 of GPU 6", |t| {
         xids(t).contains_key(&("6".into(), "120".into()))
     });
     let took = logged.elapsed();

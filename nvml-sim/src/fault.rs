@@ -145,6 +145,8 @@ fn dbe() -> RetireCause {
 fn uncorrectable() -> RowKind {
     RowKind::Uncorrectable
 }
+// serde's `skip_serializing_if` passes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_false(b: &bool) -> bool {
     !*b
 }

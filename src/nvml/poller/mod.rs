@@ -445,11 +445,16 @@ mod tests {
     fn an_xid_seen_by_nvml_and_in_the_kernel_log_counts_once() {
         use XidSource::{KernelLog, Nvml};
         let slot = GpuSlot::new(0);
-        let now = Instant::now();
+        // Dated ahead of the clock, so that "an hour earlier" exists on a
+        // machine up for less than an hour.
         let secs = Duration::from_secs;
+        let now = Instant::now() + secs(4000);
         // NVML first, the log's record of it (logged a moment earlier) later.
         slot.record_xid(event(79, None, Nvml, now), 64);
-        slot.record_xid(event(79, None, KernelLog, now - secs(1)), 64);
+        slot.record_xid(
+            event(79, None, KernelLog, now.checked_sub(secs(1)).unwrap()),
+            64,
+        );
         assert_eq!(count(&slot, 79), 1);
         // The log first, NVML later.
         slot.record_xid(event(48, None, KernelLog, now), 64);
@@ -473,7 +478,10 @@ mod tests {
         slot.record_xid(event(31, None, Nvml, now), 64);
         assert_eq!(count(&slot, 31), 2);
         // A record from long before (read at start) pairs with nothing.
-        slot.record_xid(event(94, None, KernelLog, now - secs(3600)), 64);
+        slot.record_xid(
+            event(94, None, KernelLog, now.checked_sub(secs(3600)).unwrap()),
+            64,
+        );
         slot.record_xid(event(94, None, Nvml, now), 64);
         assert_eq!(count(&slot, 94), 2);
     }
