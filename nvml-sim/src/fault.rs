@@ -55,31 +55,58 @@ pub enum RowKind {
 pub enum ProcKind {
     Compute,
     Graphics,
+    /// Both contexts (nvidia-smi type `C+G`): in both process lists.
+    #[serde(rename = "compute+graphics")]
+    ComputeGraphics,
 }
 
-/// Clock event (throttle) reasons by the names nvidia-smi prints.
+impl ProcKind {
+    /// Whether a process of this kind is in the list of `kind`'s processes.
+    pub fn listed_as(self, kind: ProcKind) -> bool {
+        self == kind || self == ProcKind::ComputeGraphics
+    }
+}
+
+/// Clock event (throttle) reasons by the names nvidia-smi prints. A
+/// `throttle` fault sets the throttle ones; a scenario may say any of them
+/// is active at start (`counters.clock_event_reasons`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Reason {
+    GpuIdle,
+    ApplicationsClocksSetting,
     SwPowerCap,
     HwSlowdown,
     SyncBoost,
     SwThermalSlowdown,
     HwThermalSlowdown,
     HwPowerBrakeSlowdown,
+    DisplayClockSetting,
 }
 
 impl Reason {
     /// `nvmlClocksEventReason*` bit.
     pub fn bit(self) -> u64 {
         match self {
+            Reason::GpuIdle => 0x1,
+            Reason::ApplicationsClocksSetting => 0x2,
             Reason::SwPowerCap => 0x4,
             Reason::HwSlowdown => 0x8,
             Reason::SyncBoost => 0x10,
             Reason::SwThermalSlowdown => 0x20,
             Reason::HwThermalSlowdown => 0x40,
             Reason::HwPowerBrakeSlowdown => 0x80,
+            Reason::DisplayClockSetting => 0x100,
         }
+    }
+
+    /// Whether a `throttle` fault may set it: the idle, applications
+    /// clocks and display clock reasons are settings, not throttling.
+    pub fn throttles(self) -> bool {
+        !matches!(
+            self,
+            Reason::GpuIdle | Reason::ApplicationsClocksSetting | Reason::DisplayClockSetting
+        )
     }
 }
 

@@ -19,47 +19,52 @@
 use std::io::Write;
 use std::sync::Mutex;
 
-use crate::fleet::Gpu;
-
-pub const ENV: &str = "NVML_SIM_KMSG";
+use crate::identity::PciAddr;
 
 /// The next sequence number, once the file has been looked at.
 static NEXT_SEQ: Mutex<Option<u64>> = Mutex::new(None);
 
-/// Appends the NVRM line of an XID on `gpu` (in MIG instance `gpu_instance`,
-/// compute instance `compute_instance`, when given). Nothing without
-/// `NVML_SIM_KMSG`; a file that cannot be written is reported once on
-/// stderr, never to the NVML caller.
-pub fn xid(gpu: &Gpu, code: u64, gpu_instance: Option<u32>, compute_instance: Option<u32>) {
+/// Appends the NVRM line of an XID on the GPU at `pci` (in MIG
+/// instance `gpu_instance`, compute instance `compute_instance`, when
+/// given), raised by `process` (pid and name) where one is known. Nothing
+/// without `NVML_SIM_KMSG`; a file that cannot be written is reported once
+/// on stderr, never to the NVML caller.
+pub fn xid(
+    pci: &PciAddr,
+    code: u64,
+    gpu_instance: Option<u32>,
+    compute_instance: Option<u32>,
+    process: Option<(u32, &str)>,
+) {
     // Warning level, as NVRM logs XIDs.
-    append(4, &xid_message(gpu, code, gpu_instance, compute_instance));
+    append(
+        4,
+        &xid_message(pci, code, gpu_instance, compute_instance, process),
+    );
 }
 
 /// The message NVRM prints for an XID.
 pub fn xid_message(
-    gpu: &Gpu,
+    pci: &PciAddr,
     code: u64,
     gpu_instance: Option<u32>,
     compute_instance: Option<u32>,
+    process: Option<(u32, &str)>,
 ) -> String {
-    let mut place = format!("PCI:{:04x}:{:02x}:00", 0, gpu.bus);
+    // Four-digit domain, lower case, no function: as NVRM prints it.
+    let mut place = format!("PCI:{:04x}:{:02x}:{:02x}", pci.domain, pci.bus, pci.device);
     if let Some(gi) = gpu_instance {
         place += &format!(" GPU-I:{gi:02} GPU-CI:{:02}", compute_instance.unwrap_or(0));
     }
-    let process = gpu
-        .procs
-        .iter()
-        .find(|p| gpu_instance.is_none_or(|gi| p.mig.is_some_and(|(g, _)| g == gi)))
-        .map_or_else(
-            || "pid='<unknown>', name=<unknown>".to_string(),
-            |p| {
-                format!(
-                    "pid={}, name={}",
-                    p.pid,
-                    p.name.split_whitespace().next().unwrap_or("")
-                )
-            },
-        );
+    let process = process.map_or_else(
+        || "pid='<unknown>', name=<unknown>".to_string(),
+        |(pid, name)| {
+            format!(
+                "pid={pid}, name={}",
+                name.split_whitespace().next().unwrap_or("")
+            )
+        },
+    );
     format!("NVRM: Xid ({place}): {code}, {process}, {}", detail(code))
 }
 
@@ -93,8 +98,8 @@ fn detail(code: u64) -> &'static str {
 }
 
 fn append(level: u8, message: &str) {
-    if let Some(path) = std::env::var_os(ENV) {
-        append_to(&path, level, message);
+    if let Some(path) = crate::settings::kernel_log() {
+        append_to(path.as_os_str(), level, message);
     }
 }
 
@@ -114,7 +119,8 @@ pub fn append_to(path: &std::ffi::OsStr, level: u8, message: &str) {
             static REPORTED: std::sync::Once = std::sync::Once::new();
             REPORTED.call_once(|| {
                 eprintln!(
-                    "nvml-sim: cannot append to {ENV}={}: {e}",
+                    "nvml-sim: cannot append to {}={}: {e}",
+                    crate::settings::KERNEL_LOG_VAR,
                     path.to_string_lossy()
                 );
             });
@@ -163,5 +169,16 @@ mod tests {
         assert!(fields[3].starts_with("-;NVRM: Xid (PCI:0000:3a:00): 79,"));
         assert!(lines[2].starts_with("4,43,"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn xid_lines_are_worded_as_nvrm_prints_them() {
+        assert_eq!(
+            xid_message(&PciAddr::parse("00000000:3A:00.0").unwrap(), 79, None, None, None),
+            "NVRM: Xid (PCI:0000:3a:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+        );
+        let pci = PciAddr::parse("00000001:18:02.0").unwrap();
+        assert!(xid_message(&pci, 31, Some(7), None, Some((39001, "python3 train.py")))
+            .starts_with("NVRM: Xid (PCI:0001:18:02 GPU-I:07 GPU-CI:00): 31, pid=39001, name=python3, "));
     }
 }

@@ -15,8 +15,8 @@
 //! | `recovery_action` | reset_gpu or reboot | NVML's recovery action (R570+): 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset | NVML says 0 |
 //! | `remap_pending` | reset_gpu | a row remap waits for a reset | NVML says no longer pending |
 //! | `retirement_pending` | reset_gpu | a page retirement waits for a reset | NVML says no longer pending |
-//! | `fabric` | reset_gpu | fabric registration completed with a failure | registration succeeds |
-//! | `xid_<bucket>` | the bucket's (`BUCKETS`) | an XID whose code the XID table lists | restart_app: a window after the last such XID; reset_gpu: a GPU reset after it; reboot, check_hardware: the next boot |
+//! | `fabric` | check_hardware, or reset_gpu | NVML's fabric health summary says unhealthy (R580+: trays, switches, cables); fabric registration completed with a failure | the summary is healthy again; registration succeeds |
+//! | `xid_<bucket>` | the bucket's (`bucket_action`) | an XID whose code NVIDIA's catalog lists (`crate::xid_catalog`, the table the alert rules and the runbook are rendered from) | restart_app: a window after the last such XID; reset_gpu: a GPU reset after it; reboot, check_hardware: the next boot |
 //!
 //! A GPU reset is known from what NVML shows while the exporter runs (the
 //! energy or volatile ECC counters starting again, a pending remap or
@@ -30,44 +30,38 @@
 //! action is restart_app (the instance's application); from reset_gpu up
 //! they decide the GPU's, since a reset takes the whole GPU.
 
-mod xid_table;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-pub use xid_table::{bucket, rows};
+use crate::snapshot::{Action, FabricHealth, GpuReadings, Health, SpareRows, Verdict};
+use crate::xid_catalog::{self, Bucket};
 
-use crate::snapshot::{Action, GpuReadings, Health, SpareRows, Verdict};
-
-/// What each bucket of NVIDIA's XID catalog asks for, and the reason label
-/// it gives. Buckets that ask for nothing (`IGNORE`, `WORKFLOW_XID_45`,
-/// `XID_154`, whose announced action NVML's recovery action carries) are
-/// listed with `none`. A bucket of the table missing here is a test
-/// failure, not a silent `none`.
-pub const BUCKETS: &[(&str, Action, &str)] = &[
-    ("RESTART_APP", Action::RestartApp, "xid_restart_app"),
-    ("RESET_GPU", Action::ResetGpu, "xid_reset_gpu"),
-    ("WORKFLOW_XID_48", Action::ResetGpu, "xid_workflow_xid_48"),
-    (
-        "WORKFLOW_NVLINK_ERR",
-        Action::ResetGpu,
-        "xid_workflow_nvlink_err",
-    ),
-    (
-        "WORKFLOW_NVLINK5_ERR",
-        Action::ResetGpu,
-        "xid_workflow_nvlink5_err",
-    ),
-    ("RESTART_BM", Action::Reboot, "xid_restart_bm"),
-    (
-        "CONTACT_SUPPORT",
-        Action::CheckHardware,
-        "xid_contact_support",
-    ),
-    ("IGNORE", Action::None, "none"),
-    ("WORKFLOW_XID_45", Action::None, "none"),
-    ("XID_154", Action::None, "none"),
-];
+/// What each resolution bucket of NVIDIA's XID catalog asks for, and the
+/// reason label it gives. Buckets that ask for nothing (`IGNORE`,
+/// `WORKFLOW_XID_45`, and `XID_154`, whose announced action NVML's
+/// recovery action carries) give `none`. Where the catalog's action is not
+/// one of ours: `RESTART_VM` is a reboot of the VM the exporter runs in;
+/// `UPDATE_SWFW` (a driver or firmware update) a reboot, after the update;
+/// `CHECK_UVM` ("where UVM or vGPU is in use, reset the GPU at the next
+/// window; otherwise nothing") a restart of the application: shown, not
+/// paged, for someone to look. The match is exhaustive: a bucket added to
+/// the catalog does not compile until it has an action here.
+pub fn bucket_action(bucket: Bucket) -> (Action, &'static str) {
+    match bucket {
+        Bucket::RestartApp => (Action::RestartApp, "xid_restart_app"),
+        Bucket::CheckUvm => (Action::RestartApp, "xid_check_uvm"),
+        Bucket::ResetGpu => (Action::ResetGpu, "xid_reset_gpu"),
+        Bucket::WorkflowXid48 => (Action::ResetGpu, "xid_workflow_xid_48"),
+        Bucket::WorkflowNvlinkErr => (Action::ResetGpu, "xid_workflow_nvlink_err"),
+        Bucket::WorkflowNvlink5Err => (Action::ResetGpu, "xid_workflow_nvlink5_err"),
+        Bucket::RestartBm => (Action::Reboot, "xid_restart_bm"),
+        Bucket::RestartVm => (Action::Reboot, "xid_restart_vm"),
+        Bucket::UpdateSwFw => (Action::Reboot, "xid_update_swfw"),
+        Bucket::CheckMechanicals => (Action::CheckHardware, "xid_check_mechanicals"),
+        Bucket::ContactSupport => (Action::CheckHardware, "xid_contact_support"),
+        Bucket::Ignore | Bucket::WorkflowXid45 | Bucket::Xid154 => (Action::None, "none"),
+    }
+}
 
 /// Every value the `reason` label can take.
 pub const REASONS: &[&str] = &[
@@ -82,11 +76,15 @@ pub const REASONS: &[&str] = &[
     "retirement_pending",
     "fabric",
     "xid_restart_app",
+    "xid_check_uvm",
     "xid_reset_gpu",
     "xid_workflow_xid_48",
     "xid_workflow_nvlink_err",
     "xid_workflow_nvlink5_err",
     "xid_restart_bm",
+    "xid_restart_vm",
+    "xid_update_swfw",
+    "xid_check_mechanicals",
     "xid_contact_support",
 ];
 
@@ -94,14 +92,10 @@ pub const REASONS: &[&str] = &[
 /// XID alert rules look back.
 pub const DEFAULT_RESTART_APP_WINDOW: Duration = Duration::from_secs(600);
 
-/// The action and reason an XID code asks for; `None` for a code the table
-/// does not list.
+/// The action and reason an XID code asks for; `None` for a code the
+/// catalog does not list.
 pub fn xid_action(code: u64) -> Option<(Action, &'static str)> {
-    let bucket = bucket(code)?;
-    BUCKETS
-        .iter()
-        .find(|(b, _, _)| *b == bucket)
-        .map(|(_, a, r)| (*a, *r))
+    xid_catalog::lookup(code).map(|x| bucket_action(x.bucket()))
 }
 
 /// The latest XID of one code (and MIG instance) on a GPU.
@@ -217,8 +211,17 @@ impl Worst {
         if r.retired_pages_pending == Some(true) {
             self.offer(Action::ResetGpu, "retirement_pending");
         }
-        if r.fabric.is_some_and(|f| f.state == 3 && !f.registered) {
-            self.offer(Action::ResetGpu, "fabric");
+        if let Some(f) = &r.fabric {
+            // NVML says the fabric itself is unhealthy (NVL72: trays,
+            // switches, cables); a registration that failed is retried by
+            // a reset. Limited capacity and the mask's transient conditions
+            // leave the GPU working: NvidiaGpuFabricUnhealthy covers them.
+            if f.health_summary == Some(FabricHealth::Unhealthy) {
+                self.offer(Action::CheckHardware, "fabric");
+            }
+            if f.state == 3 && !f.registered {
+                self.offer(Action::ResetGpu, "fabric");
+            }
         }
     }
 

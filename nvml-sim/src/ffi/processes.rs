@@ -14,9 +14,9 @@ fn processes(device: nvmlDevice_t, kind: Option<ProcKind>) -> R<Vec<nvmlProcessI
         let g = &sim.gpus[d.gpu as usize];
         Ok(g.procs
             .iter()
-            .filter(|p| kind.map(|k| p.kind == k).unwrap_or(false))
+            .filter(|p| kind.is_some_and(|k| p.kind.listed_as(k)))
             .filter(|p| match d.mig {
-                Some((gi, _, _)) => p.mig.map(|m| m.0) == Some(gi),
+                Some((gi, ci, _)) => p.mig == Some((gi, ci)),
                 None => true,
             })
             .map(|p| nvmlProcessInfo_t {
@@ -181,18 +181,27 @@ nvml_fn! {
 }
 
 nvml_fn! {
-    /// Windows-only (NVML reference); Linux drivers export it and answer NOT_SUPPORTED.
+    /// Windows-only (NVML reference); Linux drivers export it and answer
+    /// NOT_SUPPORTED. A scenario of a Windows host says `driver_model`.
     fn nvmlDeviceGetDriverModel_v2(device: nvmlDevice_t, current: *mut nvmlDriverModel_t, pending: *mut nvmlDriverModel_t) {
-        nonnull(current)?;
-        nonnull(pending)?;
-        with_gpu(device, |_, _| Err(NOT_SUPPORTED))
+        driver_model(device, current, pending)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetDriverModel(device: nvmlDevice_t, current: *mut nvmlDriverModel_t, pending: *mut nvmlDriverModel_t) {
-        nonnull(current)?;
-        nonnull(pending)?;
-        with_gpu(device, |_, _| Err(NOT_SUPPORTED))
+        driver_model(device, current, pending)
     }
+}
+
+unsafe fn driver_model(
+    device: nvmlDevice_t,
+    current: *mut nvmlDriverModel_t,
+    pending: *mut nvmlDriverModel_t,
+) -> R {
+    nonnull(current)?;
+    nonnull(pending)?;
+    let (c, p) = with_gpu(device, |g, _| g.settings.driver_model.ok_or(NOT_SUPPORTED))?;
+    out(current, c)?;
+    out(pending, p)
 }

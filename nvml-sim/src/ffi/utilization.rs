@@ -2,7 +2,9 @@
 //! encoder, decoder, JPEG, OFA and per-process samples.
 
 use super::*;
-use crate::fleet::{now_us, Gpu};
+use crate::fleet::{now_us, unsupported, Gpu};
+use crate::value::pinned;
+
 use std::ffi::c_ulonglong;
 
 /// NVML reference, nvmlDeviceGetUtilizationRates: not supported on MIG-enabled
@@ -21,8 +23,12 @@ nvml_fn! {
     fn nvmlDeviceGetUtilizationRates(device: nvmlDevice_t, utilization: *mut nvmlUtilization_t) {
         nonnull(utilization)?;
         let (gpu, mem) = util_gpu(device, |g, t| {
+            let [gpu, mem, ..] = &g.readings.utilization;
+            if unsupported(gpu) || unsupported(mem) {
+                return Err(NOT_SUPPORTED);
+            }
             let u = g.util(t);
-            Ok((u.round() as u32, (u * 0.62).round() as u32))
+            Ok((u.round() as u32, pinned(*mem).unwrap_or((u * 0.62).round() as u32)))
         })?;
         out(utilization, nvmlUtilization_t { gpu, memory: mem })
     }
@@ -30,16 +36,26 @@ nvml_fn! {
 
 const SAMPLING_PERIOD_US: u32 = 167_000;
 
+/// `engine`: index into the scenario's pinned utilizations (2 encoder, 3
+/// decoder, 4 JPEG, 5 OFA).
 unsafe fn engine_util(
     device: nvmlDevice_t,
     utilization: *mut c_uint,
     period: *mut c_uint,
+    engine: usize,
     share: f64,
     needs: fn(&Gpu) -> bool,
 ) -> R {
     nonnull(utilization)?;
     nonnull(period)?;
     let v = util_gpu(device, |g, t| {
+        let pin = &g.readings.utilization[engine];
+        if unsupported(pin) {
+            return Err(NOT_SUPPORTED);
+        }
+        if let Some(v) = pinned(*pin) {
+            return Ok(v);
+        }
         if needs(g) {
             Ok((g.util(t) * share).round() as u32)
         } else {
@@ -52,25 +68,25 @@ unsafe fn engine_util(
 
 nvml_fn! {
     fn nvmlDeviceGetEncoderUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
-        engine_util(device, utilization, samplingPeriodUs, 0.2, |g| g.model.encoders)
+        engine_util(device, utilization, samplingPeriodUs, 2, 0.2, |g| g.model.engines.encoders > 0)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetDecoderUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
-        engine_util(device, utilization, samplingPeriodUs, 0.15, |_| true)
+        engine_util(device, utilization, samplingPeriodUs, 3, 0.15, |_| true)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetJpgUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
-        engine_util(device, utilization, samplingPeriodUs, 0.05, |_| true)
+        engine_util(device, utilization, samplingPeriodUs, 4, 0.05, |_| true)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetOfaUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
-        engine_util(device, utilization, samplingPeriodUs, 0.03, |_| true)
+        engine_util(device, utilization, samplingPeriodUs, 5, 0.03, |_| true)
     }
 }
 

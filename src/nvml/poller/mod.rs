@@ -161,8 +161,9 @@ struct SlotState {
     xid_other: Option<XidOther>,
     /// Recent events, for pairing the two sources.
     recent: VecDeque<Recent>,
-    /// The latest event of each code the XID table lists (bounded by the
-    /// table), whether or not its count was folded: what the verdict reads.
+    /// The latest event of each code NVIDIA's catalog lists (bounded by the
+    /// catalog), whether or not its count was folded: what the verdict
+    /// reads.
     xid_latest: BTreeMap<XidKey, Instant>,
     /// The latest GPU reset known (`verdict`, "A GPU reset is known").
     last_reset: Option<Instant>,
@@ -277,7 +278,7 @@ impl GpuSlot {
         if st.pair(key, &e) {
             return;
         }
-        if verdict::bucket(e.code).is_some() {
+        if verdict::xid_action(e.code).is_some() {
             let latest = st.xid_latest.entry(key).or_insert(e.at);
             *latest = (*latest).max(e.at);
         }

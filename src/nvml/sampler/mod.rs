@@ -67,6 +67,7 @@ pub struct GpuSampler<'n> {
     pcie: pcie::State,
     ecc: ecc::State,
     nvlink: nvlink::State,
+    fabric: fabric::State,
     processes: processes::State,
 }
 
@@ -99,6 +100,7 @@ impl<'n> GpuSampler<'n> {
             pcie: pcie::State::default(),
             ecc: ecc::State::default(),
             nvlink: nvlink::State::default(),
+            fabric: fabric::State::default(),
             processes: processes::State::default(),
         }
     }
@@ -141,6 +143,7 @@ impl<'n> GpuSampler<'n> {
             pcie,
             ecc,
             nvlink,
+            fabric,
             processes,
         } = self;
         let families = &*families;
@@ -155,7 +158,7 @@ impl<'n> GpuSampler<'n> {
             calls: &mut *calls,
         };
         let r = &mut GpuReadings::default();
-        let gpm_ids = gpm::request_ids(on(Family::GpmAllMetrics));
+        let gpm_ids = gpm::request_ids(on(Family::GpmAllMetrics), *driver);
         let scalar = scalar::sample(&mut g, families);
         if on(Family::Mode) {
             mode::sample(&mut g, r);
@@ -199,10 +202,16 @@ impl<'n> GpuSampler<'n> {
             retirement::sample(&mut g, &scalar, r);
         }
         if on(Family::Nvlink) {
-            nvlink.sample(&mut g, &scalar, r);
+            nvlink.sample(
+                &mut g,
+                &scalar,
+                architecture.as_ref(),
+                on(Family::NvlinkPerLink),
+                r,
+            );
         }
         if on(Family::Fabric) {
-            fabric::sample(&mut g, r);
+            fabric.sample(&mut g, r);
         }
         if on(Family::Processes) || on(Family::ProcessMemory) {
             processes.sample(&mut g, on(Family::ProcessMemory), mig_enabled, r);
