@@ -178,7 +178,10 @@ mod tests {
             "NVRM: Xid (PCI:0000:3a:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
         );
         let pci = PciAddr::parse("00000001:18:02.0").unwrap();
-        assert!(xid_message(&pci, 31, Some(7), None, Some((39001, "python3 train.py")))
-            .starts_with("NVRM: Xid (PCI:0001:18:02 GPU-I:07 GPU-CI:00): 31, pid=39001, name=python3, "));
+        assert!(
+            xid_message(&pci, 31, Some(7), None, Some((39001, "python3 train.py"))).starts_with(
+                "NVRM: Xid (PCI:0001:18:02 GPU-I:07 GPU-CI:00): 31, pid=39001, name=python3, "
+            )
+        );
     }
 }

@@ -230,7 +230,9 @@ fn every_bucket_has_an_action_and_every_reason_is_listed() {
     let mut seen = std::collections::BTreeSet::new();
     for r in REASONS {
         assert!(seen.insert(r), "{r} listed twice");
-        assert!(r.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'));
+        assert!(r
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'));
     }
     for bucket in crate::xid_catalog::Bucket::ALL {
         let (action, reason) = bucket_action(*bucket);
