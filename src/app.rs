@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 
 use crate::cli::{Config, Library, ListenAddress};
 use crate::http::{self, HttpStats, Published, Router, ServerConfig};
+use crate::kmsg::KernelLog;
 use crate::kubernetes::Attribution;
 use crate::logging;
 use crate::metric::BuildInfo;
@@ -61,6 +62,8 @@ pub enum AppError {
     SystemdSocket(#[from] http::systemd::SystemdSocketError),
     #[error("a start-up task failed: {0}")]
     StartTask(String),
+    #[error("cannot start the kernel log thread: {0}")]
+    KernelLog(#[source] io::Error),
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] io::Error),
     #[error("cannot install the {signal} handler: {source}")]
@@ -98,16 +101,33 @@ pub fn run(config: Config) -> Result<(), AppError> {
         .enable_all()
         .build()
         .map_err(AppError::Runtime)?;
-    let (poller, outcome) = runtime.block_on(serve_until_signal(config))?;
-    if let Some(poller) = poller {
+    let (background, outcome) = runtime.block_on(serve_until_signal(config))?;
+    if let Some(background) = background {
         tracing::info!("stopping the sampler");
-        poller.shutdown(POLLER_SHUTDOWN_TIMEOUT);
+        background.shutdown();
     }
     // A connection task past the drain timeout must not hold the exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
     outcome?;
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// The threads that outlive the async runtime: the sampler and the kernel
+/// log reader.
+struct Background {
+    poller: nvml::Poller,
+    kernel_log: Option<Arc<KernelLog>>,
+}
+
+impl Background {
+    fn shutdown(self) {
+        let deadline = std::time::Instant::now() + POLLER_SHUTDOWN_TIMEOUT;
+        self.poller.shutdown(POLLER_SHUTDOWN_TIMEOUT);
+        if let Some(log) = self.kernel_log {
+            log.shutdown(deadline);
+        }
+    }
 }
 
 /// The signals the exporter handles. Installed before listening: a signal
@@ -231,7 +251,7 @@ async fn supervise(server: &mut JoinHandle<()>, stop: impl Future<Output = &'sta
 /// (`None` when stopped before it started) and how serving ended.
 async fn serve_until_signal(
     config: Config,
-) -> Result<(Option<nvml::Poller>, Result<(), AppError>), AppError> {
+) -> Result<(Option<Background>, Result<(), AppError>), AppError> {
     let mut signals = Signals::install()?;
     // A bad web config is a configuration error: refuse to start. Its
     // files are read with deadlines, on a blocking thread, while SIGTERM
@@ -273,6 +293,10 @@ async fn serve_until_signal(
         stop_rx.clone(),
     ));
     let http_stats = Arc::new(HttpStats::default());
+    let kernel_log = match config.kernel_log.clone() {
+        Some(cfg) => Some(KernelLog::start(cfg).map_err(AppError::KernelLog)?),
+        None => None,
+    };
     let poller = nvml::start(
         PollerConfig {
             library: library_source(&config.library),
@@ -280,6 +304,8 @@ async fn serve_until_signal(
             stuck_deadline: config.stuck_deadline,
             families: config.families.clone(),
             xid_max_codes: config.xid_max_codes,
+            kernel_log: kernel_log.clone(),
+            restart_app_window: config.restart_app_window,
         },
         publisher(
             &config,
@@ -329,11 +355,14 @@ async fn serve_until_signal(
             if let Err(e) = server.await {
                 tracing::error!(error = %e, "the HTTP server task failed");
             }
-            Ok((Some(poller), Ok(())))
+            Ok((Some(Background { poller, kernel_log }), Ok(())))
         }
         Stop::ServerEnded(why) => {
             let _ = stop_tx.send(());
-            Ok((Some(poller), Err(AppError::ServerStopped(why))))
+            Ok((
+                Some(Background { poller, kernel_log }),
+                Err(AppError::ServerStopped(why)),
+            ))
         }
     }
 }
@@ -451,8 +480,6 @@ fn library_source(library: &Library) -> LibrarySource {
     }
 }
 
-/// The callback the sampler calls after every poll round: encode once, swap
-/// in. Readiness changes are logged once each, not every poll.
 /// What the publish step joins onto each snapshot, each kept up to date
 /// off the sampler's and the scrapes' paths.
 struct Joined {
@@ -462,6 +489,8 @@ struct Joined {
     http: Arc<HttpStats>,
 }
 
+/// The callback the sampler calls after every poll round: encode once, swap
+/// in. Readiness changes are logged once each, not every poll.
 fn publisher(
     config: &Config,
     latest: Arc<ArcSwapOption<Published>>,

@@ -36,8 +36,10 @@ mod retirement;
 mod temperature;
 mod throttle;
 mod utilization;
+mod verdict;
 mod workloads;
 mod xid;
+mod xid_kmsg;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -64,6 +66,8 @@ pub static COLLECTORS: &[&Collector] = &[
     &nvlink_link::COLLECTOR,
     &fabric::COLLECTOR,
     &xid::COLLECTOR,
+    &xid_kmsg::COLLECTOR,
+    &verdict::COLLECTOR,
     &processes::COLLECTOR,
     &process_memory::COLLECTOR,
     &mig::COLLECTOR,
@@ -137,6 +141,7 @@ mod tests {
             assert!(
                 [
                     "nvidia_gpu_",
+                    "nvidia_nvswitch_",
                     "nvml_exporter_",
                     "process_",
                     "promhttp_metric_handler_"

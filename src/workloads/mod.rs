@@ -478,6 +478,7 @@ mod tests {
             xid_other: None,
             nvml_errors: vec![],
             pods: vec![],
+            verdicts: vec![],
         }
     }
 

@@ -96,6 +96,9 @@ fn every_gpu_series_has_gpu_and_uuid_and_only_global_ones_lack_them() {
         "process_start_time_seconds",
         "process_open_fds",
         "process_max_fds",
+        "nvidia_nvswitch_sxid_errors_total",
+        "nvml_exporter_kernel_log_up",
+        "nvml_exporter_kernel_log_problems_total",
     ];
     for s in &samples {
         if global.contains(&s.name.as_str()) {
