@@ -2,17 +2,14 @@
 //! activation (`sd_listen_fds(3)`): `LISTEN_PID` names this process and
 //! `LISTEN_FDS` counts the descriptors from 3 on.
 //!
-//! Taking over a descriptor a parent left open has no safe API in std
-//! (`FromRawFd` is `unsafe`: the number must name a socket nobody else
-//! owns). The protocol guarantees both for descriptors 3..3+LISTEN_FDS of
-//! the process LISTEN_PID names, and each is checked to be an inet
-//! listening socket before it is used. This is the one such place outside
-//! the NVML FFI layer.
+//! Taking over a descriptor a parent left open has no safe API in std, so
+//! the `listenfd` crate does it: it checks `LISTEN_PID` and that each
+//! descriptor is a stream socket before handing it over, and keeps the one
+//! `unsafe` call out of this code base.
 
 use std::net::TcpListener;
 
-/// The first descriptor systemd passes (`SD_LISTEN_FDS_START`).
-const LISTEN_FDS_START: i32 = 3;
+use listenfd::ListenFd;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SystemdSocketError {
@@ -25,43 +22,37 @@ pub enum SystemdSocketError {
         pid: Option<String>,
         me: u32,
     },
-    #[error("--web.systemd-socket: descriptor {fd} is not a TCP listening socket: {source}")]
-    NotTcp {
-        fd: i32,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("--web.systemd-socket: descriptor {fd} is not a TCP listening socket: {reason}")]
+    NotTcp { fd: usize, reason: String },
 }
+
+/// The first descriptor systemd passes (`SD_LISTEN_FDS_START`).
+const LISTEN_FDS_START: usize = 3;
 
 /// The sockets systemd passed to this process, as std listeners.
 pub fn listeners() -> Result<Vec<TcpListener>, SystemdSocketError> {
-    let me = std::process::id();
-    let fds_var = std::env::var("LISTEN_FDS").ok();
-    let pid_var = std::env::var("LISTEN_PID").ok();
-    let count = match (&fds_var, &pid_var) {
-        (Some(fds), Some(pid)) if pid.trim().parse() == Ok(me) => fds.trim().parse().unwrap_or(0),
-        _ => 0,
-    };
-    if count < 1 {
+    let mut passed = ListenFd::from_env();
+    if passed.len() == 0 {
         return Err(SystemdSocketError::NonePassed {
-            fds: fds_var,
-            pid: pid_var,
-            me,
+            fds: std::env::var("LISTEN_FDS").ok(),
+            pid: std::env::var("LISTEN_PID").ok(),
+            me: std::process::id(),
         });
     }
-    (LISTEN_FDS_START..LISTEN_FDS_START + count)
-        .map(|fd| {
-            // SAFETY: sd_listen_fds(3): descriptors LISTEN_FDS_START onwards,
-            // LISTEN_FDS of them, are sockets passed to the process named
-            // by LISTEN_PID (checked above), owned by nobody else in it.
-            #[allow(unsafe_code)]
-            let listener = unsafe { <TcpListener as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-            // An AF_UNIX or closed descriptor has no inet address.
+    (0..passed.len())
+        .map(|index| {
+            let fd = LISTEN_FDS_START + index;
+            let not_tcp = |reason: String| SystemdSocketError::NotTcp { fd, reason };
+            let listener = passed
+                .take_tcp_listener(index)
+                .map_err(|e| not_tcp(e.to_string()))?
+                .ok_or_else(|| not_tcp("already taken".to_owned()))?;
+            // An AF_UNIX descriptor passes the stream check but has no inet address.
             listener
                 .local_addr()
                 .and_then(|_| listener.set_nonblocking(true))
-                .map(|()| listener)
-                .map_err(|source| SystemdSocketError::NotTcp { fd, source })
+                .map_err(|e| not_tcp(e.to_string()))?;
+            Ok(listener)
         })
         .collect()
 }
