@@ -28,6 +28,7 @@ mod golden;
 mod gpm_engines;
 mod hostile;
 mod http;
+mod kmsg;
 mod module_layers;
 mod privilege;
 mod scenarios;

@@ -6,7 +6,7 @@
 //! dgx-h100's PCI buses (nvml-sim's DGX_BUSES): GPU 2 is 3a, GPU 3 5d,
 //! GPU 4 9a, GPU 5 ab, GPU 6 ba, GPU 7 db.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Write;
