@@ -8,7 +8,10 @@
 
 mod file;
 
-pub use file::{merge_tables, BoardFile, BUILTIN_BOARDS, BUILTIN_SCENARIOS};
+pub use file::{
+    merge_tables, BoardFile, FabricHealthSection, HealthSummary, IncorrectConfiguration,
+    BUILTIN_BOARDS, BUILTIN_SCENARIOS,
+};
 
 use nvml_wrapper_sys::bindings as sys;
 use std::sync::{Arc, OnceLock};
@@ -90,6 +93,44 @@ pub struct PowerLimits {
     pub max_mw: u32,
 }
 
+/// A power scope other than the GPU's: `NVML_POWER_SCOPE_MODULE` (Grace
+/// superchips: CPU, GPU and memory) or `_MEMORY` (the GPU's memory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PowerScope {
+    /// `None`: the limits fields answer NOT_SUPPORTED (real captures print
+    /// no limits for the memory scope).
+    pub limits: Option<PowerLimits>,
+    /// Draw at 0 % and at 100 % load, milliwatts.
+    pub idle_mw: u32,
+    pub busy_mw: u32,
+}
+
+/// The fabric health a board reports before any fault, as
+/// `nvmlGpuFabricInfo_v3_t` codes: the health mask's fields (degraded
+/// bandwidth, route recovery, route unhealthy, access timeout recovery:
+/// 0 not supported, 1 true, 2 false; incorrect configuration: 0 not
+/// supported, 1 none, 2.. which check failed) and the summary (0 not
+/// supported, 1 healthy, 2 unhealthy, 3 limited capacity).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FabricHealth {
+    pub fields: [u8; 5],
+    pub summary: u8,
+}
+
+impl FabricHealth {
+    /// Bit shift of each mask field (nvml.h 13.0, `NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_*`).
+    pub const SHIFTS: [u32; 5] = [0, 2, 4, 6, 8];
+
+    /// The mask as a branch that defines its first `fields` fields reports it.
+    pub fn mask(&self, fields: u32) -> u32 {
+        self.fields
+            .iter()
+            .zip(Self::SHIFTS)
+            .take(fields as usize)
+            .fold(0, |m, (&v, shift)| m | (u32::from(v) << shift))
+    }
+}
+
 /// Engine counts of the whole GPU (`[engines]` of a board file).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Engines {
@@ -127,9 +168,12 @@ pub struct Model {
     pub power_min_mw: u32,
     pub power_max_mw: u32,
     pub power_idle_mw: u32,
-    /// `NVML_POWER_SCOPE_MODULE` (Grace superchips) and `_MEMORY` limits.
-    pub module_power: Option<PowerLimits>,
-    pub memory_power: Option<PowerLimits>,
+    /// `NVML_POWER_SCOPE_MODULE` (Grace superchips) and `_MEMORY`.
+    pub module_power: Option<PowerScope>,
+    pub memory_power: Option<PowerScope>,
+    /// Power smoothing (Blackwell data-center boards): the circuitry's
+    /// lifetime field answers.
+    pub power_smoothing: bool,
     pub max_graphics_mhz: u32,
     pub max_sm_mhz: u32,
     pub max_mem_mhz: u32,
@@ -158,6 +202,8 @@ pub struct Model {
     /// The board registers with an NVSwitch fabric manager
     /// (`nvmlDeviceGetGpuFabricInfo`).
     pub nvswitch: bool,
+    /// Its fabric health rows before any fault.
+    pub fabric_health: FabricHealth,
     pub ecc: bool,
     /// ECC mode out of the factory (`nvmlDeviceGetDefaultEccMode`).
     pub ecc_default: bool,
@@ -216,6 +262,16 @@ impl Model {
     /// `nvmlDeviceGetGpuFabricInfo`.
     pub fn nvswitch_fabric(&self) -> bool {
         self.nvswitch
+    }
+
+    /// NVLink5 (Blackwell and newer): link recovery, effective and symbol
+    /// error counters (fields 213-222) instead of the DL replay, recovery
+    /// and CRC ones, which nvml.h calls "unsupported for Blackwell+" (12.8
+    /// header on).
+    pub fn nvlink5(&self) -> bool {
+        self.nvlinks > 0
+            && self.arch != sys::NVML_DEVICE_ARCH_UNKNOWN
+            && self.arch >= sys::NVML_DEVICE_ARCH_BLACKWELL
     }
 
     pub fn mig_capable(&self) -> bool {
