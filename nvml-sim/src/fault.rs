@@ -2,6 +2,7 @@
 //! socket and the `nvml-sim` CLI. A fault is a TOML table whose `action` key
 //! names the variant (see README, "Faults").
 
+use crate::value::Val;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -170,28 +171,6 @@ impl FabricState {
     }
 }
 
-/// A fabric health row a fault sets: true, false, or "n/a" (the row
-/// answers "not supported").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Flag {
-    True,
-    False,
-    #[serde(rename = "n/a")]
-    NotSupported,
-}
-
-impl Flag {
-    /// The two-bit mask code: 1 true, 2 false, 0 not supported.
-    pub fn nvml(self) -> u8 {
-        match self {
-            Flag::True => 1,
-            Flag::False => 2,
-            Flag::NotSupported => 0,
-        }
-    }
-}
-
 fn one() -> u64 {
     1
 }
@@ -328,15 +307,15 @@ pub enum Fault {
         registered: bool,
     },
     /// The fabric health a GPU reports (`nvmlDeviceGetGpuFabricInfoV`):
-    /// its summary (v3, R580+) and the health mask's rows; absent keys keep
-    /// their value.
+    /// its summary (v3, R580+) and the health mask's rows (true, false, or
+    /// "N/A": not supported); absent keys keep their value.
     FabricHealth {
         gpu: u32,
         summary: Option<crate::model::HealthSummary>,
-        degraded_bandwidth: Option<Flag>,
-        route_recovery: Option<Flag>,
-        route_unhealthy: Option<Flag>,
-        access_timeout_recovery: Option<Flag>,
+        degraded_bandwidth: Option<Val<bool>>,
+        route_recovery: Option<Val<bool>>,
+        route_unhealthy: Option<Val<bool>>,
+        access_timeout_recovery: Option<Val<bool>>,
         incorrect_configuration: Option<crate::model::IncorrectConfiguration>,
     },
     /// The power smoothing circuitry's lifetime remaining (percent) on

@@ -495,8 +495,8 @@ mod tests {
             // Deprecated, not removed: the symbol is still exported.
             assert!(p(v).exports("nvmlDeviceGetDisplayMode"));
         }
-        assert!(!p("590.48.01").deprecates("nvmlDeviceGetPowerState"));
-        assert!(p("595.91.07").deprecates("nvmlDeviceGetPowerState"));
+        assert!(!p("580.95.05").deprecates("nvmlDeviceGetPowerState"));
+        assert!(p("590.44.01").deprecates("nvmlDeviceGetPowerState"));
         assert_eq!(p("560.35.03").field(226), Field::Id(226));
         assert_eq!(p("570.133.20").field(226), Field::Deprecated);
         for name in ever_deprecated() {

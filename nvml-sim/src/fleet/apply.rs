@@ -375,7 +375,7 @@ impl Sim {
                 .enumerate()
                 {
                     if let Some(f) = flag {
-                        h.fields[i] = f.nvml();
+                        h.fields[i] = f.get().map_or(0, |t| if t { 1 } else { 2 });
                     }
                 }
                 if let Some(c) = incorrect_configuration {

@@ -187,6 +187,8 @@ pub struct Model {
     pub temp_gpu_max: Option<u32>,
     /// `None` where the board has no HBM temperature sensor.
     pub temp_mem_max: Option<u32>,
+    /// T.Limit where no absolute max operating temperature is reported.
+    pub tlimit_temperature: Option<u32>,
     /// The thresholds as signed T.Limit margins (fields 193-196: shutdown,
     /// slowdown, memory max, GPU max), as Ada and newer boards serve them;
     /// `None` where not supported.
@@ -232,9 +234,13 @@ pub fn builtins() -> &'static [Arc<Model>] {
     BOARDS.get_or_init(|| {
         BUILTIN_BOARDS
             .iter()
-            .map(|(key, text)| {
-                let file: BoardFile = toml::from_str(text)
-                    .unwrap_or_else(|e| panic!("boards/{key}.toml: {}", e.message()));
+            .map(|(key, _)| {
+                let table = builtin_table(key).expect("a built-in board");
+                let file: BoardFile = toml::Value::Table(table)
+                    .try_into()
+                    .unwrap_or_else(|e: toml::de::Error| {
+                        panic!("boards/{key}.toml: {}", e.message())
+                    });
                 Arc::new(
                     file.resolve(key)
                         .unwrap_or_else(|e| panic!("boards/{key}.toml: {e}")),
@@ -242,6 +248,27 @@ pub fn builtins() -> &'static [Arc<Model>] {
             })
             .collect()
     })
+}
+
+/// A built-in board file as a table, merged over its `base` (a built-in
+/// board too: a variant says only what differs, as scenarios' boards do);
+/// `None` if no built-in has that key. The unit tests prove every file
+/// parses and every base exists.
+pub fn builtin_table(key: &str) -> Option<toml::Table> {
+    let text = BUILTIN_BOARDS.iter().find(|(k, _)| *k == key)?.1;
+    let mut table: toml::Table = text
+        .parse()
+        .unwrap_or_else(|e: toml::de::Error| panic!("boards/{key}.toml: {}", e.message()));
+    match table.remove("base") {
+        Some(toml::Value::String(base)) if base != key => {
+            let mut merged = builtin_table(&base)
+                .unwrap_or_else(|| panic!("boards/{key}.toml: no built-in base `{base}`"));
+            merge_tables(&mut merged, table);
+            Some(merged)
+        }
+        Some(other) => panic!("boards/{key}.toml: base {other} is not another built-in board"),
+        None => Some(table),
+    }
 }
 
 pub fn model_by_key(key: &str) -> Option<Arc<Model>> {
@@ -294,14 +321,16 @@ impl Model {
     /// down at (for the thermal-throttle physics).
     pub fn slowdown_c(&self) -> u32 {
         self.temp_slowdown
+            .or_else(|| Some((self.tlimit_c()? as i32 - self.tlimit_margins[1]?) as u32))
             .or(self.temp_gpu_max.map(|t| t + 2))
             .unwrap_or(90)
     }
 
     /// The maximum operating temperature T.Limit margins count from: the
-    /// absolute one, or the slowdown threshold less its margin.
+    /// absolute one, the board's T.Limit, or the slowdown threshold less
+    /// its margin.
     pub fn tlimit_c(&self) -> Option<u32> {
-        self.temp_gpu_max.or_else(|| {
+        self.temp_gpu_max.or(self.tlimit_temperature).or_else(|| {
             let slowdown_margin = self.tlimit_margins[1]?;
             Some((self.temp_slowdown? as i32 + slowdown_margin) as u32)
         })

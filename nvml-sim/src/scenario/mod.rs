@@ -207,16 +207,11 @@ impl Boards<'_> {
             model::merge_tables(&mut t, file_table(f));
             return Ok(t);
         }
-        let text = model::BUILTIN_BOARDS
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, t)| *t)
-            .ok_or_else(|| {
-                let mut known: Vec<&str> = self.defined.keys().map(String::as_str).collect();
-                known.extend(model::BUILTIN_BOARDS.iter().map(|(k, _)| *k));
-                format!("unknown GPU model `{key}` (known: {})", known.join(", "))
-            })?;
-        toml::from_str(text).map_err(|e| format!("built-in board `{key}`: {}", e.message()))
+        model::builtin_table(key).ok_or_else(|| {
+            let mut known: Vec<&str> = self.defined.keys().map(String::as_str).collect();
+            known.extend(model::BUILTIN_BOARDS.iter().map(|(k, _)| *k));
+            format!("unknown GPU model `{key}` (known: {})", known.join(", "))
+        })
     }
 
     fn resolve(key: &str, table: toml::Table) -> Result<Arc<Model>, String> {
