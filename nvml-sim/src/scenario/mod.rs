@@ -766,7 +766,7 @@ mod tests {
     #[test]
     fn inline_boards_and_not_supported_values() {
         let text = r#"
-[board.b200]
+[board.blackwell-4slice]
 name = "NVIDIA B200"
 brand = "nvidia"
 architecture = "blackwell"
@@ -779,11 +779,11 @@ engines = { decoders = 7, jpegs = 7, ofas = 1 }
 ecc = { supported = true, row_remapping = true, remapper_banks = 3072 }
 thermal = { shutdown_c = "N/A", gpu_max_c = 87 }
 
-[board.b200.mig]
+[board.blackwell-4slice.mig]
 compute_slices = 4
 memory_slices = 4
 
-[[board.b200.mig.profile]]
+[[board.blackwell-4slice.mig.profile]]
 name = "1g.45gb"
 profile = "1_SLICE"
 id = 19
@@ -801,7 +801,7 @@ jpegs = 1
 ofas = 0
 
 [[gpu]]
-model = "b200"
+model = "blackwell-4slice"
 count = 2
 mig = ["1g.45gb", { profile = "1g.45gb", gpu_instance_id = 6 }]
 processes = [{ name = "x", memory_mib = 10, gpu_instance = 6 }]
