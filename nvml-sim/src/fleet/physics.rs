@@ -231,7 +231,10 @@ impl Gpu {
     pub fn memory_temperature(&self, t: f64) -> Option<u32> {
         match &self.readings.memory_temperature_c {
             Some(v) => v.get(),
-            None => self.model.temp_mem_max.map(|_| self.temperature(t) + 6),
+            // HBM boards: an absolute memory threshold or a memory T.Limit
+            // margin (Blackwell captures print only the latter).
+            None => (self.model.temp_mem_max.is_some() || self.model.tlimit_margins[2].is_some())
+                .then(|| self.temperature(t) + 6),
         }
     }
 

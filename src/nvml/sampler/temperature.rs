@@ -21,12 +21,13 @@ pub struct State {
     margin_thresholds: Cached<Vec<(Threshold, f64)>>,
 }
 
-/// The T.Limit fields and the threshold each one is a margin for.
-const MARGIN_THRESHOLDS: [((u32, u32), Threshold); 4] = [
+/// The T.Limit fields read, and the threshold each one is a margin for:
+/// shutdown and slowdown. The max operating margins (GPU and memory,
+/// fields 195/196) are 0 by definition, T.Limit being the max operating
+/// temperature (every capture prints 0 C), so they are not read.
+const MARGIN_THRESHOLDS: [((u32, u32), Threshold); 2] = [
     ((fields::TLIMIT_SHUTDOWN, 0), Threshold::Shutdown),
     ((fields::TLIMIT_SLOWDOWN, 0), Threshold::Slowdown),
-    ((fields::TLIMIT_MEMORY_MAX, 0), Threshold::MemoryMax),
-    ((fields::TLIMIT_GPU_MAX, 0), Threshold::GpuMax),
 ];
 
 /// A T.Limit field as signed degrees. The captures print negative values
