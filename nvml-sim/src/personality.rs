@@ -474,7 +474,10 @@ mod tests {
             assert_eq!(lifetime(v), id, "{v}");
         }
         // R575's power sync fields (254/255) are not power smoothing.
-        assert_eq!(Personality::parse("575.57.08").unwrap().field(254), Field::Absent);
+        assert_eq!(
+            Personality::parse("575.57.08").unwrap().field(254),
+            Field::Absent
+        );
     }
 
     #[test]
@@ -500,7 +503,10 @@ mod tests {
         assert_eq!(p("560.35.03").field(226), Field::Id(226));
         assert_eq!(p("570.133.20").field(226), Field::Deprecated);
         for name in ever_deprecated() {
-            assert!(managed().iter().all(|m| m != name), "{name} is never absent");
+            assert!(
+                managed().iter().all(|m| m != name),
+                "{name} is never absent"
+            );
         }
         assert_eq!(p("560.35.03").fabric_info_version(), Some(2));
         assert_eq!(p("580.65.06").fabric_info_version(), Some(3));

@@ -126,9 +126,7 @@ fn field_value(
         NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL => nvl_err(C::CrcFlit, None),
         NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL => nvl_err(C::CrcData, None),
         NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL => nvl_err(C::Replay, None),
-        NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL if !m.nvlink5() => {
-            nvl_err(C::Recovery, None)
-        }
+        NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL if !m.nvlink5() => nvl_err(C::Recovery, None),
         NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL => nvl_err(C::EccData, None),
         _ if link_in(
             NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L0,
@@ -197,9 +195,7 @@ fn field_value(
             )
         }
         NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY => nvl_err(C::Replay, Some(scope)),
-        NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY if !m.nvlink5() => {
-            nvl_err(C::Recovery, Some(scope))
-        }
+        NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY if !m.nvlink5() => nvl_err(C::Recovery, Some(scope)),
         NVML_FI_DEV_NVLINK_ERROR_DL_CRC => nvl_err(C::CrcFlit, Some(scope)),
         // NVLink5, per link in scopeId (go-nvml 2a1f6c3:2670-2696): link
         // recovery successful, failed and either; errors left after FEC and

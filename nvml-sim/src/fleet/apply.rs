@@ -310,7 +310,10 @@ impl Sim {
                     let (has, lacks) = if nvlink5 {
                         ("NVLink5", "recovery, recovery-failed, effective, symbol")
                     } else {
-                        ("NVLink 1-4", "replay, recovery, crc-flit, crc-data, ecc-data")
+                        (
+                            "NVLink 1-4",
+                            "replay, recovery, crc-flit, crc-data, ecc-data",
+                        )
                     };
                     return Err(format!(
                         "GPU {gpu} ({name}) has {has} links, which count {lacks}, not {counter:?} errors"

@@ -391,7 +391,9 @@ fn scope(s: &ScopeSection, name: &str) -> Result<PowerScope, String> {
             name,
         )?),
         None if s.min_limit_w.is_some() || s.max_limit_w.is_some() => {
-            return Err(format!("power.{name}: min_limit_w and max_limit_w need default_limit_w"))
+            return Err(format!(
+                "power.{name}: min_limit_w and max_limit_w need default_limit_w"
+            ))
         }
         None => None,
     };

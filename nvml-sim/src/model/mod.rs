@@ -236,11 +236,12 @@ pub fn builtins() -> &'static [Arc<Model>] {
             .iter()
             .map(|(key, _)| {
                 let table = builtin_table(key).expect("a built-in board");
-                let file: BoardFile = toml::Value::Table(table)
-                    .try_into()
-                    .unwrap_or_else(|e: toml::de::Error| {
-                        panic!("boards/{key}.toml: {}", e.message())
-                    });
+                let file: BoardFile =
+                    toml::Value::Table(table)
+                        .try_into()
+                        .unwrap_or_else(|e: toml::de::Error| {
+                            panic!("boards/{key}.toml: {}", e.message())
+                        });
                 Arc::new(
                     file.resolve(key)
                         .unwrap_or_else(|e| panic!("boards/{key}.toml: {e}")),

@@ -250,7 +250,10 @@ pub(super) struct RawFabric {
 impl RawFabric {
     fn resolve(&self, model: &Model) -> Result<FabricSpec, String> {
         if !model.nvswitch_fabric() {
-            return Err(format!("{} is not on an NVSwitch fabric (fabric)", model.name));
+            return Err(format!(
+                "{} is not on an NVSwitch fabric (fabric)",
+                model.name
+            ));
         }
         let mut health = model.fabric_health;
         if let Some(h) = &self.health {

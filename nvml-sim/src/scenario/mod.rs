@@ -822,7 +822,10 @@ thermal = { memory_max_c = "N/A" }
         );
         assert_eq!(b.cuda_cc, (10, 0), "from the architecture");
         assert_eq!(b.temp_shutdown, None);
-        assert_eq!(b.module_power.unwrap().limits.unwrap().default_mw, 2_700_000);
+        assert_eq!(
+            b.module_power.unwrap().limits.unwrap().default_mw,
+            2_700_000
+        );
         assert!(Arc::ptr_eq(b, &s.gpus[1].model), "one board, shared");
         let mig = s.gpus[0].mig.as_ref().unwrap();
         assert_eq!((mig[0].start, mig[1].start), (0, 3));
