@@ -23,6 +23,10 @@ const SCENARIOS: &[(&str, u32)] = &[
     ("workstation", BUDGET),
     ("faults", BUDGET),
     ("large", BUDGET_LARGE),
+    ("hgx-h200", BUDGET),
+    ("hgx-b200", BUDGET),
+    ("gb200-nvl72", BUDGET),
+    ("rtx-pro-6000", BUDGET),
 ];
 
 /// Series and GPUs (one `nvidia_gpu_info` each) of one scrape.
@@ -53,12 +57,29 @@ fn complete(scenario: &str, text: &str) -> bool {
         // withdrawn, so wait for whole-GPU activity on the GPU that stays
         // healthy throughout.
         "faults" => has("nvidia_gpu_activity_ratio", 7),
+        // GPU 0 in MIG mode (activity per instance), the others whole.
+        "hgx-h200" | "hgx-b200" => {
+            has("nvidia_gpu_mig_activity_ratio", 0)
+                && (1..8).all(|g| has("nvidia_gpu_activity_ratio", g))
+        }
+        "gb200-nvl72" => (0..4).all(|g| has("nvidia_gpu_activity_ratio", g)),
+        "rtx-pro-6000" => {
+            (0..2).all(|g| has("nvidia_gpu_mig_activity_ratio", g))
+                && (2..4).all(|g| has("nvidia_gpu_activity_ratio", g))
+        }
         _ => unreachable!("{scenario}"),
     }
 }
 
 #[test]
 fn default_set_stays_within_the_series_budget_on_every_builtin_scenario() {
+    // Every built-in scenario has its budget here (a new one must be added).
+    for name in common::sim_listing("scenarios") {
+        assert!(
+            SCENARIOS.iter().any(|(s, _)| *s == name),
+            "built-in scenario {name} has no budget in SCENARIOS"
+        );
+    }
     let mut report = Vec::new();
     let mut over = Vec::new();
     for &(scenario, budget) in SCENARIOS {
