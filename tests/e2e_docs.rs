@@ -184,7 +184,13 @@ fn documented_families_equal_emitted_families() {
     e.wait_ready();
     sim_control(
         &socket,
-        &["fabric-health", "--gpu", "1", "--degraded-bandwidth", "true"],
+        &[
+            "fabric-health",
+            "--gpu",
+            "1",
+            "--degraded-bandwidth",
+            "true",
+        ],
     );
     merge(
         "gb200-nvl72",
