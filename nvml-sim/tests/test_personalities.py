@@ -1,4 +1,4 @@
-"""Driver personalities: nvml-sim presents R535 to R580 as those libraries
+"""Driver personalities: nvml-sim presents R535 to R610 as those libraries
 are, and any other real driver version with its own version strings and
 the nearest modelled behaviour, to clients that know nothing of the
 simulator (ctypes `dlsym`, pynvml, nvitop). Expected values come from the branches' nvml.h (NVIDIA/go-nvml
