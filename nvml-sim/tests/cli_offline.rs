@@ -45,7 +45,17 @@ fn check_and_list_scenarios() {
         .output()
         .unwrap();
     let list = String::from_utf8_lossy(&out.stdout);
-    for name in ["dgx-h100", "dgx-a100", "workstation", "faults", "large"] {
+    for name in [
+        "dgx-h100",
+        "dgx-a100",
+        "workstation",
+        "faults",
+        "large",
+        "hgx-h200",
+        "hgx-b200",
+        "gb200-nvl72",
+        "rtx-pro-6000",
+    ] {
         assert!(list.lines().any(|l| l.starts_with(name)), "{list}");
     }
     // The data the tests walk: boards and driver behaviours.
@@ -64,8 +74,9 @@ fn check_and_list_scenarios() {
         .filter_map(|l| l.split_whitespace().next())
         .collect();
     assert_eq!(first.first(), Some(&"535.183.01"), "{drivers}");
-    assert_eq!(first.last(), Some(&"580.95.05"), "{drivers}");
-    assert!(drivers.contains("v >= 580.82"), "{drivers}");
+    assert_eq!(first.last(), Some(&"610.57.04"), "{drivers}");
+    assert!(drivers.contains("580.82 <= v < 590"), "{drivers}");
+    assert!(drivers.contains("v >= 610"), "{drivers}");
     // A control command without a socket is a usage error, not a hang.
     let out = Command::new(common::cli())
         .env_remove("NVML_SIM_CONTROL")
