@@ -198,7 +198,7 @@ fn documented_families_equal_emitted_families() {
             &e,
             &[
                 "nvidia_gpu_fabric_health_issue",
-                "nvidia_gpu_fabric_health_summary",
+                "nvidia_gpu_fabric_health",
                 "nvidia_gpu_fabric_info",
                 "nvidia_gpu_memory_power_usage_watts",
                 "nvidia_gpu_module_power_limit_watts",

@@ -213,7 +213,7 @@ fn every_branch_serves_fabric_temperature_and_throttle_with_no_error_counted() {
         );
         // A single-node HGX reports no health rows and no partition, on
         // every branch (real HGX H100 on 590.48.01 print them N/A).
-        assert_eq!(count("nvidia_gpu_fabric_health_summary"), 0, "{driver}");
+        assert_eq!(count("nvidia_gpu_fabric_health"), 0, "{driver}");
         assert_eq!(count("nvidia_gpu_fabric_health_issue"), 0, "{driver}");
         assert_eq!(count("nvidia_gpu_fabric_info"), 0, "{driver}");
         assert_eq!(
@@ -266,7 +266,7 @@ fn a_gb200_tray_is_clean_on_every_blackwell_branch() {
             "{driver}"
         );
         assert_eq!(
-            count("nvidia_gpu_fabric_health_summary"),
+            count("nvidia_gpu_fabric_health"),
             if major >= 580 { 4 } else { 0 },
             "{driver}: the summary is v3's (R580+)"
         );

@@ -237,7 +237,7 @@ def test_nvlink5_errors_and_fabric_health_page_on_blackwell(tmp_path, scenario):
         # summary of every GPU (increase() needs a sample from before), and
         # nothing fires.
         wait_until(lambda: len(prom.query('nvidia_gpu_nvlink_errors_total{error="recovery"}')) >= gpus - 1
-                   and len(prom.query('nvidia_gpu_fabric_health_summary{summary="healthy"}')) == gpus,
+                   and len(prom.query('nvidia_gpu_fabric_health{summary="healthy"}')) == gpus,
                    30, "NVLink5 recovery counters and healthy fabric summaries")
         assert not prom.query('nvidia_gpu_nvlink_errors_total{error=~"replay|crc_flit|crc_data"}'), \
             "Blackwell has no DL counters"

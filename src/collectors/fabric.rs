@@ -19,7 +19,7 @@ pub static COLLECTOR: Collector = Collector {
             collect: state,
         },
         Metric {
-            name: "nvidia_gpu_fabric_health_summary",
+            name: "nvidia_gpu_fabric_health",
             help: "NVML's NVLink fabric health summary: 1 healthy, 2 unhealthy, 3 limited capacity.",
             kind: Kind::Gauge,
             collect: summary,
