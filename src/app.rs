@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 
 use crate::cli::{Config, Library, ListenAddress};
 use crate::http::{self, Published, Router, ServerConfig};
+use crate::kmsg::KernelLog;
 use crate::kubernetes::Attribution;
 use crate::logging;
 use crate::metric::BuildInfo;
@@ -56,6 +57,8 @@ pub enum AppError {
     Nvml(#[from] nvml::StartError),
     #[error(transparent)]
     WebConfig(#[from] WebConfigError),
+    #[error("cannot start the kernel log thread: {0}")]
+    KernelLog(#[source] io::Error),
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] io::Error),
     #[error("cannot install the {signal} handler: {source}")]
@@ -87,14 +90,31 @@ pub fn run(config: Config) -> Result<(), AppError> {
         .enable_all()
         .build()
         .map_err(AppError::Runtime)?;
-    let (poller, outcome) = runtime.block_on(serve_until_signal(config))?;
+    let (background, outcome) = runtime.block_on(serve_until_signal(config))?;
     tracing::info!("stopping the sampler");
-    poller.shutdown(POLLER_SHUTDOWN_TIMEOUT);
+    background.shutdown();
     // A connection task past the drain timeout must not hold the exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
     outcome?;
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// The threads that outlive the async runtime: the sampler and the kernel
+/// log reader.
+struct Background {
+    poller: nvml::Poller,
+    kernel_log: Option<Arc<KernelLog>>,
+}
+
+impl Background {
+    fn shutdown(self) {
+        let deadline = std::time::Instant::now() + POLLER_SHUTDOWN_TIMEOUT;
+        self.poller.shutdown(POLLER_SHUTDOWN_TIMEOUT);
+        if let Some(log) = self.kernel_log {
+            log.shutdown(deadline);
+        }
+    }
 }
 
 /// The signals the exporter handles. Installed before listening: a signal
@@ -165,7 +185,7 @@ async fn supervise(server: &mut JoinHandle<()>, stop: impl Future<Output = &'sta
 
 async fn serve_until_signal(
     config: Config,
-) -> Result<(nvml::Poller, Result<(), AppError>), AppError> {
+) -> Result<(Background, Result<(), AppError>), AppError> {
     let mut signals = Signals::install()?;
     // A bad web config is a configuration error: refuse to start.
     let web = match &config.web_config_file {
@@ -189,6 +209,10 @@ async fn serve_until_signal(
     if let Some(w) = &workloads {
         tokio::spawn(w.clone().run(stop_rx.clone()));
     }
+    let kernel_log = match config.kernel_log.clone() {
+        Some(cfg) => Some(KernelLog::start(cfg).map_err(AppError::KernelLog)?),
+        None => None,
+    };
     let poller = nvml::start(
         PollerConfig {
             library: library_source(&config.library),
@@ -196,6 +220,8 @@ async fn serve_until_signal(
             stuck_deadline: config.stuck_deadline,
             families: config.families.clone(),
             xid_max_codes: config.xid_max_codes,
+            kernel_log: kernel_log.clone(),
+            restart_app_window: config.restart_app_window,
         },
         publisher(&config, latest.clone(), attribution, workloads),
     )?;
@@ -231,11 +257,14 @@ async fn serve_until_signal(
             if let Err(e) = server.await {
                 tracing::error!(error = %e, "the HTTP server task failed");
             }
-            Ok((poller, Ok(())))
+            Ok((Background { poller, kernel_log }, Ok(())))
         }
         Stop::ServerEnded(why) => {
             let _ = stop_tx.send(());
-            Ok((poller, Err(AppError::ServerStopped(why))))
+            Ok((
+                Background { poller, kernel_log },
+                Err(AppError::ServerStopped(why)),
+            ))
         }
     }
 }

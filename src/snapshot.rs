@@ -38,6 +38,32 @@ pub struct Snapshot {
     pub kubernetes: Option<KubernetesStatus>,
     /// Present when workload attribution (`--workloads`) is on.
     pub workloads: Option<WorkloadAttribution>,
+    /// Present when the kernel log is read for XIDs (`--collector.xid.kmsg`).
+    pub kernel_log: Option<KernelLogStatus>,
+}
+
+/// How reading the kernel log goes, and the NVSwitch SXIDs found in it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KernelLogStatus {
+    /// The log is open and followed: its last read returned within the
+    /// deadline.
+    pub up: bool,
+    /// What went wrong since start, by kind; only kinds seen.
+    pub problems: Vec<(KernelLogProblem, u64)>,
+    /// SXIDs in the log since boot, per NVSwitch and code, bounded like
+    /// the XIDs (`--collector.xid.max-codes` codes per switch, the rest
+    /// under `sxid: None`, i.e. `sxid="other"`).
+    pub sxids: Vec<SxidCount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SxidCount {
+    /// The NVSwitch's PCI address as the kernel prints it, `0000:c3:00.0`.
+    pub switch: String,
+    /// `None`: folded into `other` (the switch already had the most codes,
+    /// or the code is out of range).
+    pub sxid: Option<u64>,
+    pub count: u64,
 }
 
 /// How the kubelet's pod-resources API answered lately.
@@ -90,6 +116,21 @@ pub struct GpuState {
     /// Kubernetes pods that hold this GPU or one of its MIG devices, when
     /// pod attribution is on.
     pub pods: Vec<PodAttribution>,
+    /// What to do with this GPU now: the GPU's verdict first, then one per
+    /// MIG instance whose own fault decides something. Empty where the
+    /// exporter cannot judge (NVML down, the GPU not sampled yet, denied
+    /// or failing every call).
+    pub verdicts: Vec<Verdict>,
+}
+
+/// One verdict: the action, and the signal that decided it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    pub gpu_instance: Option<u32>,
+    pub compute_instance: Option<u32>,
+    pub action: Action,
+    /// A fixed, bounded vocabulary (`crate::verdict::REASONS`).
+    pub reason: &'static str,
 }
 
 /// Strings that identify a GPU. Each is absent when NVML cannot give it
@@ -590,6 +631,25 @@ label_enum!(
 );
 
 label_enum!(ProcessKind { Compute => "compute", Graphics => "graphics" });
+
+label_enum!(
+    /// What to do with a GPU now, from least to most drastic: the order is
+    /// the severity (`Ord`), and the worst action wins.
+    Action {
+        None => "none", RestartApp => "restart_app", ResetGpu => "reset_gpu",
+        Reboot => "reboot", CheckHardware => "check_hardware", Rma => "rma",
+    }
+);
+
+label_enum!(
+    /// What went wrong reading the kernel log (`--collector.xid.kmsg`).
+    KernelLogProblem {
+        Unreadable => "unreadable", ReadError => "read_error", Stalled => "stalled",
+        Malformed => "malformed", Oversized => "oversized", OutOfOrder => "out_of_order",
+        Overrun => "overrun", Rotated => "rotated", Truncated => "truncated",
+        UnknownGpu => "unknown_gpu", TooManySwitches => "too_many_switches",
+    }
+);
 
 label_enum!(
     /// What holds a GPU, by the cgroup of its processes. `unknown`: the

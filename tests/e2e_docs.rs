@@ -59,6 +59,14 @@ fn documented_families_equal_emitted_families() {
     let socket = dir.path().join("h100.sock");
     let empty_procfs = dir.path().join("proc");
     std::fs::create_dir(&empty_procfs).unwrap();
+    // A kernel log with an NVSwitch SXID and a line that is not a record.
+    let kmsg = dir.path().join("kmsg");
+    std::fs::write(
+        &kmsg,
+        "4,1,1000000,-;nvidia-nvswitch0: SXid (PCI:0000:c3:00.0): 20009, Non-fatal, Link 28\nnot a record\n",
+    )
+    .unwrap();
+    let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
     let e = Exporter::simulate_env(
         "dgx-h100",
         &[
@@ -67,6 +75,8 @@ fn documented_families_equal_emitted_families() {
             "--collector.ecc.by-location",
             "--collector.gpm.all-metrics",
             "--collector.mig.memory-free",
+            "--collector.xid.kmsg",
+            &kmsg_flag,
             "--collect.stuck-deadline=500ms",
             // No process of the simulated fleet exists in an empty procfs:
             // each is attributed as `unknown`, and counted as a read error.
@@ -100,6 +110,10 @@ fn documented_families_equal_emitted_families() {
                 "nvidia_gpu_mig_workload_share_ratio",
                 "nvidia_gpu_workload_memory_used_bytes",
                 "nvml_exporter_workload_read_errors_total",
+                "nvidia_gpu_recommended_action",
+                "nvidia_nvswitch_sxid_errors_total",
+                "nvml_exporter_kernel_log_up",
+                "nvml_exporter_kernel_log_problems_total",
             ],
         ),
     );

@@ -88,6 +88,9 @@ fn every_gpu_series_has_gpu_and_uuid_and_only_global_ones_lack_them() {
         "nvml_exporter_kubernetes_last_refresh_timestamp_seconds",
         "nvml_exporter_workloads_dropped",
         "nvml_exporter_workload_read_errors_total",
+        "nvidia_nvswitch_sxid_errors_total",
+        "nvml_exporter_kernel_log_up",
+        "nvml_exporter_kernel_log_problems_total",
     ];
     for s in &samples {
         if global.contains(&s.name.as_str()) {

@@ -16,6 +16,8 @@ fn config(library: LibrarySource) -> PollerConfig {
         stuck_deadline: Duration::from_secs(1),
         families: FamilySet::defaults(),
         xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
+        kernel_log: None,
+        restart_app_window: nvml_exporter::verdict::DEFAULT_RESTART_APP_WINDOW,
     }
 }
 

@@ -45,6 +45,8 @@ fn driver_absent_then_present_then_restarted() {
             stuck_deadline: Duration::from_secs(5),
             families: FamilySet::defaults(),
             xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
+            kernel_log: None,
+            restart_app_window: nvml_exporter::verdict::DEFAULT_RESTART_APP_WINDOW,
         },
         Arc::new(move |s: Arc<Snapshot>| sink.push(s)),
     )

@@ -192,6 +192,11 @@ fn dbe() -> RetireCause {
 fn uncorrectable() -> RowKind {
     RowKind::Uncorrectable
 }
+// serde's `skip_serializing_if` passes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_false(b: &bool) -> bool {
+    !*b
+}
 fn compute() -> ProcKind {
     ProcKind::Compute
 }
@@ -199,12 +204,16 @@ fn compute() -> ProcKind {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(tag = "action", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Fault {
-    /// An XID error event, optionally attributed to a MIG instance.
+    /// An XID error event, optionally attributed to a MIG instance. With
+    /// `log_only`, it reaches only the kernel log (`NVML_SIM_KMSG`), not
+    /// NVML's event sets, as 79, 119 and 120 do on real drivers.
     Xid {
         gpu: u32,
         code: u64,
         gpu_instance: Option<u32>,
         compute_instance: Option<u32>,
+        #[serde(default, skip_serializing_if = "is_false")]
+        log_only: bool,
     },
     /// ECC errors: both the volatile and the aggregate counter move.
     Ecc {
@@ -405,6 +414,7 @@ mod tests {
             code: 43,
             gpu_instance: Some(1),
             compute_instance: None,
+            log_only: false,
         };
         let line = f.to_line();
         assert!(!line.contains('\n'));
@@ -418,6 +428,20 @@ mod tests {
                 location: EccLocation::Dram,
                 count: 1
             }
+        );
+        assert!(
+            !line.contains("log_only"),
+            "the default stays out of the line"
+        );
+        assert_eq!(
+            Fault::from_line(r#"{ action = "xid", gpu = 2, code = 79, log_only = true }"#),
+            Ok(Fault::Xid {
+                gpu: 2,
+                code: 79,
+                gpu_instance: None,
+                compute_instance: None,
+                log_only: true
+            })
         );
         assert!(Fault::from_line(r#"{ action = "explode", gpu = 1 }"#).is_err());
         assert!(Fault::from_line(r#"{ action = "xid", gpu = 1, code = 43, bogus = 1 }"#).is_err());

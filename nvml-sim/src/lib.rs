@@ -14,6 +14,7 @@ pub mod ffi;
 pub mod fleet;
 pub mod host;
 pub mod identity;
+pub mod kmsg;
 pub mod model;
 pub mod personality;
 pub mod scenario;

@@ -34,8 +34,10 @@ mod retirement;
 mod temperature;
 mod throttle;
 mod utilization;
+mod verdict;
 mod workloads;
 mod xid;
+mod xid_kmsg;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -62,6 +64,8 @@ pub static COLLECTORS: &[&Collector] = &[
     &nvlink_link::COLLECTOR,
     &fabric::COLLECTOR,
     &xid::COLLECTOR,
+    &xid_kmsg::COLLECTOR,
+    &verdict::COLLECTOR,
     &processes::COLLECTOR,
     &process_memory::COLLECTOR,
     &mig::COLLECTOR,
@@ -129,7 +133,9 @@ mod tests {
         for m in all() {
             assert!(seen.insert(m.name), "{} registered twice", m.name);
             assert!(
-                m.name.starts_with("nvidia_gpu_") || m.name.starts_with("nvml_exporter_"),
+                ["nvidia_gpu_", "nvidia_nvswitch_", "nvml_exporter_"]
+                    .iter()
+                    .any(|p| m.name.starts_with(p)),
                 "{}",
                 m.name
             );

@@ -270,6 +270,7 @@ fn gpu(i: u32, health: Health, readings: Option<GpuReadings>) -> GpuState {
         xid_other: None,
         nvml_errors: vec![],
         pods: vec![],
+        verdicts: vec![],
     }
 }
 
@@ -352,6 +353,7 @@ pub fn dgx_fleet() -> Snapshot {
         gpus,
         kubernetes: None,
         workloads: None,
+        kernel_log: None,
     }
 }
 
@@ -372,6 +374,38 @@ pub fn fully_populated() -> Snapshot {
             compute_instance,
         };
     s.gpus[2].pods = vec![holder("a", None, None), holder("b", None, None)];
+    // Every GPU judged: most need nothing, GPU 2 (lost, XID 79) a reboot.
+    for g in &mut s.gpus {
+        g.verdicts = vec![Verdict {
+            gpu_instance: None,
+            compute_instance: None,
+            action: Action::None,
+            reason: "none",
+        }];
+    }
+    s.gpus[2].verdicts[0].action = Action::Reboot;
+    s.gpus[2].verdicts[0].reason = "xid_restart_bm";
+    // The kernel log read with --collector.xid.kmsg: SXIDs of one switch,
+    // one of them folded, and a few problems.
+    s.kernel_log = Some(KernelLogStatus {
+        up: true,
+        problems: vec![
+            (KernelLogProblem::Malformed, 2),
+            (KernelLogProblem::UnknownGpu, 1),
+        ],
+        sxids: vec![
+            SxidCount {
+                switch: "0000:c3:00.0".into(),
+                sxid: Some(20009),
+                count: 3,
+            },
+            SxidCount {
+                switch: "0000:c3:00.0".into(),
+                sxid: None,
+                count: 1,
+            },
+        ],
+    });
     // XIDs folded into `other`: an out-of-range code and one over the limit.
     s.gpus[4].xid_other = Some(XidOther {
         out_of_range: 1,
@@ -389,6 +423,13 @@ pub fn fully_populated() -> Snapshot {
         gi.compute_instances.first().map(|c| c.compute_instance),
     );
     mig_gpu.pods = vec![holder("c", Some(place.0), place.1)];
+    // Verdicts: the MIG GPU's instance has its own (an application fault).
+    mig_gpu.verdicts.push(Verdict {
+        gpu_instance: Some(place.0),
+        compute_instance: place.1,
+        action: Action::RestartApp,
+        reason: "xid_restart_app",
+    });
     // One MIG GPU seen without MIG privileges, and a GPU this process may
     // not open.
     if let Some(r) = mig_gpu.readings.as_mut() {
@@ -520,6 +561,7 @@ pub fn workstation() -> Snapshot {
         gpus: vec![g],
         kubernetes: None,
         workloads: None,
+        kernel_log: None,
     }
 }
 

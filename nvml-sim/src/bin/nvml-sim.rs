@@ -15,7 +15,8 @@ usage: nvml-sim [--socket PATH] COMMAND [OPTIONS]
 The socket defaults to $NVML_SIM_CONTROL.
 
 commands:
-  xid --gpu N --code C [--gpu-instance N] [--compute-instance N]
+  xid --gpu N --code C [--gpu-instance N] [--compute-instance N] [--log-only true]
+                                    (--log-only: to the kernel log (NVML_SIM_KMSG) only, not NVML)
   ecc --gpu N [--error-type corrected|uncorrected] [--location dram|l1|l2|register-file|sram] [--count N]
   retire-page --gpu N [--cause sbe|dbe] [--pending true|false]
   remap-row --gpu N [--kind correctable|uncorrectable] [--pending true|false] [--failure true|false]

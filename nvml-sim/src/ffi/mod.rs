@@ -357,7 +357,10 @@ pub fn with_gpu<T>(h: nvmlDevice_t, f: impl FnOnce(&mut crate::fleet::Gpu, f64) 
 
 fn init(_flags: c_uint) -> R {
     let mut st = lock();
-    if let Some(sim) = &st.sim {
+    if let Some(sim) = &mut st.sim {
+        // A timeline's `driver-load` is due on the next call, and while the
+        // driver is away the only calls are these.
+        sim.advance();
         if !sim.driver_loaded {
             return Err(DRIVER_NOT_LOADED);
         }
