@@ -68,7 +68,6 @@ pub const POWER_SCOPE_MEMORY: u32 = 2;
 /// Hopper captures print them as signed margins to T.Limit (H100 and H200
 /// on 590.48.01: shutdown -8 C, slowdown -2 C, max operating 0 C), never as
 /// absolute degrees.
-pub const TLIMIT_SHUTDOWN: u32 = 193;
 pub const TLIMIT_SLOWDOWN: u32 = 194;
 
 /// Cumulative clock-event (throttle) durations in nanoseconds.

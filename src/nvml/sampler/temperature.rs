@@ -21,14 +21,15 @@ pub struct State {
     margin_thresholds: Cached<Vec<(Threshold, f64)>>,
 }
 
-/// The T.Limit fields read, and the threshold each one is a margin for:
-/// shutdown and slowdown. The max operating margins (GPU and memory,
-/// fields 195/196) are 0 by definition, T.Limit being the max operating
-/// temperature (every capture prints 0 C), so they are not read.
-const MARGIN_THRESHOLDS: [((u32, u32), Threshold); 2] = [
-    ((fields::TLIMIT_SHUTDOWN, 0), Threshold::Shutdown),
-    ((fields::TLIMIT_SLOWDOWN, 0), Threshold::Slowdown),
-];
+/// The T.Limit field read, and the threshold it is a margin for: the
+/// slowdown margin, which the temperature alert and the T.Limit panel
+/// compare the GPU's margin with. The shutdown margin is a fixed setting
+/// of the board (-8 on H100/H200, -5 on Blackwell, as nvidia-smi -q
+/// prints it), and the max operating margins (GPU and memory) are 0 by
+/// definition, T.Limit being the max operating temperature: not read, to
+/// keep a GB200 within the series budget.
+const MARGIN_THRESHOLDS: [((u32, u32), Threshold); 1] =
+    [((fields::TLIMIT_SLOWDOWN, 0), Threshold::Slowdown)];
 
 /// A T.Limit field as signed degrees. The captures print negative values
 /// (-8, -2); a driver that types the field unsigned still sends the 32-bit
