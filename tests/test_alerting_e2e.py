@@ -303,5 +303,9 @@ def test_nvlink5_errors_and_fabric_health_page_on_blackwell(tmp_path, scenario):
             # The partition of the GPU rides along in the page (fabric info).
             (_, fabric), *_ = find(receiver.alerts(), alertname="NvidiaGpuFabricUnhealthy")
             assert "clique 2 of cluster 5a1c0de4-" in fabric["annotations"]["description"]
+        # Nothing else, but the verdict's page for the GPU whose fabric is
+        # unhealthy (issue 23: a hardware check), a direct consequence.
         received = {(a["labels"]["alertname"], a["labels"].get("gpu")) for _, a in receiver.alerts()}
-        assert received == {(name, gpu) for _, name, gpu, _ in expected}, sorted(received)
+        wanted = {(name, gpu) for _, name, gpu, _ in expected}
+        consequences = {("NvidiaGpuActionRequired", fabric_gpu)}
+        assert wanted <= received <= wanted | consequences, sorted(received)
