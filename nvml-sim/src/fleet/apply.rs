@@ -316,9 +316,9 @@ impl Sim {
                 let g = &mut self.gpus[*gpu as usize];
                 let nvlinks = g.model.nvlinks;
                 let name = g.model.name.clone();
-                let nvlink5 = g.model.nvlink5();
-                if nvlinks > 0 && !counter.counted_by(nvlink5) {
-                    let (has, lacks) = if nvlink5 {
+                let blackwell_links = g.model.nvlink5();
+                if nvlinks > 0 && !counter.counted_by(blackwell_links) {
+                    let (has, lacks) = if blackwell_links {
                         ("NVLink5", "recovery, recovery-failed, effective, symbol")
                     } else {
                         (
