@@ -187,6 +187,19 @@ fn field_backed_families_follow_the_driver_branch_as_documented() {
     }
 }
 
+/// No NVML error counted in this exposition, by family and kind.
+fn assert_no_nvml_error(s: &[Sample], driver: &str) {
+    let errors: Vec<_> = s
+        .iter()
+        .filter(|x| x.name == "nvml_exporter_nvml_errors_total")
+        .map(|x| format!("{:?} {:?}", x.label("family"), x.label("error")))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "driver {driver} counted errors: {errors:?}"
+    );
+}
+
 /// Issue 21: every branch serves a clean exposition, whatever calls it
 /// deprecated or lacks: fabric info through the newest struct version the
 /// branch knows (v3 on R580, v2 on R550-R570, the unversioned call before:
@@ -225,15 +238,7 @@ fn every_branch_serves_fabric_temperature_and_throttle_with_no_error_counted() {
             "{driver}"
         );
         assert!(count("nvidia_gpu_clock_throttle_active") >= 8, "{driver}");
-        let errors: Vec<_> = s
-            .iter()
-            .filter(|x| x.name == "nvml_exporter_nvml_errors_total")
-            .map(|x| format!("{:?} {:?}", x.label("family"), x.label("error")))
-            .collect();
-        assert!(
-            errors.is_empty(),
-            "driver {driver} counted errors: {errors:?}"
-        );
+        assert_no_nvml_error(&s, &driver);
     }
 }
 
@@ -286,14 +291,6 @@ fn a_gb200_tray_is_clean_on_every_blackwell_branch() {
             BTreeSet::from(["effective", "recovery"]),
             "{driver}: NVLink5 counters only"
         );
-        let errors: Vec<_> = s
-            .iter()
-            .filter(|x| x.name == "nvml_exporter_nvml_errors_total")
-            .map(|x| format!("{:?} {:?}", x.label("family"), x.label("error")))
-            .collect();
-        assert!(
-            errors.is_empty(),
-            "driver {driver} counted errors: {errors:?}"
-        );
+        assert_no_nvml_error(&s, &driver);
     }
 }

@@ -12,24 +12,13 @@
 mod common;
 
 use nvml_wrapper_sys::bindings::{nvmlFieldValue_t, nvmlGpuFabricInfo_v3_t};
-use std::process::Command;
 
 const NOT_SUPPORTED: u32 = 3;
 
+/// The CLI's reply: (success, stdout or, on failure, stderr).
 fn cli(socket: &std::path::Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new(common::cli())
-        .arg("--socket")
-        .arg(socket)
-        .args(args)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(if out.status.success() {
-        &out.stdout
-    } else {
-        &out.stderr
-    })
-    .into_owned();
-    (out.status.success(), text)
+    let (ok, out, err) = common::cli(socket, args);
+    (ok, if ok { out } else { err })
 }
 
 fn u64_of(f: &nvmlFieldValue_t) -> u64 {

@@ -6,6 +6,19 @@ use super::{now_us, Event, Sim};
 use crate::fault::{EccLocation, EccType, Fault, RowKind};
 
 impl Sim {
+    /// A GPU that registers with an NVSwitch fabric, for the fabric faults.
+    fn fabric_gpu(&mut self, gpu: u32) -> Result<&mut super::gpu::Gpu, String> {
+        let g = &mut self.gpus[gpu as usize];
+        if g.model.nvswitch_fabric() {
+            Ok(g)
+        } else {
+            Err(format!(
+                "GPU {gpu} ({}) is not on an NVSwitch fabric",
+                g.model.name
+            ))
+        }
+    }
+
     pub fn apply(&mut self, fault: &Fault) -> Result<String, String> {
         let at = self.scenario_t();
         self.apply_at(fault, at)
@@ -345,13 +358,7 @@ impl Sim {
                 state,
                 registered,
             } => {
-                let g = &mut self.gpus[*gpu as usize];
-                if !g.model.nvswitch_fabric() {
-                    return Err(format!(
-                        "GPU {gpu} ({}) is not on an NVSwitch fabric",
-                        g.model.name
-                    ));
-                }
+                let g = self.fabric_gpu(*gpu)?;
                 g.fabric_state = state.nvml();
                 // NVML_ERROR_UNKNOWN (999) stands for a failed registration.
                 g.fabric_status = if *registered { 0 } else { 999 };
@@ -368,13 +375,7 @@ impl Sim {
                 access_timeout_recovery,
                 incorrect_configuration,
             } => {
-                let g = &mut self.gpus[*gpu as usize];
-                if !g.model.nvswitch_fabric() {
-                    return Err(format!(
-                        "GPU {gpu} ({}) is not on an NVSwitch fabric",
-                        g.model.name
-                    ));
-                }
+                let g = self.fabric_gpu(*gpu)?;
                 let h = &mut g.fabric_health;
                 if let Some(s) = summary {
                     h.summary = s.nvml();
