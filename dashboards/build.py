@@ -736,7 +736,7 @@ def gpu_detail() -> dict:
                          "3 limited capacity) and each health condition the driver reports (1 while "
                          "it holds). NvidiaGpuFabricUnhealthy pages on either. Absent on single-node "
                          "NVSwitch systems, which report neither.", "none",
-                         targets((f"nvidia_gpu_fabric_health_summary{{{SEL}}}", "GPU {{gpu}} summary"),
+                         targets((f"nvidia_gpu_fabric_health{{{SEL}}}", "GPU {{gpu}} summary"),
                                  (f"nvidia_gpu_fabric_health_issue{{{SEL}}}", "GPU {{gpu}} {{issue}}")),
                          value_map([(0, "no", "transparent"), (1, "healthy / yes", "green"),
                                     (2, "unhealthy", "red"), (3, "limited capacity", "orange")]),

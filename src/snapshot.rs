@@ -639,6 +639,17 @@ label_enum!(
     }
 );
 
+impl NvLinkError {
+    /// Whether the per-GPU sum (`nvidia_gpu_nvlink_errors_total`) carries
+    /// this kind. NVLink5's failed recoveries are a part of its recoveries
+    /// (the link then shows down in `nvidia_gpu_nvlink_links`), and its
+    /// symbol errors are corrected by FEC (no alert reads them): both stay
+    /// in the per-link detail.
+    pub fn summed_by_default(self) -> bool {
+        !matches!(self, NvLinkError::RecoveryFailed | NvLinkError::Symbol)
+    }
+}
+
 label_enum!(NvLinkBer { Effective => "effective", Symbol => "symbol" });
 
 label_enum!(

@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from promstack import Alertmanager, Exporter, Prometheus, Stack, WebhookReceiver, sim_control, wait_until
+from promstack import (Alertmanager, Exporter, Prometheus, Stack, WebhookReceiver, sim_cli, sim_control,
+                       wait_until)
 
 ROOT = Path(__file__).resolve().parent.parent
 TIME_SCALE = 4  # the 60 s hang of GPU 3 lasts 15 s
@@ -235,3 +236,76 @@ def test_an_nvlink_link_going_down_pages(tmp_path):
         assert "1 NVLink link(s) down" in alert["annotations"]["description"]
         others = {(a["labels"]["alertname"], a["labels"].get("gpu")) for _, a in receiver.alerts()}
         assert others == {("NvidiaGpuNvlinkDown", "3")}, f"unexpected alerts: {sorted(others)}"
+
+
+# Issue 21's "done when", on the two Blackwell fleets: an NVLink5 error and a
+# fabric health fault, injected through the nvml-sim fault CLI, page through
+# the shipped rules. On B200 and GB200 nvml.h calls the DL counters (161-163)
+# unsupported: NvidiaGpuNvlinkErrors fires on the NVLink5 link recovery
+# counter (fields 213-215), and NvidiaGpuFabricUnhealthy on the v3 health
+# summary. On the GB200 tray the power smoothing circuitry wears out too.
+BLACKWELL = {
+    # scenario: (GPUs, GPU with the NVLink error, GPU with the fabric fault, extra faults and alerts)
+    "hgx-b200": (8, "3", "5", [], []),
+    "gb200-nvl72": (4, "2", "1",
+                    [("power-smoothing", "--gpu", "3", "--lifetime-percent", "5")],
+                    [("warning", "NvidiaGpuPowerSmoothingLifetimeLow", "3", {})]),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(BLACKWELL))
+def test_nvlink5_errors_and_fabric_health_page_on_blackwell(tmp_path, scenario):
+    gpus, nvlink_gpu, fabric_gpu, faults, more = BLACKWELL[scenario]
+    control = tmp_path / "sim.sock"
+    with Stack(WebhookReceiver()) as stack:
+        receiver = stack.receiver
+        exporter, _, prom = start_stack(stack, tmp_path, scenario,
+                                        env={"NVML_SIM_CONTROL": str(control)})
+        # Before the faults, Prometheus holds the counters and the healthy
+        # summary of every GPU (increase() needs a sample from before), and
+        # nothing fires.
+        wait_until(lambda: len(prom.query('nvidia_gpu_nvlink_errors_total{error="recovery"}')) >= gpus - 1
+                   and len(prom.query('nvidia_gpu_fabric_health{summary="healthy"}')) == gpus,
+                   30, "NVLink5 recovery counters and healthy fabric summaries")
+        assert not prom.query('nvidia_gpu_nvlink_errors_total{error=~"replay|crc_flit|crc_data"}'), \
+            "Blackwell has no DL counters"
+        assert not receiver.alerts()
+
+        sim_cli(control, "nvlink-errors", "--gpu", nvlink_gpu, "--link", "7", "--counter", "recovery",
+                "--count", "1")
+        sim_cli(control, "fabric-health", "--gpu", fabric_gpu, "--summary", "unhealthy")
+        for fault in faults:
+            sim_cli(control, *fault)
+
+        expected = [
+            ("warning", "NvidiaGpuNvlinkErrors", nvlink_gpu, {"error": "recovery"}),
+            ("critical", "NvidiaGpuFabricUnhealthy", fabric_gpu, {"issue": "summary_unhealthy"}),
+            *more,
+        ]
+
+        def all_arrived():
+            exporter.assert_running()
+            got = receiver.alerts()
+            return all(any(a["status"] == "firing" for _, a in find(got, alertname=name, gpu=gpu))
+                       for _, name, gpu, _ in expected)
+
+        wait_until(all_arrived, 60, "the Blackwell alerts at the receiver", interval=0.5)
+        uuids = {r["metric"]["gpu"]: r["metric"]["uuid"] for r in prom.query("nvidia_gpu_info")}
+        for severity, name, gpu, extra in expected:
+            (path, alert), *_ = [(p, a) for p, a in find(receiver.alerts(), alertname=name, gpu=gpu)
+                                 if a["status"] == "firing"]
+            assert path == f"/{severity}", f"{name} routed to {path}"
+            assert alert["labels"]["uuid"] == uuids[gpu]
+            for k, v in extra.items():
+                assert alert["labels"][k] == v, (name, alert["labels"])
+            assert alert["annotations"]["runbook_url"].endswith("#" + name.lower())
+        if scenario == "gb200-nvl72":
+            # The partition of the GPU rides along in the page (fabric info).
+            (_, fabric), *_ = find(receiver.alerts(), alertname="NvidiaGpuFabricUnhealthy")
+            assert "clique 2 of cluster 5a1c0de4-" in fabric["annotations"]["description"]
+        # Nothing else, but the verdict's page for the GPU whose fabric is
+        # unhealthy (issue 23: a hardware check), a direct consequence.
+        received = {(a["labels"]["alertname"], a["labels"].get("gpu")) for _, a in receiver.alerts()}
+        wanted = {(name, gpu) for _, name, gpu, _ in expected}
+        consequences = {("NvidiaGpuActionRequired", fabric_gpu)}
+        assert wanted <= received <= wanted | consequences, sorted(received)

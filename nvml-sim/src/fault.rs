@@ -2,6 +2,7 @@
 //! socket and the `nvml-sim` CLI. A fault is a TOML table whose `action` key
 //! names the variant (see README, "Faults").
 
+use crate::value::Val;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -110,7 +111,12 @@ impl Reason {
     }
 }
 
-/// An NVLink error counter (`nvmlNvLinkErrorCounter_t`).
+/// An NVLink error counter: the DL counters of NVLink 1-4
+/// (`nvmlNvLinkErrorCounter_t`, fields 161-163 and the legacy per-link
+/// ids) and the NVLink5 ones (fields 213-222; Blackwell). `recovery` is
+/// both generations' link recovery: a successful one on NVLink5 (213 and
+/// 215 grow); `recovery-failed` one that declared the link down (214 and
+/// 215).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NvlinkCounter {
@@ -118,16 +124,30 @@ pub enum NvlinkCounter {
     Recovery,
     CrcFlit,
     CrcData,
+    EccData,
+    RecoveryFailed,
+    Effective,
+    Symbol,
 }
 
 impl NvlinkCounter {
-    /// `nvmlNvLinkErrorCounter_t` value.
-    pub fn nvml(self) -> usize {
+    pub const COUNT: usize = 8;
+
+    /// Index into a link's counters; the first five are
+    /// `nvmlNvLinkErrorCounter_t` values.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Whether an NVLink generation counts this: NVLink5 (`true`) has no
+    /// replay or CRC counters, older links no NVLink5 ones.
+    pub fn counted_by(self, nvlink5: bool) -> bool {
         match self {
-            NvlinkCounter::Replay => 0,
-            NvlinkCounter::Recovery => 1,
-            NvlinkCounter::CrcFlit => 2,
-            NvlinkCounter::CrcData => 3,
+            NvlinkCounter::Recovery => true,
+            NvlinkCounter::RecoveryFailed | NvlinkCounter::Effective | NvlinkCounter::Symbol => {
+                nvlink5
+            }
+            _ => !nvlink5,
         }
     }
 }
@@ -295,6 +315,24 @@ pub enum Fault {
         #[serde(default = "yes")]
         registered: bool,
     },
+    /// The fabric health a GPU reports (`nvmlDeviceGetGpuFabricInfoV`):
+    /// its summary (v3, R580+) and the health mask's rows (true, false, or
+    /// "N/A": not supported); absent keys keep their value.
+    FabricHealth {
+        gpu: u32,
+        summary: Option<crate::model::HealthSummary>,
+        degraded_bandwidth: Option<Val<bool>>,
+        route_recovery: Option<Val<bool>>,
+        route_unhealthy: Option<Val<bool>>,
+        access_timeout_recovery: Option<Val<bool>>,
+        incorrect_configuration: Option<crate::model::IncorrectConfiguration>,
+    },
+    /// The power smoothing circuitry's lifetime remaining (percent) on
+    /// boards with power smoothing.
+    PowerSmoothing {
+        gpu: u32,
+        lifetime_percent: f64,
+    },
     /// Uncorrectable SRAM errors cross (or, `exceeded = false`, no longer
     /// cross) NVIDIA's RMA threshold.
     SramThreshold {
@@ -372,6 +410,8 @@ impl Fault {
             | Fault::NvlinkErrors { gpu, .. }
             | Fault::Pcie { gpu, .. }
             | Fault::Fabric { gpu, .. }
+            | Fault::FabricHealth { gpu, .. }
+            | Fault::PowerSmoothing { gpu, .. }
             | Fault::SramThreshold { gpu, .. } => Some(*gpu),
             Fault::DriverUnload | Fault::DriverLoad | Fault::ProcessStop { .. } => None,
         }

@@ -8,34 +8,15 @@
 
 mod common;
 
+use common::{cli, ok};
+
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{
     EccCounter, MemoryError, PerformanceState, TemperatureSensor,
 };
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn cli(socket: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(common::cli())
-        .arg("--socket")
-        .arg(socket)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn ok(socket: &std::path::Path, args: &[&str]) -> String {
-    let (success, out, err) = cli(socket, args);
-    assert!(success, "nvml-sim {args:?} failed: {err}");
-    out
-}
 
 #[test]
 fn faults_through_the_cli() {

@@ -177,9 +177,10 @@ pub fn h100_readings(i: u32) -> GpuReadings {
             state: 3,
             registered: true,
             health_summary: Some(FabricHealth::Healthy),
+            // One condition holds (exported), the others do not (absent).
             health_issues: FabricIssue::ALL
                 .iter()
-                .map(|&issue| (issue, false))
+                .map(|&issue| (issue, issue == FabricIssue::DegradedBandwidth))
                 .collect(),
             partition: Some(FabricPartition {
                 clique_id: 32766,

@@ -39,26 +39,6 @@ fn scrape_with(e: &Exporter, wanted: &[&str]) -> BTreeMap<String, String> {
     }
 }
 
-/// Families no simulated board emits yet: readings of Blackwell and Grace
-/// boards (NVLink5 bit error rates, fabric health and partitions, module
-/// and memory power, power smoothing) and of boards that report
-/// thresholds only as T.Limit margins. Their encoding is checked against
-/// the docs on a fully populated snapshot (`tests/e2e/exposition_docs.rs`);
-/// issue 21's second wave adds the boards (hgx-b200, gb200-nvl72,
-/// hgx-h200) and empties this list.
-const NO_SIMULATED_BOARD_YET: &[&str] = &[
-    "nvidia_gpu_fabric_health_issue",
-    "nvidia_gpu_fabric_health_summary",
-    "nvidia_gpu_fabric_info",
-    "nvidia_gpu_memory_power_usage_watts",
-    "nvidia_gpu_module_power_limit_watts",
-    "nvidia_gpu_module_power_usage_watts",
-    "nvidia_gpu_nvlink_link_bit_error_ratio",
-    "nvidia_gpu_power_smoothing_lifetime_remaining_ratio",
-    "nvidia_gpu_temperature_margin_celsius",
-    "nvidia_gpu_temperature_margin_threshold_celsius",
-];
-
 #[test]
 fn documented_families_equal_emitted_families() {
     let dir = tempfile::tempdir().unwrap();
@@ -209,6 +189,46 @@ fn documented_families_equal_emitted_families() {
     );
     drop(e);
 
+    // A GB200 NVL72 tray: module and memory power, T.Limit margins, power
+    // smoothing, the NVLink partition and (after a fault) a fabric health
+    // condition, and with the per-link switch NVLink5 bit error rates.
+    let socket = dir.path().join("gb200.sock");
+    let e = Exporter::simulate_env(
+        "gb200-nvl72",
+        &["--collector.nvlink.per-link"],
+        &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
+    );
+    e.wait_ready();
+    sim_control(
+        &socket,
+        &[
+            "fabric-health",
+            "--gpu",
+            "1",
+            "--degraded-bandwidth",
+            "true",
+        ],
+    );
+    merge(
+        "gb200-nvl72",
+        scrape_with(
+            &e,
+            &[
+                "nvidia_gpu_fabric_health_issue",
+                "nvidia_gpu_fabric_health",
+                "nvidia_gpu_fabric_info",
+                "nvidia_gpu_memory_power_usage_watts",
+                "nvidia_gpu_module_power_limit_watts",
+                "nvidia_gpu_module_power_usage_watts",
+                "nvidia_gpu_nvlink_link_bit_error_ratio",
+                "nvidia_gpu_power_smoothing_lifetime_remaining_ratio",
+                "nvidia_gpu_temperature_margin_celsius",
+                "nvidia_gpu_temperature_margin_threshold_celsius",
+            ],
+        ),
+    );
+    drop(e);
+
     // Pod attribution families need a kubelet; tests/test_pod_attribution.py
     // holds those rows to the binary's output against a fake one.
     let documented: BTreeMap<String, String> = metrics_doc::documented_families()
@@ -219,20 +239,7 @@ fn documented_families_equal_emitted_families() {
     let emitted_names: BTreeSet<_> = emitted.keys().collect();
     let documented_names: BTreeSet<_> = documented.keys().collect();
     let undocumented: Vec<_> = emitted_names.difference(&documented_names).collect();
-    let never_emitted: Vec<_> = documented_names
-        .difference(&emitted_names)
-        .filter(|name| !NO_SIMULATED_BOARD_YET.contains(&name.as_str()))
-        .collect();
-    // The list must shrink as boards arrive: a family it names that a
-    // simulated board now emits is to be taken off it.
-    let stale: Vec<_> = NO_SIMULATED_BOARD_YET
-        .iter()
-        .filter(|name| emitted.contains_key(**name))
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "NO_SIMULATED_BOARD_YET lists emitted families: {stale:?}"
-    );
+    let never_emitted: Vec<_> = documented_names.difference(&emitted_names).collect();
     assert!(
         undocumented.is_empty() && never_emitted.is_empty(),
         "docs/metrics.md and the binary disagree.\n\

@@ -1,4 +1,4 @@
-//! The real binary on each driver personality of nvml-sim (R535 to R580):
+//! The real binary on each driver personality of nvml-sim (R535 to R610):
 //! process lists in the entry layout each branch writes, and field-backed
 //! families present exactly where the branch defines their field ids
 //! (docs/metrics.md, "Driver branches").
@@ -230,6 +230,19 @@ fn field_backed_families_follow_the_driver_branch_as_documented() {
     }
 }
 
+/// No NVML error counted in this exposition, by family and kind.
+fn assert_no_nvml_error(s: &[Sample], driver: &str) {
+    let errors: Vec<_> = s
+        .iter()
+        .filter(|x| x.name == "nvml_exporter_nvml_errors_total")
+        .map(|x| format!("{:?} {:?}", x.label("family"), x.label("error")))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "driver {driver} counted errors: {errors:?}"
+    );
+}
+
 /// Issue 21: every branch serves a clean exposition, whatever calls it
 /// deprecated or lacks: fabric info through the newest struct version the
 /// branch knows (v3 on R580, v2 on R550-R570, the unversioned call before:
@@ -256,7 +269,7 @@ fn every_branch_serves_fabric_temperature_and_throttle_with_no_error_counted() {
         );
         // A single-node HGX reports no health rows and no partition, on
         // every branch (real HGX H100 on 590.48.01 print them N/A).
-        assert_eq!(count("nvidia_gpu_fabric_health_summary"), 0, "{driver}");
+        assert_eq!(count("nvidia_gpu_fabric_health"), 0, "{driver}");
         assert_eq!(count("nvidia_gpu_fabric_health_issue"), 0, "{driver}");
         assert_eq!(count("nvidia_gpu_fabric_info"), 0, "{driver}");
         assert_eq!(
@@ -268,14 +281,59 @@ fn every_branch_serves_fabric_temperature_and_throttle_with_no_error_counted() {
             "{driver}"
         );
         assert!(count("nvidia_gpu_clock_throttle_active") >= 8, "{driver}");
-        let errors: Vec<_> = s
-            .iter()
-            .filter(|x| x.name == "nvml_exporter_nvml_errors_total")
-            .map(|x| format!("{:?} {:?}", x.label("family"), x.label("error")))
-            .collect();
-        assert!(
-            errors.is_empty(),
-            "driver {driver} counted errors: {errors:?}"
+        assert_no_nvml_error(&s, &driver);
+    }
+}
+
+/// Issue 21: a GB200 tray on every branch that drives Blackwell (R570 on:
+/// the B200/GB200 minimum is 570.133.20) serves a clean exposition, the
+/// deprecated calls of R580.82-R610 included: module power, power
+/// smoothing lifetime (its field id moves with the branch), NVLink5 error
+/// counters instead of the DL ones, the fabric partition, and the health
+/// summary where the branch's struct has it (v3, R580+). No NVML error is
+/// counted.
+#[test]
+fn a_gb200_tray_is_clean_on_every_blackwell_branch() {
+    for driver in common::driver_versions() {
+        let major: u32 = driver[..3].parse().unwrap();
+        if major < 570 {
+            continue;
+        }
+        let e = Exporter::simulate_env("gb200-nvl72", &[], &[("NVML_SIM_DRIVER", driver.as_str())]);
+        e.wait_ready();
+        let text = e.scrape_until("every GPU's module power and fabric", |t| {
+            t.matches("nvidia_gpu_module_power_usage_watts{").count() == 4
+                && t.matches("nvidia_gpu_fabric_info{").count() == 4
+        });
+        let s = samples(&text);
+        let count = |name: &str| s.iter().filter(|x| x.name == name).count();
+        assert_eq!(count("nvidia_gpu_module_power_limit_watts"), 4, "{driver}");
+        assert_eq!(
+            count("nvidia_gpu_power_smoothing_lifetime_remaining_ratio"),
+            4,
+            "{driver}"
         );
+        assert_eq!(
+            count("nvidia_gpu_fabric_health"),
+            if major >= 580 { 4 } else { 0 },
+            "{driver}: the summary is v3's (R580+)"
+        );
+        assert!(
+            s.iter()
+                .filter(|x| x.name == "nvidia_gpu_fabric_info")
+                .all(|x| x.label("clique_id") == Some("2")),
+            "{driver}"
+        );
+        let kinds: BTreeSet<&str> = s
+            .iter()
+            .filter(|x| x.name == "nvidia_gpu_nvlink_errors_total")
+            .filter_map(|x| x.label("error"))
+            .collect();
+        assert_eq!(
+            kinds,
+            BTreeSet::from(["effective", "recovery"]),
+            "{driver}: NVLink5 counters only"
+        );
+        assert_no_nvml_error(&s, &driver);
     }
 }

@@ -23,6 +23,8 @@ const VOLATILE: &[&str] = &[
     "nvidia_gpu_temperature_celsius",
     "nvidia_gpu_fan_speed_ratio",
     "nvidia_gpu_power_usage_watts",
+    "nvidia_gpu_memory_power_usage_watts",
+    "nvidia_gpu_module_power_usage_watts",
     "nvidia_gpu_energy_joules_total",
     "nvidia_gpu_performance_state",
     "nvidia_gpu_clock_hertz",

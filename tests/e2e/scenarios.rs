@@ -650,9 +650,9 @@ count = 3
         value(
             "nvidia_gpu_temperature_margin_threshold_celsius",
             "2",
-            Some(("threshold", "shutdown"))
+            Some(("threshold", "slowdown"))
         )
         .as_deref(),
-        Some("-8")
+        Some("-2")
     );
 }

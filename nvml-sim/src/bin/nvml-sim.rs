@@ -34,7 +34,18 @@ commands:
   process stop --pid P
   load --gpu N --percent P
   nvlink-state --gpu N --link L --up true|false
-  nvlink-errors --gpu N --link L [--counter replay|recovery|crc-flit|crc-data] [--count N]
+  nvlink-errors --gpu N --link L [--counter C] [--count N]
+                                    (NVLink 1-4: replay, recovery, crc-flit, crc-data, ecc-data;
+                                     NVLink5, Blackwell: recovery, recovery-failed, effective, symbol)
+  fabric --gpu N --state not-started|in-progress|completed [--registered true|false]
+  fabric-health --gpu N [--summary healthy|unhealthy|limited-capacity]
+                [--degraded-bandwidth B] [--route-recovery B] [--route-unhealthy B]
+                [--access-timeout-recovery B]   (B: true, false or N/A)
+                [--incorrect-configuration none|incorrect-sysguid|incorrect-chassis-sn|
+                 no-partition|insufficient-nvlinks|incompatible-gpu-fw|invalid-location|
+                 gpu-state-invalid]
+  power-smoothing --gpu N --lifetime-percent P
+  sram-threshold --gpu N [--exceeded true|false]
   pcie --gpu N [--width LANES] [--replays N]
   calls | reset-calls | status
   raw '{ action = \"...\", ... }'

@@ -35,6 +35,23 @@ pub fn exported(symbol: &str) -> bool {
     current().exports(symbol)
 }
 
+/// Whether the current personality answers `NVML_ERROR_DEPRECATED` to
+/// `symbol` (drivers.toml `deprecated`); a call no branch deprecates does
+/// not look.
+pub fn deprecated(symbol: &str) -> bool {
+    if !crate::personality::ever_deprecated()
+        .iter()
+        .any(|d| d == symbol)
+    {
+        return false;
+    }
+    CURRENT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .is_some_and(|p| p.deprecates(symbol))
+}
+
 /// The personality for a scenario: `NVML_SIM_DRIVER` if set, else the
 /// scenario's `driver`, else the default. Errors name the bad setting.
 pub fn resolve(scenario: &crate::scenario::Scenario) -> Result<Personality, String> {

@@ -53,6 +53,8 @@ pub const VERSION_MISMATCH: Ret = nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MI
 pub const UNKNOWN: Ret = nvmlReturn_enum_NVML_ERROR_UNKNOWN;
 pub const FUNCTION_NOT_FOUND: Ret = nvmlReturn_enum_NVML_ERROR_FUNCTION_NOT_FOUND;
 pub const NO_PERMISSION: Ret = nvmlReturn_enum_NVML_ERROR_NO_PERMISSION;
+/// What a branch answers for a call it deprecated (drivers.toml).
+pub const DEPRECATED: Ret = nvmlReturn_enum_NVML_ERROR_DEPRECATED;
 
 /// `NVML_STRUCT_VERSION(data, ver)` from nvml.h (not in the bindings).
 pub const fn struct_version<T>(v: u32) -> u32 {
@@ -76,6 +78,9 @@ macro_rules! nvml_fn {
             crate::calls::record(stringify!($name));
             if !crate::driver::exported(stringify!($name)) {
                 return crate::ffi::FUNCTION_NOT_FOUND;
+            }
+            if crate::driver::deprecated(stringify!($name)) {
+                return crate::ffi::DEPRECATED;
             }
             crate::ffi::guard(move || -> crate::ffi::R { $body })
         }

@@ -6,6 +6,19 @@ use super::{now_us, Event, Sim};
 use crate::fault::{EccLocation, EccType, Fault, RowKind};
 
 impl Sim {
+    /// A GPU that registers with an NVSwitch fabric, for the fabric faults.
+    fn fabric_gpu(&mut self, gpu: u32) -> Result<&mut super::gpu::Gpu, String> {
+        let g = &mut self.gpus[gpu as usize];
+        if g.model.nvswitch_fabric() {
+            Ok(g)
+        } else {
+            Err(format!(
+                "GPU {gpu} ({}) is not on an NVSwitch fabric",
+                g.model.name
+            ))
+        }
+    }
+
     pub fn apply(&mut self, fault: &Fault) -> Result<String, String> {
         let at = self.scenario_t();
         self.apply_at(fault, at)
@@ -316,12 +329,26 @@ impl Sim {
                 let g = &mut self.gpus[*gpu as usize];
                 let nvlinks = g.model.nvlinks;
                 let name = g.model.name.clone();
+                let blackwell_links = g.model.nvlink5();
+                if nvlinks > 0 && !counter.counted_by(blackwell_links) {
+                    let (has, lacks) = if blackwell_links {
+                        ("NVLink5", "recovery, recovery-failed, effective, symbol")
+                    } else {
+                        (
+                            "NVLink 1-4",
+                            "replay, recovery, crc-flit, crc-data, ecc-data",
+                        )
+                    };
+                    return Err(format!(
+                        "GPU {gpu} ({name}) has {has} links, which count {lacks}, not {counter:?} errors"
+                    ));
+                }
                 let Some(added) = g.nvlink_errors_added.get_mut(*link as usize) else {
                     return Err(format!(
                         "GPU {gpu} ({name}) has {nvlinks} NVLink links, no link {link}"
                     ));
                 };
-                added[counter.nvml()] += count;
+                added[counter.index()] += count;
                 Ok(format!(
                     "GPU {gpu} NVLink {link}: {count} more {counter:?} errors"
                 ))
@@ -331,18 +358,69 @@ impl Sim {
                 state,
                 registered,
             } => {
-                let g = &mut self.gpus[*gpu as usize];
-                if !g.model.nvswitch_fabric() {
-                    return Err(format!(
-                        "GPU {gpu} ({}) is not on an NVSwitch fabric",
-                        g.model.name
-                    ));
-                }
+                let g = self.fabric_gpu(*gpu)?;
                 g.fabric_state = state.nvml();
                 // NVML_ERROR_UNKNOWN (999) stands for a failed registration.
                 g.fabric_status = if *registered { 0 } else { 999 };
                 Ok(format!(
                     "GPU {gpu} fabric {state:?}, registered {registered}"
+                ))
+            }
+            Fault::FabricHealth {
+                gpu,
+                summary,
+                degraded_bandwidth,
+                route_recovery,
+                route_unhealthy,
+                access_timeout_recovery,
+                incorrect_configuration,
+            } => {
+                let g = self.fabric_gpu(*gpu)?;
+                let h = &mut g.fabric_health;
+                if let Some(s) = summary {
+                    h.summary = s.nvml();
+                }
+                for (i, flag) in [
+                    degraded_bandwidth,
+                    route_recovery,
+                    route_unhealthy,
+                    access_timeout_recovery,
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    if let Some(f) = flag {
+                        h.fields[i] = f.get().map_or(0, |t| if t { 1 } else { 2 });
+                    }
+                }
+                if let Some(c) = incorrect_configuration {
+                    h.fields[4] = c.nvml();
+                }
+                Ok(format!(
+                    "GPU {gpu} fabric health summary {}, mask {:#x}",
+                    h.summary,
+                    h.mask(5)
+                ))
+            }
+            Fault::PowerSmoothing {
+                gpu,
+                lifetime_percent,
+            } => {
+                let g = &mut self.gpus[*gpu as usize];
+                if !g.model.power_smoothing {
+                    return Err(format!(
+                        "GPU {gpu} ({}) has no power smoothing",
+                        g.model.name
+                    ));
+                }
+                if !(0.0..=100.0).contains(lifetime_percent) {
+                    return Err(format!(
+                        "lifetime_percent {lifetime_percent} is outside 0..=100"
+                    ));
+                }
+                g.power_smoothing_lifetime = Some(*lifetime_percent);
+                Ok(format!(
+                    "GPU {gpu} power smoothing circuitry at {lifetime_percent}% of its lifetime"
                 ))
             }
             Fault::SramThreshold { gpu, exceeded } => {

@@ -2,9 +2,9 @@
 //! the counters faults move (ECC, retired pages, remapped rows, NVLink,
 //! violation and clock-event time).
 
-use crate::fault::{ProcKind, Reason, RetireCause};
+use crate::fault::{NvlinkCounter, ProcKind, Reason, RetireCause};
 use crate::identity::{self, PciAddr};
-use crate::model::{self, MigProfile, Model};
+use crate::model::{self, FabricHealth, MigProfile, Model};
 use crate::scenario::{CiSpec, GpuSpec, MigSpec, Readings, Settings, SramCounts};
 use crate::value::Val;
 use std::sync::Arc;
@@ -137,12 +137,21 @@ pub struct Gpu {
     pub pcie_width: u32,
     /// Bit n set: NVLink link n is inactive.
     pub nvlink_down: u64,
-    /// Errors added by faults, per link: (replay, recovery, crc flit, crc data, ecc data).
-    pub nvlink_errors_added: Vec<[u64; 5]>,
+    /// Errors added by faults, per link, indexed by [`NvlinkCounter::index`].
+    pub nvlink_errors_added: Vec<[u64; NvlinkCounter::COUNT]>,
     /// `NVML_GPU_FABRIC_STATE_*` (3 completed on NVSwitch boards, 0 elsewhere)
     /// and the registration's outcome (an nvmlReturn_t).
     pub fabric_state: u8,
     pub fabric_status: u32,
+    /// The fabric's health rows (the board's, the scenario's, then faults').
+    pub fabric_health: FabricHealth,
+    /// The NVLink partition: clique id and cluster UUID (all zero on a
+    /// single-node NVSwitch system).
+    pub fabric_clique: u32,
+    pub fabric_cluster: [u8; 16],
+    /// Power smoothing circuitry lifetime remaining, percent; `None` on
+    /// boards without power smoothing or where the scenario says "N/A".
+    pub power_smoothing_lifetime: Option<f64>,
     pub sram_threshold_exceeded: bool,
 }
 
@@ -216,9 +225,20 @@ impl Gpu {
             },
             pcie_width: spec.readings.pcie_width.unwrap_or(spec.model.pcie_width),
             nvlink_down: 0,
-            nvlink_errors_added: vec![[0; 5]; spec.model.nvlinks as usize],
+            nvlink_errors_added: vec![[0; NvlinkCounter::COUNT]; spec.model.nvlinks as usize],
             fabric_state: if spec.model.nvswitch_fabric() { 3 } else { 0 },
             fabric_status: 0,
+            fabric_health: spec.fabric.health,
+            fabric_clique: spec.fabric.clique_id,
+            fabric_cluster: spec.fabric.cluster_uuid,
+            power_smoothing_lifetime: match spec.readings.power_smoothing_lifetime_percent {
+                Some(v) => v.get(),
+                // Circuitry that has seen a little use: 100, 99, 98, 97 %.
+                None => spec
+                    .model
+                    .power_smoothing
+                    .then(|| 100.0 - f64::from(index % 4)),
+            },
             sram_threshold_exceeded: sram.threshold_exceeded,
         };
         let [power_cap, sync_boost, sw_thermal, hw_thermal, power_brake] =
@@ -364,11 +384,19 @@ impl Gpu {
         self.mig.as_ref()?.instances.iter().find(|i| i.id == gi)
     }
 
-    /// Link error counters: (replay, recovery, crc flit, crc data, ecc data),
-    /// a static base plus what faults added.
-    pub fn nvlink_errors(&self, link: u32) -> [u64; 5] {
+    /// Link error counters, indexed by [`NvlinkCounter::index`]: a static
+    /// base plus what faults added. NVLink5 links count symbol errors
+    /// before FEC corrects them; their other counters start at 0.
+    pub fn nvlink_errors(&self, link: u32) -> [u64; NvlinkCounter::COUNT] {
         let s = (self.index + link) as u64;
-        let mut counts = [s % 3, 0, (s * 5) % 7, 0, s % 2];
+        let mut counts = [0; NvlinkCounter::COUNT];
+        if self.model.nvlink5() {
+            counts[NvlinkCounter::Symbol.index()] = (s * 37) % 101;
+        } else {
+            counts[NvlinkCounter::Replay.index()] = s % 3;
+            counts[NvlinkCounter::CrcFlit.index()] = (s * 5) % 7;
+            counts[NvlinkCounter::EccData.index()] = s % 2;
+        }
         if let Some(added) = self.nvlink_errors_added.get(link as usize) {
             for (c, a) in counts.iter_mut().zip(added) {
                 *c += a;

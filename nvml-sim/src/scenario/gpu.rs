@@ -28,6 +28,17 @@ pub struct GpuSpec {
     pub settings: Settings,
     pub readings: Readings,
     pub counters: Counters,
+    pub fabric: FabricSpec,
+}
+
+/// The GPU's place in an NVLink fabric and the fabric manager's health
+/// rows (`nvidia-smi -q`, "Fabric").
+#[derive(Debug, Clone, Default)]
+pub struct FabricSpec {
+    pub clique_id: u32,
+    /// All zero: no multi-node partition (single-node NVSwitch systems).
+    pub cluster_uuid: [u8; 16],
+    pub health: model::FabricHealth,
 }
 
 /// Identifiers, resolved: the scenario's or derived, and unique in the fleet.
@@ -86,6 +97,8 @@ pub struct Readings {
     pub pcie_width: Option<u32>,
     pub memory_used_mib: Option<u64>,
     pub bar1_used_mib: Option<u64>,
+    /// Power smoothing circuitry lifetime remaining, percent.
+    pub power_smoothing_lifetime_percent: Option<Val<f64>>,
 }
 
 /// Counters at start; faults add to them.
@@ -222,6 +235,53 @@ pub(super) struct RawGpu {
     pub driver_model_pending: Option<DriverModel>,
     pub readings: Option<toml::Spanned<RawReadings>>,
     pub counters: Option<RawCounters>,
+    pub fabric: Option<toml::Spanned<RawFabric>>,
+}
+
+/// `fabric = { clique_id = 2, cluster_uuid = "...", health = { ... } }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFabric {
+    clique_id: Option<u32>,
+    cluster_uuid: Option<String>,
+    health: Option<model::FabricHealthSection>,
+}
+
+impl RawFabric {
+    fn resolve(&self, model: &Model) -> Result<FabricSpec, String> {
+        if !model.nvswitch_fabric() {
+            return Err(format!(
+                "{} is not on an NVSwitch fabric (fabric)",
+                model.name
+            ));
+        }
+        let mut health = model.fabric_health;
+        if let Some(h) = &self.health {
+            h.apply(&mut health);
+        }
+        let cluster_uuid = match &self.cluster_uuid {
+            None => [0; 16],
+            Some(text) => {
+                let hex: String = text.chars().filter(|c| *c != '-').collect();
+                let bad = || {
+                    format!("fabric.cluster_uuid `{text}` is not a UUID (8-4-4-4-12 hex digits)")
+                };
+                if hex.len() != 32 || text.len() != 36 {
+                    return Err(bad());
+                }
+                let mut out = [0u8; 16];
+                for (i, b) in out.iter_mut().enumerate() {
+                    *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+                }
+                out
+            }
+        };
+        Ok(FabricSpec {
+            clique_id: self.clique_id.unwrap_or(0),
+            cluster_uuid,
+            health,
+        })
+    }
 }
 
 fn one() -> usize {
@@ -350,6 +410,7 @@ pub(super) struct RawReadings {
     pcie_width: Option<u32>,
     memory_used_mib: Option<u64>,
     bar1_used_mib: Option<u64>,
+    power_smoothing_lifetime_percent: Option<Val<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -517,6 +578,19 @@ impl RawReadings {
                 ));
             }
         }
+        if let Some(Val::Is(p)) = self.power_smoothing_lifetime_percent {
+            if !model.power_smoothing {
+                return Err(format!(
+                    "{} has no power smoothing (power_smoothing_lifetime_percent)",
+                    model.name
+                ));
+            }
+            if !(0.0..=100.0).contains(&p) {
+                return Err(format!(
+                    "power_smoothing_lifetime_percent {p} is outside 0..=100"
+                ));
+            }
+        }
         if let Some(m) = self.bar1_used_mib {
             if m > model.bar1_mib {
                 return Err(format!(
@@ -547,6 +621,7 @@ impl RawReadings {
             pcie_width: self.pcie_width,
             memory_used_mib: self.memory_used_mib,
             bar1_used_mib: self.bar1_used_mib,
+            power_smoothing_lifetime_percent: self.power_smoothing_lifetime_percent,
         })
     }
 }
@@ -891,6 +966,16 @@ impl RawGpu {
             .transpose()
             .map_err(at_table)?
             .unwrap_or_default();
+        let fabric = match &self.fabric {
+            Some(f) => f
+                .get_ref()
+                .resolve(model)
+                .map_err(|m| (Some(f.span().start), m))?,
+            None => FabricSpec {
+                health: model.fabric_health,
+                ..FabricSpec::default()
+            },
+        };
         Ok(GpuSpec {
             model: model.clone(),
             load: self.load,
@@ -907,6 +992,7 @@ impl RawGpu {
             settings,
             readings,
             counters,
+            fabric,
         })
     }
 }
