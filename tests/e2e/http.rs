@@ -436,6 +436,8 @@ fn every_listen_address_is_served_and_a_bare_port_is_dual_stack() {
         s.read_to_end(&mut buf).unwrap();
         assert_eq!(Response::parse(&buf).unwrap().status, 200, "{addr}");
     }
+    // The listeners may answer before the start-up line reaches the log.
+    e.wait_log("msg=\"nvml-exporter started\"", Duration::from_secs(10));
     let log = e.log();
     let started = log
         .lines()
