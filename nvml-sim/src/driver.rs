@@ -44,8 +44,9 @@ pub struct Branch {
 }
 
 /// Every symbol some branch lacks: the ones [`hide`] manages.
-pub const MANAGED: [&str; 4] = [
+pub const MANAGED: [&str; 5] = [
     "nvmlDeviceGetRunningProcessDetailList",
+    "nvmlDeviceGetProcessesUtilizationInfo",
     "nvmlDeviceGetDriverModel_v2",
     "nvmlDeviceGetTemperatureV",
     "nvmlDeviceGetSramEccErrorStatus",
@@ -53,6 +54,7 @@ pub const MANAGED: [&str; 4] = [
 
 const R535_ABSENT: &[&str] = &[
     "nvmlDeviceGetRunningProcessDetailList",
+    "nvmlDeviceGetProcessesUtilizationInfo",
     "nvmlDeviceGetDriverModel_v2",
     "nvmlDeviceGetTemperatureV",
     "nvmlDeviceGetSramEccErrorStatus",

@@ -226,9 +226,24 @@ pub enum Fault {
         kind: ProcKind,
         gpu_instance: Option<u32>,
         compute_instance: Option<u32>,
+        /// What it does, percent per engine (see `usage.rs`); none given:
+        /// it takes a share of the GPU's load.
+        sm_percent: Option<f64>,
+        memory_percent: Option<f64>,
+        encoder_percent: Option<f64>,
+        decoder_percent: Option<f64>,
     },
     ProcessStop {
         pid: u32,
+    },
+    /// Changes what a running process does; the engines not given keep
+    /// their declared use (0 when it declared none).
+    ProcessUse {
+        pid: u32,
+        sm_percent: Option<f64>,
+        memory_percent: Option<f64>,
+        encoder_percent: Option<f64>,
+        decoder_percent: Option<f64>,
     },
     /// Sets the GPU's base utilization in percent.
     Load {
@@ -296,8 +311,24 @@ impl Fault {
             | Fault::Pcie { gpu, .. }
             | Fault::Fabric { gpu, .. }
             | Fault::SramThreshold { gpu, .. } => Some(*gpu),
-            Fault::DriverUnload | Fault::DriverLoad | Fault::ProcessStop { .. } => None,
+            Fault::DriverUnload
+            | Fault::DriverLoad
+            | Fault::ProcessStop { .. }
+            | Fault::ProcessUse { .. } => None,
         }
+    }
+
+    /// Whether the fault changes what a GPU's processes do (and with it the
+    /// GPU's utilization and energy).
+    pub fn changes_use(&self) -> bool {
+        matches!(
+            self,
+            Fault::ProcessStart { .. }
+                | Fault::ProcessStop { .. }
+                | Fault::ProcessUse { .. }
+                | Fault::Load { .. }
+                | Fault::MigReconfigure { .. }
+        )
     }
 
     /// Parses one request line of the control protocol: a TOML inline table.

@@ -29,6 +29,8 @@ pub struct Proc {
     pub kind: ProcKind,
     /// (gpu instance id, compute instance id) on MIG-enabled GPUs.
     pub mig: Option<(u32, u32)>,
+    /// What it does with the GPU, when declared (see `usage.rs`).
+    pub usage: Option<crate::usage::ProcUse>,
 }
 
 #[derive(Debug, Clone)]
@@ -114,6 +116,10 @@ pub struct Gpu {
     pub fabric_state: u8,
     pub fabric_status: u32,
     pub sram_threshold_exceeded: bool,
+    /// The driver's per-process utilization samples.
+    pub samples: crate::usage::SampleBuffer,
+    /// Pid of the MPS server, on a GPU that runs one.
+    pub mps_server: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -223,6 +229,9 @@ impl Wave {
             phase,
         }
     }
+    fn flat(self) -> Wave {
+        Wave { amp: 0.0, ..self }
+    }
     fn at(&self, t: f64) -> f64 {
         self.load + self.amp * (self.omega * t + self.phase).sin()
     }
@@ -287,6 +296,8 @@ impl Gpu {
             fabric_state: if spec.model.nvswitch_fabric() { 3 } else { 0 },
             fabric_status: 0,
             sram_threshold_exceeded: false,
+            samples: crate::usage::SampleBuffer::new(now_us()),
+            mps_server: None,
         };
         if let Some(mig) = &spec.mig {
             let names: Vec<String> = mig.iter().map(|m| m.profile.clone()).collect();
@@ -309,6 +320,19 @@ impl Gpu {
                 memory: p.memory_mib * MIB,
                 kind: p.kind,
                 mig,
+                usage: p.usage,
+            });
+        }
+        if spec.mps {
+            *next_pid += 1;
+            gpu.mps_server = Some(*next_pid);
+            gpu.procs.push(Proc {
+                pid: *next_pid,
+                name: "nvidia-cuda-mps-server".into(),
+                memory: 25 * MIB,
+                kind: ProcKind::Compute,
+                mig: None,
+                usage: None,
             });
         }
         gpu
@@ -350,12 +374,19 @@ impl Gpu {
         self.mig.as_ref()?.instances.iter().find(|i| i.id == gi)
     }
 
+    /// Processes that declare their use set the level, without a wave.
     fn wave(&self) -> Wave {
-        Wave::new(self.load, self.period, self.phase)
+        match crate::usage::declared_sm(self, None) {
+            Some(sm) => Wave::new(sm, self.period, self.phase).flat(),
+            None => Wave::new(self.load, self.period, self.phase),
+        }
     }
 
     fn instance_wave(&self, gi: &GpuInstance) -> Wave {
-        Wave::new(gi.load, self.period, gi.phase)
+        match crate::usage::declared_sm(self, Some(gi.id)) {
+            Some(sm) => Wave::new(sm, self.period, gi.phase).flat(),
+            None => Wave::new(gi.load, self.period, gi.phase),
+        }
     }
 
     /// GPU utilization in percent at real time t.
@@ -754,6 +785,15 @@ impl Sim {
     fn apply_at(&mut self, fault: &Fault, at: f64) -> Result<String, String> {
         let t = self.t();
         let n = self.gpus.len();
+        if fault.changes_use() {
+            // What processes do drives utilization, energy and the sample
+            // buffer: settle all three as of now under the old state.
+            let now = now_us();
+            for g in &mut self.gpus {
+                g.advance_energy(t);
+                crate::usage::advance(g, now);
+            }
+        }
         if let Some(g) = fault.gpu() {
             if g as usize >= n {
                 return Err(format!("no GPU {g}: the fleet has {n} GPUs (0..{})", n - 1));
@@ -946,6 +986,10 @@ impl Sim {
                 kind,
                 gpu_instance,
                 compute_instance,
+                sm_percent,
+                memory_percent,
+                encoder_percent,
+                decoder_percent,
             } => {
                 let pid = match pid {
                     Some(p) => *p,
@@ -973,12 +1017,25 @@ impl Sim {
                     (None, Some(_)) => return Err(format!("GPU {gpu} is not in MIG mode")),
                     (None, None) => None,
                 };
+                let usage = match [sm_percent, memory_percent, encoder_percent, decoder_percent]
+                    .iter()
+                    .any(|v| v.is_some())
+                {
+                    true => Some(crate::usage::ProcUse::default().with(
+                        *sm_percent,
+                        *memory_percent,
+                        *encoder_percent,
+                        *decoder_percent,
+                    )?),
+                    false => None,
+                };
                 g.procs.push(Proc {
                     pid,
                     name: name.clone(),
                     memory: memory_mib * MIB,
                     kind: *kind,
                     mig,
+                    usage,
                 });
                 Ok(format!("process {pid} started on GPU {gpu}"))
             }
@@ -994,6 +1051,31 @@ impl Sim {
                 } else {
                     Err(format!("no process {pid}"))
                 }
+            }
+            Fault::ProcessUse {
+                pid,
+                sm_percent,
+                memory_percent,
+                encoder_percent,
+                decoder_percent,
+            } => {
+                let p = self
+                    .gpus
+                    .iter_mut()
+                    .flat_map(|g| g.procs.iter_mut())
+                    .find(|p| p.pid == *pid)
+                    .ok_or_else(|| format!("no process {pid}"))?;
+                let u = p.usage.unwrap_or_default().with(
+                    *sm_percent,
+                    *memory_percent,
+                    *encoder_percent,
+                    *decoder_percent,
+                )?;
+                p.usage = Some(u);
+                Ok(format!(
+                    "process {pid} uses SM {}%, memory {}%, encoder {}%, decoder {}%",
+                    u.sm, u.memory, u.encoder, u.decoder
+                ))
             }
             Fault::Load { gpu, percent } => {
                 if !(0.0..=100.0).contains(percent) {

@@ -15,6 +15,7 @@ pub mod fleet;
 pub mod host;
 pub mod model;
 pub mod scenario;
+pub mod usage;
 
 pub use ffi::clocks::*;
 pub use ffi::device::*;

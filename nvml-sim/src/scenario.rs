@@ -53,6 +53,8 @@ pub struct GpuSpec {
     pub persistence: bool,
     /// MIG mode after the next GPU reset (`nvidia-smi -mig`); defaults to the current mode.
     pub mig_pending: Option<bool>,
+    /// An MPS server runs on the GPU: its other compute processes are its clients.
+    pub mps: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -69,6 +71,8 @@ pub struct ProcSpec {
     pub kind: ProcKind,
     /// Index into the GPU's `mig` list.
     pub mig_instance: Option<usize>,
+    /// What the process does, when the scenario declares it.
+    pub usage: Option<crate::usage::ProcUse>,
 }
 
 #[derive(Debug)]
@@ -121,6 +125,8 @@ struct RawGpu {
     display: bool,
     persistence: Option<bool>,
     mig_pending: Option<bool>,
+    #[serde(default)]
+    mps: bool,
 }
 
 fn one() -> usize {
@@ -147,6 +153,10 @@ struct RawProc {
     #[serde(default = "compute")]
     kind: ProcKind,
     mig_instance: Option<usize>,
+    sm_percent: Option<f64>,
+    memory_percent: Option<f64>,
+    encoder_percent: Option<f64>,
+    decoder_percent: Option<f64>,
 }
 
 fn compute() -> ProcKind {
@@ -318,12 +328,32 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                     ),
                 ));
             }
+            let declared = [
+                p.sm_percent,
+                p.memory_percent,
+                p.encoder_percent,
+                p.decoder_percent,
+            ];
+            let usage = match declared.iter().any(Option::is_some) {
+                true => Some(
+                    crate::usage::ProcUse::default()
+                        .with(
+                            p.sm_percent,
+                            p.memory_percent,
+                            p.encoder_percent,
+                            p.decoder_percent,
+                        )
+                        .map_err(|m| err(Some(at), format!("process `{}`: {m}", p.name)))?,
+                ),
+                false => None,
+            };
             processes.push(ProcSpec {
                 pid: p.pid,
                 name: p.name.clone(),
                 memory_mib: p.memory_mib,
                 kind: p.kind,
                 mig_instance: p.mig_instance,
+                usage,
             });
         }
         if g.mig_pending.is_some() && !model.mig_capable() {
@@ -356,6 +386,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                 display: g.display,
                 persistence: g.persistence.unwrap_or(!model.display_capable),
                 mig_pending: g.mig_pending,
+                mps: g.mps,
             });
         }
     }

@@ -114,6 +114,7 @@ same!(
     nvmlDeviceGetPowerState,
     nvmlDeviceGetPowerUsage,
     nvmlDeviceGetProcessUtilization,
+    nvmlDeviceGetProcessesUtilizationInfo,
     nvmlDeviceGetRemappedRows,
     nvmlDeviceGetRetiredPages,
     nvmlDeviceGetRetiredPagesPendingStatus,

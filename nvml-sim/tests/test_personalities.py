@@ -20,16 +20,17 @@ SYMBOLS = [
     "nvmlDeviceGetTemperatureV",
     "nvmlDeviceGetComputeRunningProcesses_v3",
     "nvmlDeviceGetSramEccErrorStatus",
+    "nvmlDeviceGetProcessesUtilizationInfo",
 ]
 
 # driver -> (NVML version, CUDA driver version, exported SYMBOLS)
 EXPECTED = {
-    "535.104.05": ("12.535.104.05", 12020, [False, True, False, False, True, False]),
-    "545.29.06": ("12.545.29.06", 12030, [False, True, False, False, True, False]),
-    "550.127.05": ("12.550.127.05", 12040, [True, True, False, False, True, True]),
-    "560.35.03": ("12.560.35.03", 12060, [True, True, True, False, True, True]),
-    "570.133.20": ("12.570.133.20", 12080, [True, True, True, True, True, True]),
-    "580.95.05": ("13.580.95.05", 13000, [True, True, True, True, True, True]),
+    "535.104.05": ("12.535.104.05", 12020, [False, True, False, False, True, False, False]),
+    "545.29.06": ("12.545.29.06", 12030, [False, True, False, False, True, False, False]),
+    "550.127.05": ("12.550.127.05", 12040, [True, True, False, False, True, True, True]),
+    "560.35.03": ("12.560.35.03", 12060, [True, True, True, False, True, True, True]),
+    "570.133.20": ("12.570.133.20", 12080, [True, True, True, True, True, True, True]),
+    "580.95.05": ("13.580.95.05", 13000, [True, True, True, True, True, True, True]),
 }
 
 PROBE = r"""

@@ -6,15 +6,22 @@
 use super::*;
 use crate::fault::ProcKind;
 
+/// The compute or graphics list; `None`: the MPS list, the clients of the
+/// GPU's MPS server (which the compute list holds too, as `nvidia-smi`
+/// shows them as type `M+C`).
 fn processes(device: nvmlDevice_t, kind: Option<ProcKind>) -> R<Vec<nvmlProcessInfo_t>> {
     with_dev(device, |sim, d, _| {
         if d.mig.is_none() && sim.aggregate_withheld(d.gpu) {
             return Err(NO_PERMISSION);
         }
         let g = &sim.gpus[d.gpu as usize];
+        let clients: Vec<u32> = crate::usage::mps_clients(g).iter().map(|p| p.pid).collect();
         Ok(g.procs
             .iter()
-            .filter(|p| kind.map(|k| p.kind == k).unwrap_or(false))
+            .filter(|p| match kind {
+                Some(k) => p.kind == k,
+                None => clients.contains(&p.pid),
+            })
             .filter(|p| match d.mig {
                 Some((gi, _, _)) => p.mig.map(|m| m.0) == Some(gi),
                 None => true,

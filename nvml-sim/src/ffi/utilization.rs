@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::fleet::{now_us, Gpu};
+use crate::usage::{self, Answer};
 use std::ffi::c_ulonglong;
 
 /// NVML reference, nvmlDeviceGetUtilizationRates: not supported on MIG-enabled
@@ -22,7 +23,8 @@ nvml_fn! {
         nonnull(utilization)?;
         let (gpu, mem) = util_gpu(device, |g, t| {
             let u = g.util(t);
-            Ok((u.round() as u32, (u * 0.62).round() as u32))
+            let mem = usage::declared_memory(g).unwrap_or(u * 0.62);
+            Ok((u.round() as u32, mem.round() as u32))
         })?;
         out(utilization, nvmlUtilization_t { gpu, memory: mem })
     }
@@ -36,12 +38,13 @@ unsafe fn engine_util(
     period: *mut c_uint,
     share: f64,
     needs: fn(&Gpu) -> bool,
+    declared: fn(&Gpu) -> Option<f64>,
 ) -> R {
     nonnull(utilization)?;
     nonnull(period)?;
     let v = util_gpu(device, |g, t| {
         if needs(g) {
-            Ok((g.util(t) * share).round() as u32)
+            Ok(declared(g).unwrap_or(g.util(t) * share).round() as u32)
         } else {
             Ok(0)
         }
@@ -52,59 +55,90 @@ unsafe fn engine_util(
 
 nvml_fn! {
     fn nvmlDeviceGetEncoderUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
-        engine_util(device, utilization, samplingPeriodUs, 0.2, |g| g.model.encoders)
+        engine_util(device, utilization, samplingPeriodUs, 0.2, |g| g.model.encoders, usage::declared_encoder)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetDecoderUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
-        engine_util(device, utilization, samplingPeriodUs, 0.15, |_| true)
+        engine_util(device, utilization, samplingPeriodUs, 0.15, |_| true, usage::declared_decoder)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetJpgUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
-        engine_util(device, utilization, samplingPeriodUs, 0.05, |_| true)
+        engine_util(device, utilization, samplingPeriodUs, 0.05, |_| true, |_| None)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetOfaUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
-        engine_util(device, utilization, samplingPeriodUs, 0.03, |_| true)
+        engine_util(device, utilization, samplingPeriodUs, 0.03, |_| true, |_| None)
     }
 }
 
+/// Per-process samples newer than `last_seen` on a whole, MIG-disabled
+/// GPU (see `usage.rs`); NOT_FOUND when no process was active since.
+fn process_samples(device: nvmlDevice_t, last_seen: u64) -> R<Vec<Answer>> {
+    with_gpu(device, |g, _| {
+        if g.mig.is_some() {
+            return Err(NOT_SUPPORTED);
+        }
+        usage::query(g, now_us(), last_seen).ok_or(NOT_FOUND)
+    })
+}
+
 nvml_fn! {
-    /// Per-process samples newer than `lastSeenTimeStamp`; the two-call size
-    /// protocol of the reference (null buffer: count written, INSUFFICIENT_SIZE).
+    /// The two-call size protocol of the reference: a null buffer or a
+    /// count too small gets INSUFFICIENT_SIZE with the needed count.
     fn nvmlDeviceGetProcessUtilization(device: nvmlDevice_t, utilization: *mut nvmlProcessUtilizationSample_t, processSamplesCount: *mut c_uint, lastSeenTimeStamp: c_ulonglong) {
         nonnull(processSamplesCount)?;
-        let samples = util_gpu(device, |g, t| {
-            let now = now_us();
-            let total: u64 = g.procs.iter().map(|p| p.memory).sum::<u64>().max(1);
-            Ok(g.procs
-                .iter()
-                .filter(|_| now > lastSeenTimeStamp)
-                .map(|p| nvmlProcessUtilizationSample_t {
-                    pid: p.pid,
-                    timeStamp: now,
-                    smUtil: (g.util(t) * p.memory as f64 / total as f64).round() as u32,
-                    memUtil: (g.util(t) * 0.62 * p.memory as f64 / total as f64).round() as u32,
-                    encUtil: 0,
-                    decUtil: 0,
-                })
-                .collect::<Vec<_>>())
-        })?;
-        if samples.is_empty() {
-            return Err(NOT_FOUND);
-        }
+        let samples = process_samples(device, lastSeenTimeStamp)?;
         let cap = *processSamplesCount as usize;
         *processSamplesCount = samples.len() as u32;
         if utilization.is_null() || cap < samples.len() {
             return Err(INSUFFICIENT_SIZE);
         }
         for (i, s) in samples.into_iter().enumerate() {
-            utilization.add(i).write(s);
+            utilization.add(i).write(nvmlProcessUtilizationSample_t {
+                pid: s.pid,
+                timeStamp: s.timestamp_us,
+                smUtil: s.util[0],
+                memUtil: s.util[1],
+                encUtil: s.util[2],
+                decUtil: s.util[3],
+            });
+        }
+        Ok(())
+    }
+}
+
+nvml_fn! {
+    /// R550 and later (absent from R535/R545 personalities, see driver.rs):
+    /// the versioned call, with JPEG and OFA beside the four engines.
+    fn nvmlDeviceGetProcessesUtilizationInfo(device: nvmlDevice_t, procesesUtilInfo: *mut nvmlProcessesUtilizationInfo_t) {
+        nonnull(procesesUtilInfo)?;
+        let info = &mut *procesesUtilInfo;
+        if info.version != struct_version::<nvmlProcessesUtilizationInfo_v1_t>(1) {
+            return Err(VERSION_MISMATCH);
+        }
+        let samples = process_samples(device, info.lastSeenTimeStamp)?;
+        let cap = info.processSamplesCount as usize;
+        info.processSamplesCount = samples.len() as u32;
+        if info.procUtilArray.is_null() || cap < samples.len() {
+            return Err(INSUFFICIENT_SIZE);
+        }
+        for (i, s) in samples.into_iter().enumerate() {
+            info.procUtilArray.add(i).write(nvmlProcessUtilizationInfo_v1_t {
+                timeStamp: s.timestamp_us,
+                pid: s.pid,
+                smUtil: s.util[0],
+                memUtil: s.util[1],
+                encUtil: s.util[2],
+                decUtil: s.util[3],
+                jpgUtil: s.util[4],
+                ofaUtil: s.util[5],
+            });
         }
         Ok(())
     }
