@@ -287,6 +287,18 @@ struct Flags {
     )]
     workloads_refresh_interval: Duration,
 
+    /// A workload holding a GPU or MIG device is idle while its measured SM
+    /// use, averaged since it went idle, stays below this part of the
+    /// device (`nvidia_gpu_workload_held_idle_seconds`).
+    #[arg(
+        long = "workloads.idle-threshold",
+        env = "NVML_EXPORTER_WORKLOADS_IDLE_THRESHOLD",
+        default_value_t = 0.01,
+        value_parser = parse_ratio,
+        value_name = "RATIO"
+    )]
+    workloads_idle_threshold: f64,
+
     /// Also read Slurm jobs from dcgm-exporter's --hpc-job-mapping-dir
     /// format (one file per GPU index, job ids one per line, written by a
     /// prolog); setting it turns on --workloads.
@@ -469,7 +481,7 @@ where
     let mut cmd = command();
     let matches = cmd.try_get_matches_from_mut(args)?;
     let flags = Flags::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
-    let families = families_from(&matches);
+    let mut families = families_from(&matches);
     let library = match (flags.simulate, flags.nvml_library) {
         (Some(scenario), _) if scenario.is_empty() => {
             return Err(cmd.error(
@@ -495,7 +507,12 @@ where
         refresh_interval: flags.workloads_refresh_interval,
         slurm_mapping_dir: flags.slurm_mapping_dir,
         container_engine_sockets: flags.container_engine_sockets,
+        idle_threshold: flags.workloads_idle_threshold,
     });
+    if workloads.is_none() {
+        // Per-workload use needs workloads to charge it to.
+        families.set(Family::WorkloadUsage, false);
+    }
     if workloads.is_some()
         && !families.contains(Family::Processes)
         && !families.contains(Family::ProcessMemory)
@@ -574,6 +591,14 @@ fn parse_limit(s: &str) -> Result<usize, String> {
         .ok()
         .filter(|n| *n <= MAX_LIMIT)
         .ok_or_else(|| format!("{s} is above the most allowed, {MAX_LIMIT} (0 means no limit)"))
+}
+
+fn parse_ratio(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|r| (0.0..=1.0).contains(r))
+        .ok_or_else(|| format!("{s:?} is not a ratio from 0 to 1 (0.01 is 1 %)"))
 }
 
 /// The largest `--collector.xid.max-codes`: every code NVIDIA documents on

@@ -34,6 +34,7 @@ mod retirement;
 mod temperature;
 mod throttle;
 mod utilization;
+mod workload_usage;
 mod workloads;
 mod xid;
 
@@ -67,6 +68,7 @@ pub static COLLECTORS: &[&Collector] = &[
     &mig_memory_free::COLLECTOR,
     &kubernetes::COLLECTOR,
     &workloads::COLLECTOR,
+    &workload_usage::COLLECTOR,
     &exporter::COLLECTOR,
 ];
 
