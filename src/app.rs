@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::cli::{Config, Library, ListenAddress};
+use crate::family::Family;
 use crate::http::{self, Published, Router, ServerConfig};
 use crate::kubernetes::Attribution;
 use crate::logging;
@@ -189,12 +190,18 @@ async fn serve_until_signal(
     if let Some(w) = &workloads {
         tokio::spawn(w.clone().run(stop_rx.clone()));
     }
+    let mut sampled = config.families.clone();
+    if workloads.is_none() {
+        // Per-workload use needs workloads to charge it to: without
+        // --workloads its NVML calls are not made.
+        sampled.set(Family::WorkloadUsage, false);
+    }
     let poller = nvml::start(
         PollerConfig {
             library: library_source(&config.library),
             interval: config.collect_interval,
             stuck_deadline: config.stuck_deadline,
-            families: config.families.clone(),
+            families: sampled,
             xid_max_codes: config.xid_max_codes,
         },
         publisher(&config, latest.clone(), attribution, workloads),

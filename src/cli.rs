@@ -481,7 +481,7 @@ where
     let mut cmd = command();
     let matches = cmd.try_get_matches_from_mut(args)?;
     let flags = Flags::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
-    let mut families = families_from(&matches);
+    let families = families_from(&matches);
     let library = match (flags.simulate, flags.nvml_library) {
         (Some(scenario), _) if scenario.is_empty() => {
             return Err(cmd.error(
@@ -509,10 +509,7 @@ where
         container_engine_sockets: flags.container_engine_sockets,
         idle_threshold: flags.workloads_idle_threshold,
     });
-    if workloads.is_none() {
-        // Per-workload use needs workloads to charge it to.
-        families.set(Family::WorkloadUsage, false);
-    }
+
     if workloads.is_some()
         && !families.contains(Family::Processes)
         && !families.contains(Family::ProcessMemory)
