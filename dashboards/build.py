@@ -912,7 +912,7 @@ def kubernetes() -> dict:
     L.add(timeseries("GPUs held and busy by namespace", "GPU-equivalents each namespace's pods "
                      "hold (a time-sliced GPU counted by share, a MIG device by its slices) and "
                      "keep busy, as measured per process (SM time; MIG: the instance's GPM "
-                     "activity). Needs --workloads as well." + NS_RULES_NOTE, "percentunit",
+                     "graphics activity). Needs --workloads as well." + NS_RULES_NOTE, "percentunit",
                      targets(("sum by (namespace) ("
                               + ns_rec("nvidia_gpu_workload_held_seconds:rate5m") + ")",
                               "{{namespace}} held"),
@@ -1043,7 +1043,7 @@ def workloads() -> dict:
                               "{{user}} ({{uid}})")), 0, stack=True), 12, 8)
     L.add(timeseries("SM use by Slurm job", "Busy GPU-equivalents per job, measured per "
                      "process (one GPU whose SMs the job keeps busy all the time shows as 100%; "
-                     "on MIG its instance's GPM SM activity times the instance's part of the "
+                     "on MIG its instance's GPM graphics activity times the instance's part of the "
                      "GPU).", "percentunit",
                      targets((f"sum by (slurm_job, user) (rate({WL_SM.format(sel=SLURM_SEL)}"
                               f"[$__rate_interval]))", "job {{slurm_job}} ({{user}})")), 0), 12, 8)

@@ -14,7 +14,7 @@ pub static COLLECTOR: Collector = Collector {
     metrics: &[
         Metric {
             name: "nvidia_gpu_workload_sm_seconds_total",
-            help: "SM busy time of a workload's processes on a GPU or MIG device, in seconds of the whole GPU, as NVML measured it (per-process utilization; on MIG the instance's GPM SM activity).",
+            help: "SM busy time of a workload's processes on a GPU or MIG device, in seconds of the whole GPU, as NVML measured it (per-process utilization; on MIG the instance's GPM graphics activity).",
             kind: Kind::Counter,
             collect: sm,
         },

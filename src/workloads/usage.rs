@@ -11,8 +11,9 @@
 //!   pids, an ended pid those of the workload it last belonged to. MPS:
 //!   NVML samples the clients' work under the server's pid, so the
 //!   server's seconds are split evenly between the clients.
-//! - MIG: NVML has no per-process utilization. A GPU instance's SM
-//!   activity (GPM) times its part of the GPU (compute slices of the
+//! - MIG: NVML has no per-process utilization. A GPU instance's graphics
+//!   engine activity (GPM: the time a kernel ran, what per-process SM
+//!   utilization measures on a whole GPU) times its part of the GPU (compute slices of the
 //!   instance over those of the GPU) times `dt` is split between the
 //!   instance's holders by their share.
 //! - Energy: the GPU's energy counter grew by `dE`; a workload gets
@@ -547,7 +548,7 @@ fn with_processes(g: &GpuState, by_pid: &HashMap<u32, Workload>) -> BTreeSet<(De
 }
 
 /// SM seconds of a MIG-enabled GPU's holders over `dt`, from each GPU
-/// instance's GPM SM activity times its part of the GPU, split between the
+/// instance's GPM graphics activity times its part of the GPU, split between the
 /// instance's holders by their share. Not measured when an instance has no
 /// activity (A100) or the GPU's slices are unknown.
 fn mig(g: &GpuState, total_slices: Option<u32>, held: &[&WorkloadHolding], dt: f64) -> Interval {
@@ -562,7 +563,7 @@ fn mig(g: &GpuState, total_slices: Option<u32>, held: &[&WorkloadHolding], dt: f
             let sm = gi
                 .activity
                 .iter()
-                .find(|(m, _)| *m == GpmMetric::Sm)
+                .find(|(m, _)| *m == GpmMetric::Graphics)
                 .map(|(_, v)| *v)?;
             let slices = profile_slices(&gi.profile)?;
             Some((gi.gpu_instance, sm, f64::from(slices) / f64::from(total)))
@@ -858,7 +859,7 @@ mod tests {
                 profile: (*profile).into(),
                 memory: None,
                 activity: activity
-                    .map(|a| vec![(GpmMetric::Sm, a[i])])
+                    .map(|a| vec![(GpmMetric::Graphics, a[i])])
                     .unwrap_or_default(),
                 compute_instances: vec![MigComputeInstance {
                     compute_instance: 0,
