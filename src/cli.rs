@@ -238,8 +238,10 @@ struct Flags {
     /// pods, systemd services, login sessions) from the processes' cgroups
     /// under --path.procfs (adds `nvidia_gpu_workload_share_ratio`,
     /// `nvidia_gpu_mig_workload_share_ratio` and
-    /// `nvidia_gpu_workload_memory_used_bytes`). Needs the host's pids:
-    /// host PID namespace or the host's procfs.
+    /// `nvidia_gpu_workload_memory_used_bytes`, and with the
+    /// workload_usage collector measured SM time, energy, time held and
+    /// held idle per workload). Needs the host's pids: host PID namespace
+    /// or the host's procfs.
     #[arg(long = "workloads", env = "NVML_EXPORTER_WORKLOADS")]
     workloads: bool,
 
@@ -481,7 +483,7 @@ where
     let mut cmd = command();
     let matches = cmd.try_get_matches_from_mut(args)?;
     let flags = Flags::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
-    let families = families_from(&matches);
+    let mut families = families_from(&matches);
     let library = match (flags.simulate, flags.nvml_library) {
         (Some(scenario), _) if scenario.is_empty() => {
             return Err(cmd.error(
@@ -509,6 +511,10 @@ where
         container_engine_sockets: flags.container_engine_sockets,
         idle_threshold: flags.workloads_idle_threshold,
     });
+    // Measured use comes with --workloads, unless switched off by name.
+    if workloads.is_some() && switched(&matches, Family::WorkloadUsage).is_none() {
+        families.set(Family::WorkloadUsage, true);
+    }
 
     if workloads.is_some()
         && !families.contains(Family::Processes)
@@ -558,21 +564,25 @@ where
 fn families_from(matches: &ArgMatches) -> FamilySet {
     let mut set = FamilySet::defaults();
     for &f in Family::ALL {
-        // `overrides_with` leaves only the last of the pair given on the
-        // command line; an environment value for `--collector.x` is applied
-        // even then, so the command-line `--no-` must be checked first.
-        let disabled_on_cli = matches.get_flag(&disable_id(f))
-            && matches.value_source(&disable_id(f)) == Some(ValueSource::CommandLine);
-        let enabled = if disabled_on_cli {
-            Some(false)
-        } else {
-            matches.get_one::<bool>(&enable_id(f)).copied()
-        };
-        if let Some(on) = enabled {
+        if let Some(on) = switched(matches, f) {
             set.set(f, on);
         }
     }
     set
+}
+
+/// Whether the family was switched on or off by flag or environment.
+fn switched(matches: &ArgMatches, f: Family) -> Option<bool> {
+    // `overrides_with` leaves only the last of the pair given on the
+    // command line; an environment value for `--collector.x` is applied
+    // even then, so the command-line `--no-` must be checked first.
+    let disabled_on_cli = matches.get_flag(&disable_id(f))
+        && matches.value_source(&disable_id(f)) == Some(ValueSource::CommandLine);
+    if disabled_on_cli {
+        Some(false)
+    } else {
+        matches.get_one::<bool>(&enable_id(f)).copied()
+    }
 }
 
 /// The largest `--web.max-requests` and `--web.max-connections`: far above
@@ -982,6 +992,14 @@ mod tests {
         .expect("a mapping dir turns attribution on");
         assert_eq!(c.procfs, PathBuf::from("/host/proc"));
         assert_eq!(c.limit, usize::MAX);
+        // Measured use comes with it, unless switched off by name.
+        assert!(parse(&["--workloads"])
+            .unwrap()
+            .families
+            .contains(Family::WorkloadUsage));
+        assert!(!parse(&[]).unwrap().families.contains(Family::WorkloadUsage));
+        let c = parse(&["--workloads", "--no-collector.workload_usage"]).unwrap();
+        assert!(!c.families.contains(Family::WorkloadUsage));
         let e = parse(&["--workloads", "--no-collector.processes"]).unwrap_err();
         assert!(e.to_string().contains("processes collector"), "{e}");
         assert!(parse(&[

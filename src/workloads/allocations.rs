@@ -163,15 +163,22 @@ pub fn container_names(dir: &Path) -> Result<HashMap<String, PodContainer>, Work
 /// Adds a holding for every pod allocation and Slurm job allowlist that
 /// no holding from processes (or the mapping directory) already covers.
 /// Shares are left for the caller to assign.
+///
+/// A pod process whose names are unknown (no container log link) cannot be
+/// matched to an allocation: on a device running one, allocations add no
+/// holding, lest a pod that works be reported as holding the device idle.
 pub fn merge(holdings: &mut Vec<WorkloadHolding>, gpus: &[GpuState], slurm: &[SlurmJob]) {
     for g in gpus {
         for p in &g.pods {
             let covered = holdings.iter().any(|h| {
+                let w = &h.workload;
                 h.gpu == g.index
                     && h.gpu_instance == p.gpu_instance
-                    && h.workload.namespace.as_deref() == Some(p.namespace.as_str())
-                    && h.workload.pod.as_deref() == Some(p.pod.as_str())
-                    && h.workload.container.as_deref() == Some(p.container.as_str())
+                    && w.kind == WorkloadKind::Kubernetes
+                    && (w.namespace.is_none()
+                        || (w.namespace.as_deref() == Some(p.namespace.as_str())
+                            && w.pod.as_deref() == Some(p.pod.as_str())
+                            && w.container.as_deref() == Some(p.container.as_str())))
             });
             if !covered {
                 let mut workload = Workload::of(WorkloadKind::Kubernetes);
@@ -228,6 +235,91 @@ fn allocation(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::{GpuIdentity, GpuReadings, Health, PodAttribution, UsageReadings};
+
+    fn gpu(index: u32, pods: &[(&str, &str)]) -> GpuState {
+        GpuState {
+            index,
+            uuid: format!("GPU-{index}"),
+            identity: GpuIdentity::default(),
+            health: Health::Up,
+            last_sample: None,
+            sample_duration: None,
+            stuck_call: None,
+            readings: Some(GpuReadings {
+                usage: Some(UsageReadings {
+                    minor_number: Some(index + 10),
+                    ..UsageReadings::default()
+                }),
+                ..Default::default()
+            }),
+            xids: vec![],
+            xid_other: None,
+            nvml_errors: vec![],
+            pods: pods
+                .iter()
+                .map(|(ns, pod)| PodAttribution {
+                    namespace: (*ns).into(),
+                    pod: (*pod).into(),
+                    container: "main".into(),
+                    gpu_instance: None,
+                    compute_instance: None,
+                })
+                .collect(),
+        }
+    }
+
+    fn process_holding(gpu: u32, names: Option<(&str, &str)>) -> WorkloadHolding {
+        let mut w = Workload::of(WorkloadKind::Kubernetes);
+        w.container_id = Some("3f4e8a1b2c9d".into());
+        if let Some((ns, pod)) = names {
+            w.namespace = Some(ns.into());
+            w.pod = Some(pod.into());
+            w.container = Some("main".into());
+        }
+        allocation(gpu, None, None, w)
+    }
+
+    #[test]
+    fn allocations_without_a_process_become_holdings() {
+        let gpus = [
+            gpu(0, &[("ml", "busy"), ("ml", "idle")]),
+            gpu(1, &[("ml", "other")]),
+            gpu(2, &[]),
+        ];
+        let mut holdings = vec![
+            process_holding(0, Some(("ml", "busy"))),
+            // GPU 1 runs a pod process whose names are unknown: it may be
+            // the allocated pod's, so the allocation adds nothing.
+            process_holding(1, None),
+        ];
+        let slurm = [SlurmJob {
+            job: "7".into(),
+            uid: Some(1001),
+            user: Some("alice".into()),
+            minors: vec![12],
+        }];
+        merge(&mut holdings, &gpus, &slurm);
+        let added: Vec<_> = holdings[2..]
+            .iter()
+            .map(|h| {
+                let w = &h.workload;
+                (
+                    h.gpu,
+                    w.kind,
+                    w.pod.as_deref().or(w.slurm_job.as_deref()),
+                    w.user.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            added,
+            [
+                (0, WorkloadKind::Kubernetes, Some("idle"), None),
+                (2, WorkloadKind::Slurm, Some("7"), Some("alice")),
+            ]
+        );
+    }
 
     #[test]
     fn device_allowlists_name_gpus_by_minor() {
