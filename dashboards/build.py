@@ -617,6 +617,34 @@ def gpu_detail() -> dict:
     L.add(stat("Energy in range", "Energy used over the dashboard's time range.", "joule",
                targets((f"increase(nvidia_gpu_energy_joules_total{{{SEL}}}[$__range])", "GPU {{gpu}}"))),
           8, 8)
+    L.add(timeseries("Module and memory power", "Where NVML reports power scopes beside the GPU's: "
+                     "the draw of the module the GPU belongs to (Grace superchips GH200, GB200, "
+                     "GB300: CPU, GPUs and memory) with the module's limits, and the draw of the "
+                     "GPU's memory (part of the GPU's own draw). Each scope is its own family, so "
+                     "no sum adds one to another. Absent on boards without these scopes.", "watt",
+                     targets((f"nvidia_gpu_module_power_usage_watts{{{SEL}}}", G + " module"),
+                             (f'nvidia_gpu_module_power_limit_watts{{{SEL}}}',
+                              G + " module {{limit}} limit"),
+                             (f"nvidia_gpu_memory_power_usage_watts{{{SEL}}}", G + " memory")), 0,
+                     overrides=[{"matcher": {"id": "byRegexp", "options": ".*limit"},
+                                 "properties": [{"id": "custom.lineStyle",
+                                                 "value": {"fill": "dash", "dash": [10, 10]}},
+                                                {"id": "custom.fillOpacity", "value": 0}]}]),
+          12, 8)
+    L.add(timeseries("T.Limit margin", "Where NVML reports thresholds only as margins to the "
+                     "GPU's T.Limit (Hopper and Blackwell on recent drivers): how far the GPU is "
+                     "below T.Limit, with the margins at which it slows down and shuts down "
+                     "(NvidiaGpuTemperatureNearSlowdown fires within 5 degrees of slowdown).",
+                     "celsius",
+                     targets((f"nvidia_gpu_temperature_margin_celsius{{{SEL}}}", G),
+                             (f'nvidia_gpu_temperature_margin_threshold_celsius{{{SEL}}}',
+                              G + " {{threshold}} threshold"))), 6, 8)
+    L.add(bargauge("Power smoothing lifetime", "Lifetime left of each GPU's power smoothing "
+                   "circuitry (Blackwell). Below 10%: NvidiaGpuPowerSmoothingLifetimeLow; at 0 "
+                   "the driver disables power smoothing (XID 165).", "percentunit",
+                   targets((f"nvidia_gpu_power_smoothing_lifetime_remaining_ratio{{{SEL}}}", "GPU {{gpu}}",
+                            {"instant": True})),
+                   thresholds((None, "red"), (0.1, "orange"), (0.3, "green")), 0, 1), 6, 8)
 
     L.row("Clocks and throttling")
     L.add(timeseries("Clocks", "Current clocks with each clock's maximum.", "hertz",
@@ -658,8 +686,10 @@ def gpu_detail() -> dict:
                      "link down on a GPU that should have all up cuts its peer bandwidth.",
                      "short", targets((f"nvidia_gpu_nvlink_links{{{SEL}}}", G + " {{state}}")), 0),
           8, 8)
-    L.add(timeseries("NVLink errors", "NVLink CRC, replay and recovery errors per interval, "
-                     "summed over the GPU's links. Which link: the per-link panels below.",
+    L.add(timeseries("NVLink errors", "NVLink errors per interval, summed over the GPU's links: "
+                     "CRC, replay and recovery up to Hopper; on Blackwell (NVLink5) link recovery "
+                     "(recovery, recovery_failed), effective errors left after FEC and raw symbol "
+                     "errors. Which link: the per-link panels below.",
                      "short",
                      targets((f"increase(nvidia_gpu_nvlink_errors_total{{{SEL}}}[$__rate_interval])",
                               G + " {{error}}")), 0), 8, 8)
@@ -673,6 +703,21 @@ def gpu_detail() -> dict:
                          "--collector.nvlink.per-link on the node.", "none",
                          targets((f"nvidia_gpu_nvlink_link_up{{{SEL}}}", "GPU {{gpu}} link {{link}}")),
                          UP_MAP, thresholds((None, "red"), (1, "green"))), 12, 8)
+    L.add(state_timeline("NVLink fabric health", "NVML's fabric health of each GPU of an NVL72 "
+                         "rack (GB200, GB300): the summary (R580 drivers: 1 healthy, 2 unhealthy, "
+                         "3 limited capacity) and each health condition the driver reports (1 while "
+                         "it holds). NvidiaGpuFabricUnhealthy pages on either. Absent on single-node "
+                         "NVSwitch systems, which report neither.", "none",
+                         targets((f"nvidia_gpu_fabric_health_summary{{{SEL}}}", "GPU {{gpu}} summary"),
+                                 (f"nvidia_gpu_fabric_health_issue{{{SEL}}}", "GPU {{gpu}} {{issue}}")),
+                         value_map([(0, "no", "transparent"), (1, "healthy / yes", "green"),
+                                    (2, "unhealthy", "red"), (3, "limited capacity", "orange")]),
+                         thresholds((None, "transparent"), (1, "red"))), 12, 8)
+    L.add(timeseries("NVLink bit error rate per link", "NVLink5 (Blackwell) bit error rate of each "
+                     "link: effective (after FEC) and symbol (raw). A clean link reports its floor, "
+                     "1.5e-254. Opt-in: needs --collector.nvlink.per-link on the node.", "sci",
+                     targets((f"nvidia_gpu_nvlink_link_bit_error_ratio{{{SEL}}}",
+                              G + " link {{link}} {{kind}}"))), 12, 8)
 
     L.row("Memory errors and XIDs")
     L.add(timeseries("ECC errors", "ECC error counters over all memory locations: volatile "

@@ -45,7 +45,7 @@ families! {
     Memory => "memory", default true, "Frame buffer and BAR1 memory.";
     Temperature => "temperature", default true, "Temperatures and their thresholds.";
     Fan => "fan", default true, "Fan speeds.";
-    Power => "power", default true, "Power usage, limits and energy.";
+    Power => "power", default true, "Power usage, limits and energy; module and memory power where NVML reports those scopes; power smoothing circuitry lifetime.";
     Clocks => "clocks", default true, "Clocks, maximum clocks and performance state.";
     Throttle => "throttle", default true, "Clock event (throttle) reasons and violation time.";
     Pcie => "pcie", default true, "PCIe link, replay errors and traffic counters.";
@@ -53,15 +53,15 @@ families! {
     Ecc => "ecc", default true, "ECC mode and error counters (totals per error type and counter scope).";
     Retirement => "retirement", default true, "Retired pages, remapped rows, row remapper histogram, SRAM error threshold and recovery action.";
     Nvlink => "nvlink", default true, "NVLink links up/down, errors and traffic, summed over each GPU's links.";
-    Fabric => "fabric", default true, "NVLink fabric registration state (NVSwitch systems, Hopper and newer).";
+    Fabric => "fabric", default true, "NVLink fabric registration state, health and partition (NVSwitch systems, Hopper and newer).";
     Xid => "xid", default true, "XID error events.";
     Processes => "processes", default true, "Process counts per GPU.";
     ProcessMemory => "process_memory", default false, "Per-process memory (opt-in: one series per pid).";
     Mig => "mig", default true, "MIG mode, instances and per-instance memory (used, total).";
     WorkloadUsage => "workload_usage", default false, "Measured use per workload: SM and engine time, energy, device time held and held idle (on with --workloads unless switched off).";
-    GpmAllMetrics => "gpm.all-metrics", default false, "All GPM metrics (adds sm_occupancy, fp64, fp32, fp16, integer, nvdec, nvjpg, nvofa to graphics, sm, tensor, dram), per GPU and per MIG GPU instance.";
+    GpmAllMetrics => "gpm.all-metrics", default false, "All GPM metrics (adds sm_occupancy, fp64, fp32, fp16, integer, nvdec, nvjpg, nvofa, nvenc to graphics, sm, tensor, dram), per GPU and per MIG GPU instance.";
     EccByLocation => "ecc.by-location", default false, "ECC error counters by memory location (L1, L2, DRAM, register file, ...), beside the totals.";
-    NvlinkPerLink => "nvlink.per-link", default false, "NVLink state, errors and traffic per link, beside the per-GPU sums (H100: 120 series per GPU).";
+    NvlinkPerLink => "nvlink.per-link", default false, "NVLink state, errors and traffic per link (and bit error rates on NVLink5), beside the per-GPU sums (H100: 120 series per GPU).";
     MigMemoryFree => "mig.memory-free", default false, "Free memory per MIG GPU instance (total minus used).";
 }
 

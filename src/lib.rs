@@ -15,6 +15,8 @@
 //! 5. [`http`] serves to every scrape without touching NVML.
 //!
 //! Around it: [`family::Family`] (what `--[no-]collector.<name>` switches),
+//! [`xid_catalog`] (NVIDIA's XID catalog, the one table behind the XID
+//! rules and runbook),
 //! [`cli`] (flags), [`web_config`] (TLS and auth), [`logging`], and [`app`],
 //! which wires the parts together.
 
@@ -32,3 +34,4 @@ pub mod render;
 pub mod snapshot;
 pub mod web_config;
 pub mod workloads;
+pub mod xid_catalog;

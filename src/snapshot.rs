@@ -337,12 +337,26 @@ pub struct GpuReadings {
     pub bar1: Option<Bar1Memory>,
     pub temperatures: Vec<(Sensor, f64)>,
     pub temperature_thresholds: Vec<(Threshold, f64)>,
+    /// Distance of the GPU to its T.Limit, in degrees (positive: below it).
+    /// Read only where NVML reports no absolute slowdown threshold.
+    pub temperature_margin: Option<f64>,
+    /// The thresholds as signed distances to T.Limit (shutdown, slowdown,
+    /// memory_max, gpu_max), read where `temperature_margin` is.
+    pub temperature_margin_thresholds: Vec<(Threshold, f64)>,
     /// Fan index and speed as a ratio of maximum.
     pub fan_speeds: Vec<(u32, f64)>,
     pub power_usage_watts: Option<f64>,
     pub power_limits: Vec<(PowerLimit, f64)>,
     /// Energy since the driver was loaded (NVML total energy consumption).
     pub energy_joules: Option<f64>,
+    /// Draw of the module the GPU is part of (NVML power scope "module":
+    /// a Grace superchip's CPU, GPUs and memory), where NVML reports it.
+    pub module_power_watts: Option<f64>,
+    pub module_power_limits: Vec<(PowerLimit, f64)>,
+    /// Draw of the GPU's memory (power scope "memory").
+    pub memory_power_watts: Option<f64>,
+    /// Power smoothing hardware circuitry lifetime left, 0..=1 (Blackwell).
+    pub power_smoothing_lifetime_remaining: Option<f64>,
     /// P0 = 0 ... P15 = 15.
     pub performance_state: Option<u32>,
     pub clocks_hertz: Vec<(Clock, f64)>,
@@ -468,10 +482,26 @@ pub struct RemappedRows {
     pub failed: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fabric {
     pub state: u32,
     pub registered: bool,
+    /// NVML's health summary (fabric info v3, R580+); `None` where the
+    /// driver or GPU does not report one.
+    pub health_summary: Option<FabricHealth>,
+    /// The health mask's conditions the GPU reports (v2, R550+; most bits
+    /// R570+), each with whether it holds now.
+    pub health_issues: Vec<(FabricIssue, bool)>,
+    /// The NVLink partition the GPU belongs to; `None` outside a
+    /// multi-node NVLink cluster (the cluster UUID is all zero).
+    pub partition: Option<FabricPartition>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FabricPartition {
+    pub clique_id: u32,
+    /// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, lower case.
+    pub cluster_uuid: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -479,6 +509,8 @@ pub struct NvLink {
     pub link: u32,
     pub up: bool,
     pub errors: Vec<(NvLinkError, u64)>,
+    /// NVLink5 bit error rates (read only for `nvlink.per-link`).
+    pub bit_error_rates: Vec<(NvLinkBer, f64)>,
     pub tx_bytes: Option<u64>,
     pub rx_bytes: Option<u64>,
 }
@@ -547,7 +579,7 @@ label_enum!(
         Graphics => "graphics", Sm => "sm", SmOccupancy => "sm_occupancy",
         Tensor => "tensor", Dram => "dram", Fp64 => "fp64", Fp32 => "fp32",
         Fp16 => "fp16", Integer => "integer",
-        NvDec => "nvdec", NvJpg => "nvjpg", NvOfa => "nvofa",
+        NvDec => "nvdec", NvJpg => "nvjpg", NvOfa => "nvofa", NvEnc => "nvenc",
     }
 );
 
@@ -606,9 +638,33 @@ label_enum!(EccLocation {
 label_enum!(SpareRows { Max => "max", High => "high", Partial => "partial", Low => "low", Exhausted => "none" });
 label_enum!(RetirementCause { SingleBitEcc => "single_bit_ecc", DoubleBitEcc => "double_bit_ecc" });
 
-label_enum!(NvLinkError {
-    CrcFlit => "crc_flit", CrcData => "crc_data", Replay => "replay", Recovery => "recovery",
-});
+label_enum!(
+    /// NVLink error kinds. Up to NVLink4: `crc_flit`, `crc_data`, `replay`,
+    /// `recovery` (the DL counters). NVLink5 (Blackwell): `recovery` (link
+    /// recovery events, successful or not: the same meaning, so the same
+    /// label), `recovery_failed`, `effective` (packet errors left after
+    /// FEC) and `symbol` (raw received symbol errors, before FEC).
+    NvLinkError {
+        CrcFlit => "crc_flit", CrcData => "crc_data", Replay => "replay", Recovery => "recovery",
+        RecoveryFailed => "recovery_failed", Effective => "effective", Symbol => "symbol",
+    }
+);
+
+label_enum!(NvLinkBer { Effective => "effective", Symbol => "symbol" });
+
+label_enum!(
+    /// NVML's fabric health summary (`NVML_GPU_FABRIC_HEALTH_SUMMARY_*`).
+    FabricHealth { Healthy => "healthy", Unhealthy => "unhealthy", LimitedCapacity => "limited_capacity" }
+);
+
+label_enum!(
+    /// The conditions of NVML's fabric health mask (`NVML_GPU_FABRIC_HEALTH_MASK_*`).
+    FabricIssue {
+        DegradedBandwidth => "degraded_bandwidth", RouteRecovery => "route_recovery",
+        RouteUnhealthy => "route_unhealthy", AccessTimeoutRecovery => "access_timeout_recovery",
+        IncorrectConfiguration => "incorrect_configuration",
+    }
+);
 
 label_enum!(ProcessKind { Compute => "compute", Graphics => "graphics" });
 

@@ -40,6 +40,26 @@ fn scrape_with(e: &Exporter, wanted: &[&str]) -> BTreeMap<String, String> {
     }
 }
 
+/// Families no simulated board emits yet: readings of Blackwell and Grace
+/// boards (NVLink5 bit error rates, fabric health and partitions, module
+/// and memory power, power smoothing) and of boards that report
+/// thresholds only as T.Limit margins. Their encoding is checked against
+/// the docs on a fully populated snapshot (`tests/exposition_docs.rs`);
+/// issue 21's second wave adds the boards (hgx-b200, gb200-nvl72,
+/// hgx-h200) and empties this list.
+const NO_SIMULATED_BOARD_YET: &[&str] = &[
+    "nvidia_gpu_fabric_health_issue",
+    "nvidia_gpu_fabric_health_summary",
+    "nvidia_gpu_fabric_info",
+    "nvidia_gpu_memory_power_usage_watts",
+    "nvidia_gpu_module_power_limit_watts",
+    "nvidia_gpu_module_power_usage_watts",
+    "nvidia_gpu_nvlink_link_bit_error_ratio",
+    "nvidia_gpu_power_smoothing_lifetime_remaining_ratio",
+    "nvidia_gpu_temperature_margin_celsius",
+    "nvidia_gpu_temperature_margin_threshold_celsius",
+];
+
 #[test]
 fn documented_families_equal_emitted_families() {
     let dir = tempfile::tempdir().unwrap();
@@ -202,7 +222,20 @@ fn documented_families_equal_emitted_families() {
     let emitted_names: BTreeSet<_> = emitted.keys().collect();
     let documented_names: BTreeSet<_> = documented.keys().collect();
     let undocumented: Vec<_> = emitted_names.difference(&documented_names).collect();
-    let never_emitted: Vec<_> = documented_names.difference(&emitted_names).collect();
+    let never_emitted: Vec<_> = documented_names
+        .difference(&emitted_names)
+        .filter(|name| !NO_SIMULATED_BOARD_YET.contains(&name.as_str()))
+        .collect();
+    // The list must shrink as boards arrive: a family it names that a
+    // simulated board now emits is to be taken off it.
+    let stale: Vec<_> = NO_SIMULATED_BOARD_YET
+        .iter()
+        .filter(|name| emitted.contains_key(**name))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "NO_SIMULATED_BOARD_YET lists emitted families: {stale:?}"
+    );
     assert!(
         undocumented.is_empty() && never_emitted.is_empty(),
         "docs/metrics.md and the binary disagree.\n\

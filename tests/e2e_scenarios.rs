@@ -26,13 +26,13 @@ fn gpus_of(series: &[&Sample]) -> BTreeSet<u32> {
 
 #[test]
 fn every_builtin_scenario_starts_and_serves_valid_output() {
-    for (scenario, gpus) in [
-        ("dgx-h100", 8),
-        ("dgx-a100", 8),
-        ("workstation", 1),
-        ("faults", 8),
-        ("large", 16),
-    ] {
+    let scenarios = common::sim_listing("scenarios");
+    assert!(
+        scenarios.len() >= 5 && scenarios.iter().any(|s| s == "dgx-h100"),
+        "{scenarios:?}"
+    );
+    for scenario in &scenarios {
+        let gpus = common::sim_gpu_count(scenario);
         let e = Exporter::ready(scenario, &[]);
         let text = e.scrape();
         let all = samples(&text);
@@ -195,8 +195,8 @@ const NEEDS_BRANCH: &[(&str, u32)] = &[
 /// families everywhere, less those the branch cannot have.
 #[test]
 fn dgx_h100_serves_every_contract_family() {
-    for driver in common::DRIVER_VERSIONS {
-        dgx_h100_contract(driver);
+    for driver in common::driver_versions() {
+        dgx_h100_contract(&driver);
     }
 }
 
@@ -493,4 +493,166 @@ fn collector_switches_remove_families() {
     assert!(fams.contains("nvidia_gpu_power_usage_watts"));
     // Opt-in family stays off by default.
     assert!(!fams.contains("nvidia_gpu_process_memory_used_bytes"));
+}
+
+/// A copy of a real host (issue 20): what the scenario pins is served as
+/// written (after conversion), what it calls N/A is absent, and timeline
+/// faults still fire on it, so alerts can be drilled on the copy.
+#[test]
+fn a_pinned_host_is_served_as_written_and_takes_faults() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("host.toml");
+    std::fs::write(
+        &path,
+        r#"
+name = "host"
+driver = "590.48.01"
+
+[[gpu]]
+model = "h100-sxm5-80gb"
+uuid = "GPU-00000000-0000-0000-0000-000000000001"
+pci_bus_id = "00000000:00:09.0"
+power_limit_w = 650
+
+[gpu.readings]
+temperature_c = 41
+power_w = 69.62
+utilization = { gpu = 7, memory = 3, decoder = "N/A" }
+
+[gpu.counters]
+pcie_replays = 9
+
+[[gpu]]
+model = "h100-sxm5-80gb"
+
+[gpu.readings]
+temperature_c = "N/A"
+
+[[gpu]]
+model = "h100-sxm5-80gb"
+
+[gpu.board]
+thermal = { shutdown_c = "N/A", slowdown_c = "N/A", gpu_max_c = "N/A", shutdown_tlimit_c = -8, slowdown_tlimit_c = -2, gpu_max_tlimit_c = 0 }
+
+[gpu.readings]
+tlimit_c = 46
+
+[[timeline]]
+at = 1
+action = "xid"
+gpu = 0
+code = 79
+
+[[timeline]]
+at = 1
+action = "ecc"
+gpu = 0
+count = 3
+"#,
+    )
+    .unwrap();
+    let e = Exporter::ready(path.to_str().unwrap(), &[]);
+    let text = e.scrape_until("the timeline's XID and ECC errors", |t| {
+        t.contains("nvidia_gpu_xid_errors_total{")
+            && t.contains("error=\"uncorrected\",scope=\"volatile\"} 3")
+    });
+    let all = samples(&text);
+    let value = |name: &str, gpu: &str, label: Option<(&str, &str)>| {
+        all.iter()
+            .find(|s| {
+                s.name == name
+                    && s.label("gpu") == Some(gpu)
+                    && label.is_none_or(|(k, v)| s.label(k) == Some(v))
+            })
+            .map(|s| s.value.clone())
+    };
+    let info = all
+        .iter()
+        .find(|s| s.name == "nvidia_gpu_info" && s.label("gpu") == Some("0"))
+        .unwrap();
+    assert_eq!(
+        info.label("uuid"),
+        Some("GPU-00000000-0000-0000-0000-000000000001")
+    );
+    assert_eq!(info.label("pci_bus_id"), Some("00000000:00:09.0"));
+    let driver = all
+        .iter()
+        .find(|s| s.name == "nvidia_gpu_driver_info")
+        .unwrap();
+    assert_eq!(driver.label("driver_version"), Some("590.48.01"));
+    assert_eq!(driver.label("cuda_driver_version"), Some("13.1"));
+    assert_eq!(
+        value(
+            "nvidia_gpu_temperature_celsius",
+            "0",
+            Some(("sensor", "gpu"))
+        )
+        .as_deref(),
+        Some("41")
+    );
+    assert_eq!(
+        value(
+            "nvidia_gpu_temperature_celsius",
+            "1",
+            Some(("sensor", "gpu"))
+        ),
+        None,
+        "N/A is absent"
+    );
+    assert_eq!(
+        value("nvidia_gpu_power_usage_watts", "0", None).as_deref(),
+        Some("69.62")
+    );
+    assert_eq!(
+        value(
+            "nvidia_gpu_power_limit_watts",
+            "0",
+            Some(("limit", "enforced"))
+        )
+        .as_deref(),
+        Some("650")
+    );
+    assert_eq!(
+        value("nvidia_gpu_utilization_ratio", "0", Some(("engine", "gpu"))).as_deref(),
+        Some("0.07")
+    );
+    assert_eq!(
+        value(
+            "nvidia_gpu_utilization_ratio",
+            "0",
+            Some(("engine", "decoder"))
+        ),
+        None
+    );
+    assert_eq!(
+        value("nvidia_gpu_pcie_replay_errors_total", "0", None).as_deref(),
+        Some("9")
+    );
+    assert_eq!(
+        value("nvidia_gpu_xid_errors_total", "0", Some(("xid", "79"))).as_deref(),
+        Some("1")
+    );
+    // A Hopper capture on a recent driver prints thresholds only as T.Limit
+    // margins: the exporter falls back to them, as on such a host.
+    assert_eq!(
+        value(
+            "nvidia_gpu_temperature_threshold_celsius",
+            "2",
+            Some(("threshold", "slowdown"))
+        ),
+        None
+    );
+    assert_eq!(
+        value("nvidia_gpu_temperature_margin_celsius", "2", None).as_deref(),
+        Some("46")
+    );
+    assert_eq!(
+        value(
+            "nvidia_gpu_temperature_margin_threshold_celsius",
+            "2",
+            Some(("threshold", "shutdown"))
+        )
+        .as_deref(),
+        Some("-8")
+    );
 }

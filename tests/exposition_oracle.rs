@@ -21,13 +21,13 @@
 //! The simulator is one library per process, so each scenario runs in a
 //! child process of this test binary.
 
+mod common;
 mod sampler_support;
 #[path = "common/snapshots.rs"]
 mod snapshots;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -427,26 +427,6 @@ fn check_snapshot(snapshot: Arc<Snapshot>, now: SystemTime) -> Result<Compared, 
 
 // ---- every built-in scenario ---------------------------------------------
 
-/// The simulator's built-in scenarios, read from its `BUILTINS` table so
-/// that a new one is checked without touching this test.
-fn builtin_scenarios() -> Vec<String> {
-    let src = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("nvml-sim/src/scenario.rs"),
-    )
-    .unwrap();
-    let table = src
-        .split("pub const BUILTINS")
-        .nth(1)
-        .and_then(|s| s.split("];").next())
-        .expect("nvml-sim's BUILTINS table");
-    table
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("(\""))
-        .filter_map(|l| l.split('"').next())
-        .map(str::to_string)
-        .collect()
-}
-
 /// Runs the real sampler on `scenario` for a few seconds and compares every
 /// snapshot it publishes (at most a dozen, spread over the run).
 fn check_scenario(scenario: &str) {
@@ -504,7 +484,8 @@ fn prometheus_client_agrees_on_every_builtin_scenario() {
         check_scenario(&scenario);
         return;
     }
-    let scenarios = builtin_scenarios();
+    // `nvml-sim scenarios`: a new built-in is checked without an edit here.
+    let scenarios = common::sim_listing("scenarios");
     assert!(
         scenarios.len() >= 5 && scenarios.iter().any(|s| s == "dgx-h100"),
         "{scenarios:?}"

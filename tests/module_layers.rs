@@ -1,13 +1,20 @@
 //! The crate's top-level modules form layers: no two import each other,
 //! directly or through others (docs/design.md, "Module map"). Read from
 //! the `crate::<module>` paths in each module's source, test code left out.
+//! The same holds for the simulated driver's crate, `nvml-sim`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// `crate::<module>` references per top-level module of `src/`.
 fn imports() -> BTreeMap<String, BTreeSet<String>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    imports_of(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+}
+
+/// `crate::<module>` references per top-level module of a crate's source
+/// directory (`bin/` holds other crates: left out).
+fn imports_of(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let src = src.to_path_buf();
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut files = vec![src.clone()];
     while let Some(path) = files.pop() {
@@ -27,7 +34,7 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
             .to_str()
             .unwrap();
         let module = first.trim_end_matches(".rs").to_string();
-        if module == "lib" || module == "main" {
+        if module == "lib" || module == "main" || module == "bin" {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
@@ -65,19 +72,45 @@ fn reaches(graph: &BTreeMap<String, BTreeSet<String>>, from: &str, to: &str) -> 
     false
 }
 
-#[test]
-fn no_two_modules_import_each_other() {
-    let graph = imports();
-    assert!(graph.len() > 10, "read too few modules: {graph:?}");
+fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
     let mut circles = Vec::new();
-    for (module, deps) in &graph {
+    for (module, deps) in graph {
         for dep in deps {
-            if reaches(&graph, dep, module) {
+            if reaches(graph, dep, module) {
                 circles.push(format!("{module} -> {dep} -> ... -> {module}"));
             }
         }
     }
+    circles
+}
+
+#[test]
+fn no_two_modules_import_each_other() {
+    let graph = imports();
+    assert!(graph.len() > 10, "read too few modules: {graph:?}");
+    let circles = circles(&graph);
     assert!(circles.is_empty(), "import circles: {circles:#?}");
+}
+
+#[test]
+fn no_two_simulator_modules_import_each_other() {
+    let graph = imports_of(&Path::new(env!("CARGO_MANIFEST_DIR")).join("nvml-sim/src"));
+    assert!(graph.len() > 10, "read too few modules: {graph:?}");
+    let circles = circles(&graph);
+    assert!(circles.is_empty(), "import circles: {circles:#?}");
+    // The boards, the branch table and the vocabularies are data: they
+    // know nothing of the fleet, the exports or the process-wide state.
+    let data = ["model", "personality", "fault", "value", "identity"];
+    for module in data {
+        assert!(
+            graph[module].iter().all(|d| data.contains(&d.as_str())),
+            "{module} imports {:?}",
+            graph[module]
+        );
+    }
+    // One global state, reached by the exports and the control socket,
+    // owned by neither.
+    assert!(!graph["control"].contains("ffi"), "{graph:?}");
 }
 
 #[test]

@@ -169,8 +169,10 @@ def _xid_regex(rule) -> set[str]:
 
 
 # What each resolution bucket of NVIDIA's XID catalog may become here
-# (docs/runbooks.md, "XID severity table"): a bucket that says the GPU needs
-# nothing never pages, one that says reset never goes to chat only.
+# (docs/runbooks.md, "XID severity table"; the same policy as
+# Bucket::severities in src/xid_catalog.rs, which renders the table): a
+# bucket that says the GPU needs nothing never pages, one that says reset
+# never goes to chat only.
 BUCKET_SEVERITIES = {
     "RESET_GPU": {"critical", "warning"},
     # The catalog's workflows for these start with a reset (48, 74, the
@@ -181,18 +183,26 @@ BUCKET_SEVERITIES = {
     "RESTART_BM": {"critical"},
     "RESTART_APP": {"info", "warning"},
     "CONTACT_SUPPORT": {"warning"},
+    "RESTART_VM": {"warning"},
+    "CHECK_MECHANICALS": {"warning"},
+    "UPDATE_SWFW": {"warning"},
+    "CHECK_UVM": {"warning"},
     "IGNORE": {"none"},
     "WORKFLOW_XID_45": {"none"},
     "XID_154": {"none"},
 }
 
-# Where the rules depart from the catalog's bucket on purpose; the runbook
-# says why next to the alert (63: on MIG GPUs the only sign of a remap).
-DEPARTURES = {"63": "warning"}
+# Where the rules depart from the catalog's bucket on purpose (the table
+# marks them "departed" and says why): 63, on MIG GPUs the only sign of a
+# remap; 157, an RMA candidate.
+DEPARTURES = {"63": "warning", "157": "warning"}
+# The codes the catalog gives no bucket for: the table names ours.
+OURS = {str(c) for c in range(162, 173)}
 
 
 def _xid_table() -> dict[str, dict[str, str]]:
-    """The runbook's XID table, one row per code: catalog action, alert, severity."""
+    """The runbook's XID table, one row per code: catalog action (and
+    whether it departs or is ours), alert, severity."""
     text = RUNBOOKS.read_text()
     section = text.split("## XID severity table", 1)[1].split("\n## ", 1)[0]
     rows = {}
@@ -200,14 +210,21 @@ def _xid_table() -> dict[str, dict[str, str]]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 6 and cells[0].isdigit():
             assert cells[0] not in rows, f"XID {cells[0]} has two rows"
-            rows[cells[0]] = {"bucket": cells[2], "alert": cells[3], "severity": cells[4]}
+            action = cells[2]
+            origin = "catalog"
+            if action.endswith(", departed"):
+                action, origin = action.removesuffix(", departed"), "departed"
+            elif action.startswith("none, ours "):
+                action, origin = action.removeprefix("none, ours "), "ours"
+            rows[cells[0]] = {"bucket": action, "origin": origin, "alert": cells[3],
+                              "severity": cells[4], "action": cells[5]}
     return rows
 
 
 def test_xid_table_matches_the_rules():
     rules = {r["alert"]: r for r in alert_rules()}
     table = _xid_table()
-    assert len(table) >= 30, "XID table not found or too short"
+    assert set(table) == {str(c) for c in range(1, 173)}, "every code of NVIDIA's catalog, 1 to 172"
     seen: dict[str, str] = {}
     for name in XID_RULES:
         for code in _xid_regex(rules[name]):
@@ -226,13 +243,20 @@ def test_xid_table_matches_the_rules():
 
 
 def test_xid_severity_follows_the_catalog_bucket():
-    for code, row in _xid_table().items():
+    table = _xid_table()
+    for code, row in table.items():
         assert row["bucket"] in BUCKET_SEVERITIES, f"XID {code}: unknown catalog action {row['bucket']!r}"
-        if code in DEPARTURES:
-            assert row["severity"] == DEPARTURES[code], f"XID {code}: departure changed"
+        if row["origin"] == "departed":
+            assert DEPARTURES.get(code) == row["severity"], f"XID {code}: departure changed"
+            assert "departing from the catalog" in row["action"], f"XID {code}: say why"
             continue
+        assert code not in DEPARTURES, f"XID {code} no longer marked as a departure"
         assert row["severity"] in BUCKET_SEVERITIES[row["bucket"]], \
             f"XID {code}: {row['bucket']} cannot be {row['severity']}"
+    ours = {code for code, row in table.items() if row["origin"] == "ours"}
+    assert ours == OURS, "only 162-172 lack a bucket in NVIDIA's catalog"
+    for code in ours:
+        assert "the catalog gives no bucket; ours" in table[code]["action"], f"XID {code}: say why"
 
 
 def test_xid_codes_named_by_the_issue_land_where_the_catalog_says():
@@ -248,6 +272,11 @@ def test_xid_codes_named_by_the_issue_land_where_the_catalog_says():
         assert table[code]["severity"] == "critical", f"XID {code} must page"
     for code in ("63", "64", "92"):
         assert code in table, f"XID {code} is not classified"
+    # Issue 21: the codes past 158 that fell into the catch-all.
+    for code in ("167", "169", "171", "172"):
+        assert table[code]["severity"] == "critical", f"XID {code} must page"
+    for code in ("157", "159", "163", "164", "165", "168"):
+        assert table[code]["severity"] == "warning", f"XID {code} is a ticket"
 
 
 def test_repeating_xid_rules_keep_firing():

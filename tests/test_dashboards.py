@@ -117,6 +117,9 @@ SUFFIX_UNITS = [
     (r"_watts$", None, {"watt"}),
     (r"_joules_total$", "increase", {"joule"}),
     (r"_joules_total$", "rate", {"watt"}),
+    # A bit error rate (1e-12 and below) reads in scientific notation, not
+    # as a percentage that rounds to 0%.
+    (r"_bit_error_ratio$", None, {"sci"}),
     (r"_ratio$", None, {"percentunit"}),
     (r"_hertz$", None, {"hertz"}),
     (r"_bytes$", None, {"bytes"}),

@@ -49,6 +49,27 @@ EMPTY_ON_DGX_H100 = {
     "ECC errors by location": "opt-in: --collector.ecc.by-location",
 }
 
+# Panels no simulated board fills yet: readings of Blackwell and Grace
+# boards, and of Hopper boards that report thresholds only as T.Limit
+# margins. Issue 21's second wave adds those boards to the simulator (and
+# this fleet); it must then empty this list: the stale check below fails
+# while a listed panel has data.
+NO_SIMULATED_BOARD = {
+    "Module and memory power": "no simulated board has a module (Grace) or models its memory's draw",
+    "T.Limit margin": "every simulated board reports absolute thresholds",
+    "Power smoothing lifetime": "Blackwell only",
+    "NVLink fabric health": "single-node NVSwitch boards report no fabric health (real HGX H100 too)",
+    "NVLink bit error rate per link": "NVLink5 (Blackwell) only",
+}
+
+# Metrics the alert rules read that no simulated board serves yet, for the
+# same reason (issue 21's second wave adds the boards and empties this).
+NOT_SERVED_BY_A_SIMULATED_BOARD = {
+    "nvidia_gpu_fabric_health_summary", "nvidia_gpu_fabric_health_issue",
+    "nvidia_gpu_power_smoothing_lifetime_remaining_ratio", "nvidia_gpu_temperature_margin_celsius",
+    "nvidia_gpu_temperature_margin_threshold_celsius",
+}
+
 
 def substitute(expr: str, instance: str, gpu: str) -> str:
     """What Grafana sends for these variables: All is '.*' (the variables'
@@ -106,8 +127,9 @@ def fleet(tmp_path_factory):
         h100 = grafana_regex_value(exporters[0].address)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and (
-                run_all(prom, ".*", ".*")[1]
-                or {t for t, _ in run_all(prom, h100, ".*")[1]} - set(EMPTY_ON_DGX_H100)):
+                {t for t, _ in run_all(prom, ".*", ".*")[1]} - set(NO_SIMULATED_BOARD)
+                or {t for t, _ in run_all(prom, h100, ".*")[1]} - set(EMPTY_ON_DGX_H100)
+                - set(NO_SIMULATED_BOARD)):
             time.sleep(1)
         yield {"prom": prom, "exporters": {e.name: e for e in exporters}}
     finally:
@@ -137,8 +159,10 @@ def test_every_panel_query_returns_data_on_the_fleet(fleet):
     assert len(list(dashboard_queries())) > 60, "too few queries: did the dashboards change shape?"
     broken, empty = run_all(prom, ".*", ".*")
     assert not broken, "queries Prometheus rejects:\n" + "\n".join(broken)
-    assert not empty, "queries with no data on the simulated fleet:\n" + "\n".join(
-        e for _, e in empty)
+    unexpected = [e for title, e in empty if title not in NO_SIMULATED_BOARD]
+    assert not unexpected, "queries with no data on the simulated fleet:\n" + "\n".join(unexpected)
+    stale = set(NO_SIMULATED_BOARD) - {title for title, _ in empty}
+    assert not stale, f"NO_SIMULATED_BOARD lists panels that have data: {sorted(stale)}"
 
 
 def test_panels_on_one_dgx_h100_node(fleet):
@@ -147,7 +171,7 @@ def test_panels_on_one_dgx_h100_node(fleet):
     broken, empty = run_all(prom, node, ".*")
     assert not broken, broken
     empty_titles = {title for title, _ in empty}
-    unexpected = empty_titles - set(EMPTY_ON_DGX_H100)
+    unexpected = empty_titles - set(EMPTY_ON_DGX_H100) - set(NO_SIMULATED_BOARD)
     assert not unexpected, f"panels empty on a dgx-h100 node: {sorted(unexpected)}"
     # The allow-list must not hide panels that work: keep it honest.
     stale = set(EMPTY_ON_DGX_H100) - empty_titles
@@ -202,9 +226,12 @@ def test_every_metric_the_alert_rules_use_is_exported(fleet):
                     query = f"count({metric}{{{fixed}}})"
                     checked += 1
                     if not prom.query(query):
-                        missing.append(f"{rule['alert']}: {metric}{{{fixed}}}")
+                        missing.append((metric, f"{rule['alert']}: {metric}{{{fixed}}}"))
     assert checked > 30, checked
-    assert not missing, "rules select series the exporter never serves:\n" + "\n".join(missing)
+    unexpected = [m for metric, m in missing if metric not in NOT_SERVED_BY_A_SIMULATED_BOARD]
+    assert not unexpected, "rules select series the exporter never serves:\n" + "\n".join(unexpected)
+    stale = NOT_SERVED_BY_A_SIMULATED_BOARD - {metric for metric, _ in missing}
+    assert not stale, f"NOT_SERVED_BY_A_SIMULATED_BOARD lists served metrics: {sorted(stale)}"
 
 
 def test_recorded_panels_answer_like_their_raw_form(fleet):

@@ -16,7 +16,7 @@ import sys
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from promstack import SIM_VARS, Exporter, http_get
+from promstack import SIM_VARS, Exporter, http_get, sim_listing
 
 
 def clean_env():
@@ -123,9 +123,10 @@ def value(samples, name, gpu, **labels):
 
 
 # Every fleet on the default driver, and the dgx-h100 fleet on every other
-# driver personality nvml-sim has (nvml-sim/README.md).
+# driver behaviour nvml-sim models (`nvml-sim drivers`, nvml-sim/README.md).
+DEFAULT_DRIVER = "560.35.03"
 CASES = [(s, None) for s in ("dgx-h100", "dgx-a100", "workstation")] + [
-    ("dgx-h100", d) for d in ("535.183.01", "545.29.06", "550.127.05", "570.133.20", "580.65.06", "580.95.05")
+    ("dgx-h100", d) for d in sim_listing("drivers") if d != DEFAULT_DRIVER
 ]
 
 

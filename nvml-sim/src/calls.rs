@@ -40,12 +40,9 @@ pub fn to_inline() -> String {
 
 /// Writes the counters to `NVML_SIM_CALL_LOG`, if set.
 pub fn write_log() {
-    if let Some(path) = std::env::var_os("NVML_SIM_CALL_LOG") {
+    if let Some(path) = crate::settings::call_log() {
         if let Err(e) = std::fs::write(&path, to_toml()) {
-            eprintln!(
-                "nvml-sim: cannot write call log {}: {e}",
-                path.to_string_lossy()
-            );
+            eprintln!("nvml-sim: cannot write call log {}: {e}", path.display());
         }
     }
 }

@@ -4,7 +4,7 @@
 //! `ok <text>` or `error <text>`.
 
 use crate::fault::{parse_inline, Fault};
-use crate::ffi::{lock, CHANGED};
+use crate::state::{lock, CHANGED};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;

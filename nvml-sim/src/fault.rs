@@ -55,31 +55,58 @@ pub enum RowKind {
 pub enum ProcKind {
     Compute,
     Graphics,
+    /// Both contexts (nvidia-smi type `C+G`): in both process lists.
+    #[serde(rename = "compute+graphics")]
+    ComputeGraphics,
 }
 
-/// Clock event (throttle) reasons by the names nvidia-smi prints.
+impl ProcKind {
+    /// Whether a process of this kind is in the list of `kind`'s processes.
+    pub fn listed_as(self, kind: ProcKind) -> bool {
+        self == kind || self == ProcKind::ComputeGraphics
+    }
+}
+
+/// Clock event (throttle) reasons by the names nvidia-smi prints. A
+/// `throttle` fault sets the throttle ones; a scenario may say any of them
+/// is active at start (`counters.clock_event_reasons`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Reason {
+    GpuIdle,
+    ApplicationsClocksSetting,
     SwPowerCap,
     HwSlowdown,
     SyncBoost,
     SwThermalSlowdown,
     HwThermalSlowdown,
     HwPowerBrakeSlowdown,
+    DisplayClockSetting,
 }
 
 impl Reason {
     /// `nvmlClocksEventReason*` bit.
     pub fn bit(self) -> u64 {
         match self {
+            Reason::GpuIdle => 0x1,
+            Reason::ApplicationsClocksSetting => 0x2,
             Reason::SwPowerCap => 0x4,
             Reason::HwSlowdown => 0x8,
             Reason::SyncBoost => 0x10,
             Reason::SwThermalSlowdown => 0x20,
             Reason::HwThermalSlowdown => 0x40,
             Reason::HwPowerBrakeSlowdown => 0x80,
+            Reason::DisplayClockSetting => 0x100,
         }
+    }
+
+    /// Whether a `throttle` fault may set it: the idle, applications
+    /// clocks and display clock reasons are settings, not throttling.
+    pub fn throttles(self) -> bool {
+        !matches!(
+            self,
+            Reason::GpuIdle | Reason::ApplicationsClocksSetting | Reason::DisplayClockSetting
+        )
     }
 }
 
@@ -289,6 +316,66 @@ pub enum Fault {
         #[serde(default)]
         replays: u32,
     },
+}
+
+/// What a process does with its GPU (scenario keys and fault
+/// `process-use`), percent of each engine. See `fleet/usage.rs`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ProcUse {
+    pub sm: f64,
+    pub memory: f64,
+    pub encoder: f64,
+    pub decoder: f64,
+}
+
+impl ProcUse {
+    /// SM, memory, encoder, decoder, JPEG, OFA: the order of
+    /// `nvmlProcessUtilizationInfo_v1_t`.
+    pub fn engines(&self) -> [f64; 6] {
+        [self.sm, self.memory, self.encoder, self.decoder, 0.0, 0.0]
+    }
+
+    /// The fields given override, the rest keep `self`'s values.
+    pub fn with(
+        self,
+        sm: Option<f64>,
+        memory: Option<f64>,
+        encoder: Option<f64>,
+        decoder: Option<f64>,
+    ) -> Result<ProcUse, String> {
+        let u = ProcUse {
+            sm: sm.unwrap_or(self.sm),
+            memory: memory.unwrap_or(self.memory),
+            encoder: encoder.unwrap_or(self.encoder),
+            decoder: decoder.unwrap_or(self.decoder),
+        };
+        for (name, v) in [
+            ("sm_percent", u.sm),
+            ("memory_percent", u.memory),
+            ("encoder_percent", u.encoder),
+            ("decoder_percent", u.decoder),
+        ] {
+            if !(0.0..=100.0).contains(&v) {
+                return Err(format!("{name} {v} is outside 0..=100"));
+            }
+        }
+        Ok(u)
+    }
+
+    /// A declaration from optional keys: `None` when none is given.
+    pub fn declared(
+        sm: Option<f64>,
+        memory: Option<f64>,
+        encoder: Option<f64>,
+        decoder: Option<f64>,
+    ) -> Result<Option<ProcUse>, String> {
+        if [sm, memory, encoder, decoder].iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        ProcUse::default()
+            .with(sm, memory, encoder, decoder)
+            .map(Some)
+    }
 }
 
 impl Fault {

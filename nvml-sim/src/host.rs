@@ -9,7 +9,7 @@ use std::ffi::{c_char, CStr};
 
 use nvml_wrapper_sys::bindings::nvmlReturn_t;
 
-use crate::ffi::{guard, lock, INVALID_ARGUMENT};
+use crate::ffi::{guard, INVALID_ARGUMENT};
 
 /// Selects the scenario (a built-in name or a file path, as
 /// `NVML_SIM_SCENARIO` takes) that the next `nvmlInit` on an uninitialized
@@ -34,10 +34,10 @@ pub unsafe extern "C" fn nvml_sim_select_scenario(scenario: *const c_char) -> nv
                 .map_err(|_| INVALID_ARGUMENT)?;
             Some(s.to_string()).filter(|s| !s.trim().is_empty())
         };
-        lock().selected_scenario.clone_from(&key);
+        crate::settings::select_scenario(key);
         // The host resolves NVML's symbols next (nvml-wrapper does, before
         // its nvmlInit): the symbol table must already be this driver's.
-        crate::driver::apply_early(key.as_deref());
+        crate::driver::apply_early();
         Ok(())
     })
 }

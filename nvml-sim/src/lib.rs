@@ -13,9 +13,13 @@ pub mod fault;
 pub mod ffi;
 pub mod fleet;
 pub mod host;
+pub mod identity;
 pub mod model;
+pub mod personality;
 pub mod scenario;
-pub mod usage;
+pub mod settings;
+pub mod state;
+pub mod value;
 
 pub use ffi::clocks::*;
 pub use ffi::device::*;

@@ -48,6 +48,24 @@ fn check_and_list_scenarios() {
     for name in ["dgx-h100", "dgx-a100", "workstation", "faults", "large"] {
         assert!(list.lines().any(|l| l.starts_with(name)), "{list}");
     }
+    // The data the tests walk: boards and driver behaviours.
+    let out = Command::new(common::cli()).arg("boards").output().unwrap();
+    let boards = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        boards
+            .lines()
+            .any(|l| l.starts_with("h100-sxm5-80gb ") && l.ends_with("NVIDIA H100 80GB HBM3")),
+        "{boards}"
+    );
+    let out = Command::new(common::cli()).arg("drivers").output().unwrap();
+    let drivers = String::from_utf8_lossy(&out.stdout);
+    let first: Vec<&str> = drivers
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(first.first(), Some(&"535.183.01"), "{drivers}");
+    assert_eq!(first.last(), Some(&"580.95.05"), "{drivers}");
+    assert!(drivers.contains("v >= 580.82"), "{drivers}");
     // A control command without a socket is a usage error, not a hang.
     let out = Command::new(common::cli())
         .env_remove("NVML_SIM_CONTROL")

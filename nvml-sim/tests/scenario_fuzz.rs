@@ -14,13 +14,13 @@ use nvml_sim::fleet::Sim;
 use nvml_sim::scenario::{parse, ScenarioError};
 use proptest::prelude::*;
 
-const BUILTINS: &[&str] = &[
-    include_str!("../scenarios/dgx-h100.toml"),
-    include_str!("../scenarios/dgx-a100.toml"),
-    include_str!("../scenarios/workstation.toml"),
-    include_str!("../scenarios/faults.toml"),
-    include_str!("../scenarios/large.toml"),
-];
+/// The built-in scenario files (`scenarios/`), as the library holds them.
+fn builtins() -> Vec<&'static str> {
+    nvml_sim::scenario::BUILTINS
+        .iter()
+        .map(|(_, t)| *t)
+        .collect()
+}
 
 /// Values that have broken parsers before: huge, negative, fractional,
 /// empty, wrong types, unicode.
@@ -44,6 +44,12 @@ const HOSTILE: &[&str] = &[
     "[1, 2]",
     "\"7g.80gb,7g.80gb\"",
     "99999999999999999999",
+    "\"N/A\"",
+    "{ max = 4294967295 }",
+    "\"ffffffff:ff:1f.7\"",
+    "\"GPU-00000000-0000-0000-0000-000000000000\"",
+    "[{ id = 0, slices = 0 }]",
+    "{ base = \"h100-sxm5-80gb\" }",
 ];
 
 /// Parses and, when it parses, builds the fleet: both must return, not panic.
@@ -106,10 +112,10 @@ proptest! {
 
     #[test]
     fn mutated_builtins_never_panic(
-        which in 0..BUILTINS.len(),
+        which in 0..builtins().len(),
         ops in prop::collection::vec((any::<u8>(), any::<usize>(), 0..HOSTILE.len()), 1..4),
     ) {
-        let mut text = BUILTINS[which].to_string();
+        let mut text = builtins()[which].to_string();
         for (op, at, h) in ops {
             text = mutate(&text, op, at, HOSTILE[h]);
         }
@@ -121,7 +127,7 @@ proptest! {
 
 #[test]
 fn builtins_parse_and_build() {
-    for text in BUILTINS {
+    for text in builtins() {
         check(text).unwrap_or_else(|e| panic!("a built-in scenario fails: {e}"));
     }
 }

@@ -321,3 +321,66 @@ print(json.dumps({"rev1": info(p.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1),
         assert got["rev1"] == 3, (scenario, got)  # NOT_SUPPORTED
         assert got["rev2"][:3] == [15, 1, 4], scenario
         assert 19000 < got["rev2"][3] < 21000, scenario
+
+
+PINNED = r"""
+import json, pynvml as p
+p.nvmlInit()
+def na(f, *a):
+    try:
+        return f(*a)
+    except p.NVMLError_NotSupported:
+        return "N/A"
+h = p.nvmlDeviceGetHandleByIndex(0)
+migs = []
+for i in range(p.nvmlDeviceGetMaxMigDeviceCount(h)):
+    try:
+        m = p.nvmlDeviceGetMigDeviceHandleByIndex(h, i)
+    except p.NVMLError_NotFound:
+        break
+    migs.append([p.nvmlDeviceGetName(m), p.nvmlDeviceGetGpuInstanceId(m), p.nvmlDeviceGetComputeInstanceId(m)])
+print(json.dumps({
+    "driver": p.nvmlSystemGetDriverVersion(),
+    "cuda": p.nvmlSystemGetCudaDriverVersion(),
+    "name": p.nvmlDeviceGetName(h),
+    "vbios": p.nvmlDeviceGetVbiosVersion(h),
+    "bus": p.nvmlDeviceGetPciInfo(h).busId,
+    "uuids": [p.nvmlDeviceGetUUID(p.nvmlDeviceGetHandleByIndex(i)) for i in range(3)],
+    "minor": na(p.nvmlDeviceGetMinorNumber, h),
+    "compute_mode": p.nvmlDeviceGetComputeMode(h),
+    "ecc": p.nvmlDeviceGetEccMode(h),
+    "temp": p.nvmlDeviceGetTemperature(h, p.NVML_TEMPERATURE_GPU),
+    "power": p.nvmlDeviceGetPowerUsage(h),
+    "limit": p.nvmlDeviceGetEnforcedPowerLimit(h),
+    "pstate": p.nvmlDeviceGetPerformanceState(h),
+    "replays": p.nvmlDeviceGetPcieReplayCounter(h),
+    "width": p.nvmlDeviceGetCurrPcieLinkWidth(h),
+    "migs": migs,
+}))
+"""
+
+
+def test_pynvml_reads_a_pinned_host_as_written(libdir):
+    """An independent client reads the scenario that uses every per-GPU
+    key (identity, settings, pinned readings, counters, MIG placed by id
+    with two compute instances) as the file says."""
+    path = Path(__file__).parent / "scenario_corpus" / "pinned-host.toml"
+    got = run_python(libdir, str(path), PINNED)
+    assert (got["driver"], got["cuda"]) == ("610.57.04", 13030)
+    assert got["name"] == "NVIDIA H100 NVL"
+    assert got["vbios"] == "96.00.A5.00.01"
+    assert got["bus"] == "00000000:00:09.0"
+    # count = 2 with one masked UUID: the second GPU got its own.
+    assert got["uuids"][0] == "GPU-00000000-0000-0000-0000-000000000000"
+    assert len(set(got["uuids"])) == 3
+    assert got["minor"] == "N/A"
+    assert got["compute_mode"] == 3  # exclusive process
+    assert got["ecc"] == [1, 0]
+    assert (got["temp"], got["power"], got["limit"], got["pstate"]) == (41, 69850, 350000, 8)
+    assert (got["replays"], got["width"]) == (9, 8)
+    assert got["migs"] == [
+        ["NVIDIA H100 NVL MIG 1c.3g.40gb", 2, 0],
+        ["NVIDIA H100 NVL MIG 2c.3g.40gb", 2, 1],
+        ["NVIDIA H100 NVL MIG 2g.20gb", 3, 0],
+        ["NVIDIA H100 NVL MIG 1g.10gb", 9, 0],
+    ]

@@ -1,6 +1,7 @@
 """Driver personalities: nvml-sim presents R535 to R580 as those libraries
-are, to clients that know nothing of the simulator (ctypes `dlsym`,
-pynvml, nvitop). Expected values come from the branches' nvml.h (NVIDIA/go-nvml
+are, and any other real driver version with its own version strings and
+the nearest modelled behaviour, to clients that know nothing of the
+simulator (ctypes `dlsym`, pynvml, nvitop). Expected values come from the branches' nvml.h (NVIDIA/go-nvml
 gen/nvml/nvml.h history) and field reports, as cited in nvml-sim/README.md,
 written out here rather than read back from the simulator's table.
 """
@@ -31,6 +32,14 @@ EXPECTED = {
     "560.35.03": ("12.560.35.03", 12060, [True, True, True, False, True, True, True]),
     "570.133.20": ("12.570.133.20", 12080, [True, True, True, True, True, True, True]),
     "580.95.05": ("13.580.95.05", 13000, [True, True, True, True, True, True, True]),
+    # Branches without a row of their own: their own strings and CUDA, the
+    # nearest modelled behaviour (R535's below it, 580.82's above).
+    "352.99": ("7.352.99", 7050, [False, True, False, False, True, False, False]),
+    "418.43": ("10.418.43", 10010, [False, True, False, False, True, False, False]),
+    "536.40": ("12.536.40", 12020, [False, True, False, False, True, False, False]),
+    "555.58.02": ("12.555.58.02", 12050, [True, True, True, False, True, True, True]),
+    "590.48.01": ("13.590.48.01", 13010, [True, True, True, True, True, True, True]),
+    "610.57.04": ("13.610.57.04", 13030, [True, True, True, True, True, True, True]),
 }
 
 PROBE = r"""
@@ -138,6 +147,10 @@ FIELD_IDS = {
     "570.133.20": {197, 198, 226, 230},
     "580.65.06": {197, 198, 226, 230, 251, 252, 253},
     "580.95.05": {197, 198, 226, 230, 269, 270, 271},
+    "555.58.02": {197, 198},
+    "575.57.08": {197, 198, 226, 230, 251, 252, 253},
+    "525.125.06": set(),
+    "595.58.03": {197, 198, 226, 230, 269, 270, 271},
 }
 
 
@@ -160,8 +173,9 @@ def test_scenario_driver_key_and_env_override(libdir, tmp_path):
 @pytest.mark.parametrize(
     "setting,message",
     [
-        ({"NVML_SIM_DRIVER": "470.82.01"}, "NVML_SIM_DRIVER: driver `470.82.01`: branch R470 is not simulated"),
+        ({"NVML_SIM_DRIVER": "R470"}, "NVML_SIM_DRIVER: driver `R470`: R470 is not a modelled branch"),
         ({"NVML_SIM_DRIVER": "banana"}, "is not a driver version like 535.183.01"),
+        ({"NVML_SIM_DRIVER": "535.183.01.7"}, "is not a driver version like 535.183.01"),
     ],
 )
 def test_bad_driver_fails_init_with_a_message(libdir, setting, message):
@@ -183,7 +197,7 @@ print(json.dumps({"rc": ctypes.CDLL("libnvidia-ml.so.1").nvmlInit_v2()}))
 
 def test_bad_driver_key_names_the_line(libdir, tmp_path):
     bad = tmp_path / "bad.toml"
-    bad.write_text('name = "bad"\ndriver = "390.157"\n\n[[gpu]]\nmodel = "h100-sxm5-80gb"\n')
+    bad.write_text('name = "bad"\ndriver = "390.x"\n\n[[gpu]]\nmodel = "h100-sxm5-80gb"\n')
     code = r"""
 import ctypes, json
 print(json.dumps({"rc": ctypes.CDLL("libnvidia-ml.so.1").nvmlInit_v2()}))
@@ -196,7 +210,7 @@ print(json.dumps({"rc": ctypes.CDLL("libnvidia-ml.so.1").nvmlInit_v2()}))
         timeout=60,
     )
     assert json.loads(out.stdout)["rc"] == 999
-    assert f"{bad}:2: driver `390.157`: branch R390 is not simulated" in out.stderr
+    assert f"{bad}:2: driver `390.x` is not a driver version" in out.stderr
 
 
 ACCESS = r"""

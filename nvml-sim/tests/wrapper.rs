@@ -171,24 +171,6 @@ fn ecc_and_rows() {
     assert_eq!((rc, c, u, p, f), (0, 0, 0, 0, 0));
 }
 
-fn raw_fields(nvml: &Nvml, d: &nvml_wrapper::Device, req: &[(u32, u32)]) -> Vec<nvmlFieldValue_t> {
-    let mut v: Vec<nvmlFieldValue_t> = req
-        .iter()
-        .map(|&(id, scope)| {
-            let mut f: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
-            f.fieldId = id;
-            f.scopeId = scope;
-            f
-        })
-        .collect();
-    let rc = unsafe {
-        nvml.lib()
-            .nvmlDeviceGetFieldValues(d.handle(), v.len() as i32, v.as_mut_ptr())
-    };
-    assert_eq!(rc, 0);
-    v
-}
-
 #[test]
 fn field_values() {
     use nvml_wrapper_sys::bindings::field_id::*;
@@ -214,7 +196,7 @@ fn field_values() {
         got[3]
     );
     // Per-link NVLink counters need scopeId = link.
-    let f = raw_fields(
+    let f = common::raw_fields(
         &nvml,
         &d,
         &[
@@ -302,20 +284,7 @@ fn mig_devices() {
         let mem = m.memory_info().unwrap();
         assert!(mem.total <= total / 8 && mem.total == mem.used + mem.free + mem.reserved);
         assert_eq!(m.mig_parent_device().unwrap().index().unwrap(), 0);
-        let (mut gi, mut ci) = (99, 99);
-        unsafe {
-            assert_eq!(
-                nvml.lib()
-                    .nvmlDeviceGetGpuInstanceId(m.handle(), &raw mut gi),
-                0
-            );
-            assert_eq!(
-                nvml.lib()
-                    .nvmlDeviceGetComputeInstanceId(m.handle(), &raw mut ci),
-                0
-            );
-        }
-        assert_eq!((gi, ci), (7 + i, 0));
+        assert_eq!(common::instance_ids(&nvml, &m), (7 + i, 0));
         let by_uuid = nvml.device_by_uuid(m.uuid().unwrap().as_str()).unwrap();
         assert!(by_uuid.mig_is_mig_device_handle().unwrap());
     }

@@ -40,7 +40,8 @@ mod xid;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::metric::Collector;
+use crate::metric::{Collector, SampleSink, Scope};
+use crate::snapshot::GpuReadings;
 
 /// Every collector, in output order.
 pub static COLLECTORS: &[&Collector] = &[
@@ -76,6 +77,35 @@ pub static COLLECTORS: &[&Collector] = &[
 /// that bad has no meaningful value to export).
 pub fn unix_seconds(t: SystemTime) -> Option<f64> {
     t.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs_f64())
+}
+
+/// One series per GPU that has the reading.
+pub fn per_gpu<'a>(
+    scope: &Scope<'a>,
+    out: &mut SampleSink<'a>,
+    read: fn(&GpuReadings) -> Option<f64>,
+) {
+    for (g, r) in scope.readings() {
+        if let Some(v) = read(r) {
+            out.gpu(g).set(v);
+        }
+    }
+}
+
+/// One series per GPU and entry of a labelled list of readings (limits,
+/// thresholds), the entry's label under `label`.
+pub fn per_gpu_labelled<'a, L: Copy>(
+    scope: &Scope<'a>,
+    out: &mut SampleSink<'a>,
+    label: &'static str,
+    read: fn(&GpuReadings) -> &[(L, f64)],
+    value_of: fn(L) -> &'static str,
+) {
+    for (g, r) in scope.readings() {
+        for &(l, v) in read(r) {
+            out.gpu(g).label(label, value_of(l)).set(v);
+        }
+    }
 }
 
 /// Every metric name, in registration order.

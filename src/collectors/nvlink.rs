@@ -25,7 +25,7 @@ pub static COLLECTOR: Collector = Collector {
         },
         Metric {
             name: "nvidia_gpu_nvlink_errors_total",
-            help: "NVLink errors by kind, summed over the GPU's links.",
+            help: "NVLink errors by kind (DL counters up to NVLink4, link recovery, effective and symbol errors on NVLink5), summed over the GPU's links.",
             kind: Kind::Counter,
             collect: errors,
         },

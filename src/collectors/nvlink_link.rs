@@ -28,6 +28,13 @@ pub static COLLECTOR: Collector = Collector {
             kind: Kind::Counter,
             collect: bytes,
         },
+        Metric {
+            name: "nvidia_gpu_nvlink_link_bit_error_ratio",
+            help:
+                "NVLink5 bit error rate of the link by kind: effective (after FEC) or symbol (raw).",
+            kind: Kind::Gauge,
+            collect: bit_error_rates,
+        },
     ],
 };
 
@@ -62,6 +69,19 @@ fn bytes<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
                         .label("direction", direction)
                         .set(v);
                 }
+            }
+        }
+    }
+}
+
+fn bit_error_rates<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for (g, r) in scope.readings() {
+        for l in &r.nvlinks {
+            for &(kind, v) in &l.bit_error_rates {
+                out.gpu(g)
+                    .label("link", l.link)
+                    .label("kind", kind.as_label())
+                    .set(v);
             }
         }
     }

@@ -1,7 +1,12 @@
-//! Temperatures and the thresholds the driver acts on.
+//! Temperatures and the thresholds the driver acts on, as absolute
+//! degrees or, where NVML reports only those (Hopper and Blackwell on
+//! recent drivers), as distances to the GPU's T.Limit.
 
 use crate::family::Family;
 use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
+use crate::snapshot::Threshold;
+
+use super::{per_gpu, per_gpu_labelled};
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Temperature),
@@ -18,6 +23,18 @@ pub static COLLECTOR: Collector = Collector {
             kind: Kind::Gauge,
             collect: threshold,
         },
+        Metric {
+            name: "nvidia_gpu_temperature_margin_celsius",
+            help: "How far the GPU is below its T.Limit temperature (negative past it); reported where NVML gives no absolute slowdown threshold.",
+            kind: Kind::Gauge,
+            collect: margin,
+        },
+        Metric {
+            name: "nvidia_gpu_temperature_margin_threshold_celsius",
+            help: "The thresholds as T.Limit margins: the GPU slows down or shuts down when its margin falls to the value.",
+            kind: Kind::Gauge,
+            collect: margin_threshold,
+        },
     ],
 };
 
@@ -30,9 +47,25 @@ fn temperature<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 }
 
 fn threshold<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
-    for (g, r) in scope.readings() {
-        for &(t, v) in &r.temperature_thresholds {
-            out.gpu(g).label("threshold", t.as_label()).set(v);
-        }
-    }
+    per_gpu_labelled(
+        scope,
+        out,
+        "threshold",
+        |r| &r.temperature_thresholds,
+        Threshold::as_label,
+    );
+}
+
+fn margin<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    per_gpu(scope, out, |r| r.temperature_margin);
+}
+
+fn margin_threshold<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    per_gpu_labelled(
+        scope,
+        out,
+        "threshold",
+        |r| &r.temperature_margin_thresholds,
+        Threshold::as_label,
+    );
 }

@@ -35,6 +35,14 @@ impl<T> Got<T> {
             _ => None,
         }
     }
+
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Got<U> {
+        match self {
+            Got::Value(v) => Got::Value(f(v)),
+            Got::Absent => Got::Absent,
+            Got::Failed => Got::Failed,
+        }
+    }
 }
 
 /// Runs calls with stuck-call tracking and failure accounting. Once the GPU

@@ -20,11 +20,20 @@ pub enum Class {
     Error(String),
 }
 
+/// `NVML_ERROR_DEPRECATED`: nvml-wrapper 0.13 has no variant for it and
+/// hands it over as `UnexpectedVariant(26)`. nvml.h (R570+): "The
+/// requested functionality has been deprecated"; NVIDIA's deprecation
+/// notices: "Removed functions will return the NVML error code
+/// NVML_ERROR_DEPRECATED". A removed call is a reading the driver no
+/// longer offers, like a missing symbol: absent, not an error.
+pub const NVML_ERROR_DEPRECATED: u32 = 26;
+
 pub fn classify(err: &NvmlError) -> Class {
     match err {
         NvmlError::NotSupported
         | NvmlError::FunctionNotFound
-        | NvmlError::FailedToLoadSymbol(_) => Class::Absent,
+        | NvmlError::FailedToLoadSymbol(_)
+        | NvmlError::UnexpectedVariant(NVML_ERROR_DEPRECATED) => Class::Absent,
         NvmlError::GpuLost => Class::Lost,
         NvmlError::DriverNotLoaded | NvmlError::Uninitialized | NvmlError::LibRmVersionMismatch => {
             Class::DriverGone
@@ -116,6 +125,19 @@ mod tests {
         assert_eq!(
             classify(&NvmlError::FailedToLoadSymbol("x".into())),
             Class::Absent
+        );
+    }
+
+    #[test]
+    fn a_deprecated_call_is_absent_not_an_unexpected_code() {
+        // R580 marks nvmlDeviceGetTemperature, the throttle-reason getters,
+        // the violation status and fabric info v1 DEPRECATED(13.0); once
+        // removed they answer 26, which was counted every poll as
+        // `unexpected_code_26`.
+        assert_eq!(classify(&NvmlError::UnexpectedVariant(26)), Class::Absent);
+        assert_eq!(
+            classify(&NvmlError::UnexpectedVariant(25)),
+            Class::Error("unexpected_code_25".into())
         );
     }
 

@@ -53,6 +53,30 @@ pub const ECC_FIELDS: [(u32, bool, bool, Option<usize>); 26] = [
     (28, true, true, Some(6)),
 ];
 
+/// Power by scope (`NVML_FI_DEV_POWER_*`, nvml.h 12.2 / R535 on): the
+/// `scopeId` says whose power, 0 the GPU's, [`POWER_SCOPE_MODULE`]
+/// (Grace superchips: CPU + GPU + memory) or [`POWER_SCOPE_MEMORY`]
+/// (NVIDIA/go-nvml gen/nvml/nvml.h at f420a32, lines 2277-2294; the scope
+/// constants `NVML_POWER_SCOPE_*` at 9da9e13:1586-1588). Milliwatts.
+pub const POWER_AVERAGE: u32 = 185; // NVML_FI_DEV_POWER_AVERAGE, over 1 s
+pub const POWER_MIN_LIMIT: u32 = 187;
+pub const POWER_MAX_LIMIT: u32 = 188;
+pub const POWER_DEFAULT_LIMIT: u32 = 189;
+pub const POWER_CURRENT_LIMIT: u32 = 190; // enforced, out-of-band limits included
+pub const POWER_REQUESTED_LIMIT: u32 = 192; // set by NVML or another client
+pub const POWER_SCOPE_MODULE: u32 = 1;
+pub const POWER_SCOPE_MEMORY: u32 = 2;
+
+/// T.Limit thresholds (`NVML_FI_DEV_TEMPERATURE_*_TLIMIT`, 12.2 on): "supported
+/// on Ada and later ... supersedes nvmlDeviceGetTemperatureThreshold". Real
+/// Hopper captures print them as signed margins to T.Limit (H100 and H200
+/// on 590.48.01: shutdown -8 C, slowdown -2 C, max operating 0 C), never as
+/// absolute degrees.
+pub const TLIMIT_SHUTDOWN: u32 = 193;
+pub const TLIMIT_SLOWDOWN: u32 = 194;
+pub const TLIMIT_MEMORY_MAX: u32 = 195;
+pub const TLIMIT_GPU_MAX: u32 = 196;
+
 /// Cumulative clock-event (throttle) durations in nanoseconds.
 pub const REASON_SW_POWER_CAP: u32 = 74;
 pub const REASON_SYNC_BOOST: u32 = 76;
@@ -92,8 +116,25 @@ impl DriverBranch {
         }
         match id {
             PCIE_TX_BYTES | PCIE_RX_BYTES => self.major >= 555,
+            NVLINK5_RECOVERY_SUCCESSFUL..=NVLINK5_SYMBOL_BER => self.major >= 560,
             RECOVERY_ACTION => self.major >= 570,
             _ => true,
+        }
+    }
+
+    /// `NVML_FI_PWR_SMOOTHING_HW_CIRCUITRY_PERCENT_LIFETIME_REMAINING`, whose id
+    /// moved twice: 258 in the R570 header (go-nvml f420a32:2371), 263 in
+    /// R575 and R580 before 580.82 (62ce1e3:2622, 9da9e13:2717: the
+    /// clock-event durations took 251-253 and shifted power smoothing by
+    /// five), 258 again from 580.82 (2a1f6c3:2740, where 263 is a ramp-down
+    /// hysteresis). nvml-wrapper-sys 0.10's constant is 263, right only
+    /// for the middle span. Before R570 no branch has it.
+    pub fn power_smoothing_lifetime_id(self) -> Option<u32> {
+        match (self.major, self.minor) {
+            (570..=574, _) => Some(258),
+            (575..=579, _) | (580, 0..=81) => Some(263),
+            (580, _) | (581.., _) => Some(258),
+            _ => None,
         }
     }
 
@@ -123,16 +164,48 @@ pub const NVLINK_RX_BYTES: u32 = 204; // NVML_FI_DEV_NVLINK_COUNT_RCV_BYTES
 pub const NVLINK_TX_KIB: u32 = 138; // NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
 pub const NVLINK_RX_KIB: u32 = 139;
 
-pub const PER_LINK: [u32; 8] = [
+/// NVLink5 (Blackwell) error counters, per link, in the 12.6 header (R560)
+/// on (the 12.5 header raised `NVML_FI_MAX` to 223 without defining them). nvml.h since 12.8 says of 161-163: "This is unsupported for
+/// Blackwell+. Please use NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_*"
+/// (go-nvml f420a32:2239-2255).
+pub const NVLINK5_RECOVERY_SUCCESSFUL: u32 = 213; // link went Up -> recovery -> Up
+pub const NVLINK5_RECOVERY_FAILED: u32 = 214; // ... -> recovery -> declared down
+pub const NVLINK5_RECOVERY: u32 = 215; // Up -> recovery, whatever the result
+pub const NVLINK5_EFFECTIVE_ERRORS: u32 = 219; // "errors in each Nvlink packet", after FEC
+pub const NVLINK5_EFFECTIVE_BER: u32 = 220; // packed, see `nvlink_ber`
+pub const NVLINK5_SYMBOL_ERRORS: u32 = 221; // "errors in rx symbols", before FEC
+pub const NVLINK5_SYMBOL_BER: u32 = 222;
+
+/// The per-link fields read on every poll: state and traffic, and the
+/// error counters of the GPU's NVLink generation.
+pub const PER_LINK_COMMON: [u32; 5] = [
     NVLINK_STATE,
-    NVLINK_REPLAY,
-    NVLINK_RECOVERY,
-    NVLINK_CRC_FLIT,
     NVLINK_TX_BYTES,
     NVLINK_RX_BYTES,
     NVLINK_TX_KIB,
     NVLINK_RX_KIB,
 ];
+pub const PER_LINK_LEGACY_ERRORS: [u32; 3] = [NVLINK_REPLAY, NVLINK_RECOVERY, NVLINK_CRC_FLIT];
+pub const PER_LINK_NVLINK5_ERRORS: [u32; 4] = [
+    NVLINK5_RECOVERY,
+    NVLINK5_RECOVERY_FAILED,
+    NVLINK5_EFFECTIVE_ERRORS,
+    NVLINK5_SYMBOL_ERRORS,
+];
+/// Bit error rates: only for `nvlink.per-link`.
+pub const PER_LINK_NVLINK5_BER: [u32; 2] = [NVLINK5_EFFECTIVE_BER, NVLINK5_SYMBOL_BER];
+
+/// A packed NVLink5 bit error rate (fields 220 and 222): "Bit [0:7]: BER
+/// Exponent value, Bit [8:11]: BER MANTISSA value" (nvml.h at 9da9e13,
+/// lines 2645-2662, `NVML_NVLINK_ERROR_COUNTER_BER_GET` at 8852-8866),
+/// read as mantissa x 10^-exponent, as NVIDIA's DCGM decodes it into
+/// `DCGM_FI_DEV_NVLINK_COUNT_*_BER_FLOAT` (its tests: 0x401 is 4e-1, 0x3E8
+/// is 3e-232, 0xFFF is 15e-255, the floor a clean link reports).
+pub fn nvlink_ber(packed: u64) -> f64 {
+    let exponent = (packed & 0xff) as i32;
+    let mantissa = ((packed >> 8) & 0xf) as f64;
+    mantissa * 10f64.powi(-exponent)
+}
 
 /// Legacy per-link data CRC counters (no scope id, links 0-11 only).
 pub fn nvlink_crc_data_id(link: u32) -> Option<u32> {
@@ -199,6 +272,42 @@ mod tests {
     }
 
     #[test]
+    fn power_smoothing_lifetime_id_follows_the_branch() {
+        let id = |v: &str| DriverBranch::parse(v).power_smoothing_lifetime_id();
+        assert_eq!(id("560.35.03"), None);
+        assert_eq!(id("570.133.20"), Some(258));
+        assert_eq!(id("575.51.03"), Some(263));
+        assert_eq!(id("580.65.06"), Some(263));
+        assert_eq!(id("580.81.99"), Some(263));
+        assert_eq!(id("580.82.07"), Some(258));
+        assert_eq!(id("590.48.01"), Some(258));
+        assert_eq!(id("595.71.05"), Some(258));
+        assert_eq!(id("610.57.04"), Some(258));
+        assert_eq!(id(""), None);
+        // Never a clock-event duration id of the same branch.
+        for v in ["575.51.03", "580.65.06", "580.95.05", "610.57.04"] {
+            let b = DriverBranch::parse(v);
+            let durations = b.throttle_duration_ids().unwrap();
+            assert!(!durations.contains(&b.power_smoothing_lifetime_id().unwrap()));
+        }
+    }
+
+    #[test]
+    fn nvlink_ber_unpacks_mantissa_and_exponent() {
+        // The cases NVIDIA's DCGM tests its decoding with.
+        let close = |a: f64, b: f64| (a - b).abs() <= b.abs() * 1e-12;
+        assert!(close(nvlink_ber(1025), 4e-1));
+        assert!(close(nvlink_ber(513), 2e-1));
+        assert!(close(nvlink_ber(2048), 8.0));
+        assert!(close(nvlink_ber(3072), 12.0));
+        assert!(close(nvlink_ber(1000), 3e-232));
+        assert!(close(nvlink_ber(4095), 15e-255));
+        assert_eq!(nvlink_ber(0), 0.0);
+        // Bits above 11 are not part of the value.
+        assert!(close(nvlink_ber(0xF000 | 0x0401), 4e-1));
+    }
+
+    #[test]
     fn fields_a_branch_lacks_are_not_asked() {
         let b = DriverBranch::parse;
         assert!(!b("535.183.01").has_field(PCIE_TX_BYTES));
@@ -207,6 +316,8 @@ mod tests {
         assert!(b("570.133.20").has_field(RECOVERY_ACTION));
         assert!(b("").has_field(RECOVERY_ACTION));
         assert!(b("535.183.01").has_field(MEMORY_TEMP));
+        assert!(!b("555.42.02").has_field(NVLINK5_RECOVERY));
+        assert!(b("570.133.20").has_field(NVLINK5_SYMBOL_ERRORS));
     }
 
     #[test]

@@ -205,15 +205,21 @@ pub fn gpu_instance_id(nvml: &Nvml, device: DeviceHandle) -> Result<u32, NvmlErr
     Ok(id)
 }
 
-/// The decoder, JPEG and OFA engines of a MIG device's GPU instance
-/// (`nvmlDeviceGetAttributes_v2`, which answers for MIG device handles).
-pub fn mig_engine_counts(nvml: &Nvml, device: DeviceHandle) -> Result<[u32; 3], NvmlError> {
+/// The decoder, JPEG, OFA and encoder engines of a MIG device's GPU
+/// instance (`nvmlDeviceGetAttributes_v2`, which answers for MIG device
+/// handles).
+pub fn mig_engine_counts(nvml: &Nvml, device: DeviceHandle) -> Result<[u32; 4], NvmlError> {
     let f = sym!(nvml, nvmlDeviceGetAttributes_v2);
     // SAFETY: POD; zeroed is a valid value.
     let mut a: nvmlDeviceAttributes_t = unsafe { mem::zeroed() };
     // SAFETY: valid out-pointer.
     nvml_try(unsafe { f(device, &raw mut a) })?;
-    Ok([a.sharedDecoderCount, a.sharedJpegCount, a.sharedOfaCount])
+    Ok([
+        a.sharedDecoderCount,
+        a.sharedJpegCount,
+        a.sharedOfaCount,
+        a.sharedEncoderCount,
+    ])
 }
 
 pub fn compute_instance_id(nvml: &Nvml, device: DeviceHandle) -> Result<u32, NvmlError> {
@@ -692,21 +698,153 @@ pub fn select_sim_scenario(
     Ok(lib)
 }
 
-/// The GPU's fabric registration state (`NVML_GPU_FABRIC_STATE_*`: 1 not
-/// started, 2 in progress, 3 completed) and whether the registration
-/// succeeded, from `nvmlDeviceGetGpuFabricInfo` (Hopper and newer on
-/// NVSwitch systems). `NotSupported` where the GPU has no fabric, including
-/// a state of `NVML_GPU_FABRIC_STATE_NOT_SUPPORTED`.
-pub fn gpu_fabric_info(nvml: &Nvml, device: DeviceHandle) -> Result<(u32, bool), NvmlError> {
-    let f = sym!(nvml, nvmlDeviceGetGpuFabricInfo);
-    // SAFETY: POD out-parameter.
-    let mut info: nvmlGpuFabricInfo_t = unsafe { mem::zeroed() };
-    nvml_try(unsafe { f(device, &raw mut info) })?;
-    let state = u32::from(info.state);
-    if state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED {
+/// What `nvmlDeviceGetGpuFabricInfo[V]` says of a GPU (Hopper and newer on
+/// NVSwitch systems): the registration state (`NVML_GPU_FABRIC_STATE_*`: 1
+/// not started, 2 in progress, 3 completed) and whether it succeeded, the
+/// clique and cluster, and the health mask (v2, R550+) and summary (v3,
+/// R580+) where the struct version carries them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawFabric {
+    pub state: u32,
+    pub registered: bool,
+    pub clique_id: u32,
+    pub cluster_uuid: [u8; 16],
+    pub health_mask: Option<u32>,
+    pub health_summary: Option<u8>,
+}
+
+/// The fabric info struct versions, newest first: `nvmlDeviceGetGpuFabricInfoV`
+/// with `nvmlGpuFabricInfo_v3_t` (13.0 header, R580: adds `healthSummary`),
+/// then `_v2_t` (12.4, R550: `version` first, `healthMask` last), then the
+/// unversioned `nvmlDeviceGetGpuFabricInfo` (DEPRECATED(13.0)). Layouts in
+/// NVIDIA/go-nvml gen/nvml/nvml.h at 9da9e13, lines 3633-3678.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FabricCall {
+    V3,
+    V2,
+    V1,
+}
+
+impl FabricCall {
+    /// The next older call to try after this one answered that it does not
+    /// know the struct version or is not exported.
+    pub fn older(self) -> Option<FabricCall> {
+        match self {
+            FabricCall::V3 => Some(FabricCall::V2),
+            FabricCall::V2 => Some(FabricCall::V1),
+            FabricCall::V1 => None,
+        }
+    }
+}
+
+/// `NVML_ERROR_ARGUMENT_VERSION_MISMATCH`: the library predates the struct
+/// version asked for (nvml-wrapper 0.13 passes it on as `UnexpectedVariant`).
+pub const NVML_ERROR_ARGUMENT_VERSION_MISMATCH: u32 = 25;
+
+/// One fabric info call. `NotSupported` where the GPU has no fabric,
+/// including a state of `NVML_GPU_FABRIC_STATE_NOT_SUPPORTED`.
+pub fn gpu_fabric_info(
+    nvml: &Nvml,
+    device: DeviceHandle,
+    call: FabricCall,
+) -> Result<RawFabric, NvmlError> {
+    let raw = match call {
+        FabricCall::V3 | FabricCall::V2 => {
+            let f = sym!(nvml, nvmlDeviceGetGpuFabricInfoV);
+            // SAFETY: POD; the v3 buffer is large enough for either
+            // version, and `version` tells the library which one to fill.
+            let mut info: nvmlGpuFabricInfo_v3_t = unsafe { mem::zeroed() };
+            info.version = if call == FabricCall::V3 {
+                struct_version::<nvmlGpuFabricInfo_v3_t>(3)
+            } else {
+                struct_version::<nvmlGpuFabricInfo_v2_t>(2)
+            };
+            nvml_try(unsafe { f(device, &raw mut info) })?;
+            RawFabric {
+                state: u32::from(info.state),
+                registered: info.status == nvmlReturn_enum_NVML_SUCCESS,
+                clique_id: info.cliqueId,
+                cluster_uuid: info.clusterUuid,
+                health_mask: Some(info.healthMask),
+                health_summary: (call == FabricCall::V3).then_some(info.healthSummary),
+            }
+        }
+        FabricCall::V1 => {
+            let f = sym!(nvml, nvmlDeviceGetGpuFabricInfo);
+            // SAFETY: POD out-parameter.
+            let mut info: nvmlGpuFabricInfo_t = unsafe { mem::zeroed() };
+            nvml_try(unsafe { f(device, &raw mut info) })?;
+            RawFabric {
+                state: u32::from(info.state),
+                registered: info.status == nvmlReturn_enum_NVML_SUCCESS,
+                clique_id: info.cliqueId,
+                cluster_uuid: info.clusterUuid,
+                health_mask: None,
+                health_summary: None,
+            }
+        }
+    };
+    if raw.state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED {
         return Err(NvmlError::NotSupported);
     }
-    Ok((state, info.status == nvmlReturn_enum_NVML_SUCCESS))
+    Ok(raw)
+}
+
+/// GPU temperature through `nvmlDeviceGetTemperatureV` (R570+), the
+/// successor of the DEPRECATED(13.0) `nvmlDeviceGetTemperature`.
+pub fn temperature_v(nvml: &Nvml, device: DeviceHandle) -> Result<i32, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetTemperatureV);
+    // SAFETY: versioned POD in/out parameter.
+    let mut t: nvmlTemperature_v1_t = unsafe { mem::zeroed() };
+    t.version = struct_version::<nvmlTemperature_v1_t>(1);
+    t.sensorType = nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU;
+    nvml_try(unsafe { f(device, &raw mut t) })?;
+    Ok(t.temperature)
+}
+
+/// `nvmlDeviceGetMarginTemperature` (R570+): how far the GPU is below its
+/// T.Limit ("distance to nearest slowdown threshold"), in degrees; negative
+/// past it.
+pub fn margin_temperature(nvml: &Nvml, device: DeviceHandle) -> Result<i32, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetMarginTemperature);
+    // SAFETY: versioned POD in/out parameter.
+    let mut m: nvmlMarginTemperature_v1_t = unsafe { mem::zeroed() };
+    m.version = struct_version::<nvmlMarginTemperature_v1_t>(1);
+    nvml_try(unsafe { f(device, &raw mut m) })?;
+    Ok(m.marginTemperature)
+}
+
+/// Whether the library exports a symbol: the successor calls are chosen
+/// where the driver has them.
+pub fn exports_temperature_v(nvml: &Nvml) -> bool {
+    nvml.lib().nvmlDeviceGetTemperatureV.is_ok()
+}
+
+pub fn exports_clocks_event_reasons(nvml: &Nvml) -> bool {
+    nvml.lib().nvmlDeviceGetCurrentClocksEventReasons.is_ok()
+        && nvml.lib().nvmlDeviceGetSupportedClocksEventReasons.is_ok()
+}
+
+/// `nvmlDeviceGetSupportedClocksEventReasons` (12.2 header, R535 on): the
+/// successor of `nvmlDeviceGetSupportedClocksThrottleReasons`,
+/// DEPRECATED(13.0).
+pub fn supported_clocks_event_reasons(nvml: &Nvml, device: DeviceHandle) -> Result<u64, NvmlError> {
+    reasons(device, sym!(nvml, nvmlDeviceGetSupportedClocksEventReasons))
+}
+
+/// `nvmlDeviceGetCurrentClocksEventReasons`, likewise the successor of
+/// `nvmlDeviceGetCurrentClocksThrottleReasons`.
+pub fn current_clocks_event_reasons(nvml: &Nvml, device: DeviceHandle) -> Result<u64, NvmlError> {
+    reasons(device, sym!(nvml, nvmlDeviceGetCurrentClocksEventReasons))
+}
+
+type ReasonsFn = unsafe extern "C" fn(nvmlDevice_t, *mut std::os::raw::c_ulonglong) -> nvmlReturn_t;
+
+fn reasons(device: DeviceHandle, f: ReasonsFn) -> Result<u64, NvmlError> {
+    let mut bits: std::os::raw::c_ulonglong = 0;
+    // SAFETY: valid out-pointer; `f` is the library's own export.
+    nvml_try(unsafe { f(device, &raw mut bits) })?;
+    Ok(bits)
 }
 
 /// `bThresholdExceeded` of `nvmlDeviceGetSramEccErrorStatus`: the GPU's

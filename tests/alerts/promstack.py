@@ -52,6 +52,16 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_err})")
 
 
+def sim_listing(command: str) -> list[str]:
+    """The first column of an offline `nvml-sim` listing (`drivers`,
+    `scenarios`): the simulator's own data, so a branch or scenario added
+    there is tested without touching a test. Needs `cargo build --workspace`."""
+    cli = ROOT / "target" / "debug" / "nvml-sim"
+    assert cli.exists(), f"{cli} is missing: run `cargo build --workspace`"
+    out = subprocess.run([str(cli), command], capture_output=True, text=True, check=True)
+    return [line.split()[0] for line in out.stdout.splitlines() if line.strip()]
+
+
 def require_binary(name: str) -> str:
     path = shutil.which(name)
     assert path, f"{name} not found: run scripts/install-test-deps"

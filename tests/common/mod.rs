@@ -34,17 +34,23 @@ pub fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// The simulated driver the exporter loads for `--simulate`. Built by
-/// `cargo build --workspace`; `cargo test` alone does not build a cdylib of
-/// another package, so fail with the fix instead of a confusing error.
-pub fn sim_library() -> PathBuf {
-    let lib = target_dir().join("libnvml_sim.so");
+/// A file of the simulator crate built beside the exporter. Built by
+/// `cargo build --workspace`; `cargo test` alone does not build another
+/// package's cdylib or binary, so fail with the fix instead of a confusing
+/// error.
+fn sim_built(file: &str) -> PathBuf {
+    let path = target_dir().join(file);
     assert!(
-        lib.exists(),
+        path.exists(),
         "{} is missing: run `cargo build --workspace` before the end-to-end tests",
-        lib.display()
+        path.display()
     );
-    lib
+    path
+}
+
+/// The simulated driver the exporter loads for `--simulate`.
+pub fn sim_library() -> PathBuf {
+    sim_built("libnvml_sim.so")
 }
 
 pub struct Exporter {
@@ -55,17 +61,52 @@ pub struct Exporter {
     telemetry_path: String,
 }
 
-/// One version of every driver personality nvml-sim has, both sides of
-/// R580's 580.82 field renumbering included.
-pub const DRIVER_VERSIONS: [&str; 7] = [
-    "535.183.01",
-    "545.29.06",
-    "550.127.05",
-    "560.35.03",
-    "570.133.20",
-    "580.65.06",
-    "580.95.05",
-];
+/// The `nvml-sim` CLI built beside the exporter.
+pub fn sim_cli() -> PathBuf {
+    sim_built("nvml-sim")
+}
+
+/// The first column of an offline `nvml-sim` listing (`drivers`,
+/// `scenarios`): the simulator's own data, so a branch or scenario added
+/// there is tested without touching a test.
+pub fn sim_listing(command: &str) -> Vec<String> {
+    let out = std::process::Command::new(sim_cli())
+        .arg(command)
+        .output()
+        .expect("nvml-sim runs");
+    assert!(out.status.success(), "nvml-sim {command}: {out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// How many GPUs a scenario has, as `nvml-sim check` counts them.
+pub fn sim_gpu_count(scenario: &str) -> usize {
+    let out = std::process::Command::new(sim_cli())
+        .args(["check", scenario])
+        .output()
+        .expect("nvml-sim runs");
+    assert!(out.status.success(), "nvml-sim check {scenario}: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split(": ok: ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("nvml-sim check {scenario}: {text}"))
+}
+
+/// One version of every driver behaviour nvml-sim models (its
+/// `drivers.toml`), both sides of R580's 580.82 field renumbering included.
+pub fn driver_versions() -> Vec<String> {
+    let versions = sim_listing("drivers");
+    assert!(
+        versions.len() >= 7 && versions.iter().any(|v| v == "580.95.05"),
+        "{versions:?}"
+    );
+    versions
+}
 
 impl Exporter {
     /// Starts the exporter on `scenario` with a fast interval, plus `extra`

@@ -74,6 +74,13 @@ pub fn h100_readings(i: u32) -> GpuReadings {
             .enumerate()
             .map(|(k, &t)| (t, 80.0 + k as f64))
             .collect(),
+        temperature_margin: Some(59.0 - f),
+        temperature_margin_thresholds: vec![
+            (Threshold::Shutdown, -8.0),
+            (Threshold::Slowdown, -2.0),
+            (Threshold::MemoryMax, 0.0),
+            (Threshold::GpuMax, 0.0),
+        ],
         fan_speeds: vec![],
         power_usage_watts: Some(312.625 + f),
         power_limits: vec![
@@ -84,6 +91,16 @@ pub fn h100_readings(i: u32) -> GpuReadings {
             (PowerLimit::Max, 700.0),
         ],
         energy_joules: Some(123_456_789.123 + f),
+        module_power_watts: Some(1_912.5 + f),
+        module_power_limits: vec![
+            (PowerLimit::Enforced, 2_900.0),
+            (PowerLimit::Management, 2_900.0),
+            (PowerLimit::Default, 2_900.0),
+            (PowerLimit::Min, 500.0),
+            (PowerLimit::Max, 2_900.0),
+        ],
+        memory_power_watts: Some(46.56),
+        power_smoothing_lifetime_remaining: Some(0.93),
         performance_state: Some(0),
         clocks_hertz: Clock::ALL.iter().map(|&c| (c, 1_755_000_000.0)).collect(),
         max_clocks_hertz: Clock::ALL.iter().map(|&c| (c, 1_980_000_000.0)).collect(),
@@ -159,6 +176,15 @@ pub fn h100_readings(i: u32) -> GpuReadings {
         fabric: Some(Fabric {
             state: 3,
             registered: true,
+            health_summary: Some(FabricHealth::Healthy),
+            health_issues: FabricIssue::ALL
+                .iter()
+                .map(|&issue| (issue, false))
+                .collect(),
+            partition: Some(FabricPartition {
+                clique_id: 32766,
+                cluster_uuid: "5a1b2c3d-0000-4000-8000-00000000cafe".into(),
+            }),
         }),
         nvlinks: (0..18)
             .map(|link| NvLink {
@@ -168,6 +194,7 @@ pub fn h100_readings(i: u32) -> GpuReadings {
                     .iter()
                     .map(|&e| (e, u64::from(link % 3)))
                     .collect(),
+                bit_error_rates: vec![(NvLinkBer::Effective, 1.5e-254), (NvLinkBer::Symbol, 3e-9)],
                 tx_bytes: Some(1_000_000_000_000 * u64::from(link + 1)),
                 rx_bytes: Some(2_000_000_000_000 * u64::from(link + 1)),
             })

@@ -42,6 +42,9 @@ commands:
 offline (no socket):
   check SCENARIO       validate a scenario file or built-in name; errors name file and line
   scenarios            list the built-in scenarios
+  boards               list the built-in boards (what `model = ...` names)
+  drivers              list the modelled driver behaviours: the version each
+                       branch claims, the versions that behave as it, its CUDA
 ";
 
 fn value_for(key: &str, raw: &str) -> toml::Value {
@@ -117,6 +120,9 @@ fn check(scenario: Option<&String>) -> ExitCode {
     };
     match nvml_sim::scenario::load(scenario) {
         Ok(s) => {
+            for w in &s.warnings {
+                eprintln!("{}", w.as_warning());
+            }
             let mig: usize = s
                 .gpus
                 .iter()
@@ -150,6 +156,16 @@ fn main() -> ExitCode {
     }
     match args[0].as_str() {
         "check" => return check(args.get(1)),
+        "boards" => {
+            for m in nvml_sim::model::builtins() {
+                println!("{:<16} {}", m.key, m.name);
+            }
+            return ExitCode::SUCCESS;
+        }
+        "drivers" => {
+            print!("{}", nvml_sim::personality::listing());
+            return ExitCode::SUCCESS;
+        }
         "scenarios" => {
             for (name, text) in nvml_sim::scenario::BUILTINS {
                 let description = text
@@ -162,7 +178,7 @@ fn main() -> ExitCode {
         }
         _ => {}
     }
-    let mut socket = std::env::var("NVML_SIM_CONTROL").ok();
+    let mut socket = nvml_sim::settings::control_socket().map(|p| p.to_string_lossy().into_owned());
     if args[0] == "--socket" {
         if args.len() < 2 {
             eprintln!("nvml-sim: --socket needs a path");

@@ -10,17 +10,19 @@ use super::*;
 use crate::fleet::Gpu;
 use std::ffi::c_int;
 
-pub fn bus_id(g: &Gpu) -> String {
-    format!("{:08X}:{:02X}:00.0", 0, g.bus)
-}
-
-pub fn bus_id_legacy(g: &Gpu) -> String {
-    format!("{:04X}:{:02X}:00.0", 0, g.bus)
-}
-
-fn mig_name(g: &Gpu, gi: u32) -> String {
-    let p = g.instance(gi).map(|i| i.profile.name).unwrap_or("?");
-    format!("{} MIG {}", g.model.name, p)
+/// A MIG device's name: the GPU's and its profile's, with the compute
+/// instance's slices where it is smaller than the GPU instance
+/// (`NVIDIA H200 MIG 1c.3g.71gb`).
+fn mig_name(g: &Gpu, gi: u32, ci: u32) -> String {
+    let Some(i) = g.instance(gi) else {
+        return format!("{} MIG ?", g.model.name);
+    };
+    match i.compute_instance(ci) {
+        Some(c) if c.slices < i.profile.slices => {
+            format!("{} MIG {}c.{}", g.model.name, c.slices, i.profile.name)
+        }
+        _ => format!("{} MIG {}", g.model.name, i.profile.name),
+    }
 }
 
 nvml_fn! {
@@ -28,8 +30,8 @@ nvml_fn! {
         let s = with_dev(device, |sim, d, _| {
             let g = &sim.gpus[d.gpu as usize];
             Ok(match d.mig {
-                Some((gi, _, _)) => mig_name(g, gi),
-                None => g.model.name.to_string(),
+                Some((gi, ci, _)) => mig_name(g, gi, ci),
+                None => g.model.name.clone(),
             })
         })?;
         out_str(name, length, &s)
@@ -41,7 +43,11 @@ nvml_fn! {
         let s = with_dev(device, |sim, d, _| {
             let g = &sim.gpus[d.gpu as usize];
             Ok(match d.mig {
-                Some((gi, _, _)) => g.instance(gi).map(|i| i.uuid.clone()).ok_or(INVALID_ARGUMENT)?,
+                Some((gi, ci, _)) => g
+                    .instance(gi)
+                    .and_then(|i| i.compute_instance(ci))
+                    .map(|c| c.uuid.clone())
+                    .ok_or(INVALID_ARGUMENT)?,
                 None => g.uuid.clone(),
             })
         })?;
@@ -50,11 +56,11 @@ nvml_fn! {
 }
 
 nvml_fn! {
-    /// Serial numbers exist on data-center boards only (NVML reference: "For all products with an inforom").
+    /// Serial numbers exist on boards with an inforom only (NVML reference: "For all products with an inforom").
     fn nvmlDeviceGetSerial(device: nvmlDevice_t, serial: *mut c_char, length: c_uint) {
         let s = with_dev(device, |sim, d, _| {
             let g = &sim.gpus[d.gpu as usize];
-            if g.model.display_capable { Err(NOT_SUPPORTED) } else { Ok(g.serial.clone()) }
+            g.serial.clone().ok_or(NOT_SUPPORTED)
         })?;
         out_str(serial, length, &s)
     }
@@ -62,31 +68,24 @@ nvml_fn! {
 
 nvml_fn! {
     fn nvmlDeviceGetBoardPartNumber(device: nvmlDevice_t, partNumber: *mut c_char, length: c_uint) {
-        let s = with_gpu(device, |g, _| Ok(g.model.board_part.to_string()))?;
+        let s = with_gpu(device, |g, _| g.model.board_part.clone().ok_or(NOT_SUPPORTED))?;
         out_str(partNumber, length, &s)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetVbiosVersion(device: nvmlDevice_t, version: *mut c_char, length: c_uint) {
-        let s = with_gpu(device, |g, _| Ok(g.model.vbios.to_string()))?;
+        let s = with_gpu(device, |g, _| g.model.vbios.clone().ok_or(NOT_SUPPORTED))?;
         out_str(version, length, &s)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetInforomVersion(device: nvmlDevice_t, object: nvmlInforomObject_t, version: *mut c_char, length: c_uint) {
-        let s = with_gpu(device, |g, _| {
-            if g.model.display_capable {
-                return Err(NOT_SUPPORTED);
-            }
-            match object {
-                0 => Ok("G520.0200.00.05".to_string()),
-                1 => Ok("7.0".to_string()),
-                2 => Err(NOT_SUPPORTED),
-                3 => Ok("7.0".to_string()),
-                _ => Err(INVALID_ARGUMENT),
-            }
+        // nvmlInforomObject_t: OEM, ECC, power, DEN.
+        let s = with_gpu(device, |g, _| match g.model.inforom.get(object as usize) {
+            Some(v) => v.clone().ok_or(NOT_SUPPORTED),
+            None => Err(INVALID_ARGUMENT),
         })?;
         out_str(version, length, &s)
     }
@@ -129,7 +128,7 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetMinorNumber(device: nvmlDevice_t, minorNumber: *mut c_uint) {
         nonnull(minorNumber)?;
-        let v = with_gpu(device, |g, _| Ok(g.index))?;
+        let v = with_gpu(device, |g, _| g.minor.ok_or(NOT_SUPPORTED))?;
         out(minorNumber, v)
     }
 }
@@ -137,11 +136,11 @@ nvml_fn! {
 fn pci_info(g: &Gpu) -> nvmlPciInfo_t {
     // SAFETY: plain C struct of integers and char arrays; all-zero is valid.
     let mut p: nvmlPciInfo_t = unsafe { std::mem::zeroed() };
-    fill_chars(&mut p.busIdLegacy, &bus_id_legacy(g));
-    fill_chars(&mut p.busId, &bus_id(g));
-    p.domain = 0;
-    p.bus = g.bus;
-    p.device = 0;
+    fill_chars(&mut p.busIdLegacy, &g.pci.bus_id_legacy());
+    fill_chars(&mut p.busId, &g.pci.bus_id());
+    p.domain = g.pci.domain;
+    p.bus = g.pci.bus;
+    p.device = g.pci.device;
     p.pciDeviceId = g.model.pci_device_id;
     p.pciSubSystemId = g.model.pci_subsystem_id;
     p

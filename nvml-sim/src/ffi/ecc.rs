@@ -5,13 +5,13 @@ use super::*;
 use crate::fleet::Gpu;
 use std::ffi::c_ulonglong;
 
+/// Runs `f` on a GPU whose ECC is on: counters are NOT_SUPPORTED on
+/// boards without ECC and while ECC is disabled (the RTX A5000 capture
+/// prints N/A for every counter with ECC off).
 fn ecc_gpu<T>(device: nvmlDevice_t, f: impl FnOnce(&Gpu) -> R<T>) -> R<T> {
-    with_gpu(device, |g, _| {
-        if g.model.ecc {
-            f(g)
-        } else {
-            Err(NOT_SUPPORTED)
-        }
+    with_gpu(device, |g, _| match g.settings.ecc {
+        Some((true, _)) => f(g),
+        _ => Err(NOT_SUPPORTED),
     })
 }
 
@@ -19,17 +19,17 @@ nvml_fn! {
     fn nvmlDeviceGetEccMode(device: nvmlDevice_t, current: *mut nvmlEnableState_t, pending: *mut nvmlEnableState_t) {
         nonnull(current)?;
         nonnull(pending)?;
-        ecc_gpu(device, |_| Ok(()))?;
-        out(current, 1)?;
-        out(pending, 1)
+        let (c, p) = with_gpu(device, |g, _| g.settings.ecc.ok_or(NOT_SUPPORTED))?;
+        out(current, u32::from(c))?;
+        out(pending, u32::from(p))
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetDefaultEccMode(device: nvmlDevice_t, defaultMode: *mut nvmlEnableState_t) {
         nonnull(defaultMode)?;
-        ecc_gpu(device, |_| Ok(()))?;
-        out(defaultMode, 1)
+        let v = with_gpu(device, |g, _| if g.model.ecc { Ok(u32::from(g.model.ecc_default)) } else { Err(NOT_SUPPORTED) })?;
+        out(defaultMode, v)
     }
 }
 
@@ -76,7 +76,7 @@ nvml_fn! {
 fn retired_gpu<T>(device: nvmlDevice_t, f: impl FnOnce(&Gpu) -> R<T>) -> R<T> {
     // Ampere and newer replaced page retirement with row remapping.
     with_gpu(device, |g, _| {
-        if g.model.page_retirement {
+        if g.model.page_retirement && !g.retired_unsupported {
             f(g)
         } else {
             Err(NOT_SUPPORTED)
@@ -148,7 +148,7 @@ nvml_fn! {
         // NVML does not report remapped rows on a GPU in MIG mode (issue 16's
         // blind spot): NOT_SUPPORTED there, as on boards without remapping.
         let v = with_gpu(device, |g, _| {
-            if g.model.row_remapping && g.mig.is_none() {
+            if g.remaps_rows() {
                 Ok((g.remap_corr, g.remap_unc, g.remap_pending as u32, g.remap_failure as u32))
             } else {
                 Err(NOT_SUPPORTED)
@@ -167,7 +167,7 @@ nvml_fn! {
     fn nvmlDeviceGetRowRemapperHistogram(device: nvmlDevice_t, values: *mut nvmlRowRemapperHistogramValues_t) {
         nonnull(values)?;
         let [max, high, partial, low, none] = with_gpu(device, |g, _| {
-            if g.model.row_remapping && g.mig.is_none() {
+            if g.remaps_rows() {
                 Ok(g.remapper_histogram())
             } else {
                 Err(NOT_SUPPORTED)
@@ -178,23 +178,34 @@ nvml_fn! {
 }
 
 nvml_fn! {
-    /// The SRAM counters stay at zero here; only the RMA flag moves (fault
-    /// `sram-threshold`).
+    /// The SRAM counters are the scenario's (`counters.sram`), zero by
+    /// default; only the RMA flag moves (fault `sram-threshold`).
     fn nvmlDeviceGetSramEccErrorStatus(device: nvmlDevice_t, status: *mut nvmlEccSramErrorStatus_t) {
         nonnull(status)?;
         let version = (*status).version;
         if version != struct_version::<nvmlEccSramErrorStatus_v1_t>(1) {
             return Err(VERSION_MISMATCH);
         }
-        let exceeded = ecc_gpu(device, |g| {
+        let (c, exceeded) = ecc_gpu(device, |g| {
             if g.model.row_remapping {
-                Ok(g.sram_threshold_exceeded)
+                Ok((g.sram, g.sram_threshold_exceeded))
             } else {
                 Err(NOT_SUPPORTED)
             }
         })?;
         let mut v: nvmlEccSramErrorStatus_v1_t = std::mem::zeroed();
         v.version = version;
+        v.aggregateUncParity = c.aggregate_uncorrected_parity;
+        v.aggregateUncSecDed = c.aggregate_uncorrected_secded;
+        v.aggregateCor = c.aggregate_corrected;
+        v.volatileUncParity = c.volatile_uncorrected_parity;
+        v.volatileUncSecDed = c.volatile_uncorrected_secded;
+        v.volatileCor = c.volatile_corrected;
+        v.aggregateUncBucketL2 = c.l2;
+        v.aggregateUncBucketSm = c.sm;
+        v.aggregateUncBucketPcie = c.pcie;
+        v.aggregateUncBucketMcu = c.microcontroller;
+        v.aggregateUncBucketOther = c.other;
         v.bThresholdExceeded = u32::from(exceeded);
         out(status, v)
     }

@@ -8,7 +8,7 @@ use std::time::Instant;
 fn supported_events(g: &Gpu) -> u64 {
     let mut mask =
         (nvmlEventTypeXidCriticalError | nvmlEventTypePState | nvmlEventTypeClock) as u64;
-    if g.model.ecc {
+    if g.ecc_enabled() {
         mask |= (nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError) as u64;
     }
     if g.model.mig_capable() {

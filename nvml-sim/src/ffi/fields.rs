@@ -9,19 +9,20 @@ use std::ffi::c_int;
 enum FieldValue {
     U32(u32),
     U64(u64),
+    I32(i32),
 }
 
 fn field_value(
     g: &Gpu,
-    driver: &crate::driver::Personality,
+    driver: &crate::personality::Personality,
     id: u32,
     scope: u32,
     t: f64,
 ) -> R<FieldValue> {
     use nvml_wrapper_sys::bindings::field_id::*;
-    use FieldValue::{U32, U64};
-    let m = g.model;
-    use crate::driver::Field;
+    use FieldValue::{I32, U32, U64};
+    let m = &*g.model;
+    use crate::personality::Field;
     // Ids are the claimed branch's: absent past its NVML_FI_MAX, and some
     // mean different things from branch to branch.
     let id = match driver.field(id) {
@@ -30,7 +31,7 @@ fn field_value(
         Field::Id(id) => id,
     };
     let ecc = |et: usize, c: usize, loc: Option<usize>| -> R<FieldValue> {
-        if !m.ecc {
+        if !g.ecc_enabled() {
             return Err(NOT_SUPPORTED);
         }
         Ok(U64(match loc {
@@ -60,13 +61,14 @@ fn field_value(
         }
     };
     match id {
-        NVML_FI_DEV_ECC_CURRENT | NVML_FI_DEV_ECC_PENDING => {
-            if m.ecc {
-                Ok(U32(1))
+        NVML_FI_DEV_ECC_CURRENT | NVML_FI_DEV_ECC_PENDING => match g.settings.ecc {
+            Some((current, pending)) => Ok(U32(u32::from(if id == NVML_FI_DEV_ECC_CURRENT {
+                current
             } else {
-                Err(NOT_SUPPORTED)
-            }
-        }
+                pending
+            }))),
+            None => Err(NOT_SUPPORTED),
+        },
         NVML_FI_DEV_ECC_SBE_VOL_TOTAL => ecc(0, 0, None),
         NVML_FI_DEV_ECC_DBE_VOL_TOTAL => ecc(1, 0, None),
         NVML_FI_DEV_ECC_SBE_AGG_TOTAL => ecc(0, 1, None),
@@ -88,7 +90,7 @@ fn field_value(
         NVML_FI_DEV_ECC_SBE_AGG_REG => ecc(0, 1, Some(3)),
         NVML_FI_DEV_ECC_DBE_AGG_REG => ecc(1, 1, Some(3)),
         NVML_FI_DEV_RETIRED_SBE | NVML_FI_DEV_RETIRED_DBE => {
-            if !m.page_retirement {
+            if !m.page_retirement || g.retired_unsupported {
                 return Err(NOT_SUPPORTED);
             }
             let cause = u32::from(id != NVML_FI_DEV_RETIRED_SBE);
@@ -99,7 +101,7 @@ fn field_value(
         NVML_FI_DEV_RETIRED_PENDING
         | NVML_FI_DEV_RETIRED_PENDING_SBE
         | NVML_FI_DEV_RETIRED_PENDING_DBE => {
-            if m.page_retirement {
+            if m.page_retirement && !g.retired_unsupported {
                 Ok(U32(g.retired_pending as u32))
             } else {
                 Err(NOT_SUPPORTED)
@@ -183,18 +185,63 @@ fn field_value(
         }
         NVML_FI_DEV_MEMORY_TEMP => g.memory_temperature(t).map(U32).ok_or(NOT_SUPPORTED),
         NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION | NVML_FI_DEV_ENERGY => Ok(U64(g.energy_mj as u64)),
-        NVML_FI_DEV_POWER_INSTANT | NVML_FI_DEV_POWER_AVERAGE => {
-            Ok(U32(g.power_mw(t).round() as u32))
-        }
-        NVML_FI_DEV_POWER_MIN_LIMIT => Ok(U32(m.power_min_mw)),
-        NVML_FI_DEV_POWER_MAX_LIMIT => Ok(U32(m.power_max_mw)),
-        NVML_FI_DEV_POWER_DEFAULT_LIMIT
+        // scopeId: NVML_POWER_SCOPE_GPU (0), _MODULE (1), _MEMORY (2).
+        NVML_FI_DEV_POWER_INSTANT | NVML_FI_DEV_POWER_AVERAGE => match scope {
+            0 if crate::fleet::unsupported(&g.readings.power_mw) => Err(NOT_SUPPORTED),
+            0 => Ok(U32(g.power_mw(t).round() as u32)),
+            1 | 2 => {
+                let (pin, limits) = if scope == 1 {
+                    (&g.readings.module_power_mw, m.module_power)
+                } else {
+                    (&g.readings.memory_power_mw, m.memory_power)
+                };
+                match pin {
+                    Some(v) => v.get().map(U32).ok_or(NOT_SUPPORTED),
+                    // A scope the board has: a share of its limit that
+                    // follows the GPU's load.
+                    None => limits
+                        .map(|l| {
+                            U32((f64::from(l.default_mw) * (0.2 + 0.6 * g.util(t) / 100.0)) as u32)
+                        })
+                        .ok_or(NOT_SUPPORTED),
+                }
+            }
+            _ => Err(INVALID_ARGUMENT),
+        },
+        NVML_FI_DEV_POWER_MIN_LIMIT
+        | NVML_FI_DEV_POWER_MAX_LIMIT
+        | NVML_FI_DEV_POWER_DEFAULT_LIMIT
         | NVML_FI_DEV_POWER_CURRENT_LIMIT
-        | NVML_FI_DEV_POWER_REQUESTED_LIMIT => Ok(U32(m.power_default_mw)),
-        NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT => Ok(U32(m.temp_shutdown)),
-        NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT => Ok(U32(m.temp_slowdown)),
-        NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT => m.temp_mem_max.map(U32).ok_or(NOT_SUPPORTED),
-        NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT => Ok(U32(m.temp_gpu_max)),
+        | NVML_FI_DEV_POWER_REQUESTED_LIMIT => {
+            let limits = match scope {
+                0 => crate::model::PowerLimits {
+                    default_mw: m.power_default_mw,
+                    min_mw: m.power_min_mw,
+                    max_mw: m.power_max_mw,
+                },
+                1 => m.module_power.ok_or(NOT_SUPPORTED)?,
+                2 => m.memory_power.ok_or(NOT_SUPPORTED)?,
+                _ => return Err(INVALID_ARGUMENT),
+            };
+            Ok(U32(match id {
+                NVML_FI_DEV_POWER_MIN_LIMIT => limits.min_mw,
+                NVML_FI_DEV_POWER_MAX_LIMIT => limits.max_mw,
+                NVML_FI_DEV_POWER_DEFAULT_LIMIT => limits.default_mw,
+                _ if scope == 0 => g.power_limit_mw(),
+                _ => limits.default_mw,
+            }))
+        }
+        // Signed T.Limit margins below the maximum operating temperature
+        // (nvidia-smi on Hopper: shutdown -8, slowdown -2, max operating 0);
+        // boards before Ada have none (the A100 capture prints N/A).
+        NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT => {
+            m.tlimit_margins[0].map(I32).ok_or(NOT_SUPPORTED)
+        }
+        NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT => {
+            m.tlimit_margins[1].map(I32).ok_or(NOT_SUPPORTED)
+        }
+        NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT => m.tlimit_margins[2].map(I32).ok_or(NOT_SUPPORTED),
+        NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT => m.tlimit_margins[3].map(I32).ok_or(NOT_SUPPORTED),
         _ if (NVML_FI_DEV_NVLINK_SPEED_MBPS_L0..=NVML_FI_DEV_NVLINK_SPEED_MBPS_L5)
             .contains(&id)
             || (NVML_FI_DEV_NVLINK_SPEED_MBPS_L6..=NVML_FI_DEV_NVLINK_SPEED_MBPS_L11)
@@ -286,7 +333,7 @@ fn field_value(
         | NVML_FI_DEV_REMAPPED_PENDING
         | NVML_FI_DEV_REMAPPED_FAILURE => {
             // Not supported on a GPU in MIG mode, like nvmlDeviceGetRemappedRows.
-            if !m.row_remapping || g.mig.is_some() {
+            if !g.remaps_rows() {
                 return Err(NOT_SUPPORTED);
             }
             Ok(U32(match id {
@@ -296,7 +343,7 @@ fn field_value(
                 _ => g.remap_failure as u32,
             }))
         }
-        NVML_FI_DEV_PCIE_REPLAY_COUNTER => Ok(U32(g.pcie_replay)),
+        NVML_FI_DEV_PCIE_REPLAY_COUNTER => g.pcie_replay.map(U32).ok_or(NOT_SUPPORTED),
         NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER => Ok(U32(0)),
         NVML_FI_DEV_PCIE_L0_TO_RECOVERY_COUNTER => Ok(U32(g.index % 2)),
         NVML_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS..=NVML_FI_DEV_PCIE_COUNT_LANE_ERROR => Ok(U32(0)),
@@ -333,6 +380,12 @@ nvml_fn! {
                         e.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
                         e.value = nvmlValue_t { ullVal: 0 };
                         e.value.uiVal = v;
+                        e.nvmlReturn = SUCCESS;
+                    }
+                    Ok(FieldValue::I32(v)) => {
+                        e.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_INT;
+                        e.value = nvmlValue_t { ullVal: 0 };
+                        e.value.siVal = v;
                         e.nvmlReturn = SUCCESS;
                     }
                     Ok(FieldValue::U64(v)) => {

@@ -190,13 +190,13 @@ nvml_fn! {
         let g = &sim.gpus[s1.0 as usize];
         let (t1, t2) = if s1.2 <= s2.2 { (s1.2, s2.2) } else { (s2.2, s1.2) };
         let u = g.avg_util(s1.1, t1, t2);
-        // A GPU instance has its profile's engines; a whole GPU those of
-        // its largest profile (H100: 7 decoders, 7 JPEG, 1 OFA).
-        let profile = match s1.1 {
-            Some(gi) => g.instance(gi).map(|i| i.profile),
-            None => g.model.mig_profiles.iter().max_by_key(|p| p.slices),
+        // A GPU instance has its profile's engines; a whole GPU its board's
+        // (H100: 7 decoders, 7 JPEG, 1 OFA).
+        let e = g.model.engines;
+        let engines = match s1.1 {
+            Some(gi) => g.instance(gi).map_or([7, 7, 1], |i| [i.profile.decoders, i.profile.jpegs, i.profile.ofas]),
+            None => [e.decoders, e.jpegs, e.ofas],
         };
-        let engines = profile.map_or([7, 7, 1], |p| [p.decoders, p.jpegs, p.ofas]);
         let absent = if sim.gpm_absent_engines_unsupported {
             Err(NOT_SUPPORTED)
         } else {

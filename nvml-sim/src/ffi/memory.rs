@@ -44,12 +44,15 @@ nvml_fn! {
                 Some((gi, _, _)) => {
                     let inst = g.instance(gi).ok_or(INVALID_ARGUMENT)?;
                     let n = g.procs.iter().filter(|p| p.mig.map(|m| m.0) == Some(gi)).count() as u64;
-                    (g.model.bar1_mib * inst.profile.mem_slices as u64 / 8, n)
+                    (g.model.bar1_mib * inst.profile.mem_slices as u64 / u64::from(g.model.mig_memory_slices), n)
                 }
                 None => (g.model.bar1_mib, g.procs.len() as u64),
             };
             let total = total_mib * MIB;
-            let used = (2 + procs * 2).min(total_mib) * MIB;
+            let used = match (d.mig, g.readings.bar1_used_mib) {
+                (None, Some(used)) => used * MIB,
+                _ => (2 + procs * 2).min(total_mib) * MIB,
+            };
             Ok(nvmlBAR1Memory_t { bar1Total: total, bar1Free: total - used, bar1Used: used })
         })?;
         out(bar1Memory, v)

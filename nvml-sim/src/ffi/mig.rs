@@ -1,10 +1,11 @@
 //! MIG: mode, MIG device handles, GPU and compute instances and their
 //! profiles (NVML reference, "Multi Instance GPU Management").
-//! Every GPU instance holds one compute instance spanning all its slices.
+//! A GPU instance holds one compute instance spanning it unless the
+//! scenario splits it; each compute instance is a MIG device.
 
 use super::*;
 use crate::fleet::{Gpu, GpuInstance};
-use crate::model::MigProfile;
+use crate::model::{ci_profile_index, MigProfile};
 
 fn sorted_instances(g: &Gpu) -> Vec<&GpuInstance> {
     let mut v: Vec<&GpuInstance> = g
@@ -44,7 +45,7 @@ nvml_fn! {
     /// NVML reference: "Returns zero if MIG is not supported or enabled."
     fn nvmlDeviceGetMaxMigDeviceCount(device: nvmlDevice_t, count: *mut c_uint) {
         nonnull(count)?;
-        let v = with_gpu(device, |g, _| Ok(if g.mig.is_some() { 7 } else { 0 }))?;
+        let v = with_gpu(device, |g, _| Ok(if g.mig.is_some() { g.model.mig_compute_slices } else { 0 }))?;
         out(count, v)
     }
 }
@@ -54,9 +55,8 @@ nvml_fn! {
         nonnull(migDevice)?;
         let h = with_gpu(device, |g, _| {
             let gen = g.mig.as_ref().map(|m| m.generation).ok_or(NOT_FOUND)?;
-            let list = sorted_instances(g);
-            let inst = list.get(index as usize).ok_or(NOT_FOUND)?;
-            Ok(device_handle(Dev { gpu: g.index, mig: Some((inst.id, 0, gen)) }))
+            let (gi, ci) = *g.mig_devices().get(index as usize).ok_or(NOT_FOUND)?;
+            Ok(device_handle(Dev { gpu: g.index, mig: Some((gi, ci, gen)) }))
         })?;
         out(migDevice, h)
     }
@@ -101,17 +101,19 @@ nvml_fn! {
         let a = with_dev(device, |sim, d, _| {
             let g = &sim.gpus[d.gpu as usize];
             Ok(match d.mig {
-                Some((gi, _, _)) => {
-                    let p = g.instance(gi).ok_or(INVALID_ARGUMENT)?.profile;
+                Some((gi, ci, _)) => {
+                    let inst = g.instance(gi).ok_or(INVALID_ARGUMENT)?;
+                    let p = &inst.profile;
+                    let c = inst.compute_instance(ci).ok_or(INVALID_ARGUMENT)?;
                     nvmlDeviceAttributes_t {
-                        multiprocessorCount: p.sm_count,
+                        multiprocessorCount: p.sm_count * c.slices / p.slices,
                         sharedCopyEngineCount: p.copy_engines,
                         sharedDecoderCount: p.decoders,
                         sharedEncoderCount: p.encoders,
                         sharedJpegCount: p.jpegs,
                         sharedOfaCount: p.ofas,
                         gpuInstanceSliceCount: p.slices,
-                        computeInstanceSliceCount: p.slices,
+                        computeInstanceSliceCount: c.slices,
                         memorySizeMB: p.memory_mib,
                     }
                 }
@@ -162,9 +164,9 @@ nvml_fn! {
         if (*info).version != struct_version::<nvmlGpuInstanceProfileInfo_v2_t>(2) {
             return Err(VERSION_MISMATCH);
         }
-        let p = mig_gpu(device, |g| g.model.profile_by_index(profile).ok_or(NOT_SUPPORTED))?;
+        let p = mig_gpu(device, |g| g.model.profile_by_index(profile).cloned().ok_or(NOT_SUPPORTED))?;
         let i = &mut *info;
-        let b = profile_info(p);
+        let b = profile_info(&p);
         i.id = b.id;
         i.isP2pSupported = b.isP2pSupported;
         i.sliceCount = b.sliceCount;
@@ -182,21 +184,23 @@ nvml_fn! {
 }
 
 fn free_starts(g: &Gpu, p: &MigProfile) -> Vec<u32> {
-    let mut used = [false; 8];
+    let mut used = vec![false; g.model.mig_memory_slices as usize];
     let mut slices = 0;
     for i in sorted_instances(g) {
         slices += i.profile.slices;
         for m in i.start..i.start + i.profile.mem_slices {
-            used[m as usize] = true;
+            if let Some(u) = used.get_mut(m as usize) {
+                *u = true;
+            }
         }
     }
-    if slices + p.slices > 7 {
+    if slices + p.slices > g.model.mig_compute_slices {
         return Vec::new();
     }
     p.starts
         .iter()
         .copied()
-        .filter(|&s| (s..s + p.mem_slices).all(|m| !used[m as usize]))
+        .filter(|&s| (s..s + p.mem_slices).all(|m| used.get(m as usize).is_some_and(|u| !u)))
         .collect()
 }
 
@@ -235,7 +239,7 @@ nvml_fn! {
                 let starts = free_starts(&sim_gpu, p);
                 let Some(&s) = starts.first() else { break };
                 let m = sim_gpu.mig.as_mut().expect("mig_gpu checked");
-                m.instances.push(GpuInstance { id: 100 + n, profile: p, start: s, uuid: String::new(), load: 0.0, phase: 0.0 });
+                m.instances.push(GpuInstance { id: 100 + n, profile: p.clone(), start: s, uuid: String::new(), load: 0.0, phase: 0.0, compute: Vec::new(), memory_used_mib: None });
                 n += 1;
             }
             Ok(n)
@@ -339,7 +343,7 @@ nvml_fn! {
         if engProfile != 0 {
             return Err(INVALID_ARGUMENT);
         }
-        let v = with_gi(gpuInstance, |_, i, _| ci_profile(i.profile, profile))?;
+        let v = with_gi(gpuInstance, |_, i, _| ci_profile(&i.profile, profile))?;
         out(info, v)
     }
 }
@@ -353,7 +357,7 @@ nvml_fn! {
         if engProfile != 0 {
             return Err(INVALID_ARGUMENT);
         }
-        let (b, gi_profile) = with_gi(gpuInstance, |_, i, _| Ok((ci_profile(i.profile, profile)?, i.profile)))?;
+        let (b, gi_profile) = with_gi(gpuInstance, |_, i, _| Ok((ci_profile(&i.profile, profile)?, i.profile.clone())))?;
         let v = &mut *info;
         v.id = b.id;
         v.sliceCount = b.sliceCount;
@@ -379,11 +383,12 @@ nvml_fn! {
         nonnull(count)?;
         nonnull(computeInstances)?;
         let list = with_gi(gpuInstance, |g, i, gen| {
-            if profileId == i.profile.full_ci_profile_index() {
-                Ok(vec![compute_instance_handle(g.index, i.id, 0, gen)])
-            } else {
-                ci_profile(i.profile, profileId).map(|_| Vec::new())
-            }
+            ci_profile(&i.profile, profileId)?;
+            Ok(i.compute
+                .iter()
+                .filter(|c| ci_profile_index(c.slices) == profileId)
+                .map(|c| compute_instance_handle(g.index, i.id, c.id, gen))
+                .collect::<Vec<_>>())
         })?;
         *count = list.len() as u32;
         for (i, h) in list.into_iter().enumerate() {
@@ -397,7 +402,7 @@ nvml_fn! {
     fn nvmlGpuInstanceGetComputeInstanceById(gpuInstance: nvmlGpuInstance_t, id: c_uint, computeInstance: *mut nvmlComputeInstance_t) {
         nonnull(computeInstance)?;
         let h = with_gi(gpuInstance, |g, i, gen| {
-            if id == 0 { Ok(compute_instance_handle(g.index, i.id, 0, gen)) } else { Err(NOT_FOUND) }
+            i.compute_instance(id).map(|c| compute_instance_handle(g.index, i.id, c.id, gen)).ok_or(NOT_FOUND)
         })?;
         out(computeInstance, h)
     }
@@ -406,21 +411,19 @@ nvml_fn! {
 unsafe fn ci_info(h: nvmlComputeInstance_t, info: *mut nvmlComputeInstanceInfo_t) -> R {
     nonnull(info)?;
     let (gpu, gi, ci, gen) = decode_compute_instance(h).ok_or(INVALID_ARGUMENT)?;
-    if ci != 0 {
-        return Err(INVALID_ARGUMENT);
-    }
     let v = with_gi(gpu_instance_handle(gpu, gi, gen), |g, i, gen| {
+        let c = i.compute_instance(ci).ok_or(INVALID_ARGUMENT)?;
         Ok(nvmlComputeInstanceInfo_t {
             device: device_handle(Dev {
                 gpu: g.index,
                 mig: None,
             }),
             gpuInstance: gpu_instance_handle(g.index, i.id, gen),
-            id: 0,
-            profileId: i.profile.full_ci_profile_index(),
+            id: c.id,
+            profileId: ci_profile_index(c.slices),
             placement: nvmlComputeInstancePlacement_t {
-                start: 0,
-                size: i.profile.slices,
+                start: c.start,
+                size: c.slices,
             },
         })
     })?;

@@ -13,9 +13,10 @@
 
 use crate::fleet::{Hang, Sim};
 use crate::scenario;
+pub use crate::state::{lock, State, CHANGED};
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_char, c_uint};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::Duration;
 
 // One file per NVML API group, as the NVML reference groups the calls.
@@ -56,31 +57,6 @@ pub const NO_PERMISSION: Ret = nvmlReturn_enum_NVML_ERROR_NO_PERMISSION;
 /// `NVML_STRUCT_VERSION(data, ver)` from nvml.h (not in the bindings).
 pub const fn struct_version<T>(v: u32) -> u32 {
     (std::mem::size_of::<T>() as u32) | (v << 24)
-}
-
-pub struct State {
-    pub refcount: u32,
-    pub sim: Option<Sim>,
-    /// (scenario key, time scale) the current `sim` was built from.
-    pub built_from: Option<(String, f64)>,
-    pub control_started: bool,
-    /// The scenario a host process chose through `nvml_sim_select_scenario`
-    /// (see `host.rs`); it wins over `NVML_SIM_SCENARIO`.
-    pub selected_scenario: Option<String>,
-}
-
-pub static STATE: Mutex<State> = Mutex::new(State {
-    refcount: 0,
-    sim: None,
-    built_from: None,
-    control_started: false,
-    selected_scenario: None,
-});
-/// Wakes hung calls and event waiters when faults change the fleet.
-pub static CHANGED: Condvar = Condvar::new();
-
-pub fn lock() -> MutexGuard<'static, State> {
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 pub fn guard(f: impl FnOnce() -> R) -> Ret {
@@ -334,13 +310,15 @@ pub fn device_call(h: nvmlDevice_t) -> R<(MutexGuard<'static, State>, Dev)> {
             st = initialized()?;
             continue;
         }
-        if let Some((gi, _ci, gen)) = dev.mig {
+        if let Some((gi, ci, gen)) = dev.mig {
             let ok = gpu
                 .mig
                 .as_ref()
                 .map(|m| m.generation == gen)
                 .unwrap_or(false)
-                && gpu.instance(gi).is_some();
+                && gpu
+                    .instance(gi)
+                    .is_some_and(|i| i.compute_instance(ci).is_some());
             if !ok {
                 return Err(INVALID_ARGUMENT);
             }
@@ -372,18 +350,6 @@ pub fn with_gpu<T>(h: nvmlDevice_t, f: impl FnOnce(&mut crate::fleet::Gpu, f64) 
 
 // ---- init and shutdown -------------------------------------------------------
 
-fn env_scale() -> Result<f64, String> {
-    match std::env::var("NVML_SIM_TIME_SCALE") {
-        Err(_) => Ok(1.0),
-        Ok(s) => match s.trim().parse::<f64>() {
-            Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
-            _ => Err(format!(
-                "NVML_SIM_TIME_SCALE={s:?} is not a positive number"
-            )),
-        },
-    }
-}
-
 fn init(_flags: c_uint) -> R {
     let mut st = lock();
     if let Some(sim) = &st.sim {
@@ -392,37 +358,31 @@ fn init(_flags: c_uint) -> R {
         }
     }
     if st.refcount == 0 {
-        let key = st
-            .selected_scenario
-            .clone()
-            .or_else(|| std::env::var("NVML_SIM_SCENARIO").ok())
-            .filter(|s| !s.trim().is_empty())
-            .unwrap_or_else(|| scenario::DEFAULT.to_string());
-        let scale = env_scale().map_err(|e| {
+        let key = crate::settings::scenario_key();
+        let scale = crate::settings::time_scale().map_err(|e| {
             eprintln!("nvml-sim: {e}");
             UNKNOWN
         })?;
-        if st.built_from.as_ref() != Some(&(key.clone(), scale)) || st.sim.is_none() {
-            let scenario = scenario::load(&key).map_err(|e| {
-                eprintln!("nvml-sim: bad scenario: {e}");
-                UNKNOWN
-            })?;
-            st.sim = Some(Sim::new(&scenario, scale));
-            st.built_from = Some((key.clone(), scale));
-        }
-        // Resolved at every first init: NVML_SIM_DRIVER may have changed.
         let scenario = scenario::load(&key).map_err(|e| {
             eprintln!("nvml-sim: bad scenario: {e}");
             UNKNOWN
         })?;
+        if st.built_from.as_ref() != Some(&(key.clone(), scale)) || st.sim.is_none() {
+            for w in &scenario.warnings {
+                eprintln!("nvml-sim: {}", w.as_warning());
+            }
+            st.sim = Some(Sim::new(&scenario, scale));
+            st.built_from = Some((key, scale));
+        }
+        // Resolved at every first init: NVML_SIM_DRIVER may have changed.
         let personality = crate::driver::resolve(&scenario).map_err(|e| {
             eprintln!("nvml-sim: bad driver: {e}");
             UNKNOWN
         })?;
         crate::driver::apply(personality);
         if !st.control_started {
-            if let Some(path) = std::env::var_os("NVML_SIM_CONTROL") {
-                match crate::control::start(std::path::PathBuf::from(path)) {
+            if let Some(path) = crate::settings::control_socket() {
+                match crate::control::start(path) {
                     Ok(()) => st.control_started = true,
                     Err(e) => eprintln!("nvml-sim: control socket: {e}"),
                 }

@@ -31,7 +31,12 @@ nvml_fn! {
     /// Idle links train down to gen 1 to save power, as real boards do.
     fn nvmlDeviceGetCurrPcieLinkGeneration(device: nvmlDevice_t, currLinkGen: *mut c_uint) {
         nonnull(currLinkGen)?;
-        let v = with_gpu(device, |g, t| Ok(if g.busy(t) { g.model.pcie_gen } else { 1 }))?;
+        let v = with_gpu(device, |g, t| {
+            if crate::fleet::unsupported(&g.readings.pcie_generation) {
+                return Err(NOT_SUPPORTED);
+            }
+            Ok(g.pcie_generation(t))
+        })?;
         out(currLinkGen, v)
     }
 }
@@ -48,8 +53,10 @@ nvml_fn! {
     fn nvmlDeviceGetPcieSpeed(device: nvmlDevice_t, pcieSpeed: *mut c_uint) {
         nonnull(pcieSpeed)?;
         let v = with_gpu(device, |g, t| {
-            let gen = if g.busy(t) { g.model.pcie_gen } else { 1 };
-            Ok([2500, 2500, 5000, 8000, 16000, 32000, 64000][gen.min(6) as usize])
+            if crate::fleet::unsupported(&g.readings.pcie_generation) {
+                return Err(NOT_SUPPORTED);
+            }
+            Ok([2500, 2500, 5000, 8000, 16000, 32000, 64000][g.pcie_generation(t).min(6) as usize])
         })?;
         out(pcieSpeed, v)
     }
@@ -61,11 +68,15 @@ nvml_fn! {
         nonnull(value)?;
         let v = with_gpu(device, |g, t| {
             let (tx, rx) = g.pcie_kbps(t);
-            match counter {
-                0 => Ok(tx),
-                1 => Ok(rx),
-                _ => Err(INVALID_ARGUMENT),
+            let pin = match counter {
+                0 => &g.readings.pcie_tx_kbps,
+                1 => &g.readings.pcie_rx_kbps,
+                _ => return Err(INVALID_ARGUMENT),
+            };
+            if crate::fleet::unsupported(pin) {
+                return Err(NOT_SUPPORTED);
             }
+            Ok(if counter == 0 { tx } else { rx })
         })?;
         out(value, v)
     }
@@ -74,7 +85,7 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetPcieReplayCounter(device: nvmlDevice_t, value: *mut c_uint) {
         nonnull(value)?;
-        let v = with_gpu(device, |g, _| Ok(g.pcie_replay))?;
+        let v = with_gpu(device, |g, _| g.pcie_replay.ok_or(NOT_SUPPORTED))?;
         out(value, v)
     }
 }

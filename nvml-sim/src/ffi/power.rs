@@ -6,7 +6,12 @@ use std::ffi::c_ulonglong;
 nvml_fn! {
     fn nvmlDeviceGetPowerUsage(device: nvmlDevice_t, power: *mut c_uint) {
         nonnull(power)?;
-        let v = with_gpu(device, |g, t| Ok(g.power_mw(t).round() as u32))?;
+        let v = with_gpu(device, |g, t| {
+            if crate::fleet::unsupported(&g.readings.power_mw) {
+                return Err(NOT_SUPPORTED);
+            }
+            Ok(g.power_mw(t).round() as u32)
+        })?;
         out(power, v)
     }
 }
@@ -31,7 +36,7 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetPowerManagementLimit(device: nvmlDevice_t, limit: *mut c_uint) {
         nonnull(limit)?;
-        let v = with_gpu(device, |g, _| Ok(g.model.power_default_mw))?;
+        let v = with_gpu(device, |g, _| Ok(g.power_limit_mw()))?;
         out(limit, v)
     }
 }
@@ -57,7 +62,7 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetEnforcedPowerLimit(device: nvmlDevice_t, limit: *mut c_uint) {
         nonnull(limit)?;
-        let v = with_gpu(device, |g, _| Ok(g.model.power_default_mw))?;
+        let v = with_gpu(device, |g, _| Ok(g.power_limit_mw()))?;
         out(limit, v)
     }
 }

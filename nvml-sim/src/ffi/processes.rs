@@ -7,23 +7,26 @@ use super::*;
 use crate::fault::ProcKind;
 
 /// The compute or graphics list; `None`: the MPS list, the clients of the
-/// GPU's MPS server (which the compute list holds too, as `nvidia-smi`
-/// shows them as type `M+C`).
+/// GPU's MPS server (which the compute list holds too: `nvidia-smi` shows
+/// them as type `M+C`).
 fn processes(device: nvmlDevice_t, kind: Option<ProcKind>) -> R<Vec<nvmlProcessInfo_t>> {
     with_dev(device, |sim, d, _| {
         if d.mig.is_none() && sim.aggregate_withheld(d.gpu) {
             return Err(NO_PERMISSION);
         }
         let g = &sim.gpus[d.gpu as usize];
-        let clients: Vec<u32> = crate::usage::mps_clients(g).iter().map(|p| p.pid).collect();
+        let clients: Vec<u32> = crate::fleet::usage::mps_clients(g)
+            .iter()
+            .map(|p| p.pid)
+            .collect();
         Ok(g.procs
             .iter()
             .filter(|p| match kind {
-                Some(k) => p.kind == k,
+                Some(k) => p.kind.listed_as(k),
                 None => clients.contains(&p.pid),
             })
             .filter(|p| match d.mig {
-                Some((gi, _, _)) => p.mig.map(|m| m.0) == Some(gi),
+                Some((gi, ci, _)) => p.mig == Some((gi, ci)),
                 None => true,
             })
             .map(|p| nvmlProcessInfo_t {
@@ -188,18 +191,27 @@ nvml_fn! {
 }
 
 nvml_fn! {
-    /// Windows-only (NVML reference); Linux drivers export it and answer NOT_SUPPORTED.
+    /// Windows-only (NVML reference); Linux drivers export it and answer
+    /// NOT_SUPPORTED. A scenario of a Windows host says `driver_model`.
     fn nvmlDeviceGetDriverModel_v2(device: nvmlDevice_t, current: *mut nvmlDriverModel_t, pending: *mut nvmlDriverModel_t) {
-        nonnull(current)?;
-        nonnull(pending)?;
-        with_gpu(device, |_, _| Err(NOT_SUPPORTED))
+        driver_model(device, current, pending)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetDriverModel(device: nvmlDevice_t, current: *mut nvmlDriverModel_t, pending: *mut nvmlDriverModel_t) {
-        nonnull(current)?;
-        nonnull(pending)?;
-        with_gpu(device, |_, _| Err(NOT_SUPPORTED))
+        driver_model(device, current, pending)
     }
+}
+
+unsafe fn driver_model(
+    device: nvmlDevice_t,
+    current: *mut nvmlDriverModel_t,
+    pending: *mut nvmlDriverModel_t,
+) -> R {
+    nonnull(current)?;
+    nonnull(pending)?;
+    let (c, p) = with_gpu(device, |g, _| g.settings.driver_model.ok_or(NOT_SUPPORTED))?;
+    out(current, c)?;
+    out(pending, p)
 }

@@ -19,13 +19,13 @@ nvml_fn! {
 
 nvml_fn! {
     fn nvmlSystemGetCudaDriverVersion(cudaDriverVersion: *mut c_int) {
-        out(cudaDriverVersion, crate::driver::current().branch.cuda)
+        out(cudaDriverVersion, crate::driver::current().cuda)
     }
 }
 
 nvml_fn! {
     fn nvmlSystemGetCudaDriverVersion_v2(cudaDriverVersion: *mut c_int) {
-        out(cudaDriverVersion, crate::driver::current().branch.cuda)
+        out(cudaDriverVersion, crate::driver::current().cuda)
     }
 }
 
@@ -109,16 +109,19 @@ nvml_fn! {
         let st = initialized()?;
         let sim = st.sim.as_ref().ok_or(UNINITIALIZED)?;
         for g in &sim.gpus {
-            if sim.denied.contains(&g.index) && (g.uuid == wanted || g.mig.as_ref().is_some_and(|m| m.instances.iter().any(|i| i.uuid == wanted))) {
+            let mig = g.mig.as_ref().and_then(|m| {
+                m.instances.iter().find_map(|i| {
+                    i.compute.iter().find(|c| c.uuid == wanted).map(|c| (i.id, c.id, m.generation))
+                })
+            });
+            if sim.denied.contains(&g.index) && (g.uuid == wanted || mig.is_some()) {
                 return Err(NO_PERMISSION);
             }
             if g.uuid == wanted {
                 return out(device, device_handle(Dev { gpu: g.index, mig: None }));
             }
-            if let Some(m) = &g.mig {
-                if let Some(i) = m.instances.iter().find(|i| i.uuid == wanted) {
-                    return out(device, device_handle(Dev { gpu: g.index, mig: Some((i.id, 0, m.generation)) }));
-                }
+            if mig.is_some() {
+                return out(device, device_handle(Dev { gpu: g.index, mig }));
             }
         }
         Err(NOT_FOUND)
@@ -131,9 +134,12 @@ fn by_bus_id(bus_id: *const c_char, device: *mut nvmlDevice_t) -> R {
     let st = initialized()?;
     let sim = st.sim.as_ref().ok_or(UNINITIALIZED)?;
     for g in &sim.gpus {
-        let full = device::bus_id(g).to_ascii_lowercase();
-        let legacy = device::bus_id_legacy(g).to_ascii_lowercase();
-        let short = format!("{:02x}:00.0", g.bus);
+        let full = g.pci.bus_id().to_ascii_lowercase();
+        let legacy = g.pci.bus_id_legacy().to_ascii_lowercase();
+        let short = format!(
+            "{:02x}:{:02x}.{:x}",
+            g.pci.bus, g.pci.device, g.pci.function
+        );
         if wanted == full || wanted == legacy || wanted == short {
             if sim.denied.contains(&g.index) {
                 return Err(NO_PERMISSION);
@@ -166,7 +172,7 @@ nvml_fn! {
         nonnull(device)?;
         let st = initialized()?;
         let sim = st.sim.as_ref().ok_or(UNINITIALIZED)?;
-        let g = sim.gpus.iter().find(|g| g.model.ecc && g.serial == wanted).ok_or(NOT_FOUND)?;
+        let g = sim.gpus.iter().find(|g| g.serial.as_deref() == Some(wanted)).ok_or(NOT_FOUND)?;
         if sim.denied.contains(&g.index) {
             return Err(NO_PERMISSION);
         }

@@ -1,7 +1,15 @@
 //! Temperatures, their thresholds and fans (NVML reference, "Device Queries").
 
 use super::*;
+use crate::fleet::{unsupported, Gpu};
 use std::ffi::c_int;
+
+fn gpu_temperature(g: &Gpu, t: f64) -> R<u32> {
+    if unsupported(&g.readings.temperature_c) {
+        return Err(NOT_SUPPORTED);
+    }
+    Ok(g.temperature(t))
+}
 
 nvml_fn! {
     fn nvmlDeviceGetTemperature(device: nvmlDevice_t, sensorType: nvmlTemperatureSensors_t, temp: *mut c_uint) {
@@ -9,7 +17,7 @@ nvml_fn! {
         if sensorType != nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU {
             return Err(INVALID_ARGUMENT);
         }
-        let v = with_gpu(device, |g, t| Ok(g.temperature(t)))?;
+        let v = with_gpu(device, |g, t| gpu_temperature(g, t))?;
         out(temp, v)
     }
 }
@@ -23,8 +31,23 @@ nvml_fn! {
         if (*temperature).sensorType != nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU {
             return Err(INVALID_ARGUMENT);
         }
-        let v = with_gpu(device, |g, t| Ok(g.temperature(t)))?;
+        let v = with_gpu(device, |g, t| gpu_temperature(g, t))?;
         (*temperature).temperature = v as c_int;
+        Ok(())
+    }
+}
+
+nvml_fn! {
+    /// How far the GPU is below T.Limit, its max operating temperature
+    /// (from the 12.8 header, R570: absent before, by drivers.toml);
+    /// NOT_SUPPORTED on boards without T.Limit readings.
+    fn nvmlDeviceGetMarginTemperature(device: nvmlDevice_t, marginTempInfo: *mut nvmlMarginTemperature_t) {
+        nonnull(marginTempInfo)?;
+        if (*marginTempInfo).version != struct_version::<nvmlMarginTemperature_v1_t>(1) {
+            return Err(VERSION_MISMATCH);
+        }
+        let v = with_gpu(device, |g, t| g.tlimit_margin(t).ok_or(NOT_SUPPORTED))?;
+        (*marginTempInfo).marginTemperature = v;
         Ok(())
     }
 }
@@ -33,10 +56,10 @@ nvml_fn! {
     fn nvmlDeviceGetTemperatureThreshold(device: nvmlDevice_t, thresholdType: nvmlTemperatureThresholds_t, temp: *mut c_uint) {
         nonnull(temp)?;
         let v = with_gpu(device, |g, _| match thresholdType {
-            0 => Ok(g.model.temp_shutdown),
-            1 => Ok(g.model.temp_slowdown),
+            0 => g.model.temp_shutdown.ok_or(NOT_SUPPORTED),
+            1 => g.model.temp_slowdown.ok_or(NOT_SUPPORTED),
             2 => g.model.temp_mem_max.ok_or(NOT_SUPPORTED),
-            3 => Ok(g.model.temp_gpu_max),
+            3 => g.model.temp_gpu_max.ok_or(NOT_SUPPORTED),
             4..=7 => Err(NOT_SUPPORTED),
             _ => Err(INVALID_ARGUMENT),
         })?;
@@ -56,7 +79,7 @@ nvml_fn! {
     /// Passively cooled boards have no fan to report (nvidia-smi shows N/A).
     fn nvmlDeviceGetFanSpeed(device: nvmlDevice_t, speed: *mut c_uint) {
         nonnull(speed)?;
-        let v = with_gpu(device, |g, t| if g.model.fans == 0 { Err(NOT_SUPPORTED) } else { Ok(g.fan_percent(t)) })?;
+        let v = with_gpu(device, |g, t| if g.model.fans == 0 { Err(NOT_SUPPORTED) } else { g.fan_percent(0, t).ok_or(NOT_SUPPORTED) })?;
         out(speed, v)
     }
 }
@@ -70,7 +93,7 @@ nvml_fn! {
             } else if fan >= g.model.fans {
                 Err(INVALID_ARGUMENT)
             } else {
-                Ok(g.fan_percent(t) + fan)
+                g.fan_percent(fan, t).ok_or(NOT_SUPPORTED)
             }
         })?;
         out(speed, v)

@@ -2,8 +2,10 @@
 //! encoder, decoder, JPEG, OFA and per-process samples.
 
 use super::*;
-use crate::fleet::{now_us, Gpu};
-use crate::usage::{self, Answer};
+use crate::fleet::usage::{self, Answer};
+use crate::fleet::{now_us, unsupported, Gpu};
+use crate::value::pinned;
+
 use std::ffi::c_ulonglong;
 
 /// NVML reference, nvmlDeviceGetUtilizationRates: not supported on MIG-enabled
@@ -22,9 +24,13 @@ nvml_fn! {
     fn nvmlDeviceGetUtilizationRates(device: nvmlDevice_t, utilization: *mut nvmlUtilization_t) {
         nonnull(utilization)?;
         let (gpu, mem) = util_gpu(device, |g, t| {
+            let [gpu, mem, ..] = &g.readings.utilization;
+            if unsupported(gpu) || unsupported(mem) {
+                return Err(NOT_SUPPORTED);
+            }
             let u = g.util(t);
-            let mem = usage::declared_memory(g).unwrap_or(u * 0.62);
-            Ok((u.round() as u32, mem.round() as u32))
+            let declared = usage::declared_engine(g, None, 1);
+            Ok((u.round() as u32, pinned(*mem).unwrap_or(declared.unwrap_or(u * 0.62).round() as u32)))
         })?;
         out(utilization, nvmlUtilization_t { gpu, memory: mem })
     }
@@ -32,19 +38,31 @@ nvml_fn! {
 
 const SAMPLING_PERIOD_US: u32 = 167_000;
 
+/// `engine`: index into the scenario's pinned utilizations (2 encoder, 3
+/// decoder, 4 JPEG, 5 OFA).
 unsafe fn engine_util(
     device: nvmlDevice_t,
     utilization: *mut c_uint,
     period: *mut c_uint,
+    engine: usize,
     share: f64,
     needs: fn(&Gpu) -> bool,
-    declared: fn(&Gpu) -> Option<f64>,
 ) -> R {
     nonnull(utilization)?;
     nonnull(period)?;
     let v = util_gpu(device, |g, t| {
+        let pin = &g.readings.utilization[engine];
+        if unsupported(pin) {
+            return Err(NOT_SUPPORTED);
+        }
+        if let Some(v) = pinned(*pin) {
+            return Ok(v);
+        }
+        if let Some(v) = usage::declared_engine(g, None, engine) {
+            return Ok(v.round() as u32);
+        }
         if needs(g) {
-            Ok(declared(g).unwrap_or(g.util(t) * share).round() as u32)
+            Ok((g.util(t) * share).round() as u32)
         } else {
             Ok(0)
         }
@@ -55,30 +73,30 @@ unsafe fn engine_util(
 
 nvml_fn! {
     fn nvmlDeviceGetEncoderUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
-        engine_util(device, utilization, samplingPeriodUs, 0.2, |g| g.model.encoders, usage::declared_encoder)
+        engine_util(device, utilization, samplingPeriodUs, 2, 0.2, |g| g.model.engines.encoders > 0)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetDecoderUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
-        engine_util(device, utilization, samplingPeriodUs, 0.15, |_| true, usage::declared_decoder)
+        engine_util(device, utilization, samplingPeriodUs, 3, 0.15, |_| true)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetJpgUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
-        engine_util(device, utilization, samplingPeriodUs, 0.05, |_| true, |_| None)
+        engine_util(device, utilization, samplingPeriodUs, 4, 0.05, |_| true)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetOfaUtilization(device: nvmlDevice_t, utilization: *mut c_uint, samplingPeriodUs: *mut c_uint) {
-        engine_util(device, utilization, samplingPeriodUs, 0.03, |_| true, |_| None)
+        engine_util(device, utilization, samplingPeriodUs, 5, 0.03, |_| true)
     }
 }
 
 /// Per-process samples newer than `last_seen` on a whole, MIG-disabled
-/// GPU (see `usage.rs`); NOT_FOUND when no process was active since.
+/// GPU (see `fleet/usage.rs`); NOT_FOUND when no process was active since.
 fn process_samples(device: nvmlDevice_t, last_seen: u64) -> R<Vec<Answer>> {
     with_gpu(device, |g, _| {
         if g.mig.is_some() {
@@ -114,7 +132,7 @@ nvml_fn! {
 }
 
 nvml_fn! {
-    /// R550 and later (absent from R535/R545 personalities, see driver.rs):
+    /// R550 and later (absent from R535/R545 personalities, drivers.toml):
     /// the versioned call, with JPEG and OFA beside the four engines.
     fn nvmlDeviceGetProcessesUtilizationInfo(device: nvmlDevice_t, procesesUtilInfo: *mut nvmlProcessesUtilizationInfo_t) {
         nonnull(procesesUtilInfo)?;

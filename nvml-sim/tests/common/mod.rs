@@ -29,3 +29,51 @@ pub fn init() -> nvml_wrapper::Nvml {
         .init()
         .expect("nvmlInit on the simulator")
 }
+
+/// `nvmlDeviceGetFieldValues` with scope ids, which nvml-wrapper's
+/// `field_values_for` always sends as 0.
+#[allow(unsafe_code)]
+pub fn raw_fields(
+    nvml: &nvml_wrapper::Nvml,
+    d: &nvml_wrapper::Device,
+    req: &[(u32, u32)],
+) -> Vec<nvml_wrapper_sys::bindings::nvmlFieldValue_t> {
+    let mut v: Vec<nvml_wrapper_sys::bindings::nvmlFieldValue_t> = req
+        .iter()
+        .map(|&(id, scope)| {
+            // SAFETY: plain C struct; all-zero is valid.
+            let mut f: nvml_wrapper_sys::bindings::nvmlFieldValue_t = unsafe { std::mem::zeroed() };
+            f.fieldId = id;
+            f.scopeId = scope;
+            f
+        })
+        .collect();
+    // SAFETY: `v` holds `len` entries; the handle is nvml-wrapper's.
+    let rc = unsafe {
+        nvml.lib()
+            .nvmlDeviceGetFieldValues(d.handle(), v.len() as i32, v.as_mut_ptr())
+    };
+    assert_eq!(rc, 0);
+    v
+}
+
+/// A MIG device's GPU and compute instance ids (not wrapped by
+/// nvml-wrapper).
+#[allow(unsafe_code)]
+pub fn instance_ids(nvml: &nvml_wrapper::Nvml, m: &nvml_wrapper::Device) -> (u32, u32) {
+    let (mut gi, mut ci) = (u32::MAX, u32::MAX);
+    // SAFETY: a valid handle and out-pointers.
+    unsafe {
+        assert_eq!(
+            nvml.lib()
+                .nvmlDeviceGetGpuInstanceId(m.handle(), &raw mut gi),
+            0
+        );
+        assert_eq!(
+            nvml.lib()
+                .nvmlDeviceGetComputeInstanceId(m.handle(), &raw mut ci),
+            0
+        );
+    }
+    (gi, ci)
+}

@@ -11,6 +11,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
 
 use super::super::calls::{Cached, Calls};
+use super::super::fields::DriverBranch;
 use super::super::raw::{self, GpmBuffer};
 use super::super::units::percent_to_ratio;
 use super::Gpu;
@@ -54,9 +55,9 @@ impl<'n> State<'n> {
     }
 }
 
-/// How many decoder (NVDEC), JPEG (NVJPG) and optical flow (OFA) engines a
-/// GPU or GPU instance has. GPM names 8, 8 and 2 ids for them, one per
-/// engine that could exist; whether a driver answers an error or 0/SUCCESS
+/// How many decoder (NVDEC), JPEG (NVJPG), optical flow (OFA) and encoder
+/// (NVENC) engines a GPU or GPU instance has. GPM names 8, 8, 2 and 4 ids
+/// for them, one per engine that could exist; whether a driver answers an error or 0/SUCCESS
 /// for ids past the engines present is not documented, and a 0 would pull
 /// the average down. Counted, the average is over engines that exist either
 /// way; uncounted, over the ids that answered.
@@ -65,19 +66,25 @@ pub struct Engines {
     pub decoders: u32,
     pub jpegs: u32,
     pub ofas: u32,
+    pub encoders: u32,
 }
 
 impl Engines {
     /// Every GPM-capable Hopper board (H100, H200, H800, H20, GH200) is the
-    /// GH100 die: 7 NVDEC, 7 NVJPG and 1 OFA (NVIDIA H100 Tensor Core GPU
-    /// architecture whitepaper). NVML has no engine count for a whole GPU
-    /// (`nvmlDeviceGetAttributes` answers for MIG devices, GPU instance
-    /// profiles only in MIG mode), so newer architectures go uncounted
-    /// until their counts are known.
+    /// GH100 die: 7 NVDEC, 7 NVJPG, 1 OFA and no NVENC (NVIDIA H100 Tensor
+    /// Core GPU architecture whitepaper). NVML has no engine count for a
+    /// whole GPU (`nvmlDeviceGetAttributes` answers for MIG devices, GPU
+    /// instance profiles only in MIG mode), so other architectures go
+    /// uncounted until their counts are known from a cited source: for
+    /// Blackwell none is (NVIDIA's go-nvml B200 mock disagrees with real
+    /// `nvidia-smi mig -lgip` output, shared/research/blackwell.md §1), so
+    /// a whole Blackwell GPU averages over the engine ids that answer,
+    /// while its MIG instances are counted from NVML.
     const GH100: Engines = Engines {
         decoders: 7,
         jpegs: 7,
         ofas: 1,
+        encoders: 0,
     };
 
     pub fn whole_gpu(architecture: Option<&DeviceArchitecture>) -> Option<Engines> {
@@ -85,12 +92,14 @@ impl Engines {
     }
 
     /// From `nvmlDeviceGetAttributes_v2` of a MIG device: decoders, JPEG
-    /// engines, OFAs of its GPU instance.
-    pub fn from_counts([decoders, jpegs, ofas]: [u32; 3]) -> Engines {
+    /// engines, OFAs and encoders of its GPU instance (RTX PRO 6000
+    /// Blackwell slices have an NVENC each).
+    pub fn from_counts([decoders, jpegs, ofas, encoders]: [u32; 4]) -> Engines {
         Engines {
             decoders,
             jpegs,
             ofas,
+            encoders,
         }
     }
 
@@ -99,6 +108,7 @@ impl Engines {
             GpmMetric::NvDec => self.decoders,
             GpmMetric::NvJpg => self.jpegs,
             GpmMetric::NvOfa => self.ofas,
+            GpmMetric::NvEnc => self.encoders,
             _ => return None,
         };
         usize::try_from(n).ok()
@@ -181,18 +191,28 @@ fn metric_ids(metric: GpmMetric) -> RangeInclusive<u32> {
         GpmMetric::NvDec => 30..=37,
         GpmMetric::NvJpg => 40..=47,
         GpmMetric::NvOfa => 50..=51,
+        // NVML_GPM_METRIC_NVENC_0_UTIL.._3_UTIL, 12.9 header (go-nvml
+        // 62ce1e3:12537-12540), which raised NVML_GPM_METRIC_MAX to 210.
+        GpmMetric::NvEnc => 166..=169,
     }
 }
 
 /// GPM metric ids requested per sample: those of the exported metrics
-/// (`GpmMetric::DEFAULT`, or all of them with `gpm.all-metrics`).
-pub fn request_ids(all_metrics: bool) -> Vec<u32> {
+/// (`GpmMetric::DEFAULT`, or all of them with `gpm.all-metrics`). The
+/// NVENC ids exist from R575 on; an older driver is not asked them, since
+/// an id past its `NVML_GPM_METRIC_MAX` (98) may fail the whole call.
+pub fn request_ids(all_metrics: bool, driver: DriverBranch) -> Vec<u32> {
     let metrics = if all_metrics {
         GpmMetric::ALL
     } else {
         GpmMetric::DEFAULT
     };
-    metrics.iter().flat_map(|&m| metric_ids(m)).collect()
+    let nvenc = !driver.known() || driver.major >= 575;
+    metrics
+        .iter()
+        .filter(|&&m| m != GpmMetric::NvEnc || nvenc)
+        .flat_map(|&m| metric_ids(m))
+        .collect()
 }
 
 /// Maps GPM results (percent) to ratios; per-engine decoder, JPEG and OFA
@@ -235,13 +255,18 @@ mod tests {
 
     #[test]
     fn only_exported_metrics_are_requested_without_the_detail_switch() {
+        let r575 = DriverBranch::parse("575.51.03");
         // graphics, sm, tensor, dram
-        assert_eq!(request_ids(false), vec![1, 2, 5, 10]);
-        let all = request_ids(true);
-        assert_eq!(all.len(), 9 + 8 + 8 + 2);
-        for id in [3, 4, 11, 12, 13, 30, 37, 40, 47, 50, 51] {
+        assert_eq!(request_ids(false, r575), vec![1, 2, 5, 10]);
+        let all = request_ids(true, r575);
+        assert_eq!(all.len(), 9 + 8 + 8 + 2 + 4);
+        for id in [3, 4, 11, 12, 13, 30, 37, 40, 47, 50, 51, 166, 169] {
             assert!(all.contains(&id), "{id}");
         }
+        // R570 and older know no NVENC metric ids.
+        let r570 = request_ids(true, DriverBranch::parse("570.133.20"));
+        assert_eq!(r570.len(), 9 + 8 + 8 + 2);
+        assert!(!r570.contains(&166));
         // Every requested id maps back to a metric.
         let by_id: HashMap<u32, f64> = all.iter().map(|&id| (id, 50.0)).collect();
         assert_eq!(ratios(&by_id, None).len(), GpmMetric::ALL.len());
@@ -265,9 +290,32 @@ mod tests {
             "{uncounted:?}"
         );
         // A GPU instance with no OFA has no OFA value at all.
-        let slice = Engines::from_counts([1, 1, 0]);
+        let slice = Engines::from_counts([1, 1, 0, 0]);
         let got = ratios(&by_id, Some(slice));
         assert!(got.contains(&(GpmMetric::NvDec, 0.4)), "{got:?}");
         assert!(!got.iter().any(|(m, _)| *m == GpmMetric::NvOfa), "{got:?}");
+    }
+
+    #[test]
+    fn nvenc_counts_only_on_slices_with_encoders() {
+        // An RTX PRO 6000 Blackwell 1g.24gb slice: 1 NVDEC, 1 NVJPG, 0 OFA,
+        // 1 NVENC (`nvidia-smi mig -lgip`, bigstack-oss/cubecos#312). The
+        // driver answers all four NVENC ids.
+        let by_id: HashMap<u32, f64> = [(166, 60.0), (167, 0.0), (168, 0.0), (169, 0.0)]
+            .into_iter()
+            .collect();
+        let slice = Engines::from_counts([1, 1, 0, 1]);
+        let got = ratios(&by_id, Some(slice));
+        assert!(got.contains(&(GpmMetric::NvEnc, 0.6)), "{got:?}");
+        // A `-me` slice has no encoder: no value, not 0.
+        let no_media = Engines::from_counts([0, 0, 0, 0]);
+        assert!(!ratios(&by_id, Some(no_media))
+            .iter()
+            .any(|(m, _)| *m == GpmMetric::NvEnc));
+        // H100 has no NVENC.
+        let gh100 = Engines::whole_gpu(Some(&DeviceArchitecture::Hopper));
+        assert!(!ratios(&by_id, gh100)
+            .iter()
+            .any(|(m, _)| *m == GpmMetric::NvEnc));
     }
 }

@@ -68,6 +68,7 @@ pub struct GpuSampler<'n> {
     pcie: pcie::State,
     ecc: ecc::State,
     nvlink: nvlink::State,
+    fabric: fabric::State,
     processes: processes::State,
     workload_usage: workload_usage::State,
 }
@@ -101,6 +102,7 @@ impl<'n> GpuSampler<'n> {
             pcie: pcie::State::default(),
             ecc: ecc::State::default(),
             nvlink: nvlink::State::default(),
+            fabric: fabric::State::default(),
             processes: processes::State::default(),
             workload_usage: workload_usage::State::default(),
         }
@@ -144,6 +146,7 @@ impl<'n> GpuSampler<'n> {
             pcie,
             ecc,
             nvlink,
+            fabric,
             processes,
             workload_usage,
         } = self;
@@ -159,7 +162,7 @@ impl<'n> GpuSampler<'n> {
             calls: &mut *calls,
         };
         let r = &mut GpuReadings::default();
-        let gpm_ids = gpm::request_ids(on(Family::GpmAllMetrics));
+        let gpm_ids = gpm::request_ids(on(Family::GpmAllMetrics), *driver);
         let scalar = scalar::sample(&mut g, families);
         if on(Family::Mode) {
             mode::sample(&mut g, r);
@@ -203,10 +206,16 @@ impl<'n> GpuSampler<'n> {
             retirement::sample(&mut g, &scalar, r);
         }
         if on(Family::Nvlink) {
-            nvlink.sample(&mut g, &scalar, r);
+            nvlink.sample(
+                &mut g,
+                &scalar,
+                architecture.as_ref(),
+                on(Family::NvlinkPerLink),
+                r,
+            );
         }
         if on(Family::Fabric) {
-            fabric::sample(&mut g, r);
+            fabric.sample(&mut g, r);
         }
         if on(Family::Processes) || on(Family::ProcessMemory) {
             processes.sample(&mut g, on(Family::ProcessMemory), mig_enabled, r);

@@ -1,12 +1,15 @@
 //! Power usage, limits and energy (`nvidia_gpu_power_usage_watts`,
-//! `nvidia_gpu_power_limit_watts`, `nvidia_gpu_energy_joules_total`).
-//! Energy comes from the field batch; default, min and max limits are
-//! cached.
+//! `nvidia_gpu_power_limit_watts`, `nvidia_gpu_energy_joules_total`), the
+//! module and memory power scopes where NVML reports them
+//! (`nvidia_gpu_module_power_*`, `nvidia_gpu_memory_power_usage_watts`) and
+//! the power smoothing circuitry's lifetime. Energy, scoped draw and the
+//! lifetime come from the field batch; the limits are cached.
 
 use super::super::calls::{Batch, Cached};
 use super::super::fields;
-use super::super::units::{millijoules_to_joules, milliwatts_to_watts};
-use super::scalar::Scalar;
+use super::super::raw::FieldValue;
+use super::super::units::{millijoules_to_joules, milliwatts_to_watts, percent_to_ratio};
+use super::scalar::{read_apart, Scalar};
 use super::Gpu;
 use crate::family::Family;
 use crate::snapshot::{GpuReadings, PowerLimit};
@@ -14,6 +17,39 @@ use crate::snapshot::{GpuReadings, PowerLimit};
 #[derive(Default)]
 pub struct State {
     static_limits: Cached<Vec<(PowerLimit, f64)>>,
+    module_limits: Cached<Vec<(PowerLimit, f64)>>,
+}
+
+/// The module scope's limits, as fields: what nvidia-smi prints under
+/// "Module Power Readings" (current, requested, default, min, max).
+const MODULE_LIMITS: [((u32, u32), PowerLimit); 5] = [
+    (
+        (fields::POWER_CURRENT_LIMIT, fields::POWER_SCOPE_MODULE),
+        PowerLimit::Enforced,
+    ),
+    (
+        (fields::POWER_REQUESTED_LIMIT, fields::POWER_SCOPE_MODULE),
+        PowerLimit::Management,
+    ),
+    (
+        (fields::POWER_DEFAULT_LIMIT, fields::POWER_SCOPE_MODULE),
+        PowerLimit::Default,
+    ),
+    (
+        (fields::POWER_MIN_LIMIT, fields::POWER_SCOPE_MODULE),
+        PowerLimit::Min,
+    ),
+    (
+        (fields::POWER_MAX_LIMIT, fields::POWER_SCOPE_MODULE),
+        PowerLimit::Max,
+    ),
+];
+
+/// A power field in watts (NVML gives milliwatts).
+fn watts(v: FieldValue) -> Option<f64> {
+    v.as_u64()
+        .and_then(|mw| u32::try_from(mw).ok())
+        .map(milliwatts_to_watts)
 }
 
 impl State {
@@ -53,5 +89,31 @@ impl State {
             })
             .unwrap_or_default();
         r.power_limits.extend(statics);
+
+        r.module_power_watts = scalar
+            .scoped(fields::POWER_AVERAGE, fields::POWER_SCOPE_MODULE)
+            .and_then(watts);
+        r.memory_power_watts = scalar
+            .scoped(fields::POWER_AVERAGE, fields::POWER_SCOPE_MEMORY)
+            .and_then(watts);
+        // Module limits only where the module reports its draw: elsewhere
+        // (every board but a Grace superchip) the whole scope is absent.
+        if r.module_power_watts.is_some() {
+            r.module_power_limits = self
+                .module_limits
+                .get(g.poll, || {
+                    read_apart(g, fam, &MODULE_LIMITS).map(|got| {
+                        got.into_iter()
+                            .filter_map(|(limit, v)| watts(v).map(|w| (limit, w)))
+                            .collect()
+                    })
+                })
+                .unwrap_or_default();
+        }
+        r.power_smoothing_lifetime_remaining = g
+            .driver
+            .power_smoothing_lifetime_id()
+            .and_then(|id| scalar.get(id))
+            .map(|v| percent_to_ratio(v.as_f64()));
     }
 }

@@ -6,20 +6,25 @@ use std::collections::HashMap;
 
 use nvml_wrapper::error::NvmlError;
 
-use super::super::calls::is_refresh;
+use super::super::calls::{is_refresh, Got};
 use super::super::fields;
 use super::super::raw::{self, FieldValue};
 use super::Gpu;
 use crate::family::{Family, FamilySet};
 
-/// The batch's answers by field id; a field the driver did not deliver is
-/// not here.
+/// The batch's answers by field id and scope id; a field the driver did
+/// not deliver is not here.
 #[derive(Debug, Default)]
-pub struct Scalar(HashMap<u32, FieldValue>);
+pub struct Scalar(HashMap<(u32, u32), FieldValue>);
 
 impl Scalar {
+    /// A field asked for with scope id 0 (whole GPU).
     pub fn get(&self, id: u32) -> Option<FieldValue> {
-        self.0.get(&id).copied()
+        self.scoped(id, 0)
+    }
+
+    pub fn scoped(&self, id: u32, scope: u32) -> Option<FieldValue> {
+        self.0.get(&(id, scope)).copied()
     }
 
     pub fn u64(&self, id: u32) -> Option<u64> {
@@ -27,18 +32,48 @@ impl Scalar {
     }
 }
 
-/// The scalar field ids each enabled family reads, in request order.
-fn requests(g: &Gpu<'_, '_>, families: &FamilySet) -> Vec<(u32, &'static str)> {
-    let mut ids: Vec<(u32, &'static str)> = Vec::new();
+/// Fields read in a call of their own, outside the batch: static values
+/// (limits, thresholds) read at the static refresh only where the GPU
+/// needs them. Each answer pairs with its `T` in `table`; an entry the
+/// driver did not deliver is left out.
+pub fn read_apart<T: Copy>(
+    g: &mut Gpu<'_, '_>,
+    family: &'static str,
+    table: &[((u32, u32), T)],
+) -> Got<Vec<(T, FieldValue)>> {
+    let (nvml, h) = (g.nvml, g.handle);
+    let requests: Vec<(u32, u32)> = table.iter().map(|&(request, _)| request).collect();
+    g.calls
+        .run(family, || raw::field_values(nvml, h, &requests))
+        .map(|results| {
+            table
+                .iter()
+                .zip(results)
+                .filter_map(|(&(_, t), v)| v.ok().map(|v| (t, v)))
+                .collect()
+        })
+}
+
+/// One request of the batch: field id, scope id, and the family whose
+/// error count a failure of the entry goes to.
+type Request = (u32, u32, &'static str);
+
+/// The scalar field requests of each enabled family, in request order.
+fn requests(g: &Gpu<'_, '_>, families: &FamilySet) -> Vec<Request> {
+    let mut ids: Vec<Request> = Vec::new();
     let driver = g.driver;
-    let mut add = |family: Family, list: &[u32]| {
+    let mut add_scoped = |family: Family, list: &[(u32, u32)]| {
         if families.contains(family) {
             ids.extend(
                 list.iter()
-                    .filter(|&&id| driver.has_field(id))
-                    .map(|&id| (id, family.name())),
+                    .filter(|&&(id, _)| driver.has_field(id))
+                    .map(|&(id, scope)| (id, scope, family.name())),
             );
         }
+    };
+    let mut add = |family: Family, list: &[u32]| {
+        let scoped: Vec<(u32, u32)> = list.iter().map(|&id| (id, 0)).collect();
+        add_scoped(family, &scoped);
     };
     add(Family::Temperature, &[fields::MEMORY_TEMP]);
     add(
@@ -72,6 +107,9 @@ fn requests(g: &Gpu<'_, '_>, families: &FamilySet) -> Vec<(u32, &'static str)> {
         .collect();
     add(Family::Ecc, &ecc);
     add(Family::Power, &[fields::TOTAL_ENERGY]);
+    if let Some(lifetime) = driver.power_smoothing_lifetime_id() {
+        add(Family::Power, &[lifetime]);
+    }
     add(
         Family::Throttle,
         &[
@@ -86,6 +124,16 @@ fn requests(g: &Gpu<'_, '_>, families: &FamilySet) -> Vec<(u32, &'static str)> {
     if is_refresh(g.poll) {
         add(Family::Nvlink, &[fields::NVLINK_LINK_COUNT]);
     }
+    // Module and memory draw, where NVML reports scopes beside the GPU's
+    // (Grace superchips; memory on Hopper and newer). Their limits are
+    // static and read apart, at the static refresh (`power.rs`).
+    add_scoped(
+        Family::Power,
+        &[
+            (fields::POWER_AVERAGE, fields::POWER_SCOPE_MODULE),
+            (fields::POWER_AVERAGE, fields::POWER_SCOPE_MEMORY),
+        ],
+    );
     ids
 }
 
@@ -95,7 +143,7 @@ pub fn sample(g: &mut Gpu<'_, '_>, families: &FamilySet) -> Scalar {
     if ids.is_empty() {
         return out;
     }
-    let requests: Vec<(u32, u32)> = ids.iter().map(|(id, _)| (*id, 0)).collect();
+    let requests: Vec<(u32, u32)> = ids.iter().map(|&(id, scope, _)| (id, scope)).collect();
     let (nvml, handle) = (g.nvml, g.handle);
     let Some(results) = g
         .calls
@@ -106,10 +154,10 @@ pub fn sample(g: &mut Gpu<'_, '_>, families: &FamilySet) -> Scalar {
     else {
         return out;
     };
-    for ((id, family), res) in ids.iter().zip(results) {
+    for (&(id, scope, family), res) in ids.iter().zip(results) {
         match res {
             Ok(v) => {
-                out.0.insert(*id, v);
+                out.0.insert((id, scope), v);
             }
             // An id this driver does not know comes back as an invalid
             // argument: absent, like "not supported".

@@ -7,6 +7,7 @@ use nvml_wrapper::enum_wrappers::device::PerformancePolicy;
 
 use super::super::calls::Cached;
 use super::super::fields;
+use super::super::raw;
 use super::super::units::nanoseconds_to_seconds;
 use super::scalar::Scalar;
 use super::Gpu;
@@ -21,15 +22,23 @@ pub struct State {
 impl State {
     pub fn sample(&mut self, g: &mut Gpu<'_, '_>, scalar: &Scalar, r: &mut GpuReadings) {
         let fam = Family::Throttle.name();
-        let (d, c) = (g.device, &mut *g.calls);
+        let (nvml, h, d, c) = (g.nvml, g.handle, g.device, &mut *g.calls);
+        // The ClocksThrottleReasons getters are DEPRECATED(13.0): their
+        // ClocksEventReasons successors where exported (R535+).
+        let successor = raw::exports_clocks_event_reasons(nvml);
         let supported = self.supported.get(g.poll, || {
-            c.run(fam, || d.supported_throttle_reasons().map(|b| b.bits()))
+            if successor {
+                c.run(fam, || raw::supported_clocks_event_reasons(nvml, h))
+            } else {
+                c.run(fam, || d.supported_throttle_reasons().map(|b| b.bits()))
+            }
         });
-        if let (Some(supported), Some(current)) = (
-            supported,
+        let current = if successor {
+            c.run(fam, || raw::current_clocks_event_reasons(nvml, h))
+        } else {
             c.run(fam, || d.current_throttle_reasons().map(|b| b.bits()))
-                .value(),
-        ) {
+        };
+        if let (Some(supported), Some(current)) = (supported, current.value()) {
             r.throttle_active = flags(supported, current);
         }
         let mut from_fields = vec![

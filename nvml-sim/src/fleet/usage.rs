@@ -33,8 +33,8 @@
 
 use std::collections::VecDeque;
 
+use super::gpu::{Gpu, Proc};
 use crate::fault::ProcKind;
-use crate::fleet::{Gpu, Proc};
 
 /// The driver's sampling period: 1/6 s, the fastest `nvidia-smi` documents
 /// for utilization sampling.
@@ -48,48 +48,6 @@ const SM: usize = 0;
 const MEMORY: usize = 1;
 const ENCODER: usize = 2;
 const DECODER: usize = 3;
-
-/// A process's declared use, percent of each engine.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct ProcUse {
-    pub sm: f64,
-    pub memory: f64,
-    pub encoder: f64,
-    pub decoder: f64,
-}
-
-impl ProcUse {
-    fn engines(&self) -> [f64; ENGINES] {
-        [self.sm, self.memory, self.encoder, self.decoder, 0.0, 0.0]
-    }
-
-    /// The fields given override, the rest keep `self`'s values.
-    pub fn with(
-        self,
-        sm: Option<f64>,
-        memory: Option<f64>,
-        encoder: Option<f64>,
-        decoder: Option<f64>,
-    ) -> Result<ProcUse, String> {
-        let u = ProcUse {
-            sm: sm.unwrap_or(self.sm),
-            memory: memory.unwrap_or(self.memory),
-            encoder: encoder.unwrap_or(self.encoder),
-            decoder: decoder.unwrap_or(self.decoder),
-        };
-        for (name, v) in [
-            ("sm_percent", u.sm),
-            ("memory_percent", u.memory),
-            ("encoder_percent", u.encoder),
-            ("decoder_percent", u.decoder),
-        ] {
-            if !(0.0..=100.0).contains(&v) {
-                return Err(format!("{name} {v} is outside 0..=100"));
-            }
-        }
-        Ok(u)
-    }
-}
 
 /// One entry of a query's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,7 +140,7 @@ pub fn mps_clients(g: &Gpu) -> Vec<&Proc> {
         Some(server) => g
             .procs
             .iter()
-            .filter(|p| p.kind == ProcKind::Compute && p.pid != server)
+            .filter(|p| p.kind.listed_as(ProcKind::Compute) && p.pid != server)
             .collect(),
         None => Vec::new(),
     }
@@ -212,7 +170,7 @@ fn active(g: &Gpu, t: f64) -> Vec<(u32, [f64; ENGINES])> {
     let mut context = [0.0; ENGINES];
     for p in &g.procs {
         let u = use_of(p);
-        let is_client = server.is_some_and(|s| p.pid != s && p.kind == ProcKind::Compute);
+        let is_client = server.is_some_and(|s| p.pid != s && p.kind.listed_as(ProcKind::Compute));
         if is_client {
             for (c, v) in context.iter_mut().zip(u) {
                 *c += v;

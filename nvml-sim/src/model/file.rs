@@ -1,0 +1,639 @@
+//! The board file format: `boards/<key>.toml`, `[board.<key>]` and
+//! `[gpu.board]` in a scenario (README.md, "Boards"). Every key is
+//! optional in the file so that a board can start from another (`base`)
+//! and change only what differs; [`BoardFile::resolve`] then names what is
+//! still missing.
+
+// The keys carry their units (`total_mib`, `default_limit_w`), as the
+// file format does.
+#![allow(clippy::struct_field_names)]
+
+use super::{Engines, MigProfile, Model, PowerLimits};
+use crate::value::Val;
+use nvml_wrapper_sys::bindings as sys;
+use serde::{Deserialize, Serialize};
+
+include!(concat!(env!("OUT_DIR"), "/builtin_files.rs"));
+
+/// `NVML_BRAND_*` by the names board files use.
+const BRANDS: &[(&str, u32)] = &[
+    ("unknown", sys::nvmlBrandType_enum_NVML_BRAND_UNKNOWN),
+    ("quadro", sys::nvmlBrandType_enum_NVML_BRAND_QUADRO),
+    ("tesla", sys::nvmlBrandType_enum_NVML_BRAND_TESLA),
+    ("nvs", sys::nvmlBrandType_enum_NVML_BRAND_NVS),
+    ("grid", sys::nvmlBrandType_enum_NVML_BRAND_GRID),
+    ("geforce", sys::nvmlBrandType_enum_NVML_BRAND_GEFORCE),
+    ("titan", sys::nvmlBrandType_enum_NVML_BRAND_TITAN),
+    (
+        "nvidia-vapps",
+        sys::nvmlBrandType_enum_NVML_BRAND_NVIDIA_VAPPS,
+    ),
+    ("nvidia-vpc", sys::nvmlBrandType_enum_NVML_BRAND_NVIDIA_VPC),
+    ("nvidia-vcs", sys::nvmlBrandType_enum_NVML_BRAND_NVIDIA_VCS),
+    ("nvidia-vws", sys::nvmlBrandType_enum_NVML_BRAND_NVIDIA_VWS),
+    (
+        "nvidia-cloud-gaming",
+        sys::nvmlBrandType_enum_NVML_BRAND_NVIDIA_CLOUD_GAMING,
+    ),
+    ("quadro-rtx", sys::nvmlBrandType_enum_NVML_BRAND_QUADRO_RTX),
+    ("nvidia-rtx", sys::nvmlBrandType_enum_NVML_BRAND_NVIDIA_RTX),
+    ("nvidia", sys::nvmlBrandType_enum_NVML_BRAND_NVIDIA),
+    (
+        "geforce-rtx",
+        sys::nvmlBrandType_enum_NVML_BRAND_GEFORCE_RTX,
+    ),
+    ("titan-rtx", sys::nvmlBrandType_enum_NVML_BRAND_TITAN_RTX),
+];
+
+/// `NVML_DEVICE_ARCH_*`, with the compute capability a board of that
+/// architecture has unless its file says otherwise.
+const ARCHITECTURES: &[(&str, u32, (i32, i32))] = &[
+    ("kepler", sys::NVML_DEVICE_ARCH_KEPLER, (3, 5)),
+    ("maxwell", sys::NVML_DEVICE_ARCH_MAXWELL, (5, 2)),
+    ("pascal", sys::NVML_DEVICE_ARCH_PASCAL, (6, 0)),
+    ("volta", sys::NVML_DEVICE_ARCH_VOLTA, (7, 0)),
+    ("turing", sys::NVML_DEVICE_ARCH_TURING, (7, 5)),
+    ("ampere", sys::NVML_DEVICE_ARCH_AMPERE, (8, 0)),
+    ("ada", sys::NVML_DEVICE_ARCH_ADA, (8, 9)),
+    ("hopper", sys::NVML_DEVICE_ARCH_HOPPER, (9, 0)),
+    ("blackwell", sys::NVML_DEVICE_ARCH_BLACKWELL, (10, 0)),
+    ("unknown", sys::NVML_DEVICE_ARCH_UNKNOWN, (0, 0)),
+];
+
+/// `NVML_GPU_INSTANCE_PROFILE_*` by their nvml.h suffixes.
+const GI_PROFILES: &[(&str, u32)] = &[
+    ("1_SLICE", sys::NVML_GPU_INSTANCE_PROFILE_1_SLICE),
+    ("2_SLICE", sys::NVML_GPU_INSTANCE_PROFILE_2_SLICE),
+    ("3_SLICE", sys::NVML_GPU_INSTANCE_PROFILE_3_SLICE),
+    ("4_SLICE", sys::NVML_GPU_INSTANCE_PROFILE_4_SLICE),
+    ("7_SLICE", sys::NVML_GPU_INSTANCE_PROFILE_7_SLICE),
+    ("8_SLICE", sys::NVML_GPU_INSTANCE_PROFILE_8_SLICE),
+    ("6_SLICE", sys::NVML_GPU_INSTANCE_PROFILE_6_SLICE),
+    ("1_SLICE_REV1", sys::NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1),
+    ("2_SLICE_REV1", sys::NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1),
+    ("1_SLICE_REV2", sys::NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2),
+    ("1_SLICE_GFX", sys::NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX),
+    ("2_SLICE_GFX", sys::NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX),
+    ("4_SLICE_GFX", sys::NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX),
+    (
+        "1_SLICE_NO_ME",
+        sys::NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME,
+    ),
+    (
+        "2_SLICE_NO_ME",
+        sys::NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME,
+    ),
+    (
+        "1_SLICE_ALL_ME",
+        sys::NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME,
+    ),
+    (
+        "2_SLICE_ALL_ME",
+        sys::NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME,
+    ),
+];
+
+fn names<T>(table: &[(&str, T)]) -> String {
+    table.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+}
+
+/// A board file. `None` everywhere the file says nothing.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoardFile {
+    /// A built-in board (or one the scenario defines) this one starts from.
+    pub base: Option<String>,
+    pub name: Option<String>,
+    pub brand: Option<String>,
+    pub architecture: Option<String>,
+    pub cuda_compute_capability: Option<String>,
+    pub pci_device_id: Option<u32>,
+    pub pci_subsystem_id: Option<u32>,
+    pub board_part_number: Option<Val<String>>,
+    pub vbios_version: Option<Val<String>>,
+    pub inforom: Option<InforomSection>,
+    pub serial_number: Option<bool>,
+    pub display: Option<bool>,
+    pub sm_count: Option<u32>,
+    pub gpm: Option<bool>,
+    pub memory: Option<MemorySection>,
+    pub ecc: Option<EccSection>,
+    pub power: Option<PowerSection>,
+    pub clocks: Option<ClocksSection>,
+    pub thermal: Option<ThermalSection>,
+    pub pcie: Option<PcieSection>,
+    pub nvlink: Option<NvlinkSection>,
+    pub engines: Option<EnginesSection>,
+    pub mig: Option<MigSection>,
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InforomSection {
+    pub image: Option<Val<String>>,
+    pub oem: Option<Val<String>>,
+    pub ecc: Option<Val<String>>,
+    pub power: Option<Val<String>>,
+    pub den: Option<Val<String>>,
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySection {
+    pub total_mib: Option<u64>,
+    pub reserved_mib: Option<u64>,
+    pub bar1_mib: Option<u64>,
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EccSection {
+    pub supported: Option<bool>,
+    pub default: Option<bool>,
+    pub page_retirement: Option<bool>,
+    pub row_remapping: Option<bool>,
+    pub remapper_banks: Option<u32>,
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSection {
+    pub default_limit_w: Option<f64>,
+    pub min_limit_w: Option<f64>,
+    pub max_limit_w: Option<f64>,
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerSection {
+    pub default_limit_w: Option<f64>,
+    pub min_limit_w: Option<f64>,
+    pub max_limit_w: Option<f64>,
+    pub idle_w: Option<f64>,
+    /// `NVML_POWER_SCOPE_MODULE` (Grace superchips: GPU, CPU and memory).
+    pub module: Option<LimitsSection>,
+    /// `NVML_POWER_SCOPE_MEMORY`.
+    pub memory: Option<LimitsSection>,
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClocksSection {
+    pub max_graphics_mhz: Option<u32>,
+    pub max_sm_mhz: Option<u32>,
+    pub max_memory_mhz: Option<u32>,
+    pub max_video_mhz: Option<u32>,
+    pub busy_graphics_mhz: Option<u32>,
+    pub idle_graphics_mhz: Option<u32>,
+    pub idle_memory_mhz: Option<u32>,
+    pub idle_video_mhz: Option<u32>,
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThermalSection {
+    pub shutdown_c: Option<Val<u32>>,
+    pub slowdown_c: Option<Val<u32>>,
+    pub gpu_max_c: Option<Val<u32>>,
+    pub memory_max_c: Option<Val<u32>>,
+    pub tlimit: Option<bool>,
+    /// The thresholds as T.Limit margins, where a capture prints only
+    /// those (Hopper and Blackwell on recent drivers); default: derived
+    /// from the absolute ones.
+    pub shutdown_tlimit_c: Option<Val<i32>>,
+    pub slowdown_tlimit_c: Option<Val<i32>>,
+    pub memory_max_tlimit_c: Option<Val<i32>>,
+    pub gpu_max_tlimit_c: Option<Val<i32>>,
+    pub fans: Option<u32>,
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcieSection {
+    pub generation: Option<u32>,
+    pub width: Option<u32>,
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvlinkSection {
+    pub links: Option<u32>,
+    pub speed_mbps: Option<u32>,
+    pub version: Option<u32>,
+    pub fabric: Option<bool>,
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnginesSection {
+    pub encoders: Option<u32>,
+    pub decoders: Option<u32>,
+    pub jpegs: Option<u32>,
+    pub ofas: Option<u32>,
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigSection {
+    pub compute_slices: Option<u32>,
+    pub memory_slices: Option<u32>,
+    pub exclusions: Option<Vec<[String; 2]>>,
+    pub profile: Option<Vec<ProfileEntry>>,
+}
+
+/// One `[[mig.profile]]`: every key required (a profile list replaces the
+/// base board's whole list).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileEntry {
+    pub name: String,
+    pub profile: String,
+    pub id: u32,
+    pub slices: u32,
+    pub memory_slices: u32,
+    pub instances: u32,
+    pub placements: Vec<u32>,
+    pub gpu_instance_ids: Option<Vec<u32>>,
+    pub memory_mib: u64,
+    pub sm_count: u32,
+    pub copy_engines: u32,
+    pub decoders: u32,
+    #[serde(default)]
+    pub encoders: u32,
+    pub jpegs: u32,
+    pub ofas: u32,
+}
+
+/// Deep merge: `over`'s keys replace `base`'s; tables merge key by key,
+/// anything else (arrays included) is replaced whole.
+pub fn merge_tables(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge_tables(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+fn mw(w: f64, what: &str) -> Result<u32, String> {
+    if !(0.0..=100_000.0).contains(&w) {
+        return Err(format!("{what} = {w} W is outside 0..=100000"));
+    }
+    Ok((w * 1000.0).round() as u32)
+}
+
+fn limits(l: &LimitsSection, scope: &str) -> Result<PowerLimits, String> {
+    let default = l
+        .default_limit_w
+        .ok_or_else(|| format!("power.{scope}.default_limit_w is missing"))?;
+    let default_mw = mw(default, &format!("power.{scope}.default_limit_w"))?;
+    Ok(PowerLimits {
+        default_mw,
+        min_mw: l
+            .min_limit_w
+            .map_or(Ok(default_mw), |w| mw(w, "min_limit_w"))?,
+        max_mw: l
+            .max_limit_w
+            .map_or(Ok(default_mw), |w| mw(w, "max_limit_w"))?,
+    })
+}
+
+fn text(v: &Option<Val<String>>) -> Option<String> {
+    v.as_ref().and_then(|v| v.as_ref()).cloned()
+}
+
+impl BoardFile {
+    /// The board this file describes, or what is missing or wrong.
+    pub fn resolve(&self, key: &str) -> Result<Model, String> {
+        let need = |v: Option<&str>, what: &str| {
+            v.map(str::to_string)
+                .ok_or_else(|| format!("board `{key}` has no `{what}`"))
+        };
+        let name = need(self.name.as_deref(), "name")?;
+        let brand_name = need(self.brand.as_deref(), "brand")?;
+        let brand = BRANDS
+            .iter()
+            .find(|(n, _)| *n == brand_name)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| format!("unknown brand `{brand_name}` (known: {})", names(BRANDS)))?;
+        let arch_name = need(self.architecture.as_deref(), "architecture")?;
+        let (arch, default_cc) = ARCHITECTURES
+            .iter()
+            .find(|(n, ..)| *n == arch_name)
+            .map(|(_, a, cc)| (*a, *cc))
+            .ok_or_else(|| {
+                format!(
+                    "unknown architecture `{arch_name}` (known: {})",
+                    ARCHITECTURES
+                        .iter()
+                        .map(|(n, ..)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?;
+        let cuda_cc = match &self.cuda_compute_capability {
+            None => default_cc,
+            Some(t) => {
+                let bad = || format!("cuda_compute_capability `{t}` is not MAJOR.MINOR");
+                let (a, b) = t.split_once('.').ok_or_else(bad)?;
+                (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?)
+            }
+        };
+        let after_ada =
+            |a: u32| a != sys::NVML_DEVICE_ARCH_UNKNOWN && a >= sys::NVML_DEVICE_ARCH_ADA;
+        let memory = self.memory.clone().unwrap_or_default();
+        let memory_mib = memory
+            .total_mib
+            .ok_or_else(|| format!("board `{key}` has no `memory.total_mib`"))?;
+        let reserved_mib = memory.reserved_mib.unwrap_or(0);
+        if reserved_mib >= memory_mib || memory_mib > 1 << 30 {
+            return Err(format!(
+                "memory: reserved_mib {reserved_mib} must be below total_mib {memory_mib} (at most 1 PiB)"
+            ));
+        }
+        let ecc = self.ecc.clone().unwrap_or_default();
+        let ecc_supported = ecc.supported.unwrap_or(false);
+        let row_remapping = ecc.row_remapping.unwrap_or(false);
+        let power = self.power.clone().unwrap_or_default();
+        let gpu_limits = limits(
+            &LimitsSection {
+                default_limit_w: power.default_limit_w,
+                min_limit_w: power.min_limit_w,
+                max_limit_w: power.max_limit_w,
+            },
+            "gpu",
+        )
+        .map_err(|e| e.replace("power.gpu.", "power."))?;
+        let power_idle_mw = power
+            .idle_w
+            .map_or(Ok(gpu_limits.default_mw / 10), |w| mw(w, "power.idle_w"))?;
+        if power_idle_mw > gpu_limits.default_mw || gpu_limits.min_mw > gpu_limits.max_mw {
+            return Err(format!(
+                "power: want idle_w <= default_limit_w and min_limit_w <= max_limit_w (board `{key}`)"
+            ));
+        }
+        let clocks = self.clocks.clone().unwrap_or_default();
+        let max_graphics_mhz = clocks
+            .max_graphics_mhz
+            .ok_or_else(|| format!("board `{key}` has no `clocks.max_graphics_mhz`"))?;
+        let max_mem_mhz = clocks
+            .max_memory_mhz
+            .ok_or_else(|| format!("board `{key}` has no `clocks.max_memory_mhz`"))?;
+        let thermal = self.thermal.clone().unwrap_or_default();
+        let threshold = |v: &Option<Val<u32>>| v.as_ref().and_then(Val::get);
+        let pcie = self.pcie.clone().unwrap_or_default();
+        let pcie_gen = pcie
+            .generation
+            .ok_or_else(|| format!("board `{key}` has no `pcie.generation`"))?;
+        let pcie_width = pcie
+            .width
+            .ok_or_else(|| format!("board `{key}` has no `pcie.width`"))?;
+        if !(1..=6).contains(&pcie_gen) || !matches!(pcie_width, 1 | 2 | 4 | 8 | 16 | 32) {
+            return Err(format!(
+                "pcie: generation {pcie_gen} / width {pcie_width}: want 1..=6 and 1, 2, 4, 8, 16 or 32 lanes"
+            ));
+        }
+        let nvlink = self.nvlink.clone().unwrap_or_default();
+        let nvlinks = nvlink.links.unwrap_or(0);
+        if nvlinks > 36 {
+            return Err(format!("nvlink.links = {nvlinks}: at most 36"));
+        }
+        let engines = self.engines.clone().unwrap_or_default();
+        let mig = self.mig.clone().unwrap_or_default();
+        let mig_compute_slices = mig.compute_slices.unwrap_or(7);
+        let mig_memory_slices = mig.memory_slices.unwrap_or(8);
+        if !(1..=8).contains(&mig_compute_slices) || !(1..=8).contains(&mig_memory_slices) {
+            return Err("mig: compute_slices and memory_slices must be 1..=8".into());
+        }
+        let mut mig_profiles = Vec::new();
+        for p in mig.profile.clone().unwrap_or_default() {
+            let profile_index = GI_PROFILES
+                .iter()
+                .find(|(n, _)| *n == p.profile)
+                .map(|(_, v)| *v)
+                .ok_or_else(|| {
+                    format!(
+                        "MIG profile `{}`: unknown profile `{}` (known: {})",
+                        p.name,
+                        p.profile,
+                        names(GI_PROFILES)
+                    )
+                })?;
+            let fits = p.slices >= 1
+                && p.slices <= mig_compute_slices
+                && p.memory_slices >= 1
+                && p.placements
+                    .iter()
+                    .all(|s| s + p.memory_slices <= mig_memory_slices)
+                && !p.placements.is_empty();
+            if !fits {
+                return Err(format!(
+                    "MIG profile `{}`: {} compute slices, {} memory slices at {:?} do not fit a GPU of {mig_compute_slices} and {mig_memory_slices}",
+                    p.name, p.slices, p.memory_slices, p.placements
+                ));
+            }
+            if let Some(ids) = &p.gpu_instance_ids {
+                if ids.len() != p.placements.len() {
+                    return Err(format!(
+                        "MIG profile `{}`: gpu_instance_ids needs one id per placement",
+                        p.name
+                    ));
+                }
+            }
+            mig_profiles.push(MigProfile {
+                name: p.name,
+                profile_index,
+                id: p.id,
+                slices: p.slices,
+                mem_slices: p.memory_slices,
+                instance_count: p.instances,
+                starts: p.placements,
+                gpu_instance_ids: p.gpu_instance_ids,
+                memory_mib: p.memory_mib,
+                sm_count: p.sm_count,
+                copy_engines: p.copy_engines,
+                decoders: p.decoders,
+                encoders: p.encoders,
+                jpegs: p.jpegs,
+                ofas: p.ofas,
+            });
+        }
+        let inforom = self.inforom.clone().unwrap_or_default();
+        Ok(Model {
+            key: key.to_string(),
+            name,
+            brand,
+            arch,
+            cuda_cc,
+            pci_device_id: self.pci_device_id.unwrap_or(0),
+            pci_subsystem_id: self.pci_subsystem_id.unwrap_or(0),
+            board_part: text(&self.board_part_number),
+            vbios: text(&self.vbios_version),
+            inforom: [
+                text(&inforom.oem),
+                text(&inforom.ecc),
+                text(&inforom.power),
+                text(&inforom.den),
+            ],
+            has_serial: self.serial_number.unwrap_or(true),
+            memory_mib,
+            reserved_mib,
+            bar1_mib: memory.bar1_mib.unwrap_or(256),
+            power_default_mw: gpu_limits.default_mw,
+            power_min_mw: gpu_limits.min_mw,
+            power_max_mw: gpu_limits.max_mw,
+            power_idle_mw,
+            module_power: power
+                .module
+                .as_ref()
+                .map(|l| limits(l, "module"))
+                .transpose()?,
+            memory_power: power
+                .memory
+                .as_ref()
+                .map(|l| limits(l, "memory"))
+                .transpose()?,
+            max_graphics_mhz,
+            max_sm_mhz: clocks.max_sm_mhz.unwrap_or(max_graphics_mhz),
+            max_mem_mhz,
+            max_video_mhz: clocks.max_video_mhz.unwrap_or(max_graphics_mhz),
+            busy_graphics_mhz: clocks.busy_graphics_mhz.unwrap_or(max_graphics_mhz),
+            idle_graphics_mhz: clocks
+                .idle_graphics_mhz
+                .unwrap_or(max_graphics_mhz.min(210)),
+            idle_mem_mhz: clocks.idle_memory_mhz.unwrap_or(max_mem_mhz),
+            idle_video_mhz: clocks
+                .idle_video_mhz
+                .unwrap_or(clocks.max_video_mhz.unwrap_or(max_graphics_mhz) / 2),
+            temp_shutdown: threshold(&thermal.shutdown_c),
+            temp_slowdown: threshold(&thermal.slowdown_c),
+            temp_gpu_max: threshold(&thermal.gpu_max_c),
+            temp_mem_max: threshold(&thermal.memory_max_c),
+            tlimit_margins: {
+                let temp_gpu_max = threshold(&thermal.gpu_max_c);
+                let explicit = [
+                    &thermal.shutdown_tlimit_c,
+                    &thermal.slowdown_tlimit_c,
+                    &thermal.memory_max_tlimit_c,
+                    &thermal.gpu_max_tlimit_c,
+                ];
+                let tlimit = thermal
+                    .tlimit
+                    .unwrap_or(after_ada(arch) || explicit.iter().any(|e| e.is_some()));
+                let derived = [
+                    threshold(&thermal.shutdown_c),
+                    threshold(&thermal.slowdown_c),
+                    None,
+                    temp_gpu_max,
+                ]
+                .map(|abs| Some(temp_gpu_max? as i32 - abs? as i32));
+                let mut margins = [None; 4];
+                for (i, m) in margins.iter_mut().enumerate() {
+                    *m = match explicit[i] {
+                        Some(v) => v.get(),
+                        None if !tlimit => None,
+                        // The memory margin is to the memory's own maximum.
+                        None if i == 2 => threshold(&thermal.memory_max_c).map(|_| 0),
+                        None => derived[i],
+                    };
+                }
+                margins
+            },
+            fans: thermal.fans.unwrap_or(0),
+            pcie_gen,
+            pcie_width,
+            nvlinks,
+            nvlink_mbps: nvlink.speed_mbps.unwrap_or(0),
+            nvlink_version: nvlink.version.unwrap_or(0),
+            nvswitch: nvlink.fabric.unwrap_or(
+                arch != sys::NVML_DEVICE_ARCH_UNKNOWN
+                    && arch >= sys::NVML_DEVICE_ARCH_HOPPER
+                    && nvlinks > 0,
+            ),
+            ecc: ecc_supported,
+            ecc_default: ecc.default.unwrap_or(ecc_supported),
+            page_retirement: ecc.page_retirement.unwrap_or(false),
+            row_remapping,
+            remapper_banks: if row_remapping {
+                ecc.remapper_banks.unwrap_or(0)
+            } else {
+                0
+            },
+            mig_compute_slices,
+            mig_memory_slices,
+            mig_profiles,
+            mig_exclusions: mig
+                .exclusions
+                .unwrap_or_default()
+                .into_iter()
+                .map(|[a, b]| (a, b))
+                .collect(),
+            gpm: self.gpm.unwrap_or(
+                arch != sys::NVML_DEVICE_ARCH_UNKNOWN && arch >= sys::NVML_DEVICE_ARCH_HOPPER,
+            ),
+            display_capable: self.display.unwrap_or(false),
+            sm_count: self.sm_count.unwrap_or(0),
+            engines: Engines {
+                encoders: engines.encoders.unwrap_or(0),
+                decoders: engines.decoders.unwrap_or(0),
+                jpegs: engines.jpegs.unwrap_or(0),
+                ofas: engines.ofas.unwrap_or(0),
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_board_starts_from_another_and_changes_what_differs() {
+        let base = BUILTIN_BOARDS
+            .iter()
+            .find(|(k, _)| *k == "h100-sxm5-80gb")
+            .unwrap()
+            .1;
+        let mut table: toml::Table = toml::from_str(base).unwrap();
+        let over: toml::Table = toml::from_str(
+            "name = \"NVIDIA H100 NVL\"\n[memory]\ntotal_mib = 95830\n[thermal]\nmemory_max_c = \"N/A\"\n",
+        )
+        .unwrap();
+        merge_tables(&mut table, over);
+        let file: BoardFile = toml::Value::Table(table).try_into().unwrap();
+        let m = file.resolve("h100-nvl").unwrap();
+        assert_eq!(m.name, "NVIDIA H100 NVL");
+        assert_eq!(m.memory_mib, 95830);
+        assert_eq!(m.bar1_mib, 131_072, "kept from the base");
+        assert_eq!(m.temp_mem_max, None);
+        assert_eq!(m.mig_profiles.len(), 6);
+    }
+
+    #[test]
+    fn a_file_round_trips_through_a_table() {
+        // What merging relies on: a parsed file serializes back to the
+        // same keys, absent ones left out.
+        for (key, text) in BUILTIN_BOARDS {
+            let file: BoardFile = toml::from_str(text).unwrap();
+            let again: BoardFile = toml::Value::try_from(&file).unwrap().try_into().unwrap();
+            assert_eq!(file.resolve(key).unwrap(), again.resolve(key).unwrap());
+        }
+    }
+
+    #[test]
+    fn missing_and_wrong_keys_are_named() {
+        let file: BoardFile =
+            toml::from_str("name = \"x\"\nbrand = \"nvidia\"\narchitecture = \"hopper\"\n")
+                .unwrap();
+        assert!(file.resolve("x").unwrap_err().contains("memory.total_mib"));
+        let file: BoardFile = toml::from_str("brand = \"nvidea\"\nname = \"x\"\n").unwrap();
+        assert!(file
+            .resolve("x")
+            .unwrap_err()
+            .contains("unknown brand `nvidea`"));
+        let e = toml::from_str::<BoardFile>("[memory]\ntotal = 3\n").unwrap_err();
+        assert!(e.message().contains("unknown field `total`"), "{e}");
+    }
+}

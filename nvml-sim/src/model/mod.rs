@@ -1,0 +1,433 @@
+//! The GPU boards the simulator can present. A board is data: the built-in
+//! ones are the TOML files in `boards/` (one per board, compiled in; adding
+//! a board is adding a file), and a scenario can describe its own in the
+//! same keys (`file.rs` reads them). Numbers come from NVIDIA's product
+//! briefs, real `nvidia-smi -q` captures of the boards and the MIG user
+//! guide (profile tables and placements). They are fixed per board; what
+//! moves over time lives in `fleet`.
+
+mod file;
+
+pub use file::{merge_tables, BoardFile, BUILTIN_BOARDS, BUILTIN_SCENARIOS};
+
+use nvml_wrapper_sys::bindings as sys;
+use std::sync::{Arc, OnceLock};
+
+/// One GPU instance profile of a MIG-capable board (MIG user guide,
+/// "Supported MIG Profiles"; NVML `nvmlGpuInstanceProfileInfo_v2_t`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MigProfile {
+    /// Short name as NVML and nvidia-smi print it, e.g. `1g.10gb`.
+    pub name: String,
+    /// `NVML_GPU_INSTANCE_PROFILE_*` index used by `nvmlDeviceGetGpuInstanceProfileInfo`.
+    pub profile_index: u32,
+    /// Profile id as reported in the info struct (19 for 1g.10gb, ...).
+    pub id: u32,
+    /// Compute slices (of the board's `mig_compute_slices`).
+    pub slices: u32,
+    /// Memory slices (of the board's `mig_memory_slices`); placements are in these units.
+    pub mem_slices: u32,
+    /// How many instances of this profile fit on one GPU.
+    pub instance_count: u32,
+    /// Valid placement starts (in memory slices).
+    pub starts: Vec<u32>,
+    /// The GPU instance id the driver gives each placement, if the board
+    /// says (else the A100/H100 rule of [`MigProfile::instance_id_for`]).
+    pub gpu_instance_ids: Option<Vec<u32>>,
+    pub memory_mib: u64,
+    pub sm_count: u32,
+    pub copy_engines: u32,
+    pub decoders: u32,
+    pub encoders: u32,
+    pub jpegs: u32,
+    pub ofas: u32,
+}
+
+impl MigProfile {
+    /// GPU instance id a real driver hands out for this placement: ids are a
+    /// function of the placement (7x1g gives 7..13, 3g at 0/4 gives 1/2, ...).
+    pub fn instance_id_for(&self, start: u32) -> u32 {
+        if let Some(ids) = &self.gpu_instance_ids {
+            if let Some(i) = self.starts.iter().position(|&s| s == start) {
+                return ids[i];
+            }
+        }
+        match self.slices {
+            7 => 0,
+            4 => 1,
+            3 => 1 + start / 4,
+            2 => 3 + start / 2,
+            _ if self.mem_slices == 2 => 3 + start / 2,
+            _ => 7 + start,
+        }
+    }
+
+    /// `NVML_COMPUTE_INSTANCE_PROFILE_*` index of the compute instance that
+    /// spans the whole GPU instance.
+    pub fn full_ci_profile_index(&self) -> u32 {
+        ci_profile_index(self.slices)
+    }
+}
+
+/// `NVML_COMPUTE_INSTANCE_PROFILE_*` index of a compute instance of `slices`.
+pub fn ci_profile_index(slices: u32) -> u32 {
+    match slices {
+        1 => sys::NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE,
+        2 => sys::NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE,
+        3 => sys::NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE,
+        4 => sys::NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE,
+        6 => sys::NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE,
+        8 => sys::NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE,
+        _ => sys::NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE,
+    }
+}
+
+/// Power limits of one scope, milliwatts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PowerLimits {
+    pub default_mw: u32,
+    pub min_mw: u32,
+    pub max_mw: u32,
+}
+
+/// Engine counts of the whole GPU (`[engines]` of a board file).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Engines {
+    pub encoders: u32,
+    pub decoders: u32,
+    pub jpegs: u32,
+    pub ofas: u32,
+}
+
+/// A board, resolved: every key of its file checked and converted to the
+/// units NVML answers in. `None` where the board does not support a query
+/// (NOT_SUPPORTED).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Model {
+    /// The name scenarios use for it (`model = "h100-sxm5-80gb"`).
+    pub key: String,
+    pub name: String,
+    pub brand: u32,
+    pub arch: u32,
+    pub cuda_cc: (i32, i32),
+    pub pci_device_id: u32,
+    pub pci_subsystem_id: u32,
+    pub board_part: Option<String>,
+    pub vbios: Option<String>,
+    /// `nvmlDeviceGetInforomVersion` per `nvmlInforomObject_t` (OEM, ECC,
+    /// power, DEN).
+    pub inforom: [Option<String>; 4],
+    /// The board has an inforom serial number (`nvmlDeviceGetSerial`).
+    pub has_serial: bool,
+    pub memory_mib: u64,
+    /// Reserved by the driver and firmware, reported apart by memory info v2.
+    pub reserved_mib: u64,
+    pub bar1_mib: u64,
+    pub power_default_mw: u32,
+    pub power_min_mw: u32,
+    pub power_max_mw: u32,
+    pub power_idle_mw: u32,
+    /// `NVML_POWER_SCOPE_MODULE` (Grace superchips) and `_MEMORY` limits.
+    pub module_power: Option<PowerLimits>,
+    pub memory_power: Option<PowerLimits>,
+    pub max_graphics_mhz: u32,
+    pub max_sm_mhz: u32,
+    pub max_mem_mhz: u32,
+    pub max_video_mhz: u32,
+    pub busy_graphics_mhz: u32,
+    pub idle_graphics_mhz: u32,
+    pub idle_mem_mhz: u32,
+    pub idle_video_mhz: u32,
+    pub temp_shutdown: Option<u32>,
+    pub temp_slowdown: Option<u32>,
+    pub temp_gpu_max: Option<u32>,
+    /// `None` where the board has no HBM temperature sensor.
+    pub temp_mem_max: Option<u32>,
+    /// The thresholds as signed T.Limit margins (fields 193-196: shutdown,
+    /// slowdown, memory max, GPU max), as Ada and newer boards serve them;
+    /// `None` where not supported.
+    pub tlimit_margins: [Option<i32>; 4],
+    pub fans: u32,
+    pub pcie_gen: u32,
+    pub pcie_width: u32,
+    pub nvlinks: u32,
+    /// Per-link NVLink line rate in Mbps (`NVML_FI_DEV_NVLINK_SPEED_MBPS_*`).
+    pub nvlink_mbps: u32,
+    /// What `NVML_FI_DEV_NVLINK_GET_VERSION` answers.
+    pub nvlink_version: u32,
+    /// The board registers with an NVSwitch fabric manager
+    /// (`nvmlDeviceGetGpuFabricInfo`).
+    pub nvswitch: bool,
+    pub ecc: bool,
+    /// ECC mode out of the factory (`nvmlDeviceGetDefaultEccMode`).
+    pub ecc_default: bool,
+    /// Page retirement (Kepler..Volta) versus row remapping (Ampere and newer).
+    pub page_retirement: bool,
+    pub row_remapping: bool,
+    /// Memory banks in the row remapper histogram (0 without row remapping).
+    pub remapper_banks: u32,
+    /// MIG geometry: compute and memory slices of the whole GPU.
+    pub mig_compute_slices: u32,
+    pub mig_memory_slices: u32,
+    pub mig_profiles: Vec<MigProfile>,
+    /// Profile pairs that cannot coexist on one GPU although slices would
+    /// allow it (MIG user guide, A100 40GB: 4g.20gb + 3g.20gb is not a valid layout).
+    pub mig_exclusions: Vec<(String, String)>,
+    pub gpm: bool,
+    pub display_capable: bool,
+    pub sm_count: u32,
+    pub engines: Engines,
+}
+
+/// The built-in boards, read once from `boards/` (the unit tests prove each
+/// one reads).
+pub fn builtins() -> &'static [Arc<Model>] {
+    static BOARDS: OnceLock<Vec<Arc<Model>>> = OnceLock::new();
+    BOARDS.get_or_init(|| {
+        BUILTIN_BOARDS
+            .iter()
+            .map(|(key, text)| {
+                let file: BoardFile = toml::from_str(text)
+                    .unwrap_or_else(|e| panic!("boards/{key}.toml: {}", e.message()));
+                Arc::new(
+                    file.resolve(key)
+                        .unwrap_or_else(|e| panic!("boards/{key}.toml: {e}")),
+                )
+            })
+            .collect()
+    })
+}
+
+pub fn model_by_key(key: &str) -> Option<Arc<Model>> {
+    builtins().iter().find(|m| m.key == key).cloned()
+}
+
+/// The built-in boards' keys, for error messages.
+pub fn builtin_keys() -> String {
+    builtins()
+        .iter()
+        .map(|m| m.key.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Model {
+    /// Boards that register with an NVSwitch fabric manager answer
+    /// `nvmlDeviceGetGpuFabricInfo`.
+    pub fn nvswitch_fabric(&self) -> bool {
+        self.nvswitch
+    }
+
+    pub fn mig_capable(&self) -> bool {
+        !self.mig_profiles.is_empty()
+    }
+
+    pub fn profile_by_name(&self, name: &str) -> Option<&MigProfile> {
+        self.mig_profiles.iter().find(|p| p.name == name)
+    }
+
+    pub fn profile_by_index(&self, index: u32) -> Option<&MigProfile> {
+        self.mig_profiles.iter().find(|p| p.profile_index == index)
+    }
+
+    pub fn profile_by_id(&self, id: u32) -> Option<&MigProfile> {
+        self.mig_profiles.iter().find(|p| p.id == id)
+    }
+
+    /// Slowdown temperature, or the nearest a board without one would slow
+    /// down at (for the thermal-throttle physics).
+    pub fn slowdown_c(&self) -> u32 {
+        self.temp_slowdown
+            .or(self.temp_gpu_max.map(|t| t + 2))
+            .unwrap_or(90)
+    }
+
+    /// The maximum operating temperature T.Limit margins count from: the
+    /// absolute one, or the slowdown threshold less its margin.
+    pub fn tlimit_c(&self) -> Option<u32> {
+        self.temp_gpu_max.or_else(|| {
+            let slowdown_margin = self.tlimit_margins[1]?;
+            Some((self.temp_slowdown? as i32 + slowdown_margin) as u32)
+        })
+    }
+}
+
+fn placed_names(placed: &[(MigProfile, u32)]) -> Vec<&str> {
+    placed.iter().map(|(p, _)| p.name.as_str()).collect()
+}
+
+/// A GPU instance to place: a profile, and where the scenario put it
+/// (`None`: where `nvidia-smi mig -cgi` would, the first free start).
+pub struct Placement<'a> {
+    pub profile: &'a str,
+    pub start: Option<u32>,
+}
+
+/// Chooses placements for a list of profiles the way `nvidia-smi mig -cgi`
+/// does when no placement is given: first free start, in list order.
+/// Errors name the profile that does not fit.
+pub fn place_layout(model: &Model, names: &[String]) -> Result<Vec<(MigProfile, u32)>, String> {
+    let wanted: Vec<Placement> = names
+        .iter()
+        .map(|n| Placement {
+            profile: n,
+            start: None,
+        })
+        .collect();
+    place(model, &wanted)
+}
+
+/// [`place_layout`] with placements the scenario may fix: a fixed start
+/// must be one of the profile's valid placements and free.
+pub fn place(model: &Model, wanted: &[Placement]) -> Result<Vec<(MigProfile, u32)>, String> {
+    let mut used_mem = vec![false; model.mig_memory_slices as usize];
+    let mut used_slices = 0;
+    let mut out: Vec<(MigProfile, u32)> = Vec::new();
+    for w in wanted {
+        let name = w.profile;
+        let profile = model.profile_by_name(name).ok_or_else(|| {
+            let known: Vec<&str> = model.mig_profiles.iter().map(|p| p.name.as_str()).collect();
+            if known.is_empty() {
+                format!("{} does not support MIG", model.name)
+            } else {
+                format!(
+                    "unknown MIG profile `{name}` for {} (known: {})",
+                    model.name,
+                    known.join(", ")
+                )
+            }
+        })?;
+        if let Some((a, b)) = model.mig_exclusions.iter().find(|(a, b)| {
+            (profile.name == *a && placed_names(&out).contains(&b.as_str()))
+                || (profile.name == *b && placed_names(&out).contains(&a.as_str()))
+        }) {
+            return Err(format!(
+                "MIG profiles `{a}` and `{b}` cannot share a {} (not a valid MIG layout)",
+                model.name
+            ));
+        }
+        if used_slices + profile.slices > model.mig_compute_slices {
+            return Err(format!(
+                "MIG profile `{name}` does not fit: compute slices exhausted ({} per GPU)",
+                model.mig_compute_slices
+            ));
+        }
+        let free = |s: u32| {
+            (s..s + profile.mem_slices).all(|m| used_mem.get(m as usize).is_some_and(|u| !u))
+        };
+        let start = match w.start {
+            Some(s) => {
+                if !profile.starts.contains(&s) {
+                    return Err(format!(
+                        "MIG profile `{name}` cannot start at memory slice {s} (valid: {:?})",
+                        profile.starts
+                    ));
+                }
+                if !free(s) {
+                    return Err(format!(
+                        "MIG profile `{name}` at memory slice {s} overlaps another GPU instance"
+                    ));
+                }
+                s
+            }
+            None => profile
+                .starts
+                .iter()
+                .copied()
+                .find(|&s| free(s))
+                .ok_or_else(|| {
+                    format!("MIG profile `{name}` does not fit: no free placement left on the GPU")
+                })?,
+        };
+        for m in start..start + profile.mem_slices {
+            used_mem[m as usize] = true;
+        }
+        used_slices += profile.slices;
+        out.push((profile.clone(), start));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_board_reads() {
+        assert!(builtins().len() >= 5);
+        for m in builtins() {
+            assert!(!m.name.is_empty(), "{}", m.key);
+            assert!(m.reserved_mib < m.memory_mib, "{}", m.key);
+            for p in &m.mig_profiles {
+                assert!(p.slices <= m.mig_compute_slices, "{} {}", m.key, p.name);
+                for s in &p.starts {
+                    assert!(
+                        s + p.mem_slices <= m.mig_memory_slices,
+                        "{} {}",
+                        m.key,
+                        p.name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn layouts_follow_profile_tables() {
+        let h100 = model_by_key("h100-sxm5-80gb").unwrap();
+        let h100 = &*h100;
+        let seven: Vec<String> = (0..7).map(|_| "1g.10gb".to_string()).collect();
+        let placed = place_layout(h100, &seven).unwrap();
+        let ids: Vec<u32> = placed.iter().map(|(p, s)| p.instance_id_for(*s)).collect();
+        assert_eq!(ids, vec![7, 8, 9, 10, 11, 12, 13]);
+        let mut eight = seven.clone();
+        eight.push("1g.10gb".into());
+        assert!(place_layout(h100, &eight).is_err());
+        let mixed: Vec<String> = ["3g.40gb", "2g.20gb", "1g.10gb"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let placed = place_layout(h100, &mixed).unwrap();
+        assert_eq!(
+            placed.iter().map(|(_, s)| *s).collect::<Vec<_>>(),
+            vec![0, 4, 6]
+        );
+        let bad: Vec<String> = ["4g.40gb", "4g.40gb"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(place_layout(h100, &bad).is_err());
+        assert!(place_layout(h100, &["2g.10gb".to_string()])
+            .unwrap_err()
+            .contains("unknown MIG profile"));
+        // Placements a real driver chose (the H100 MIG capture: 2g at 0, 1g
+        // at 2 and 3, 3g at 4) and their GPU instance ids.
+        let fixed = [
+            ("3g.40gb", 4),
+            ("2g.20gb", 0),
+            ("1g.10gb", 2),
+            ("1g.10gb", 3),
+        ];
+        let wanted: Vec<Placement> = fixed
+            .iter()
+            .map(|(p, s)| Placement {
+                profile: p,
+                start: Some(*s),
+            })
+            .collect();
+        let placed = place(h100, &wanted).unwrap();
+        let ids: Vec<u32> = placed.iter().map(|(p, s)| p.instance_id_for(*s)).collect();
+        assert_eq!(ids, vec![2, 3, 9, 10]);
+        let clash = [
+            Placement {
+                profile: "2g.20gb",
+                start: Some(0),
+            },
+            Placement {
+                profile: "1g.10gb",
+                start: Some(1),
+            },
+        ];
+        assert!(place(h100, &clash).unwrap_err().contains("overlaps"));
+    }
+}

@@ -1,0 +1,897 @@
+//! Scenario files: the fleet a simulated driver presents and the faults it
+//! plays back over time. The built-in scenarios are TOML files in
+//! `scenarios/`, compiled in, so they double as examples of the format.
+//! What one `[[gpu]]` table may say is `gpu.rs`'s; boards are `model`'s.
+
+mod gpu;
+
+pub use gpu::{
+    CiSpec, Counters, GpuSpec, Identity, MigSpec, ProcSpec, Readings, RemapSpec, RetiredSpec,
+    Settings, SramCounts,
+};
+
+use crate::fault::Fault;
+use crate::identity::{self, PciAddr};
+use crate::model::{self, BoardFile, Model};
+use crate::value::Val;
+use gpu::RawGpu;
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The files of `scenarios/`, by name (compiled in by build.rs: adding a
+/// scenario is adding a file).
+pub use crate::model::BUILTIN_SCENARIOS as BUILTINS;
+
+pub const DEFAULT: &str = "dgx-h100";
+
+/// A scenario after validation: every name resolved, every layout placed.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub gpus: Vec<GpuSpec>,
+    /// Sorted by time.
+    pub timeline: Vec<(f64, Fault)>,
+    /// The driver version claimed (`driver.rs`); `None`: the default branch.
+    pub driver: Option<String>,
+    /// Whether the calling process holds the privileges NVML wants for
+    /// MIG instance-scoped events and parent-handle aggregates (root,
+    /// `CAP_SYS_ADMIN` or the `mig/monitor` capability device).
+    pub privileged: bool,
+    /// GPU indexes whose handles answer `NVML_ERROR_NO_PERMISSION` (a
+    /// device node the container may not open).
+    pub denied: Vec<u32>,
+    /// The caller shares the host's PID namespace; `false` (a container
+    /// without hostPID) makes `nvmlSystemGetProcessName` answer NOT_FOUND.
+    pub host_pid_namespace: bool,
+    /// What `nvmlGpmMetricsGet` answers for decoder, JPEG and OFA ids past
+    /// the engines a GPU (instance) has: `false`, 0 with SUCCESS; `true`,
+    /// NOT_SUPPORTED (scenario `gpm_absent_engines`). NVIDIA does not
+    /// document which; the exporter must be right either way.
+    pub gpm_absent_engines_unsupported: bool,
+    /// What the loader changed to make the fleet consistent (identifiers
+    /// given twice), for `nvml-sim check` and the library to report.
+    pub warnings: Vec<ScenarioError>,
+}
+
+/// The identifiers a `[[gpu]]` table gives, before derivation and
+/// de-duplication over the whole fleet.
+#[derive(Debug, Clone, Default)]
+pub struct IdentityGiven {
+    pub uuid: Option<String>,
+    pub serial: Option<Val<String>>,
+    pub pci: Option<PciAddr>,
+    pub minor: Option<Val<u32>>,
+    /// Where the table is, for warnings (`None`: a base scenario's GPU).
+    pub offset: Option<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ScenarioError {
+    pub source: String,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl ScenarioError {
+    /// `file:line: warning: message`, as a warning is printed.
+    pub fn as_warning(&self) -> String {
+        match self.line {
+            Some(line) => format!("{}:{line}: warning: {}", self.source, self.message),
+            None => format!("{}: warning: {}", self.source, self.message),
+        }
+    }
+}
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{}: {}", self.source, line, self.message),
+            None => write!(f, "{}: {}", self.source, self.message),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: Option<String>,
+    #[allow(dead_code)]
+    description: Option<String>,
+    /// Another scenario (built-in name) whose GPUs this one starts from.
+    base: Option<toml::Spanned<String>>,
+    /// Boards this scenario defines, by the key its `[[gpu]]` tables use.
+    #[serde(default)]
+    board: BTreeMap<String, toml::Spanned<BoardFile>>,
+    #[serde(default)]
+    gpu: Vec<toml::Spanned<RawGpu>>,
+    #[serde(default)]
+    timeline: Vec<toml::Spanned<toml::Table>>,
+    driver: Option<toml::Spanned<String>>,
+    privileged: Option<bool>,
+    denied: Option<toml::Spanned<Vec<u32>>>,
+    host_pid_namespace: Option<bool>,
+    gpm_absent_engines: Option<toml::Spanned<String>>,
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// Scenario files larger than this are refused before parsing. The largest
+/// built-in is 15 KB; a limit keeps a wrong path (`/dev/zero`, a log file, a
+/// disk image) from being read into memory without end inside `nvmlInit`.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// Resolves `NVML_SIM_SCENARIO`-style names: a built-in name or a file path.
+pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
+    use std::io::Read;
+    if let Some((name, text)) = BUILTINS.iter().find(|(n, _)| *n == name_or_path) {
+        return parse(text, &format!("built-in scenario `{name}`"), name);
+    }
+    let path = Path::new(name_or_path);
+    let fail = |message: String| ScenarioError {
+        source: name_or_path.to_string(),
+        line: None,
+        message,
+    };
+    let read_err = |e: std::io::Error| {
+        fail(format!(
+            "cannot read scenario file ({e}); built-in scenarios are: {}",
+            BUILTINS
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(read_err)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(fail(format!(
+            "larger than {MAX_FILE_BYTES} bytes: not a scenario file (the largest built-in is 15 KB)"
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        fail(format!(
+            "not UTF-8 text (byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("scenario");
+    parse(&text, name_or_path, stem)
+}
+
+/// More GPUs than any node holds (NVML indexes them in 32 bits, but a
+/// scenario asking for billions would exhaust memory building them).
+pub const MAX_GPUS: usize = 64;
+
+/// How deep `base` chains of boards may go (a loop is refused before).
+const MAX_BOARD_DEPTH: usize = 8;
+
+/// Boards by key: the scenario's `[board.*]` tables and the built-ins.
+struct Boards<'a> {
+    defined: &'a BTreeMap<String, toml::Spanned<BoardFile>>,
+    resolved: HashMap<String, Arc<Model>>,
+}
+
+fn file_table(f: &BoardFile) -> toml::Table {
+    let mut t = match toml::Value::try_from(f) {
+        Ok(toml::Value::Table(t)) => t,
+        _ => toml::Table::new(),
+    };
+    t.remove("base");
+    t
+}
+
+impl Boards<'_> {
+    /// The board `key` as one table, its `base` chain merged in.
+    fn table(&self, key: &str, depth: usize) -> Result<toml::Table, String> {
+        if depth > MAX_BOARD_DEPTH {
+            return Err(format!(
+                "board `{key}`: `base` goes more than {MAX_BOARD_DEPTH} boards deep (a loop?)"
+            ));
+        }
+        if let Some(f) = self.defined.get(key) {
+            let f = f.get_ref();
+            let mut t = match &f.base {
+                Some(b) => self.table(b, depth + 1)?,
+                None => toml::Table::new(),
+            };
+            model::merge_tables(&mut t, file_table(f));
+            return Ok(t);
+        }
+        let text = model::BUILTIN_BOARDS
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, t)| *t)
+            .ok_or_else(|| {
+                let mut known: Vec<&str> = self.defined.keys().map(String::as_str).collect();
+                known.extend(model::BUILTIN_BOARDS.iter().map(|(k, _)| *k));
+                format!("unknown GPU model `{key}` (known: {})", known.join(", "))
+            })?;
+        toml::from_str(text).map_err(|e| format!("built-in board `{key}`: {}", e.message()))
+    }
+
+    fn resolve(key: &str, table: toml::Table) -> Result<Arc<Model>, String> {
+        let file: BoardFile = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| e.message().trim().to_string())?;
+        file.resolve(key).map(Arc::new)
+    }
+
+    /// A board by key, resolved once.
+    fn model(&mut self, key: &str) -> Result<Arc<Model>, String> {
+        if let Some(m) = self.resolved.get(key) {
+            return Ok(m.clone());
+        }
+        let m = if self.defined.contains_key(key) {
+            Self::resolve(key, self.table(key, 0)?)?
+        } else {
+            model::model_by_key(key).ok_or_else(|| self.table(key, 0).err().unwrap_or_default())?
+        };
+        self.resolved.insert(key.to_string(), m.clone());
+        Ok(m)
+    }
+
+    /// A board described in a `[[gpu]]` table, on its base if it has one.
+    fn inline(&self, base: Option<&str>, over: &BoardFile) -> Result<Arc<Model>, String> {
+        let mut t = match base {
+            Some(b) => self.table(b, 1)?,
+            None => toml::Table::new(),
+        };
+        model::merge_tables(&mut t, file_table(over));
+        Self::resolve(base.unwrap_or("inline"), t)
+    }
+}
+
+pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
+    let err = |offset: Option<usize>, message: String| ScenarioError {
+        source: source.to_string(),
+        line: offset.map(|o| line_of(text, o)),
+        message,
+    };
+    let raw: RawScenario = toml::from_str(text)
+        .map_err(|e| err(e.span().map(|s| s.start), e.message().trim().to_string()))?;
+    let name = raw.name.clone().unwrap_or_else(|| default_name.to_string());
+    let mut gpus = Vec::new();
+    let mut given: Vec<IdentityGiven> = Vec::new();
+    let mut timeline = Vec::new();
+    let (mut base_driver, mut base_privileged, mut base_denied) = (None, true, Vec::new());
+    if let Some(base) = &raw.base {
+        let base_text = BUILTINS
+            .iter()
+            .find(|(n, _)| *n == base.get_ref())
+            .map(|(_, t)| *t)
+            .ok_or_else(|| {
+                err(
+                    Some(base.span().start),
+                    format!("unknown base scenario `{}`", base.get_ref()),
+                )
+            })?;
+        let base_scenario = parse(
+            base_text,
+            &format!("built-in scenario `{}`", base.get_ref()),
+            base.get_ref(),
+        )?;
+        gpus = base_scenario.gpus;
+        given = gpus
+            .iter()
+            .map(|g| IdentityGiven {
+                offset: None,
+                ..g.identity_given.clone()
+            })
+            .collect();
+        timeline = base_scenario.timeline;
+        base_driver = base_scenario.driver;
+        base_privileged = base_scenario.privileged;
+        base_denied = base_scenario.denied;
+    }
+    for (key, b) in &raw.board {
+        if model::BUILTIN_BOARDS.iter().any(|(k, _)| k == key) {
+            return Err(err(
+                Some(b.span().start),
+                format!("[board.{key}] would hide the built-in board `{key}`: give it another name (with base = \"{key}\")"),
+            ));
+        }
+    }
+    let mut boards = Boards {
+        defined: &raw.board,
+        resolved: HashMap::new(),
+    };
+    for key in raw.board.keys() {
+        boards
+            .model(key)
+            .map_err(|m| err(Some(raw.board[key].span().start), m))?;
+    }
+    for spanned in raw.gpu {
+        let at = spanned.span().start;
+        let g = spanned.into_inner();
+        let model = match (&g.model, &g.board) {
+            (None, None) => {
+                return Err(err(
+                    Some(at),
+                    "a [[gpu]] needs a `model` (a board) or a `board` table".into(),
+                ))
+            }
+            (Some(m), None) => boards
+                .model(m.get_ref())
+                .map_err(|e| err(Some(m.span().start), e))?,
+            (m, Some(b)) => {
+                if m.is_some() && b.get_ref().base.is_some() {
+                    return Err(err(
+                        Some(b.span().start),
+                        "give `model` or `board.base`, not both".into(),
+                    ));
+                }
+                let base = m
+                    .as_ref()
+                    .map(|m| m.get_ref().as_str())
+                    .or(b.get_ref().base.as_deref());
+                boards
+                    .inline(base, b.get_ref())
+                    .map_err(|e| err(Some(b.span().start), e))?
+            }
+        };
+        if g.count == 0 {
+            return Err(err(Some(at), "count must be at least 1".into()));
+        }
+        if gpus.len().saturating_add(g.count) > MAX_GPUS {
+            return Err(err(
+                Some(at),
+                format!(
+                    "count {} makes more than {MAX_GPUS} GPUs, more than any node holds",
+                    g.count
+                ),
+            ));
+        }
+        let identity = IdentityGiven {
+            uuid: g.uuid.as_ref().map(|u| u.get_ref().clone()),
+            serial: g.serial.as_ref().map(|s| s.get_ref().clone()),
+            pci: match &g.pci_bus_id {
+                None => None,
+                Some(b) => Some(PciAddr::parse(b.get_ref()).ok_or_else(|| {
+                    err(
+                        Some(b.span().start),
+                        format!(
+                            "pci_bus_id `{}` is not DOMAIN:BUS:DEVICE.FUNCTION in hex, like 00000000:18:00.0",
+                            b.get_ref()
+                        ),
+                    )
+                })?),
+            },
+            minor: g.minor_number,
+            offset: Some(at),
+        };
+        if let Some(u) = &g.uuid {
+            if !u.get_ref().starts_with("GPU-") || u.get_ref().len() > 80 {
+                return Err(err(
+                    Some(u.span().start),
+                    format!(
+                        "uuid `{}` must start with GPU- (at most 80 characters)",
+                        u.get_ref()
+                    ),
+                ));
+            }
+        }
+        let count = g.count;
+        let mut spec = g.resolve(&model).map_err(|(o, m)| err(o.or(Some(at)), m))?;
+        spec.identity_given = identity.clone();
+        for _ in 0..count {
+            gpus.push(spec.clone());
+            given.push(identity.clone());
+        }
+    }
+    if gpus.is_empty() {
+        return Err(err(
+            None,
+            "the scenario defines no GPU ([[gpu]] tables)".into(),
+        ));
+    }
+    let mut warnings = Vec::new();
+    resolve_identities(&name, &mut gpus, &given, &mut |offset, m| {
+        warnings.push(err(offset, m));
+    });
+    for entry in &raw.timeline {
+        let offset = entry.span().start;
+        let mut table = entry.get_ref().clone();
+        let at = match table.remove("at") {
+            Some(toml::Value::Float(f)) => f,
+            Some(toml::Value::Integer(i)) => i as f64,
+            Some(_) => return Err(err(Some(offset), "`at` must be a number of seconds".into())),
+            None => {
+                return Err(err(
+                    Some(offset),
+                    "timeline entry without `at` (seconds after nvmlInit)".into(),
+                ))
+            }
+        };
+        if !(at >= 0.0 && at.is_finite()) {
+            return Err(err(
+                Some(offset),
+                format!("`at` = {at} must be a non-negative number of seconds"),
+            ));
+        }
+        let fault: Fault = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| {
+                err(Some(offset), format!("bad timeline entry: {}", e.message()))
+            })?;
+        if let Some(g) = fault.gpu() {
+            if g as usize >= gpus.len() {
+                return Err(err(
+                    Some(offset),
+                    format!(
+                        "timeline entry names GPU {g}, but the fleet has {} GPUs",
+                        gpus.len()
+                    ),
+                ));
+            }
+        }
+        timeline.push((at, fault));
+    }
+    timeline.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let driver = match &raw.driver {
+        Some(d) => {
+            crate::personality::Personality::parse(d.get_ref())
+                .map_err(|m| err(Some(d.span().start), m))?;
+            Some(d.get_ref().clone())
+        }
+        None => base_driver,
+    };
+    let denied = match &raw.denied {
+        Some(list) => {
+            if let Some(bad) = list.get_ref().iter().find(|&&g| g as usize >= gpus.len()) {
+                return Err(err(
+                    Some(list.span().start),
+                    format!(
+                        "denied names GPU {bad}, but the fleet has {} GPUs",
+                        gpus.len()
+                    ),
+                ));
+            }
+            list.get_ref().clone()
+        }
+        None => base_denied,
+    };
+    Ok(Scenario {
+        name,
+        gpus,
+        timeline,
+        driver,
+        privileged: raw.privileged.unwrap_or(base_privileged),
+        denied,
+        host_pid_namespace: raw.host_pid_namespace.unwrap_or(true),
+        gpm_absent_engines_unsupported: match &raw.gpm_absent_engines {
+            None => false,
+            Some(v) => match v.get_ref().as_str() {
+                "zero" => false,
+                "not_supported" => true,
+                other => {
+                    return Err(err(
+                        Some(v.span().start),
+                        format!(
+                        "gpm_absent_engines = \"{other}\": expected \"zero\" or \"not_supported\""
+                    ),
+                    ))
+                }
+            },
+        },
+        warnings,
+    })
+}
+
+/// Gives every GPU its identifiers: the scenario's, else derived from the
+/// scenario name and index. An identifier given twice (masked captures
+/// share one fake UUID or serial) is replaced by the derived one on the
+/// later GPU, and `warn` says so.
+fn resolve_identities(
+    scenario: &str,
+    gpus: &mut [GpuSpec],
+    given: &[IdentityGiven],
+    warn: &mut dyn FnMut(Option<usize>, String),
+) {
+    let mut uuids: HashSet<String> = HashSet::new();
+    let mut serials: HashSet<String> = HashSet::new();
+    let mut buses: HashSet<PciAddr> = given.iter().filter_map(|g| g.pci).collect();
+    let mut explicit_buses: HashSet<PciAddr> = HashSet::new();
+    for (i, (spec, g)) in gpus.iter_mut().zip(given).enumerate() {
+        let index = i as u32;
+        let mut uuid = g
+            .uuid
+            .clone()
+            .unwrap_or_else(|| identity::gpu_uuid(scenario, index));
+        if !uuids.insert(uuid.to_ascii_lowercase()) {
+            let fresh = identity::gpu_uuid(scenario, index);
+            warn(
+                g.offset,
+                format!("GPU {i}: uuid {uuid} repeats an earlier GPU's; GPU {i} answers {fresh} instead"),
+            );
+            uuid = fresh;
+            uuids.insert(uuid.to_ascii_lowercase());
+        }
+        let serial = match &g.serial {
+            Some(Val::NotSupported) => None,
+            Some(Val::Is(s)) => Some(s.clone()),
+            None => spec
+                .model
+                .has_serial
+                .then(|| identity::gpu_serial(scenario, index)),
+        };
+        let serial = serial.map(|s| {
+            if serials.insert(s.clone()) {
+                return s;
+            }
+            let fresh = identity::gpu_serial(scenario, index);
+            warn(
+                g.offset,
+                format!(
+                    "GPU {i}: serial {s} repeats an earlier GPU's; GPU {i} answers {fresh} instead"
+                ),
+            );
+            serials.insert(fresh.clone());
+            fresh
+        });
+        let pci = match g.pci {
+            Some(p) if explicit_buses.insert(p) => p,
+            explicit => {
+                // The derived bus, or the next one no GPU of the scenario uses.
+                let mut bus = identity::gpu_bus(index);
+                while buses.contains(&PciAddr::on_bus(bus & 0xff)) {
+                    bus += 1;
+                }
+                let fresh = PciAddr::on_bus(bus & 0xff);
+                buses.insert(fresh);
+                if let Some(p) = explicit {
+                    warn(
+                        g.offset,
+                        format!(
+                            "GPU {i}: pci_bus_id {} repeats an earlier GPU's; GPU {i} answers {} instead",
+                            p.bus_id(),
+                            fresh.bus_id()
+                        ),
+                    );
+                }
+                fresh
+            }
+        };
+        let minor = match g.minor {
+            Some(Val::NotSupported) => None,
+            Some(Val::Is(m)) => Some(m),
+            None => Some(index),
+        };
+        for m in spec.mig.iter_mut().flatten() {
+            for u in m.uuid.iter_mut().chain(
+                m.compute_instances
+                    .iter_mut()
+                    .filter_map(|c| c.uuid.as_mut()),
+            ) {
+                if !uuids.insert(u.to_ascii_lowercase()) {
+                    warn(
+                        g.offset,
+                        format!("GPU {i}: MIG uuid {u} repeats another; GPU {i}'s MIG device gets a derived one"),
+                    );
+                    u.clear();
+                }
+            }
+            if m.uuid.as_ref().is_some_and(String::is_empty) {
+                m.uuid = None;
+            }
+            for c in &mut m.compute_instances {
+                if c.uuid.as_ref().is_some_and(String::is_empty) {
+                    c.uuid = None;
+                }
+            }
+        }
+        spec.identity = Identity {
+            uuid,
+            serial,
+            pci,
+            minor,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_parse() {
+        for (name, _) in BUILTINS {
+            let s = load(name).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!s.gpus.is_empty(), "{name}");
+        }
+        assert_eq!(load("dgx-h100").unwrap().gpus.len(), 8);
+        assert_eq!(load("large").unwrap().gpus.len(), 16);
+        assert_eq!(load("faults").unwrap().timeline.len(), 9);
+    }
+
+    #[test]
+    fn files_are_read_bounded() {
+        let dir = std::env::temp_dir().join(format!("nvml-sim-bound-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A valid scenario padded with comments past the limit: refused
+        // before parsing, by size.
+        let big = dir.join("big.toml");
+        let mut text = String::from("[[gpu]]\nmodel = \"rtx-4090\"\n");
+        while text.len() as u64 <= MAX_FILE_BYTES {
+            text.push_str("# padding padding padding padding padding padding padding\n");
+        }
+        std::fs::write(&big, &text).unwrap();
+        let e = load(big.to_str().unwrap()).unwrap_err();
+        assert!(e.message.contains("larger than"), "{e}");
+        assert!(e.to_string().contains("big.toml"), "{e}");
+        // The same scenario under the limit loads.
+        let small = dir.join("small.toml");
+        std::fs::write(&small, &text[..4096]).unwrap();
+        assert_eq!(load(small.to_str().unwrap()).unwrap().gpus.len(), 1);
+        // A device that never ends.
+        let e = load("/dev/zero").unwrap_err();
+        assert!(e.message.contains("larger than"), "{e}");
+        let bin = dir.join("bin.toml");
+        std::fs::write(&bin, b"name = \"\xff\"\n").unwrap();
+        assert!(load(bin.to_str().unwrap())
+            .unwrap_err()
+            .message
+            .contains("UTF-8"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn errors_name_line_and_problem() {
+        let text = "name = \"x\"\n\n[[gpu]]\nmodel = \"h900\"\n";
+        let e = parse(text, "x.toml", "x").unwrap_err();
+        assert_eq!(e.line, Some(4));
+        assert!(
+            e.to_string()
+                .starts_with("x.toml:4: unknown GPU model `h900`"),
+            "{e}"
+        );
+        let e = parse(
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nmig = [\"4g.40gb\", \"4g.40gb\"]\n",
+            "y.toml",
+            "y",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(3));
+        assert!(e.message.contains("does not fit"), "{e}");
+        let e = parse("[[gpu]]\nmodel = 3\n", "z.toml", "z").unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        let e = parse(
+            "[[gpu]]\nmodel = \"rtx-4090\"\n[[timeline]]\nat = 1\naction = \"lose\"\ngpu = 3\n",
+            "t.toml",
+            "t",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(e.message.contains("GPU 3"), "{e}");
+    }
+
+    /// (scenario text, line, what the message says): every key of the
+    /// format is checked, and an unknown one is refused where it is.
+    const REFUSED: &[(&str, usize, &str)] = &[
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\n[gpu.readings]\ntemperature = 41\n",
+            4,
+            "unknown field `temperature`",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\n[gpu.counters]\npcie_replays = 1\necc = { volatile = { corrected = { dram = 1, hbm = 2 } } }\n",
+            5,
+            "unknown field `hbm`",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nmig = [{ profile = \"1g.10gb\", laod = 3 }]\n",
+            3,
+            "unknown field `laod`",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\n[gpu.board]\nmemory = { total = 3 }\n",
+            4,
+            "unknown field `total`",
+        ),
+        (
+            "[board.mine]\nbase = \"h100-sxm5-80gb\"\nfans = 2\n[[gpu]]\nmodel = \"mine\"\n",
+            3,
+            "unknown field `fans`",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\n[gpu.readings]\ntemperature_c = \"hot\"\n",
+            4,
+            "(or \"N/A\")",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\n[gpu.readings]\nutilization = { gpu = 140 }\n",
+            3,
+            "utilization.gpu = 140 is outside 0..=100",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nmig = [{ profile = \"1g.10gb\", gpu_instance_id = 5 }]\n",
+            3,
+            "no placement of `1g.10gb`",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nmig = [{ profile = \"2g.20gb\", placement = 0 }, { profile = \"1g.10gb\", placement = 1 }]\n",
+            3,
+            "overlaps",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nmig = [{ profile = \"3g.40gb\", compute_instances = [{ id = 0, slices = 2 }, { id = 1, slices = 2 }] }]\n",
+            3,
+            "compute instances take 4 slices of its 3",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\npower_limit_w = 900\n",
+            3,
+            "power_limit_w 900 is outside",
+        ),
+        (
+            "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\npci_bus_id = \"18:00.0\"\n",
+            3,
+            "is not DOMAIN:BUS:DEVICE.FUNCTION",
+        ),
+        (
+            "[[gpu]]\nmodel = \"rtx-4090\"\n[gpu.counters]\nremapped_rows = { correctable = 1 }\n",
+            1,
+            "does not remap rows",
+        ),
+        (
+            "[[gpu]]\n[gpu.board]\nname = \"x\"\nbrand = \"nvidia\"\narchitecture = \"blackwell\"\n",
+            2,
+            "has no `memory.total_mib`",
+        ),
+        (
+            "[board.a]\nbase = \"b\"\n[board.b]\nbase = \"a\"\n[[gpu]]\nmodel = \"a\"\n",
+            1,
+            "(a loop?)",
+        ),
+        (
+            "[board.h100-sxm5-80gb]\nname = \"x\"\n[[gpu]]\nmodel = \"h100-sxm5-80gb\"\n",
+            1,
+            "would hide the built-in board",
+        ),
+    ];
+
+    #[test]
+    fn new_keys_are_checked_with_their_line() {
+        for (text, line, message) in REFUSED {
+            let e = parse(text, "k.toml", "k").expect_err(text);
+            assert_eq!(e.line, Some(*line), "{e}\n{text}");
+            assert!(e.message.contains(message), "{e}\n{text}");
+        }
+    }
+
+    #[test]
+    fn inline_boards_and_not_supported_values() {
+        let text = r#"
+[board.b200]
+name = "NVIDIA B200"
+brand = "nvidia"
+architecture = "blackwell"
+memory = { total_mib = 183359, reserved_mib = 1000 }
+power = { default_limit_w = 1000, module = { default_limit_w = 2700 } }
+clocks = { max_graphics_mhz = 1965, max_memory_mhz = 3996 }
+pcie = { generation = 5, width = 16 }
+nvlink = { links = 18, version = 5 }
+engines = { decoders = 7, jpegs = 7, ofas = 1 }
+ecc = { supported = true, row_remapping = true, remapper_banks = 3072 }
+thermal = { shutdown_c = "N/A", gpu_max_c = 87 }
+
+[board.b200.mig]
+compute_slices = 4
+memory_slices = 4
+
+[[board.b200.mig.profile]]
+name = "1g.45gb"
+profile = "1_SLICE"
+id = 19
+slices = 1
+memory_slices = 1
+instances = 4
+placements = [0, 1, 2, 3]
+gpu_instance_ids = [3, 4, 5, 6]
+memory_mib = 45000
+sm_count = 37
+copy_engines = 2
+decoders = 1
+encoders = 1
+jpegs = 1
+ofas = 0
+
+[[gpu]]
+model = "b200"
+count = 2
+mig = ["1g.45gb", { profile = "1g.45gb", gpu_instance_id = 6 }]
+processes = [{ name = "x", memory_mib = 10, gpu_instance = 6 }]
+
+[[gpu]]
+model = "h100-sxm5-80gb"
+serial = "N/A"
+[gpu.board]
+name = "NVIDIA H100 NVL"
+thermal = { memory_max_c = "N/A" }
+"#;
+        let s = parse(text, "b.toml", "b").unwrap();
+        assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+        let b = &s.gpus[0].model;
+        assert_eq!(
+            b.arch,
+            nvml_wrapper_sys::bindings::NVML_DEVICE_ARCH_BLACKWELL
+        );
+        assert_eq!(b.cuda_cc, (10, 0), "from the architecture");
+        assert_eq!(b.temp_shutdown, None);
+        assert_eq!(b.module_power.unwrap().default_mw, 2_700_000);
+        assert!(Arc::ptr_eq(b, &s.gpus[1].model), "one board, shared");
+        let mig = s.gpus[0].mig.as_ref().unwrap();
+        assert_eq!((mig[0].start, mig[1].start), (0, 3));
+        assert_eq!(s.gpus[0].processes[0].mig_instance, Some(1));
+        let nvl = &s.gpus[2];
+        assert_eq!(nvl.model.name, "NVIDIA H100 NVL");
+        assert_eq!(nvl.model.temp_mem_max, None);
+        assert_eq!(nvl.model.memory_mib, 81559, "the rest from its model");
+        assert_eq!(nvl.identity.serial, None);
+        // Derived identifiers are unique without warnings.
+        let uuids: HashSet<&str> = s.gpus.iter().map(|g| g.identity.uuid.as_str()).collect();
+        assert_eq!(uuids.len(), 3);
+    }
+
+    #[test]
+    fn identifiers_given_twice_are_made_unique_and_reported() {
+        let text = "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\ncount = 2\nuuid = \"GPU-1\"\nserial = \"1\"\npci_bus_id = \"0000:18:00.0\"\n";
+        let s = parse(text, "d.toml", "d").unwrap();
+        assert_eq!(s.gpus[0].identity.uuid, "GPU-1");
+        assert_ne!(s.gpus[1].identity.uuid, "GPU-1");
+        assert_ne!(s.gpus[1].identity.serial.as_deref(), Some("1"));
+        assert_ne!(s.gpus[1].identity.pci, s.gpus[0].identity.pci);
+        let w: Vec<String> = s.warnings.iter().map(ScenarioError::as_warning).collect();
+        assert_eq!(w.len(), 3, "{w:?}");
+        assert!(
+            w[0].starts_with("d.toml:1: warning: GPU 1: uuid GPU-1 repeats"),
+            "{w:?}"
+        );
+        assert!(
+            w.iter()
+                .any(|w| w.contains("pci_bus_id 00000000:18:00.0 repeats")),
+            "{w:?}"
+        );
+    }
+
+    /// Every TOML example of README.md reads: the scenarios as they are,
+    /// the board-key reference as a board of a scenario.
+    #[test]
+    fn the_readme_examples_are_valid() {
+        let readme = include_str!("../../README.md");
+        let mut checked = 0;
+        for block in readme.split("```toml\n").skip(1) {
+            let block = block.split("```").next().unwrap_or_default();
+            let text = if block.contains("[[gpu]]") {
+                block.to_string()
+            } else {
+                let board: toml::Table =
+                    toml::from_str(block).unwrap_or_else(|e| panic!("{e}\n{block}"));
+                let mut boards = toml::Table::new();
+                boards.insert("example".into(), toml::Value::Table(board));
+                let mut doc = toml::Table::new();
+                doc.insert("board".into(), toml::Value::Table(boards));
+                let mut gpu = toml::Table::new();
+                gpu.insert("model".into(), toml::Value::String("example".into()));
+                doc.insert(
+                    "gpu".into(),
+                    toml::Value::Array(vec![toml::Value::Table(gpu)]),
+                );
+                toml::to_string(&doc).unwrap()
+            };
+            let s = parse(&text, "README.md", "readme").unwrap_or_else(|e| panic!("{e}\n{text}"));
+            assert!(!s.gpus.is_empty());
+            checked += 1;
+        }
+        assert!(checked >= 4, "{checked} examples");
+    }
+}

@@ -1,0 +1,1390 @@
+//! NVIDIA's XID catalog, every code from 1 to 172, with the resolution
+//! bucket that decides what we do about it: the one table behind the XID
+//! alert rules (`alerts/nvidia-gpu.rules.yml`: which rule's regular
+//! expression holds a code), the runbook's severity table
+//! (`docs/runbooks.md`, "XID severity table") and whatever else needs a
+//! code's meaning, such as a per-GPU verdict. `tests/xid_catalog.rs`
+//! renders the rules' regular expressions and the runbook table from it and
+//! fails while either differs (`scripts/regenerate` rewrites them);
+//! `tests/test_alerts.py` checks the rendered table against the rules and
+//! the bucket policy below once more, in promtool's terms.
+//!
+//! Source: *Analyzing Xid Errors with the Xid Catalog*
+//! (<https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html>),
+//! Ampere and newer: mnemonic, description and "Resolution Bucket
+//! (Immediate Action)" per code. The catalog gives no bucket for 162-172;
+//! for those the table says which bucket we chose and why. Codes the
+//! catalog marks "Unused" on every Ampere-and-newer product are
+//! CONTACT_SUPPORT there: seen at all, they are worth a ticket.
+
+/// The catalog's "Resolution Bucket (Immediate Action)" values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Bucket {
+    ContactSupport,
+    RestartApp,
+    Ignore,
+    ResetGpu,
+    RestartBm,
+    RestartVm,
+    CheckMechanicals,
+    UpdateSwFw,
+    CheckUvm,
+    WorkflowXid45,
+    WorkflowXid48,
+    WorkflowNvlinkErr,
+    WorkflowNvlink5Err,
+    Xid154,
+}
+
+impl Bucket {
+    pub const ALL: &'static [Bucket] = &[
+        Bucket::ContactSupport,
+        Bucket::RestartApp,
+        Bucket::Ignore,
+        Bucket::ResetGpu,
+        Bucket::RestartBm,
+        Bucket::RestartVm,
+        Bucket::CheckMechanicals,
+        Bucket::UpdateSwFw,
+        Bucket::CheckUvm,
+        Bucket::WorkflowXid45,
+        Bucket::WorkflowXid48,
+        Bucket::WorkflowNvlinkErr,
+        Bucket::WorkflowNvlink5Err,
+        Bucket::Xid154,
+    ];
+
+    /// As the catalog spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bucket::ContactSupport => "CONTACT_SUPPORT",
+            Bucket::RestartApp => "RESTART_APP",
+            Bucket::Ignore => "IGNORE",
+            Bucket::ResetGpu => "RESET_GPU",
+            Bucket::RestartBm => "RESTART_BM",
+            Bucket::RestartVm => "RESTART_VM",
+            Bucket::CheckMechanicals => "CHECK_MECHANICALS",
+            Bucket::UpdateSwFw => "UPDATE_SWFW",
+            Bucket::CheckUvm => "CHECK_UVM",
+            Bucket::WorkflowXid45 => "WORKFLOW_XID_45",
+            Bucket::WorkflowXid48 => "WORKFLOW_XID_48",
+            Bucket::WorkflowNvlinkErr => "WORKFLOW_NVLINK_ERR",
+            Bucket::WorkflowNvlink5Err => "WORKFLOW_NVLINK5_ERR",
+            Bucket::Xid154 => "XID_154",
+        }
+    }
+
+    /// The severities a code of this bucket may get, unless the table
+    /// says it departs: a bucket that says the GPU needs nothing never
+    /// pages, one that says reset never goes to chat only. The catalog's
+    /// workflows for 48, 74 and the NVLink5 codes start with a reset, and
+    /// RESTART_BM (79) asks for more: a node reboot.
+    pub fn severities(self) -> &'static [Severity] {
+        use Severity::{Critical, Info, Warning};
+        match self {
+            Bucket::ResetGpu => &[Critical, Warning],
+            Bucket::WorkflowXid48
+            | Bucket::WorkflowNvlinkErr
+            | Bucket::WorkflowNvlink5Err
+            | Bucket::RestartBm => &[Critical],
+            Bucket::RestartApp => &[Info, Warning],
+            Bucket::ContactSupport
+            | Bucket::RestartVm
+            | Bucket::CheckMechanicals
+            | Bucket::UpdateSwFw
+            | Bucket::CheckUvm => &[Warning],
+            Bucket::Ignore | Bucket::WorkflowXid45 | Bucket::Xid154 => &[Severity::None],
+        }
+    }
+}
+
+/// Alertmanager severity of a rule (`severity` label); `None`: no alert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Severity {
+    Critical,
+    Warning,
+    Info,
+    None,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+            Severity::None => "none",
+        }
+    }
+}
+
+/// The alert rule whose regular expression holds a code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum XidAlert {
+    Critical,
+    Warning,
+    Application,
+    StoppedProcessing,
+    /// No alert: the code is only in `NvidiaGpuXidUnlisted`'s exclusions.
+    None,
+}
+
+impl XidAlert {
+    pub const ALL: &'static [XidAlert] = &[
+        XidAlert::Critical,
+        XidAlert::Warning,
+        XidAlert::Application,
+        XidAlert::StoppedProcessing,
+        XidAlert::None,
+    ];
+
+    /// The rule's name in `alerts/nvidia-gpu.rules.yml`, `none` for none.
+    pub fn rule(self) -> &'static str {
+        match self {
+            XidAlert::Critical => "NvidiaGpuXidCritical",
+            XidAlert::Warning => "NvidiaGpuXidWarning",
+            XidAlert::Application => "NvidiaGpuXidApplicationError",
+            XidAlert::StoppedProcessing => "NvidiaGpuXidStoppedProcessing",
+            XidAlert::None => "none",
+        }
+    }
+
+    pub fn severity(self) -> Severity {
+        match self {
+            XidAlert::Critical => Severity::Critical,
+            XidAlert::Warning | XidAlert::StoppedProcessing => Severity::Warning,
+            XidAlert::Application => Severity::Info,
+            XidAlert::None => Severity::None,
+        }
+    }
+}
+
+/// Where a code's bucket comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The catalog's bucket, and a severity its policy allows.
+    Catalog(Bucket),
+    /// The catalog's bucket, with a severity its policy does not allow:
+    /// the action text says why.
+    Departs(Bucket),
+    /// The catalog gives no bucket; this is ours (the action says why).
+    Ours(Bucket),
+}
+
+/// One code of the catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Xid {
+    pub code: u16,
+    /// The catalog's mnemonic, as NVRM prints it in the kernel log.
+    pub mnemonic: &'static str,
+    pub meaning: &'static str,
+    pub source: Source,
+    pub alert: XidAlert,
+    /// What to do when it happens.
+    pub action: &'static str,
+}
+
+impl Xid {
+    /// The bucket that decides the code's alert: the catalog's, else ours.
+    pub fn bucket(&self) -> Bucket {
+        match self.source {
+            Source::Catalog(b) | Source::Departs(b) | Source::Ours(b) => b,
+        }
+    }
+
+    /// The catalog's own bucket; `None` where it gives none.
+    pub fn catalog_bucket(&self) -> Option<Bucket> {
+        match self.source {
+            Source::Catalog(b) | Source::Departs(b) => Some(b),
+            Source::Ours(_) => None,
+        }
+    }
+}
+
+const fn xid(
+    code: u16,
+    mnemonic: &'static str,
+    meaning: &'static str,
+    source: Source,
+    alert: XidAlert,
+    action: &'static str,
+) -> Xid {
+    Xid {
+        code,
+        mnemonic,
+        meaning,
+        source,
+        alert,
+        action,
+    }
+}
+
+/// A code the catalog marks "Unused" on A100, H100, B100 and GB200, with
+/// CONTACT_SUPPORT as its bucket.
+const fn unused(code: u16, mnemonic: &'static str) -> Xid {
+    xid(
+        code,
+        mnemonic,
+        "Unused on Ampere and newer",
+        Catalog(Bucket::ContactSupport),
+        XidAlert::Warning,
+        "not expected on Ampere and newer: save the evidence and report it to NVIDIA (Volta and older: NVIDIA's archive catalog)",
+    )
+}
+
+use Source::{Catalog, Departs, Ours};
+
+/// Every code of the catalog, 1 to 172, in order.
+pub const CATALOG: &[Xid] = &[
+    unused(1, "ROBUST_CHANNEL_FIFO_ERROR_FIFO_METHOD"),
+    unused(2, "ROBUST_CHANNEL_FIFO_ERROR_SW_METHOD"),
+    unused(3, "ROBUST_CHANNEL_FIFO_ERROR_UNK_METHOD"),
+    unused(4, "ROBUST_CHANNEL_FIFO_ERROR_CHANNEL_BUSY"),
+    unused(5, "ROBUST_CHANNEL_FIFO_ERROR_RUNOUT_OVERFLOW"),
+    unused(6, "ROBUST_CHANNEL_FIFO_ERROR_PARSE_ERR"),
+    unused(7, "ROBUST_CHANNEL_FIFO_ERROR_PTE_ERR"),
+    xid(
+        8,
+        "ROBUST_CHANNEL_FIFO_ERROR_IDLE_TIMEOUT",
+        "GPU stopped processing (channel idle timeout)",
+        Catalog(Bucket::RestartApp),
+        XidAlert::StoppedProcessing,
+        "restart the job; drain and reset if it repeats with other jobs",
+    ),
+    unused(9, "ROBUST_CHANNEL_GR_ERROR_INSTANCE"),
+    unused(10, "ROBUST_CHANNEL_GR_ERROR_SINGLE_STEP"),
+    xid(
+        11,
+        "ROBUST_CHANNEL_GR_ERROR_MISSING_HW",
+        "Invalid or corrupted push buffer stream",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "application or driver data; nothing for the GPU",
+    ),
+    unused(12, "ROBUST_CHANNEL_GR_ERROR_SW_METHOD"),
+    xid(
+        13,
+        "ROBUST_CHANNEL_GR_EXCEPTION",
+        "Graphics engine exception",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "application bug; nothing for the GPU",
+    ),
+    xid(
+        14,
+        "ROBUST_CHANNEL_FAKE_ERROR",
+        "Fake or injected error from user space",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing: an injected test event",
+    ),
+    unused(15, "ROBUST_CHANNEL_SCANLINE_TIMEOUT"),
+    unused(16, "ROBUST_CHANNEL_VBLANK_CALLBACK_TIMEOUT"),
+    unused(17, "ROBUST_CHANNEL_PARAMETER_ERROR"),
+    unused(18, "ROBUST_CHANNEL_BUS_MASTER_TIMEOUT_ERROR"),
+    unused(19, "ROBUST_CHANNEL_DISP_MISSED_NOTIFIER"),
+    unused(20, "ROBUST_CHANNEL_MPEG_ERROR_SW_METHOD"),
+    unused(21, "ROBUST_CHANNEL_ME_ERROR_SW_METHOD"),
+    unused(22, "ROBUST_CHANNEL_VP_ERROR_SW_METHOD"),
+    unused(23, "ROBUST_CHANNEL_RC_LOGGING_ENABLED"),
+    unused(24, "ROBUST_CHANNEL_GR_SEMAPHORE_TIMEOUT"),
+    xid(
+        25,
+        "ROBUST_CHANNEL_GR_ILLEGAL_NOTIFY",
+        "Invalid or illegal push buffer stream",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "application bug; nothing for the GPU",
+    ),
+    unused(26, "ROBUST_CHANNEL_FIFO_ERROR_FBISTATE_TIMEOUT"),
+    unused(27, "ROBUST_CHANNEL_VP_ERROR"),
+    unused(28, "ROBUST_CHANNEL_VP2_ERROR"),
+    unused(29, "ROBUST_CHANNEL_BSP_ERROR"),
+    unused(30, "ROBUST_CHANNEL_BAD_ADDR_ACCESS"),
+    xid(
+        31,
+        "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT",
+        "GPU memory page fault (MMU fault)",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "application bug (illegal address); nothing for the GPU",
+    ),
+    xid(
+        32,
+        "ROBUST_CHANNEL_PBDMA_ERROR",
+        "Invalid or corrupted push buffer stream (DMA controller)",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Warning,
+        "restart the job; a ticket rather than chat because the catalog traces it to PCIe quality, not the application: check the slot and riser if it recurs",
+    ),
+    unused(33, "ROBUST_CHANNEL_SEC_ERROR"),
+    unused(34, "ROBUST_CHANNEL_MSVLD_ERROR"),
+    unused(35, "ROBUST_CHANNEL_MSPDEC_ERROR"),
+    unused(36, "ROBUST_CHANNEL_MSPPP_ERROR"),
+    xid(
+        37,
+        "ROBUST_CHANNEL_FECS_ERR_UNIMP_FIRMWARE_METHOD",
+        "Driver firmware error",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing; look at the application if it repeats",
+    ),
+    xid(
+        38,
+        "ROBUST_CHANNEL_FECS_ERR_WATCHDOG_TIMEOUT",
+        "Driver firmware error (watchdog timeout)",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing; report to NVIDIA if it repeats",
+    ),
+    xid(
+        39,
+        "ROBUST_CHANNEL_CE0_ERROR",
+        "Copy engine exception",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        40,
+        "ROBUST_CHANNEL_CE1_ERROR",
+        "Copy engine exception",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        41,
+        "ROBUST_CHANNEL_CE2_ERROR",
+        "Copy engine exception",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    unused(42, "ROBUST_CHANNEL_VIC_ERROR"),
+    xid(
+        43,
+        "ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR",
+        "GPU stopped processing (reset channel verification error)",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing: the GPU stays healthy; look at the XID before it",
+    ),
+    xid(
+        44,
+        "ROBUST_CHANNEL_GR_FAULT_DURING_CTXSW",
+        "Graphics engine fault during context switch",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing on the XID itself; follow the XID it accompanies",
+    ),
+    xid(
+        45,
+        "ROBUST_CHANNEL_PREEMPTIVE_REMOVAL",
+        "Preemptive cleanup, due to previous errors",
+        Catalog(Bucket::WorkflowXid45),
+        XidAlert::None,
+        "nothing when it follows another XID (the catalog: not solo, IGNORE); alone on an NVSwitch system, restart Fabric Manager",
+    ),
+    xid(
+        46,
+        "ROBUST_CHANNEL_GPU_TIMEOUT_ERROR",
+        "GPU stopped processing (Ampere and newer)",
+        Catalog(Bucket::ResetGpu),
+        XidAlert::Critical,
+        "drain, reset",
+    ),
+    unused(47, "ROBUST_CHANNEL_NVENC0_ERROR"),
+    xid(
+        48,
+        "ROBUST_CHANNEL_GPU_ECC_DBE",
+        "Double-bit (uncorrectable) ECC error",
+        Catalog(Bucket::WorkflowXid48),
+        XidAlert::Critical,
+        "drain, reset; if the error is in SRAM, check the SRAM threshold flag (NvidiaGpuSramErrorThresholdExceeded) for RMA; RMA if remapping fails",
+    ),
+    unused(49, "SILENT_RUNNING_CONSTANT_LEVEL_SET_BY_REGISTRY"),
+    unused(50, "SILENT_RUNNING_LEVEL_TRANSITION_DUE_TO_RC_ERROR"),
+    unused(51, "SILENT_RUNNING_STRESS_TEST_FAILURE"),
+    unused(52, "SILENT_RUNNING_LEVEL_TRANS_DUE_TO_TEMP_RISE"),
+    unused(53, "SILENT_RUNNING_TEMP_REDUCED_CLOCKING"),
+    xid(
+        54,
+        "SILENT_RUNNING_PWR_REDUCED_CLOCKING",
+        "Auxiliary power is not connected to the GPU board",
+        Catalog(Bucket::CheckMechanicals),
+        XidAlert::Warning,
+        "check the board's seating and power connectors at the next window; until then the GPU runs at reduced clocks",
+    ),
+    unused(55, "SILENT_RUNNING_TEMPERATURE_READ_ERROR"),
+    unused(56, "DISPLAY_CHANNEL_EXCEPTION"),
+    unused(57, "FB_LINK_TRAINING_FAILURE_ERROR"),
+    unused(58, "FB_MEMORY_ERROR"),
+    unused(59, "PMU_ERROR"),
+    xid(
+        60,
+        "ROBUST_CHANNEL_SEC2_ERROR",
+        "Video processor exception",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        61,
+        "PMU_BREAKPOINT",
+        "Internal micro-controller breakpoint/warning (unused on Ampere and newer)",
+        Catalog(Bucket::ContactSupport),
+        XidAlert::Warning,
+        "older GPUs only: save the evidence, reset at convenience, report to NVIDIA if it recurs",
+    ),
+    xid(
+        62,
+        "PMU_HALT_ERROR",
+        "Internal micro-controller halt",
+        Catalog(Bucket::ResetGpu),
+        XidAlert::Critical,
+        "drain, reset",
+    ),
+    xid(
+        63,
+        "INFOROM_DRAM_RETIREMENT_EVENT",
+        "Row remap (or page retirement) recorded",
+        Departs(Bucket::Ignore),
+        XidAlert::Warning,
+        "reset at the next service window to apply it; a ticket, departing from the catalog, because on MIG GPUs this XID is the only sign of a remap (see below)",
+    ),
+    xid(
+        64,
+        "INFOROM_DRAM_RETIREMENT_FAILURE",
+        "ECC page retirement or row remap failure",
+        Catalog(Bucket::ResetGpu),
+        XidAlert::Critical,
+        "drain; RMA",
+    ),
+    unused(65, "ROBUST_CHANNEL_NVENC1_ERROR"),
+    xid(
+        66,
+        "ROBUST_CHANNEL_FECS_ERR_REG_ACCESS_VIOLATION",
+        "Illegal access by driver",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing; report to NVIDIA if it repeats",
+    ),
+    xid(
+        67,
+        "ROBUST_CHANNEL_FECS_ERR_VERIF_VIOLATION",
+        "Illegal access by driver",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing; report to NVIDIA if it repeats",
+    ),
+    xid(
+        68,
+        "ROBUST_CHANNEL_NVDEC0_ERROR",
+        "NVDEC0 (video decoder) exception",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "application or video stream; nothing for the GPU",
+    ),
+    xid(
+        69,
+        "ROBUST_CHANNEL_GR_CLASS_ERROR",
+        "Graphics engine class error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "application bug",
+    ),
+    xid(
+        70,
+        "ROBUST_CHANNEL_CE3_ERROR",
+        "Copy engine 3 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        71,
+        "ROBUST_CHANNEL_CE4_ERROR",
+        "Copy engine 4 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        72,
+        "ROBUST_CHANNEL_CE5_ERROR",
+        "Copy engine 5 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    unused(73, "ROBUST_CHANNEL_NVENC2_ERROR"),
+    xid(
+        74,
+        "NVLINK_ERROR",
+        "NVLink error",
+        Catalog(Bucket::WorkflowNvlinkErr),
+        XidAlert::Critical,
+        "drain; check NVLink error counters; reset; RMA if recurring (the remote end may be the faulty one)",
+    ),
+    xid(
+        75,
+        "ROBUST_CHANNEL_CE6_ERROR",
+        "Copy engine 6 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        76,
+        "ROBUST_CHANNEL_CE7_ERROR",
+        "Copy engine 7 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        77,
+        "ROBUST_CHANNEL_CE8_ERROR",
+        "Copy engine 8 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        78,
+        "VGPU_START_ERROR",
+        "vGPU start error",
+        Catalog(Bucket::UpdateSwFw),
+        XidAlert::Warning,
+        "update the host and guest drivers to matching versions; check that the vGPU type suits the guest",
+    ),
+    xid(
+        79,
+        "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS",
+        "GPU has fallen off the bus",
+        Catalog(Bucket::RestartBm),
+        XidAlert::Critical,
+        "drain; reboot the node (bare metal); reseat or RMA if recurring",
+    ),
+    xid(
+        80,
+        "PBDMA_PUSHBUFFER_CRC_MISMATCH",
+        "Corrupted data sent to GPU",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; check it if it repeats",
+    ),
+    unused(81, "ROBUST_CHANNEL_VGA_SUBSYSTEM_ERROR"),
+    xid(
+        82,
+        "ROBUST_CHANNEL_NVJPG0_ERROR",
+        "NVJPG0 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        83,
+        "ROBUST_CHANNEL_NVDEC1_ERROR",
+        "NVDEC1 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        84,
+        "ROBUST_CHANNEL_NVDEC2_ERROR",
+        "NVDEC2 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        85,
+        "ROBUST_CHANNEL_CE9_ERROR",
+        "Copy engine 9 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        86,
+        "ROBUST_CHANNEL_OFA0_ERROR",
+        "Optical flow (OFA) exception",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    unused(87, "NVTELEMETRY_DRIVER_REPORT"),
+    xid(
+        88,
+        "ROBUST_CHANNEL_NVDEC3_ERROR",
+        "NVDEC3 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        89,
+        "ROBUST_CHANNEL_NVDEC4_ERROR",
+        "NVDEC4 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    unused(90, "LTC_ERROR"),
+    unused(91, "RESERVED_XID"),
+    xid(
+        92,
+        "EXCESSIVE_SBE_INTERRUPTS",
+        "High single-bit ECC error rate",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing on the XID itself: the corrected-error rate pages as NvidiaGpuEccCorrectedErrorBurst, remaps as NvidiaGpuRemappedRowsPending",
+    ),
+    xid(
+        93,
+        "INFOROM_ERASE_LIMIT_EXCEEDED",
+        "InfoROM wear limit reached (provisioned with nvflash)",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing unless intended otherwise: clear the limit with nvflash --elsessionclear",
+    ),
+    xid(
+        94,
+        "ROBUST_CHANNEL_CONTAINED_ERROR",
+        "Contained ECC error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Warning,
+        "only the affected application was killed and the page offlined: no reset needed now; a ticket because repeats mean degrading memory",
+    ),
+    xid(
+        95,
+        "ROBUST_CHANNEL_UNCONTAINED_ERROR",
+        "Uncontained ECC error",
+        Catalog(Bucket::ResetGpu),
+        XidAlert::Critical,
+        "all work on the GPU is affected: drain and reset now",
+    ),
+    xid(
+        96,
+        "ROBUST_CHANNEL_NVDEC5_ERROR",
+        "NVDEC5 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        97,
+        "ROBUST_CHANNEL_NVDEC6_ERROR",
+        "NVDEC6 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        98,
+        "ROBUST_CHANNEL_NVDEC7_ERROR",
+        "NVDEC7 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        99,
+        "ROBUST_CHANNEL_NVJPG1_ERROR",
+        "NVJPG1 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        100,
+        "ROBUST_CHANNEL_NVJPG2_ERROR",
+        "NVJPG2 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        101,
+        "ROBUST_CHANNEL_NVJPG3_ERROR",
+        "NVJPG3 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        102,
+        "ROBUST_CHANNEL_NVJPG4_ERROR",
+        "NVJPG4 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        103,
+        "ROBUST_CHANNEL_NVJPG5_ERROR",
+        "NVJPG5 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        104,
+        "ROBUST_CHANNEL_NVJPG6_ERROR",
+        "NVJPG6 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        105,
+        "ROBUST_CHANNEL_NVJPG7_ERROR",
+        "NVJPG7 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        106,
+        "SMBPBI_TEST_MESSAGE",
+        "SMBPBI test message",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing: a test event",
+    ),
+    xid(
+        107,
+        "SMBPBI_TEST_MESSAGE_SILENT",
+        "SMBPBI test message (silent)",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing: a test event",
+    ),
+    xid(
+        108,
+        "NVLINK_REMOTE_TRANSLATION_ERROR",
+        "NVLink remote translation error (unused)",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing; if it repeats, check the application's peer-to-peer accesses",
+    ),
+    xid(
+        109,
+        "ROBUST_CHANNEL_CTXSW_TIMEOUT_ERROR",
+        "Context switch timeout",
+        Catalog(Bucket::ResetGpu),
+        XidAlert::Critical,
+        "drain, reset; report to NVIDIA if it recurs",
+    ),
+    xid(
+        110,
+        "SEC_FAULT_ERROR",
+        "Security fault error",
+        Catalog(Bucket::ResetGpu),
+        XidAlert::Critical,
+        "drain, reset",
+    ),
+    unused(111, "BUNDLE_ERROR_EVENT"),
+    unused(112, "DISP_SUPERVISOR_ERROR"),
+    unused(113, "DP_LT_FAILURE"),
+    unused(114, "HEAD_RG_UNDERFLOW"),
+    unused(115, "CORE_CHANNEL_REGS"),
+    unused(116, "WINDOW_CHANNEL_REGS"),
+    unused(117, "CURSOR_CHANNEL_REGS"),
+    unused(118, "HEAD_REGS"),
+    xid(
+        119,
+        "GSP_RPC_TIMEOUT",
+        "GSP RPC timeout",
+        Catalog(Bucket::ResetGpu),
+        XidAlert::Critical,
+        "drain, reset; update the driver if it recurs",
+    ),
+    xid(
+        120,
+        "GSP_ERROR",
+        "GSP error",
+        Catalog(Bucket::ResetGpu),
+        XidAlert::Critical,
+        "drain, reset; update the driver if it recurs",
+    ),
+    xid(
+        121,
+        "C2C_ERROR",
+        "C2C (Grace to GPU NVLink-C2C) corrected errors (GB200)",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing now (corrected); a reset at a service window lets the link retrain",
+    ),
+    unused(122, "SPI_PMU_RPC_READ_FAIL"),
+    unused(123, "SPI_PMU_RPC_WRITE_FAIL"),
+    unused(124, "SPI_PMU_RPC_ERASE_FAIL"),
+    unused(125, "INFOROM_FS_ERROR"),
+    xid(
+        126,
+        "ROBUST_CHANNEL_CE10_ERROR",
+        "Copy engine 10 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        127,
+        "ROBUST_CHANNEL_CE11_ERROR",
+        "Copy engine 11 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        128,
+        "ROBUST_CHANNEL_CE12_ERROR",
+        "Copy engine 12 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        129,
+        "ROBUST_CHANNEL_CE13_ERROR",
+        "Copy engine 13 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        130,
+        "ROBUST_CHANNEL_CE14_ERROR",
+        "Copy engine 14 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        131,
+        "ROBUST_CHANNEL_CE15_ERROR",
+        "Copy engine 15 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        132,
+        "ROBUST_CHANNEL_CE16_ERROR",
+        "Copy engine 16 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        133,
+        "ROBUST_CHANNEL_CE17_ERROR",
+        "Copy engine 17 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        134,
+        "ROBUST_CHANNEL_CE18_ERROR",
+        "Copy engine 18 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        135,
+        "ROBUST_CHANNEL_CE19_ERROR",
+        "Copy engine 19 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        136,
+        "ALI_TRAINING_FAIL",
+        "NVLink link training failed (H100)",
+        Catalog(Bucket::ResetGpu),
+        XidAlert::Critical,
+        "drain, reset; check the link's signal integrity if it recurs",
+    ),
+    xid(
+        137,
+        "NVLINK_PRIV_ERR",
+        "NVLink privilege error (illegal peer-to-peer access)",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing for the GPU: usually the application's peer-to-peer access; see XID 94 if it cascades",
+    ),
+    unused(138, "ROBUST_CHANNEL_DLA_ERROR"),
+    xid(
+        139,
+        "ROBUST_CHANNEL_OFA1_ERROR",
+        "OFA1 error",
+        Catalog(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU",
+    ),
+    xid(
+        140,
+        "UNRECOVERABLE_ECC_ERROR_ESCAPE",
+        "Unrecovered ECC error",
+        Catalog(Bucket::ResetGpu),
+        XidAlert::Critical,
+        "drain, reset",
+    ),
+    xid(
+        141,
+        "ROBUST_CHANNEL_FAST_PATH_ERROR",
+        "CUDA fast path error",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing; report to NVIDIA if it repeats",
+    ),
+    xid(
+        142,
+        "ROBUST_CHANNEL_NVENC3_ERROR",
+        "NVENC3 error (GB200)",
+        Catalog(Bucket::ContactSupport),
+        XidAlert::Warning,
+        "save the evidence and report it to NVIDIA",
+    ),
+    xid(
+        143,
+        "GPU_INIT_ERROR",
+        "GPU initialization error (R575 and newer)",
+        Catalog(Bucket::ResetGpu),
+        XidAlert::Critical,
+        "drain, reset",
+    ),
+    xid(
+        144,
+        "NVLINK_SAW_ERROR",
+        "NVLink5 SAW error (Blackwell)",
+        Catalog(Bucket::WorkflowNvlink5Err),
+        XidAlert::Critical,
+        "drain; decode the subcode (NVLink5 XIDs below), check NVLink counters and fabric health; reset",
+    ),
+    xid(
+        145,
+        "NVLINK_RLW_ERROR",
+        "NVLink5 RLW error (Blackwell)",
+        Catalog(Bucket::WorkflowNvlink5Err),
+        XidAlert::Critical,
+        "drain; decode the subcode (NVLink5 XIDs below), check NVLink counters and fabric health; reset",
+    ),
+    xid(
+        146,
+        "NVLINK_TLW_ERROR",
+        "NVLink5 TLW error (Blackwell)",
+        Catalog(Bucket::WorkflowNvlink5Err),
+        XidAlert::Critical,
+        "drain; decode the subcode (NVLink5 XIDs below), check NVLink counters and fabric health; reset",
+    ),
+    xid(
+        147,
+        "NVLINK_TREX_ERROR",
+        "NVLink5 TREX error (Blackwell)",
+        Catalog(Bucket::WorkflowNvlink5Err),
+        XidAlert::Critical,
+        "drain; decode the subcode (NVLink5 XIDs below), check NVLink counters and fabric health; reset",
+    ),
+    xid(
+        148,
+        "NVLINK_NVLPW_CTRL_ERROR",
+        "NVLink5 NVLPW_CTRL error (Blackwell)",
+        Catalog(Bucket::WorkflowNvlink5Err),
+        XidAlert::Critical,
+        "drain; decode the subcode (NVLink5 XIDs below), check NVLink counters and fabric health; reset",
+    ),
+    xid(
+        149,
+        "NVLINK_NETIR_ERROR",
+        "NVLink5 NETIR error (Blackwell)",
+        Catalog(Bucket::WorkflowNvlink5Err),
+        XidAlert::Critical,
+        "drain; decode the subcode (NVLink5 XIDs below), check NVLink counters and fabric health; reset",
+    ),
+    xid(
+        150,
+        "NVLINK_MSE_ERROR",
+        "NVLink5 MSE error (Blackwell)",
+        Catalog(Bucket::WorkflowNvlink5Err),
+        XidAlert::Critical,
+        "drain; decode the subcode (NVLink5 XIDs below), check NVLink counters and fabric health; reset",
+    ),
+    xid(
+        151,
+        "ROBUST_CHANNEL_KEY_ROTATION_ERROR",
+        "Key rotation error (confidential computing)",
+        Catalog(Bucket::RestartVm),
+        XidAlert::Warning,
+        "restart the VM that owns the GPU; no GPU reset needed",
+    ),
+    xid(
+        152,
+        "ROBUST_CHANNEL_DLA_SMMU_ERROR",
+        "DLA SMMU error (not on data center GPUs)",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing",
+    ),
+    xid(
+        153,
+        "ROBUST_CHANNEL_DLA_TIMEOUT",
+        "DLA timeout error (not on data center GPUs)",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing",
+    ),
+    xid(
+        154,
+        "GPU_RECOVERY_ACTION_CHANGED",
+        "GPU recovery action changed (informational)",
+        Catalog(Bucket::Xid154),
+        XidAlert::None,
+        "nothing on the XID itself: the action it announces pages as NvidiaGpuRecoveryActionRequired",
+    ),
+    xid(
+        155,
+        "NVLINK_SW_DEFINED_ERROR",
+        "NVLink5 software-defined error: a link taken down on purpose (Blackwell)",
+        Catalog(Bucket::ResetGpu),
+        XidAlert::Critical,
+        "drain; check NVLink counters and fabric health; reset",
+    ),
+    xid(
+        156,
+        "RESOURCE_RETIREMENT_EVENT",
+        "Resource retirement event (H100 and newer)",
+        Catalog(Bucket::ResetGpu),
+        XidAlert::Warning,
+        "reset at the next service window so the retirement takes effect",
+    ),
+    xid(
+        157,
+        "RESOURCE_RETIREMENT_FAILURE",
+        "Resource retirement failure: no spare resources left to repair (H100 and newer)",
+        Departs(Bucket::Ignore),
+        XidAlert::Warning,
+        "workloads may still run but the same fault can come back unrepaired: a ticket, departing from the catalog, to plan an RMA (as for exhausted remapper banks)",
+    ),
+    xid(
+        158,
+        "GPU_FATAL_TIMEOUT",
+        "GPU fatal timeout",
+        Catalog(Bucket::ResetGpu),
+        XidAlert::Critical,
+        "drain, reset",
+    ),
+    xid(
+        159,
+        "ROBUST_CHANNEL_CHI_NON_DATA_ERROR",
+        "CHI non-data error on a C2C link (Grace superchips)",
+        Catalog(Bucket::CheckUvm),
+        XidAlert::Warning,
+        "where UVM or vGPU is in use, reset the GPU at the next window; otherwise nothing",
+    ),
+    xid(
+        160,
+        "CHANNEL_RETIREMENT_EVENT",
+        "Channel retirement event (R575 and newer)",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing",
+    ),
+    xid(
+        161,
+        "CHANNEL_RETIREMENT_FAILURE",
+        "Channel retirement failure (R575 and newer)",
+        Catalog(Bucket::Ignore),
+        XidAlert::None,
+        "nothing; report to NVIDIA if it repeats",
+    ),
+    xid(
+        162,
+        "PSHC_REENGAGED",
+        "Power smoothing circuitry capability reengaged (Blackwell)",
+        Ours(Bucket::Ignore),
+        XidAlert::None,
+        "nothing: power smoothing works again (the catalog gives no bucket; ours: good news needs no alert)",
+    ),
+    xid(
+        163,
+        "PSHC_DISENGAGED",
+        "Power smoothing circuitry capability disengaged (Blackwell)",
+        Ours(Bucket::ResetGpu),
+        XidAlert::Warning,
+        "no reset needed for power smoothing alone: resolve the thermal events that disengaged it; if it was disabled by a timeout, reload the driver or reset the GPU at the next window (the catalog gives no bucket; ours: a reset that can wait)",
+    ),
+    xid(
+        164,
+        "PSHC_LOW_LIFETIME",
+        "Power smoothing circuitry lifetime low (Blackwell)",
+        Ours(Bucket::ContactSupport),
+        XidAlert::Warning,
+        "power smoothing will be disabled soon: decide whether the rack can absorb power swings, else plan replacing the GPU (the catalog gives no bucket; ours: a ticket; NvidiaGpuPowerSmoothingLifetimeLow warns earlier)",
+    ),
+    xid(
+        165,
+        "PSHC_ZERO_LIFETIME",
+        "Power smoothing circuitry lifetime exhausted (Blackwell)",
+        Ours(Bucket::ContactSupport),
+        XidAlert::Warning,
+        "the driver disables power smoothing and power swings reach the facility: replace the GPU if they are not acceptable (the catalog gives no bucket; ours: a ticket, the GPU still computes)",
+    ),
+    xid(
+        166,
+        "NVLINK_SECURE_CRYPTO_ERR",
+        "NVLink traffic in confidential computing mode before the link was set up for encryption (Blackwell)",
+        Ours(Bucket::ContactSupport),
+        XidAlert::Warning,
+        "confidential computing mode only: save the evidence and report it to NVIDIA (the catalog gives no bucket; ours: a ticket)",
+    ),
+    xid(
+        167,
+        "PCIE_FATAL_TIMEOUT",
+        "PCIe fatal timeout (H100 and newer)",
+        Ours(Bucket::ResetGpu),
+        XidAlert::Critical,
+        "drain, reset; check the slot, riser and retimers if it recurs (the catalog gives no bucket; ours: as XID 79, the GPU's PCIe link failed)",
+    ),
+    xid(
+        168,
+        "REDUCED_GPU_MEMORY_CAPACITY",
+        "Reduced GPU memory capacity: errors in the write-protected region",
+        Ours(Bucket::ResetGpu),
+        XidAlert::Warning,
+        "the GPU runs with less memory: enable ECC (so rows can be remapped) or reboot, at the next window (the catalog gives no bucket; ours: a reset that can wait)",
+    ),
+    xid(
+        169,
+        "SEC2_HALT_ERROR",
+        "Internal micro-controller (SEC2) halt (H100 and newer)",
+        Ours(Bucket::ResetGpu),
+        XidAlert::Critical,
+        "drain, reset (the catalog gives no bucket; ours: as XID 62, the other micro-controller halt)",
+    ),
+    xid(
+        170,
+        "NVLINK_SECURE_OTHER",
+        "NVLink interrupt in confidential computing mode (Blackwell)",
+        Ours(Bucket::ContactSupport),
+        XidAlert::Warning,
+        "confidential computing mode only: save the evidence and report it to NVIDIA (the catalog gives no bucket; ours: a ticket)",
+    ),
+    xid(
+        171,
+        "UNCORRECTABLE_DRAM_ERROR",
+        "Uncorrectable DRAM error: detail of an XID 48",
+        Ours(Bucket::WorkflowXid48),
+        XidAlert::Critical,
+        "as XID 48, which it accompanies: drain, reset; RMA if remapping fails (the catalog gives no bucket; ours: XID 48's)",
+    ),
+    xid(
+        172,
+        "UNCORRECTABLE_SRAM_ERROR",
+        "Uncorrectable SRAM error: detail of an XID 48",
+        Ours(Bucket::WorkflowXid48),
+        XidAlert::Critical,
+        "as XID 48, which it accompanies: drain, reset; check the SRAM threshold flag for RMA (the catalog gives no bucket; ours: XID 48's)",
+    ),
+];
+
+/// The highest code in the catalog this table follows.
+pub const LAST_CODE: u16 = 172;
+
+/// The catalog's entry for a code.
+pub fn lookup(code: u64) -> Option<&'static Xid> {
+    let i = usize::try_from(code).ok()?.checked_sub(1)?;
+    CATALOG.get(i).filter(|x| u64::from(x.code) == code)
+}
+
+/// The codes an alert rule's regular expression holds, ascending.
+pub fn codes_of(alert: XidAlert) -> Vec<u16> {
+    CATALOG
+        .iter()
+        .filter(|x| x.alert == alert)
+        .map(|x| x.code)
+        .collect()
+}
+
+/// A rule's `xid=~"..."` alternation: the codes joined by `|`.
+pub fn regex_of(codes: &[u16]) -> String {
+    codes
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+/// NVLink5 XIDs 144-150 name the faulting unit in a subcode inside
+/// IntrInfo, the first register of the message's parenthesis (`Xid
+/// (PCI:...): <xid> <sub component> <fatal|nonfatal> ... (<intrInfo>
+/// <errorStatus> <errorDebugData>...)`). NVIDIA's catalog ("XID 144-150
+/// Decode"): before R575 (V1) the subcode is IntrInfo bits 9:5, from R575
+/// on (V2) bits 6:0, and several units were renumbered between the two.
+pub fn nvlink5_subcode(intr_info: u32, driver_major: u32) -> u32 {
+    if driver_major >= 575 {
+        intr_info & 0x7f
+    } else {
+        (intr_info >> 5) & 0x1f
+    }
+}
+
+/// The unit a subcode names, by encoding (catalog, "XID 144-150 Decode";
+/// V1 did not tell the two pipes of TLW RX and TX apart).
+pub fn nvlink5_unit(xid: u16, subcode: u32, driver_major: u32) -> Option<&'static str> {
+    let v2 = driver_major >= 575;
+    Some(match (xid, subcode, v2) {
+        (144, 1, _) => "SAW_MVB",
+        (145, 3, _) => "RLW_CTRL",
+        (145, 4, _) => "RLW_REMAP",
+        (145, 5, _) => "RLW_RSPCOL",
+        (145, 6, _) => "RLW_RXPIPE",
+        (145, 7, _) => "RLW_SRC_TRACK",
+        (145, 8, _) => "RLW_TAGSTATE",
+        (146, 9, _) => "TLW_CTRL",
+        (146, 10, false) => "TLW_RX",
+        (146, 11, false) => "TLW_TX",
+        (146, 10, true) => "TLW_RX_PIPE0",
+        (146, 11, true) => "TLW_RX_PIPE1",
+        (146, 12, true) => "TLW_TX_PIPE0",
+        (146, 13, true) => "TLW_TX_PIPE1",
+        (147, 12, false) | (147, 14, true) => "TREX",
+        (148, 0, false) | (148, 15, true) => "NVLPW_CTRL",
+        (149, 0, false) | (149, 24, true) => "NETIR",
+        (149, 14, false) | (149, 17, true) => "NETIR_LINK_EVT",
+        (149, 17, false) | (149, 19, true) => "NETIR_BER_EVENT",
+        (149, 18, false) | (149, 20, true) => "NETIR_MFDE_EVENT",
+        (150, 0, _) => "MSE",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn every_code_from_1_to_172_once_in_order() {
+        assert_eq!(CATALOG.len(), usize::from(LAST_CODE));
+        for (i, x) in CATALOG.iter().enumerate() {
+            assert_eq!(usize::from(x.code), i + 1, "{x:?}");
+            assert!(!x.mnemonic.is_empty() && !x.meaning.is_empty() && !x.action.is_empty());
+            assert!(
+                !x.action.contains('|') && !x.meaning.contains('|'),
+                "{}",
+                x.code
+            );
+        }
+        assert_eq!(
+            lookup(79).map(|x| x.mnemonic),
+            Some("ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS")
+        );
+        assert_eq!(lookup(0), None);
+        assert_eq!(lookup(173), None);
+    }
+
+    #[test]
+    fn severity_follows_the_bucket_unless_the_table_says_it_departs() {
+        for x in CATALOG {
+            let allowed = x.bucket().severities().contains(&x.alert.severity());
+            match x.source {
+                Source::Departs(_) => {
+                    assert!(!allowed, "XID {} departs but needs not", x.code);
+                    assert!(
+                        x.action.contains("departing from the catalog"),
+                        "XID {}",
+                        x.code
+                    );
+                }
+                _ => assert!(
+                    allowed,
+                    "XID {}: {:?} cannot be {:?}",
+                    x.code,
+                    x.bucket(),
+                    x.alert
+                ),
+            }
+        }
+        let departures: BTreeSet<u16> = CATALOG
+            .iter()
+            .filter(|x| matches!(x.source, Source::Departs(_)))
+            .map(|x| x.code)
+            .collect();
+        assert_eq!(departures, [63, 157].into_iter().collect());
+    }
+
+    #[test]
+    fn only_the_codes_the_catalog_leaves_open_carry_our_bucket() {
+        let ours: Vec<u16> = CATALOG
+            .iter()
+            .filter(|x| x.catalog_bucket().is_none())
+            .map(|x| x.code)
+            .collect();
+        assert_eq!(ours, (162..=172).collect::<Vec<u16>>());
+        for x in CATALOG.iter().filter(|x| x.catalog_bucket().is_none()) {
+            assert!(
+                x.action.contains("the catalog gives no bucket; ours"),
+                "XID {}",
+                x.code
+            );
+        }
+    }
+
+    #[test]
+    fn the_codes_the_issues_name_land_where_they_should() {
+        let alert = |code| lookup(code).unwrap().alert;
+        // Issue 21: power smoothing, PCIe fatal timeout, reduced memory,
+        // SEC2 halt, DRAM/SRAM detail and C2C are classified, not unlisted.
+        assert_eq!(alert(167), XidAlert::Critical);
+        assert_eq!(alert(169), XidAlert::Critical);
+        assert_eq!(alert(171), XidAlert::Critical);
+        assert_eq!(alert(172), XidAlert::Critical);
+        assert_eq!(alert(168), XidAlert::Warning);
+        assert_eq!(alert(164), XidAlert::Warning);
+        assert_eq!(alert(165), XidAlert::Warning);
+        assert_eq!(alert(162), XidAlert::None);
+        assert_eq!(alert(159), XidAlert::Warning);
+        assert_eq!(alert(157), XidAlert::Warning);
+        // Issue 16: the IGNORE codes stay silent, 95 pages, 8 does not.
+        for code in [43, 45, 92, 154] {
+            assert_eq!(alert(code), XidAlert::None, "{code}");
+        }
+        assert_eq!(alert(95), XidAlert::Critical);
+        assert_eq!(alert(8), XidAlert::StoppedProcessing);
+        assert_eq!(alert(13), XidAlert::Application);
+    }
+
+    #[test]
+    fn regex_alternation() {
+        assert_eq!(regex_of(&[8]), "8");
+        assert_eq!(regex_of(&[46, 48, 62]), "46|48|62");
+        assert_eq!(codes_of(XidAlert::StoppedProcessing), vec![8]);
+    }
+
+    #[test]
+    fn nvlink5_subcodes_moved_at_r575() {
+        // RLW_REMAP: V1 IntrInfo ...0010000010 (bits 9:5 = 4), V2 ...0000100.
+        assert_eq!(nvlink5_subcode(0b00_1000_0010, 570), 4);
+        assert_eq!(nvlink5_subcode(0b000_0100, 575), 4);
+        assert_eq!(nvlink5_unit(145, 4, 570), Some("RLW_REMAP"));
+        // NETIR_LINK_EVT: V1 subcode 14 (0111000110), V2 17 (0010001).
+        let v1 = nvlink5_subcode(0b01_1100_0110, 565);
+        let v2 = nvlink5_subcode(0b001_0001, 580);
+        assert_eq!((v1, v2), (14, 17));
+        assert_eq!(nvlink5_unit(149, v1, 565), Some("NETIR_LINK_EVT"));
+        assert_eq!(nvlink5_unit(149, v2, 580), Some("NETIR_LINK_EVT"));
+        // The same number means different units in V1 and V2.
+        assert_eq!(nvlink5_unit(149, 17, 570), Some("NETIR_BER_EVENT"));
+        assert_eq!(nvlink5_unit(149, 17, 590), Some("NETIR_LINK_EVT"));
+        assert_eq!(nvlink5_unit(147, 12, 570), Some("TREX"));
+        assert_eq!(nvlink5_unit(147, 12, 575), None);
+        assert_eq!(nvlink5_unit(144, 99, 575), None);
+    }
+}
