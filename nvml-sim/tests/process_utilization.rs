@@ -76,7 +76,7 @@ fn info(
             buf.as_mut_ptr()
         },
     };
-    let ret = unsafe { f(d, &mut arg) };
+    let ret = unsafe { f(d, &raw mut arg) };
     let n = arg.processSamplesCount.min(cap) as usize;
     buf.truncate(if ret == nvmlReturn_enum_NVML_SUCCESS {
         n
@@ -136,7 +136,7 @@ fn per_process_utilization_like_a_driver() {
         .iter()
         .map(|e| (e.pid, e.smUtil, e.memUtil, e.decUtil, e.jpgUtil))
         .collect();
-    by_pid.sort();
+    by_pid.sort_unstable();
     assert_eq!(by_pid, [(7001, 60, 25, 0, 0), (7002, 20, 0, 40, 0)]);
     let newest = entries.iter().map(|e| e.timeStamp).max().unwrap();
     let now = now_us();

@@ -293,7 +293,7 @@ mod tests {
             .iter()
             .map(|a| (a.pid, a.util, a.timestamp_us))
             .collect();
-        got.sort();
+        got.sort_unstable();
         assert_eq!(
             got,
             [
