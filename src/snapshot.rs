@@ -131,6 +131,28 @@ impl Health {
     }
 }
 
+#[cfg(test)]
+impl GpuState {
+    /// For unit tests: GPU `index` (UUID `GPU-<index>`), up, with these
+    /// readings and nothing else known.
+    pub fn with_readings(index: u32, readings: GpuReadings) -> GpuState {
+        GpuState {
+            index,
+            uuid: format!("GPU-{index}"),
+            identity: GpuIdentity::default(),
+            health: Health::Up,
+            last_sample: None,
+            sample_duration: None,
+            stuck_call: None,
+            readings: Some(readings),
+            xids: vec![],
+            xid_other: None,
+            nvml_errors: vec![],
+            pods: vec![],
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StuckCall {
     /// The collector family whose call is blocked, e.g. `power`.

@@ -454,6 +454,27 @@ pub fn process_utilization(
 
 type Answer = (nvmlReturn_t, u32, Vec<ProcessUtilization>);
 
+/// The return code, the count NVML wrote back, and the entries it filled
+/// of `buf`: either call's struct, whose fields share their names.
+macro_rules! answer {
+    ($ret:expr, $count:expr, $buf:expr) => {{
+        let count = $count;
+        let got = $buf
+            .iter()
+            .take(count as usize)
+            .map(|u| ProcessUtilization {
+                pid: u.pid,
+                timestamp_us: u.timeStamp,
+                sm: u.smUtil,
+                memory: u.memUtil,
+                encoder: u.encUtil,
+                decoder: u.decUtil,
+            })
+            .collect();
+        ($ret, count, got)
+    }};
+}
+
 fn utilization_info(
     nvml: &Nvml,
     device: DeviceHandle,
@@ -471,20 +492,7 @@ fn utilization_info(
     };
     // SAFETY: procUtilArray holds processSamplesCount entries.
     let ret = unsafe { f(device, &raw mut info) };
-    let count = info.processSamplesCount;
-    let got = buf
-        .iter()
-        .take((count as usize).min(capacity))
-        .map(|u| ProcessUtilization {
-            pid: u.pid,
-            timestamp_us: u.timeStamp,
-            sm: u.smUtil,
-            memory: u.memUtil,
-            encoder: u.encUtil,
-            decoder: u.decUtil,
-        })
-        .collect();
-    Ok((ret, count, got))
+    Ok(answer!(ret, info.processSamplesCount, buf))
 }
 
 fn utilization_samples(
@@ -499,19 +507,7 @@ fn utilization_samples(
     let mut count = capacity as u32;
     // SAFETY: the buffer holds `count` entries.
     let ret = unsafe { f(device, buf.as_mut_ptr(), &raw mut count, last_seen) };
-    let got = buf
-        .iter()
-        .take((count as usize).min(capacity))
-        .map(|u| ProcessUtilization {
-            pid: u.pid,
-            timestamp_us: u.timeStamp,
-            sm: u.smUtil,
-            memory: u.memUtil,
-            encoder: u.encUtil,
-            decoder: u.decUtil,
-        })
-        .collect();
-    Ok((ret, count, got))
+    Ok(answer!(ret, count, buf))
 }
 
 /// JPEG or OFA engine utilization in percent.

@@ -235,38 +235,30 @@ fn allocation(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{GpuIdentity, GpuReadings, Health, PodAttribution, UsageReadings};
+    use crate::snapshot::{GpuReadings, PodAttribution, UsageReadings};
 
     fn gpu(index: u32, pods: &[(&str, &str)]) -> GpuState {
-        GpuState {
+        let mut g = GpuState::with_readings(
             index,
-            uuid: format!("GPU-{index}"),
-            identity: GpuIdentity::default(),
-            health: Health::Up,
-            last_sample: None,
-            sample_duration: None,
-            stuck_call: None,
-            readings: Some(GpuReadings {
+            GpuReadings {
                 usage: Some(UsageReadings {
                     minor_number: Some(index + 10),
                     ..UsageReadings::default()
                 }),
                 ..Default::default()
-            }),
-            xids: vec![],
-            xid_other: None,
-            nvml_errors: vec![],
-            pods: pods
-                .iter()
-                .map(|(ns, pod)| PodAttribution {
-                    namespace: (*ns).into(),
-                    pod: (*pod).into(),
-                    container: "main".into(),
-                    gpu_instance: None,
-                    compute_instance: None,
-                })
-                .collect(),
-        }
+            },
+        );
+        g.pods = pods
+            .iter()
+            .map(|(ns, pod)| PodAttribution {
+                namespace: (*ns).into(),
+                pod: (*pod).into(),
+                container: "main".into(),
+                gpu_instance: None,
+                compute_instance: None,
+            })
+            .collect();
+        g
     }
 
     fn process_holding(gpu: u32, names: Option<(&str, &str)>) -> WorkloadHolding {

@@ -506,7 +506,7 @@ fn max_known(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{GpuIdentity, GpuReadings, Health, Process};
+    use crate::snapshot::{GpuReadings, Process};
 
     fn process(pid: u32, mib: Option<u64>, mig: Option<(u32, u32)>) -> Process {
         Process {
@@ -519,24 +519,14 @@ mod tests {
     }
 
     fn gpu(index: u32, compute: Vec<Process>, graphics: Vec<Process>) -> GpuState {
-        GpuState {
+        GpuState::with_readings(
             index,
-            uuid: format!("GPU-{index}"),
-            identity: GpuIdentity::default(),
-            health: Health::Up,
-            last_sample: None,
-            sample_duration: None,
-            stuck_call: None,
-            readings: Some(GpuReadings {
+            GpuReadings {
                 compute_processes: Some(compute),
                 graphics_processes: Some(graphics),
                 ..Default::default()
-            }),
-            xids: vec![],
-            xid_other: None,
-            nvml_errors: vec![],
-            pods: vec![],
-        }
+            },
+        )
     }
 
     fn job(id: &str, uid: u32) -> Workload {

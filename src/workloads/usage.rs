@@ -596,8 +596,7 @@ fn mig(g: &GpuState, total_slices: Option<u32>, held: &[&WorkloadHolding], dt: f
 mod tests {
     use super::*;
     use crate::snapshot::{
-        GpuIdentity, GpuReadings, Health, MigComputeInstance, MigGpuInstance, PidUsage, Process,
-        UsageReadings,
+        GpuReadings, MigComputeInstance, MigGpuInstance, PidUsage, Process, UsageReadings,
     };
 
     const T0: u64 = 1_800_000_000;
@@ -625,15 +624,9 @@ mod tests {
     /// GPU 0 polled at `t` s: its processes, their SM seconds so far
     /// (epoch 1), its energy.
     fn gpu(t: f64, procs: &[u32], sm: &[(u32, f64)], energy: f64) -> GpuState {
-        GpuState {
-            index: 0,
-            uuid: "GPU-0".into(),
-            identity: GpuIdentity::default(),
-            health: Health::Up,
-            last_sample: Some(at(t)),
-            sample_duration: None,
-            stuck_call: None,
-            readings: Some(GpuReadings {
+        let mut g = GpuState::with_readings(
+            0,
+            GpuReadings {
                 energy_joules: Some(energy),
                 compute_processes: Some(procs.iter().map(|p| process(*p, None)).collect()),
                 graphics_processes: Some(vec![]),
@@ -651,12 +644,10 @@ mod tests {
                     ..UsageReadings::default()
                 }),
                 ..Default::default()
-            }),
-            xids: vec![],
-            xid_other: None,
-            nvml_errors: vec![],
-            pods: vec![],
-        }
+            },
+        );
+        g.last_sample = Some(at(t));
+        g
     }
 
     fn holding(w: &Workload, share: f64) -> WorkloadHolding {
