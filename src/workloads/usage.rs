@@ -86,7 +86,11 @@ pub struct Accountant {
     idle_threshold: f64,
     baselines: HashMap<u32, Baseline>,
     owners: HashMap<(u32, u32), Owner>,
-    accounts: BTreeMap<(Device, Workload), Account>,
+    /// By device, then workload: a holding's account is found without
+    /// copying its workload.
+    accounts: BTreeMap<Device, BTreeMap<Workload, Account>>,
+    /// How many accounts there are, for the limit.
+    count: usize,
     unattributed: BTreeMap<(u32, UnattributedReason), f64>,
     /// When each GPU's unattributed energy was last added to.
     unattributed_touched: HashMap<u32, Instant>,
@@ -115,8 +119,8 @@ fn elapsed(from: SystemTime, to: SystemTime) -> f64 {
 /// What one interval of one GPU measured, per device and workload.
 #[derive(Default)]
 struct Interval {
-    /// Seconds per (device, workload) where measured.
-    used: BTreeMap<(Device, Workload), Seconds>,
+    /// Seconds per device and workload where measured.
+    used: BTreeMap<Device, BTreeMap<Workload, Seconds>>,
     /// SM seconds measured on the GPU that no known workload holds (a MIG
     /// instance without holders).
     unknown_sm: f64,
@@ -134,6 +138,7 @@ impl Accountant {
             baselines: HashMap::new(),
             owners: HashMap::new(),
             accounts: BTreeMap::new(),
+            count: 0,
             unattributed: BTreeMap::new(),
             unattributed_touched: HashMap::new(),
         }
@@ -160,16 +165,20 @@ impl Accountant {
             .iter()
             .map(|h| ((h.gpu, h.gpu_instance, h.compute_instance), &h.workload))
             .collect();
-        for ((device, workload), a) in &mut self.accounts {
-            a.holding = held.contains(&(*device, workload));
+        for (device, accounts) in &mut self.accounts {
+            for (workload, a) in accounts.iter_mut() {
+                a.holding = held.contains(&(*device, workload));
+            }
+            // A workload that left stays a while, unless it never counted
+            // anything (a holding seen only before its processes resolved).
+            accounts.retain(|_, a| {
+                a.holding
+                    || (now.duration_since(a.touched) < RETENTION
+                        && (a.held > 0.0 || a.sm.is_some_and(|s| s > 0.0)))
+            });
         }
-        // A workload that left stays a while, unless it never counted
-        // anything (a holding seen only before its processes resolved).
-        self.accounts.retain(|_, a| {
-            a.holding
-                || (now.duration_since(a.touched) < RETENTION
-                    && (a.held > 0.0 || a.sm.is_some_and(|s| s > 0.0)))
-        });
+        self.accounts.retain(|_, accounts| !accounts.is_empty());
+        self.count = self.accounts.values().map(BTreeMap::len).sum();
         self.owners
             .retain(|_, o| now.duration_since(o.seen) < RETENTION);
         let known: BTreeSet<u32> = gpus.iter().map(|g| g.index).collect();
@@ -177,29 +186,36 @@ impl Accountant {
         self.report(newest)
     }
 
-    /// Creates the account of a holding, if the limit allows, with its
-    /// counters at 0 so that a rate over them starts from its first scrape.
-    fn open(&mut self, device: Device, workload: &Workload, now: Instant) -> bool {
-        let key = (device, workload.clone());
-        if self.accounts.contains_key(&key) {
-            return true;
+    /// The account of a workload on a device, created (its counters at 0,
+    /// so that a rate over them starts from its first scrape) if the limit
+    /// allows.
+    fn open(&mut self, device: Device, workload: &Workload, now: Instant) -> Option<&mut Account> {
+        let Accountant {
+            accounts,
+            count,
+            limit,
+            ..
+        } = self;
+        let on_device = accounts.entry(device).or_default();
+        if !on_device.contains_key(workload) {
+            if *count >= *limit {
+                return None;
+            }
+            *count += 1;
+            on_device.insert(
+                workload.clone(),
+                Account {
+                    sm: None,
+                    engines: [None; 3],
+                    energy: None,
+                    held: 0.0,
+                    idle: None,
+                    holding: false,
+                    touched: now,
+                },
+            );
         }
-        if self.accounts.len() >= self.limit {
-            return false;
-        }
-        self.accounts.insert(
-            key,
-            Account {
-                sm: None,
-                engines: [None; 3],
-                energy: None,
-                held: 0.0,
-                idle: None,
-                holding: false,
-                touched: now,
-            },
-        );
-        true
+        on_device.get_mut(workload)
     }
 
     fn account_gpu(
@@ -326,15 +342,19 @@ impl Accountant {
     ) -> Interval {
         let listed = listed(g);
         for (pid, device) in &listed {
-            if let Some(w) = by_pid.get(pid) {
-                self.owners.insert(
-                    (g.index, *pid),
-                    Owner {
-                        device: *device,
-                        workload: w.clone(),
-                        seen: now,
-                    },
-                );
+            let Some(w) = by_pid.get(pid) else { continue };
+            match self.owners.get_mut(&(g.index, *pid)) {
+                Some(o) if o.device == *device && o.workload == *w => o.seen = now,
+                _ => {
+                    self.owners.insert(
+                        (g.index, *pid),
+                        Owner {
+                            device: *device,
+                            workload: w.clone(),
+                            seen: now,
+                        },
+                    );
+                }
             }
         }
         let mut deltas: Vec<(u32, Seconds)> = deltas.to_vec();
@@ -373,7 +393,12 @@ impl Accountant {
                 (_, Some(o)) => (o.device, o.workload.clone()),
                 _ => ((g.index, None, None), Workload::of(WorkloadKind::Unknown)),
             };
-            let sum = interval.used.entry((device, workload)).or_default();
+            let sum = interval
+                .used
+                .entry(device)
+                .or_default()
+                .entry(workload)
+                .or_default();
             for i in 0..4 {
                 sum[i] += d[i];
             }
@@ -391,23 +416,29 @@ impl Accountant {
         energy: Option<f64>,
         interval: &Interval,
         held_here: &[&WorkloadHolding],
-        with_processes: &BTreeSet<(Device, Workload)>,
+        with_processes: &BTreeSet<(Device, &Workload)>,
         now: Instant,
     ) {
-        let gpu_sm: f64 = interval.used.values().map(|s| s[0]).sum::<f64>() + interval.unknown_sm;
+        let gpu_sm: f64 = interval
+            .used
+            .values()
+            .flat_map(BTreeMap::values)
+            .map(|s| s[0])
+            .sum::<f64>()
+            + interval.unknown_sm;
         let busy = gpu_sm / dt;
         let scale = if busy > 1.0 { 1.0 / busy } else { 1.0 };
         let joules = |sm: f64| energy.map(|e| e * sm / dt * scale);
         let mut over_limit = 0.0;
-        for ((device, workload), used) in &interval.used {
-            if !self.open(*device, workload, now) {
+        let used = interval
+            .used
+            .iter()
+            .flat_map(|(device, m)| m.iter().map(move |(w, s)| (device, w, s)));
+        for (device, workload, used) in used {
+            let Some(a) = self.open(*device, workload, now) else {
                 over_limit += joules(used[0]).unwrap_or(0.0);
                 continue;
-            }
-            let a = self
-                .accounts
-                .get_mut(&(*device, workload.clone()))
-                .expect("just opened");
+            };
             a.touched = now;
             a.sm = Some(a.sm.unwrap_or(0.0) + used[0]);
             if device.1.is_none() {
@@ -427,13 +458,9 @@ impl Accountant {
                 .copied()
                 .unwrap_or(1.0);
             let threshold = self.idle_threshold;
-            if !self.open(device, &h.workload, now) {
+            let Some(a) = self.open(device, &h.workload, now) else {
                 continue;
-            }
-            let a = self
-                .accounts
-                .get_mut(&(device, h.workload.clone()))
-                .expect("just opened");
+            };
             a.touched = now;
             a.holding = true;
             a.held += dt * h.share * weight;
@@ -445,7 +472,8 @@ impl Accountant {
                 }
                 let used = interval
                     .used
-                    .get(&(device, h.workload.clone()))
+                    .get(&device)
+                    .and_then(|m| m.get(&h.workload))
                     .map_or(0.0, |s| s[0]);
                 a.idle = match a.idle {
                     Some(i) if (sm - i.sm_at) / (elapsed(i.since, at) * weight) >= threshold => {
@@ -459,7 +487,7 @@ impl Accountant {
                     None => None,
                 };
             } else {
-                let busy = with_processes.contains(&(device, h.workload.clone()));
+                let busy = with_processes.contains(&(device, &h.workload));
                 a.idle = match (busy, a.idle) {
                     (true, _) => None,
                     (false, Some(i)) => Some(i),
@@ -492,7 +520,8 @@ impl Accountant {
         let accounts = self
             .accounts
             .iter()
-            .map(|((device, workload), a)| UsageAccount {
+            .flat_map(|(device, m)| m.iter().map(move |(w, a)| (device, w, a)))
+            .map(|(device, workload, a)| UsageAccount {
                 gpu: device.0,
                 gpu_instance: device.1,
                 compute_instance: device.2,
@@ -540,10 +569,13 @@ fn listed(g: &GpuState) -> HashMap<u32, Device> {
 }
 
 /// The (device, workload) pairs that have a process NVML lists.
-fn with_processes(g: &GpuState, by_pid: &HashMap<u32, Workload>) -> BTreeSet<(Device, Workload)> {
+fn with_processes<'a>(
+    g: &GpuState,
+    by_pid: &'a HashMap<u32, Workload>,
+) -> BTreeSet<(Device, &'a Workload)> {
     listed(g)
         .into_iter()
-        .filter_map(|(pid, device)| Some((device, by_pid.get(&pid)?.clone())))
+        .filter_map(|(pid, device)| Some((device, by_pid.get(&pid)?)))
         .collect()
 }
 
@@ -585,7 +617,9 @@ fn mig(g: &GpuState, total_slices: Option<u32>, held: &[&WorkloadHolding], dt: f
             let device = (h.gpu, h.gpu_instance, h.compute_instance);
             interval
                 .used
-                .entry((device, h.workload.clone()))
+                .entry(device)
+                .or_default()
+                .entry(h.workload.clone())
                 .or_default()[0] += seconds * h.share;
         }
     }
