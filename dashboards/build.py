@@ -376,6 +376,32 @@ def fleet_overview() -> dict:
     L.add(stat("Power draw", "Sum of the GPUs' power draw now." + RULES_NOTE, "watt",
                targets((f"sum({POWER})", "power"))), 3, 4)
 
+    L.row("What to do now")
+    L.add(bargauge("GPUs by action", "GPUs in scope by their verdict "
+                   "(nvidia_gpu_recommended_action): none, restart_app, reset_gpu, reboot, "
+                   "check_hardware, rma. The worst action of every signal wins; the table beside "
+                   "says which signal decided it (docs/operations.md, \"What to do with a GPU now\").",
+                   "short",
+                   targets((f'count by (action) (nvidia_gpu_recommended_action{{{SEL}, gpu_instance=""}})',
+                            "{{action}}", {"instant": True})),
+                   thresholds((None, "green"), (1, "orange")), minv=0), 8, 8)
+    L.add(table(
+        "GPUs that need an action",
+        "Every GPU (and MIG instance) whose verdict is not none: the action, and the signal that "
+        "decided it (reason). reset_gpu and worse page as NvidiaGpuActionRequired. Click a GPU to "
+        "open its detail dashboard.",
+        "short",
+        [target(f'nvidia_gpu_recommended_action{{{SEL}, action!="none"}}', ref="A", instant=True,
+                table=True)],
+        transformations=[
+            {"id": "organize", "options": {
+                "excludeByName": {"Time": True, "Value": True, "__name__": True, "job": True,
+                                  "cluster": True},
+                "indexByName": {"instance": 0, "gpu": 1, "uuid": 2, "gpu_instance": 3,
+                                "compute_instance": 4, "action": 5, "reason": 6}}},
+        ],
+        overrides=[override("gpu", {"links": DETAIL_LINK_TABLE})]), 16, 8)
+
     L.row("Health per node and GPU")
     health_q = [
         (f"max by (instance, gpu, uuid) (nvidia_gpu_up{{{SEL}}})", "up"),
@@ -652,7 +678,9 @@ def gpu_detail() -> dict:
                              (f'nvidia_gpu_clock_max_hertz{{{SEL}}}',
                               G + " {{clock}} max")), 0), 12, 8)
     L.add(timeseries("Throttled time", "Fraction of time each throttle reason held the clocks "
-                     "down, where NVML reports violation time.", "percentunit",
+                     "down, where NVML reports violation time. Drivers before R575 give no "
+                     "separate sw_thermal and hw_thermal time: their series is thermal, time "
+                     "held down by any thermal slowdown, software or hardware.", "percentunit",
                      targets((f"rate(nvidia_gpu_clock_throttle_seconds_total{{{SEL}}}[$__rate_interval])",
                               G + " {{reason}}")), 0, 1), 12, 8)
     L.add(state_timeline("Throttle reasons", "Which clock event (throttle) reasons are active, "

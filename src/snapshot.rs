@@ -38,6 +38,59 @@ pub struct Snapshot {
     pub kubernetes: Option<KubernetesStatus>,
     /// Present when workload attribution (`--workloads`) is on.
     pub workloads: Option<WorkloadAttribution>,
+    /// The exporter's own process (`/proc/self`), where it could be read.
+    pub process: Option<ProcessStats>,
+    /// What the HTTP server answered and refused since start.
+    pub http: Option<HttpCounts>,
+    /// Present when the kernel log is read for XIDs (`--collector.xid.kmsg`).
+    pub kernel_log: Option<KernelLogStatus>,
+}
+
+/// The exporter process, as client libraries' `process_*` metrics show
+/// it. Each field is absent where `/proc` does not say.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProcessStats {
+    /// User and system CPU time.
+    pub cpu_seconds: f64,
+    pub resident_memory_bytes: Option<u64>,
+    pub virtual_memory_bytes: Option<u64>,
+    /// Unix time the process started.
+    pub start_time_seconds: Option<f64>,
+    pub open_fds: Option<u64>,
+    /// The soft limit on open files; `None` when unlimited.
+    pub max_fds: Option<u64>,
+}
+
+/// Requests to the telemetry path by status code, and requests or
+/// connections refused before reaching a handler, by reason; since start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpCounts {
+    pub scrapes: Vec<(u16, u64)>,
+    pub refusals: Vec<(HttpRefusal, u64)>,
+}
+
+/// How reading the kernel log goes, and the NVSwitch SXIDs found in it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KernelLogStatus {
+    /// The log is open and followed: its last read returned within the
+    /// deadline.
+    pub up: bool,
+    /// What went wrong since start, by kind; only kinds seen.
+    pub problems: Vec<(KernelLogProblem, u64)>,
+    /// SXIDs in the log since boot, per NVSwitch and code, bounded like
+    /// the XIDs (`--collector.xid.max-codes` codes per switch, the rest
+    /// under `sxid: None`, i.e. `sxid="other"`).
+    pub sxids: Vec<SxidCount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SxidCount {
+    /// The NVSwitch's PCI address as the kernel prints it, `0000:c3:00.0`.
+    pub switch: String,
+    /// `None`: folded into `other` (the switch already had the most codes,
+    /// or the code is out of range).
+    pub sxid: Option<u64>,
+    pub count: u64,
 }
 
 /// How the kubelet's pod-resources API answered lately.
@@ -90,6 +143,21 @@ pub struct GpuState {
     /// Kubernetes pods that hold this GPU or one of its MIG devices, when
     /// pod attribution is on.
     pub pods: Vec<PodAttribution>,
+    /// What to do with this GPU now: the GPU's verdict first, then one per
+    /// MIG instance whose own fault decides something. Empty where the
+    /// exporter cannot judge (NVML down, the GPU not sampled yet, denied
+    /// or failing every call).
+    pub verdicts: Vec<Verdict>,
+}
+
+/// One verdict: the action, and the signal that decided it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    pub gpu_instance: Option<u32>,
+    pub compute_instance: Option<u32>,
+    pub action: Action,
+    /// A fixed, bounded vocabulary (`crate::verdict::REASONS`).
+    pub reason: &'static str,
 }
 
 /// Strings that identify a GPU. Each is absent when NVML cannot give it
@@ -149,6 +217,7 @@ impl GpuState {
             xid_other: None,
             nvml_errors: vec![],
             pods: vec![],
+            verdicts: vec![],
         }
     }
 }
@@ -232,6 +301,9 @@ pub struct WorkloadAttribution {
     pub read_errors: Vec<WorkloadReadErrors>,
     /// Measured use per workload, when the `workload_usage` family is on.
     pub usage: Option<WorkloadUsage>,
+    /// When the resolver last finished reading every source; `None` until
+    /// it first has.
+    pub last_refresh: Option<std::time::SystemTime>,
 }
 
 /// What each workload used of the devices it held, since the exporter
@@ -633,13 +705,19 @@ label_enum!(PowerLimit {
 
 label_enum!(Clock { Graphics => "graphics", Sm => "sm", Memory => "memory", Video => "video" });
 
-label_enum!(ThrottleReason {
-    GpuIdle => "gpu_idle", ApplicationsClocks => "applications_clocks",
-    SwPowerCap => "sw_power_cap", HwSlowdown => "hw_slowdown",
-    SyncBoost => "sync_boost", SwThermal => "sw_thermal",
-    HwThermal => "hw_thermal", HwPowerBrake => "hw_power_brake",
-    DisplayClocks => "display_clocks",
-});
+label_enum!(
+    /// Clock event (throttle) reasons. `Thermal` is NVML's thermal policy
+    /// violation time (field 75, `NVML_PERF_POLICY_THERMAL`): time held
+    /// down by any thermal slowdown, software or hardware. It is never a
+    /// flag, and never reported as `sw_thermal`, which is one cause of it.
+    ThrottleReason {
+        GpuIdle => "gpu_idle", ApplicationsClocks => "applications_clocks",
+        SwPowerCap => "sw_power_cap", HwSlowdown => "hw_slowdown",
+        SyncBoost => "sync_boost", SwThermal => "sw_thermal",
+        HwThermal => "hw_thermal", HwPowerBrake => "hw_power_brake",
+        DisplayClocks => "display_clocks", Thermal => "thermal",
+    }
+);
 
 label_enum!(ComputeMode {
     Default => "default", ExclusiveThread => "exclusive_thread",
@@ -691,6 +769,25 @@ label_enum!(
 label_enum!(ProcessKind { Compute => "compute", Graphics => "graphics" });
 
 label_enum!(
+    /// What to do with a GPU now, from least to most drastic: the order is
+    /// the severity (`Ord`), and the worst action wins.
+    Action {
+        None => "none", RestartApp => "restart_app", ResetGpu => "reset_gpu",
+        Reboot => "reboot", CheckHardware => "check_hardware", Rma => "rma",
+    }
+);
+
+label_enum!(
+    /// What went wrong reading the kernel log (`--collector.xid.kmsg`).
+    KernelLogProblem {
+        Unreadable => "unreadable", ReadError => "read_error", Stalled => "stalled",
+        Malformed => "malformed", Oversized => "oversized", OutOfOrder => "out_of_order",
+        Overrun => "overrun", Rotated => "rotated", Truncated => "truncated",
+        UnknownGpu => "unknown_gpu", TooManySwitches => "too_many_switches",
+    }
+);
+
+label_enum!(
     /// What holds a GPU, by the cgroup of its processes. `unknown`: the
     /// process's `/proc` entry could not be read.
     WorkloadKind {
@@ -724,10 +821,21 @@ label_enum!(
 
 label_enum!(
     /// Why a read failed: `gone` (the process or file no longer exists),
-    /// `permission_denied`, `malformed` (contents not as documented), `io`
-    /// (anything else, timeouts included).
+    /// `permission_denied`, `malformed` (contents not as documented),
+    /// `timeout` (no answer within the read's deadline: abandoned, see
+    /// `src/fsread.rs`), `io` (anything else).
     WorkloadReadError {
         Gone => "gone", PermissionDenied => "permission_denied",
-        Malformed => "malformed", Io => "io",
+        Malformed => "malformed", Timeout => "timeout", Io => "io",
+    }
+);
+
+label_enum!(
+    /// Why a request or connection got no handler's answer.
+    HttpRefusal {
+        Unauthorized => "unauthorized", RateLimited => "rate_limited",
+        AuthQueueFull => "auth_queue_full", TooManyScrapes => "too_many_scrapes",
+        ConnectionLimit => "connection_limit", TlsHandshake => "tls_handshake",
+        PlainHttpOnTls => "plain_http_on_tls", MalformedRequest => "malformed_request",
     }
 );

@@ -10,6 +10,11 @@ emits XID 79 and falls off the bus; t=15 GPU 3 hangs for 60 s; t=20 GPU 4
 emits XID 43, which must raise nothing (IGNORE in NVIDIA's catalog); GPU 7
 stays healthy.
 
+GPUs 1, 2, 3 and 5 need a reset or more: the verdict's NvidiaGpuActionRequired
+pages once for each, and the per-cause alerts it covers (XID, lost, hung,
+pending remap, recovery action) fire in Prometheus but stay inhibited in
+Alertmanager (issue 23).
+
 What the test changes for speed, and nothing else: the rules' `for:`
 durations (expressions untouched), Alertmanager's group timers, the webhook
 URLs, the simulator's time scale and the scrape/evaluation interval."""
@@ -108,13 +113,23 @@ def test_faults_reach_the_receiver_with_the_right_labels(tmp_path, node):
         expected = [
             ("warning", "NvidiaGpuEccUncorrectedError", "1", {"error": "uncorrected",
                                                                "scope": "volatile"}),
-            ("critical", "NvidiaGpuXidCritical", "1", {"xid": "48"}),
-            ("critical", "NvidiaGpuLost", "2", {}),
-            ("critical", "NvidiaGpuXidCritical", "2", {"xid": "79"}),
-            ("critical", "NvidiaGpuHung", "3", {}),
-            ("warning", "NvidiaGpuRemappedRowsPending", "5", {}),
+            ("critical", "NvidiaGpuActionRequired", "1", {"action": "reset_gpu"}),
+            ("critical", "NvidiaGpuActionRequired", "2", {"action": "reboot"}),
+            ("critical", "NvidiaGpuActionRequired", "3", {"action": "reset_gpu"}),
+            ("critical", "NvidiaGpuActionRequired", "5", {"action": "reset_gpu"}),
             ("warning", "NvidiaGpuHwThermalSlowdown", "6", {"reason": "hw_thermal"}),
             *node_alerts,
+        ]
+        # Firing in Prometheus, and inhibited by the verdict's page of the
+        # same GPU: the driver's recovery action on GPU 5 is inferred from
+        # the pending remap (no R560 or R535 driver reports it).
+        inhibited = [
+            ("NvidiaGpuXidCritical", "1"),
+            ("NvidiaGpuLost", "2"),
+            ("NvidiaGpuXidCritical", "2"),
+            ("NvidiaGpuHung", "3"),
+            ("NvidiaGpuRemappedRowsPending", "5"),
+            ("NvidiaGpuRecoveryActionRequired", "5"),
         ]
 
         def all_arrived():
@@ -126,6 +141,18 @@ def test_faults_reach_the_receiver_with_the_right_labels(tmp_path, node):
                        for _, name, gpu, _ in expected)
 
         wait_until(all_arrived, 90, "every expected alert at the receiver", interval=0.5)
+
+        def suppressed_in_alertmanager():
+            state = {(a["labels"]["alertname"], a["labels"].get("gpu")): a["status"]
+                     for a in am.alerts()}
+            return all(key in state and state[key]["state"] == "suppressed" and state[key]["inhibitedBy"]
+                       for key in inhibited)
+
+        wait_until(suppressed_in_alertmanager, 60,
+                   "the per-cause alerts in Alertmanager, inhibited by the verdict", interval=0.5)
+        firing = {(r["metric"]["alertname"], r["metric"].get("gpu"))
+                  for r in prom.query('ALERTS{alertstate="firing"}')}
+        assert set(inhibited) <= firing, f"not firing in Prometheus: {set(inhibited) - firing}"
 
         got = receiver.alerts()
         for severity, name, gpu, extra in expected:
@@ -146,24 +173,25 @@ def test_faults_reach_the_receiver_with_the_right_labels(tmp_path, node):
             assert exporter.address in ann["description"]
             assert ann["runbook_url"].endswith("#" + name.lower())
 
-        # GPU 3 answers again after the (scaled) 60 s hang: the hang alert
-        # must resolve and the receiver must hear so.
+        # GPU 3 answers again after the (scaled) 60 s hang: its verdict
+        # clears, the page resolves and the receiver hears so.
         def hang_resolved():
             exporter.assert_running()
             return any(a["status"] == "resolved"
-                       for _, a in find(receiver.alerts(), alertname="NvidiaGpuHung", gpu="3"))
+                       for _, a in find(receiver.alerts(), alertname="NvidiaGpuActionRequired", gpu="3"))
 
-        wait_until(hang_resolved, 60 / TIME_SCALE + 45, "the hang alert of GPU 3 to resolve",
+        wait_until(hang_resolved, 60 / TIME_SCALE + 45, "the verdict page of GPU 3 to resolve",
                    interval=0.5)
         up3 = prom.query('nvidia_gpu_up{gpu="3"}')
         assert up3 and up3[0]["value"][1] == "1", "GPU 3 should be up again"
+        verdict3 = prom.query('nvidia_gpu_recommended_action{gpu="3"}')
+        assert [v["metric"]["action"] for v in verdict3] == ["none"], verdict3
 
         # Nothing beyond the faults: the other alerts that fire are direct
-        # consequences of the timeline (the driver asks for a reset of GPU 5
-        # with its pending remap; GPU 6 in thermal slowdown is also hot), and
-        # GPU 0's MIG reconfiguration is not a fault.
-        consequences = {("NvidiaGpuRecoveryActionRequired", "5"),
-                        ("NvidiaGpuTemperatureNearSlowdown", "6")}
+        # consequences of the timeline (GPU 6 in thermal slowdown is also
+        # hot), and GPU 0's MIG reconfiguration is not a fault. None of the
+        # inhibited alerts ever reached the receiver.
+        consequences = {("NvidiaGpuTemperatureNearSlowdown", "6")}
         allowed = {(name, gpu) for _, name, gpu, _ in expected} | consequences
         received = {(a["labels"]["alertname"], a["labels"].get("gpu")) for _, a in receiver.alerts()}
         assert received <= allowed, f"unexpected alerts: {sorted(received - allowed)}"

@@ -39,6 +39,7 @@ EMPTY_ON_DGX_H100 = {
     "Retired pages": "Hopper remaps rows; page retirement is Volta and older",
     "MIG GPUs without activity": "H100 has GPM, so every MIG GPU reports activity",
     "Most XIDs": "a healthy node has no XIDs",
+    "GPUs that need an action": "a healthy node needs nothing",
     "XIDs by code": "a healthy node has no XIDs",
     "Last XID per code": "a healthy node has no XIDs",
     "NVML errors": "nothing fails on a healthy node",

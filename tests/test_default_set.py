@@ -7,7 +7,7 @@ dashboard panel or variable (dashboards/*.json), or a documented diagnostic
 real binary with default flags on the simulated fleets, collects every
 series selector of those sources (metric name and label matchers, Grafana's
 variables as "All"), and fails on each default series no selector matches.
-The series budget itself is tests/e2e_budget.rs.
+The series budget itself is tests/e2e/budget.rs.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from promstack import Exporter, http_get
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SELECTOR = re.compile(r"\b((?:nvidia_gpu|nvml_exporter)_[a-z0-9_]+)\b(\{[^}]*\})?")
+SELECTOR = re.compile(r"\b((?:nvidia_gpu|nvml_exporter|process|promhttp)_[a-z0-9_]+)\b(\{[^}]*\})?")
 PROMQL_BLOCK = re.compile(r"```promql\n(.*?)```", re.DOTALL)
 # Built-in scenarios and a Volta board (page retirement, which newer GPUs
 # replace by row remapping).

@@ -9,7 +9,6 @@ query the docs give.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -190,13 +189,8 @@ def test_sum_by_namespace_and_the_kubernetes_dashboard_in_prometheus(fleet, tmp_
 
         # Every panel of the Kubernetes dashboard answers, with Grafana's
         # variables as "All" and a range that holds a few scrapes.
-        time.sleep(4)
-        empty = []
-        for title, ref, expr, _ in queries.panel_queries(DASHBOARD):
-            expr = queries.substitute(expr, job="nvml", rate_interval="4s", interval_s=1,
-                                      range_s=10)
-            if not prometheus.query(expr):
-                empty.append(f"{title} / {ref}: {expr}")
+        empty = queries.panels_without_data(prometheus.query, DASHBOARD, job="nvml", rate_interval="4s",
+                                             interval_s=1, range_s=10)
         assert not empty, "Kubernetes dashboard panels without data:\n" + "\n".join(empty)
     finally:
         prometheus.stop()

@@ -172,6 +172,11 @@ fn dbe() -> RetireCause {
 fn uncorrectable() -> RowKind {
     RowKind::Uncorrectable
 }
+// serde's `skip_serializing_if` passes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_false(b: &bool) -> bool {
+    !*b
+}
 fn compute() -> ProcKind {
     ProcKind::Compute
 }
@@ -179,12 +184,16 @@ fn compute() -> ProcKind {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(tag = "action", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Fault {
-    /// An XID error event, optionally attributed to a MIG instance.
+    /// An XID error event, optionally attributed to a MIG instance. With
+    /// `log_only`, it reaches only the kernel log (`NVML_SIM_KMSG`), not
+    /// NVML's event sets, as 79, 119 and 120 do on real drivers.
     Xid {
         gpu: u32,
         code: u64,
         gpu_instance: Option<u32>,
         compute_instance: Option<u32>,
+        #[serde(default, skip_serializing_if = "is_false")]
+        log_only: bool,
     },
     /// ECC errors: both the volatile and the aggregate counter move.
     Ecc {
@@ -378,7 +387,48 @@ impl ProcUse {
     }
 }
 
+/// The longest time a scenario or fault may name: a year. Far beyond any
+/// test or drill, and far inside what a `Duration` holds (an `at` of 1e300
+/// seconds made every event wait panic).
+pub const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// A number of seconds a scenario or fault may name: finite, not negative,
+/// at most a year.
+pub fn check_seconds(what: &str, s: f64) -> Result<(), String> {
+    if s.is_finite() && (0.0..=MAX_SECONDS).contains(&s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} = {} must be a number of seconds from 0 to {MAX_SECONDS} (a year)",
+            short(s)
+        ))
+    }
+}
+
+/// A number as a person would write it: `1e300`, not three hundred digits.
+fn short(v: f64) -> String {
+    if v.is_finite() && v.abs() >= 1e9 {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 impl Fault {
+    /// The checks serde's types cannot express: times and percentages in
+    /// range. Every way in (scenario timeline, control socket, CLI) runs it.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            Fault::Hang {
+                seconds: Some(s), ..
+            } => check_seconds("seconds", *s),
+            Fault::Load { percent, .. } if !(0.0..=100.0).contains(percent) => {
+                Err(format!("percent = {} is outside 0..=100", short(*percent)))
+            }
+            _ => Ok(()),
+        }
+    }
+
     pub fn gpu(&self) -> Option<u32> {
         match self {
             Fault::Xid { gpu, .. }
@@ -421,9 +471,11 @@ impl Fault {
     /// Parses one request line of the control protocol: a TOML inline table.
     pub fn from_line(line: &str) -> Result<Fault, String> {
         let table = parse_inline(line)?;
-        table
+        let fault: Fault = table
             .try_into()
-            .map_err(|e: toml::de::Error| e.message().to_string())
+            .map_err(|e: toml::de::Error| e.message().to_string())?;
+        fault.check()?;
+        Ok(fault)
     }
 
     /// The request line for this fault (what the CLI sends).
@@ -456,6 +508,7 @@ mod tests {
             code: 43,
             gpu_instance: Some(1),
             compute_instance: None,
+            log_only: false,
         };
         let line = f.to_line();
         assert!(!line.contains('\n'));
@@ -469,6 +522,20 @@ mod tests {
                 location: EccLocation::Dram,
                 count: 1
             }
+        );
+        assert!(
+            !line.contains("log_only"),
+            "the default stays out of the line"
+        );
+        assert_eq!(
+            Fault::from_line(r#"{ action = "xid", gpu = 2, code = 79, log_only = true }"#),
+            Ok(Fault::Xid {
+                gpu: 2,
+                code: 79,
+                gpu_instance: None,
+                compute_instance: None,
+                log_only: true
+            })
         );
         assert!(Fault::from_line(r#"{ action = "explode", gpu = 1 }"#).is_err());
         assert!(Fault::from_line(r#"{ action = "xid", gpu = 1, code = 43, bogus = 1 }"#).is_err());

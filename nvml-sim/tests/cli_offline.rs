@@ -75,3 +75,65 @@ fn check_and_list_scenarios() {
     assert_eq!(out.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// What would break the simulator at run time is refused by `check` (and
+/// so by `nvmlInit`), naming the line and the problem: times no clock can
+/// hold (an `at` of 1e300 made every event wait panic), negative or NaN
+/// durations, and keys nothing reads, MIG entries included.
+#[test]
+fn check_refuses_what_would_break_the_simulator() {
+    let dir = std::env::temp_dir().join(format!("nvml-sim-absurd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let gpu = "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\n";
+    for (body, want) in [
+        (
+            "[[timeline]]\nat = 1e300\naction = \"xid\"\ngpu = 0\ncode = 79\n",
+            "at = 1e300",
+        ),
+        (
+            "[[timeline]]\nat = nan\naction = \"xid\"\ngpu = 0\ncode = 79\n",
+            "at = NaN",
+        ),
+        (
+            "[[timeline]]\nat = -1\naction = \"xid\"\ngpu = 0\ncode = 79\n",
+            "at = -1",
+        ),
+        (
+            "[[timeline]]\nat = 1\naction = \"hang\"\ngpu = 0\nseconds = -5\n",
+            "seconds = -5",
+        ),
+        (
+            "[[timeline]]\nat = 1\naction = \"hang\"\ngpu = 0\nseconds = nan\n",
+            "seconds = NaN",
+        ),
+        (
+            "[[timeline]]\nat = 1\naction = \"hang\"\ngpu = 0\nseconds = 1e300\n",
+            "seconds = 1e300",
+        ),
+        (
+            "[[timeline]]\nat = 1\naction = \"load\"\ngpu = 0\npercent = 1e9\n",
+            "percent = 1e9",
+        ),
+        (
+            "mig = [{ profile = \"3g.40gb\", laod = 60 }]\n",
+            "unknown field `laod`",
+        ),
+        ("mig = [7]\n", "a MIG instance is a profile name or a table"),
+    ] {
+        let path = dir.join("absurd.toml");
+        let text = format!("{gpu}{body}");
+        std::fs::write(&path, &text).unwrap();
+        let out = Command::new(common::cli())
+            .arg("check")
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{text}\n{err}");
+        assert!(
+            err.contains(want) && err.contains("absurd.toml:"),
+            "{text}: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

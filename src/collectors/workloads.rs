@@ -12,6 +12,7 @@
 //! processes' `uid` and `user`, and `container_name` where an engine
 //! socket is given; never `job` or `instance`, which Prometheus owns.
 
+use super::unix_seconds;
 use crate::metric::{Collector, Kind, Metric, SampleBuilder, SampleSink, Scope};
 use crate::snapshot::{GpuState, Workload, WorkloadHolding};
 
@@ -43,6 +44,12 @@ pub static COLLECTOR: Collector = Collector {
             help: "Workload holdings (workload on device) left out of this exposition because the node has more than --workloads.limit.",
             kind: Kind::Gauge,
             collect: dropped,
+        },
+        Metric {
+            name: "nvml_exporter_workloads_last_refresh_timestamp_seconds",
+            help: "Unix time workload attribution last finished reading every process's cgroup and uid; it stops moving if attribution stalls.",
+            kind: Kind::Gauge,
+            collect: last_refresh,
         },
         Metric {
             name: "nvml_exporter_workload_read_errors_total",
@@ -121,6 +128,18 @@ fn memory<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 fn dropped<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     if let Some(w) = &scope.snapshot.workloads {
         out.sample().set(w.dropped);
+    }
+}
+
+fn last_refresh<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    if let Some(t) = scope
+        .snapshot
+        .workloads
+        .as_ref()
+        .and_then(|w| w.last_refresh)
+        .and_then(unix_seconds)
+    {
+        out.sample().set(t);
     }
 }
 

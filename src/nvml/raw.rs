@@ -1,6 +1,6 @@
 //! The only `unsafe` in the exporter: NVML calls that nvml-wrapper does not
-//! wrap, or wraps in a way that loses information (see docs/design.md and
-//! FACTS.md): per-link field values need their scope id, XID events their
+//! wrap, or wraps in a way that loses information (see docs/design.md):
+//! per-link field values need their scope id, XID events their
 //! MIG instance ids, MIG devices their instance ids; remapped rows and the
 //! memory v1 fallback are not wrapped at all; process lists are read in
 //! the entry layout the driver branch really writes (nvml-wrapper assumes
@@ -690,8 +690,36 @@ pub fn select_sim_scenario(
     let select = unsafe { lib.get::<Select>(b"nvml_sim_select_scenario\0") }
         .map_err(|_| "not nvml-sim: it does not export nvml_sim_select_scenario".to_string())?;
     // SAFETY: `key` is a NUL-terminated string that outlives the call.
-    nvml_try(unsafe { select(key.as_ptr()) }).map_err(|e| e.to_string())?;
+    if let Err(e) = nvml_try(unsafe { select(key.as_ptr()) }) {
+        // nvml-sim keeps the reason for us to log; an older build does not.
+        return Err(sim_last_error(&lib).unwrap_or_else(|| e.to_string()));
+    }
     Ok(lib)
+}
+
+/// nvml-sim's message for its last failed selection or `nvmlInit`
+/// (`nvml_sim_last_error`); `None` when it has none or lacks the export.
+pub fn sim_last_error(lib: &libloading::Library) -> Option<String> {
+    type LastError = unsafe extern "C" fn(*mut std::os::raw::c_char, u32) -> nvmlReturn_t;
+    // SAFETY: the symbol has this signature in nvml-sim (src/host.rs).
+    let last = unsafe { lib.get::<LastError>(b"nvml_sim_last_error\0") }.ok()?;
+    let mut buf = [0 as std::os::raw::c_char; 1024];
+    // SAFETY: the buffer is 1024 bytes; the export NUL-terminates in it.
+    nvml_try(unsafe { last(buf.as_mut_ptr(), buf.len() as u32) }).ok()?;
+    // SAFETY: NUL-terminated within `buf`, as above.
+    let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
+    (!text.is_empty()).then(|| text.into_owned())
+}
+
+/// Whether the dynamic loader can load the library at `path` at all: a
+/// file that is not a shared library for this machine is a configuration
+/// mistake, not a driver that may come back.
+pub fn check_loadable(path: &std::path::Path) -> Result<(), String> {
+    // SAFETY: as for NVML's own load of the same file: a driver library's
+    // initializers have no preconditions. It is unloaded again at once.
+    unsafe { libloading::Library::new(path) }
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 /// What `nvmlDeviceGetGpuFabricInfo[V]` says of a GPU (Hopper and newer on

@@ -6,9 +6,9 @@
 //! its allocation are recognised as one workload.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::procfs;
+use super::procfs::HostFiles;
 use crate::snapshot::{GpuState, Workload, WorkloadHolding, WorkloadKind, WorkloadReadError};
 
 /// The character devices of NVIDIA GPUs: `/dev/nvidia<minor>` is major
@@ -56,53 +56,44 @@ pub fn allowed_gpus(devices_list: &str) -> Option<Vec<u32>> {
 }
 
 /// Slurm jobs with GPUs from `<cgroup root>/devices/slurm*/uid_<uid>/job_<id>/devices.list`
-/// (cgroup v1 with `ConstrainDevices=yes`). A host without the v1 devices
-/// hierarchy (cgroup v2, where Slurm enforces devices with eBPF programs
-/// that cannot be read back) has none: not an error. Read failures of
-/// single jobs are returned beside the jobs that could be read.
-pub fn slurm_jobs(cgroup_root: &Path) -> (Vec<SlurmJob>, Vec<WorkloadReadError>) {
+/// (cgroup v1 with `ConstrainDevices=yes`), read with the deadlines and
+/// caps of every host file. A host without the v1 devices hierarchy
+/// (cgroup v2, where Slurm enforces devices with eBPF programs that cannot
+/// be read back) has none: not an error. Read failures of single jobs are
+/// returned beside the jobs that could be read.
+pub fn slurm_jobs(files: &HostFiles, cgroup_root: &Path) -> (Vec<SlurmJob>, Vec<WorkloadReadError>) {
     let mut jobs = Vec::new();
     let mut errors = Vec::new();
-    let devices = cgroup_root.join("devices");
-    let roots = match std::fs::read_dir(&devices) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (jobs, errors),
-        Err(e) => {
-            errors.push(procfs::error_kind(&e));
-            return (jobs, errors);
-        }
-    };
-    let children = |dir: &Path, prefix: &str| -> Vec<(String, std::path::PathBuf)> {
-        let mut found: Vec<_> = std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                let rest = name.strip_prefix(prefix)?.to_string();
-                Some((rest, e.path()))
-            })
-            .collect();
+    let children = |dir: &Path, prefix: &str, errors: &mut Vec<WorkloadReadError>| {
+        let mut found: Vec<(String, PathBuf)> = match files.list_dir(dir) {
+            Ok(entries) => entries,
+            // Not there (a v2 host), or gone (the job ended meanwhile).
+            Err(WorkloadReadError::Gone) => Vec::new(),
+            Err(e) => {
+                errors.push(e);
+                Vec::new()
+            }
+        };
+        found.retain(|(name, _)| name.starts_with(prefix));
         found.sort();
         found
     };
-    for root in roots.flatten() {
-        let name = root.file_name();
-        let name = name.to_string_lossy();
+    for (name, root) in children(&cgroup_root.join("devices"), "slurm", &mut errors) {
         if !(name == "slurm" || name.starts_with("slurm_")) {
             continue;
         }
-        for (uid, uid_dir) in children(&root.path(), "uid_") {
-            for (job, job_dir) in children(&uid_dir, "job_") {
-                if job.is_empty() || !job.bytes().all(|b| b.is_ascii_digit()) {
+        for (uid, uid_dir) in children(&root, "uid_", &mut errors) {
+            for (job, job_dir) in children(&uid_dir, "job_", &mut errors) {
+                let id = &job["job_".len()..];
+                if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
                     continue;
                 }
-                match procfs::small_text(&job_dir.join("devices.list")) {
+                match files.small_text(&job_dir.join("devices.list")) {
                     Ok(text) => {
                         if let Some(minors) = allowed_gpus(&text).filter(|m| !m.is_empty()) {
                             jobs.push(SlurmJob {
-                                job,
-                                uid: uid.parse().ok(),
+                                job: id.to_string(),
+                                uid: uid["uid_".len()..].parse().ok(),
                                 user: None,
                                 minors,
                             });
@@ -152,11 +143,14 @@ pub fn parse_log_link(file_name: &str) -> Option<(String, PodContainer)> {
 
 /// Names by short container id from the kubelet's log links in `dir`
 /// (`/var/log/containers`, under the host's root file system).
-pub fn container_names(dir: &Path) -> Result<HashMap<String, PodContainer>, WorkloadReadError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| procfs::error_kind(&e))?;
-    Ok(entries
-        .flatten()
-        .filter_map(|e| parse_log_link(e.file_name().to_str()?))
+pub fn container_names(
+    files: &HostFiles,
+    dir: &Path,
+) -> Result<HashMap<String, PodContainer>, WorkloadReadError> {
+    Ok(files
+        .list_dir(dir)?
+        .iter()
+        .filter_map(|(name, _)| parse_log_link(name))
         .collect())
 }
 
@@ -338,7 +332,8 @@ mod tests {
         job("slurm", 1004, "45", "c 195:255 rwm\n");
         std::fs::create_dir_all(root.join("devices/slurm/uid_1005/job_46")).unwrap();
         job("docker", 0, "47", "c 195:0 rwm\n");
-        let (jobs, errors) = slurm_jobs(&root);
+        let files = HostFiles::new(PathBuf::new());
+        let (jobs, errors) = slurm_jobs(&files, &root);
         let got: Vec<_> = jobs
             .iter()
             .map(|j| (j.job.as_str(), j.uid, j.minors.clone()))
@@ -352,7 +347,7 @@ mod tests {
             errors.is_empty(),
             "a job without its file has ended: {errors:?}"
         );
-        assert_eq!(slurm_jobs(&root.join("v2-host")), (vec![], vec![]));
+        assert_eq!(slurm_jobs(&files, &root.join("v2-host")), (vec![], vec![]));
         std::fs::remove_dir_all(&root).unwrap();
     }
 

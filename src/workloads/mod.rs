@@ -26,7 +26,7 @@ mod usage;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 use tokio::sync::{watch, Notify};
@@ -38,6 +38,12 @@ use crate::snapshot::{
 
 /// How long one container engine call may take.
 const ENGINE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The reader's deadline for an engine call: the call ends itself at
+/// `ENGINE_TIMEOUT`; this is for a connect that never returns.
+const ENGINE_DEADLINE: Duration = Duration::from_secs(3);
+
+pub use procfs::HostFiles;
 
 /// node_exporter's default for `--path.procfs`.
 pub const DEFAULT_PROCFS: &str = "/proc";
@@ -74,12 +80,16 @@ struct Known {
     names: HashMap<String, Option<String>>,
     /// Slurm jobs and the GPUs their device cgroups allow.
     slurm_jobs: Vec<allocations::SlurmJob>,
+    /// When this resolution was finished.
+    completed: Option<SystemTime>,
 }
 
 /// The latest resolution, shared between the refresh task (writer) and
 /// the publish step (reader).
 pub struct Workloads {
     config: WorkloadsConfig,
+    /// The host's procfs and files, read with deadlines.
+    files: HostFiles,
     known: ArcSwap<Known>,
     /// The pids of the latest snapshot.
     wanted: Mutex<BTreeSet<u32>>,
@@ -96,6 +106,7 @@ impl Workloads {
     pub fn new(config: WorkloadsConfig) -> Arc<Self> {
         Arc::new(Workloads {
             usage: Mutex::new(usage::Accountant::new(config.limit, config.idle_threshold)),
+            files: HostFiles::new(config.procfs.clone()),
             config,
             known: ArcSwap::from_pointee(Known::default()),
             wanted: Mutex::new(BTreeSet::new()),
@@ -106,8 +117,9 @@ impl Workloads {
     }
 
     /// Resolves pids until `stop` fires: every refresh interval, and at
-    /// once when a snapshot lists a new pid. The reads are blocking file
-    /// I/O and run on the blocking pool, one refresh at a time.
+    /// once when a snapshot lists a new pid. A refresh runs on the blocking
+    /// pool, one at a time; each of its reads has a deadline
+    /// (`procfs::HostFiles`), so a refresh always ends.
     pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<()>) {
         let mut tick = tokio::time::interval(self.config.refresh_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -146,7 +158,7 @@ impl Workloads {
         self.name_pods(&mut by_pid);
         let mut slurm_jobs = self.slurm_jobs();
         if by_pid.values().any(|w| w.uid.is_some()) || !slurm_jobs.is_empty() {
-            match procfs::passwd(&self.config.rootfs.join("etc/passwd")) {
+            match self.files.passwd(&self.config.rootfs.join("etc/passwd")) {
                 Ok(names) => {
                     for w in by_pid.values_mut() {
                         w.user = w.uid.and_then(|uid| names.get(&uid).cloned());
@@ -168,6 +180,7 @@ impl Workloads {
             mapped_jobs,
             names,
             slurm_jobs,
+            completed: Some(SystemTime::now()),
         }));
     }
 
@@ -181,7 +194,7 @@ impl Workloads {
             return;
         }
         let dir = self.config.rootfs.join("var/log/containers");
-        let names = match allocations::container_names(&dir) {
+        let names = match allocations::container_names(&self.files, &dir) {
             Ok(names) => names,
             Err(e) => {
                 self.count_error(WorkloadSource::KubeletLogs, e);
@@ -201,7 +214,7 @@ impl Workloads {
     /// Slurm jobs' GPUs from their cgroup v1 device allowlists under the
     /// host's root.
     fn slurm_jobs(&self) -> Vec<allocations::SlurmJob> {
-        let (jobs, errors) = allocations::slurm_jobs(&self.config.rootfs.join("sys/fs/cgroup"));
+        let (jobs, errors) = allocations::slurm_jobs(&self.files, &self.config.rootfs.join("sys/fs/cgroup"));
         for e in errors {
             self.count_error(WorkloadSource::SlurmCgroup, e);
         }
@@ -249,7 +262,11 @@ impl Workloads {
     fn ask_engines(&self, id: &str) -> Option<Option<String>> {
         let mut answered = false;
         for socket in &self.config.container_engine_sockets {
-            match engine::container_name(socket, id, ENGINE_TIMEOUT) {
+            let (path, owned_id) = (socket.clone(), id.to_string());
+            let asked = self.files.run(socket, ENGINE_DEADLINE, move || {
+                engine::container_name(&path, &owned_id, ENGINE_TIMEOUT)
+            });
+            match asked {
                 Ok(Some(name)) => return Some(Some(name)),
                 Ok(None) => answered = true,
                 Err(e) => self.count_error(WorkloadSource::ContainerEngine, e),
@@ -260,8 +277,7 @@ impl Workloads {
 
     /// One process's workload; `unknown` when its cgroup cannot be read.
     fn resolve(&self, pid: u32) -> Workload {
-        let procfs = &self.config.procfs;
-        let mut workload = match procfs::cgroup(procfs, pid) {
+        let mut workload = match self.files.cgroup(pid) {
             Ok(text) => match cgroup::paths(&text) {
                 Some(paths) => cgroup::classify(&paths),
                 None => {
@@ -276,7 +292,7 @@ impl Workloads {
         };
         // The process's own uid; the path's (Slurm v1 `uid_`, a login
         // session's `user-<uid>.slice`) when status cannot be read.
-        match procfs::real_uid(procfs, pid) {
+        match self.files.real_uid(pid) {
             Ok(uid) => workload.uid = Some(uid),
             Err(e) => self.count_error(WorkloadSource::Procfs, e),
         }
@@ -288,22 +304,18 @@ impl Workloads {
     /// are skipped; a file that cannot be read is counted.
     fn read_mapping_dir(&self, dir: &Path) -> BTreeMap<u32, Vec<String>> {
         let mut jobs = BTreeMap::new();
-        let entries = match std::fs::read_dir(dir) {
+        let entries = match self.files.list_dir(dir) {
             Ok(entries) => entries,
             Err(e) => {
-                self.count_error(WorkloadSource::SlurmMappingDir, procfs::error_kind(&e));
+                self.count_error(WorkloadSource::SlurmMappingDir, e);
                 return jobs;
             }
         };
-        for entry in entries.flatten() {
-            let Some(gpu) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
+        for (name, path) in entries {
+            let Ok(gpu) = name.parse::<u32>() else {
                 continue;
             };
-            match procfs::small_text(&entry.path()) {
+            match self.files.small_text(&path) {
                 Ok(text) => {
                     let ids: Vec<String> = text
                         .split_whitespace()
@@ -384,6 +396,7 @@ impl Workloads {
             dropped: dropped as u64,
             read_errors,
             usage,
+            last_refresh: known.completed,
         });
         out
     }

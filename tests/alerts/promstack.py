@@ -203,6 +203,13 @@ class Alertmanager(Process):
             return http_get(f"http://{self.address}/-/ready")[0] == 200
         wait_until(ready, timeout, "alertmanager /-/ready")
 
+    def alerts(self) -> list[dict]:
+        """Every alert Alertmanager holds, silenced and inhibited included,
+        with its `status` (state, inhibitedBy)."""
+        status, body = http_get(f"http://{self.address}/api/v2/alerts")
+        assert status == 200, body
+        return json.loads(body)
+
 
 class WebhookReceiver:
     """Collects Alertmanager webhook notifications, keyed by request path."""

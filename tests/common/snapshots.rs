@@ -270,6 +270,7 @@ fn gpu(i: u32, health: Health, readings: Option<GpuReadings>) -> GpuState {
         xid_other: None,
         nvml_errors: vec![],
         pods: vec![],
+        verdicts: vec![],
     }
 }
 
@@ -352,6 +353,9 @@ pub fn dgx_fleet() -> Snapshot {
         gpus,
         kubernetes: None,
         workloads: None,
+        process: None,
+        http: None,
+        kernel_log: None,
     }
 }
 
@@ -359,6 +363,21 @@ pub fn dgx_fleet() -> Snapshot {
 /// set on some GPU, so every metric family is emitted.
 pub fn fully_populated() -> Snapshot {
     let mut s = dgx_fleet();
+    s.process = Some(ProcessStats {
+        cpu_seconds: 12.5,
+        resident_memory_bytes: Some(9 << 20),
+        virtual_memory_bytes: Some(900 << 20),
+        start_time_seconds: Some(1_700_000_000.25),
+        open_fds: Some(14),
+        max_fds: Some(1024),
+    });
+    s.http = Some(HttpCounts {
+        scrapes: vec![(200, 40), (503, 1)],
+        refusals: vec![
+            (HttpRefusal::Unauthorized, 3),
+            (HttpRefusal::ConnectionLimit, 1),
+        ],
+    });
     if let Some(r) = s.gpus[0].readings.as_mut() {
         r.fan_speeds = vec![(0, 0.45), (1, 0.5)];
     }
@@ -372,6 +391,38 @@ pub fn fully_populated() -> Snapshot {
             compute_instance,
         };
     s.gpus[2].pods = vec![holder("a", None, None), holder("b", None, None)];
+    // Every GPU judged: most need nothing, GPU 2 (lost, XID 79) a reboot.
+    for g in &mut s.gpus {
+        g.verdicts = vec![Verdict {
+            gpu_instance: None,
+            compute_instance: None,
+            action: Action::None,
+            reason: "none",
+        }];
+    }
+    s.gpus[2].verdicts[0].action = Action::Reboot;
+    s.gpus[2].verdicts[0].reason = "xid_restart_bm";
+    // The kernel log read with --collector.xid.kmsg: SXIDs of one switch,
+    // one of them folded, and a few problems.
+    s.kernel_log = Some(KernelLogStatus {
+        up: true,
+        problems: vec![
+            (KernelLogProblem::Malformed, 2),
+            (KernelLogProblem::UnknownGpu, 1),
+        ],
+        sxids: vec![
+            SxidCount {
+                switch: "0000:c3:00.0".into(),
+                sxid: Some(20009),
+                count: 3,
+            },
+            SxidCount {
+                switch: "0000:c3:00.0".into(),
+                sxid: None,
+                count: 1,
+            },
+        ],
+    });
     // XIDs folded into `other`: an out-of-range code and one over the limit.
     s.gpus[4].xid_other = Some(XidOther {
         out_of_range: 1,
@@ -389,6 +440,13 @@ pub fn fully_populated() -> Snapshot {
         gi.compute_instances.first().map(|c| c.compute_instance),
     );
     mig_gpu.pods = vec![holder("c", Some(place.0), place.1)];
+    // Verdicts: the MIG GPU's instance has its own (an application fault).
+    mig_gpu.verdicts.push(Verdict {
+        gpu_instance: Some(place.0),
+        compute_instance: place.1,
+        action: Action::RestartApp,
+        reason: "xid_restart_app",
+    });
     // One MIG GPU seen without MIG privileges, and a GPU this process may
     // not open.
     if let Some(r) = mig_gpu.readings.as_mut() {
@@ -506,6 +564,7 @@ pub fn fully_populated() -> Snapshot {
                 })
                 .collect(),
         }),
+        last_refresh: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)),
     });
     s
 }
@@ -558,6 +617,9 @@ pub fn workstation() -> Snapshot {
         gpus: vec![g],
         kubernetes: None,
         workloads: None,
+        process: None,
+        http: None,
+        kernel_log: None,
     }
 }
 

@@ -15,7 +15,8 @@ usage: nvml-sim [--socket PATH] COMMAND [OPTIONS]
 The socket defaults to $NVML_SIM_CONTROL.
 
 commands:
-  xid --gpu N --code C [--gpu-instance N] [--compute-instance N]
+  xid --gpu N --code C [--gpu-instance N] [--compute-instance N] [--log-only true]
+                                    (--log-only: to the kernel log (NVML_SIM_KMSG) only, not NVML)
   ecc --gpu N [--error-type corrected|uncorrected] [--location dram|l1|l2|register-file|sram] [--count N]
   retire-page --gpu N [--cause sbe|dbe] [--pending true|false]
   remap-row --gpu N [--kind correctable|uncorrectable] [--pending true|false] [--failure true|false]
@@ -106,9 +107,10 @@ fn request(args: &[String]) -> Result<String, String> {
     let line = toml::Value::Table(table.clone()).to_string();
     if !matches!(action.as_str(), "calls" | "reset-calls" | "status") {
         // Validate here so mistakes get a message before anything is sent.
-        let _: Fault = toml::Value::Table(table)
+        let fault: Fault = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| e.message().to_string())?;
+        fault.check()?;
     }
     Ok(line)
 }

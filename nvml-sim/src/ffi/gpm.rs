@@ -166,8 +166,9 @@ fn metric_value(
 }
 
 nvml_fn! {
-    /// Fills only the first `numMetrics` entries: older headers declare a
-    /// shorter array than these bindings (FACTS).
+    /// Fills only the first `numMetrics` entries: nvml-wrapper-sys declares
+    /// `metrics[210]`, older `nvml.h` headers `metrics[98]`, and a client
+    /// built against those passes the shorter array.
     fn nvmlGpmMetricsGet(metricsGet: *mut nvmlGpmMetricsGet_t) {
         nonnull(metricsGet)?;
         let mg = &mut *metricsGet;

@@ -352,39 +352,55 @@ pub fn with_gpu<T>(h: nvmlDevice_t, f: impl FnOnce(&mut crate::fleet::Gpu, f64) 
 
 fn init(_flags: c_uint) -> R {
     let mut st = lock();
-    if let Some(sim) = &st.sim {
+    if let Some(sim) = &mut st.sim {
+        // A timeline's `driver-load` is due on the next call, and while the
+        // driver is away the only calls are these.
+        sim.advance();
         if !sim.driver_loaded {
             return Err(DRIVER_NOT_LOADED);
         }
     }
     if st.refcount == 0 {
         let key = crate::settings::scenario_key();
-        let scale = crate::settings::time_scale().map_err(|e| {
-            eprintln!("nvml-sim: {e}");
-            UNKNOWN
-        })?;
-        let scenario = scenario::load(&key).map_err(|e| {
-            eprintln!("nvml-sim: bad scenario: {e}");
-            UNKNOWN
-        })?;
+        let scale = match crate::settings::time_scale() {
+            Ok(scale) => scale,
+            Err(e) => {
+                st.report(e);
+                return Err(UNKNOWN);
+            }
+        };
+        let scenario = match scenario::load(&key) {
+            Ok(scenario) => scenario,
+            Err(e) => {
+                st.report(format!("bad scenario: {e}"));
+                return Err(UNKNOWN);
+            }
+        };
         if st.built_from.as_ref() != Some(&(key.clone(), scale)) || st.sim.is_none() {
-            for w in &scenario.warnings {
-                eprintln!("nvml-sim: {}", w.as_warning());
+            // `nvml-sim check` shows these too; a host that logs for us
+            // (the exporter) would get them raw in its log otherwise.
+            if !st.host_reports {
+                for w in &scenario.warnings {
+                    eprintln!("nvml-sim: {}", w.as_warning());
+                }
             }
             st.sim = Some(Sim::new(&scenario, scale));
             st.built_from = Some((key, scale));
         }
         // Resolved at every first init: NVML_SIM_DRIVER may have changed.
-        let personality = crate::driver::resolve(&scenario).map_err(|e| {
-            eprintln!("nvml-sim: bad driver: {e}");
-            UNKNOWN
-        })?;
+        let personality = match crate::driver::resolve(&scenario) {
+            Ok(p) => p,
+            Err(e) => {
+                st.report(format!("bad driver: {e}"));
+                return Err(UNKNOWN);
+            }
+        };
         crate::driver::apply(personality);
         if !st.control_started {
             if let Some(path) = crate::settings::control_socket() {
                 match crate::control::start(path) {
                     Ok(()) => st.control_started = true,
-                    Err(e) => eprintln!("nvml-sim: control socket: {e}"),
+                    Err(e) => st.report(format!("control socket: {e}")),
                 }
             }
         }

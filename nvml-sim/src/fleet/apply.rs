@@ -35,12 +35,22 @@ impl Sim {
                 code,
                 gpu_instance,
                 compute_instance,
+                log_only,
             } => {
                 let g = &self.gpus[*gpu as usize];
                 if let Some(gi) = gpu_instance {
                     if g.instance(*gi).is_none() {
                         return Err(format!("GPU {gpu} has no GPU instance {gi}"));
                     }
+                }
+                let process = g
+                    .procs
+                    .iter()
+                    .find(|p| gpu_instance.is_none_or(|gi| p.mig.is_some_and(|(i, _)| i == gi)))
+                    .map(|p| (p.pid, p.name.as_str()));
+                crate::kmsg::xid(&g.pci, *code, *gpu_instance, *compute_instance, process);
+                if *log_only {
+                    return Ok(format!("XID {code} on GPU {gpu} (kernel log only)"));
                 }
                 self.push_event(Event {
                     gpu: *gpu,
@@ -160,6 +170,7 @@ impl Sim {
             }
             Fault::DriverLoad => {
                 if !self.driver_loaded {
+                    crate::kmsg::driver_loaded(&crate::driver::current().version);
                     // A driver reload clears volatile ECC counters (NVML
                     // reference, nvmlEccCounterType_t: "Volatile counts are
                     // reset each time the driver loads").

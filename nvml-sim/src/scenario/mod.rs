@@ -412,17 +412,15 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                 ))
             }
         };
-        if !(at >= 0.0 && at.is_finite()) {
-            return Err(err(
-                Some(offset),
-                format!("`at` = {at} must be a non-negative number of seconds"),
-            ));
-        }
+        crate::fault::check_seconds("at", at).map_err(|m| err(Some(offset), m))?;
         let fault: Fault = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| {
                 err(Some(offset), format!("bad timeline entry: {}", e.message()))
             })?;
+        fault
+            .check()
+            .map_err(|m| err(Some(offset), format!("bad timeline entry: {m}")))?;
         if let Some(g) = fault.gpu() {
             if g as usize >= gpus.len() {
                 return Err(err(

@@ -4,7 +4,7 @@
 //! GPU fell off the bus. The real binary against nvml-sim's `denied`,
 //! `privileged = false` and lost-GPU event behaviour.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -55,7 +55,7 @@ fn a_denied_gpu_is_reported_as_denied_not_lost() {
             .is_some_and(|x| x.value == "1")
     });
     // Several polls later: still one log line.
-    std::thread::sleep(Duration::from_millis(1000));
+    e.wait_polls(3);
     let s2 = samples(&e.scrape());
     for s in [&s, &s2] {
         let denied: Vec<_> = find(s, "nvml_exporter_gpu_access_denied", &[])
@@ -211,7 +211,7 @@ fn process_names_outside_our_pid_namespace_are_absent_not_errors() {
         !find(s, "nvidia_gpu_process_memory_used_bytes", &[]).is_empty()
     });
     // Several polls later: still no error and no name.
-    std::thread::sleep(Duration::from_millis(1000));
+    e.wait_polls(3);
     let s = samples(&e.scrape());
     let procs = find(&s, "nvidia_gpu_process_memory_used_bytes", &[]);
     assert!(procs.len() > 5, "{procs:?}");

@@ -6,7 +6,7 @@
 //! at a tenth of the graphics activity, each JPEG engine at a twentieth and
 //! the OFA at a fiftieth, on whole GPUs and GPU instances alike.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! The XID catalog (`src/xid_catalog.rs`) is the one source of the XID
 //! alert rules' regular expressions and of the runbook's severity table.
 //! This test renders both from it and fails while the files differ;
-//! `UPDATE_GOLDEN=1 cargo test --test xid_catalog` (run by
+//! `UPDATE_GOLDEN=1 cargo test --test e2e xid_catalog::` (run by
 //! `scripts/regenerate`) rewrites them. `tests/test_alerts.py` checks the
 //! rendered table against the rules once more, and runs them in promtool.
 
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use nvml_exporter::xid_catalog::{codes_of, regex_of, Source, XidAlert, CATALOG};
 
 const TABLE_BEGIN: &str =
-    "<!-- BEGIN generated from src/xid_catalog.rs by tests/xid_catalog.rs: edit the catalog, then scripts/regenerate -->";
+    "<!-- BEGIN generated from src/xid_catalog.rs by tests/e2e/xid_catalog.rs: edit the catalog, then scripts/regenerate -->";
 const TABLE_END: &str = "<!-- END generated -->";
 
 fn root() -> PathBuf {

@@ -2,7 +2,7 @@
 //! ready, and serves the metric contract of the nvml-exporter issue, with the
 //! families a fleet cannot have absent rather than 0.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -2,10 +2,9 @@
 //! on simulated fleets, with faults injected so the event- and fault-only
 //! families appear too, and compare the union with the documented table.
 
-mod common;
+use crate::common;
 
-#[path = "common/metrics_doc.rs"]
-mod metrics_doc;
+use crate::metrics_doc;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -44,7 +43,7 @@ fn scrape_with(e: &Exporter, wanted: &[&str]) -> BTreeMap<String, String> {
 /// boards (NVLink5 bit error rates, fabric health and partitions, module
 /// and memory power, power smoothing) and of boards that report
 /// thresholds only as T.Limit margins. Their encoding is checked against
-/// the docs on a fully populated snapshot (`tests/exposition_docs.rs`);
+/// the docs on a fully populated snapshot (`tests/e2e/exposition_docs.rs`);
 /// issue 21's second wave adds the boards (hgx-b200, gb200-nvl72,
 /// hgx-h200) and empties this list.
 const NO_SIMULATED_BOARD_YET: &[&str] = &[
@@ -74,11 +73,19 @@ fn documented_families_equal_emitted_families() {
 
     // dgx-h100 with every collector and detail switch, an XID, one folded
     // into "other", a hung GPU and a lost one, on the newest driver branch:
-    // it defines every field id we read (tests/e2e_drivers.rs holds the
+    // it defines every field id we read (tests/e2e/drivers.rs holds the
     // "Driver branches" rows of older branches to the binary).
     let socket = dir.path().join("h100.sock");
     let empty_procfs = dir.path().join("proc");
     std::fs::create_dir(&empty_procfs).unwrap();
+    // A kernel log with an NVSwitch SXID and a line that is not a record.
+    let kmsg = dir.path().join("kmsg");
+    std::fs::write(
+        &kmsg,
+        "4,1,1000000,-;nvidia-nvswitch0: SXid (PCI:0000:c3:00.0): 20009, Non-fatal, Link 28\nnot a record\n",
+    )
+    .unwrap();
+    let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
     let e = Exporter::simulate_env(
         "dgx-h100",
         &[
@@ -87,6 +94,8 @@ fn documented_families_equal_emitted_families() {
             "--collector.ecc.by-location",
             "--collector.gpm.all-metrics",
             "--collector.mig.memory-free",
+            "--collector.xid.kmsg",
+            &kmsg_flag,
             "--collect.stuck-deadline=500ms",
             // No process of the simulated fleet exists in an empty procfs:
             // each is attributed as `unknown`, and counted as a read error.
@@ -100,6 +109,8 @@ fn documented_families_equal_emitted_families() {
         ],
     );
     e.wait_ready();
+    // A request line no HTTP parser takes: refused, and counted.
+    let _ = e.raw(b"NOT HTTP AT ALL\r\n\r\n");
     sim_control(&socket, &["xid", "--gpu", "4", "--code", "13"]);
     // A code outside NVIDIA's range: folded into xid="other".
     sim_control(&socket, &["xid", "--gpu", "4", "--code", "0"]);
@@ -140,6 +151,12 @@ fn documented_families_equal_emitted_families() {
                 "nvidia_gpu_unattributed_energy_joules_total",
                 "nvidia_gpu_workload_held_seconds_total",
                 "nvidia_gpu_workload_held_idle_seconds",
+                "nvml_exporter_http_refusals_total",
+                "promhttp_metric_handler_requests_total",
+                "nvidia_gpu_recommended_action",
+                "nvidia_nvswitch_sxid_errors_total",
+                "nvml_exporter_kernel_log_up",
+                "nvml_exporter_kernel_log_problems_total",
             ],
         ),
     );

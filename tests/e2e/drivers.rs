@@ -3,7 +3,7 @@
 //! families present exactly where the branch defines their field ids
 //! (docs/metrics.md, "Driver branches").
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -89,6 +89,38 @@ fn every_process_of_a_busy_gpu_with_its_memory_on_each_branch() {
     }
 }
 
+/// A driver that lists one pid twice on a GPU: one process, one series
+/// (two with one label set would fail the scrape in Prometheus).
+#[test]
+fn a_pid_the_driver_lists_twice_is_one_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("twice.toml");
+    std::fs::write(
+        &path,
+        "name = \"twice\"\n[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nload = 10\nprocesses = [\n\
+         { pid = 4242, name = \"train\", memory_mib = 1000 },\n\
+         { pid = 4242, name = \"train\", memory_mib = 1000 },\n\
+         { pid = 4243, name = \"eval\", memory_mib = 10 },\n]\n",
+    )
+    .unwrap();
+    let e = Exporter::simulate(path.to_str().unwrap(), &["--collector.process_memory"]);
+    e.wait_ready();
+    let text = e.scrape_until("process memory series", |t| {
+        t.contains("nvidia_gpu_process_memory_used_bytes{")
+    });
+    let pids: Vec<String> = samples(&text)
+        .iter()
+        .filter(|s| s.name == "nvidia_gpu_process_memory_used_bytes")
+        .map(|s| s.label("pid").unwrap().to_string())
+        .collect();
+    assert_eq!(pids, ["4242", "4243"], "{text}");
+    assert_eq!(
+        value(&samples(&text), "nvidia_gpu_processes", ("type", "compute")).as_deref(),
+        Some("2")
+    );
+    common::promtool_check(&text).unwrap();
+}
+
 /// A row of docs/metrics.md's "Driver branches" table: the family, the
 /// `reason` label values it is about (none: the whole family), and the
 /// first branch that has it.
@@ -171,6 +203,17 @@ fn field_backed_families_follow_the_driver_branch_as_documented() {
                 row.major
             );
         }
+        // One meaning per label: the thermal policy time (any thermal
+        // slowdown) is `thermal` exactly where the driver has no separate
+        // SW and HW thermal durations, and never passes for sw_thermal.
+        let has_reason = |reason: &str| {
+            s.iter().any(|x| {
+                x.name == "nvidia_gpu_clock_throttle_seconds_total"
+                    && x.label("reason") == Some(reason)
+            })
+        };
+        assert_eq!(has_reason("thermal"), major < 575, "driver {driver}");
+        assert_eq!(has_reason("sw_thermal"), major >= 575, "driver {driver}");
         if major >= 570 {
             // GPU 5 has an uncorrectable remapped row pending: reset.
             let gpu5 = s

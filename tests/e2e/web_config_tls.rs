@@ -2,11 +2,9 @@
 //! spoken to by curl and by a rustls client, with certificates generated per
 //! test (issue 4, item 9; bad files: item 8).
 
-mod common;
-#[path = "common/pki.rs"]
-mod pki;
-#[path = "common/tls.rs"]
-mod tls;
+use crate::common;
+use crate::pki;
+use crate::tls;
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -188,6 +186,32 @@ fn basic_auth_401_and_200() {
         Client::new(&pki).get(e.addr, "/-/healthy").unwrap().status,
         401
     );
+    // Each refusal logged at debug with the user it claimed, never the
+    // password, and counted.
+    let log = e.log();
+    let denied: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("wrong user or password"))
+        .collect();
+    assert!(
+        denied.iter().any(|l| l.contains("user=prometheus"))
+            && denied.iter().any(|l| l.contains("user=nobody")),
+        "{log}"
+    );
+    assert!(log.contains("basic auth: no credentials"), "{log}");
+    assert!(
+        !log.contains("scrape-me") && !log.contains("wrong\""),
+        "{log}"
+    );
+    let counted = good.get(e.addr, "/metrics").unwrap();
+    eventually(Duration::from_secs(20), "the 401s counted", || {
+        let body = good.get(e.addr, "/metrics").ok()?.body;
+        body.lines()
+            .find(|l| l.starts_with("nvml_exporter_http_refusals_total{reason=\"unauthorized\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .filter(|n| *n >= 5.0)
+    });
+    assert_eq!(counted.status, 200);
 
     let ca = pki.path("ca.crt");
     let ca = ca.to_str().unwrap();
@@ -267,7 +291,12 @@ fn certificate_rotation_and_bad_edits_without_restart() {
         "the reload error in the log",
         || e.log().contains("cert_filse").then_some(()),
     );
-    std::thread::sleep(Duration::from_secs(7));
+    // Two more checks find the same bad file (each says so at debug level).
+    eventually(
+        Duration::from_secs(20),
+        "two more checks of the bad file",
+        || (e.log().matches("still invalid as logged").count() >= 2).then_some(()),
+    );
     assert_eq!(one.get(e.addr, "/metrics").unwrap().status, 200);
     assert_eq!(
         e.log().matches("unknown field `cert_filse`").count(),
@@ -369,6 +398,140 @@ fn bad_web_config_at_startup_is_a_clear_error_and_non_zero_exit() {
     let (status, out) = refuses_web_config(&pki.path("missing.yml"));
     assert!(!status.success());
     assert!(out.contains("missing.yml"), "{out}");
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+/// A FIFO blocks whoever opens it for reading until a writer comes, as a
+/// file on a hung mount blocks: named as the web config or as one of its
+/// files, it is refused at start with a clear error, and while running
+/// neither the 3 s change check nor a SIGHUP reload can hold up SIGTERM.
+#[test]
+fn web_config_files_that_would_block_are_refused_and_never_hold_up_sigterm() {
+    let pki = Pki::new();
+    let fifo = pki.path("fifo.yml");
+    mkfifo(&fifo);
+    let (status, out) = refuses_web_config(&fifo);
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("fifo.yml") && out.contains("not a regular file (a FIFO)"),
+        "{out}"
+    );
+    mkfifo(&pki.path("fifo.key"));
+    let config =
+        pki.write_config("tls_server_config:\n  cert_file: server.crt\n  key_file: fifo.key\n");
+    let (status, out) = refuses_web_config(&config);
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("fifo.key") && out.contains("not a regular file (a FIFO)"),
+        "{out}"
+    );
+
+    let config = pki.write_config(TLS);
+    let mut e = Exporter::web_config(&config, &[]);
+    std::fs::remove_file(pki.path("server.key")).unwrap();
+    mkfifo(&pki.path("server.key"));
+    common::signal(e.pid(), "HUP");
+    assert!(
+        e.wait_log("trigger=SIGHUP", Duration::from_secs(30)),
+        "no word on the SIGHUP reload:\n{}",
+        e.log()
+    );
+    assert!(
+        e.log().contains("not a regular file (a FIFO)"),
+        "{}",
+        e.log()
+    );
+    let status = e.terminate(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{}", e.log());
+}
+
+/// Peak resident memory of a process, from /proc (VmHWM).
+fn peak_rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM in /proc/<pid>/status");
+    kib * 1024
+}
+
+/// A 300 MB file swapped in for the certificate: the change check looks
+/// at metadata and the reload reads at most the 4 MiB cap, so memory stays
+/// where it was (it once read the whole file every 3 s).
+#[test]
+fn a_huge_file_swapped_in_is_never_read_whole() {
+    let pki = Pki::new();
+    let config = pki.write_config(TLS);
+    let e = Exporter::web_config(&config, &[]);
+    let huge = std::fs::File::create(pki.path("huge.crt")).unwrap();
+    huge.set_len(300 << 20).unwrap();
+    std::fs::rename(pki.path("huge.crt"), pki.path("server.crt")).unwrap();
+    eventually(Duration::from_secs(20), "the refused reload", || {
+        e.log()
+            .contains("is larger than 4194304 bytes")
+            .then_some(())
+    });
+    // Two more checks find the same file (each says so at debug level), or
+    // memory grows by the file's size: whichever comes first.
+    eventually(Duration::from_secs(20), "two more checks", || {
+        (e.log().matches("still invalid as logged").count() >= 2
+            || peak_rss_bytes(e.pid()) >= 100 << 20)
+            .then_some(())
+    });
+    let peak = peak_rss_bytes(e.pid());
+    assert!(
+        peak < 100 << 20,
+        "peak resident memory {} MiB: the file was read",
+        peak >> 20
+    );
+}
+
+/// Plain HTTP to the TLS port gets a 400 that says so, as Go's servers
+/// answer, not TLS alert bytes; the log and errors speak in words.
+#[test]
+fn plain_http_on_the_tls_port_gets_a_clear_400() {
+    let pki = Pki::new();
+    let e = Exporter::web_config(&pki.write_config(TLS), &[]);
+    let r = e
+        .raw(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap_or_else(|err| panic!("{err}; log:\n{}", e.log()));
+    assert_eq!(r.status, 400);
+    assert!(
+        r.text().contains("HTTP request to an HTTPS server"),
+        "{}",
+        r.text()
+    );
+    // TLS still works on the same port.
+    metrics_ok(&Client::new(&pki), &e);
+    let log = e.log();
+    assert!(log.contains("client_auth=NoClientCert"), "{log}");
+    assert!(!log.contains("Some("), "{log}");
+
+    let mismatched =
+        pki.write_config("tls_server_config:\n  cert_file: server.crt\n  key_file: client.key\n");
+    let (status, out) = refuses_web_config(&mismatched);
+    assert_eq!(status.code(), Some(1));
+    assert!(
+        out.contains("the private key is not the certificate's"),
+        "{out}"
+    );
+    assert!(!out.contains("KeyMismatch"), "{out}");
+    let not_a_mapping = pki.write_config("tls_server_config: 5\n");
+    let (_, out) = refuses_web_config(&not_a_mapping);
+    assert!(
+        out.contains("expected a tls_server_config mapping"),
+        "{out}"
+    );
+    assert!(!out.contains("RawTls"), "{out}");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The binary's command line: bad input ends in one clear error and a
 //! non-zero exit, never a panic; environment variables configure it too.
 
-mod common;
+use crate::common;
 
 use std::net::TcpListener;
 use std::time::Duration;
@@ -104,6 +104,81 @@ fn missing_nvml_library_file_is_fatal() {
     );
 }
 
+/// Configuration the exporter cannot run with ends it at once, exit 1,
+/// with one structured log line naming the problem: never a process that
+/// serves `nvml_up 0` for ever, never the simulator's own stderr line in
+/// the middle of JSON logs.
+#[test]
+fn a_scenario_or_library_that_cannot_load_is_fatal_with_a_structured_message() {
+    common::sim_library();
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_library = dir.path().join("libnvidia-ml.so.1");
+    std::fs::write(&not_a_library, b"not a shared object").unwrap();
+    let bad_load = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad_load,
+        "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nload = 150\n",
+    )
+    .unwrap();
+    let lib_flag = format!("--nvml.library={}", not_a_library.display());
+    let scenario_flag = format!("--simulate={}", bad_load.display());
+    for (args, env, mentions) in [
+        (
+            vec!["--simulate=dgx-h1OO"],
+            vec![],
+            vec!["dgx-h1OO", "built-in scenarios are"],
+        ),
+        (
+            vec![scenario_flag.as_str()],
+            vec![],
+            vec!["bad.toml", "load 150 is outside"],
+        ),
+        (
+            vec!["--simulate=workstation"],
+            vec![("NVML_SIM_DRIVER", "banana")],
+            vec!["NVML_SIM_DRIVER"],
+        ),
+        (
+            vec![lib_flag.as_str()],
+            vec![],
+            vec!["libnvidia-ml.so.1", "cannot be loaded"],
+        ),
+    ] {
+        let mut argv = args.clone();
+        argv.extend(["--log.format=json", "--web.listen-address=127.0.0.1:0"]);
+        let (status, out) = run_to_exit(&argv, &env);
+        assert_eq!(status.code(), Some(1), "{args:?}: {out}");
+        let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+        for l in &lines {
+            assert!(
+                l.starts_with('{') && l.ends_with('}'),
+                "{args:?}: not JSON: {l}"
+            );
+        }
+        let error = lines
+            .iter()
+            .find(|l| l.contains("\"level\":\"ERROR\""))
+            .unwrap_or_else(|| panic!("{args:?}: no error line:\n{out}"));
+        for m in &mentions {
+            assert!(error.contains(m), "{args:?}: should mention {m:?}: {error}");
+        }
+    }
+}
+
+#[test]
+fn collect_interval_and_stuck_deadline_have_floors() {
+    rejects(
+        &["--collect.interval=1ms"],
+        2,
+        &["--collect.interval", "100ms"],
+    );
+    rejects(
+        &["--collect.stuck-deadline=5ms"],
+        2,
+        &["--collect.stuck-deadline", "100ms"],
+    );
+}
+
 #[test]
 fn port_in_use_is_fatal() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -130,6 +205,28 @@ fn version_and_help() {
     let (status, out) = run_to_exit(&["--version"], &[]);
     assert!(status.success());
     assert!(out.contains(env!("CARGO_PKG_VERSION")), "{out}");
+    // Built from a git checkout: the commit, as Prometheus exporters print
+    // theirs, and the same in build_info.
+    let revision = out
+        .split("(revision ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .unwrap_or_else(|| panic!("no revision: {out}"));
+    assert!(
+        revision.len() == 12 && revision.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{out}"
+    );
+    for line in ["build date: 20", "rustc:      rustc 1.", "target:     "] {
+        assert!(out.contains(line), "{line}: {out}");
+    }
+    let e = Exporter::ready("workstation", &[]);
+    assert!(
+        e.scrape().contains(&format!(
+            "nvml_exporter_build_info{{version=\"{}\",revision=\"{revision}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "build_info carries the revision"
+    );
     let (status, out) = run_to_exit(&["--help"], &[]);
     assert!(status.success());
     for f in [
@@ -168,7 +265,46 @@ fn flags_from_environment() {
     );
     e.wait_status("/gpu-metrics", 200);
     assert_eq!(e.get("/metrics").status, 404);
-    assert!(e.log().contains("level=debug") || e.log().contains("telemetry_path=/gpu-metrics"));
+    assert!(
+        e.wait_log("telemetry_path=/gpu-metrics", Duration::from_secs(10)),
+        "{}",
+        e.log()
+    );
+}
+
+/// Boolean variables take what collector variables take (1, true, yes,
+/// on...); a variable that is no flag's is warned about, not ignored in
+/// silence.
+#[test]
+fn environment_booleans_alike_and_unknown_variables_warned() {
+    common::sim_library();
+    let dir = tempfile::tempdir().unwrap();
+    let procfs = dir.path().to_str().unwrap();
+    for yes in ["1", "true", "yes", "on"] {
+        let e = Exporter::start(
+            &["--simulate=workstation", "--collect.interval=200ms"],
+            &[
+                ("NVML_EXPORTER_WORKLOADS", yes),
+                ("NVML_EXPORTER_PATH_PROCFS", procfs),
+                ("NVML_EXPORTER_WORKLAODS_LIMIT", "3"),
+            ],
+        );
+        e.wait_serving();
+        e.scrape_until("workload attribution on", |t| {
+            t.contains("nvml_exporter_workloads_dropped")
+        });
+        let log = e.log();
+        assert!(
+            log.lines()
+                .any(|l| l.contains("level=warn") && l.contains("NVML_EXPORTER_WORKLAODS_LIMIT")),
+            "{yes}: {log}"
+        );
+    }
+    let (status, out) = run_to_exit(
+        &["--simulate=workstation"],
+        &[("NVML_EXPORTER_WORKLOADS", "maybe")],
+    );
+    assert_eq!(status.code(), Some(2), "{out}");
 }
 
 #[test]

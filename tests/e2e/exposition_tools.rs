@@ -3,9 +3,8 @@
 //! prometheus_client. Both must be installed (`scripts/install-test-deps`);
 //! a missing tool fails the test rather than skipping it.
 
-mod common;
-#[path = "common/snapshots.rs"]
-mod snapshots;
+use crate::common;
+use crate::snapshots;
 
 use std::process::Command;
 

@@ -4,7 +4,7 @@
 //! switch adds its own families without changing the default ones, whose
 //! per-GPU sums agree with the detail in the same scrape.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! The HTTP surface of the real binary: endpoints, methods, content
 //! negotiation, gzip, hostile requests, graceful shutdown.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -50,13 +50,17 @@ fn endpoints() {
 
 #[test]
 fn not_ready_while_nvml_is_unavailable() {
-    // A file that exists but is no NVML library: the exporter stays up,
-    // serves nvml_up 0 and reports not ready.
+    // A library whose nvmlInit fails (here nvml-sim told to build a fleet
+    // from a file that does not exist, as a driver fails without its
+    // kernel module): the exporter stays up, serves nvml_up 0 and reports
+    // not ready.
     let dir = tempfile::tempdir().unwrap();
-    let fake = dir.path().join("libnvidia-ml.so.1");
-    std::fs::write(&fake, b"not a shared object").unwrap();
-    let lib = format!("--nvml.library={}", fake.display());
-    let e = Exporter::start(&[lib.as_str(), "--collect.interval=200ms"], &[]);
+    let lib = format!("--nvml.library={}", common::sim_library().display());
+    let absent = dir.path().join("absent.toml");
+    let e = Exporter::start(
+        &[lib.as_str(), "--collect.interval=200ms"],
+        &[("NVML_SIM_SCENARIO", absent.to_str().unwrap())],
+    );
     e.wait_serving();
     assert_eq!(e.get("/-/healthy").status, 200);
     let ready = e.get("/-/ready");
@@ -312,7 +316,7 @@ fn connections_beyond_the_limit_get_503_and_the_limit_frees_up() {
         .collect();
     // The server accepts asynchronously: wait until the third is refused.
     // (Probes are not: they have connections of their own, tested in
-    // e2e_hostile.rs.)
+    // e2e/hostile.rs.)
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let refused = loop {
         let r = e.get("/metrics");
@@ -332,4 +336,162 @@ fn connections_beyond_the_limit_get_503_and_the_limit_frees_up() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(e.get("/metrics").status, 200);
+}
+
+/// The value of the first sample of `name` with `label` (any labels when
+/// `None`) in a text exposition.
+fn sample_value(text: &str, name: &str, label: Option<(&str, &str)>) -> Option<f64> {
+    common::samples(text)
+        .into_iter()
+        .find(|s| s.name == name && label.is_none_or(|(k, v)| s.label(k) == Some(v)))
+        .and_then(|s| s.value.parse().ok())
+}
+
+/// The `process_*` metrics every client library exports, true to the
+/// process: restart and memory alerts written for node_exporter work.
+#[test]
+fn the_process_metrics_describe_the_exporter_itself() {
+    let e = Exporter::ready("workstation", &[]);
+    let text = e.scrape_until("process metrics", |t| t.contains("\nprocess_open_fds "));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", e.pid())).unwrap();
+    let rss_kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    let rss = sample_value(&text, "process_resident_memory_bytes", None).unwrap();
+    // Same process, a moment apart: within a factor of two.
+    assert!(
+        rss > rss_kib * 1024.0 / 2.0 && rss < rss_kib * 1024.0 * 2.0,
+        "{rss} vs {rss_kib} KiB"
+    );
+    let started = sample_value(&text, "process_start_time_seconds", None).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        started <= now && started > now - 600.0,
+        "{started} vs {now}"
+    );
+    assert!(sample_value(&text, "process_open_fds", None).unwrap() >= 3.0);
+    assert!(sample_value(&text, "process_virtual_memory_bytes", None).unwrap() >= rss);
+    assert!(sample_value(&text, "process_cpu_seconds_total", None).unwrap() >= 0.0);
+    common::promtool_check(&text).unwrap();
+}
+
+/// Scrapes counted by status under promhttp's name, and refusals by
+/// reason: a 503 from --web.max-requests shows, though the refused
+/// scraper itself never sees a metric.
+#[test]
+fn scrapes_and_refusals_are_counted() {
+    let e = Exporter::ready("workstation", &[]);
+    for _ in 0..3 {
+        e.scrape();
+    }
+    let _ = e.raw(b"NOT HTTP\r\n\r\n");
+    let text = e.scrape_until("three scrapes and a refusal counted", |t| {
+        sample_value(
+            t,
+            "promhttp_metric_handler_requests_total",
+            Some(("code", "200")),
+        )
+        .is_some_and(|n| n >= 3.0)
+            && sample_value(t, "nvml_exporter_http_refusals_total", None).is_some()
+    });
+    assert_eq!(
+        sample_value(
+            &text,
+            "nvml_exporter_http_refusals_total",
+            Some(("reason", "malformed_request"))
+        ),
+        Some(1.0),
+        "{text}"
+    );
+}
+
+/// exporter-toolkit serves every --web.listen-address given; `:PORT`
+/// listens on IPv6 and IPv4 alike.
+#[test]
+fn every_listen_address_is_served_and_a_bare_port_is_dual_stack() {
+    let (a, b) = (common::free_port(), common::free_port());
+    let e = Exporter::start(
+        &[
+            "--simulate=workstation".to_string(),
+            format!("--web.listen-address=127.0.0.1:{a}"),
+            format!("--web.listen-address=:{b}"),
+        ],
+        &[],
+    );
+    for addr in [
+        format!("127.0.0.1:{a}"),
+        format!("127.0.0.1:{b}"),
+        format!("[::1]:{b}"),
+    ] {
+        let mut s = TcpStream::connect(addr.as_str())
+            .unwrap_or_else(|err| panic!("{addr}: {err}; log:\n{}", e.log()));
+        s.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).unwrap();
+        assert_eq!(Response::parse(&buf).unwrap().status, 200, "{addr}");
+    }
+    let log = e.log();
+    let started = log
+        .lines()
+        .find(|l| l.contains("msg=\"nvml-exporter started\""))
+        .unwrap_or_else(|| panic!("no start-up line:\n{log}"));
+    for want in [
+        format!("version={}", env!("CARGO_PKG_VERSION")),
+        format!("127.0.0.1:{a}"),
+        format!("[::]:{b}"),
+        "collectors=".to_string(),
+        "revision=".to_string(),
+    ] {
+        assert!(started.contains(&want), "{want}: {started}");
+    }
+}
+
+/// `--web.systemd-socket`: the sockets systemd passes (here by
+/// systemd-socket-activate, which sets LISTEN_FDS and LISTEN_PID).
+#[test]
+fn systemd_socket_activation() {
+    common::sim_library();
+    let port = common::free_port();
+    let mut child = std::process::Command::new("systemd-socket-activate")
+        .args(["-l", &format!("127.0.0.1:{port}"), common::EXE])
+        .args(["--web.systemd-socket", "--simulate=workstation"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("systemd-socket-activate (Debian package systemd)");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let answer = TcpStream::connect(("127.0.0.1", port))
+            .ok()
+            .and_then(|mut s| {
+                s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+                s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    .ok()?;
+                let mut buf = Vec::new();
+                s.read_to_end(&mut buf).ok()?;
+                Response::parse(&buf).ok()
+            });
+        match answer {
+            Some(r) if r.status == 200 => break r.status,
+            _ if std::time::Instant::now() > deadline => break 0,
+            _ => std::thread::sleep(Duration::from_millis(100)),
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 200, "no scrape answered on the activated socket");
+}
+
+#[test]
+fn systemd_socket_without_sockets_is_a_clear_error() {
+    let (status, out) = common::run_to_exit(&["--web.systemd-socket", "--simulate"], &[]);
+    assert_eq!(status.code(), Some(1), "{out}");
+    assert!(out.contains("no sockets passed"), "{out}");
 }

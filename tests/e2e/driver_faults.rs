@@ -2,7 +2,7 @@
 //! the simulated driver (issue 13): one that sends ever new XID codes, and
 //! one whose calls on a GPU each take a long time.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};

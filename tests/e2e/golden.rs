@@ -5,10 +5,10 @@
 //! byte for byte.
 //!
 //! On a mismatch the test prints a unified diff. If the change is intended:
-//! `UPDATE_GOLDEN=1 cargo test --test e2e_golden` rewrites the files; review
+//! `UPDATE_GOLDEN=1 cargo test --test e2e golden::` rewrites the files; review
 //! and commit them with the change.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -34,6 +34,15 @@ const VOLATILE: &[&str] = &[
     "nvml_exporter_last_sample_timestamp_seconds",
     "nvml_exporter_sample_duration_seconds",
     "nvml_exporter_stuck_call_seconds",
+    // The process and the scrapes that take the golden.
+    "promhttp_metric_handler_requests_total",
+    "nvml_exporter_http_refusals_total",
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_start_time_seconds",
+    "process_open_fds",
+    "process_max_fds",
 ];
 
 const MASK: &str = "<volatile>";
@@ -104,7 +113,7 @@ fn check_golden(file: &str, live: &str) {
     }
     let golden = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "cannot read {}: {e}\nCreate it with UPDATE_GOLDEN=1 cargo test --test e2e_golden",
+            "cannot read {}: {e}\nCreate it with UPDATE_GOLDEN=1 cargo test --test e2e golden::",
             path.display()
         )
     });
@@ -112,7 +121,7 @@ fn check_golden(file: &str, live: &str) {
         let diff = similar::TextDiff::from_lines(golden.as_str(), live);
         panic!(
             "the exposition differs from {} (- golden, + live):\n{}\n\
-             If the change is intended, rewrite it: UPDATE_GOLDEN=1 cargo test --test e2e_golden",
+             If the change is intended, rewrite it: UPDATE_GOLDEN=1 cargo test --test e2e golden::",
             path.display(),
             diff.unified_diff()
                 .context_radius(2)

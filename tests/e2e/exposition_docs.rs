@@ -2,10 +2,8 @@
 //! snapshot produces is documented with its type and unit, and every
 //! documented family is produced and registered where the doc says.
 
-#[path = "common/metrics_doc.rs"]
-mod metrics_doc;
-#[path = "common/snapshots.rs"]
-mod snapshots;
+use crate::metrics_doc;
+use crate::snapshots;
 
 use std::collections::{BTreeMap, BTreeSet};
 
