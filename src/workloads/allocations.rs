@@ -61,7 +61,10 @@ pub fn allowed_gpus(devices_list: &str) -> Option<Vec<u32>> {
 /// (cgroup v2, where Slurm enforces devices with eBPF programs that cannot
 /// be read back) has none: not an error. Read failures of single jobs are
 /// returned beside the jobs that could be read.
-pub fn slurm_jobs(files: &HostFiles, cgroup_root: &Path) -> (Vec<SlurmJob>, Vec<WorkloadReadError>) {
+pub fn slurm_jobs(
+    files: &HostFiles,
+    cgroup_root: &Path,
+) -> (Vec<SlurmJob>, Vec<WorkloadReadError>) {
     let mut jobs = Vec::new();
     let mut errors = Vec::new();
     let children = |dir: &Path, prefix: &str, errors: &mut Vec<WorkloadReadError>| {

@@ -214,7 +214,8 @@ impl Workloads {
     /// Slurm jobs' GPUs from their cgroup v1 device allowlists under the
     /// host's root.
     fn slurm_jobs(&self) -> Vec<allocations::SlurmJob> {
-        let (jobs, errors) = allocations::slurm_jobs(&self.files, &self.config.rootfs.join("sys/fs/cgroup"));
+        let (jobs, errors) =
+            allocations::slurm_jobs(&self.files, &self.config.rootfs.join("sys/fs/cgroup"));
         for e in errors {
             self.count_error(WorkloadSource::SlurmCgroup, e);
         }
