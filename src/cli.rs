@@ -649,13 +649,15 @@ where
 }
 
 /// Build-time variables (build.rs, the Dockerfile; cargo also sets them
-/// for the processes it runs) an environment may carry along: not flags,
-/// not mistakes.
+/// for the processes it runs) an environment may carry along, and the
+/// systemd unit's `NVML_EXPORTER_ARGS` (extra flags its `ExecStart` passes,
+/// deploy/systemd/nvml-exporter.env): not flags, not mistakes.
 const BUILD_ENV: &[&str] = &[
     "NVML_EXPORTER_REVISION",
     "NVML_EXPORTER_BUILD_DATE",
     "NVML_EXPORTER_RUSTC",
     "NVML_EXPORTER_TARGET",
+    "NVML_EXPORTER_ARGS",
 ];
 
 /// `NVML_EXPORTER_*` variables in the environment that no flag reads.

@@ -73,7 +73,8 @@ NOT_SERVED_BY_A_SIMULATED_BOARD = {
 # Served only with --workloads, which this fleet runs without:
 # tests/test_workload_usage.py runs NvidiaGpuHeldIdle's expression on the
 # real exporter with it.
-SERVED_WITH_WORKLOADS = {"nvidia_gpu_workload_held_idle_seconds"}
+SERVED_WITH_WORKLOADS = {"nvidia_gpu_workload_held_idle_seconds",
+                         "nvml_exporter_workloads_last_refresh_timestamp_seconds"}
 
 
 def substitute(expr: str, instance: str, gpu: str) -> str:
