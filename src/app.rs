@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::cli::{Config, Library, ListenAddress};
+use crate::family::Family;
 use crate::http::{self, HttpStats, Published, Router, ServerConfig};
 use crate::kmsg::KernelLog;
 use crate::kubernetes::Attribution;
@@ -286,6 +287,12 @@ async fn serve_until_signal(
     if let Some(w) = &workloads {
         tokio::spawn(w.clone().run(stop_rx.clone()));
     }
+    let mut sampled = config.families.clone();
+    if workloads.is_none() {
+        // Per-workload use needs workloads to charge it to: without
+        // --workloads its NVML calls are not made.
+        sampled.set(Family::WorkloadUsage, false);
+    }
     let own = Arc::new(SelfStats::default());
     tokio::spawn(refresh_self_stats(
         own.clone(),
@@ -302,7 +309,7 @@ async fn serve_until_signal(
             library: library_source(&config.library),
             interval: config.collect_interval,
             stuck_deadline: config.stuck_deadline,
-            families: config.families.clone(),
+            families: sampled,
             xid_max_codes: config.xid_max_codes,
             kernel_log: kernel_log.clone(),
             restart_app_window: config.restart_app_window,

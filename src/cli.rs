@@ -295,8 +295,10 @@ struct Flags {
     /// pods, systemd services, login sessions) from the processes' cgroups
     /// under --path.procfs (adds `nvidia_gpu_workload_share_ratio`,
     /// `nvidia_gpu_mig_workload_share_ratio` and
-    /// `nvidia_gpu_workload_memory_used_bytes`). Needs the host's pids:
-    /// host PID namespace or the host's procfs.
+    /// `nvidia_gpu_workload_memory_used_bytes`, and with the
+    /// workload_usage collector measured SM time, energy, time held and
+    /// held idle per workload). Needs the host's pids: host PID namespace
+    /// or the host's procfs.
     #[arg(
         long = "workloads",
         env = "NVML_EXPORTER_WORKLOADS",
@@ -348,6 +350,18 @@ struct Flags {
         value_name = "DURATION"
     )]
     workloads_refresh_interval: Duration,
+
+    /// A workload holding a GPU or MIG device is idle while its measured SM
+    /// use, averaged since it went idle, stays below this part of the
+    /// device (`nvidia_gpu_workload_held_idle_seconds`).
+    #[arg(
+        long = "workloads.idle-threshold",
+        env = "NVML_EXPORTER_WORKLOADS_IDLE_THRESHOLD",
+        default_value_t = 0.01,
+        value_parser = parse_ratio,
+        value_name = "RATIO"
+    )]
+    workloads_idle_threshold: f64,
 
     /// Also read Slurm jobs from dcgm-exporter's --hpc-job-mapping-dir
     /// format (one file per GPU index, job ids one per line, written by a
@@ -544,7 +558,7 @@ where
     let mut cmd = command();
     let matches = cmd.try_get_matches_from_mut(args)?;
     let flags = Flags::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
-    let families = families_from(&matches);
+    let mut families = families_from(&matches);
     let library = match (flags.simulate, flags.nvml_library) {
         (Some(scenario), _) if scenario.is_empty() => {
             return Err(cmd.error(
@@ -570,7 +584,13 @@ where
         refresh_interval: flags.workloads_refresh_interval,
         slurm_mapping_dir: flags.slurm_mapping_dir,
         container_engine_sockets: flags.container_engine_sockets,
+        idle_threshold: flags.workloads_idle_threshold,
     });
+    // Measured use comes with --workloads, unless switched off by name.
+    if workloads.is_some() && switched(&matches, Family::WorkloadUsage).is_none() {
+        families.set(Family::WorkloadUsage, true);
+    }
+
     if workloads.is_some()
         && !families.contains(Family::Processes)
         && !families.contains(Family::ProcessMemory)
@@ -629,13 +649,15 @@ where
 }
 
 /// Build-time variables (build.rs, the Dockerfile; cargo also sets them
-/// for the processes it runs) an environment may carry along: not flags,
-/// not mistakes.
+/// for the processes it runs) an environment may carry along, and the
+/// systemd unit's `NVML_EXPORTER_ARGS` (extra flags its `ExecStart` passes,
+/// deploy/systemd/nvml-exporter.env): not flags, not mistakes.
 const BUILD_ENV: &[&str] = &[
     "NVML_EXPORTER_REVISION",
     "NVML_EXPORTER_BUILD_DATE",
     "NVML_EXPORTER_RUSTC",
     "NVML_EXPORTER_TARGET",
+    "NVML_EXPORTER_ARGS",
 ];
 
 /// `NVML_EXPORTER_*` variables in the environment that no flag reads.
@@ -655,21 +677,25 @@ fn unknown_env(cmd: &clap::Command) -> Vec<String> {
 fn families_from(matches: &ArgMatches) -> FamilySet {
     let mut set = FamilySet::defaults();
     for &f in Family::ALL {
-        // `overrides_with` leaves only the last of the pair given on the
-        // command line; an environment value for `--collector.x` is applied
-        // even then, so the command-line `--no-` must be checked first.
-        let disabled_on_cli = matches.get_flag(&disable_id(f))
-            && matches.value_source(&disable_id(f)) == Some(ValueSource::CommandLine);
-        let enabled = if disabled_on_cli {
-            Some(false)
-        } else {
-            matches.get_one::<bool>(&enable_id(f)).copied()
-        };
-        if let Some(on) = enabled {
+        if let Some(on) = switched(matches, f) {
             set.set(f, on);
         }
     }
     set
+}
+
+/// Whether the family was switched on or off by flag or environment.
+fn switched(matches: &ArgMatches, f: Family) -> Option<bool> {
+    // `overrides_with` leaves only the last of the pair given on the
+    // command line; an environment value for `--collector.x` is applied
+    // even then, so the command-line `--no-` must be checked first.
+    let disabled_on_cli = matches.get_flag(&disable_id(f))
+        && matches.value_source(&disable_id(f)) == Some(ValueSource::CommandLine);
+    if disabled_on_cli {
+        Some(false)
+    } else {
+        matches.get_one::<bool>(&enable_id(f)).copied()
+    }
 }
 
 /// The largest `--web.max-requests` and `--web.max-connections`: far above
@@ -685,6 +711,14 @@ fn parse_limit(s: &str) -> Result<usize, String> {
         .ok()
         .filter(|n| *n <= MAX_LIMIT)
         .ok_or_else(|| format!("{s} is above the most allowed, {MAX_LIMIT} (0 means no limit)"))
+}
+
+fn parse_ratio(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|r| (0.0..=1.0).contains(r))
+        .ok_or_else(|| format!("{s:?} is not a ratio from 0 to 1 (0.01 is 1 %)"))
 }
 
 /// The largest `--collector.xid.max-codes`: every code NVIDIA documents on
@@ -1177,6 +1211,14 @@ mod tests {
         .expect("a mapping dir turns attribution on");
         assert_eq!(c.procfs, PathBuf::from("/host/proc"));
         assert_eq!(c.limit, usize::MAX);
+        // Measured use comes with it, unless switched off by name.
+        assert!(parse(&["--workloads"])
+            .unwrap()
+            .families
+            .contains(Family::WorkloadUsage));
+        assert!(!parse(&[]).unwrap().families.contains(Family::WorkloadUsage));
+        let c = parse(&["--workloads", "--no-collector.workload_usage"]).unwrap();
+        assert!(!c.families.contains(Family::WorkloadUsage));
         let e = parse(&["--workloads", "--no-collector.processes"]).unwrap_err();
         assert!(e.to_string().contains("processes collector"), "{e}");
         assert!(parse(&[

@@ -199,6 +199,29 @@ impl Health {
     }
 }
 
+#[cfg(test)]
+impl GpuState {
+    /// For unit tests: GPU `index` (UUID `GPU-<index>`), up, with these
+    /// readings and nothing else known.
+    pub fn with_readings(index: u32, readings: GpuReadings) -> GpuState {
+        GpuState {
+            index,
+            uuid: format!("GPU-{index}"),
+            identity: GpuIdentity::default(),
+            health: Health::Up,
+            last_sample: None,
+            sample_duration: None,
+            stuck_call: None,
+            readings: Some(readings),
+            xids: vec![],
+            xid_other: None,
+            nvml_errors: vec![],
+            pods: vec![],
+            verdicts: vec![],
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StuckCall {
     /// The collector family whose call is blocked, e.g. `power`.
@@ -276,9 +299,51 @@ pub struct WorkloadAttribution {
     pub dropped: u64,
     /// Failed reads since start, by source and reason.
     pub read_errors: Vec<WorkloadReadErrors>,
+    /// Measured use per workload, when the `workload_usage` family is on.
+    pub usage: Option<WorkloadUsage>,
     /// When the resolver last finished reading every source; `None` until
     /// it first has.
     pub last_refresh: Option<std::time::SystemTime>,
+}
+
+/// What each workload used of the devices it held, since the exporter
+/// started (`src/workloads/usage.rs`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkloadUsage {
+    /// One per workload per device, sorted like the holdings; workloads
+    /// that left stay a few minutes so their last increments get scraped.
+    pub accounts: Vec<UsageAccount>,
+    /// Energy of each GPU charged to no workload, by reason.
+    pub unattributed: Vec<UnattributedEnergy>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageAccount {
+    pub gpu: u32,
+    pub gpu_instance: Option<u32>,
+    pub compute_instance: Option<u32>,
+    pub workload: Workload,
+    /// SM busy time in seconds of the whole GPU; `None` where the device's
+    /// use is not measured.
+    pub sm_seconds: Option<f64>,
+    /// Memory, encoder and decoder busy time where NVML measures them per
+    /// process (not on MIG).
+    pub engine_seconds: Vec<(UsageEngine, f64)>,
+    /// The workload's part of the GPU's energy.
+    pub energy_joules: Option<f64>,
+    /// Device-seconds held: elapsed time times the workload's share of the
+    /// device, a MIG device weighted by its part of the GPU.
+    pub held_seconds: f64,
+    /// While the workload holds the device without using it (measured SM
+    /// use below the threshold, or no process at all): for how long.
+    pub idle_seconds: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UnattributedEnergy {
+    pub gpu: u32,
+    pub reason: UnattributedReason,
+    pub joules: f64,
 }
 
 /// One workload on one device: a whole GPU (`gpu_instance` `None`) or a
@@ -319,6 +384,12 @@ pub struct Workload {
     pub uid: Option<u32>,
     /// The uid's name in the host's passwd file.
     pub user: Option<String>,
+    /// Kubernetes namespace, pod and container names: from the kubelet's
+    /// container log links for a pod's processes, from pod-resources for
+    /// a device a pod holds.
+    pub namespace: Option<String>,
+    pub pod: Option<String>,
+    pub container: Option<String>,
 }
 
 impl Workload {
@@ -335,6 +406,9 @@ impl Workload {
             cgroup: None,
             uid: None,
             user: None,
+            namespace: None,
+            pod: None,
+            container: None,
         }
     }
 }
@@ -415,6 +489,43 @@ pub struct GpuReadings {
     pub graphics_processes: Option<Vec<Process>>,
     /// GPU instances, when MIG is enabled.
     pub mig: Vec<MigGpuInstance>,
+    /// What the per-workload use accounting needs from NVML (family
+    /// `workload_usage`, with `--workloads`).
+    pub usage: Option<UsageReadings>,
+}
+
+/// Per-process use as NVML measured it, accumulated by the sampler from
+/// poll to poll (`src/nvml/sampler/workload_usage.rs`), plus what places a
+/// GPU's holders.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageReadings {
+    /// Identifies the accumulation: busy seconds of different epochs (a
+    /// sampler started afresh) are not comparable.
+    pub epoch: u64,
+    /// Busy seconds per pid since the epoch began, sorted by pid; pids
+    /// that ended stay while they may still have samples. `None` where
+    /// NVML has no per-process utilization (MIG-enabled GPUs, or not
+    /// supported).
+    pub pids: Option<Vec<PidUsage>>,
+    /// Pids NVML lists as MPS clients: their work is sampled under the MPS
+    /// server's pid.
+    pub mps_clients: Vec<u32>,
+    /// The GPU's minor number (`/dev/nvidia<minor>`), which device
+    /// allowlists name.
+    pub minor_number: Option<u32>,
+    /// Compute slices of the whole GPU, on a MIG-enabled GPU (7 on A100 and
+    /// H100): what an instance's slices are a share of.
+    pub mig_compute_slices: Option<u32>,
+}
+
+/// One process's busy time per engine, in seconds of the whole engine.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PidUsage {
+    pub pid: u32,
+    pub sm_seconds: f64,
+    pub memory_seconds: f64,
+    pub encoder_seconds: f64,
+    pub decoder_seconds: f64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -701,8 +812,22 @@ label_enum!(
     /// Where workload attribution reads from.
     WorkloadSource {
         Procfs => "procfs", Passwd => "passwd", SlurmMappingDir => "slurm_mapping_dir",
-        ContainerEngine => "container_engine",
+        ContainerEngine => "container_engine", SlurmCgroup => "slurm_cgroup",
+        KubeletLogs => "kubelet_logs",
     }
+);
+
+label_enum!(
+    /// Engines whose per-process busy time NVML reports beside the SM.
+    UsageEngine { Memory => "memory", Encoder => "encoder", Decoder => "decoder" }
+);
+
+label_enum!(
+    /// Why part of a GPU's energy went to no workload: `idle` (SM time no
+    /// workload used), `over_limit` (used by workloads beyond
+    /// --workloads.limit), `unknown` (measured use of a MIG instance no
+    /// workload is known to hold).
+    UnattributedReason { Idle => "idle", OverLimit => "over_limit", Unknown => "unknown" }
 );
 
 label_enum!(

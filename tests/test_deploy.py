@@ -254,6 +254,11 @@ def test_workloads_add_host_pids_and_read_only_host_files_only_when_on():
         in pod["volumes"]
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     assert mounts["host-passwd"] == {"name": "host-passwd", "mountPath": "/host/etc/passwd", "readOnly": True}
+    # Pods' names for their processes' measured use: the log links' names.
+    assert {"name": "container-logs", "hostPath": {"path": "/var/log/containers", "type": "Directory"}} \
+        in pod["volumes"]
+    assert mounts["container-logs"] == {"name": "container-logs",
+                                        "mountPath": "/host/var/log/containers", "readOnly": True}
     assert mounts["slurm-mapping"]["readOnly"] is True
     # Still no root, no capability, no escalation: /proc/<pid>/cgroup and
     # status are world-readable.

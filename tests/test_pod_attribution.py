@@ -43,9 +43,16 @@ def value(metrics: dict, name: str) -> float | None:
 @pytest.fixture
 def fleet(tmp_path):
     socket_path = tmp_path / "kubelet.sock"
+    # With --workloads too, as the Kubernetes dashboard's measured panels
+    # need: no simulated pid has an entry in the empty procfs, so every
+    # process is an `unknown` workload, and each pod's allocation a holding
+    # of its own (tests/test_workload_usage.py has pods with processes).
+    procfs = tmp_path / "proc"
+    procfs.mkdir()
     exporter = Exporter(tmp_path, "dgx-h100", interval="300ms", extra=[
         "--kubernetes.pod-resources-socket", str(socket_path),
         "--kubernetes.refresh-interval", REFRESH,
+        "--workloads", "--path.procfs", str(procfs),
     ])
     kubelet = FakeKubelet(socket_path, tmp_path)
     try:

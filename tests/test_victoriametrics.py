@@ -156,6 +156,10 @@ def stack(tmp_path_factory):
         Exporter(work, "dgx-a100", extra=OPT_IN, name="a100"),
         Exporter(work, "workstation", name="workstation"),
         Exporter(work, str(HERE / "dashboards" / "volta-incidents.toml"), name="volta"),
+        # Module power, T.Limit margins, power smoothing, fabric health and
+        # NVLink5 bit error rates: a Grace-Blackwell tray has them all.
+        Exporter(work, str(HERE / "dashboards" / "gb200-tray.toml"),
+                 extra=["--collector.nvlink.per-link"], name="gb200"),
         Exporter(work, "dgx-h100", name="k8s", interval="1s", extra=[
             "--kubernetes.pod-resources-socket", str(socket_path),
             "--kubernetes.refresh-interval", "300ms"]),

@@ -282,9 +282,24 @@ pub enum Fault {
         kind: ProcKind,
         gpu_instance: Option<u32>,
         compute_instance: Option<u32>,
+        /// What it does, percent per engine (see `usage.rs`); none given:
+        /// it takes a share of the GPU's load.
+        sm_percent: Option<f64>,
+        memory_percent: Option<f64>,
+        encoder_percent: Option<f64>,
+        decoder_percent: Option<f64>,
     },
     ProcessStop {
         pid: u32,
+    },
+    /// Changes what a running process does; the engines not given keep
+    /// their declared use (0 when it declared none).
+    ProcessUse {
+        pid: u32,
+        sm_percent: Option<f64>,
+        memory_percent: Option<f64>,
+        encoder_percent: Option<f64>,
+        decoder_percent: Option<f64>,
     },
     /// Sets the GPU's base utilization in percent.
     Load {
@@ -350,6 +365,66 @@ pub enum Fault {
     },
 }
 
+/// What a process does with its GPU (scenario keys and fault
+/// `process-use`), percent of each engine. See `fleet/usage.rs`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ProcUse {
+    pub sm: f64,
+    pub memory: f64,
+    pub encoder: f64,
+    pub decoder: f64,
+}
+
+impl ProcUse {
+    /// SM, memory, encoder, decoder, JPEG, OFA: the order of
+    /// `nvmlProcessUtilizationInfo_v1_t`.
+    pub fn engines(&self) -> [f64; 6] {
+        [self.sm, self.memory, self.encoder, self.decoder, 0.0, 0.0]
+    }
+
+    /// The fields given override, the rest keep `self`'s values.
+    pub fn with(
+        self,
+        sm: Option<f64>,
+        memory: Option<f64>,
+        encoder: Option<f64>,
+        decoder: Option<f64>,
+    ) -> Result<ProcUse, String> {
+        let u = ProcUse {
+            sm: sm.unwrap_or(self.sm),
+            memory: memory.unwrap_or(self.memory),
+            encoder: encoder.unwrap_or(self.encoder),
+            decoder: decoder.unwrap_or(self.decoder),
+        };
+        for (name, v) in [
+            ("sm_percent", u.sm),
+            ("memory_percent", u.memory),
+            ("encoder_percent", u.encoder),
+            ("decoder_percent", u.decoder),
+        ] {
+            if !(0.0..=100.0).contains(&v) {
+                return Err(format!("{name} {v} is outside 0..=100"));
+            }
+        }
+        Ok(u)
+    }
+
+    /// A declaration from optional keys: `None` when none is given.
+    pub fn declared(
+        sm: Option<f64>,
+        memory: Option<f64>,
+        encoder: Option<f64>,
+        decoder: Option<f64>,
+    ) -> Result<Option<ProcUse>, String> {
+        if [sm, memory, encoder, decoder].iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        ProcUse::default()
+            .with(sm, memory, encoder, decoder)
+            .map(Some)
+    }
+}
+
 /// The longest time a scenario or fault may name: a year. Far beyond any
 /// test or drill, and far inside what a `Duration` holds (an `at` of 1e300
 /// seconds made every event wait panic).
@@ -413,8 +488,24 @@ impl Fault {
             | Fault::FabricHealth { gpu, .. }
             | Fault::PowerSmoothing { gpu, .. }
             | Fault::SramThreshold { gpu, .. } => Some(*gpu),
-            Fault::DriverUnload | Fault::DriverLoad | Fault::ProcessStop { .. } => None,
+            Fault::DriverUnload
+            | Fault::DriverLoad
+            | Fault::ProcessStop { .. }
+            | Fault::ProcessUse { .. } => None,
         }
+    }
+
+    /// Whether the fault changes what a GPU's processes do (and with it the
+    /// GPU's utilization and energy).
+    pub fn changes_use(&self) -> bool {
+        matches!(
+            self,
+            Fault::ProcessStart { .. }
+                | Fault::ProcessStop { .. }
+                | Fault::ProcessUse { .. }
+                | Fault::Load { .. }
+                | Fault::MigReconfigure { .. }
+        )
     }
 
     /// Parses one request line of the control protocol: a TOML inline table.

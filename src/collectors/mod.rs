@@ -37,6 +37,7 @@ mod temperature;
 mod throttle;
 mod utilization;
 mod verdict;
+mod workload_usage;
 mod workloads;
 mod xid;
 mod xid_kmsg;
@@ -74,6 +75,7 @@ pub static COLLECTORS: &[&Collector] = &[
     &mig_memory_free::COLLECTOR,
     &kubernetes::COLLECTOR,
     &workloads::COLLECTOR,
+    &workload_usage::COLLECTOR,
     &exporter::COLLECTOR,
     &http::COLLECTOR,
     &process::COLLECTOR,

@@ -14,7 +14,7 @@
 
 use super::unix_seconds;
 use crate::metric::{Collector, Kind, Metric, SampleBuilder, SampleSink, Scope};
-use crate::snapshot::{GpuState, WorkloadHolding};
+use crate::snapshot::{GpuState, Workload, WorkloadHolding};
 
 pub static COLLECTOR: Collector = Collector {
     // Switched by `--workloads`, not by a collector flag: without it the
@@ -72,7 +72,14 @@ fn holdings<'a>(scope: &Scope<'a>) -> impl Iterator<Item = (&'a GpuState, &'a Wo
 }
 
 fn labelled<'s, 'a>(b: SampleBuilder<'s, 'a>, h: &'a WorkloadHolding) -> SampleBuilder<'s, 'a> {
-    let w = &h.workload;
+    workload_labels(b, &h.workload)
+}
+
+/// A workload's labels: `kind` and whatever else is known of it.
+pub(super) fn workload_labels<'s, 'a>(
+    b: SampleBuilder<'s, 'a>,
+    w: &'a Workload,
+) -> SampleBuilder<'s, 'a> {
     b.label("kind", w.kind.as_label())
         .label_opt("slurm_job", w.slurm_job.as_ref())
         .label_opt("slurm_step", w.slurm_step.as_ref())
@@ -83,6 +90,9 @@ fn labelled<'s, 'a>(b: SampleBuilder<'s, 'a>, h: &'a WorkloadHolding) -> SampleB
         .label_opt("cgroup", w.cgroup.as_ref())
         .label_opt("uid", w.uid)
         .label_opt("user", w.user.as_ref())
+        .label_opt("namespace", w.namespace.as_ref())
+        .label_opt("pod", w.pod.as_ref())
+        .label_opt("container", w.container.as_ref())
 }
 
 fn whole_gpu<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {

@@ -278,6 +278,8 @@ pub struct RawProcess {
 pub enum ProcessList {
     Compute,
     Graphics,
+    /// MPS clients (their work runs in the MPS server's context).
+    Mps,
 }
 
 /// Compute or graphics processes, in the entry layout this driver really
@@ -307,6 +309,7 @@ pub fn running_processes(
     let f = match list {
         ProcessList::Compute => sym!(nvml, nvmlDeviceGetComputeRunningProcesses_v3),
         ProcessList::Graphics => sym!(nvml, nvmlDeviceGetGraphicsRunningProcesses_v3),
+        ProcessList::Mps => sym!(nvml, nvmlDeviceGetMPSComputeRunningProcesses_v3),
     };
     let mut count = 0u32;
     // Processes may start between the sizing call and the read: retry.
@@ -366,6 +369,7 @@ fn process_detail_list(
     let mode = match list {
         ProcessList::Compute => 0, // NVML_PROCESS_MODE_COMPUTE
         ProcessList::Graphics => 1,
+        ProcessList::Mps => 2,
     };
     let mut count = 0u32;
     for _ in 0..4 {
@@ -392,6 +396,118 @@ fn process_detail_list(
             .collect());
     }
     Err(NvmlError::InsufficientSize(Some(count as usize)))
+}
+
+/// One process's utilization since the `last_seen` of the query, in
+/// percent, and the CPU time (µs) of its newest sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessUtilization {
+    pub pid: u32,
+    pub timestamp_us: u64,
+    pub sm: u32,
+    pub memory: u32,
+    pub encoder: u32,
+    pub decoder: u32,
+}
+
+/// Which per-process utilization call a driver answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessUtilizationCall {
+    /// `nvmlDeviceGetProcessesUtilizationInfo` (R550+).
+    Info,
+    /// `nvmlDeviceGetProcessUtilization` (every branch).
+    Samples,
+}
+
+/// Per-process utilization since `last_seen` (CPU µs; 0: the driver's
+/// whole buffer): `Ok(None)` for NVML_ERROR_NOT_FOUND, no newer sample.
+/// One call when `capacity` entries suffice (no sizing call first, whose
+/// count a new sample could outdate); retried with the count NVML asks for.
+pub fn process_utilization(
+    nvml: &Nvml,
+    device: DeviceHandle,
+    call: ProcessUtilizationCall,
+    last_seen: u64,
+    capacity: usize,
+) -> Result<Option<Vec<ProcessUtilization>>, NvmlError> {
+    let mut capacity = capacity.max(1);
+    for _ in 0..4 {
+        let (ret, count, got) = match call {
+            ProcessUtilizationCall::Info => utilization_info(nvml, device, last_seen, capacity)?,
+            ProcessUtilizationCall::Samples => {
+                utilization_samples(nvml, device, last_seen, capacity)?
+            }
+        };
+        match ret {
+            nvmlReturn_enum_NVML_ERROR_NOT_FOUND => return Ok(None),
+            nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE => {
+                capacity = (count as usize).max(capacity) + 8;
+            }
+            _ => {
+                nvml_try(ret)?;
+                return Ok(Some(got));
+            }
+        }
+    }
+    Err(NvmlError::InsufficientSize(Some(capacity)))
+}
+
+type Answer = (nvmlReturn_t, u32, Vec<ProcessUtilization>);
+
+/// The return code, the count NVML wrote back, and the entries it filled
+/// of `buf`: either call's struct, whose fields share their names.
+macro_rules! answer {
+    ($ret:expr, $count:expr, $buf:expr) => {{
+        let count = $count;
+        let got = $buf
+            .iter()
+            .take(count as usize)
+            .map(|u| ProcessUtilization {
+                pid: u.pid,
+                timestamp_us: u.timeStamp,
+                sm: u.smUtil,
+                memory: u.memUtil,
+                encoder: u.encUtil,
+                decoder: u.decUtil,
+            })
+            .collect();
+        ($ret, count, got)
+    }};
+}
+
+fn utilization_info(
+    nvml: &Nvml,
+    device: DeviceHandle,
+    last_seen: u64,
+    capacity: usize,
+) -> Result<Answer, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetProcessesUtilizationInfo);
+    // SAFETY: POD; zeroed entries are valid.
+    let mut buf: Vec<nvmlProcessUtilizationInfo_v1_t> = vec![unsafe { mem::zeroed() }; capacity];
+    let mut info = nvmlProcessesUtilizationInfo_v1_t {
+        version: struct_version::<nvmlProcessesUtilizationInfo_v1_t>(1),
+        processSamplesCount: capacity as u32,
+        lastSeenTimeStamp: last_seen,
+        procUtilArray: buf.as_mut_ptr(),
+    };
+    // SAFETY: procUtilArray holds processSamplesCount entries.
+    let ret = unsafe { f(device, &raw mut info) };
+    Ok(answer!(ret, info.processSamplesCount, buf))
+}
+
+fn utilization_samples(
+    nvml: &Nvml,
+    device: DeviceHandle,
+    last_seen: u64,
+    capacity: usize,
+) -> Result<Answer, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetProcessUtilization);
+    // SAFETY: POD; zeroed entries are valid.
+    let mut buf: Vec<nvmlProcessUtilizationSample_t> = vec![unsafe { mem::zeroed() }; capacity];
+    let mut count = capacity as u32;
+    // SAFETY: the buffer holds `count` entries.
+    let ret = unsafe { f(device, buf.as_mut_ptr(), &raw mut count, last_seen) };
+    Ok(answer!(ret, count, buf))
 }
 
 /// JPEG or OFA engine utilization in percent.

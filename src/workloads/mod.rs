@@ -17,9 +17,11 @@
 //! process moved to another cgroup, or a pid reused, is corrected within
 //! one refresh.
 
+mod allocations;
 mod cgroup;
 mod engine;
 mod procfs;
+mod usage;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -48,7 +50,7 @@ pub const DEFAULT_PROCFS: &str = "/proc";
 /// node_exporter's default for `--path.rootfs`.
 pub const DEFAULT_ROOTFS: &str = "/";
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct WorkloadsConfig {
     /// The host's procfs: the pids NVML lists are host pids.
     pub procfs: PathBuf,
@@ -63,6 +65,8 @@ pub struct WorkloadsConfig {
     /// Docker or Podman API sockets to ask container names of; none by
     /// default.
     pub container_engine_sockets: Vec<PathBuf>,
+    /// A holding using less than this part of its device is idle.
+    pub idle_threshold: f64,
 }
 
 /// What the resolver found at its last refresh.
@@ -74,6 +78,8 @@ struct Known {
     /// Container names by short id, from the engine sockets (`None`: no
     /// engine knows the id). Kept while the container holds a GPU.
     names: HashMap<String, Option<String>>,
+    /// Slurm jobs and the GPUs their device cgroups allow.
+    slurm_jobs: Vec<allocations::SlurmJob>,
     /// When this resolution was finished.
     completed: Option<SystemTime>,
 }
@@ -92,11 +98,14 @@ pub struct Workloads {
     errors: Mutex<BTreeMap<(WorkloadSource, WorkloadReadError), u64>>,
     /// Whether the last snapshot dropped holdings (logged once per episode).
     dropping: Mutex<bool>,
+    /// Measured use per workload, counted from snapshot to snapshot.
+    usage: Mutex<usage::Accountant>,
 }
 
 impl Workloads {
     pub fn new(config: WorkloadsConfig) -> Arc<Self> {
         Arc::new(Workloads {
+            usage: Mutex::new(usage::Accountant::new(config.limit, config.idle_threshold)),
             files: HostFiles::new(config.procfs.clone()),
             config,
             known: ArcSwap::from_pointee(Known::default()),
@@ -146,11 +155,16 @@ impl Workloads {
         for pid in pids {
             by_pid.insert(pid, self.resolve(pid));
         }
-        if by_pid.values().any(|w| w.uid.is_some()) {
+        self.name_pods(&mut by_pid);
+        let mut slurm_jobs = self.slurm_jobs();
+        if by_pid.values().any(|w| w.uid.is_some()) || !slurm_jobs.is_empty() {
             match self.files.passwd(&self.config.rootfs.join("etc/passwd")) {
                 Ok(names) => {
                     for w in by_pid.values_mut() {
                         w.user = w.uid.and_then(|uid| names.get(&uid).cloned());
+                    }
+                    for j in &mut slurm_jobs {
+                        j.user = j.uid.and_then(|uid| names.get(&uid).cloned());
                     }
                 }
                 Err(e) => self.count_error(WorkloadSource::Passwd, e),
@@ -165,8 +179,47 @@ impl Workloads {
             by_pid,
             mapped_jobs,
             names,
+            slurm_jobs,
             completed: Some(SystemTime::now()),
         }));
+    }
+
+    /// Kubernetes names (namespace, pod, container) of pods' processes,
+    /// from the kubelet's container log links under the host's root.
+    fn name_pods(&self, by_pid: &mut HashMap<u32, Workload>) {
+        if !by_pid
+            .values()
+            .any(|w| w.kind == WorkloadKind::Kubernetes && w.container_id.is_some())
+        {
+            return;
+        }
+        let dir = self.config.rootfs.join("var/log/containers");
+        let names = match allocations::container_names(&self.files, &dir) {
+            Ok(names) => names,
+            Err(e) => {
+                self.count_error(WorkloadSource::KubeletLogs, e);
+                return;
+            }
+        };
+        for w in by_pid.values_mut() {
+            let found = w.container_id.as_ref().and_then(|id| names.get(id));
+            if let (WorkloadKind::Kubernetes, Some(n)) = (w.kind, found) {
+                w.namespace = Some(n.namespace.clone());
+                w.pod = Some(n.pod.clone());
+                w.container = Some(n.container.clone());
+            }
+        }
+    }
+
+    /// Slurm jobs' GPUs from their cgroup v1 device allowlists under the
+    /// host's root.
+    fn slurm_jobs(&self) -> Vec<allocations::SlurmJob> {
+        let (jobs, errors) =
+            allocations::slurm_jobs(&self.files, &self.config.rootfs.join("sys/fs/cgroup"));
+        for e in errors {
+            self.count_error(WorkloadSource::SlurmCgroup, e);
+        }
+        jobs
     }
 
     /// Names the Docker and Podman containers of `by_pid` through the
@@ -299,6 +352,19 @@ impl Workloads {
             }
         }
         let mut holdings = holdings(&snapshot.gpus, &known.by_pid, &known.mapped_jobs);
+        allocations::merge(&mut holdings, &snapshot.gpus, &known.slurm_jobs);
+        assign_shares(&mut holdings);
+        let usage = snapshot
+            .gpus
+            .iter()
+            .any(|g| g.readings.as_ref().is_some_and(|r| r.usage.is_some()))
+            .then(|| {
+                self.usage.lock().unwrap_or_else(|p| p.into_inner()).update(
+                    &snapshot.gpus,
+                    &holdings,
+                    &known.by_pid,
+                )
+            });
         let dropped = holdings.len().saturating_sub(self.config.limit);
         holdings.truncate(self.config.limit);
         {
@@ -330,6 +396,7 @@ impl Workloads {
             holdings,
             dropped: dropped as u64,
             read_errors,
+            usage,
             last_refresh: known.completed,
         });
         out
@@ -419,7 +486,14 @@ fn holdings(
             }
         }
     }
-    out.sort_by(|a, b| {
+    assign_shares(&mut out);
+    out
+}
+
+/// Sorts holdings by device then workload and gives each its share of the
+/// whole GPU, or of the MIG GPU instance.
+fn assign_shares(holdings: &mut [WorkloadHolding]) {
+    holdings.sort_by(|a, b| {
         (a.gpu, a.gpu_instance, a.compute_instance, &a.workload).cmp(&(
             b.gpu,
             b.gpu_instance,
@@ -427,15 +501,13 @@ fn holdings(
             &b.workload,
         ))
     });
-    // Shares of the whole GPU, or of the MIG GPU instance.
     let mut per_device: BTreeMap<(u32, Option<u32>), usize> = BTreeMap::new();
-    for h in &out {
+    for h in holdings.iter() {
         *per_device.entry((h.gpu, h.gpu_instance)).or_insert(0) += 1;
     }
-    for h in &mut out {
+    for h in holdings.iter_mut() {
         h.share = 1.0 / per_device[&(h.gpu, h.gpu_instance)] as f64;
     }
-    out
 }
 
 fn max_known(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -448,7 +520,7 @@ fn max_known(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{GpuIdentity, GpuReadings, Health, Process};
+    use crate::snapshot::{GpuReadings, Process};
 
     fn process(pid: u32, mib: Option<u64>, mig: Option<(u32, u32)>) -> Process {
         Process {
@@ -461,25 +533,14 @@ mod tests {
     }
 
     fn gpu(index: u32, compute: Vec<Process>, graphics: Vec<Process>) -> GpuState {
-        GpuState {
+        GpuState::with_readings(
             index,
-            uuid: format!("GPU-{index}"),
-            identity: GpuIdentity::default(),
-            health: Health::Up,
-            last_sample: None,
-            sample_duration: None,
-            stuck_call: None,
-            readings: Some(GpuReadings {
+            GpuReadings {
                 compute_processes: Some(compute),
                 graphics_processes: Some(graphics),
                 ..Default::default()
-            }),
-            xids: vec![],
-            xid_other: None,
-            nvml_errors: vec![],
-            pods: vec![],
-            verdicts: vec![],
-        }
+            },
+        )
     }
 
     fn job(id: &str, uid: u32) -> Workload {
@@ -597,6 +658,7 @@ mod tests {
             refresh_interval: Duration::from_secs(60),
             slurm_mapping_dir: None,
             container_engine_sockets: vec![],
+            idle_threshold: 0.01,
         }
     }
 

@@ -206,6 +206,7 @@ pub fn h100_readings(i: u32) -> GpuReadings {
         ]),
         graphics_processes: Some(vec![]),
         mig: vec![],
+        usage: None,
     }
 }
 
@@ -493,6 +494,9 @@ pub fn fully_populated() -> Snapshot {
         Workload {
             container_id: Some("3f4e8a1b2c9d".into()),
             pod_uid: Some("8a1c7b52-3d3e-4c4e-9f1a-0c0ffee00001".into()),
+            namespace: Some("ml".into()),
+            pod: Some("trainer-0".into()),
+            container: Some("main".into()),
             ..workload(WorkloadKind::Kubernetes)
         },
         Workload {
@@ -526,6 +530,41 @@ pub fn fully_populated() -> Snapshot {
             reason: WorkloadReadError::Gone,
             count: 2,
         }],
+        usage: Some(WorkloadUsage {
+            accounts: workloads
+                .iter()
+                .enumerate()
+                .flat_map(|(i, w)| {
+                    let whole = UsageAccount {
+                        gpu: 3,
+                        gpu_instance: None,
+                        compute_instance: None,
+                        workload: w.clone(),
+                        sm_seconds: Some(120.0 + i as f64),
+                        engine_seconds: UsageEngine::ALL.iter().map(|e| (*e, 10.0)).collect(),
+                        energy_joules: Some(42_000.0),
+                        held_seconds: 600.0,
+                        idle_seconds: Some(3_700.0 + i as f64),
+                    };
+                    let mig = UsageAccount {
+                        gpu: mig_gpu_index,
+                        gpu_instance: mig_place.map(|m| m.0),
+                        compute_instance: mig_place.map(|m| m.1),
+                        engine_seconds: vec![],
+                        ..whole.clone()
+                    };
+                    [whole, mig]
+                })
+                .collect(),
+            unattributed: UnattributedReason::ALL
+                .iter()
+                .map(|reason| UnattributedEnergy {
+                    gpu: 3,
+                    reason: *reason,
+                    joules: 1_000.0,
+                })
+                .collect(),
+        }),
         last_refresh: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)),
     });
     s

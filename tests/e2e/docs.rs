@@ -96,6 +96,20 @@ fn documented_families_equal_emitted_families() {
     sim_control(&socket, &["xid", "--gpu", "4", "--code", "0"]);
     sim_control(&socket, &["hang", "--gpu", "3"]);
     sim_control(&socket, &["lose", "--gpu", "2"]);
+    // A process on the idle GPU 7: held, unused.
+    sim_control(
+        &socket,
+        &[
+            "process",
+            "start",
+            "--gpu",
+            "7",
+            "--name",
+            "idle",
+            "--memory-mib",
+            "100",
+        ],
+    );
     merge(
         "dgx-h100",
         scrape_with(
@@ -111,6 +125,12 @@ fn documented_families_equal_emitted_families() {
                 "nvidia_gpu_mig_workload_share_ratio",
                 "nvidia_gpu_workload_memory_used_bytes",
                 "nvml_exporter_workload_read_errors_total",
+                "nvidia_gpu_workload_sm_seconds_total",
+                "nvidia_gpu_workload_engine_seconds_total",
+                "nvidia_gpu_workload_energy_joules_total",
+                "nvidia_gpu_unattributed_energy_joules_total",
+                "nvidia_gpu_workload_held_seconds_total",
+                "nvidia_gpu_workload_held_idle_seconds",
                 "nvml_exporter_http_refusals_total",
                 "promhttp_metric_handler_requests_total",
                 "nvidia_gpu_recommended_action",

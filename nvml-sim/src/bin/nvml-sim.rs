@@ -32,6 +32,7 @@ commands:
   process start --gpu N --name NAME --memory-mib M [--pid P] [--kind compute|graphics]
                 [--gpu-instance N] [--compute-instance N]
   process stop --pid P
+  process use --pid P [--sm-percent P] [--memory-percent P] [--encoder-percent P] [--decoder-percent P]
   load --gpu N --percent P
   nvlink-state --gpu N --link L --up true|false
   nvlink-errors --gpu N --link L [--counter C] [--count N]
@@ -88,9 +89,9 @@ fn request(args: &[String]) -> Result<String, String> {
         "process" => {
             let (sub, rest) = rest
                 .split_first()
-                .ok_or("process: expected `start` or `stop`")?;
+                .ok_or("process: expected `start`, `stop` or `use`")?;
             match sub.as_str() {
-                "start" | "stop" => (format!("process-{sub}"), rest),
+                "start" | "stop" | "use" => (format!("process-{sub}"), rest),
                 other => return Err(format!("process: unknown subcommand `{other}`")),
             }
         }

@@ -3,7 +3,7 @@
 
 use super::gpu::{Hang, Proc, RetiredPage, MIB};
 use super::{now_us, Event, Sim};
-use crate::fault::{EccLocation, EccType, Fault, RowKind};
+use crate::fault::{EccLocation, EccType, Fault, ProcUse, RowKind};
 
 impl Sim {
     /// A GPU that registers with an NVSwitch fabric, for the fabric faults.
@@ -28,6 +28,15 @@ impl Sim {
     pub(super) fn apply_at(&mut self, fault: &Fault, at: f64) -> Result<String, String> {
         let t = self.t();
         let n = self.gpus.len();
+        if fault.changes_use() {
+            // What processes do drives utilization, energy and the sample
+            // buffer: settle all three as of now under the old state.
+            let now = now_us();
+            for g in &mut self.gpus {
+                g.advance_energy(t);
+                super::usage::advance(g, now);
+            }
+        }
         if let Some(g) = fault.gpu() {
             if g as usize >= n {
                 return Err(format!("no GPU {g}: the fleet has {n} GPUs (0..{})", n - 1));
@@ -237,7 +246,17 @@ impl Sim {
                 kind,
                 gpu_instance,
                 compute_instance,
+                sm_percent,
+                memory_percent,
+                encoder_percent,
+                decoder_percent,
             } => {
+                let usage = ProcUse::declared(
+                    *sm_percent,
+                    *memory_percent,
+                    *encoder_percent,
+                    *decoder_percent,
+                )?;
                 let pid = match pid {
                     Some(p) => *p,
                     None => {
@@ -271,6 +290,7 @@ impl Sim {
                     memory: memory_mib * MIB,
                     kind: *kind,
                     mig,
+                    usage,
                 });
                 Ok(format!("process {pid} started on GPU {gpu}"))
             }
@@ -286,6 +306,31 @@ impl Sim {
                 } else {
                     Err(format!("no process {pid}"))
                 }
+            }
+            Fault::ProcessUse {
+                pid,
+                sm_percent,
+                memory_percent,
+                encoder_percent,
+                decoder_percent,
+            } => {
+                let p = self
+                    .gpus
+                    .iter_mut()
+                    .flat_map(|g| g.procs.iter_mut())
+                    .find(|p| p.pid == *pid)
+                    .ok_or_else(|| format!("no process {pid}"))?;
+                let u = p.usage.unwrap_or_default().with(
+                    *sm_percent,
+                    *memory_percent,
+                    *encoder_percent,
+                    *decoder_percent,
+                )?;
+                p.usage = Some(u);
+                Ok(format!(
+                    "process {pid} uses SM {}%, memory {}%, encoder {}%, decoder {}%",
+                    u.sm, u.memory, u.encoder, u.decoder
+                ))
             }
             Fault::Load { gpu, percent } => {
                 if !(0.0..=100.0).contains(percent) {

@@ -2,7 +2,7 @@
 //! the counters faults move (ECC, retired pages, remapped rows, NVLink,
 //! violation and clock-event time).
 
-use crate::fault::{NvlinkCounter, ProcKind, Reason, RetireCause};
+use crate::fault::{NvlinkCounter, ProcKind, ProcUse, Reason, RetireCause};
 use crate::identity::{self, PciAddr};
 use crate::model::{self, FabricHealth, MigProfile, Model};
 use crate::scenario::{CiSpec, GpuSpec, MigSpec, Readings, Settings, SramCounts};
@@ -24,6 +24,8 @@ pub struct Proc {
     pub kind: ProcKind,
     /// (gpu instance id, compute instance id) on MIG-enabled GPUs.
     pub mig: Option<(u32, u32)>,
+    /// What it does with the GPU, when declared (see `usage.rs`).
+    pub usage: Option<ProcUse>,
 }
 
 #[derive(Debug, Clone)]
@@ -153,6 +155,10 @@ pub struct Gpu {
     /// boards without power smoothing or where the scenario says "N/A".
     pub power_smoothing_lifetime: Option<f64>,
     pub sram_threshold_exceeded: bool,
+    /// The driver's per-process utilization samples.
+    pub samples: super::usage::SampleBuffer,
+    /// Pid of the MPS server, on a GPU that runs one.
+    pub mps_server: Option<u32>,
 }
 
 impl Gpu {
@@ -240,6 +246,8 @@ impl Gpu {
                     .then(|| 100.0 - f64::from(index % 4)),
             },
             sram_threshold_exceeded: sram.threshold_exceeded,
+            samples: super::usage::SampleBuffer::new(super::now_us()),
+            mps_server: None,
         };
         let [power_cap, sync_boost, sw_thermal, hw_thermal, power_brake] =
             counters.clock_event_durations_us.map(|us| us * 1000);
@@ -281,6 +289,19 @@ impl Gpu {
                 memory: p.memory_mib * MIB,
                 kind: p.kind,
                 mig,
+                usage: p.usage,
+            });
+        }
+        if spec.mps {
+            *next_pid += 1;
+            gpu.mps_server = Some(*next_pid);
+            gpu.procs.push(Proc {
+                pid: *next_pid,
+                name: "nvidia-cuda-mps-server".into(),
+                memory: 25 * MIB,
+                kind: ProcKind::Compute,
+                mig: None,
+                usage: None,
             });
         }
         gpu

@@ -35,6 +35,9 @@ impl Wave {
             phase,
         }
     }
+    fn flat(self) -> Wave {
+        Wave { amp: 0.0, ..self }
+    }
     fn at(&self, t: f64) -> f64 {
         self.load + self.amp * (self.omega * t + self.phase).sin()
     }
@@ -55,12 +58,19 @@ impl Gpu {
                 omega: 1.0,
                 phase: 0.0,
             },
-            None => Wave::new(self.load, self.period, self.phase),
+            // Processes that declare their use set the level, flat.
+            None => match super::usage::declared_sm(self, None) {
+                Some(sm) => Wave::new(sm, self.period, self.phase).flat(),
+                None => Wave::new(self.load, self.period, self.phase),
+            },
         }
     }
 
     fn instance_wave(&self, gi: &GpuInstance) -> Wave {
-        Wave::new(gi.load, self.period, gi.phase)
+        match super::usage::declared_sm(self, Some(gi.id)) {
+            Some(sm) => Wave::new(sm, self.period, gi.phase).flat(),
+            None => Wave::new(gi.load, self.period, gi.phase),
+        }
     }
 
     /// GPU utilization in percent at real time t.

@@ -4,7 +4,7 @@
 //! (`[gpu.counters]`), MIG instances and processes. Any value may be
 //! `"N/A"`: the driver then answers NOT_SUPPORTED for it.
 
-use crate::fault::{ProcKind, Reason, RetireCause};
+use crate::fault::{ProcKind, ProcUse, Reason, RetireCause};
 use crate::identity::PciAddr;
 use crate::model::{self, Model, Placement};
 use crate::value::Val;
@@ -21,6 +21,8 @@ pub struct GpuSpec {
     pub processes: Vec<ProcSpec>,
     /// MIG mode after the next GPU reset (`nvidia-smi -mig`); defaults to the current mode.
     pub mig_pending: Option<bool>,
+    /// An MPS server runs on the GPU: its other compute processes are its clients.
+    pub mps: bool,
     pub identity: Identity,
     /// What the scenario said of the identity, kept to derive it again
     /// when another scenario starts from this one (`base`).
@@ -202,6 +204,8 @@ pub struct ProcSpec {
     pub mig_instance: Option<usize>,
     /// Compute instance id in that GPU instance.
     pub compute_instance: u32,
+    /// What the process does, when the scenario declares it.
+    pub usage: Option<ProcUse>,
 }
 
 // ---- what a scenario file says -------------------------------------------------
@@ -222,6 +226,8 @@ pub(super) struct RawGpu {
     pub display_mode: Option<Val<bool>>,
     pub persistence: Option<Val<bool>>,
     pub mig_pending: Option<bool>,
+    #[serde(default)]
+    pub mps: bool,
     pub uuid: Option<toml::Spanned<String>>,
     pub serial: Option<toml::Spanned<Val<String>>>,
     pub pci_bus_id: Option<toml::Spanned<String>>,
@@ -382,6 +388,10 @@ pub(super) struct RawProc {
     mig_instance: Option<usize>,
     gpu_instance: Option<u32>,
     compute_instance: Option<u32>,
+    sm_percent: Option<f64>,
+    memory_percent: Option<f64>,
+    encoder_percent: Option<f64>,
+    decoder_percent: Option<f64>,
 }
 
 fn compute() -> ProcKind {
@@ -881,6 +891,13 @@ impl RawGpu {
                     p.name
                 )));
             }
+            let usage = ProcUse::declared(
+                p.sm_percent,
+                p.memory_percent,
+                p.encoder_percent,
+                p.decoder_percent,
+            )
+            .map_err(|m| at_table(format!("process `{}`: {m}", p.name)))?;
             processes.push(ProcSpec {
                 pid: p.pid,
                 name: p.name.clone(),
@@ -888,6 +905,7 @@ impl RawGpu {
                 kind: p.kind,
                 mig_instance,
                 compute_instance,
+                usage,
             });
         }
         if self.mig_pending.is_some() && !model.mig_capable() {
@@ -982,6 +1000,7 @@ impl RawGpu {
             mig,
             processes,
             mig_pending: self.mig_pending,
+            mps: self.mps,
             identity: Identity {
                 uuid: String::new(),
                 serial: None,
