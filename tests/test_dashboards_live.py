@@ -220,9 +220,7 @@ def test_every_metric_the_alert_rules_use_is_exported(fleet):
                         missing.append((metric, f"{rule['alert']}: {metric}{{{fixed}}}"))
     assert checked > 30, checked
     unexpected = [m for metric, m in missing if metric not in SERVED_WITH_WORKLOADS]
-    assert not unexpected, "rules select series the exporter never serves:
-" + "
-".join(unexpected)
+    assert not unexpected, "rules select series the exporter never serves:\n" + "\n".join(unexpected)
     stale = SERVED_WITH_WORKLOADS - {metric for metric, _ in missing}
     assert not stale, f"SERVED_WITH_WORKLOADS lists metrics served without --workloads: {sorted(stale)}"
 

@@ -401,12 +401,15 @@ def test_an_override_for_an_unknown_alert_is_refused():
 
 def test_servicemonitor_drops_the_exporter_pods_own_labels():
     """Issue 16: the operator's `pod` target label changes with every
-    rollout; kept, it makes every series of the node new."""
+    rollout; kept, it makes every series of the node new. And the
+    operator's `pod`, `container` and `namespace` would push the pod
+    attribution and workload series' own labels aside (exported_namespace),
+    breaking `sum by (namespace)` in the shipped rules and dashboards."""
     endpoint = by_kind(render())["ServiceMonitor"]["spec"]["endpoints"][0]
     drops = [r for r in endpoint["relabelings"] if r.get("action") == "labeldrop"]
     assert drops, "no labeldrop relabeling"
     dropped = {name for r in drops for name in ("pod", "container", "namespace") if re.fullmatch(r["regex"], name)}
-    assert dropped == {"pod", "container"}, dropped
+    assert dropped == {"pod", "container", "namespace"}, dropped
 
 
 def alert_rule_groups() -> list[dict]:
