@@ -54,6 +54,8 @@ fn sample(scenario: &str) -> Arc<Snapshot> {
         stuck_deadline: Duration::from_secs(5),
         families: FamilySet::all(),
         xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
+        kernel_log: None,
+        restart_app_window: nvml_exporter::verdict::DEFAULT_RESTART_APP_WINDOW,
     };
     let poller = nvml::start(cfg, publish)
         .unwrap_or_else(|e| panic!("cannot start the sampler on scenario {scenario}: {e}"));

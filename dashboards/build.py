@@ -376,6 +376,32 @@ def fleet_overview() -> dict:
     L.add(stat("Power draw", "Sum of the GPUs' power draw now." + RULES_NOTE, "watt",
                targets((f"sum({POWER})", "power"))), 3, 4)
 
+    L.row("What to do now")
+    L.add(bargauge("GPUs by action", "GPUs in scope by their verdict "
+                   "(nvidia_gpu_recommended_action): none, restart_app, reset_gpu, reboot, "
+                   "check_hardware, rma. The worst action of every signal wins; the table beside "
+                   "says which signal decided it (docs/operations.md, \"What to do with a GPU now\").",
+                   "short",
+                   targets((f'count by (action) (nvidia_gpu_recommended_action{{{SEL}, gpu_instance=""}})',
+                            "{{action}}", {"instant": True})),
+                   thresholds((None, "green"), (1, "orange")), minv=0), 8, 8)
+    L.add(table(
+        "GPUs that need an action",
+        "Every GPU (and MIG instance) whose verdict is not none: the action, and the signal that "
+        "decided it (reason). reset_gpu and worse page as NvidiaGpuActionRequired. Click a GPU to "
+        "open its detail dashboard.",
+        "short",
+        [target(f'nvidia_gpu_recommended_action{{{SEL}, action!="none"}}', ref="A", instant=True,
+                table=True)],
+        transformations=[
+            {"id": "organize", "options": {
+                "excludeByName": {"Time": True, "Value": True, "__name__": True, "job": True,
+                                  "cluster": True},
+                "indexByName": {"instance": 0, "gpu": 1, "uuid": 2, "gpu_instance": 3,
+                                "compute_instance": 4, "action": 5, "reason": 6}}},
+        ],
+        overrides=[override("gpu", {"links": DETAIL_LINK_TABLE})]), 16, 8)
+
     L.row("Health per node and GPU")
     health_q = [
         (f"max by (instance, gpu, uuid) (nvidia_gpu_up{{{SEL}}})", "up"),
@@ -652,7 +678,9 @@ def gpu_detail() -> dict:
                              (f'nvidia_gpu_clock_max_hertz{{{SEL}}}',
                               G + " {{clock}} max")), 0), 12, 8)
     L.add(timeseries("Throttled time", "Fraction of time each throttle reason held the clocks "
-                     "down, where NVML reports violation time.", "percentunit",
+                     "down, where NVML reports violation time. Drivers before R575 give no "
+                     "separate sw_thermal and hw_thermal time: their series is thermal, time "
+                     "held down by any thermal slowdown, software or hardware.", "percentunit",
                      targets((f"rate(nvidia_gpu_clock_throttle_seconds_total{{{SEL}}}[$__rate_interval])",
                               G + " {{reason}}")), 0, 1), 12, 8)
     L.add(state_timeline("Throttle reasons", "Which clock event (throttle) reasons are active, "
@@ -954,24 +982,30 @@ def kubernetes() -> dict:
                               f"({ns_rec('nvidia_gpu_mig_memory_used_bytes:sum')})",
                               "{{namespace}} (MIG)", {})),
                      0, stack=True), 12, 8)
-    L.add(timeseries("GPU utilization by namespace", "Busy GPU-equivalents per namespace: the sum "
-                     "of each held GPU's utilization times the namespace's share of it: one "
-                     "GPU fully busy, shown as 100%." + NS_RULES_NOTE, "percentunit",
+    L.add(timeseries("GPUs held and busy by namespace", "GPU-equivalents each namespace's pods "
+                     "hold (a time-sliced GPU counted by share, a MIG device by its slices) and "
+                     "keep busy, as measured per process (SM time; MIG: the instance's GPM "
+                     "graphics activity). Needs --workloads as well." + NS_RULES_NOTE, "percentunit",
                      targets(("sum by (namespace) ("
-                              + ns_rec("nvidia_gpu_utilization_ratio:sum", 'engine="gpu"') + ")",
-                              "{{namespace}}")), 0), 12, 8)
+                              + ns_rec("nvidia_gpu_workload_held_seconds:rate5m") + ")",
+                              "{{namespace}} held"),
+                             ("sum by (namespace) ("
+                              + ns_rec("nvidia_gpu_workload_sm_seconds:rate5m") + ")",
+                              "{{namespace}} busy")), 0), 12, 8)
     L.add(bargauge("GPUs held by namespace", "Whole GPUs (time-sliced ones counted by share) "
                    "and MIG instances each namespace holds now." + NS_RULES_NOTE, "short",
                    targets((f"sum by (namespace) ({ns_rec('nvidia_gpu_pod_share_ratio:sum')})",
                             "{{namespace}} GPUs", {"instant": True}),
                            (f"sum by (namespace) ({ns_rec('nvidia_gpu_mig_pod_share_ratio:sum')})",
                             "{{namespace}} MIG instances", {"instant": True})), minv=0), 6, 8)
-    L.add(bargauge("Energy by namespace", "Energy drawn on behalf of each namespace over the "
-                   "dashboard's time range: its energy rate (over 5 minutes) averaged over the "
-                   "range, times the range." + NS_RULES_NOTE, "joule",
+    L.add(bargauge("Energy by namespace", "Energy of each namespace's pods over the dashboard's "
+                   "time range: their part of each GPU's energy by measured SM time (what no "
+                   "workload used stays on the GPU as idle), its 5-minute rate averaged over "
+                   "the range, times the range. Needs --workloads as well." + NS_RULES_NOTE,
+                   "joule",
                    targets((f"sum by (namespace) (avg_over_time("
-                            f"{ns_rec('nvidia_gpu_energy_joules:rate5m')}[$__range])) * $__range_s",
-                            "{{namespace}}", {"instant": True})), minv=0), 6, 8)
+                            f"{ns_rec('nvidia_gpu_workload_energy_joules:rate5m')}[$__range])) "
+                            f"* $__range_s", "{{namespace}}", {"instant": True})), minv=0), 6, 8)
 
     L.row("Pods")
     L.add(table("Pods on whole GPUs", "Each container holding a whole GPU, with its share (1 when "
@@ -1009,19 +1043,22 @@ def kubernetes() -> dict:
 WL_SHARE = f"nvidia_gpu_workload_share_ratio{{{SEL}}}"
 WL_MIG_SHARE = f"nvidia_gpu_mig_workload_share_ratio{{{SEL}}}"
 WL_MEM = "nvidia_gpu_workload_memory_used_bytes{{{sel}}}"
-# Joins a whole-GPU series onto the workloads holding it, weighted by each
-# one's share, so a GPU shared by N workloads is split N ways.
-WL_WHOLE = "* on (job, instance, gpu, uuid) group_right nvidia_gpu_workload_share_ratio{{{sel}}}"
+WL_SM = "nvidia_gpu_workload_sm_seconds_total{{{sel}}}"
+WL_HELD = "nvidia_gpu_workload_held_seconds_total{{{sel}}}"
+WL_ENERGY = "nvidia_gpu_workload_energy_joules_total{{{sel}}}"
 CONTAINERS = 'kind=~"docker|podman|containerd|kubernetes"'
 SLURM_SEL = SEL + ', kind="slurm"'
 WL_NOTE = """Needs `nvml-exporter --workloads` (docs/operations.md: host PIDs and the host's procfs):
 for every process NVML lists, the exporter reads its cgroup and uid and publishes which workload
 (Slurm job, Docker/Podman/containerd container, Kubernetes pod, systemd service, login session)
 holds each GPU and MIG device: `nvidia_gpu_workload_share_ratio` (1 alone, 1/N when N share the
-device) and `nvidia_gpu_workload_memory_used_bytes`. Panels multiply GPU series by the share, so a
-shared GPU is split between its holders, never counted twice."""
-WL_TABLE_ORDER = ["kind", "slurm_job", "slurm_step", "user", "uid", "container_id",
-                  "container_name", "pod_uid", "systemd_unit", "cgroup", "instance", "gpu"]
+device) and `nvidia_gpu_workload_memory_used_bytes`. Use, energy and waste are measured per
+process (`nvidia_gpu_workload_sm_seconds_total`, `..._energy_joules_total`,
+`..._held_seconds_total`, `..._held_idle_seconds`; docs/metrics.md, "Measured use per
+workload"), never split 1/N."""
+WL_TABLE_ORDER = ["kind", "slurm_job", "slurm_step", "user", "uid", "namespace", "pod",
+                  "container", "container_id", "container_name", "pod_uid", "systemd_unit",
+                  "cgroup", "instance", "gpu"]
 
 
 def workloads() -> dict:
@@ -1066,22 +1103,23 @@ def workloads() -> dict:
                      "whole GPUs and MIG devices together.", "bytes",
                      targets((f'sum by (slurm_job, user) ({WL_MEM.format(sel=SLURM_SEL)})',
                               "job {{slurm_job}} ({{user}})")), 0, stack=True), 12, 8)
-    L.add(timeseries("GPU power by Slurm job", "Power of each GPU a job holds, times the job's "
-                     "share of it: what the job draws, a shared GPU split between its jobs.",
+    L.add(timeseries("GPU power by Slurm job", "What each job draws: the rate of its part of "
+                     "its GPUs' energy, apportioned by measured SM time (a shared GPU by what "
+                     "each job used of it; what no job used stays on the GPU as idle).",
                      "watt",
-                     targets((f"sum by (slurm_job) (nvidia_gpu_power_usage_watts{{{SEL}}} "
-                              f"{WL_WHOLE.format(sel=SLURM_SEL)})",
-                              "job {{slurm_job}}")), 0, stack=True), 12, 8)
+                     targets((f"sum by (slurm_job, user) (rate({WL_ENERGY.format(sel=SLURM_SEL)}"
+                              f"[$__rate_interval]))", "job {{slurm_job}} ({{user}})")),
+                     0, stack=True), 12, 8)
     L.add(timeseries("GPU memory by user", "Frame buffer used by each user's processes (host "
                      "passwd names; a uid without an entry shows as its number).", "bytes",
                      targets((f"sum by (user, uid) ({WL_MEM.format(sel=SEL)})",
                               "{{user}} ({{uid}})")), 0, stack=True), 12, 8)
-    L.add(timeseries("GPU utilization by Slurm job", "Busy GPU-equivalents per job: each held "
-                     "GPU's utilization times the job's share (one GPU fully busy shows as "
-                     "100%). MIG GPUs report no utilization.", "percentunit",
-                     targets((f'sum by (slurm_job) (nvidia_gpu_utilization_ratio{{{SEL}, engine="gpu"}} '
-                              f"{WL_WHOLE.format(sel=SLURM_SEL)})",
-                              "job {{slurm_job}}")), 0), 12, 8)
+    L.add(timeseries("SM use by Slurm job", "Busy GPU-equivalents per job, measured per "
+                     "process (one GPU whose SMs the job keeps busy all the time shows as 100%; "
+                     "on MIG its instance's GPM graphics activity times the instance's part of the "
+                     "GPU).", "percentunit",
+                     targets((f"sum by (slurm_job, user) (rate({WL_SM.format(sel=SLURM_SEL)}"
+                              f"[$__rate_interval]))", "job {{slurm_job}} ({{user}})")), 0), 12, 8)
 
     L.row("Containers")
     L.add(timeseries("GPU memory by container", "Frame buffer used by each container's "
@@ -1091,17 +1129,68 @@ def workloads() -> dict:
                               f"({WL_MEM.format(sel=SEL + ', ' + CONTAINERS)})",
                               "{{kind}} {{container_name}} {{container_id}}")), 0, stack=True),
           12, 8)
-    L.add(timeseries("GPU power by container", "Power of each GPU a container holds, times its "
-                     "share of it.", "watt",
+    L.add(timeseries("GPU power by container", "What each container draws: the rate of its "
+                     "part of its GPUs' energy, by measured SM time.", "watt",
                      targets((f"sum by (kind, container_id, container_name) "
-                              f"(nvidia_gpu_power_usage_watts{{{SEL}}} "
-                              f"{WL_WHOLE.format(sel=SEL + ', ' + CONTAINERS)})",
+                              f"(rate({WL_ENERGY.format(sel=SEL + ', ' + CONTAINERS)}"
+                              f"[$__rate_interval]))",
                               "{{kind}} {{container_name}} {{container_id}}")), 0, stack=True),
           12, 8)
+    L.add(timeseries("Memory, encoder and decoder use by workload", "Busy time of each "
+                     "workload's processes on the memory controller, the video encoders and "
+                     "decoders, from NVML's per-process utilization (not on MIG).",
+                     "percentunit",
+                     targets((f"sum by (kind, slurm_job, namespace, pod, container_id, "
+                              f"systemd_unit, user, engine) (rate(nvidia_gpu_workload_engine_"
+                              f"seconds_total{{{SEL}}}[$__rate_interval])) > 0",
+                              "{{engine}} {{kind}} {{slurm_job}}{{namespace}}/{{pod}}"
+                              "{{container_id}}{{systemd_unit}} {{user}}")), 0), 12, 8)
+
+    L.row("Waste: GPUs held but idle")
+    L.add(table("Held idle now", "Workloads holding a GPU or MIG device they have not used "
+                "(measured SM use below --workloads.idle-threshold since they went idle, or no "
+                "process where use is not measured), and for how long. Held means: running a "
+                "process there, allocated by pod-resources (--kubernetes), allowed by a Slurm "
+                "job's device cgroup, or named by a Slurm mapping file. NvidiaGpuHeldIdle "
+                "tickets those past an hour.", "s",
+                [target(f"nvidia_gpu_workload_held_idle_seconds{{{SEL}}}", "", instant=True,
+                        table=True)],
+                transformations=[{"id": "organize", "options": {
+                    "excludeByName": {"Time": True, "__name__": True, "job": True, "uuid": True},
+                    "indexByName": {**{k: i for i, k in enumerate(WL_TABLE_ORDER)},
+                                    "Value": len(WL_TABLE_ORDER)},
+                    "renameByName": {"Value": "idle for"}}}]), 12, 8)
+    L.add(bargauge("Wasted GPU-hours by workload", "GPU-hours each workload held minus those it "
+                   "kept busy over the dashboard's time range (held: a device N workloads "
+                   "share counts 1/N each, a MIG device its slices' part of the GPU), the 20 "
+                   "largest.", "h",
+                   targets((f"topk(20, sum by (kind, slurm_job, namespace, pod, container_id, "
+                            f"systemd_unit, user) (clamp_min(increase({WL_HELD.format(sel=SEL)}"
+                            f"[$__range]) - increase({WL_SM.format(sel=SEL)}[$__range]), 0))) "
+                            f"/ 3600", "{{kind}} {{slurm_job}}{{namespace}}/{{pod}}"
+                            "{{container_id}}{{systemd_unit}} {{user}}", {"instant": True})),
+                   minv=0), 12, 8)
+    L.add(timeseries("GPUs held and busy", "GPU-equivalents held by the workloads in scope and "
+                     "the part they keep busy (SM time), one whole GPU shown as 100%; the gap "
+                     "is the waste.", "percentunit",
+                     targets((f"sum(rate({WL_HELD.format(sel=SEL)}[$__rate_interval]))", "held"),
+                             (f"sum(rate({WL_SM.format(sel=SEL)}[$__rate_interval]))", "busy")),
+                     0), 12, 8)
+    L.add(bargauge("Energy by workload", "Each workload's part of its GPUs' energy over the "
+                   "dashboard's time range, by measured SM time, and the energy no workload "
+                   "used (idle GPUs, idle time of shared ones), which with the workloads' adds "
+                   "up to the GPUs'.", "joule",
+                   targets((f"topk(20, sum by (kind, slurm_job, namespace, pod, container_id, "
+                            f"systemd_unit, user) (increase({WL_ENERGY.format(sel=SEL)}"
+                            f"[$__range])))", "{{kind}} {{slurm_job}}{{namespace}}/{{pod}}"
+                            "{{container_id}}{{systemd_unit}} {{user}}", {"instant": True}),
+                           (f"sum by (reason) (increase(nvidia_gpu_unattributed_energy_joules_"
+                            f"total{{{SEL}}}[$__range]))", "no workload: {{reason}}",
+                            {"instant": True})), minv=0), 12, 8)
     return dashboard("nvml-workloads", "NVIDIA GPUs by workload",
                      "Which Slurm jobs, users, containers and services hold each GPU and MIG "
-                     "device, and the memory and power they use, from nvml-exporter's workload "
-                     "attribution.", L)
+                     "device, what they use of it (SM time, memory, energy) and what they hold "
+                     "idle, from nvml-exporter's workload attribution.", L)
 
 
 DASHBOARDS = {

@@ -43,6 +43,29 @@ def panel_queries(path: Path):
             yield panel["title"], t["refId"], t["expr"], bool(t.get("instant"))
 
 
+def panels_without_data(query, dashboard: Path, timeout: float = 20, **subst) -> list[str]:
+    """Panels of `dashboard` whose expression (Grafana's variables
+    substituted with `subst`) `query` answers with nothing, asked again
+    until every one answers or `timeout` seconds pass: a store fills a few
+    scrapes in, not at once."""
+    import time
+
+    def empty() -> list[str]:
+        out = []
+        for title, ref, expr, _ in panel_queries(dashboard):
+            expr = substitute(expr, **subst)
+            if not query(expr):
+                out.append(f"{title} / {ref}: {expr}")
+        return out
+
+    deadline = time.monotonic() + timeout
+    missing = empty()
+    while missing and time.monotonic() < deadline:
+        time.sleep(0.5)
+        missing = empty()
+    return missing
+
+
 def substitute(expr: str, *, cluster: str = ".*", job: str = ".*", instance: str = ".*", gpu: str = ".*",
                namespace: str = ".*", rate_interval: str = "1m", interval_s: int = 15,
                range_s: int = 3600) -> str:

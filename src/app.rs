@@ -21,12 +21,15 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::cli::{Config, Library, ListenAddress};
-use crate::http::{self, Published, Router, ServerConfig};
+use crate::family::Family;
+use crate::http::{self, HttpStats, Published, Router, ServerConfig};
+use crate::kmsg::KernelLog;
 use crate::kubernetes::Attribution;
 use crate::logging;
 use crate::metric::BuildInfo;
 use crate::nvml::{self, LibrarySource, PollerConfig};
 use crate::render::{self, RenderContext};
+use crate::selfstat::SelfStats;
 use crate::snapshot::Snapshot;
 use crate::web_config::{WebConfigError, WebConfigWatcher};
 use crate::workloads::Workloads;
@@ -56,6 +59,12 @@ pub enum AppError {
     Nvml(#[from] nvml::StartError),
     #[error(transparent)]
     WebConfig(#[from] WebConfigError),
+    #[error(transparent)]
+    SystemdSocket(#[from] http::systemd::SystemdSocketError),
+    #[error("a start-up task failed: {0}")]
+    StartTask(String),
+    #[error("cannot start the kernel log thread: {0}")]
+    KernelLog(#[source] io::Error),
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] io::Error),
     #[error("cannot install the {signal} handler: {source}")]
@@ -74,6 +83,12 @@ pub enum AppError {
 /// config), or until the HTTP server fails.
 pub fn run(config: Config) -> Result<(), AppError> {
     logging::init(config.log_level, config.log_format);
+    for name in &config.unknown_env {
+        tracing::warn!(
+            variable = %name,
+            "environment variable is not one of the exporter's (a misspelling?); ignored"
+        );
+    }
     // Two workers are plenty for copying prepared bytes, and keep the
     // exporter's footprint small on a GPU host full of busier processes.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -87,14 +102,33 @@ pub fn run(config: Config) -> Result<(), AppError> {
         .enable_all()
         .build()
         .map_err(AppError::Runtime)?;
-    let (poller, outcome) = runtime.block_on(serve_until_signal(config))?;
-    tracing::info!("stopping the sampler");
-    poller.shutdown(POLLER_SHUTDOWN_TIMEOUT);
+    let (background, outcome) = runtime.block_on(serve_until_signal(config))?;
+    if let Some(background) = background {
+        tracing::info!("stopping the sampler");
+        background.shutdown();
+    }
     // A connection task past the drain timeout must not hold the exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
     outcome?;
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// The threads that outlive the async runtime: the sampler and the kernel
+/// log reader.
+struct Background {
+    poller: nvml::Poller,
+    kernel_log: Option<Arc<KernelLog>>,
+}
+
+impl Background {
+    fn shutdown(self) {
+        let deadline = std::time::Instant::now() + POLLER_SHUTDOWN_TIMEOUT;
+        self.poller.shutdown(POLLER_SHUTDOWN_TIMEOUT);
+        if let Some(log) = self.kernel_log {
+            log.shutdown(deadline);
+        }
+    }
 }
 
 /// The signals the exporter handles. Installed before listening: a signal
@@ -118,11 +152,61 @@ impl Signals {
     /// Waits for SIGTERM or SIGINT; reloads the web config on each SIGHUP
     /// meanwhile, as Prometheus and its exporters do.
     async fn until_stop(&mut self, web: Option<Arc<WebConfigWatcher>>) -> &'static str {
-        loop {
-            tokio::select! {
-                _ = self.term.recv() => return "SIGTERM",
-                _ = self.int.recv() => return "SIGINT",
-                _ = self.hup.recv() => reload_web_config(web.clone()).await,
+        let reload = move || reload_web_config(web.clone());
+        until_stop(&mut self.term, &mut self.int, &mut self.hup, reload).await
+    }
+
+    /// Waits for SIGTERM or SIGINT, for start-up work that may take a while
+    /// (reading the web config): `None` when `work` finished first.
+    async fn or_stop<T>(&mut self, work: impl Future<Output = T>) -> Result<T, &'static str> {
+        tokio::select! {
+            _ = self.term.recv() => Err("SIGTERM"),
+            _ = self.int.recv() => Err("SIGINT"),
+            done = work => Ok(done),
+        }
+    }
+}
+
+/// A stream of one signal, as the loop below sees it (tokio's `Signal`,
+/// or a test's channel).
+trait SignalStream {
+    fn recv(&mut self) -> impl Future<Output = Option<()>> + Send;
+}
+
+impl SignalStream for Signal {
+    fn recv(&mut self) -> impl Future<Output = Option<()>> + Send {
+        Signal::recv(self)
+    }
+}
+
+/// Returns at the first SIGTERM or SIGINT. Each SIGHUP starts `reload` as
+/// a task of its own and the loop goes on: however long a reload takes
+/// (a certificate on a hung mount), SIGTERM is handled at once. While one
+/// reload runs, further SIGHUPs are refused with a log line rather than
+/// piling up reloads.
+async fn until_stop<F>(
+    term: &mut impl SignalStream,
+    int: &mut impl SignalStream,
+    hup: &mut impl SignalStream,
+    reload: impl Fn() -> F,
+) -> &'static str
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let mut running: Option<JoinHandle<()>> = None;
+    loop {
+        tokio::select! {
+            _ = term.recv() => return "SIGTERM",
+            _ = int.recv() => return "SIGINT",
+            _ = hup.recv() => {
+                if running.as_ref().is_some_and(|r| !r.is_finished()) {
+                    tracing::warn!(
+                        signal = "SIGHUP",
+                        "the previous web config reload is still running; this SIGHUP is ignored"
+                    );
+                } else {
+                    running = Some(tokio::spawn(reload()));
+                }
             }
         }
     }
@@ -137,7 +221,8 @@ async fn reload_web_config(web: Option<Arc<WebConfigWatcher>>) {
         return;
     };
     // Reading and validating the files (certificates included) is blocking
-    // work; the outcome is logged by the watcher.
+    // work, each read bounded by the web config's deadline; the outcome is
+    // logged by the watcher.
     let _ = tokio::task::spawn_blocking(move || web.reload_now()).await;
 }
 
@@ -163,21 +248,34 @@ async fn supervise(server: &mut JoinHandle<()>, stop: impl Future<Output = &'sta
     }
 }
 
+/// Serves until a signal or a server failure: the sampler to shut down
+/// (`None` when stopped before it started) and how serving ended.
 async fn serve_until_signal(
     config: Config,
-) -> Result<(nvml::Poller, Result<(), AppError>), AppError> {
+) -> Result<(Option<Background>, Result<(), AppError>), AppError> {
     let mut signals = Signals::install()?;
-    // A bad web config is a configuration error: refuse to start.
-    let web = match &config.web_config_file {
-        Some(path) => Some(Arc::new(WebConfigWatcher::start(path)?)),
+    // A bad web config is a configuration error: refuse to start. Its
+    // files are read with deadlines, on a blocking thread, while SIGTERM
+    // and SIGINT are still answered.
+    let web = match config.web_config_file.clone() {
+        Some(path) => {
+            let load = tokio::task::spawn_blocking(move || WebConfigWatcher::start(&path));
+            match signals.or_stop(load).await {
+                Ok(Ok(loaded)) => Some(Arc::new(loaded?)),
+                Ok(Err(e)) => return Err(AppError::StartTask(e.to_string())),
+                Err(signal) => {
+                    tracing::info!(signal, "stopped while reading the web config");
+                    return Ok((None, Ok(())));
+                }
+            }
+        }
         None => None,
     };
-    let listener = bind(&config.listen_address).await?;
-    let local = listener.local_addr().map_err(|source| AppError::Bind {
-        address: config.listen_address.clone(),
-        socket: "0.0.0.0:0".parse().expect("literal socket address"),
-        source,
-    })?;
+    let listeners = listeners(&config).await?;
+    let addresses: Vec<SocketAddr> = listeners
+        .iter()
+        .filter_map(|l| l.local_addr().ok())
+        .collect();
 
     let latest: Arc<ArcSwapOption<Published>> = Arc::new(ArcSwapOption::empty());
     let (stop_tx, stop_rx) = watch::channel(());
@@ -189,39 +287,72 @@ async fn serve_until_signal(
     if let Some(w) = &workloads {
         tokio::spawn(w.clone().run(stop_rx.clone()));
     }
+    let mut sampled = config.families.clone();
+    if workloads.is_none() {
+        // Per-workload use needs workloads to charge it to: without
+        // --workloads its NVML calls are not made.
+        sampled.set(Family::WorkloadUsage, false);
+    }
+    let own = Arc::new(SelfStats::default());
+    tokio::spawn(refresh_self_stats(
+        own.clone(),
+        config.collect_interval,
+        stop_rx.clone(),
+    ));
+    let http_stats = Arc::new(HttpStats::default());
+    let kernel_log = match config.kernel_log.clone() {
+        Some(cfg) => Some(KernelLog::start(cfg).map_err(AppError::KernelLog)?),
+        None => None,
+    };
     let poller = nvml::start(
         PollerConfig {
             library: library_source(&config.library),
             interval: config.collect_interval,
             stuck_deadline: config.stuck_deadline,
-            families: config.families.clone(),
+            families: sampled,
             xid_max_codes: config.xid_max_codes,
+            kernel_log: kernel_log.clone(),
+            restart_app_window: config.restart_app_window,
         },
-        publisher(&config, latest.clone(), attribution, workloads),
+        publisher(
+            &config,
+            latest.clone(),
+            Joined {
+                attribution,
+                workloads,
+                own,
+                http: http_stats.clone(),
+            },
+        ),
     )?;
 
     let router = Arc::new(Router::new(
         config.telemetry_path.clone(),
         latest,
         config.max_requests,
+        http_stats.clone(),
     ));
-    let mut server = tokio::spawn(http::serve(
-        listener,
-        router,
-        ServerConfig {
-            read_header_timeout: config.read_header_timeout,
-            web: web.clone(),
-            health_without_auth: config.health_without_auth,
-            max_connections: config.max_connections,
-            write_timeout: config.write_timeout,
-        },
-        stop_rx,
-    ));
+    let server_config = ServerConfig {
+        read_header_timeout: config.read_header_timeout,
+        web: web.clone(),
+        health_without_auth: config.health_without_auth,
+        max_connections: config.max_connections,
+        write_timeout: config.write_timeout,
+        stats: http_stats,
+    };
+    let mut server = tokio::spawn(serve_all(listeners, router, server_config, stop_rx));
+    for address in &addresses {
+        tracing::info!(address = %address, telemetry_path = %config.telemetry_path, "listening");
+    }
+    let build = BuildInfo::current();
     tracing::info!(
-        address = %local,
-        telemetry_path = %config.telemetry_path,
+        version = build.version,
+        revision = build.revision,
+        addresses = %addresses.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+        collectors = %config.families.enabled_names().join(","),
         interval = ?config.collect_interval,
-        "listening"
+        tls = web.as_ref().is_some_and(|w| w.tls_acceptor().is_some()),
+        "nvml-exporter started"
     );
 
     match supervise(&mut server, signals.until_stop(web)).await {
@@ -231,12 +362,80 @@ async fn serve_until_signal(
             if let Err(e) = server.await {
                 tracing::error!(error = %e, "the HTTP server task failed");
             }
-            Ok((poller, Ok(())))
+            Ok((Some(Background { poller, kernel_log }), Ok(())))
         }
         Stop::ServerEnded(why) => {
             let _ = stop_tx.send(());
-            Ok((poller, Err(AppError::ServerStopped(why))))
+            Ok((
+                Some(Background { poller, kernel_log }),
+                Err(AppError::ServerStopped(why)),
+            ))
         }
+    }
+}
+
+/// Serves every listener until `stop`; returns when all have drained, or
+/// at once if one ends before `stop` (the supervisor then treats the
+/// server as failed). A listener's panic is passed on.
+async fn serve_all(
+    listeners: Vec<TcpListener>,
+    router: Arc<Router>,
+    cfg: ServerConfig,
+    stop: watch::Receiver<()>,
+) {
+    let mut set = tokio::task::JoinSet::new();
+    for listener in listeners {
+        set.spawn(http::serve(
+            listener,
+            router.clone(),
+            cfg.clone(),
+            stop.clone(),
+        ));
+    }
+    while let Some(ended) = set.join_next().await {
+        if let Err(e) = ended {
+            if e.is_panic() {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+        if !stop.has_changed().unwrap_or(true) {
+            return;
+        }
+    }
+}
+
+/// Every `--web.listen-address` bound, or systemd's sockets with
+/// `--web.systemd-socket`.
+async fn listeners(config: &Config) -> Result<Vec<TcpListener>, AppError> {
+    if config.systemd_socket {
+        return http::systemd::listeners()?
+            .into_iter()
+            .map(|l| TcpListener::from_std(l).map_err(AppError::Runtime))
+            .collect();
+    }
+    let mut out = Vec::with_capacity(config.listen_addresses.len());
+    for address in &config.listen_addresses {
+        out.push(bind(address).await?);
+    }
+    Ok(out)
+}
+
+/// Reads the process's own statistics every interval (at most every 5 s)
+/// on a blocking thread, off every scrape.
+async fn refresh_self_stats(
+    own: Arc<SelfStats>,
+    interval: Duration,
+    mut stop: watch::Receiver<()>,
+) {
+    let mut tick = tokio::time::interval(interval.min(Duration::from_secs(5)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let own = own.clone();
+        let _ = tokio::task::spawn_blocking(move || own.refresh()).await;
     }
 }
 
@@ -248,13 +447,18 @@ fn signal(kind: SignalKind, name: &'static str) -> Result<Signal, AppError> {
 }
 
 async fn bind(address: &ListenAddress) -> Result<TcpListener, AppError> {
-    let candidates: Vec<SocketAddr> = tokio::net::lookup_host(address.to_socket_string())
+    let mut candidates: Vec<SocketAddr> = tokio::net::lookup_host(address.to_socket_string())
         .await
         .map_err(|source| AppError::Resolve {
             address: address.clone(),
             source,
         })?
         .collect();
+    // `:PORT` is `[::]:PORT`, both families on one socket; where the kernel
+    // has IPv6 off, every IPv4 interface alone.
+    if address.host.is_none() {
+        candidates.push(SocketAddr::from(([0, 0, 0, 0], address.port)));
+    }
     let mut last = None;
     for socket in candidates {
         match TcpListener::bind(socket).await {
@@ -283,14 +487,28 @@ fn library_source(library: &Library) -> LibrarySource {
     }
 }
 
+/// What the publish step joins onto each snapshot, each kept up to date
+/// off the sampler's and the scrapes' paths.
+struct Joined {
+    attribution: Option<Arc<Attribution>>,
+    workloads: Option<Arc<Workloads>>,
+    own: Arc<SelfStats>,
+    http: Arc<HttpStats>,
+}
+
 /// The callback the sampler calls after every poll round: encode once, swap
 /// in. Readiness changes are logged once each, not every poll.
 fn publisher(
     config: &Config,
     latest: Arc<ArcSwapOption<Published>>,
-    attribution: Option<Arc<Attribution>>,
-    workloads: Option<Arc<Workloads>>,
+    joined: Joined,
 ) -> Arc<dyn Fn(Arc<Snapshot>) + Send + Sync> {
+    let Joined {
+        attribution,
+        workloads,
+        own,
+        http,
+    } = joined;
     let ctx = RenderContext {
         families: config.families.clone(),
         build: BuildInfo::current(),
@@ -304,10 +522,13 @@ fn publisher(
             Some(a) => Arc::new(a.apply(&snapshot)),
             None => snapshot,
         };
-        let snapshot = match &workloads {
-            Some(w) => Arc::new(w.apply(&snapshot)),
-            None => snapshot,
+        let mut snapshot = match &workloads {
+            Some(w) => w.apply(&snapshot),
+            None => (*snapshot).clone(),
         };
+        snapshot.process = own.latest();
+        snapshot.http = Some(http.counts());
+        let snapshot = Arc::new(snapshot);
         let exposition = render::render(&snapshot, &ctx);
         latest.store(Some(Arc::new(Published {
             exposition: Arc::new(exposition),
@@ -341,6 +562,45 @@ mod tests {
             supervise(&mut returned, never).await,
             Stop::ServerEnded("its task returned".into())
         );
+    }
+
+    struct Chan(tokio::sync::mpsc::UnboundedReceiver<()>);
+
+    impl SignalStream for Chan {
+        fn recv(&mut self) -> impl Future<Output = Option<()>> + Send {
+            self.0.recv()
+        }
+    }
+
+    fn chan() -> (tokio::sync::mpsc::UnboundedSender<()>, Chan) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (tx, Chan(rx))
+    }
+
+    #[tokio::test]
+    async fn a_reload_that_never_ends_does_not_hold_up_sigterm() {
+        use std::sync::atomic::AtomicUsize;
+        let (term_tx, mut term) = chan();
+        let (_int_tx, mut int) = chan();
+        let (hup_tx, mut hup) = chan();
+        let started = Arc::new(AtomicUsize::new(0));
+        let counted = started.clone();
+        let reload = move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            // A reload stuck for ever (a file on a hung mount).
+            std::future::pending::<()>()
+        };
+        let waiting =
+            tokio::spawn(async move { until_stop(&mut term, &mut int, &mut hup, reload).await });
+        hup_tx.send(()).unwrap();
+        while started.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        // A second SIGHUP while the first reload runs starts no second one.
+        hup_tx.send(()).unwrap();
+        term_tx.send(()).unwrap();
+        assert_eq!(waiting.await.unwrap(), "SIGTERM");
+        assert_eq!(started.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]

@@ -17,7 +17,9 @@ use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, ValueEnum};
 
 use crate::family::{Family, FamilySet};
+use crate::kmsg::{self, KernelLogConfig};
 use crate::kubernetes::{self, AttributionConfig};
+use crate::metric::BuildInfo;
 use crate::workloads::{self, WorkloadsConfig};
 
 /// The default port. 9400 belongs to dcgm-exporter and 9835 to
@@ -34,6 +36,19 @@ pub const DEFAULT_XID_MAX_CODES: usize = 64;
 /// Scenario that a bare `--simulate` runs.
 pub const DEFAULT_SCENARIO: &str = "dgx-h100";
 
+/// The shortest `--collect.interval`. Below it a poll of a big node does
+/// not finish before the next is due, and every driver call that takes a
+/// few milliseconds would pass for a hung GPU.
+pub const MIN_COLLECT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The shortest `--collect.stuck-deadline` given on the command line.
+pub const MIN_STUCK_DEADLINE: Duration = Duration::from_millis(100);
+
+/// The shortest stuck deadline derived from the interval (three of them):
+/// NVML calls that take a few hundred milliseconds on a busy driver
+/// (process lists, the first call after a GPU wakes) are slow, not hung.
+pub const MIN_DERIVED_STUCK_DEADLINE: Duration = Duration::from_secs(1);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "nvml-exporter",
@@ -48,17 +63,29 @@ pub const DEFAULT_SCENARIO: &str = "dgx-h100";
                   --no-collector.<name>."
 )]
 struct Flags {
-    /// Address to listen on: `:PORT` (every IPv4 interface), `HOST:PORT` or
-    /// `[IPv6]:PORT`. Port 9445 stays clear of dcgm-exporter (9400) and
-    /// nvidia_gpu_exporter (9835).
+    /// Address to listen on: `:PORT` (every interface, IPv6 and IPv4),
+    /// `HOST:PORT` or `[IPv6]:PORT`. Repeatable: every address given is
+    /// served (the variable takes a comma-separated list). Port 9445 stays
+    /// clear of dcgm-exporter (9400) and nvidia_gpu_exporter (9835).
     #[arg(
         long = "web.listen-address",
         env = "NVML_EXPORTER_WEB_LISTEN_ADDRESS",
         default_value = ":9445",
         value_parser = parse_listen_address,
-        value_name = "ADDRESS"
+        value_name = "ADDRESS",
+        value_delimiter = ','
     )]
-    listen_address: ListenAddress,
+    listen_addresses: Vec<ListenAddress>,
+
+    /// Serve on the sockets systemd passes (socket activation: LISTEN_FDS)
+    /// instead of --web.listen-address.
+    #[arg(
+        long = "web.systemd-socket",
+        env = "NVML_EXPORTER_WEB_SYSTEMD_SOCKET",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
+    )]
+    systemd_socket: bool,
 
     /// Path under which the metrics are served.
     #[arg(
@@ -74,22 +101,23 @@ struct Flags {
     /// default of 5s is a third of the usual 15s scrape interval, so every
     /// scrape sees data at most 5s old, while eight GPUs cost only a few
     /// milliseconds of driver time per round.
+    /// At least 100ms.
     #[arg(
         long = "collect.interval",
         env = "NVML_EXPORTER_COLLECT_INTERVAL",
         default_value = "5s",
-        value_parser = parse_positive_duration,
+        value_parser = parse_collect_interval,
         value_name = "DURATION"
     )]
     collect_interval: Duration,
 
     /// How long one driver call may block before its GPU is reported hung
-    /// (`nvidia_gpu_up 0`, readings withdrawn). Default: three collect
-    /// intervals.
+    /// (`nvidia_gpu_up 0`, readings withdrawn); at least 100ms. Default:
+    /// three collect intervals, at least 1s.
     #[arg(
         long = "collect.stuck-deadline",
         env = "NVML_EXPORTER_COLLECT_STUCK_DEADLINE",
-        value_parser = parse_positive_duration,
+        value_parser = parse_stuck_deadline,
         value_name = "DURATION"
     )]
     stuck_deadline: Option<Duration>,
@@ -106,6 +134,28 @@ struct Flags {
         value_name = "N"
     )]
     xid_max_codes: usize,
+
+    /// The kernel log that --collector.xid.kmsg reads: the kernel's
+    /// /dev/kmsg, or a regular file of its records (followed as it grows).
+    #[arg(
+        long = "path.kmsg",
+        env = "NVML_EXPORTER_PATH_KMSG",
+        default_value = kmsg::DEFAULT_PATH,
+        value_name = "PATH"
+    )]
+    kmsg_path: PathBuf,
+
+    /// How long an application-level XID (catalog bucket RESTART_APP, e.g.
+    /// 13, 31, 94) keeps a GPU's (or MIG instance's) verdict at
+    /// restart_app after the last one.
+    #[arg(
+        long = "collector.verdict.restart-app-window",
+        env = "NVML_EXPORTER_COLLECTOR_VERDICT_RESTART_APP_WINDOW",
+        default_value = "10m",
+        value_parser = parse_positive_duration,
+        value_name = "DURATION"
+    )]
+    restart_app_window: Duration,
 
     /// Load this libnvidia-ml instead of the one the dynamic loader finds.
     /// The file must exist.
@@ -193,14 +243,21 @@ struct Flags {
     /// credentials (only matters when the web config sets basic_auth_users).
     #[arg(
         long = "web.health-without-auth",
-        env = "NVML_EXPORTER_WEB_HEALTH_WITHOUT_AUTH"
+        env = "NVML_EXPORTER_WEB_HEALTH_WITHOUT_AUTH",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
     )]
     health_without_auth: bool,
 
     /// Attribute GPUs and MIG devices to Kubernetes pods through the
     /// kubelet's pod-resources API (adds `nvidia_gpu_pod_share_ratio` and
     /// `nvidia_gpu_mig_pod_share_ratio`).
-    #[arg(long = "kubernetes", env = "NVML_EXPORTER_KUBERNETES")]
+    #[arg(
+        long = "kubernetes",
+        env = "NVML_EXPORTER_KUBERNETES",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
+    )]
     kubernetes: bool,
 
     /// The kubelet's pod-resources socket; setting it turns on
@@ -239,9 +296,16 @@ struct Flags {
     /// pods, systemd services, login sessions) from the processes' cgroups
     /// under --path.procfs (adds `nvidia_gpu_workload_share_ratio`,
     /// `nvidia_gpu_mig_workload_share_ratio` and
-    /// `nvidia_gpu_workload_memory_used_bytes`). Needs the host's pids:
-    /// host PID namespace or the host's procfs.
-    #[arg(long = "workloads", env = "NVML_EXPORTER_WORKLOADS")]
+    /// `nvidia_gpu_workload_memory_used_bytes`, and with the
+    /// workload_usage collector measured SM time, energy, time held and
+    /// held idle per workload). Needs the host's pids: host PID namespace
+    /// or the host's procfs.
+    #[arg(
+        long = "workloads",
+        env = "NVML_EXPORTER_WORKLOADS",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
+    )]
     workloads: bool,
 
     /// The host's procfs, where the pids NVML lists are found (a container
@@ -287,6 +351,18 @@ struct Flags {
         value_name = "DURATION"
     )]
     workloads_refresh_interval: Duration,
+
+    /// A workload holding a GPU or MIG device is idle while its measured SM
+    /// use, averaged since it went idle, stays below this part of the
+    /// device (`nvidia_gpu_workload_held_idle_seconds`).
+    #[arg(
+        long = "workloads.idle-threshold",
+        env = "NVML_EXPORTER_WORKLOADS_IDLE_THRESHOLD",
+        default_value_t = 0.01,
+        value_parser = parse_ratio,
+        value_name = "RATIO"
+    )]
+    workloads_idle_threshold: f64,
 
     /// Also read Slurm jobs from dcgm-exporter's --hpc-job-mapping-dir
     /// format (one file per GPU index, job ids one per line, written by a
@@ -357,16 +433,19 @@ pub enum Library {
 /// up when the listener binds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenAddress {
-    /// `None` for `:PORT`: every IPv4 interface.
+    /// `None` for `:PORT`: every interface, IPv6 and IPv4 alike (as Go's
+    /// listeners, so exporter-toolkit's, take it).
     pub host: Option<String>,
     pub port: u16,
 }
 
 impl ListenAddress {
-    /// The string to hand to the resolver.
+    /// The string to hand to the resolver: `[::]:PORT` for `:PORT`, a
+    /// dual-stack socket where the kernel allows one (the app falls back
+    /// to `0.0.0.0:PORT` where IPv6 is off).
     pub fn to_socket_string(&self) -> String {
         match &self.host {
-            None => format!("0.0.0.0:{}", self.port),
+            None => format!("[::]:{}", self.port),
             Some(h) if h.contains(':') => format!("[{h}]:{}", self.port),
             Some(h) => format!("{h}:{}", self.port),
         }
@@ -386,7 +465,13 @@ impl fmt::Display for ListenAddress {
 /// Everything the flags decide, validated.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub listen_address: ListenAddress,
+    /// Every `--web.listen-address`, in order, each served.
+    pub listen_addresses: Vec<ListenAddress>,
+    /// `--web.systemd-socket`: serve the sockets systemd passes instead.
+    pub systemd_socket: bool,
+    /// `NVML_EXPORTER_*` variables that are no flag's: warned about once
+    /// logging is up (a misspelt variable must not go unnoticed).
+    pub unknown_env: Vec<String>,
     pub telemetry_path: String,
     pub collect_interval: Duration,
     pub stuck_deadline: Duration,
@@ -394,6 +479,10 @@ pub struct Config {
     pub families: FamilySet,
     /// Distinct XID label sets per GPU before further ones fold into `other`.
     pub xid_max_codes: usize,
+    /// The kernel log, when `--collector.xid.kmsg` (and `xid`) are on.
+    pub kernel_log: Option<KernelLogConfig>,
+    /// How long an application XID asks for a restart.
+    pub restart_app_window: Duration,
     pub max_requests: usize,
     pub max_connections: usize,
     pub write_timeout: Duration,
@@ -419,7 +508,7 @@ fn disable_id(f: Family) -> String {
 /// The full command, with one flag pair per collector family generated from
 /// `Family::ALL` so a new family gets its switch without touching this file.
 pub fn command() -> clap::Command {
-    let mut cmd = Flags::command();
+    let mut cmd = Flags::command().long_version(BuildInfo::long_version());
     for &f in Family::ALL {
         let default = if f.enabled_by_default() {
             "enabled"
@@ -470,7 +559,7 @@ where
     let mut cmd = command();
     let matches = cmd.try_get_matches_from_mut(args)?;
     let flags = Flags::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
-    let families = families_from(&matches);
+    let mut families = families_from(&matches);
     let library = match (flags.simulate, flags.nvml_library) {
         (Some(scenario), _) if scenario.is_empty() => {
             return Err(cmd.error(
@@ -496,7 +585,13 @@ where
         refresh_interval: flags.workloads_refresh_interval,
         slurm_mapping_dir: flags.slurm_mapping_dir,
         container_engine_sockets: flags.container_engine_sockets,
+        idle_threshold: flags.workloads_idle_threshold,
     });
+    // Measured use comes with --workloads, unless switched off by name.
+    if workloads.is_some() && switched(&matches, Family::WorkloadUsage).is_none() {
+        families.set(Family::WorkloadUsage, true);
+    }
+
     if workloads.is_some()
         && !families.contains(Family::Processes)
         && !families.contains(Family::ProcessMemory)
@@ -507,16 +602,28 @@ where
              (drop --no-collector.processes)",
         ));
     }
+    let kernel_log = (families.contains(Family::Xid) && families.contains(Family::XidKmsg))
+        .then_some(KernelLogConfig {
+            path: flags.kmsg_path,
+            max_codes: flags.xid_max_codes,
+        });
     Ok(Config {
-        listen_address: flags.listen_address,
+        listen_addresses: flags.listen_addresses,
+        systemd_socket: flags.systemd_socket,
+        unknown_env: unknown_env(&cmd),
         telemetry_path: flags.telemetry_path,
         collect_interval: flags.collect_interval,
-        stuck_deadline: flags
-            .stuck_deadline
-            .unwrap_or(flags.collect_interval.saturating_mul(3)),
+        stuck_deadline: flags.stuck_deadline.unwrap_or_else(|| {
+            flags
+                .collect_interval
+                .saturating_mul(3)
+                .max(MIN_DERIVED_STUCK_DEADLINE)
+        }),
         library,
         families,
         xid_max_codes: flags.xid_max_codes,
+        kernel_log,
+        restart_app_window: flags.restart_app_window,
         max_requests: flags.max_requests,
         max_connections: flags.max_connections,
         write_timeout: flags.write_timeout,
@@ -542,24 +649,54 @@ where
     })
 }
 
+/// Build-time variables (build.rs, the Dockerfile; cargo also sets them
+/// for the processes it runs) an environment may carry along, and the
+/// systemd unit's `NVML_EXPORTER_ARGS` (extra flags its `ExecStart` passes,
+/// deploy/systemd/nvml-exporter.env): not flags, not mistakes.
+const BUILD_ENV: &[&str] = &[
+    "NVML_EXPORTER_REVISION",
+    "NVML_EXPORTER_BUILD_DATE",
+    "NVML_EXPORTER_RUSTC",
+    "NVML_EXPORTER_TARGET",
+    "NVML_EXPORTER_ARGS",
+];
+
+/// `NVML_EXPORTER_*` variables in the environment that no flag reads.
+fn unknown_env(cmd: &clap::Command) -> Vec<String> {
+    let known: std::collections::BTreeSet<String> = cmd
+        .get_arguments()
+        .filter_map(|a| a.get_env())
+        .filter_map(|e| e.to_str().map(str::to_string))
+        .chain(BUILD_ENV.iter().map(|s| s.to_string()))
+        .collect();
+    std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| k.starts_with("NVML_EXPORTER_") && !known.contains(k))
+        .collect()
+}
+
 fn families_from(matches: &ArgMatches) -> FamilySet {
     let mut set = FamilySet::defaults();
     for &f in Family::ALL {
-        // `overrides_with` leaves only the last of the pair given on the
-        // command line; an environment value for `--collector.x` is applied
-        // even then, so the command-line `--no-` must be checked first.
-        let disabled_on_cli = matches.get_flag(&disable_id(f))
-            && matches.value_source(&disable_id(f)) == Some(ValueSource::CommandLine);
-        let enabled = if disabled_on_cli {
-            Some(false)
-        } else {
-            matches.get_one::<bool>(&enable_id(f)).copied()
-        };
-        if let Some(on) = enabled {
+        if let Some(on) = switched(matches, f) {
             set.set(f, on);
         }
     }
     set
+}
+
+/// Whether the family was switched on or off by flag or environment.
+fn switched(matches: &ArgMatches, f: Family) -> Option<bool> {
+    // `overrides_with` leaves only the last of the pair given on the
+    // command line; an environment value for `--collector.x` is applied
+    // even then, so the command-line `--no-` must be checked first.
+    let disabled_on_cli = matches.get_flag(&disable_id(f))
+        && matches.value_source(&disable_id(f)) == Some(ValueSource::CommandLine);
+    if disabled_on_cli {
+        Some(false)
+    } else {
+        matches.get_one::<bool>(&enable_id(f)).copied()
+    }
 }
 
 /// The largest `--web.max-requests` and `--web.max-connections`: far above
@@ -575,6 +712,14 @@ fn parse_limit(s: &str) -> Result<usize, String> {
         .ok()
         .filter(|n| *n <= MAX_LIMIT)
         .ok_or_else(|| format!("{s} is above the most allowed, {MAX_LIMIT} (0 means no limit)"))
+}
+
+fn parse_ratio(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|r| (0.0..=1.0).contains(r))
+        .ok_or_else(|| format!("{s:?} is not a ratio from 0 to 1 (0.01 is 1 %)"))
 }
 
 /// The largest `--collector.xid.max-codes`: every code NVIDIA documents on
@@ -635,6 +780,25 @@ fn parse_telemetry_path(s: &str) -> Result<String, String> {
         return Err(format!("{s:?} must be a plain path"));
     }
     Ok(s.to_string())
+}
+
+fn parse_at_least(s: &str, min: Duration) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < min {
+        return Err(format!(
+            "{s:?} is shorter than the shortest allowed, {}ms",
+            min.as_millis()
+        ));
+    }
+    Ok(d)
+}
+
+fn parse_collect_interval(s: &str) -> Result<Duration, String> {
+    parse_at_least(s, MIN_COLLECT_INTERVAL)
+}
+
+fn parse_stuck_deadline(s: &str) -> Result<Duration, String> {
+    parse_at_least(s, MIN_STUCK_DEADLINE)
 }
 
 fn parse_positive_duration(s: &str) -> Result<Duration, String> {
@@ -709,8 +873,10 @@ mod tests {
     #[test]
     fn defaults() {
         let c = parse(&[]).unwrap();
-        assert_eq!(c.listen_address.to_string(), ":9445");
-        assert_eq!(c.listen_address.port, DEFAULT_PORT);
+        assert_eq!(c.listen_addresses.len(), 1);
+        assert_eq!(c.listen_addresses[0].to_string(), ":9445");
+        assert_eq!(c.listen_addresses[0].port, DEFAULT_PORT);
+        assert!(!c.systemd_socket);
         assert_eq!(c.telemetry_path, "/metrics");
         assert_eq!(c.collect_interval, Duration::from_secs(5));
         assert_eq!(c.stuck_deadline, Duration::from_secs(15));
@@ -777,6 +943,74 @@ mod tests {
             assert!(parse(&[&on]).unwrap().families.contains(f));
             assert!(!parse(&[&off]).unwrap().families.contains(f));
         }
+    }
+
+    #[test]
+    fn intervals_and_deadlines_have_floors() {
+        for (flag, bad) in [
+            ("--collect.interval", "1ms"),
+            ("--collect.interval", "99ms"),
+            ("--collect.stuck-deadline", "10ms"),
+        ] {
+            let e = parse(&[flag, bad]).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            let msg = e.to_string();
+            assert!(msg.contains(flag) && msg.contains("100ms"), "{msg}");
+        }
+        let c = parse(&["--collect.interval", "100ms"]).unwrap();
+        assert_eq!(c.collect_interval, MIN_COLLECT_INTERVAL);
+        // Three intervals would be 300ms: the derived deadline is 1s.
+        assert_eq!(c.stuck_deadline, MIN_DERIVED_STUCK_DEADLINE);
+        let c = parse(&[
+            "--collect.interval",
+            "100ms",
+            "--collect.stuck-deadline",
+            "200ms",
+        ])
+        .unwrap();
+        assert_eq!(c.stuck_deadline, Duration::from_millis(200));
+    }
+
+    #[test]
+    fn the_kernel_log_is_read_only_with_its_switch_and_the_xid_family() {
+        assert_eq!(parse(&[]).unwrap().kernel_log, None);
+        let c = parse(&["--collector.xid.kmsg", "--collector.xid.max-codes=9"]).unwrap();
+        assert_eq!(
+            c.kernel_log,
+            Some(KernelLogConfig {
+                path: PathBuf::from("/dev/kmsg"),
+                max_codes: 9
+            })
+        );
+        let c = parse(&["--collector.xid.kmsg", "--path.kmsg", "/tmp/kmsg"]).unwrap();
+        assert_eq!(
+            c.kernel_log.map(|k| k.path),
+            Some(PathBuf::from("/tmp/kmsg"))
+        );
+        // A detail switch shows nothing while its family is off.
+        let c = parse(&["--collector.xid.kmsg", "--no-collector.xid"]).unwrap();
+        assert_eq!(c.kernel_log, None);
+        assert!(
+            c.families.contains(Family::Verdict),
+            "the verdict is on by default"
+        );
+    }
+
+    #[test]
+    fn the_restart_app_window_is_a_positive_duration() {
+        assert_eq!(
+            parse(&[]).unwrap().restart_app_window,
+            crate::verdict::DEFAULT_RESTART_APP_WINDOW
+        );
+        let c = parse(&["--collector.verdict.restart-app-window", "90s"]).unwrap();
+        assert_eq!(c.restart_app_window, Duration::from_secs(90));
+        let err = parse(&["--collector.verdict.restart-app-window", "0s"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--collector.verdict.restart-app-window"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -873,6 +1107,23 @@ mod tests {
     }
 
     #[test]
+    fn every_listen_address_is_kept() {
+        let c = parse(&[
+            "--web.listen-address",
+            "127.0.0.1:1",
+            "--web.listen-address",
+            "[::1]:2",
+        ])
+        .unwrap();
+        let all: Vec<String> = c.listen_addresses.iter().map(ToString::to_string).collect();
+        assert_eq!(all, ["127.0.0.1:1", "[::1]:2"]);
+        assert_eq!(
+            parse_listen_address(":9445").unwrap().to_socket_string(),
+            "[::]:9445"
+        );
+    }
+
+    #[test]
     fn telemetry_paths() {
         assert!(parse_telemetry_path("/metrics").is_ok());
         assert!(parse_telemetry_path("/gpu/metrics").is_ok());
@@ -961,6 +1212,14 @@ mod tests {
         .expect("a mapping dir turns attribution on");
         assert_eq!(c.procfs, PathBuf::from("/host/proc"));
         assert_eq!(c.limit, usize::MAX);
+        // Measured use comes with it, unless switched off by name.
+        assert!(parse(&["--workloads"])
+            .unwrap()
+            .families
+            .contains(Family::WorkloadUsage));
+        assert!(!parse(&[]).unwrap().families.contains(Family::WorkloadUsage));
+        let c = parse(&["--workloads", "--no-collector.workload_usage"]).unwrap();
+        assert!(!c.families.contains(Family::WorkloadUsage));
         let e = parse(&["--workloads", "--no-collector.processes"]).unwrap_err();
         assert!(e.to_string().contains("processes collector"), "{e}");
         assert!(parse(&[

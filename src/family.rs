@@ -55,13 +55,16 @@ families! {
     Nvlink => "nvlink", default true, "NVLink links up/down, errors and traffic, summed over each GPU's links.";
     Fabric => "fabric", default true, "NVLink fabric registration state, health and partition (NVSwitch systems, Hopper and newer).";
     Xid => "xid", default true, "XID error events.";
+    Verdict => "verdict", default true, "One verdict per GPU (and per MIG instance with its own fault): the action to take now and the signal that decided it.";
     Processes => "processes", default true, "Process counts per GPU.";
     ProcessMemory => "process_memory", default false, "Per-process memory (opt-in: one series per pid).";
     Mig => "mig", default true, "MIG mode, instances and per-instance memory (used, total).";
+    WorkloadUsage => "workload_usage", default false, "Measured use per workload: SM and engine time, energy, device time held and held idle (on with --workloads unless switched off).";
     GpmAllMetrics => "gpm.all-metrics", default false, "All GPM metrics (adds sm_occupancy, fp64, fp32, fp16, integer, nvdec, nvjpg, nvofa, nvenc to graphics, sm, tensor, dram), per GPU and per MIG GPU instance.";
     EccByLocation => "ecc.by-location", default false, "ECC error counters by memory location (L1, L2, DRAM, register file, ...), beside the totals.";
     NvlinkPerLink => "nvlink.per-link", default false, "NVLink state, errors and traffic per link (and bit error rates on NVLink5), beside the per-GPU sums (H100: 120 series per GPU).";
     MigMemoryFree => "mig.memory-free", default false, "Free memory per MIG GPU instance (total minus used).";
+    XidKmsg => "xid.kmsg", default false, "XIDs (and NVSwitch SXIDs) from the kernel log at --path.kmsg as well, since boot: the codes NVML does not deliver (79, 119, 120) and those from before the exporter started; each event counted once. Needs CAP_SYSLOG where kernel.dmesg_restrict is 1.";
 }
 
 /// The set of enabled families.
@@ -94,6 +97,15 @@ impl FamilySet {
 
     pub fn contains(&self, family: Family) -> bool {
         self.0.contains(&family)
+    }
+
+    /// The names of the families switched on, in `Family::ALL` order.
+    pub fn enabled_names(&self) -> Vec<&'static str> {
+        Family::ALL
+            .iter()
+            .filter(|f| self.contains(**f))
+            .map(|f| f.name())
+            .collect()
     }
 
     pub fn set(&mut self, family: Family, enabled: bool) {

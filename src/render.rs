@@ -79,6 +79,7 @@ mod tests {
             xid_other: None,
             nvml_errors: vec![],
             pods: vec![],
+            verdicts: vec![],
         }
     }
 

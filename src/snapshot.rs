@@ -38,6 +38,59 @@ pub struct Snapshot {
     pub kubernetes: Option<KubernetesStatus>,
     /// Present when workload attribution (`--workloads`) is on.
     pub workloads: Option<WorkloadAttribution>,
+    /// The exporter's own process (`/proc/self`), where it could be read.
+    pub process: Option<ProcessStats>,
+    /// What the HTTP server answered and refused since start.
+    pub http: Option<HttpCounts>,
+    /// Present when the kernel log is read for XIDs (`--collector.xid.kmsg`).
+    pub kernel_log: Option<KernelLogStatus>,
+}
+
+/// The exporter process, as client libraries' `process_*` metrics show
+/// it. Each field is absent where `/proc` does not say.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProcessStats {
+    /// User and system CPU time.
+    pub cpu_seconds: f64,
+    pub resident_memory_bytes: Option<u64>,
+    pub virtual_memory_bytes: Option<u64>,
+    /// Unix time the process started.
+    pub start_time_seconds: Option<f64>,
+    pub open_fds: Option<u64>,
+    /// The soft limit on open files; `None` when unlimited.
+    pub max_fds: Option<u64>,
+}
+
+/// Requests to the telemetry path by status code, and requests or
+/// connections refused before reaching a handler, by reason; since start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpCounts {
+    pub scrapes: Vec<(u16, u64)>,
+    pub refusals: Vec<(HttpRefusal, u64)>,
+}
+
+/// How reading the kernel log goes, and the NVSwitch SXIDs found in it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KernelLogStatus {
+    /// The log is open and followed: its last read returned within the
+    /// deadline.
+    pub up: bool,
+    /// What went wrong since start, by kind; only kinds seen.
+    pub problems: Vec<(KernelLogProblem, u64)>,
+    /// SXIDs in the log since boot, per NVSwitch and code, bounded like
+    /// the XIDs (`--collector.xid.max-codes` codes per switch, the rest
+    /// under `sxid: None`, i.e. `sxid="other"`).
+    pub sxids: Vec<SxidCount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SxidCount {
+    /// The NVSwitch's PCI address as the kernel prints it, `0000:c3:00.0`.
+    pub switch: String,
+    /// `None`: folded into `other` (the switch already had the most codes,
+    /// or the code is out of range).
+    pub sxid: Option<u64>,
+    pub count: u64,
 }
 
 /// How the kubelet's pod-resources API answered lately.
@@ -90,6 +143,21 @@ pub struct GpuState {
     /// Kubernetes pods that hold this GPU or one of its MIG devices, when
     /// pod attribution is on.
     pub pods: Vec<PodAttribution>,
+    /// What to do with this GPU now: the GPU's verdict first, then one per
+    /// MIG instance whose own fault decides something. Empty where the
+    /// exporter cannot judge (NVML down, the GPU not sampled yet, denied
+    /// or failing every call).
+    pub verdicts: Vec<Verdict>,
+}
+
+/// One verdict: the action, and the signal that decided it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    pub gpu_instance: Option<u32>,
+    pub compute_instance: Option<u32>,
+    pub action: Action,
+    /// A fixed, bounded vocabulary (`crate::verdict::REASONS`).
+    pub reason: &'static str,
 }
 
 /// Strings that identify a GPU. Each is absent when NVML cannot give it
@@ -128,6 +196,29 @@ pub enum Health {
 impl Health {
     pub fn is_up(self) -> bool {
         matches!(self, Health::Up)
+    }
+}
+
+#[cfg(test)]
+impl GpuState {
+    /// For unit tests: GPU `index` (UUID `GPU-<index>`), up, with these
+    /// readings and nothing else known.
+    pub fn with_readings(index: u32, readings: GpuReadings) -> GpuState {
+        GpuState {
+            index,
+            uuid: format!("GPU-{index}"),
+            identity: GpuIdentity::default(),
+            health: Health::Up,
+            last_sample: None,
+            sample_duration: None,
+            stuck_call: None,
+            readings: Some(readings),
+            xids: vec![],
+            xid_other: None,
+            nvml_errors: vec![],
+            pods: vec![],
+            verdicts: vec![],
+        }
     }
 }
 
@@ -208,6 +299,51 @@ pub struct WorkloadAttribution {
     pub dropped: u64,
     /// Failed reads since start, by source and reason.
     pub read_errors: Vec<WorkloadReadErrors>,
+    /// Measured use per workload, when the `workload_usage` family is on.
+    pub usage: Option<WorkloadUsage>,
+    /// When the resolver last finished reading every source; `None` until
+    /// it first has.
+    pub last_refresh: Option<std::time::SystemTime>,
+}
+
+/// What each workload used of the devices it held, since the exporter
+/// started (`src/workloads/usage.rs`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkloadUsage {
+    /// One per workload per device, sorted like the holdings; workloads
+    /// that left stay a few minutes so their last increments get scraped.
+    pub accounts: Vec<UsageAccount>,
+    /// Energy of each GPU charged to no workload, by reason.
+    pub unattributed: Vec<UnattributedEnergy>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageAccount {
+    pub gpu: u32,
+    pub gpu_instance: Option<u32>,
+    pub compute_instance: Option<u32>,
+    pub workload: Workload,
+    /// SM busy time in seconds of the whole GPU; `None` where the device's
+    /// use is not measured.
+    pub sm_seconds: Option<f64>,
+    /// Memory, encoder and decoder busy time where NVML measures them per
+    /// process (not on MIG).
+    pub engine_seconds: Vec<(UsageEngine, f64)>,
+    /// The workload's part of the GPU's energy.
+    pub energy_joules: Option<f64>,
+    /// Device-seconds held: elapsed time times the workload's share of the
+    /// device, a MIG device weighted by its part of the GPU.
+    pub held_seconds: f64,
+    /// While the workload holds the device without using it (measured SM
+    /// use below the threshold, or no process at all): for how long.
+    pub idle_seconds: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UnattributedEnergy {
+    pub gpu: u32,
+    pub reason: UnattributedReason,
+    pub joules: f64,
 }
 
 /// One workload on one device: a whole GPU (`gpu_instance` `None`) or a
@@ -248,6 +384,12 @@ pub struct Workload {
     pub uid: Option<u32>,
     /// The uid's name in the host's passwd file.
     pub user: Option<String>,
+    /// Kubernetes namespace, pod and container names: from the kubelet's
+    /// container log links for a pod's processes, from pod-resources for
+    /// a device a pod holds.
+    pub namespace: Option<String>,
+    pub pod: Option<String>,
+    pub container: Option<String>,
 }
 
 impl Workload {
@@ -264,6 +406,9 @@ impl Workload {
             cgroup: None,
             uid: None,
             user: None,
+            namespace: None,
+            pod: None,
+            container: None,
         }
     }
 }
@@ -344,6 +489,43 @@ pub struct GpuReadings {
     pub graphics_processes: Option<Vec<Process>>,
     /// GPU instances, when MIG is enabled.
     pub mig: Vec<MigGpuInstance>,
+    /// What the per-workload use accounting needs from NVML (family
+    /// `workload_usage`, with `--workloads`).
+    pub usage: Option<UsageReadings>,
+}
+
+/// Per-process use as NVML measured it, accumulated by the sampler from
+/// poll to poll (`src/nvml/sampler/workload_usage.rs`), plus what places a
+/// GPU's holders.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageReadings {
+    /// Identifies the accumulation: busy seconds of different epochs (a
+    /// sampler started afresh) are not comparable.
+    pub epoch: u64,
+    /// Busy seconds per pid since the epoch began, sorted by pid; pids
+    /// that ended stay while they may still have samples. `None` where
+    /// NVML has no per-process utilization (MIG-enabled GPUs, or not
+    /// supported).
+    pub pids: Option<Vec<PidUsage>>,
+    /// Pids NVML lists as MPS clients: their work is sampled under the MPS
+    /// server's pid.
+    pub mps_clients: Vec<u32>,
+    /// The GPU's minor number (`/dev/nvidia<minor>`), which device
+    /// allowlists name.
+    pub minor_number: Option<u32>,
+    /// Compute slices of the whole GPU, on a MIG-enabled GPU (7 on A100 and
+    /// H100): what an instance's slices are a share of.
+    pub mig_compute_slices: Option<u32>,
+}
+
+/// One process's busy time per engine, in seconds of the whole engine.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PidUsage {
+    pub pid: u32,
+    pub sm_seconds: f64,
+    pub memory_seconds: f64,
+    pub encoder_seconds: f64,
+    pub decoder_seconds: f64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -523,13 +705,19 @@ label_enum!(PowerLimit {
 
 label_enum!(Clock { Graphics => "graphics", Sm => "sm", Memory => "memory", Video => "video" });
 
-label_enum!(ThrottleReason {
-    GpuIdle => "gpu_idle", ApplicationsClocks => "applications_clocks",
-    SwPowerCap => "sw_power_cap", HwSlowdown => "hw_slowdown",
-    SyncBoost => "sync_boost", SwThermal => "sw_thermal",
-    HwThermal => "hw_thermal", HwPowerBrake => "hw_power_brake",
-    DisplayClocks => "display_clocks",
-});
+label_enum!(
+    /// Clock event (throttle) reasons. `Thermal` is NVML's thermal policy
+    /// violation time (field 75, `NVML_PERF_POLICY_THERMAL`): time held
+    /// down by any thermal slowdown, software or hardware. It is never a
+    /// flag, and never reported as `sw_thermal`, which is one cause of it.
+    ThrottleReason {
+        GpuIdle => "gpu_idle", ApplicationsClocks => "applications_clocks",
+        SwPowerCap => "sw_power_cap", HwSlowdown => "hw_slowdown",
+        SyncBoost => "sync_boost", SwThermal => "sw_thermal",
+        HwThermal => "hw_thermal", HwPowerBrake => "hw_power_brake",
+        DisplayClocks => "display_clocks", Thermal => "thermal",
+    }
+);
 
 label_enum!(ComputeMode {
     Default => "default", ExclusiveThread => "exclusive_thread",
@@ -562,6 +750,17 @@ label_enum!(
     }
 );
 
+impl NvLinkError {
+    /// Whether the per-GPU sum (`nvidia_gpu_nvlink_errors_total`) carries
+    /// this kind. NVLink5's failed recoveries are a part of its recoveries
+    /// (the link then shows down in `nvidia_gpu_nvlink_links`), and its
+    /// symbol errors are corrected by FEC (no alert reads them): both stay
+    /// in the per-link detail.
+    pub fn summed_by_default(self) -> bool {
+        !matches!(self, NvLinkError::RecoveryFailed | NvLinkError::Symbol)
+    }
+}
+
 label_enum!(NvLinkBer { Effective => "effective", Symbol => "symbol" });
 
 label_enum!(
@@ -581,6 +780,25 @@ label_enum!(
 label_enum!(ProcessKind { Compute => "compute", Graphics => "graphics" });
 
 label_enum!(
+    /// What to do with a GPU now, from least to most drastic: the order is
+    /// the severity (`Ord`), and the worst action wins.
+    Action {
+        None => "none", RestartApp => "restart_app", ResetGpu => "reset_gpu",
+        Reboot => "reboot", CheckHardware => "check_hardware", Rma => "rma",
+    }
+);
+
+label_enum!(
+    /// What went wrong reading the kernel log (`--collector.xid.kmsg`).
+    KernelLogProblem {
+        Unreadable => "unreadable", ReadError => "read_error", Stalled => "stalled",
+        Malformed => "malformed", Oversized => "oversized", OutOfOrder => "out_of_order",
+        Overrun => "overrun", Rotated => "rotated", Truncated => "truncated",
+        UnknownGpu => "unknown_gpu", TooManySwitches => "too_many_switches",
+    }
+);
+
+label_enum!(
     /// What holds a GPU, by the cgroup of its processes. `unknown`: the
     /// process's `/proc` entry could not be read.
     WorkloadKind {
@@ -594,16 +812,41 @@ label_enum!(
     /// Where workload attribution reads from.
     WorkloadSource {
         Procfs => "procfs", Passwd => "passwd", SlurmMappingDir => "slurm_mapping_dir",
-        ContainerEngine => "container_engine",
+        ContainerEngine => "container_engine", SlurmCgroup => "slurm_cgroup",
+        KubeletLogs => "kubelet_logs",
     }
 );
 
 label_enum!(
+    /// Engines whose per-process busy time NVML reports beside the SM.
+    UsageEngine { Memory => "memory", Encoder => "encoder", Decoder => "decoder" }
+);
+
+label_enum!(
+    /// Why part of a GPU's energy went to no workload: `idle` (SM time no
+    /// workload used), `over_limit` (used by workloads beyond
+    /// --workloads.limit), `unknown` (measured use of a MIG instance no
+    /// workload is known to hold).
+    UnattributedReason { Idle => "idle", OverLimit => "over_limit", Unknown => "unknown" }
+);
+
+label_enum!(
     /// Why a read failed: `gone` (the process or file no longer exists),
-    /// `permission_denied`, `malformed` (contents not as documented), `io`
-    /// (anything else, timeouts included).
+    /// `permission_denied`, `malformed` (contents not as documented),
+    /// `timeout` (no answer within the read's deadline: abandoned, see
+    /// `src/fsread.rs`), `io` (anything else).
     WorkloadReadError {
         Gone => "gone", PermissionDenied => "permission_denied",
-        Malformed => "malformed", Io => "io",
+        Malformed => "malformed", Timeout => "timeout", Io => "io",
+    }
+);
+
+label_enum!(
+    /// Why a request or connection got no handler's answer.
+    HttpRefusal {
+        Unauthorized => "unauthorized", RateLimited => "rate_limited",
+        AuthQueueFull => "auth_queue_full", TooManyScrapes => "too_many_scrapes",
+        ConnectionLimit => "connection_limit", TlsHandshake => "tls_handshake",
+        PlainHttpOnTls => "plain_http_on_tls", MalformedRequest => "malformed_request",
     }
 );

@@ -3,7 +3,7 @@
 //! alert rules (`alerts/nvidia-gpu.rules.yml`: which rule's regular
 //! expression holds a code), the runbook's severity table
 //! (`docs/runbooks.md`, "XID severity table") and whatever else needs a
-//! code's meaning, such as a per-GPU verdict. `tests/xid_catalog.rs`
+//! code's meaning, such as a per-GPU verdict. `tests/e2e/xid_catalog.rs`
 //! renders the rules' regular expressions and the runbook table from it and
 //! fails while either differs (`scripts/regenerate` rewrites them);
 //! `tests/test_alerts.py` checks the rendered table against the rules and

@@ -13,30 +13,36 @@ use std::time::{Duration, SystemTime};
 use nvml_exporter::family::FamilySet;
 use sampler_support::*;
 
-#[test]
-fn calls_per_gpu_per_poll() {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("control.sock");
-    std::env::set_var("NVML_SIM_CONTROL", &socket);
+/// The calls of one scenario's polls: (GPU polls, calls by function).
+/// The poller is started and shut down around it, so scenarios run one
+/// after the other in this process (each `nvmlInit` after the last
+/// shutdown builds the scenario the host selects).
+fn calls_of(
+    scenario: &str,
+    gpus: usize,
+    socket: &std::path::Path,
+) -> (usize, BTreeMap<String, u64>) {
     let interval = Duration::from_millis(500);
     let (poller, snaps) = start_sim(
-        "dgx-h100",
+        scenario,
         interval,
         Duration::from_secs(5),
         FamilySet::defaults(),
     );
     // Past the first polls, which also read identity and static values.
-    let warm = snaps.wait_for("ready", Duration::from_secs(20), |s| s.ready);
+    let warm = snaps.wait_for("ready", Duration::from_secs(20), |s| {
+        s.ready && s.gpus.len() == gpus
+    });
     let warm_len = snaps.len();
     snaps.wait_for("warm", Duration::from_secs(20), |s| {
         s.ready && snaps.len() > warm_len + 4
     });
     drop(warm);
 
-    control(&socket, r#"{ action = "reset-calls" }"#);
+    control(socket, r#"{ action = "reset-calls" }"#);
     let from = SystemTime::now();
     std::thread::sleep(interval * 6 + interval / 2);
-    let calls = parse_calls(&control(&socket, r#"{ action = "calls" }"#));
+    let calls = parse_calls(&control(socket, r#"{ action = "calls" }"#));
     let to = SystemTime::now();
     // Let the samples taken before `to` be published too.
     std::thread::sleep(interval * 2);
@@ -54,23 +60,42 @@ fn calls_per_gpu_per_poll() {
         }
     }
     let observed: usize = seen.values().map(|p| p.len()).sum();
-    assert!(observed >= 8 * 4, "polls observed in snapshots: {observed}");
     assert!(
-        gpu_polls >= observed && gpu_polls <= observed + 3 * 8,
-        "{gpu_polls} polls counted, {observed} observed"
+        observed >= gpus * 4,
+        "{scenario}: polls observed in snapshots: {observed}"
+    );
+    assert!(
+        gpu_polls >= observed && gpu_polls <= observed + 3 * gpus,
+        "{scenario}: {gpu_polls} polls counted, {observed} observed"
     );
     let total: u64 = calls.values().sum();
-    println!("dgx-h100, default families: {gpu_polls} GPU polls, {total} calls, {:.1} calls per GPU per poll", total as f64 / gpu_polls as f64);
+    println!("{scenario}, default families: {gpu_polls} GPU polls, {total} calls, {:.1} calls per GPU per poll", total as f64 / gpu_polls as f64);
     for (name, count) in &calls {
         println!(
             "  {name:<48} {:>6.2} per GPU-poll",
             *count as f64 / gpu_polls as f64
         );
     }
+    (gpu_polls, calls)
+}
+
+/// dgx-h100, and the Blackwell fleets of BENCHMARKS.md beside it.
+#[test]
+fn calls_per_gpu_per_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("control.sock");
+    std::env::set_var("NVML_SIM_CONTROL", &socket);
+    for (scenario, gpus) in [("dgx-h100", 8), ("hgx-b200", 8), ("gb200-nvl72", 4)] {
+        let (gpu_polls, calls) = calls_of(scenario, gpus, &socket);
+        check_batched(scenario, gpu_polls, &calls);
+    }
+}
+
+fn check_batched(scenario: &str, gpu_polls: usize, calls: &BTreeMap<String, u64>) {
     let field_calls = calls.get("nvmlDeviceGetFieldValues").copied().unwrap_or(0);
-    assert!(field_calls > 0, "field values are used");
+    assert!(field_calls > 0, "{scenario}: field values are used");
     assert!(
         field_calls as usize <= 2 * gpu_polls,
-        "field values batched: {field_calls} calls for {gpu_polls} GPU polls"
+        "{scenario}: field values batched: {field_calls} calls for {gpu_polls} GPU polls"
     );
 }

@@ -178,7 +178,7 @@ fn dgx_h100_every_family() {
         assert!(fabric.health_issues.is_empty());
         assert_eq!(fabric.partition, None);
         // The default personality is R560, whose header ends field ids at
-        // 229: no recovery action (tests/e2e_drivers.rs covers R570+).
+        // 229: no recovery action (tests/e2e/drivers.rs covers R570+).
         assert!(r.recovery_action.is_none());
         assert!(!r.nvlinks.is_empty(), "NVLink links");
         for l in &r.nvlinks {

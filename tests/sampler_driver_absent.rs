@@ -1,6 +1,13 @@
-//! A driver that cannot be loaded is not a start error: the poller keeps
-//! publishing `nvml_up: false` snapshots and retries. A library path that
-//! does not exist at all is a configuration error.
+//! A driver that loads but cannot be initialized is not a start error: the
+//! poller keeps publishing `nvml_up: false` snapshots and retries. A
+//! library path that does not exist, or names a file that is no library,
+//! is a configuration error.
+
+// Sets the simulator's scenario variable before this process's first NVML
+// init.
+#![allow(clippy::disallowed_methods)]
+
+mod sampler_support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -8,6 +15,7 @@ use std::time::{Duration, Instant};
 use nvml_exporter::family::FamilySet;
 use nvml_exporter::nvml::{self, LibrarySource, PollerConfig, StartError};
 use nvml_exporter::snapshot::Snapshot;
+use sampler_support::sim_library;
 
 fn config(library: LibrarySource) -> PollerConfig {
     PollerConfig {
@@ -16,6 +24,8 @@ fn config(library: LibrarySource) -> PollerConfig {
         stuck_deadline: Duration::from_secs(1),
         families: FamilySet::defaults(),
         xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
+        kernel_log: None,
+        restart_app_window: nvml_exporter::verdict::DEFAULT_RESTART_APP_WINDOW,
     }
 }
 
@@ -31,18 +41,32 @@ fn missing_library_path_is_a_start_error() {
 }
 
 #[test]
-fn unloadable_library_publishes_nvml_down_and_keeps_going() {
+fn a_file_that_is_no_library_is_a_start_error() {
     let dir = tempfile::tempdir().unwrap();
     let bogus = dir.path().join("libnvidia-ml.so.1");
     std::fs::write(&bogus, b"not an ELF file").unwrap();
+    let Err(err) = nvml::start(config(LibrarySource::Path(bogus)), Arc::new(|_| {})) else {
+        panic!("a file that is no library must fail start");
+    };
+    assert!(matches!(err, StartError::LibraryUnloadable { .. }), "{err}");
+    assert!(err.to_string().contains("libnvidia-ml.so.1"), "{err}");
+}
+
+/// A library that loads but whose nvmlInit fails (the driver's kernel
+/// module not loaded) is not a start error: NVML is retried.
+#[test]
+fn a_driver_that_fails_to_initialize_publishes_nvml_down_and_keeps_going() {
+    let dir = tempfile::tempdir().unwrap();
+    // nvml-sim's nvmlInit fails on a scenario file that does not exist.
+    std::env::set_var("NVML_SIM_SCENARIO", dir.path().join("absent.toml"));
 
     let seen: Arc<Mutex<Vec<Arc<Snapshot>>>> = Arc::default();
     let sink = seen.clone();
     let poller = nvml::start(
-        config(LibrarySource::Path(bogus)),
+        config(LibrarySource::Path(sim_library())),
         Arc::new(move |s| sink.lock().unwrap().push(s)),
     )
-    .expect("an unloadable driver is not a start error");
+    .expect("a driver that fails to initialize is not a start error");
 
     let deadline = Instant::now() + Duration::from_secs(10);
     while seen.lock().unwrap().len() < 5 && Instant::now() < deadline {

@@ -1,6 +1,6 @@
-//! The driver absent at start, then present; later unloaded and reloaded
-//! underneath a running poller: NVML comes back each time without a
-//! restart, and the GPUs are enumerated again.
+//! The driver not working at start (nvmlInit fails), then working; later
+//! unloaded and reloaded underneath a running poller: NVML comes back each
+//! time without a restart, and the GPUs are enumerated again.
 
 // Sets the simulator's variables before this process's first NVML init.
 #![allow(clippy::disallowed_methods)]
@@ -32,8 +32,11 @@ fn driver_absent_then_present_then_restarted() {
     let dir = tempfile::tempdir().unwrap();
     let lib = dir.path().join("libnvidia-ml.so.1");
     let socket = dir.path().join("control.sock");
-    std::fs::write(&lib, b"no driver installed yet").unwrap();
-    std::env::set_var("NVML_SIM_SCENARIO", "workstation");
+    // The library loads, but its nvmlInit fails until the fleet exists, as
+    // a driver's does until its kernel module is loaded.
+    std::os::unix::fs::symlink(sim_library(), &lib).unwrap();
+    let fleet = dir.path().join("fleet.toml");
+    std::env::set_var("NVML_SIM_SCENARIO", &fleet);
     std::env::set_var("NVML_SIM_CONTROL", &socket);
 
     let snaps = Snapshots::default();
@@ -45,6 +48,8 @@ fn driver_absent_then_present_then_restarted() {
             stuck_deadline: Duration::from_secs(5),
             families: FamilySet::defaults(),
             xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
+            kernel_log: None,
+            restart_app_window: nvml_exporter::verdict::DEFAULT_RESTART_APP_WINDOW,
         },
         Arc::new(move |s: Arc<Snapshot>| sink.push(s)),
     )
@@ -55,8 +60,12 @@ fn driver_absent_then_present_then_restarted() {
         Duration::from_secs(5),
         |s| !s.nvml_up && !s.ready,
     );
-    // Long enough for three attempts (backoff 1 s, then 2 s)...
-    std::thread::sleep(Duration::from_millis(3500));
+    // Two more attempts fail the same way (backoff 1 s, then 2 s)...
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while logs.lines_containing("NVML still unavailable").len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "{}", logs.text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // ...yet one log line says why NVML is down.
     let why = logs.lines_containing("NVML is unavailable");
     assert_eq!(why.len(), 1, "{why:#?}");
@@ -65,8 +74,7 @@ fn driver_absent_then_present_then_restarted() {
         "names the library: {}",
         why[0]
     );
-    std::fs::remove_file(&lib).unwrap();
-    std::os::unix::fs::symlink(sim_library(), &lib).unwrap();
+    std::fs::write(&fleet, "base = \"workstation\"\n").unwrap();
     let s = snaps.wait_for(
         "NVML up once the driver appears",
         Duration::from_secs(40),

@@ -10,6 +10,11 @@ emits XID 79 and falls off the bus; t=15 GPU 3 hangs for 60 s; t=20 GPU 4
 emits XID 43, which must raise nothing (IGNORE in NVIDIA's catalog); GPU 7
 stays healthy.
 
+GPUs 1, 2, 3 and 5 need a reset or more: the verdict's NvidiaGpuActionRequired
+pages once for each, and the per-cause alerts it covers (XID, lost, hung,
+pending remap, recovery action) fire in Prometheus but stay inhibited in
+Alertmanager (issue 23).
+
 What the test changes for speed, and nothing else: the rules' `for:`
 durations (expressions untouched), Alertmanager's group timers, the webhook
 URLs, the simulator's time scale and the scrape/evaluation interval."""
@@ -21,7 +26,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from promstack import Alertmanager, Exporter, Prometheus, Stack, WebhookReceiver, sim_control, wait_until
+from promstack import (Alertmanager, Exporter, Prometheus, Stack, WebhookReceiver, sim_cli, sim_control,
+                       wait_until)
 
 ROOT = Path(__file__).resolve().parent.parent
 TIME_SCALE = 4  # the 60 s hang of GPU 3 lasts 15 s
@@ -108,13 +114,23 @@ def test_faults_reach_the_receiver_with_the_right_labels(tmp_path, node):
         expected = [
             ("warning", "NvidiaGpuEccUncorrectedError", "1", {"error": "uncorrected",
                                                                "scope": "volatile"}),
-            ("critical", "NvidiaGpuXidCritical", "1", {"xid": "48"}),
-            ("critical", "NvidiaGpuLost", "2", {}),
-            ("critical", "NvidiaGpuXidCritical", "2", {"xid": "79"}),
-            ("critical", "NvidiaGpuHung", "3", {}),
-            ("warning", "NvidiaGpuRemappedRowsPending", "5", {}),
+            ("critical", "NvidiaGpuActionRequired", "1", {"action": "reset_gpu"}),
+            ("critical", "NvidiaGpuActionRequired", "2", {"action": "reboot"}),
+            ("critical", "NvidiaGpuActionRequired", "3", {"action": "reset_gpu"}),
+            ("critical", "NvidiaGpuActionRequired", "5", {"action": "reset_gpu"}),
             ("warning", "NvidiaGpuHwThermalSlowdown", "6", {"reason": "hw_thermal"}),
             *node_alerts,
+        ]
+        # Firing in Prometheus, and inhibited by the verdict's page of the
+        # same GPU: the driver's recovery action on GPU 5 is inferred from
+        # the pending remap (no R560 or R535 driver reports it).
+        inhibited = [
+            ("NvidiaGpuXidCritical", "1"),
+            ("NvidiaGpuLost", "2"),
+            ("NvidiaGpuXidCritical", "2"),
+            ("NvidiaGpuHung", "3"),
+            ("NvidiaGpuRemappedRowsPending", "5"),
+            ("NvidiaGpuRecoveryActionRequired", "5"),
         ]
 
         def all_arrived():
@@ -126,6 +142,18 @@ def test_faults_reach_the_receiver_with_the_right_labels(tmp_path, node):
                        for _, name, gpu, _ in expected)
 
         wait_until(all_arrived, 90, "every expected alert at the receiver", interval=0.5)
+
+        def suppressed_in_alertmanager():
+            state = {(a["labels"]["alertname"], a["labels"].get("gpu")): a["status"]
+                     for a in am.alerts()}
+            return all(key in state and state[key]["state"] == "suppressed" and state[key]["inhibitedBy"]
+                       for key in inhibited)
+
+        wait_until(suppressed_in_alertmanager, 60,
+                   "the per-cause alerts in Alertmanager, inhibited by the verdict", interval=0.5)
+        firing = {(r["metric"]["alertname"], r["metric"].get("gpu"))
+                  for r in prom.query('ALERTS{alertstate="firing"}')}
+        assert set(inhibited) <= firing, f"not firing in Prometheus: {set(inhibited) - firing}"
 
         got = receiver.alerts()
         for severity, name, gpu, extra in expected:
@@ -146,24 +174,25 @@ def test_faults_reach_the_receiver_with_the_right_labels(tmp_path, node):
             assert exporter.address in ann["description"]
             assert ann["runbook_url"].endswith("#" + name.lower())
 
-        # GPU 3 answers again after the (scaled) 60 s hang: the hang alert
-        # must resolve and the receiver must hear so.
+        # GPU 3 answers again after the (scaled) 60 s hang: its verdict
+        # clears, the page resolves and the receiver hears so.
         def hang_resolved():
             exporter.assert_running()
             return any(a["status"] == "resolved"
-                       for _, a in find(receiver.alerts(), alertname="NvidiaGpuHung", gpu="3"))
+                       for _, a in find(receiver.alerts(), alertname="NvidiaGpuActionRequired", gpu="3"))
 
-        wait_until(hang_resolved, 60 / TIME_SCALE + 45, "the hang alert of GPU 3 to resolve",
+        wait_until(hang_resolved, 60 / TIME_SCALE + 45, "the verdict page of GPU 3 to resolve",
                    interval=0.5)
         up3 = prom.query('nvidia_gpu_up{gpu="3"}')
         assert up3 and up3[0]["value"][1] == "1", "GPU 3 should be up again"
+        verdict3 = prom.query('nvidia_gpu_recommended_action{gpu="3"}')
+        assert [v["metric"]["action"] for v in verdict3] == ["none"], verdict3
 
         # Nothing beyond the faults: the other alerts that fire are direct
-        # consequences of the timeline (the driver asks for a reset of GPU 5
-        # with its pending remap; GPU 6 in thermal slowdown is also hot), and
-        # GPU 0's MIG reconfiguration is not a fault.
-        consequences = {("NvidiaGpuRecoveryActionRequired", "5"),
-                        ("NvidiaGpuTemperatureNearSlowdown", "6")}
+        # consequences of the timeline (GPU 6 in thermal slowdown is also
+        # hot), and GPU 0's MIG reconfiguration is not a fault. None of the
+        # inhibited alerts ever reached the receiver.
+        consequences = {("NvidiaGpuTemperatureNearSlowdown", "6")}
         allowed = {(name, gpu) for _, name, gpu, _ in expected} | consequences
         received = {(a["labels"]["alertname"], a["labels"].get("gpu")) for _, a in receiver.alerts()}
         assert received <= allowed, f"unexpected alerts: {sorted(received - allowed)}"
@@ -207,3 +236,76 @@ def test_an_nvlink_link_going_down_pages(tmp_path):
         assert "1 NVLink link(s) down" in alert["annotations"]["description"]
         others = {(a["labels"]["alertname"], a["labels"].get("gpu")) for _, a in receiver.alerts()}
         assert others == {("NvidiaGpuNvlinkDown", "3")}, f"unexpected alerts: {sorted(others)}"
+
+
+# Issue 21's "done when", on the two Blackwell fleets: an NVLink5 error and a
+# fabric health fault, injected through the nvml-sim fault CLI, page through
+# the shipped rules. On B200 and GB200 nvml.h calls the DL counters (161-163)
+# unsupported: NvidiaGpuNvlinkErrors fires on the NVLink5 link recovery
+# counter (fields 213-215), and NvidiaGpuFabricUnhealthy on the v3 health
+# summary. On the GB200 tray the power smoothing circuitry wears out too.
+BLACKWELL = {
+    # scenario: (GPUs, GPU with the NVLink error, GPU with the fabric fault, extra faults and alerts)
+    "hgx-b200": (8, "3", "5", [], []),
+    "gb200-nvl72": (4, "2", "1",
+                    [("power-smoothing", "--gpu", "3", "--lifetime-percent", "5")],
+                    [("warning", "NvidiaGpuPowerSmoothingLifetimeLow", "3", {})]),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(BLACKWELL))
+def test_nvlink5_errors_and_fabric_health_page_on_blackwell(tmp_path, scenario):
+    gpus, nvlink_gpu, fabric_gpu, faults, more = BLACKWELL[scenario]
+    control = tmp_path / "sim.sock"
+    with Stack(WebhookReceiver()) as stack:
+        receiver = stack.receiver
+        exporter, _, prom = start_stack(stack, tmp_path, scenario,
+                                        env={"NVML_SIM_CONTROL": str(control)})
+        # Before the faults, Prometheus holds the counters and the healthy
+        # summary of every GPU (increase() needs a sample from before), and
+        # nothing fires.
+        wait_until(lambda: len(prom.query('nvidia_gpu_nvlink_errors_total{error="recovery"}')) >= gpus - 1
+                   and len(prom.query('nvidia_gpu_fabric_health{summary="healthy"}')) == gpus,
+                   30, "NVLink5 recovery counters and healthy fabric summaries")
+        assert not prom.query('nvidia_gpu_nvlink_errors_total{error=~"replay|crc_flit|crc_data"}'), \
+            "Blackwell has no DL counters"
+        assert not receiver.alerts()
+
+        sim_cli(control, "nvlink-errors", "--gpu", nvlink_gpu, "--link", "7", "--counter", "recovery",
+                "--count", "1")
+        sim_cli(control, "fabric-health", "--gpu", fabric_gpu, "--summary", "unhealthy")
+        for fault in faults:
+            sim_cli(control, *fault)
+
+        expected = [
+            ("warning", "NvidiaGpuNvlinkErrors", nvlink_gpu, {"error": "recovery"}),
+            ("critical", "NvidiaGpuFabricUnhealthy", fabric_gpu, {"issue": "summary_unhealthy"}),
+            *more,
+        ]
+
+        def all_arrived():
+            exporter.assert_running()
+            got = receiver.alerts()
+            return all(any(a["status"] == "firing" for _, a in find(got, alertname=name, gpu=gpu))
+                       for _, name, gpu, _ in expected)
+
+        wait_until(all_arrived, 60, "the Blackwell alerts at the receiver", interval=0.5)
+        uuids = {r["metric"]["gpu"]: r["metric"]["uuid"] for r in prom.query("nvidia_gpu_info")}
+        for severity, name, gpu, extra in expected:
+            (path, alert), *_ = [(p, a) for p, a in find(receiver.alerts(), alertname=name, gpu=gpu)
+                                 if a["status"] == "firing"]
+            assert path == f"/{severity}", f"{name} routed to {path}"
+            assert alert["labels"]["uuid"] == uuids[gpu]
+            for k, v in extra.items():
+                assert alert["labels"][k] == v, (name, alert["labels"])
+            assert alert["annotations"]["runbook_url"].endswith("#" + name.lower())
+        if scenario == "gb200-nvl72":
+            # The partition of the GPU rides along in the page (fabric info).
+            (_, fabric), *_ = find(receiver.alerts(), alertname="NvidiaGpuFabricUnhealthy")
+            assert "clique 2 of cluster 5a1c0de4-" in fabric["annotations"]["description"]
+        # Nothing else, but the verdict's page for the GPU whose fabric is
+        # unhealthy (issue 23: a hardware check), a direct consequence.
+        received = {(a["labels"]["alertname"], a["labels"].get("gpu")) for _, a in receiver.alerts()}
+        wanted = {(name, gpu) for _, name, gpu, _ in expected}
+        consequences = {("NvidiaGpuActionRequired", fabric_gpu)}
+        assert wanted <= received <= wanted | consequences, sorted(received)

@@ -20,7 +20,8 @@ RUNBOOK_PREFIX = "https://github.com/nvml-exporter/nvml-exporter/blob/main/docs/
 SEVERITIES = {"critical", "warning", "info"}
 # Alerts about the exporter process or NVML as a whole: they concern a node,
 # not one GPU, so their annotations cannot name a GPU index or UUID.
-NODE_LEVEL_ALERTS = {"NvmlExporterDown", "NvmlExporterNvmlDown", "NvidiaGpuMissing"}
+NODE_LEVEL_ALERTS = {"NvmlExporterDown", "NvmlExporterNvmlDown", "NvidiaGpuMissing",
+                     "NvmlExporterWorkloadAttributionStalled"}
 XID_RULES = {
     "NvidiaGpuXidCritical",
     "NvidiaGpuXidWarning",
@@ -409,3 +410,40 @@ def test_alertmanager_example_routes_by_severity():
         )
         assert out.returncode == 0, out.stdout + out.stderr
         assert out.stdout.strip() == receiver, (severity, out.stdout)
+
+
+def test_the_verdict_reads_the_same_xid_catalog_as_the_rules():
+    """Issue 23: the XID buckets come from one table shared by the rules,
+    the runbooks and the exporter's verdict: src/verdict/ maps the buckets
+    of src/xid_catalog.rs (the catalog the rules and the runbook table are
+    rendered from), every bucket the runbook's table names, and keeps no
+    table of its own."""
+    source = "".join(p.read_text() for p in sorted((ROOT / "src" / "verdict").glob("*.rs")))
+    assert "xid_catalog::lookup" in source
+    mapped = set(re.findall(r"Bucket::(\w+)", source))
+    catalog = (ROOT / "src" / "xid_catalog.rs").read_text()
+    variants = set(re.findall(r"Bucket::(\w+) => \"[A-Z0-9_]+\"", catalog))
+    assert variants and variants <= mapped, f"buckets without a verdict action: {variants - mapped}"
+    table_buckets = {row["bucket"].split(",")[0].split()[-1] for row in _xid_table().values()}
+    names = set(re.findall(r'Bucket::\w+ => "([A-Z0-9_]+)"', catalog))
+    assert table_buckets <= names, table_buckets - names
+
+
+def test_the_verdict_alert_fires_at_once_and_inhibits_only_what_it_covers():
+    rules = {r["alert"]: r for r in alert_rules()}
+    verdict = rules["NvidiaGpuActionRequired"]
+    assert "for" not in verdict, "it must fire no later than the XID alerts it inhibits"
+    assert "restart_app" not in verdict["expr"], "an application fault never pages"
+    cfg = yaml.safe_load((ALERTS_DIR / "alertmanager.example.yml").read_text())
+    (inhibit,) = [r for r in cfg["inhibit_rules"]
+                  if r["source_matchers"] == ['alertname="NvidiaGpuActionRequired"']]
+    (matcher,) = inhibit["target_matchers"]
+    targets = set(re.fullmatch(r'alertname=~"([^"]+)"', matcher).group(1).split("|"))
+    assert targets <= set(rules), targets - set(rules)
+    # The alerts that ask for a reset or more are covered; the ones about
+    # applications, temperatures and the exporter itself are not.
+    assert {"NvidiaGpuXidCritical", "NvidiaGpuRemappedRowsPending", "NvidiaGpuRowRemapFailed",
+            "NvidiaGpuRecoveryActionRequired", "NvidiaGpuLost", "NvidiaGpuHung"} <= targets
+    assert not targets & {"NvidiaGpuXidApplicationError", "NvidiaGpuXidStoppedProcessing",
+                          "NvidiaGpuHwThermalSlowdown", "NvmlExporterDown", "NvidiaGpuActionRequired"}
+    assert "uuid" in inhibit["equal"] and "instance" in inhibit["equal"]

@@ -359,6 +359,11 @@ def compare(host: Host, gpu: int, row: Row, raw: str, fill: dict | None = None):
         if not ok:
             host.fail(gpu, row, f"`{row.metric}` is `{got}`, the capture prints `{raw}`")
         return
+    if conv == "health" and raw.strip() in ("Full", "False", "None"):
+        # A condition that does not hold has no series.
+        if found:
+            host.fail(gpu, row, f"`{row.metric}` = {found[0].value}, the capture prints `{raw}`")
+        return
     if conv in ("present", "ci"):
         if not found:
             host.fail(gpu, row, f"no `{row.metric}` with {fill}")
@@ -400,7 +405,7 @@ def compare(host: Host, gpu: int, row: Row, raw: str, fill: dict | None = None):
     elif conv == "health-summary":
         want, tol = {"Healthy": 1, "Unhealthy": 2, "Limited Capacity": 3}[v], 0
     elif conv == "health":
-        want, tol = (0 if v in ("Full", "False", "None") else 1), 0
+        want, tol = 1, 0
     elif conv == "mode":
         on = [s for s in found if s.value == 1]
         if [s.labels.get("mode") for s in on] != [snake(v)]:
@@ -652,6 +657,16 @@ def warranted(cap: Capture, gpu: int, node: Node) -> set[str]:
                  ("gpu_power_readings/power_draw", "GPU Power Readings / Power Draw"),
                  ("power_readings/power_draw", "Power Readings / Power Draw")):
         power = power or val(x, t)
+    # The exporter's verdict (nvidia_gpu_recommended_action, issue 23):
+    # a reset, a reboot, a hardware check or an RMA.
+    fabric_failed = state == "Completed" and val("fabric/status", "Fabric / Status") not in ("Success", None)
+    if (remap or retired or yes("remapped_rows/remapped_row_failure", "Remapped Rows / Remapping Failure Occurred")
+            or (none is not None and num(none) > 0)
+            or "NvidiaGpuSramErrorThresholdExceeded" in out
+            or (major >= 570 and action not in (None, "None"))
+            or (major >= 580 and val("fabric/health/summary", "Fabric / Health / Summary") == "Unhealthy")
+            or fabric_failed):
+        out.add("NvidiaGpuActionRequired")
     if util and round(num(util)) >= 99 and sm and power:
         # A replay holds its readings still: what the alert looks for.
         out.add("NvidiaGpuPinnedAtFullUtilization")

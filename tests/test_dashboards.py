@@ -128,10 +128,12 @@ SUFFIX_UNITS = [
     (r"_seconds_total$", "rate", {"percentunit"}),
 ]
 METRIC = re.compile(r"\b((?:nvidia_gpu|nvml_exporter)_[a-z0-9_]+)")
+# A recorded rate of a counter, `level:<counter without _total>:rate5m`.
+RECORDED_RATE = re.compile(r"\b[a-z_]+:((?:nvidia_gpu|nvml_exporter)_[a-z0-9_]+):rate5m\b")
 
 
 def _expected_units(p):
-    exprs = [t["expr"] for t in p["targets"]]
+    exprs = [RECORDED_RATE.sub(r"rate(\1_total)", t["expr"]) for t in p["targets"]]
     if any(re.match(r"\s*(count|topk\(\d+,\s*count)", e) for e in exprs):
         return None
     metrics = {m for e in exprs for m in METRIC.findall(e)}
@@ -142,7 +144,10 @@ def _expected_units(p):
         metrics -= weights
     elif all(e.lstrip().startswith("sum") for e in exprs):
         return None  # shares summed count GPUs held: no base unit
-    fn = "rate" if all("rate(" in e for e in exprs) else (
+    # A rate times a duration (the range, a bar's interval) is an increase.
+    fn = "increase" if all(re.search(r"\* \$__(range_s|interval_ms / 1000)", e)
+                           for e in exprs) else "rate" if all(
+        "rate(" in e for e in exprs) else (
         "increase" if all("increase(" in e for e in exprs) else None)
     for suffix, need_fn, units in SUFFIX_UNITS:
         if metrics and all(re.search(suffix, m) for m in metrics) and need_fn == fn:

@@ -3,9 +3,11 @@ real exporter on the simulated driver.
 
 The fleet is the one the dashboards are for: a dgx-h100 node with the
 default set (MIG on two GPUs, GPM), a dgx-a100 node (MIG without GPM) with
-every opt-in family and detail switch on, a workstation (fans, display) and
+every opt-in family and detail switch on, a workstation (fans, display),
 three Volta GPUs with incidents (retired pages, XIDs, a lost GPU and a hung
-one: the error panels need them). Prometheus loads the shipped rule files,
+one: the error panels need them) and a GB200 NVL72 tray with NVLink per
+link (module power, T.Limit margins, power smoothing, NVLink5 bit error
+rates) and a GPU whose fabric bandwidth is degraded. Prometheus loads the shipped rule files,
 recording rules included: the fleet panels read recorded series. With the
 dashboard variables set to "All", each query must parse and return at least
 one series. With the variables narrowed to the dgx-h100 node alone, only the
@@ -39,6 +41,7 @@ EMPTY_ON_DGX_H100 = {
     "Retired pages": "Hopper remaps rows; page retirement is Volta and older",
     "MIG GPUs without activity": "H100 has GPM, so every MIG GPU reports activity",
     "Most XIDs": "a healthy node has no XIDs",
+    "GPUs that need an action": "a healthy node needs nothing",
     "XIDs by code": "a healthy node has no XIDs",
     "Last XID per code": "a healthy node has no XIDs",
     "NVML errors": "nothing fails on a healthy node",
@@ -47,27 +50,18 @@ EMPTY_ON_DGX_H100 = {
     "NVLink errors per link": "opt-in: --collector.nvlink.per-link",
     "NVLink link state": "opt-in: --collector.nvlink.per-link",
     "ECC errors by location": "opt-in: --collector.ecc.by-location",
-}
-
-# Panels no simulated board fills yet: readings of Blackwell and Grace
-# boards, and of Hopper boards that report thresholds only as T.Limit
-# margins. Issue 21's second wave adds those boards to the simulator (and
-# this fleet); it must then empty this list: the stale check below fails
-# while a listed panel has data.
-NO_SIMULATED_BOARD = {
-    "Module and memory power": "no simulated board has a module (Grace) or models its memory's draw",
-    "T.Limit margin": "the one board with margin-only thresholds (the workstation RTX 4090) runs R560, before nvmlDeviceGetMarginTemperature",
+    "Module and memory power": "an H100 has no module power scope (Grace superchips only)",
+    "T.Limit margin": "the H100 board reports its thresholds in degrees",
     "Power smoothing lifetime": "Blackwell only",
-    "NVLink fabric health": "single-node NVSwitch boards report no fabric health (real HGX H100 too)",
-    "NVLink bit error rate per link": "NVLink5 (Blackwell) only",
+    "NVLink fabric health": "a single-node HGX H100 reports no fabric health (real ones print N/A)",
+    "NVLink bit error rate per link": "NVLink5 (Blackwell) only, and opt-in: --collector.nvlink.per-link",
 }
 
-# Metrics the alert rules read that no simulated board serves yet, for the
-# same reason (issue 21's second wave adds the boards and empties this).
-NOT_SERVED_BY_A_SIMULATED_BOARD = {
-    "nvidia_gpu_fabric_health", "nvidia_gpu_fabric_health_issue",
-    "nvidia_gpu_power_smoothing_lifetime_remaining_ratio", "nvidia_gpu_temperature_margin_celsius",
-}
+# Served only with --workloads, which this fleet runs without:
+# tests/test_workload_usage.py runs NvidiaGpuHeldIdle's expression on the
+# real exporter with it.
+SERVED_WITH_WORKLOADS = {"nvidia_gpu_workload_held_idle_seconds",
+                         "nvml_exporter_workloads_last_refresh_timestamp_seconds"}
 
 
 def substitute(expr: str, instance: str, gpu: str) -> str:
@@ -108,6 +102,8 @@ def fleet(tmp_path_factory):
         Exporter(work, "dgx-a100", extra=OPT_IN, name="a100"),
         Exporter(work, "workstation", name="workstation"),
         Exporter(work, str(ROOT / "tests" / "dashboards" / "volta-incidents.toml"), name="volta"),
+        Exporter(work, str(ROOT / "tests" / "dashboards" / "gb200-tray.toml"),
+                 extra=["--collector.nvlink.per-link"], name="gb200"),
     ]
     prom = None
     try:
@@ -126,9 +122,8 @@ def fleet(tmp_path_factory):
         h100 = grafana_regex_value(exporters[0].address)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and (
-                {t for t, _ in run_all(prom, ".*", ".*")[1]} - set(NO_SIMULATED_BOARD)
-                or {t for t, _ in run_all(prom, h100, ".*")[1]} - set(EMPTY_ON_DGX_H100)
-                - set(NO_SIMULATED_BOARD)):
+                {t for t, _ in run_all(prom, ".*", ".*")[1]}
+                or {t for t, _ in run_all(prom, h100, ".*")[1]} - set(EMPTY_ON_DGX_H100)):
             time.sleep(1)
         yield {"prom": prom, "exporters": {e.name: e for e in exporters}}
     finally:
@@ -158,10 +153,7 @@ def test_every_panel_query_returns_data_on_the_fleet(fleet):
     assert len(list(dashboard_queries())) > 60, "too few queries: did the dashboards change shape?"
     broken, empty = run_all(prom, ".*", ".*")
     assert not broken, "queries Prometheus rejects:\n" + "\n".join(broken)
-    unexpected = [e for title, e in empty if title not in NO_SIMULATED_BOARD]
-    assert not unexpected, "queries with no data on the simulated fleet:\n" + "\n".join(unexpected)
-    stale = set(NO_SIMULATED_BOARD) - {title for title, _ in empty}
-    assert not stale, f"NO_SIMULATED_BOARD lists panels that have data: {sorted(stale)}"
+    assert not empty, "queries with no data on the simulated fleet:\n" + "\n".join(e for _, e in empty)
 
 
 def test_panels_on_one_dgx_h100_node(fleet):
@@ -170,7 +162,7 @@ def test_panels_on_one_dgx_h100_node(fleet):
     broken, empty = run_all(prom, node, ".*")
     assert not broken, broken
     empty_titles = {title for title, _ in empty}
-    unexpected = empty_titles - set(EMPTY_ON_DGX_H100) - set(NO_SIMULATED_BOARD)
+    unexpected = empty_titles - set(EMPTY_ON_DGX_H100)
     assert not unexpected, f"panels empty on a dgx-h100 node: {sorted(unexpected)}"
     # The allow-list must not hide panels that work: keep it honest.
     stale = set(EMPTY_ON_DGX_H100) - empty_titles
@@ -227,10 +219,10 @@ def test_every_metric_the_alert_rules_use_is_exported(fleet):
                     if not prom.query(query):
                         missing.append((metric, f"{rule['alert']}: {metric}{{{fixed}}}"))
     assert checked > 30, checked
-    unexpected = [m for metric, m in missing if metric not in NOT_SERVED_BY_A_SIMULATED_BOARD]
+    unexpected = [m for metric, m in missing if metric not in SERVED_WITH_WORKLOADS]
     assert not unexpected, "rules select series the exporter never serves:\n" + "\n".join(unexpected)
-    stale = NOT_SERVED_BY_A_SIMULATED_BOARD - {metric for metric, _ in missing}
-    assert not stale, f"NOT_SERVED_BY_A_SIMULATED_BOARD lists served metrics: {sorted(stale)}"
+    stale = SERVED_WITH_WORKLOADS - {metric for metric, _ in missing}
+    assert not stale, f"SERVED_WITH_WORKLOADS lists metrics served without --workloads: {sorted(stale)}"
 
 
 def test_recorded_panels_answer_like_their_raw_form(fleet):

@@ -7,7 +7,7 @@ dashboard panel or variable (dashboards/*.json), or a documented diagnostic
 real binary with default flags on the simulated fleets, collects every
 series selector of those sources (metric name and label matchers, Grafana's
 variables as "All"), and fails on each default series no selector matches.
-The series budget itself is tests/e2e_budget.rs.
+The series budget itself is tests/e2e/budget.rs.
 """
 
 from __future__ import annotations
@@ -21,16 +21,18 @@ import pytest
 import queries
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
-from promstack import Exporter, http_get
+from promstack import Exporter, http_get, sim_listing
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SELECTOR = re.compile(r"\b((?:nvidia_gpu|nvml_exporter)_[a-z0-9_]+)\b(\{[^}]*\})?")
+SELECTOR = re.compile(r"\b((?:nvidia_gpu|nvml_exporter|process|promhttp)_[a-z0-9_]+)\b(\{[^}]*\})?")
 PROMQL_BLOCK = re.compile(r"```promql\n(.*?)```", re.DOTALL)
-# Built-in scenarios and a Volta board (page retirement, which newer GPUs
-# replace by row remapping).
-SCENARIOS = ["dgx-h100", "dgx-a100", "large", "workstation",
-             str(ROOT / "tests" / "dashboards" / "volta-incidents.toml")]
+# Every built-in scenario (the simulator's list), a Volta board (page
+# retirement, which newer GPUs replace by row remapping) and a GB200 tray
+# with a fabric health condition holding (its series exist only then).
+SCENARIOS = [*sim_listing("scenarios"),
+             str(ROOT / "tests" / "dashboards" / "volta-incidents.toml"),
+             str(ROOT / "tests" / "dashboards" / "gb200-tray.toml")]
 
 
 def shipped_queries() -> list[tuple[str, str]]:

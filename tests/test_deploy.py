@@ -25,6 +25,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 CHART = REPO / "deploy" / "kubernetes" / "nvml-exporter"
 UNIT = REPO / "deploy" / "systemd" / "nvml-exporter.service"
+KERNEL_LOG_DROP_IN = REPO / "deploy" / "systemd" / "kernel-log.conf"
 ENV_FILE = REPO / "deploy" / "systemd" / "nvml-exporter.env"
 # The oldest Kubernetes the chart declares (Chart.yaml kubeVersion) and the
 # newest the validator knows; both must accept every core object.
@@ -106,6 +107,9 @@ VALUE_SETS = {
     "defaults": None,
     "pod-attribution": {"podAttribution": {"enabled": True}},
     "mig-monitor": {"migMonitor": {"enabled": True}},
+    "kernel-log": {"kernelLog": {"enabled": True}},
+    "kernel-log-unprivileged": {"kernelLog": {"enabled": True, "privileged": False},
+                                "migMonitor": {"enabled": True}},
     "workloads": {"workloads": {"enabled": True, "slurmMappingDir": "/run/dcgm-job-map"}},
     "everything-on": {
         "runtimeClassName": "nvidia",
@@ -250,6 +254,11 @@ def test_workloads_add_host_pids_and_read_only_host_files_only_when_on():
         in pod["volumes"]
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     assert mounts["host-passwd"] == {"name": "host-passwd", "mountPath": "/host/etc/passwd", "readOnly": True}
+    # Pods' names for their processes' measured use: the log links' names.
+    assert {"name": "container-logs", "hostPath": {"path": "/var/log/containers", "type": "Directory"}} \
+        in pod["volumes"]
+    assert mounts["container-logs"] == {"name": "container-logs",
+                                        "mountPath": "/host/var/log/containers", "readOnly": True}
     assert mounts["slurm-mapping"]["readOnly"] is True
     # Still no root, no capability, no escalation: /proc/<pid>/cgroup and
     # status are world-readable.
@@ -280,6 +289,34 @@ def test_mig_monitor_asks_for_the_capability_device_and_nothing_more():
     # Off by default.
     default = by_kind(render())["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]
     assert "NVIDIA_MIG_MONITOR_DEVICES" not in {e["name"] for e in default["env"]}
+
+
+def test_kernel_log_mounts_the_device_read_only_and_adds_only_syslog():
+    """Issue 23: --collector.xid.kmsg on /dev/kmsg, as root (CAP_SYSLOG is
+    effective for UID 0 only), SYSLOG the one added capability; privileged
+    by default because the device cgroup admits /dev/kmsg to privileged
+    containers only, not where the runtime admits it otherwise."""
+    for values, privileged in ((VALUE_SETS["kernel-log"], True), (VALUE_SETS["kernel-log-unprivileged"], False)):
+        pod = by_kind(render(values))["DaemonSet"]["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["NVML_EXPORTER_COLLECTOR_XID_KMSG"] == "true"
+        assert env["NVML_EXPORTER_PATH_KMSG"] == "/dev/kmsg"
+        assert {"name": "kmsg", "hostPath": {"path": "/dev/kmsg", "type": "CharDevice"}} in pod["volumes"]
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        assert mounts["kmsg"] == {"name": "kmsg", "mountPath": "/dev/kmsg", "readOnly": True}
+        assert pod["securityContext"]["runAsUser"] == 0
+        sc = container["securityContext"]
+        assert sc["capabilities"]["drop"] == ["ALL"]
+        assert "SYSLOG" in sc["capabilities"]["add"]
+        assert set(sc["capabilities"]["add"]) <= {"SYSLOG", "SYS_ADMIN"}
+        assert sc["readOnlyRootFilesystem"] is True
+        assert sc["privileged"] is privileged
+        # Kubernetes refuses privileged with allowPrivilegeEscalation false.
+        assert sc.get("allowPrivilegeEscalation") is (None if privileged else False)
+        assert not pod.get("hostPID") and not pod.get("hostNetwork")
+    default = by_kind(render())["DaemonSet"]["spec"]["template"]["spec"]
+    assert "NVML_EXPORTER_COLLECTOR_XID_KMSG" not in {e["name"] for e in default["containers"][0]["env"]}
 
 
 def test_disabled_parts_are_not_rendered():
@@ -364,12 +401,15 @@ def test_an_override_for_an_unknown_alert_is_refused():
 
 def test_servicemonitor_drops_the_exporter_pods_own_labels():
     """Issue 16: the operator's `pod` target label changes with every
-    rollout; kept, it makes every series of the node new."""
+    rollout; kept, it makes every series of the node new. And the
+    operator's `pod`, `container` and `namespace` would push the pod
+    attribution and workload series' own labels aside (exported_namespace),
+    breaking `sum by (namespace)` in the shipped rules and dashboards."""
     endpoint = by_kind(render())["ServiceMonitor"]["spec"]["endpoints"][0]
     drops = [r for r in endpoint["relabelings"] if r.get("action") == "labeldrop"]
     assert drops, "no labeldrop relabeling"
     dropped = {name for r in drops for name in ("pod", "container", "namespace") if re.fullmatch(r["regex"], name)}
-    assert dropped == {"pod", "container"}, dropped
+    assert dropped == {"pod", "container", "namespace"}, dropped
 
 
 def alert_rule_groups() -> list[dict]:
@@ -481,6 +521,40 @@ def systemd_verify(unit_text: str, tmp_path: Path) -> subprocess.CompletedProces
 def test_systemd_unit_verifies_without_warnings(tmp_path):
     result = systemd_verify(UNIT.read_text(), tmp_path)
     assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
+
+
+def verify_with_drop_in(drop_in: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """The unit with a drop-in beside it, where systemd-analyze verify reads it."""
+    d = tmp_path / "nvml-exporter.service.d"
+    d.mkdir()
+    (d / "kernel-log.conf").write_text(drop_in)
+    return systemd_verify(UNIT.read_text(), tmp_path)
+
+
+def test_kernel_log_drop_in_verifies_and_grants_syslog_and_the_device_only(tmp_path):
+    """Issue 23: the systemd side of --collector.xid.kmsg."""
+    text = KERNEL_LOG_DROP_IN.read_text()
+    result = verify_with_drop_in(text, tmp_path)
+    assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    assert "ProtectKernelLogz" in verify_with_drop_in(text + "ProtectKernelLogz=no\n", bad).stderr, \
+        "verify reads the drop-in"
+    settings: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line.strip() and not line.startswith(("#", "[")):
+            key, _, value = line.partition("=")
+            settings.setdefault(key, []).append(value)
+    assert settings == {
+        "Environment": ["NVML_EXPORTER_COLLECTOR_XID_KMSG=true"],
+        "ProtectKernelLogs": ["no"],
+        "DeviceAllow": ["/dev/kmsg r"],
+        "CapabilityBoundingSet": ["CAP_SYSLOG"],
+        "AmbientCapabilities": ["CAP_SYSLOG"],
+    }
+    help_text = subprocess.run([str(exporter_binary()), "--help"], capture_output=True, text=True,
+                               timeout=30).stdout
+    assert "NVML_EXPORTER_COLLECTOR_XID_KMSG" in help_text and "NVML_EXPORTER_PATH_KMSG" in help_text
 
 
 def test_systemd_verify_catches_mistakes(tmp_path):

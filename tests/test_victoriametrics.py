@@ -150,15 +150,26 @@ def unanswered(store: PromAPI) -> list[str]:
 def stack(tmp_path_factory):
     work = tmp_path_factory.mktemp("victoriametrics")
     socket_path = work / "kubelet.sock"
+    empty_procfs = work / "proc"
+    empty_procfs.mkdir()
     exporters = [
         # The newest driver branch: every field-backed family is there.
         Exporter(work, "dgx-h100", name="h100", env={"NVML_SIM_DRIVER": "580.95.05"}),
         Exporter(work, "dgx-a100", extra=OPT_IN, name="a100"),
         Exporter(work, "workstation", name="workstation"),
         Exporter(work, str(HERE / "dashboards" / "volta-incidents.toml"), name="volta"),
+        # Module power, T.Limit margins, power smoothing, fabric health and
+        # NVLink5 bit error rates: a Grace-Blackwell tray has them all.
+        Exporter(work, str(HERE / "dashboards" / "gb200-tray.toml"),
+                 extra=["--collector.nvlink.per-link"], name="gb200"),
+        # With --workloads too, for the Kubernetes dashboard's measured
+        # panels (held, busy and energy by namespace): an empty procfs makes
+        # every simulated process an `unknown` workload and each pod's
+        # allocation a holding of its own, as in test_pod_attribution.py.
         Exporter(work, "dgx-h100", name="k8s", interval="1s", extra=[
             "--kubernetes.pod-resources-socket", str(socket_path),
-            "--kubernetes.refresh-interval", "300ms"]),
+            "--kubernetes.refresh-interval", "300ms",
+            "--workloads", "--path.procfs", str(empty_procfs)]),
         Exporter(work, str(WORKLOADS / "node.toml"), name="workloads", extra=[
             "--workloads", "--path.procfs", str(WORKLOADS / "proc"),
             "--path.rootfs", str(WORKLOADS),
@@ -218,7 +229,7 @@ def test_the_fleet_arrives_by_remote_write(stack):
     gpus = prom.query("count(nvidia_gpu_info)")
     assert gpus, "Prometheus has no GPUs"
     got = vm.query("count(nvidia_gpu_info)")
-    assert got and float(got[0]["value"][1]) == float(gpus[0]["value"][1]) == 8 + 8 + 1 + 3 + 8 + 5
+    assert got and float(got[0]["value"][1]) == float(gpus[0]["value"][1]) == 8 + 8 + 1 + 3 + 4 + 8 + 5
     # Every exporter's targets keep job and instance, which the dashboards
     # and rules join on.
     instances = {r["metric"]["instance"] for r in vm.query(f'nvml_exporter_build_info{{job="{JOB}"}}')}

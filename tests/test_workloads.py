@@ -242,6 +242,103 @@ def test_entries_the_exporter_may_not_read_are_unknown_and_counted(tmp_path):
         shutil.rmtree(scratch)
 
 
+CID = "f0e1d2c3b4a5968778695a4b3c2d1e0f" * 2
+
+
+def test_a_user_cannot_pass_for_a_slurm_job_or_a_pod(tmp_path):
+    """Carol (uid 1000) names cgroups in the subtree systemd delegates to her
+    after another user's Slurm job and a pod: chargeback must see carol. Her
+    rootless container stays a container; the real Slurm job beside them is
+    still a Slurm job."""
+    user = "/user.slice/user-1000.slice/user@1000.service"
+    entries = {
+        51001: (f"{user}/app.slice/slurm/uid_1001/job_101/step_0", 1000),
+        51002: (f"{user}/system.slice/slurmstepd.scope/job_102/step_batch", 1000),
+        51003: (f"{user}/kubepods.slice/kubepods-pod7c0ffee1_2345_4678_9abc_def012345678.slice/x.scope",
+                1000),
+        51004: (f"{user}/user.slice/libpod-{CID}.scope/container/kubepods/pod1/x", 1000),
+        51005: ("/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0", 1001),
+    }
+    proc = tmp_path / "proc"
+    for pid, (path, uid) in entries.items():
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "cgroup").write_text(f"0::{path}\n")
+        (proc / str(pid) / "status").write_text(f"Name:\tp{pid}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
+    shutil.copytree(FIXTURES / "etc", tmp_path / "etc")
+    scenario = tmp_path / "node.toml"
+    scenario.write_text('name = "delegated"\n[[gpu]]\nmodel = "h100-sxm5-80gb"\nload = 50\nprocesses = [\n'
+                        + ",\n".join(f'  {{ pid = {pid}, name = "p", memory_mib = 100 }}' for pid in entries)
+                        + "\n]\n")
+    exporter = Exporter(tmp_path, str(scenario), interval=INTERVAL, extra=[
+        "--workloads", "--path.procfs", str(proc), "--path.rootfs", str(tmp_path),
+    ], name="exporter")
+    try:
+        exporter.wait_ready()
+        h = wait_until(lambda: (h := holdings(scrape(exporter)).get(("0", None), {}))
+                       and len(h) == 3 and h, 15, "GPU 0 attributed")
+        carol = w(kind="user", uid="1000", user="carol")
+        assert h == {
+            carol: 1 / 3,
+            w(kind="podman", container_id=CID[:12], uid="1000", user="carol"): 1 / 3,
+            w(kind="slurm", slurm_job="4242", slurm_step="0", uid="1001", user="alice"): 1 / 3,
+        }, h
+    finally:
+        exporter.stop()
+
+
+def test_an_entry_that_never_answers_holds_up_nothing_else(tmp_path):
+    """One pid's cgroup file is a FIFO: opening it blocks, as a read does
+    while the kernel holds cgroup_mutex or a FUSE/NFS mount hangs. That
+    read is abandoned at its deadline and counted as a timeout, logged
+    once, and every other process is still attributed, new ones included;
+    the last-refresh timestamp keeps moving."""
+    copy = tmp_path / "fixtures"
+    shutil.copytree(FIXTURES, copy)
+    stuck = copy / "proc" / "41003" / "cgroup"
+    stuck.unlink()
+    os.mkfifo(stuck)
+    control = tmp_path / "sim.sock"
+    exporter = Exporter(tmp_path, str(copy / "node.toml"), interval=INTERVAL, extra=[
+        "--workloads", "--path.procfs", str(copy / "proc"), "--path.rootfs", str(copy),
+        "--workloads.refresh-interval", "1s",
+    ], env={"NVML_SIM_CONTROL": str(control)}, name="exporter")
+    try:
+        exporter.wait_ready()
+        expected = {**EXPECTED}
+        expected.pop(("4", None))  # no mapping dir here
+        expected[("1", None)] = {
+            w(kind="unknown", uid="0", user="root"): 1 / 3,
+            w(kind="docker", container_id="b2c3d4e5f607", uid="0", user="root"): 1 / 3,
+            w(kind="podman", container_id="c3d4e5f60718", uid="0", user="root"): 1 / 3,
+        }
+        m = wait_until(lambda: (m := scrape(exporter)) and holdings(m) == expected and m,
+                       30, "every other process attributed around the stuck one")
+        timeouts = {s.labels["source"]: s.value for s in m["nvml_exporter_workload_read_errors"]
+                    if s.labels["reason"] == "timeout"}
+        assert timeouts.get("procfs", 0) >= 1, m["nvml_exporter_workload_read_errors"]
+
+        # A process that starts now is attributed while the read stays stuck.
+        sim(control, '{ action = "process-start", gpu = 0, pid = 41012, name = "srun", memory_mib = 1000 }')
+        wait_until(lambda: SLURM_103 in holdings(scrape(exporter)).get(("0", None), {}),
+                   15, "a new process attributed while an old read is stuck")
+
+        def refreshed_at() -> float:
+            return scrape(exporter)["nvml_exporter_workloads_last_refresh_timestamp_seconds"][0].value
+
+        first = refreshed_at()
+        # Two more passes (1 s apart) each meet the stuck path again.
+        wait_until(lambda: refreshed_at() >= first + 2, 15, "two more attribution passes")
+        log = exporter.log()
+        assert log.count("did not finish within its deadline") == 1, log
+        assert str(stuck) in log, log
+        later = {s.labels["source"]: s.value for s in
+                 scrape(exporter)["nvml_exporter_workload_read_errors"]
+                 if s.labels["reason"] == "timeout"}
+        assert later["procfs"] > timeouts["procfs"], "each pass counts the path it skips"
+    finally:
+        exporter.stop()
+
+
 def cgroup2_root() -> Path | None:
     """A cgroup2 mount we may create groups in (root only)."""
     if os.geteuid() != 0:
@@ -309,7 +406,9 @@ def test_a_real_process_in_a_real_slurm_cgroup(tmp_path, sleepers):
     root = cgroup2_root()
     if root is None:
         pytest.skip("needs root and a writable cgroup2 mount to create a cgroup")
-    job = root / f"nvml-exporter-test-{os.getpid()}" / "slurmstepd.scope" / "job_9001"
+    # A Slurm root at the top of the hierarchy, as slurmd makes it (named
+    # apart from a real one): deeper, a Slurm-like name is not believed.
+    job = root / f"slurm_nvml-exporter-test-{os.getpid()}" / "job_9001"
     step = job / "step_0"
     step.mkdir(parents=True)
     exporter = None
@@ -329,7 +428,7 @@ def test_a_real_process_in_a_real_slurm_cgroup(tmp_path, sleepers):
             exporter.stop()
         sleepers[1].kill()
         sleepers[1].wait()
-        for d in (step, job, job.parent, job.parent.parent):
+        for d in (step, job, job.parent):
             d.rmdir()
 
 
@@ -374,20 +473,8 @@ def test_prometheus_splits_a_shared_gpu_by_slurm_job(node, tmp_path):
 
         # Every panel of the "GPUs by workload" dashboard has data from the
         # fixture node (rate() in the errors panel needs two scrapes).
-        def panels_without_data():
-            empty = []
-            for title, ref, expr, _ in queries.panel_queries(DASHBOARD):
-                expr = queries.substitute(expr, job="nvml", rate_interval="4s", interval_s=1,
-                                          range_s=10)
-                if not prom.query(expr):
-                    empty.append(f"{title} / {ref}: {expr}")
-            return empty
-
-        empty = panels_without_data()
-        deadline = time.monotonic() + 20
-        while empty and time.monotonic() < deadline:
-            time.sleep(1)
-            empty = panels_without_data()
+        empty = queries.panels_without_data(prom.query, DASHBOARD, job="nvml", rate_interval="4s",
+                                             interval_s=1, range_s=10)
         assert not empty, "workload dashboard panels without data:\n" + "\n".join(empty)
         table = prom.query(queries.substitute(
             next(e for t, _, e, _ in queries.panel_queries(DASHBOARD) if t == "GPUs by workload"),
@@ -404,20 +491,25 @@ class FakeEngine:
 
     NAMES = {"a1b2c3d4e5f6": "/triton", "c3d4e5f60718": "ollama"}
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, names: dict | None = None, ids: dict | None = None):
+        """`names` by short id (default NAMES); `ids` the Id to answer with
+        for a short id, where it should not be the one asked about."""
         import http.server
         import socketserver
         import threading
 
         engine = self
         self.requests: list[str] = []
+        self.names = self.NAMES if names is None else names
+        self.ids = ids or {}
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
                 engine.requests.append(f"{self.command} {self.path} {self.request_version}")
                 parts = self.path.split("/")
-                name = self.path.endswith("/json") and len(parts) == 4 and engine.NAMES.get(parts[2])
-                body = json.dumps({"Id": parts[2], "Name": name} if name
+                name = self.path.endswith("/json") and len(parts) == 4 and engine.names.get(parts[2])
+                answer_id = engine.ids.get(parts[2], parts[2] + "0" * 52)
+                body = json.dumps({"Id": answer_id, "Name": name} if name
                                   else {"message": "No such container"}).encode()
                 self.send_response(200 if name else 404)
                 self.send_header("Content-Type", "application/json")
@@ -463,7 +555,11 @@ def test_container_names_only_from_the_named_engine_socket(tmp_path):
         assert names == {"a1b2c3d4e5f6": "triton", "b2c3d4e5f607": None, "c3d4e5f60718": "ollama"}
         # Several refreshes later: each container was asked about once
         # (an unknown one too), and only by inspection.
-        time.sleep(1.5)
+        def refreshed_at() -> float:
+            return scrape(exporter)["nvml_exporter_workloads_last_refresh_timestamp_seconds"][0].value
+
+        first = refreshed_at()
+        wait_until(lambda: refreshed_at() >= first + 1, 15, "three more refreshes")
         assert sorted(engine.requests) == sorted(
             f"GET /containers/{cid}/json HTTP/1.0"
             for cid in ("a1b2c3d4e5f6", "b2c3d4e5f607", "c3d4e5f60718", "d4e5f6071829"))
@@ -483,3 +579,39 @@ def test_container_names_only_from_the_named_engine_socket(tmp_path):
             assert all("container_name" not in s.labels for s in m.get(name, []))
     finally:
         plain.stop()
+
+
+def test_container_engine_answers_are_checked(tmp_path):
+    """An engine (or whatever listens on its socket) that answers with
+    control characters, a name of 100,000 characters, or about another
+    container: the name is cleaned and cut, the wrong answer refused."""
+    engine_socket = tmp_path / "docker.sock"
+    engine = FakeEngine(engine_socket, names={
+        "a1b2c3d4e5f6": "/tri\nton\u0000\u001b[31m",
+        "b2c3d4e5f607": "x" * 100_000,
+        "c3d4e5f60718": "/someone-else",
+    }, ids={"c3d4e5f60718": "ffff" * 16})
+    exporter = Exporter(tmp_path, str(FIXTURES / "node.toml"), interval=INTERVAL, extra=[
+        "--workloads", "--path.procfs", str(FIXTURES / "proc"), "--path.rootfs", str(FIXTURES),
+        "--workloads.refresh-interval", "300ms",
+        "--workloads.container-engine-socket", str(engine_socket),
+    ], name="exporter")
+    try:
+        exporter.wait_ready()
+
+        def named():
+            m = scrape(exporter)
+            gpu1 = holdings(m).get(("1", None), {})
+            names = {dict(wl)["container_id"]: dict(wl).get("container_name") for wl in gpu1}
+            return names.get("a1b2c3d4e5f6") and names.get("b2c3d4e5f607") and (names, m)
+
+        names, m = wait_until(named, 15, "containers named")
+        assert names["a1b2c3d4e5f6"] == "triton[31m"
+        assert names["b2c3d4e5f607"] == "x" * 128
+        assert names["c3d4e5f60718"] is None, "an answer about another container is refused"
+        errors = {(s.labels["source"], s.labels["reason"])
+                  for s in m["nvml_exporter_workload_read_errors"]}
+        assert ("container_engine", "malformed") in errors
+    finally:
+        exporter.stop()
+        engine.stop()

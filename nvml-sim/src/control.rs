@@ -78,6 +78,7 @@ pub fn handle(line: &str) -> Result<String, String> {
             let fault: Fault = toml::Value::Table(table)
                 .try_into()
                 .map_err(|e: toml::de::Error| e.message().to_string())?;
+            fault.check()?;
             let mut st = lock();
             let sim = st
                 .sim

@@ -2,6 +2,7 @@
 //! socket and the `nvml-sim` CLI. A fault is a TOML table whose `action` key
 //! names the variant (see README, "Faults").
 
+use crate::value::Val;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -123,7 +124,12 @@ impl Reason {
     }
 }
 
-/// An NVLink error counter (`nvmlNvLinkErrorCounter_t`).
+/// An NVLink error counter: the DL counters of NVLink 1-4
+/// (`nvmlNvLinkErrorCounter_t`, fields 161-163 and the legacy per-link
+/// ids) and the NVLink5 ones (fields 213-222; Blackwell). `recovery` is
+/// both generations' link recovery: a successful one on NVLink5 (213 and
+/// 215 grow); `recovery-failed` one that declared the link down (214 and
+/// 215).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NvlinkCounter {
@@ -131,16 +137,30 @@ pub enum NvlinkCounter {
     Recovery,
     CrcFlit,
     CrcData,
+    EccData,
+    RecoveryFailed,
+    Effective,
+    Symbol,
 }
 
 impl NvlinkCounter {
-    /// `nvmlNvLinkErrorCounter_t` value.
-    pub fn nvml(self) -> usize {
+    pub const COUNT: usize = 8;
+
+    /// Index into a link's counters; the first five are
+    /// `nvmlNvLinkErrorCounter_t` values.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Whether an NVLink generation counts this: NVLink5 (`true`) has no
+    /// replay or CRC counters, older links no NVLink5 ones.
+    pub fn counted_by(self, nvlink5: bool) -> bool {
         match self {
-            NvlinkCounter::Replay => 0,
-            NvlinkCounter::Recovery => 1,
-            NvlinkCounter::CrcFlit => 2,
-            NvlinkCounter::CrcData => 3,
+            NvlinkCounter::Recovery => true,
+            NvlinkCounter::RecoveryFailed | NvlinkCounter::Effective | NvlinkCounter::Symbol => {
+                nvlink5
+            }
+            _ => !nvlink5,
         }
     }
 }
@@ -185,6 +205,11 @@ fn dbe() -> RetireCause {
 fn uncorrectable() -> RowKind {
     RowKind::Uncorrectable
 }
+// serde's `skip_serializing_if` passes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_false(b: &bool) -> bool {
+    !*b
+}
 fn compute() -> ProcKind {
     ProcKind::Compute
 }
@@ -192,12 +217,16 @@ fn compute() -> ProcKind {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(tag = "action", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Fault {
-    /// An XID error event, optionally attributed to a MIG instance.
+    /// An XID error event, optionally attributed to a MIG instance. With
+    /// `log_only`, it reaches only the kernel log (`NVML_SIM_KMSG`), not
+    /// NVML's event sets, as 79, 119 and 120 do on real drivers.
     Xid {
         gpu: u32,
         code: u64,
         gpu_instance: Option<u32>,
         compute_instance: Option<u32>,
+        #[serde(default, skip_serializing_if = "is_false")]
+        log_only: bool,
     },
     /// ECC errors: both the volatile and the aggregate counter move.
     Ecc {
@@ -266,9 +295,24 @@ pub enum Fault {
         kind: ProcKind,
         gpu_instance: Option<u32>,
         compute_instance: Option<u32>,
+        /// What it does, percent per engine (see `usage.rs`); none given:
+        /// it takes a share of the GPU's load.
+        sm_percent: Option<f64>,
+        memory_percent: Option<f64>,
+        encoder_percent: Option<f64>,
+        decoder_percent: Option<f64>,
     },
     ProcessStop {
         pid: u32,
+    },
+    /// Changes what a running process does; the engines not given keep
+    /// their declared use (0 when it declared none).
+    ProcessUse {
+        pid: u32,
+        sm_percent: Option<f64>,
+        memory_percent: Option<f64>,
+        encoder_percent: Option<f64>,
+        decoder_percent: Option<f64>,
     },
     /// Sets the GPU's base utilization in percent.
     Load {
@@ -299,6 +343,24 @@ pub enum Fault {
         #[serde(default = "yes")]
         registered: bool,
     },
+    /// The fabric health a GPU reports (`nvmlDeviceGetGpuFabricInfoV`):
+    /// its summary (v3, R580+) and the health mask's rows (true, false, or
+    /// "N/A": not supported); absent keys keep their value.
+    FabricHealth {
+        gpu: u32,
+        summary: Option<crate::model::HealthSummary>,
+        degraded_bandwidth: Option<Val<bool>>,
+        route_recovery: Option<Val<bool>>,
+        route_unhealthy: Option<Val<bool>>,
+        access_timeout_recovery: Option<Val<bool>>,
+        incorrect_configuration: Option<crate::model::IncorrectConfiguration>,
+    },
+    /// The power smoothing circuitry's lifetime remaining (percent) on
+    /// boards with power smoothing.
+    PowerSmoothing {
+        gpu: u32,
+        lifetime_percent: f64,
+    },
     /// Uncorrectable SRAM errors cross (or, `exceeded = false`, no longer
     /// cross) NVIDIA's RMA threshold.
     SramThreshold {
@@ -316,7 +378,108 @@ pub enum Fault {
     },
 }
 
+/// What a process does with its GPU (scenario keys and fault
+/// `process-use`), percent of each engine. See `fleet/usage.rs`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ProcUse {
+    pub sm: f64,
+    pub memory: f64,
+    pub encoder: f64,
+    pub decoder: f64,
+}
+
+impl ProcUse {
+    /// SM, memory, encoder, decoder, JPEG, OFA: the order of
+    /// `nvmlProcessUtilizationInfo_v1_t`.
+    pub fn engines(&self) -> [f64; 6] {
+        [self.sm, self.memory, self.encoder, self.decoder, 0.0, 0.0]
+    }
+
+    /// The fields given override, the rest keep `self`'s values.
+    pub fn with(
+        self,
+        sm: Option<f64>,
+        memory: Option<f64>,
+        encoder: Option<f64>,
+        decoder: Option<f64>,
+    ) -> Result<ProcUse, String> {
+        let u = ProcUse {
+            sm: sm.unwrap_or(self.sm),
+            memory: memory.unwrap_or(self.memory),
+            encoder: encoder.unwrap_or(self.encoder),
+            decoder: decoder.unwrap_or(self.decoder),
+        };
+        for (name, v) in [
+            ("sm_percent", u.sm),
+            ("memory_percent", u.memory),
+            ("encoder_percent", u.encoder),
+            ("decoder_percent", u.decoder),
+        ] {
+            if !(0.0..=100.0).contains(&v) {
+                return Err(format!("{name} {v} is outside 0..=100"));
+            }
+        }
+        Ok(u)
+    }
+
+    /// A declaration from optional keys: `None` when none is given.
+    pub fn declared(
+        sm: Option<f64>,
+        memory: Option<f64>,
+        encoder: Option<f64>,
+        decoder: Option<f64>,
+    ) -> Result<Option<ProcUse>, String> {
+        if [sm, memory, encoder, decoder].iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        ProcUse::default()
+            .with(sm, memory, encoder, decoder)
+            .map(Some)
+    }
+}
+
+/// The longest time a scenario or fault may name: a year. Far beyond any
+/// test or drill, and far inside what a `Duration` holds (an `at` of 1e300
+/// seconds made every event wait panic).
+pub const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// A number of seconds a scenario or fault may name: finite, not negative,
+/// at most a year.
+pub fn check_seconds(what: &str, s: f64) -> Result<(), String> {
+    if s.is_finite() && (0.0..=MAX_SECONDS).contains(&s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} = {} must be a number of seconds from 0 to {MAX_SECONDS} (a year)",
+            short(s)
+        ))
+    }
+}
+
+/// A number as a person would write it: `1e300`, not three hundred digits.
+fn short(v: f64) -> String {
+    if v.is_finite() && v.abs() >= 1e9 {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 impl Fault {
+    /// The checks serde's types cannot express: times and percentages in
+    /// range. Every way in (scenario timeline, control socket, CLI) runs it.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            Fault::Hang {
+                seconds: Some(s), ..
+            } => check_seconds("seconds", *s),
+            Fault::Load { percent, .. } if !(0.0..=100.0).contains(percent) => {
+                Err(format!("percent = {} is outside 0..=100", short(*percent)))
+            }
+            _ => Ok(()),
+        }
+    }
+
     pub fn gpu(&self) -> Option<u32> {
         match self {
             Fault::Xid { gpu, .. }
@@ -335,17 +498,37 @@ impl Fault {
             | Fault::NvlinkErrors { gpu, .. }
             | Fault::Pcie { gpu, .. }
             | Fault::Fabric { gpu, .. }
+            | Fault::FabricHealth { gpu, .. }
+            | Fault::PowerSmoothing { gpu, .. }
             | Fault::SramThreshold { gpu, .. } => Some(*gpu),
-            Fault::DriverUnload | Fault::DriverLoad | Fault::ProcessStop { .. } => None,
+            Fault::DriverUnload
+            | Fault::DriverLoad
+            | Fault::ProcessStop { .. }
+            | Fault::ProcessUse { .. } => None,
         }
+    }
+
+    /// Whether the fault changes what a GPU's processes do (and with it the
+    /// GPU's utilization and energy).
+    pub fn changes_use(&self) -> bool {
+        matches!(
+            self,
+            Fault::ProcessStart { .. }
+                | Fault::ProcessStop { .. }
+                | Fault::ProcessUse { .. }
+                | Fault::Load { .. }
+                | Fault::MigReconfigure { .. }
+        )
     }
 
     /// Parses one request line of the control protocol: a TOML inline table.
     pub fn from_line(line: &str) -> Result<Fault, String> {
         let table = parse_inline(line)?;
-        table
+        let fault: Fault = table
             .try_into()
-            .map_err(|e: toml::de::Error| e.message().to_string())
+            .map_err(|e: toml::de::Error| e.message().to_string())?;
+        fault.check()?;
+        Ok(fault)
     }
 
     /// The request line for this fault (what the CLI sends).
@@ -378,6 +561,7 @@ mod tests {
             code: 43,
             gpu_instance: Some(1),
             compute_instance: None,
+            log_only: false,
         };
         let line = f.to_line();
         assert!(!line.contains('\n'));
@@ -391,6 +575,20 @@ mod tests {
                 location: EccLocation::Dram,
                 count: 1
             }
+        );
+        assert!(
+            !line.contains("log_only"),
+            "the default stays out of the line"
+        );
+        assert_eq!(
+            Fault::from_line(r#"{ action = "xid", gpu = 2, code = 79, log_only = true }"#),
+            Ok(Fault::Xid {
+                gpu: 2,
+                code: 79,
+                gpu_instance: None,
+                compute_instance: None,
+                log_only: true
+            })
         );
         assert!(Fault::from_line(r#"{ action = "explode", gpu = 1 }"#).is_err());
         assert!(Fault::from_line(r#"{ action = "xid", gpu = 1, code = 43, bogus = 1 }"#).is_err());

@@ -1,15 +1,18 @@
-//! The simulator's one export that is not NVML: a host process that loads
+//! The simulator's exports that are not NVML: a host process that loads
 //! this library itself (the exporter's `--simulate`, tests and benchmarks
 //! that start the sampler in-process) chooses the scenario here before its
 //! `nvmlInit`, instead of setting `NVML_SIM_SCENARIO` in an environment
-//! other threads may be reading. Independent NVML clients never call it;
-//! for them the environment variable stays the way in.
+//! other threads may be reading, and reads why a choice or an `nvmlInit`
+//! failed, to log it its own way. Independent NVML clients never call
+//! them; for them the environment variable stays the way in, and errors go
+//! to stderr.
 
-use std::ffi::{c_char, CStr};
+use std::ffi::{c_char, c_uint, CStr};
 
 use nvml_wrapper_sys::bindings::nvmlReturn_t;
 
 use crate::ffi::{guard, INVALID_ARGUMENT};
+use crate::state::lock;
 
 /// Selects the scenario (a built-in name or a file path, as
 /// `NVML_SIM_SCENARIO` takes) that the next `nvmlInit` on an uninitialized
@@ -18,26 +21,75 @@ use crate::ffi::{guard, INVALID_ARGUMENT};
 /// re-initializes after a driver restart gets the same fleet. A library
 /// already initialized keeps its fleet until its last `nvmlShutdown`.
 ///
+/// The scenario is checked here, with the driver version and time scale
+/// the environment sets: one that `nvmlInit` could not build is refused,
+/// the selection stays as it was, and `nvml_sim_last_error` says why. From
+/// the first call on, the library's errors are kept for
+/// `nvml_sim_last_error` instead of being written to stderr.
+///
 /// Returns `NVML_SUCCESS`, or `NVML_ERROR_INVALID_ARGUMENT` for a name
-/// that is not UTF-8.
+/// that is not UTF-8 or a scenario that cannot be built.
 ///
 /// # Safety
 /// `scenario` is null or points to a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn nvml_sim_select_scenario(scenario: *const c_char) -> nvmlReturn_t {
     guard(|| {
+        lock().host_reports = true;
         let key = if scenario.is_null() {
             None
         } else {
-            let s = CStr::from_ptr(scenario)
-                .to_str()
-                .map_err(|_| INVALID_ARGUMENT)?;
+            let Ok(s) = CStr::from_ptr(scenario).to_str() else {
+                lock().last_error = Some("the scenario name is not UTF-8".into());
+                return Err(INVALID_ARGUMENT);
+            };
             Some(s.to_string()).filter(|s| !s.trim().is_empty())
         };
+        if let Err(e) = check(key.as_deref()) {
+            lock().last_error = Some(e);
+            return Err(INVALID_ARGUMENT);
+        }
         crate::settings::select_scenario(key);
         // The host resolves NVML's symbols next (nvml-wrapper does, before
         // its nvmlInit): the symbol table must already be this driver's.
         crate::driver::apply_early();
         Ok(())
     })
+}
+
+/// Copies the message of the last failed selection or `nvmlInit` (empty
+/// when none failed) into `buf` of `len` bytes, NUL-terminated, cut at a
+/// character boundary to fit.
+///
+/// Returns `NVML_SUCCESS`, or `NVML_ERROR_INVALID_ARGUMENT` for a null
+/// `buf` or a `len` of 0.
+///
+/// # Safety
+/// `buf` is null or points to `len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn nvml_sim_last_error(buf: *mut c_char, len: c_uint) -> nvmlReturn_t {
+    guard(|| {
+        if buf.is_null() || len == 0 {
+            return Err(INVALID_ARGUMENT);
+        }
+        let message = lock().last_error.clone().unwrap_or_default();
+        let mut end = message.len().min(len as usize - 1);
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        std::ptr::copy_nonoverlapping(message.as_ptr().cast::<c_char>(), buf, end);
+        *buf.add(end) = 0;
+        Ok(())
+    })
+}
+
+/// Whether `nvmlInit` could build scenario `key` (the environment's choice
+/// for `None`) as the environment stands: the scenario, the driver
+/// personality, the time scale.
+fn check(key: Option<&str>) -> Result<(), String> {
+    let key = key.map_or_else(crate::settings::scenario_key, str::to_string);
+    let scenario = crate::scenario::load(&key).map_err(|e| format!("bad scenario: {e}"))?;
+    crate::driver::resolve(&scenario).map_err(|e| format!("bad driver: {e}"))?;
+    crate::settings::time_scale()?;
+    Ok(())
 }

@@ -37,8 +37,24 @@ pub struct Branch {
     #[serde(default)]
     pub cc_process_entries: bool,
     pub throttle_duration_ids: Option<[u32; 3]>,
+    /// The first and last id of the power smoothing block (Blackwell).
+    pub power_smoothing_ids: Option<[u32; 2]>,
+    /// The newest `nvmlGpuFabricInfo_v*_t` that `nvmlDeviceGetGpuFabricInfoV`
+    /// takes.
+    pub fabric_info_version: Option<u32>,
+    /// How many fields of the fabric health mask the header defines, in
+    /// header order (degraded bandwidth, route recovery, route unhealthy,
+    /// access timeout recovery, incorrect configuration).
+    #[serde(default)]
+    pub fabric_health_fields: u32,
     #[serde(default)]
     pub absent: Vec<String>,
+    /// Exports that answer `NVML_ERROR_DEPRECATED`.
+    #[serde(default)]
+    pub deprecated: Vec<String>,
+    /// Field ids whose entries answer `NVML_ERROR_DEPRECATED`.
+    #[serde(default)]
+    pub deprecated_fields: Vec<u32>,
 }
 
 impl Branch {
@@ -78,6 +94,22 @@ pub fn managed() -> &'static [String] {
             .branch
             .iter()
             .flat_map(|b| b.absent.iter().cloned())
+            .collect();
+        all.sort();
+        all.dedup();
+        all
+    })
+}
+
+/// Every export some branch answers `NVML_ERROR_DEPRECATED` for: the
+/// calls that look at the personality for it.
+pub fn ever_deprecated() -> &'static [String] {
+    static DEPRECATED: OnceLock<Vec<String>> = OnceLock::new();
+    DEPRECATED.get_or_init(|| {
+        let mut all: Vec<String> = table()
+            .branch
+            .iter()
+            .flat_map(|b| b.deprecated.iter().cloned())
             .collect();
         all.sort();
         all.dedup();
@@ -126,8 +158,12 @@ pub enum Field {
     /// SW thermal (0), HW thermal (1) or HW power brake (2) clock-event
     /// duration, nanoseconds.
     ThrottleDuration(usize),
-    /// A power-smoothing field: Blackwell only, no simulated board has it.
-    PowerSmoothing,
+    /// The n-th field of the power smoothing block (Blackwell): 7 is
+    /// `HW_CIRCUITRY_PERCENT_LIFETIME_REMAINING` in every header.
+    PowerSmoothing(u32),
+    /// An id the branch still defines but answers `NVML_ERROR_DEPRECATED`
+    /// for.
+    Deprecated,
     /// The same meaning as this id in nvml-wrapper-sys's bindings.
     Id(u32),
 }
@@ -203,6 +239,23 @@ impl Personality {
         !self.branch.absent.iter().any(|a| a == symbol)
     }
 
+    /// Whether the branch answers `NVML_ERROR_DEPRECATED` to this export.
+    pub fn deprecates(&self, symbol: &str) -> bool {
+        self.branch.deprecated.iter().any(|a| a == symbol)
+    }
+
+    /// The newest fabric info struct version the branch takes (`None`: it
+    /// has no `nvmlDeviceGetGpuFabricInfoV`).
+    pub fn fabric_info_version(&self) -> Option<u32> {
+        self.branch.fabric_info_version
+    }
+
+    /// How many health mask fields the branch reports (the others answer
+    /// "not supported", 0).
+    pub fn fabric_health_fields(&self) -> u32 {
+        self.branch.fabric_health_fields
+    }
+
     pub fn throttle_duration_ids(&self) -> Option<[u32; 3]> {
         self.branch.throttle_duration_ids
     }
@@ -224,11 +277,20 @@ impl Personality {
         {
             return Field::ThrottleDuration(i);
         }
+        if self.branch.deprecated_fields.contains(&id) {
+            return Field::Deprecated;
+        }
+        if let Some([first, last]) = self.branch.power_smoothing_ids {
+            if (first..=last).contains(&id) {
+                return Field::PowerSmoothing(id - first);
+            }
+        }
         const MIG_QUERY: u32 = 199;
         const NVLINK_POWER_THRESHOLD_MAX: u32 = 200;
         match id {
-            // Power smoothing (Blackwell) in every branch that has these ids.
-            251..=273 => Field::PowerSmoothing,
+            // Ids these bindings give to power smoothing or power sync that
+            // the branch uses for something not modelled.
+            251..=288 => Field::Absent,
             199 | 200 if Some(id) == self.branch.mig_query_capable_id => Field::Id(MIG_QUERY),
             199 | 200 => Field::Id(NVLINK_POWER_THRESHOLD_MAX),
             _ => Field::Id(id),
@@ -323,7 +385,7 @@ mod tests {
             .unwrap()
             .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
             .collect();
-        for name in managed() {
+        for name in managed().iter().chain(ever_deprecated()) {
             assert!(
                 ffi.contains(&format!("fn {name}(")),
                 "{name} is not exported"
@@ -374,18 +436,83 @@ mod tests {
         // Between rows: the row below.
         assert_eq!(p("565.57.01").branch.since, "560");
         assert_eq!(p("565.57.01").cuda, 12070);
-        // Newer than every row: the newest row, its own CUDA.
-        for (v, cuda) in [
-            ("590.48.01", 13010),
-            ("595.58.03", 13020),
-            ("610.57.04", 13030),
+        // R590 to R610 have rows of their own; a later version behaves as
+        // the newest row, with its own strings.
+        for (v, since, cuda) in [
+            ("590.48.01", "590", 13010),
+            ("595.58.03", "595", 13020),
+            ("610.57.04", "610", 13030),
+            ("615.10", "610", 13030),
         ] {
-            assert_eq!(p(v).branch.since, "580.82", "{v}");
+            assert_eq!(p(v).branch.since, since, "{v}");
             assert_eq!(p(v).cuda, cuda, "{v}");
             assert_eq!(p(v).version, v);
         }
         // A branch newer than every CUDA entry: the newest known CUDA.
         assert_eq!(p("700.10").cuda, 13030);
+    }
+
+    #[test]
+    fn power_smoothing_lifetime_moves_with_the_numbering() {
+        // HW circuitry lifetime remaining: 258 in R570 (f420a32:2371), 263
+        // in R575 and R580 before 580.82 (62ce1e3:2622, 9da9e13:2717), 258
+        // from 580.82 on (2a1f6c3:2740, 2976179:2804, 8b8585b:2830).
+        let lifetime = |v: &str| {
+            (251..303)
+                .find(|&id| Personality::parse(v).unwrap().field(id) == Field::PowerSmoothing(7))
+        };
+        for (v, id) in [
+            ("560.35.03", None),
+            ("570.133.20", Some(258)),
+            ("575.57.08", Some(263)),
+            ("580.65.06", Some(263)),
+            ("580.95.05", Some(258)),
+            ("590.48.01", Some(258)),
+            ("595.91.07", Some(258)),
+            ("610.57.04", Some(258)),
+        ] {
+            assert_eq!(lifetime(v), id, "{v}");
+        }
+        // R575's power sync fields (254/255) are not power smoothing.
+        assert_eq!(
+            Personality::parse("575.57.08").unwrap().field(254),
+            Field::Absent
+        );
+    }
+
+    #[test]
+    fn deprecated_calls_and_fields_by_branch() {
+        let p = |v| Personality::parse(v).unwrap();
+        assert!(!p("580.65.06").deprecates("nvmlDeviceGetDisplayMode"));
+        assert!(p("580.95.05").deprecates("nvmlDeviceGetDisplayMode"));
+        assert!(!p("580.95.05").deprecates("nvmlDeviceGetApplicationsClock"));
+        for v in ["590.48.01", "595.91.07", "610.57.04"] {
+            for call in [
+                "nvmlDeviceGetDisplayMode",
+                "nvmlDeviceGetApplicationsClock",
+                "nvmlDeviceGetDefaultApplicationsClock",
+                "nvmlDeviceGetPowerManagementMode",
+            ] {
+                assert!(p(v).deprecates(call), "{v} {call}");
+            }
+            // Deprecated, not removed: the symbol is still exported.
+            assert!(p(v).exports("nvmlDeviceGetDisplayMode"));
+        }
+        assert!(!p("580.95.05").deprecates("nvmlDeviceGetPowerState"));
+        assert!(p("590.44.01").deprecates("nvmlDeviceGetPowerState"));
+        assert_eq!(p("560.35.03").field(226), Field::Id(226));
+        assert_eq!(p("570.133.20").field(226), Field::Deprecated);
+        for name in ever_deprecated() {
+            assert!(
+                managed().iter().all(|m| m != name),
+                "{name} is never absent"
+            );
+        }
+        assert_eq!(p("560.35.03").fabric_info_version(), Some(2));
+        assert_eq!(p("580.65.06").fabric_info_version(), Some(3));
+        assert_eq!(p("545.29.06").fabric_info_version(), None);
+        assert_eq!(p("570.133.20").fabric_health_fields(), 4);
+        assert_eq!(p("610.57.04").fabric_health_fields(), 5);
     }
 
     #[test]
@@ -410,14 +537,14 @@ mod tests {
         assert_eq!(p("550.127.05").field(199), Field::Id(199));
         assert_eq!(p("560.35.03").field(200), Field::Id(199));
         assert_eq!(p("560.35.03").field(199), Field::Id(200));
-        assert_eq!(p("570.133.20").field(251), Field::PowerSmoothing);
+        assert_eq!(p("570.133.20").field(251), Field::PowerSmoothing(0));
         assert!(p("555.58.02").has_field(198) && !p("555.58.02").has_field(226));
         assert_eq!(p("555.58.02").field(200), Field::Id(199));
         assert_eq!(p("575.57.08").field(251), Field::ThrottleDuration(0));
         assert!(p("575.57.08").has_field(231));
         assert_eq!(p("610.57.04").field(270), Field::ThrottleDuration(1));
         assert_eq!(p("580.65.06").field(252), Field::ThrottleDuration(1));
-        assert_eq!(p("580.95.05").field(252), Field::PowerSmoothing);
+        assert_eq!(p("580.95.05").field(252), Field::PowerSmoothing(1));
         assert_eq!(p("580.95.05").field(271), Field::ThrottleDuration(2));
         assert_eq!(p("570.133.20").throttle_duration_ids(), None);
         assert_eq!(

@@ -64,3 +64,12 @@ pub fn control_socket() -> Option<PathBuf> {
 pub fn call_log() -> Option<PathBuf> {
     std::env::var_os("NVML_SIM_CALL_LOG").map(PathBuf::from)
 }
+
+/// `NVML_SIM_KMSG`: the file the fleet appends its XIDs to, as kernel log
+/// records (`kmsg.rs`).
+pub fn kernel_log() -> Option<PathBuf> {
+    std::env::var_os(KERNEL_LOG_VAR).map(PathBuf::from)
+}
+
+/// The name errors give the kernel log file.
+pub const KERNEL_LOG_VAR: &str = "NVML_SIM_KMSG";

@@ -12,6 +12,24 @@ pub struct State {
     /// (scenario key, time scale) the current `sim` was built from.
     pub built_from: Option<(String, f64)>,
     pub control_started: bool,
+    /// Why the last selection or `nvmlInit` failed, for
+    /// `nvml_sim_last_error`.
+    pub last_error: Option<String>,
+    /// Whether a host process chose the scenario: it reads errors through
+    /// `nvml_sim_last_error` and logs them itself, so they are not also
+    /// written to stderr (where they would break its log format).
+    pub host_reports: bool,
+}
+
+impl State {
+    /// Keeps `message` for `nvml_sim_last_error`; an independent NVML
+    /// client, which has no way to ask, also gets it on stderr.
+    pub fn report(&mut self, message: String) {
+        if !self.host_reports {
+            eprintln!("nvml-sim: {message}");
+        }
+        self.last_error = Some(message);
+    }
 }
 
 pub static STATE: Mutex<State> = Mutex::new(State {
@@ -19,6 +37,8 @@ pub static STATE: Mutex<State> = Mutex::new(State {
     sim: None,
     built_from: None,
     control_started: false,
+    last_error: None,
+    host_reports: false,
 });
 
 /// Wakes hung calls and event waiters when faults change the fleet.

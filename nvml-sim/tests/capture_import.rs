@@ -184,7 +184,7 @@ fn odd_but_real_captures_import_with_notes() {
 }
 
 /// A board the simulator has built in (PCI device id 0x2330: H100 SXM5)
-/// starts from it; one it has not is described from the capture.
+/// starts from it; one it has not (Tesla T4) is described from the capture.
 #[test]
 fn known_boards_are_bases_and_unknown_ones_are_described() {
     let read = |p: &str| std::fs::read_to_string(corpus().join(p)).unwrap();
@@ -192,12 +192,13 @@ fn known_boards_are_bases_and_unknown_ones_are_described() {
     let doc: toml::Table = toml::from_str(&h100.scenario).unwrap();
     let board = doc["board"].as_table().unwrap().values().next().unwrap();
     assert_eq!(board["base"].as_str(), Some("h100-sxm5-80gb"));
-    let l40s = import::import(&read("k8s-test-infra/qx-l40s.xml"), "l").unwrap();
-    let doc: toml::Table = toml::from_str(&l40s.scenario).unwrap();
+    let t4 = import::import(&read("k8s-test-infra/qx-t4.xml"), "t").unwrap();
+    let doc: toml::Table = toml::from_str(&t4.scenario).unwrap();
     let board = doc["board"].as_table().unwrap().values().next().unwrap();
     assert!(board.get("base").is_none());
-    assert_eq!(board["name"].as_str(), Some("NVIDIA L40S"));
-    assert_eq!(board["power"]["default_limit_w"].as_float(), Some(350.0));
+    assert_eq!(board["name"].as_str(), Some("Tesla T4"));
+    assert_eq!(board["architecture"].as_str(), Some("turing"));
+    assert_eq!(board["power"]["default_limit_w"].as_float(), Some(70.0));
     // The H200 MIG capture: a profile table made from the instances seen,
     // two compute instances in GPU instance 2.
     let s = scenario::from_capture(

@@ -8,34 +8,15 @@
 
 mod common;
 
+use common::{cli, ok};
+
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{
     EccCounter, MemoryError, PerformanceState, TemperatureSensor,
 };
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn cli(socket: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(common::cli())
-        .arg("--socket")
-        .arg(socket)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn ok(socket: &std::path::Path, args: &[&str]) -> String {
-    let (success, out, err) = cli(socket, args);
-    assert!(success, "nvml-sim {args:?} failed: {err}");
-    out
-}
 
 #[test]
 fn faults_through_the_cli() {
@@ -46,6 +27,9 @@ fn faults_through_the_cli() {
     std::env::set_var("NVML_SIM_SCENARIO", "dgx-h100");
     std::env::set_var("NVML_SIM_CONTROL", &socket);
     std::env::set_var("NVML_SIM_CALL_LOG", &call_log);
+    let kmsg = dir.join("kmsg");
+    let _ = std::fs::remove_file(&kmsg);
+    std::env::set_var("NVML_SIM_KMSG", &kmsg);
     std::env::remove_var("NVML_SIM_TIME_SCALE");
     let nvml = common::init();
     let s = socket.as_path();
@@ -70,6 +54,31 @@ fn faults_through_the_cli() {
     );
     assert_eq!(ev.device.index().unwrap(), 4);
     assert!(matches!(set.wait(50), Err(NvmlError::Timeout)));
+    // ... and as NVRM logs it, with GPU 4's bus (9a on dgx-h100) and the
+    // process that runs there.
+    let bus = d4.pci_info().unwrap().bus;
+    let logged = std::fs::read_to_string(&kmsg).unwrap();
+    let line = format!("NVRM: Xid (PCI:0000:{bus:02x}:00): 43, pid=");
+    assert!(
+        logged
+            .lines()
+            .any(|l| l.starts_with("4,0,") && l.contains(&line)),
+        "{logged}"
+    );
+    // An XID for the kernel log alone, as real drivers raise 79: no event.
+    let reply = ok(
+        s,
+        &["xid", "--gpu", "4", "--code", "79", "--log-only", "true"],
+    );
+    assert!(reply.contains("kernel log only"), "{reply}");
+    assert!(matches!(set.wait(200), Err(NvmlError::Timeout)));
+    let logged = std::fs::read_to_string(&kmsg).unwrap();
+    assert!(
+        logged.lines().any(|l| l.starts_with("4,1,")
+            && l.contains(&format!("(PCI:0000:{bus:02x}:00): 79, "))
+            && l.ends_with("GPU has fallen off the bus.")),
+        "{logged}"
+    );
 
     // XID attributed to a MIG instance: raw nvmlEventSetWait_v2 keeps the ids.
     let d0 = nvml.device_by_index(0).unwrap();
@@ -113,6 +122,12 @@ fn faults_through_the_cli() {
         ],
     );
     assert_eq!(waiter.join().unwrap(), (0, 31, 8, 0));
+    assert!(
+        std::fs::read_to_string(&kmsg)
+            .unwrap()
+            .contains(" GPU-I:08 GPU-CI:00): 31, "),
+        "the log names the MIG instance"
+    );
     let (success, _, err) = cli(
         s,
         &["xid", "--gpu", "0", "--code", "31", "--gpu-instance", "99"],

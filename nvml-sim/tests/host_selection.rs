@@ -53,4 +53,33 @@ fn the_selected_scenario_is_built_at_the_next_init() {
     nvml.shutdown().unwrap();
 
     assert_eq!(select(&lib, b"\xff\xfe"), INVALID_ARGUMENT);
+    assert_eq!(last_error(&lib), "the scenario name is not UTF-8");
+
+    // A scenario nvmlInit could not build is refused when chosen, with the
+    // reason kept for the host to log; the choice stays as it was.
+    assert_eq!(select(&lib, b"dgx-h1OO"), INVALID_ARGUMENT);
+    let why = last_error(&lib);
+    assert!(
+        why.contains("dgx-h1OO") && why.contains("built-in scenarios are"),
+        "{why}"
+    );
+    let nvml = common::init();
+    assert_eq!(names(&nvml).len(), 8, "still dgx-a100");
+    nvml.shutdown().unwrap();
+}
+
+type LastError = unsafe extern "C" fn(*mut c_char, std::ffi::c_uint) -> nvmlReturn_t;
+
+fn last_error(lib: &libloading::Library) -> String {
+    let mut buf = [0 as c_char; 512];
+    // SAFETY: the export's signature (src/host.rs); the buffer is 512 bytes.
+    let ret = unsafe {
+        let f = lib.get::<LastError>(b"nvml_sim_last_error\0").unwrap();
+        f(buf.as_mut_ptr(), buf.len() as std::ffi::c_uint)
+    };
+    assert_eq!(ret, SUCCESS);
+    // SAFETY: the export NUL-terminates within the buffer.
+    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
 }

@@ -105,7 +105,7 @@ fn a_pinned_host_answers_as_captured_and_still_takes_faults() {
     std::fs::write(&file, SCENARIO).unwrap();
 
     // The checker accepts it and says which identifiers it changed.
-    let out = std::process::Command::new(common::cli())
+    let out = std::process::Command::new(common::cli_path())
         .arg("check")
         .arg(&file)
         .output()

@@ -117,6 +117,7 @@ same!(
     nvmlDeviceGetPowerState,
     nvmlDeviceGetPowerUsage,
     nvmlDeviceGetProcessUtilization,
+    nvmlDeviceGetProcessesUtilizationInfo,
     nvmlDeviceGetRemappedRows,
     nvmlDeviceGetRetiredPages,
     nvmlDeviceGetRetiredPagesPendingStatus,

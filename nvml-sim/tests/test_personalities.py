@@ -1,4 +1,4 @@
-"""Driver personalities: nvml-sim presents R535 to R580 as those libraries
+"""Driver personalities: nvml-sim presents R535 to R610 as those libraries
 are, and any other real driver version with its own version strings and
 the nearest modelled behaviour, to clients that know nothing of the
 simulator (ctypes `dlsym`, pynvml, nvitop). Expected values come from the branches' nvml.h (NVIDIA/go-nvml
@@ -21,24 +21,25 @@ SYMBOLS = [
     "nvmlDeviceGetTemperatureV",
     "nvmlDeviceGetComputeRunningProcesses_v3",
     "nvmlDeviceGetSramEccErrorStatus",
+    "nvmlDeviceGetProcessesUtilizationInfo",
 ]
 
 # driver -> (NVML version, CUDA driver version, exported SYMBOLS)
 EXPECTED = {
-    "535.104.05": ("12.535.104.05", 12020, [False, True, False, False, True, False]),
-    "545.29.06": ("12.545.29.06", 12030, [False, True, False, False, True, False]),
-    "550.127.05": ("12.550.127.05", 12040, [True, True, False, False, True, True]),
-    "560.35.03": ("12.560.35.03", 12060, [True, True, True, False, True, True]),
-    "570.133.20": ("12.570.133.20", 12080, [True, True, True, True, True, True]),
-    "580.95.05": ("13.580.95.05", 13000, [True, True, True, True, True, True]),
+    "535.104.05": ("12.535.104.05", 12020, [False, True, False, False, True, False, False]),
+    "545.29.06": ("12.545.29.06", 12030, [False, True, False, False, True, False, False]),
+    "550.127.05": ("12.550.127.05", 12040, [True, True, False, False, True, True, True]),
+    "560.35.03": ("12.560.35.03", 12060, [True, True, True, False, True, True, True]),
+    "570.133.20": ("12.570.133.20", 12080, [True, True, True, True, True, True, True]),
+    "580.95.05": ("13.580.95.05", 13000, [True, True, True, True, True, True, True]),
     # Branches without a row of their own: their own strings and CUDA, the
     # nearest modelled behaviour (R535's below it, 580.82's above).
-    "352.99": ("7.352.99", 7050, [False, True, False, False, True, False]),
-    "418.43": ("10.418.43", 10010, [False, True, False, False, True, False]),
-    "536.40": ("12.536.40", 12020, [False, True, False, False, True, False]),
-    "555.58.02": ("12.555.58.02", 12050, [True, True, True, False, True, True]),
-    "590.48.01": ("13.590.48.01", 13010, [True, True, True, True, True, True]),
-    "610.57.04": ("13.610.57.04", 13030, [True, True, True, True, True, True]),
+    "352.99": ("7.352.99", 7050, [False, True, False, False, True, False, False]),
+    "418.43": ("10.418.43", 10010, [False, True, False, False, True, False, False]),
+    "536.40": ("12.536.40", 12020, [False, True, False, False, True, False, False]),
+    "555.58.02": ("12.555.58.02", 12050, [True, True, True, False, True, True, True]),
+    "590.48.01": ("13.590.48.01", 13010, [True, True, True, True, True, True, True]),
+    "610.57.04": ("13.610.57.04", 13030, [True, True, True, True, True, True, True]),
 }
 
 PROBE = r"""
@@ -138,18 +139,22 @@ print(json.dumps({str(i): v.nvmlReturn for i, v in zip(ids, vals)}))
 """
 
 # driver -> field ids answered (SUCCESS) on a thermally throttled H100
-# (faults scenario GPU 6); every other id of FIELDS is NOT_SUPPORTED (3).
+# (faults scenario GPU 6); from R570 the GPU reset status (226) answers
+# NVML_ERROR_DEPRECATED (26), as a real 570.148.08 prints it; every other
+# id of FIELDS is NOT_SUPPORTED (3).
 FIELD_IDS = {
     "535.183.01": set(),
     "550.127.05": set(),
     "560.35.03": {197, 198, 226},
-    "570.133.20": {197, 198, 226, 230},
-    "580.65.06": {197, 198, 226, 230, 251, 252, 253},
-    "580.95.05": {197, 198, 226, 230, 269, 270, 271},
+    "570.133.20": {197, 198, 230},
+    "580.65.06": {197, 198, 230, 251, 252, 253},
+    "580.95.05": {197, 198, 230, 269, 270, 271},
     "555.58.02": {197, 198},
-    "575.57.08": {197, 198, 226, 230, 251, 252, 253},
+    "575.57.08": {197, 198, 230, 251, 252, 253},
     "525.125.06": set(),
-    "595.58.03": {197, 198, 226, 230, 269, 270, 271},
+    "590.48.01": {197, 198, 230, 269, 270, 271},
+    "595.58.03": {197, 198, 230, 269, 270, 271},
+    "610.57.04": {197, 198, 230, 269, 270, 271},
 }
 
 
@@ -158,7 +163,54 @@ def test_field_ids_exist_only_where_the_branch_defines_them(libdir, driver):
     got = run_python(libdir, "faults", FIELDS, NVML_SIM_DRIVER=driver)
     ok = {int(i) for i, rc in got.items() if rc == 0}
     assert ok == FIELD_IDS[driver]
-    assert all(rc == 3 for i, rc in got.items() if int(i) not in ok)
+    deprecated = {226} if int(driver[:3]) >= 570 else set()
+    assert {int(i) for i, rc in got.items() if rc == 26} == deprecated
+    assert all(rc == 3 for i, rc in got.items() if int(i) not in ok | deprecated)
+
+
+DEPRECATED_CALLS = r"""
+import json, pynvml as p
+p.nvmlInit()
+h = p.nvmlDeviceGetHandleByIndex(0)
+calls = {
+    "display_mode": lambda: p.nvmlDeviceGetDisplayMode(h),
+    "applications_clock": lambda: p.nvmlDeviceGetApplicationsClock(h, p.NVML_CLOCK_GRAPHICS),
+    "default_applications_clock": lambda: p.nvmlDeviceGetDefaultApplicationsClock(h, p.NVML_CLOCK_GRAPHICS),
+    "power_management_mode": lambda: p.nvmlDeviceGetPowerManagementMode(h),
+    "power_state": lambda: p.nvmlDeviceGetPowerState(h),
+    "temperature": lambda: p.nvmlDeviceGetTemperature(h, p.NVML_TEMPERATURE_GPU),
+}
+out = {}
+for name, call in calls.items():
+    try:
+        call()
+        out[name] = 0
+    except p.NVMLError as e:
+        out[name] = e.value
+print(json.dumps(out))
+"""
+
+# driver -> calls that answer NVML_ERROR_DEPRECATED (26), as nvidia-smi on
+# real captures of the branch prints "Requested functionality has been
+# deprecated" for them (nvml-sim/README.md cites each); the rest succeed.
+DEPRECATED = {
+    "570.133.20": set(),
+    "580.65.06": set(),
+    "580.105.08": {"display_mode"},
+    "590.48.01": {"display_mode", "applications_clock", "default_applications_clock",
+                  "power_management_mode", "power_state"},
+    "595.91.07": {"display_mode", "applications_clock", "default_applications_clock",
+                  "power_management_mode", "power_state"},
+    "610.57.04": {"display_mode", "applications_clock", "default_applications_clock",
+                  "power_management_mode", "power_state"},
+}
+
+
+@pytest.mark.parametrize("driver", sorted(DEPRECATED))
+def test_deprecated_calls_answer_deprecated_as_real_captures_show(libdir, driver):
+    got = run_python(libdir, "dgx-h100", DEPRECATED_CALLS, NVML_SIM_DRIVER=driver)
+    assert {name for name, rc in got.items() if rc == 26} == DEPRECATED[driver], got
+    assert all(rc == 0 for name, rc in got.items() if name not in DEPRECATED[driver]), got
 
 
 def test_scenario_driver_key_and_env_override(libdir, tmp_path):

@@ -26,7 +26,7 @@ pub static COLLECTOR: Collector = Collector {
         },
         Metric {
             name: "nvidia_gpu_fabric_health_issue",
-            help: "1 while the NVLink fabric health condition holds for the GPU, for each condition the driver reports.",
+            help: "1 while an NVLink fabric health condition the driver reports holds for the GPU; absent while none does.",
             kind: Kind::Gauge,
             collect: issues,
         },
@@ -68,8 +68,13 @@ fn summary<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 
 fn issues<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     for (g, r) in scope.readings() {
+        // Only the conditions that hold: a healthy NVL72 GPU reports four
+        // or five that do not, which would cost every GPU of the rack as
+        // many series (docs/metrics.md, "Default set and switches").
         for &(issue, holds) in r.fabric.iter().flat_map(|f| &f.health_issues) {
-            out.gpu(g).label("issue", issue.as_label()).set(holds);
+            if holds {
+                out.gpu(g).label("issue", issue.as_label()).set(1u32);
+            }
         }
     }
 }

@@ -18,6 +18,7 @@ mod exporter;
 mod fabric;
 mod fan;
 mod gpm;
+mod http;
 mod info;
 mod kubernetes;
 mod memory;
@@ -28,14 +29,18 @@ mod nvlink;
 mod nvlink_link;
 mod pcie;
 mod power;
+mod process;
 mod process_memory;
 mod processes;
 mod retirement;
 mod temperature;
 mod throttle;
 mod utilization;
+mod verdict;
+mod workload_usage;
 mod workloads;
 mod xid;
+mod xid_kmsg;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -62,13 +67,18 @@ pub static COLLECTORS: &[&Collector] = &[
     &nvlink_link::COLLECTOR,
     &fabric::COLLECTOR,
     &xid::COLLECTOR,
+    &xid_kmsg::COLLECTOR,
+    &verdict::COLLECTOR,
     &processes::COLLECTOR,
     &process_memory::COLLECTOR,
     &mig::COLLECTOR,
     &mig_memory_free::COLLECTOR,
     &kubernetes::COLLECTOR,
     &workloads::COLLECTOR,
+    &workload_usage::COLLECTOR,
     &exporter::COLLECTOR,
+    &http::COLLECTOR,
+    &process::COLLECTOR,
 ];
 
 /// Seconds since the Unix epoch, `None` for a time before it (a clock
@@ -128,8 +138,18 @@ mod tests {
         let mut seen = BTreeSet::new();
         for m in all() {
             assert!(seen.insert(m.name), "{} registered twice", m.name);
+            // Ours, or the names every Prometheus client library gives the
+            // process and its HTTP handler (client_golang's), kept as is.
             assert!(
-                m.name.starts_with("nvidia_gpu_") || m.name.starts_with("nvml_exporter_"),
+                [
+                    "nvidia_gpu_",
+                    "nvidia_nvswitch_",
+                    "nvml_exporter_",
+                    "process_",
+                    "promhttp_metric_handler_"
+                ]
+                .iter()
+                .any(|p| m.name.starts_with(p)),
                 "{}",
                 m.name
             );

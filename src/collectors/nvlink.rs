@@ -25,7 +25,7 @@ pub static COLLECTOR: Collector = Collector {
         },
         Metric {
             name: "nvidia_gpu_nvlink_errors_total",
-            help: "NVLink errors by kind (DL counters up to NVLink4, link recovery, effective and symbol errors on NVLink5), summed over the GPU's links.",
+            help: "NVLink errors by kind (DL counters up to NVLink4, link recovery and effective errors on NVLink5), summed over the GPU's links.",
             kind: Kind::Counter,
             collect: errors,
         },
@@ -52,7 +52,7 @@ fn links<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 
 fn errors<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     for (g, r) in scope.readings() {
-        for &kind in NvLinkError::ALL {
+        for &kind in NvLinkError::ALL.iter().filter(|k| k.summed_by_default()) {
             let per_link = r
                 .nvlinks
                 .iter()

@@ -12,8 +12,9 @@
 //! processes' `uid` and `user`, and `container_name` where an engine
 //! socket is given; never `job` or `instance`, which Prometheus owns.
 
+use super::unix_seconds;
 use crate::metric::{Collector, Kind, Metric, SampleBuilder, SampleSink, Scope};
-use crate::snapshot::{GpuState, WorkloadHolding};
+use crate::snapshot::{GpuState, Workload, WorkloadHolding};
 
 pub static COLLECTOR: Collector = Collector {
     // Switched by `--workloads`, not by a collector flag: without it the
@@ -45,6 +46,12 @@ pub static COLLECTOR: Collector = Collector {
             collect: dropped,
         },
         Metric {
+            name: "nvml_exporter_workloads_last_refresh_timestamp_seconds",
+            help: "Unix time workload attribution last finished reading every process's cgroup and uid; it stops moving if attribution stalls.",
+            kind: Kind::Gauge,
+            collect: last_refresh,
+        },
+        Metric {
             name: "nvml_exporter_workload_read_errors_total",
             help: "Failed reads of workload attribution's sources (procfs entries, passwd, Slurm mapping files, container engine), by source and reason.",
             kind: Kind::Counter,
@@ -65,7 +72,14 @@ fn holdings<'a>(scope: &Scope<'a>) -> impl Iterator<Item = (&'a GpuState, &'a Wo
 }
 
 fn labelled<'s, 'a>(b: SampleBuilder<'s, 'a>, h: &'a WorkloadHolding) -> SampleBuilder<'s, 'a> {
-    let w = &h.workload;
+    workload_labels(b, &h.workload)
+}
+
+/// A workload's labels: `kind` and whatever else is known of it.
+pub(super) fn workload_labels<'s, 'a>(
+    b: SampleBuilder<'s, 'a>,
+    w: &'a Workload,
+) -> SampleBuilder<'s, 'a> {
     b.label("kind", w.kind.as_label())
         .label_opt("slurm_job", w.slurm_job.as_ref())
         .label_opt("slurm_step", w.slurm_step.as_ref())
@@ -76,6 +90,9 @@ fn labelled<'s, 'a>(b: SampleBuilder<'s, 'a>, h: &'a WorkloadHolding) -> SampleB
         .label_opt("cgroup", w.cgroup.as_ref())
         .label_opt("uid", w.uid)
         .label_opt("user", w.user.as_ref())
+        .label_opt("namespace", w.namespace.as_ref())
+        .label_opt("pod", w.pod.as_ref())
+        .label_opt("container", w.container.as_ref())
 }
 
 fn whole_gpu<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
@@ -111,6 +128,18 @@ fn memory<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 fn dropped<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     if let Some(w) = &scope.snapshot.workloads {
         out.sample().set(w.dropped);
+    }
+}
+
+fn last_refresh<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    if let Some(t) = scope
+        .snapshot
+        .workloads
+        .as_ref()
+        .and_then(|w| w.last_refresh)
+        .and_then(unix_seconds)
+    {
+        out.sample().set(t);
     }
 }
 

@@ -1,5 +1,7 @@
-//! XID error events, counted by the event thread as they happen. Kept for
-//! lost and hung GPUs: an XID 79 is exactly how a GPU gets lost.
+//! XID error events, counted by the event thread as they happen and, with
+//! `--collector.xid.kmsg`, from the kernel log (`xid_kmsg.rs`), each event
+//! once. Kept for lost and hung GPUs: an XID 79 is exactly how a GPU gets
+//! lost.
 //!
 //! Bounded: a GPU gets at most `--collector.xid.max-codes` label sets; the
 //! events beyond, and codes outside NVIDIA's range, are counted in one
@@ -16,7 +18,7 @@ pub static COLLECTOR: Collector = Collector {
     metrics: &[
         Metric {
             name: "nvidia_gpu_xid_errors_total",
-            help: "XID error events since the exporter started, by XID code and, when the event names one, MIG instance.",
+            help: "XID error events since the exporter started (with --collector.xid.kmsg, since boot as far back as the kernel log goes; an event NVML and the log both report counts once), by XID code and, when the event names one, MIG instance.",
             kind: Kind::Counter,
             collect: errors,
         },

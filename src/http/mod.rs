@@ -20,6 +20,8 @@ mod body;
 mod io;
 pub mod negotiate;
 mod routes;
+mod stats;
+pub mod systemd;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -36,8 +38,10 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 pub use body::Body;
 pub use routes::Router;
+pub use stats::HttpStats;
 
 use crate::exposition::Exposition;
+use crate::snapshot::HttpRefusal;
 use crate::web_config::{self, WebConfigWatcher};
 
 /// What a scrape is answered with: the latest exposition, and whether the
@@ -80,6 +84,8 @@ pub struct ServerConfig {
     /// `--web.write-timeout`: how long an answer may wait for a client that
     /// does not read it.
     pub write_timeout: Duration,
+    /// Refusals are counted here (scrapes by the router).
+    pub stats: Arc<HttpStats>,
 }
 
 /// Which kind of connection slot a connection holds, until it closes.
@@ -121,6 +127,7 @@ impl Shared {
             },
             router: self.router.clone(),
             web: self.cfg.web.clone(),
+            stats: self.cfg.stats.clone(),
             health_without_auth: self.cfg.health_without_auth,
             handshake_timeout: self.cfg.read_header_timeout,
             write_timeout: self.cfg.write_timeout,
@@ -261,6 +268,7 @@ async fn beyond_the_limit(
         }
     }
     drop(alive);
+    shared.cfg.stats.refused(HttpRefusal::ConnectionLimit);
     let headers = shared
         .cfg
         .web
@@ -332,6 +340,7 @@ struct Connection {
     builder: Arc<http1::Builder>,
     router: Arc<Router>,
     web: Option<Arc<WebConfigWatcher>>,
+    stats: Arc<HttpStats>,
     health_without_auth: bool,
     handshake_timeout: Duration,
     write_timeout: Duration,
@@ -359,15 +368,24 @@ impl Connection {
                 self.serve(TokioIo::new(io), peer).await
             }
             Some(acceptor) => {
+                if plain_http_on_tls(&stream, self.handshake_timeout).await {
+                    self.stats.refused(HttpRefusal::PlainHttpOnTls);
+                    tracing::debug!(peer = %peer, "plain HTTP on the TLS port; 400");
+                    answer_plain_http_on_tls(stream, headers).await;
+                    return;
+                }
                 let handshake =
                     web_config::http::handshake(acceptor, stream, self.handshake_timeout, peer);
                 let tls = tokio::select! {
                     tls = handshake => tls,
-                    _ = self.shutdown.changed() => None,
+                    _ = self.shutdown.changed() => return,
                 };
-                if let Some(tls) = tls {
-                    let io = io::ServerIo::new(tls, peer, write_timeout, headers);
-                    self.serve(TokioIo::new(io), peer).await;
+                match tls {
+                    Some(tls) => {
+                        let io = io::ServerIo::new(tls, peer, write_timeout, headers);
+                        self.serve(TokioIo::new(io), peer).await;
+                    }
+                    None => self.stats.refused(HttpRefusal::TlsHandshake),
                 }
             }
         }
@@ -379,14 +397,17 @@ impl Connection {
     {
         let router = self.router.clone();
         let web = self.web.clone();
+        let stats = self.stats.clone();
         let health_without_auth = self.health_without_auth;
         let probe_only = self.probe_only;
         let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
             let router = router.clone();
             let web = web.clone();
+            let stats = stats.clone();
             async move {
                 let path = req.uri().path();
                 if probe_only && !is_probe(path) {
+                    stats.refused(HttpRefusal::ConnectionLimit);
                     let mut resp = too_many_connections();
                     for (name, value) in web.iter().flat_map(|w| w.response_headers()) {
                         resp.headers_mut().insert(name, value);
@@ -405,7 +426,10 @@ impl Connection {
                 );
                 let mut resp = match check.await {
                     Ok(()) => router.route(req.method(), path, req.headers()),
-                    Err(rejection) => rejected(rejection),
+                    Err(rejection) => {
+                        stats.refused(rejection.refusal());
+                        rejected(rejection)
+                    }
                 };
                 for (name, value) in web.response_headers() {
                     resp.headers_mut().insert(name, value);
@@ -424,9 +448,64 @@ impl Connection {
             }
         };
         if let Err(e) = result {
+            if e.is_parse() || e.is_parse_too_large() {
+                self.stats.refused(HttpRefusal::MalformedRequest);
+            }
             log_connection_error(&e, peer);
         }
     }
+}
+
+/// How long a connection to the TLS port has to show its first byte
+/// before the handshake is left to time out on its own.
+const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Whether the client opened a TLS connection with plain HTTP: a TLS
+/// client speaks first with a handshake record (byte 0x16), an HTTP client
+/// with a method in capitals. Read without consuming anything.
+async fn plain_http_on_tls(stream: &TcpStream, timeout: Duration) -> bool {
+    let mut first = [0u8; 1];
+    let wait = timeout.min(FIRST_BYTE_TIMEOUT);
+    matches!(
+        tokio::time::timeout(wait, stream.peek(&mut first)).await,
+        Ok(Ok(1)) if first[0].is_ascii_uppercase()
+    )
+}
+
+const PLAIN_HTTP_ON_TLS: &str = "Client sent an HTTP request to an HTTPS server: this port speaks \
+     TLS (web config tls_server_config); use https://.\n";
+
+/// Go's answer to plain HTTP on a TLS listener: a plain-text 400 that says
+/// what went wrong, instead of TLS alert bytes a browser shows as garbage.
+async fn answer_plain_http_on_tls(stream: TcpStream, headers: Vec<(HeaderName, HeaderValue)>) {
+    let response = canned("HTTP/1.0 400 Bad Request", "", &headers, PLAIN_HTTP_ON_TLS);
+    write_and_drain(stream, &response).await;
+}
+
+/// A whole plain-text answer written by hand (for connections no HTTP
+/// parser serves): the status line, `extra` header lines (each ending in
+/// CRLF), the configured headers, then `body`; the connection closes.
+fn canned(
+    status_line: &str,
+    extra: &str,
+    headers: &[(HeaderName, HeaderValue)],
+    body: &str,
+) -> Vec<u8> {
+    let mut response = format!(
+        "{status_line}\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         Content-Length: {}\r\n{extra}Connection: close\r\n",
+        body.len()
+    )
+    .into_bytes();
+    for (name, value) in headers {
+        response.extend_from_slice(name.as_str().as_bytes());
+        response.extend_from_slice(b": ");
+        response.extend_from_slice(value.as_bytes());
+        response.extend_from_slice(b"\r\n");
+    }
+    response.extend_from_slice(b"\r\n");
+    response.extend_from_slice(body.as_bytes());
+    response
 }
 
 fn rejected(rejection: web_config::http::Rejection) -> hyper::Response<Body> {
@@ -486,27 +565,25 @@ const REJECT_DRAIN_BYTES: usize = 64 * 1024;
 /// Over TLS the connection is closed without an answer: a plain-text 503 is
 /// not TLS, and a handshake per refused connection would spend the CPU the
 /// limit protects.
-async fn reject(mut stream: TcpStream, tls: bool, headers: Vec<(HeaderName, HeaderValue)>) {
+async fn reject(stream: TcpStream, tls: bool, headers: Vec<(HeaderName, HeaderValue)>) {
     if tls {
         return;
     }
-    let mut response = format!(
-        "HTTP/1.1 503 Service Unavailable\r\n\
-         Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
-         Retry-After: 1\r\nConnection: close\r\n",
-        TOO_MANY_CONNECTIONS.len()
-    )
-    .into_bytes();
-    for (name, value) in headers {
-        response.extend_from_slice(name.as_str().as_bytes());
-        response.extend_from_slice(b": ");
-        response.extend_from_slice(value.as_bytes());
-        response.extend_from_slice(b"\r\n");
-    }
-    response.extend_from_slice(b"\r\n");
-    response.extend_from_slice(TOO_MANY_CONNECTIONS.as_bytes());
+    let response = canned(
+        "HTTP/1.1 503 Service Unavailable",
+        "Retry-After: 1\r\n",
+        &headers,
+        TOO_MANY_CONNECTIONS,
+    );
+    write_and_drain(stream, &response).await;
+}
+
+/// Writes a canned answer and closes, reading and dropping what the client
+/// sent (bounded in time and bytes): closing a socket with unread input
+/// sends a reset, which can destroy the answer before the client reads it.
+async fn write_and_drain(mut stream: TcpStream, response: &[u8]) {
     let _ = tokio::time::timeout(REJECT_TIMEOUT, async {
-        stream.write_all(&response).await?;
+        stream.write_all(response).await?;
         stream.shutdown().await?;
         let mut buf = [0u8; 4096];
         let mut drained = 0;

@@ -11,14 +11,18 @@ use tokio::sync::Semaphore;
 
 use super::body::Body;
 use super::negotiate::{self, Format};
+use super::stats::HttpStats;
 use super::Published;
 use crate::exposition::{OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE};
+use crate::snapshot::HttpRefusal;
 
 const PLAIN: &str = "text/plain; charset=utf-8";
 
 pub struct Router {
     telemetry_path: String,
     latest: Arc<ArcSwapOption<Published>>,
+    /// Scrapes by status, and the ones refused over `--web.max-requests`.
+    stats: Arc<HttpStats>,
     /// `None`: no limit (`--web.max-requests 0`).
     scrape_limit: Option<Arc<Semaphore>>,
     landing_page: String,
@@ -29,11 +33,13 @@ impl Router {
         telemetry_path: String,
         latest: Arc<ArcSwapOption<Published>>,
         max_requests: usize,
+        stats: Arc<HttpStats>,
     ) -> Self {
         let landing_page = landing_page(&telemetry_path);
         Router {
             telemetry_path,
             latest,
+            stats,
             scrape_limit: (max_requests > 0).then(|| Arc::new(Semaphore::new(max_requests))),
             landing_page,
         }
@@ -57,7 +63,9 @@ impl Router {
             return r;
         }
         if path == self.telemetry_path {
-            return self.metrics(headers, head);
+            let r = self.metrics(headers, head);
+            self.stats.scrape(r.status().as_u16());
+            return r;
         }
         match path {
             "/" => {
@@ -87,6 +95,7 @@ impl Router {
             Some(limit) => match limit.clone().try_acquire_owned() {
                 Ok(p) => Some(p),
                 Err(_) => {
+                    self.stats.refused(HttpRefusal::TooManyScrapes);
                     let mut r = text(
                         StatusCode::SERVICE_UNAVAILABLE,
                         "Too many concurrent scrapes; retry later.\n",
@@ -187,7 +196,10 @@ mod tests {
 
     fn router(max: usize) -> (Router, Arc<ArcSwapOption<Published>>) {
         let latest = Arc::new(ArcSwapOption::empty());
-        (Router::new("/metrics".into(), latest.clone(), max), latest)
+        (
+            Router::new("/metrics".into(), latest.clone(), max, Arc::default()),
+            latest,
+        )
     }
 
     fn publish(latest: &ArcSwapOption<Published>, ready: bool) {
@@ -302,7 +314,7 @@ mod tests {
     #[test]
     fn landing_page_links_the_telemetry_path() {
         let latest = Arc::new(ArcSwapOption::empty());
-        let r = Router::new("/gpu/metrics".into(), latest, 0);
+        let r = Router::new("/gpu/metrics".into(), latest, 0, Arc::default());
         let resp = get(&r, "/", &[]);
         assert_eq!(resp.status(), 200);
         assert_eq!(

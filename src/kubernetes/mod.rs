@@ -274,6 +274,7 @@ mod tests {
             xid_other: None,
             nvml_errors: vec![],
             pods: vec![],
+            verdicts: vec![],
         }
     }
 

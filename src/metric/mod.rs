@@ -81,7 +81,10 @@ impl std::fmt::Debug for Metric {
 /// A group of metrics switched together.
 #[derive(Debug)]
 pub struct Collector {
-    /// `None`: always on (identity, health and the exporter's own metrics).
+    /// `None`: not switched by a `--collector.<name>` flag. Either always
+    /// on (identity, health, the exporter's own and process metrics) or
+    /// present only when a feature flag puts its data in the snapshot
+    /// (pod attribution with `--kubernetes`, workloads with `--workloads`).
     pub family: Option<Family>,
     pub metrics: &'static [Metric],
 }
@@ -94,16 +97,26 @@ pub struct BuildInfo {
 }
 
 impl BuildInfo {
-    /// This build: the crate version, and the git revision when the build
-    /// environment passed one in `NVML_EXPORTER_REVISION`.
+    /// This build: the crate version, and the git revision `build.rs`
+    /// found (`unknown` when built outside git without one given).
     pub const fn current() -> Self {
         BuildInfo {
             version: env!("CARGO_PKG_VERSION"),
-            revision: match option_env!("NVML_EXPORTER_REVISION") {
-                Some(r) => r,
-                None => "unknown",
-            },
+            revision: env!("NVML_EXPORTER_REVISION"),
         }
+    }
+
+    /// What `--version` prints: version, revision, build date, compiler
+    /// and target, as Prometheus exporters print theirs.
+    pub fn long_version() -> String {
+        format!(
+            "{} (revision {})\n  build date: {}\n  rustc:      {}\n  target:     {}",
+            env!("CARGO_PKG_VERSION"),
+            env!("NVML_EXPORTER_REVISION"),
+            env!("NVML_EXPORTER_BUILD_DATE"),
+            env!("NVML_EXPORTER_RUSTC"),
+            env!("NVML_EXPORTER_TARGET"),
+        )
     }
 }
 

@@ -59,11 +59,7 @@ pub const ECC_FIELDS: [(u32, bool, bool, Option<usize>); 26] = [
 /// (NVIDIA/go-nvml gen/nvml/nvml.h at f420a32, lines 2277-2294; the scope
 /// constants `NVML_POWER_SCOPE_*` at 9da9e13:1586-1588). Milliwatts.
 pub const POWER_AVERAGE: u32 = 185; // NVML_FI_DEV_POWER_AVERAGE, over 1 s
-pub const POWER_MIN_LIMIT: u32 = 187;
-pub const POWER_MAX_LIMIT: u32 = 188;
-pub const POWER_DEFAULT_LIMIT: u32 = 189;
 pub const POWER_CURRENT_LIMIT: u32 = 190; // enforced, out-of-band limits included
-pub const POWER_REQUESTED_LIMIT: u32 = 192; // set by NVML or another client
 pub const POWER_SCOPE_MODULE: u32 = 1;
 pub const POWER_SCOPE_MEMORY: u32 = 2;
 
@@ -72,10 +68,7 @@ pub const POWER_SCOPE_MEMORY: u32 = 2;
 /// Hopper captures print them as signed margins to T.Limit (H100 and H200
 /// on 590.48.01: shutdown -8 C, slowdown -2 C, max operating 0 C), never as
 /// absolute degrees.
-pub const TLIMIT_SHUTDOWN: u32 = 193;
 pub const TLIMIT_SLOWDOWN: u32 = 194;
-pub const TLIMIT_MEMORY_MAX: u32 = 195;
-pub const TLIMIT_GPU_MAX: u32 = 196;
 
 /// Cumulative clock-event (throttle) durations in nanoseconds.
 pub const REASON_SW_POWER_CAP: u32 = 74;

@@ -1,6 +1,8 @@
 //! Which libnvidia-ml to load, decided once at start, and loading it. Only
-//! configuration mistakes are errors at start; a library that fails to
-//! load or initialize later is retried by the supervisor.
+//! configuration mistakes are errors at start (a `--nvml.library` that is
+//! missing or not a loadable library, a `--simulate` scenario the
+//! simulator cannot build); a system library that fails to load or
+//! initialize, now or later, is retried by the supervisor.
 
 use super::fields::DriverBranch;
 use std::path::{Path, PathBuf};
@@ -48,24 +50,34 @@ pub fn resolve(source: &LibrarySource) -> Result<ResolvedLibrary, StartError> {
     match source {
         LibrarySource::System => Ok(ResolvedLibrary::System),
         LibrarySource::Path(p) => {
-            if p.is_file() {
-                Ok(ResolvedLibrary::Path(p.clone()))
-            } else {
-                Err(StartError::LibraryNotFound(p.clone()))
+            if !p.is_file() {
+                return Err(StartError::LibraryNotFound(p.clone()));
             }
+            raw::check_loadable(p).map_err(|message| StartError::LibraryUnloadable {
+                path: p.clone(),
+                message,
+            })?;
+            Ok(ResolvedLibrary::Path(p.clone()))
         }
         LibrarySource::Simulated { scenario } => {
             let searched = simulator_candidates(
                 std::env::var_os(SIM_LIBRARY_ENV).map(PathBuf::from),
                 std::env::current_exe().ok().as_deref(),
             );
-            match searched.iter().find(|p| p.is_file()) {
-                Some(path) => Ok(ResolvedLibrary::Simulated {
-                    path: path.clone(),
-                    scenario: scenario.clone(),
-                }),
-                None => Err(StartError::SimulatorNotFound { searched }),
-            }
+            let Some(path) = searched.iter().find(|p| p.is_file()) else {
+                return Err(StartError::SimulatorNotFound { searched });
+            };
+            // The simulator checks the scenario when it is chosen: one it
+            // could not build is a configuration mistake, said once at
+            // start, not an NVML that stays down for ever.
+            raw::select_sim_scenario(path, scenario).map_err(|message| StartError::Scenario {
+                scenario: scenario.clone(),
+                message,
+            })?;
+            Ok(ResolvedLibrary::Simulated {
+                path: path.clone(),
+                scenario: scenario.clone(),
+            })
         }
     }
 }
@@ -194,12 +206,20 @@ mod tests {
         );
         let before = std::env::var_os(SIM_SCENARIO_ENV);
         let got = resolve(&LibrarySource::Simulated {
-            scenario: "a scenario nobody else uses".into(),
+            scenario: "workstation".into(),
         })
         .unwrap();
         assert!(
-            matches!(got, ResolvedLibrary::Simulated { ref scenario, .. } if scenario == "a scenario nobody else uses")
+            matches!(got, ResolvedLibrary::Simulated { ref scenario, .. } if scenario == "workstation")
         );
         assert_eq!(std::env::var_os(SIM_SCENARIO_ENV), before);
+        // A scenario the simulator cannot build is a start error, with its
+        // reason.
+        let err = resolve(&LibrarySource::Simulated {
+            scenario: "a scenario nobody has".into(),
+        })
+        .unwrap_err();
+        assert!(matches!(err, StartError::Scenario { .. }), "{err}");
+        assert!(err.to_string().contains("built-in scenarios are"), "{err}");
     }
 }

@@ -17,9 +17,10 @@
 //!
 //! # Threads
 //! `nvml-poller` (initializes NVML with backoff 1 s doubling to 30 s,
-//! spawns workers, publishes a snapshot every interval), one `nvml-gpuN`
-//! per GPU, one `nvml-xid` (event set, 200 ms waits), and a short-lived
-//! `nvml-init` per initialization attempt. A worker is spawned only for a
+//! spawns workers, takes the kernel log's XIDs, publishes a snapshot every
+//! interval), one `nvml-gpuN` per GPU, one `nvml-xid` (event set, 200 ms
+//! waits), and a short-lived `nvml-init` per initialization attempt. The
+//! `kmsg` thread (`crate::kmsg`) is the app's, not the poller's. A worker is spawned only for a
 //! GPU whose previous worker has finished.
 //!
 //! # NVML calls per GPU per poll (default families)
@@ -85,6 +86,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::family::FamilySet;
+use crate::kmsg::KernelLog;
 use crate::snapshot::Snapshot;
 
 pub use library::{SIM_LIBRARY_ENV, SIM_SCENARIO_ENV};
@@ -113,6 +115,11 @@ pub struct PollerConfig {
     /// Distinct XID label sets (code and MIG instance) per GPU before
     /// further ones are folded into `xid="other"`.
     pub xid_max_codes: usize,
+    /// The kernel log reader (`--collector.xid.kmsg`): its XIDs are counted
+    /// with NVML's, each event once.
+    pub kernel_log: Option<Arc<KernelLog>>,
+    /// How long an application XID asks for a restart (the verdict).
+    pub restart_app_window: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +128,10 @@ pub enum StartError {
     LibraryNotFound(PathBuf),
     #[error("simulated driver libnvml_sim.so not found; looked in: {}", display_paths(.searched))]
     SimulatorNotFound { searched: Vec<PathBuf> },
+    #[error("NVML library {}: cannot be loaded: {message}", path.display())]
+    LibraryUnloadable { path: PathBuf, message: String },
+    #[error("--simulate {scenario}: {message}")]
+    Scenario { scenario: String, message: String },
     #[error("the collect interval must be greater than zero")]
     ZeroInterval,
     #[error("cannot start the sampling thread: {0}")]

@@ -1,6 +1,6 @@
 //! The only `unsafe` in the exporter: NVML calls that nvml-wrapper does not
-//! wrap, or wraps in a way that loses information (see docs/design.md and
-//! FACTS.md): per-link field values need their scope id, XID events their
+//! wrap, or wraps in a way that loses information (see docs/design.md):
+//! per-link field values need their scope id, XID events their
 //! MIG instance ids, MIG devices their instance ids; remapped rows and the
 //! memory v1 fallback are not wrapped at all; process lists are read in
 //! the entry layout the driver branch really writes (nvml-wrapper assumes
@@ -278,6 +278,8 @@ pub struct RawProcess {
 pub enum ProcessList {
     Compute,
     Graphics,
+    /// MPS clients (their work runs in the MPS server's context).
+    Mps,
 }
 
 /// Compute or graphics processes, in the entry layout this driver really
@@ -307,6 +309,7 @@ pub fn running_processes(
     let f = match list {
         ProcessList::Compute => sym!(nvml, nvmlDeviceGetComputeRunningProcesses_v3),
         ProcessList::Graphics => sym!(nvml, nvmlDeviceGetGraphicsRunningProcesses_v3),
+        ProcessList::Mps => sym!(nvml, nvmlDeviceGetMPSComputeRunningProcesses_v3),
     };
     let mut count = 0u32;
     // Processes may start between the sizing call and the read: retry.
@@ -366,6 +369,7 @@ fn process_detail_list(
     let mode = match list {
         ProcessList::Compute => 0, // NVML_PROCESS_MODE_COMPUTE
         ProcessList::Graphics => 1,
+        ProcessList::Mps => 2,
     };
     let mut count = 0u32;
     for _ in 0..4 {
@@ -392,6 +396,118 @@ fn process_detail_list(
             .collect());
     }
     Err(NvmlError::InsufficientSize(Some(count as usize)))
+}
+
+/// One process's utilization since the `last_seen` of the query, in
+/// percent, and the CPU time (µs) of its newest sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessUtilization {
+    pub pid: u32,
+    pub timestamp_us: u64,
+    pub sm: u32,
+    pub memory: u32,
+    pub encoder: u32,
+    pub decoder: u32,
+}
+
+/// Which per-process utilization call a driver answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessUtilizationCall {
+    /// `nvmlDeviceGetProcessesUtilizationInfo` (R550+).
+    Info,
+    /// `nvmlDeviceGetProcessUtilization` (every branch).
+    Samples,
+}
+
+/// Per-process utilization since `last_seen` (CPU µs; 0: the driver's
+/// whole buffer): `Ok(None)` for NVML_ERROR_NOT_FOUND, no newer sample.
+/// One call when `capacity` entries suffice (no sizing call first, whose
+/// count a new sample could outdate); retried with the count NVML asks for.
+pub fn process_utilization(
+    nvml: &Nvml,
+    device: DeviceHandle,
+    call: ProcessUtilizationCall,
+    last_seen: u64,
+    capacity: usize,
+) -> Result<Option<Vec<ProcessUtilization>>, NvmlError> {
+    let mut capacity = capacity.max(1);
+    for _ in 0..4 {
+        let (ret, count, got) = match call {
+            ProcessUtilizationCall::Info => utilization_info(nvml, device, last_seen, capacity)?,
+            ProcessUtilizationCall::Samples => {
+                utilization_samples(nvml, device, last_seen, capacity)?
+            }
+        };
+        match ret {
+            nvmlReturn_enum_NVML_ERROR_NOT_FOUND => return Ok(None),
+            nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE => {
+                capacity = (count as usize).max(capacity) + 8;
+            }
+            _ => {
+                nvml_try(ret)?;
+                return Ok(Some(got));
+            }
+        }
+    }
+    Err(NvmlError::InsufficientSize(Some(capacity)))
+}
+
+type Answer = (nvmlReturn_t, u32, Vec<ProcessUtilization>);
+
+/// The return code, the count NVML wrote back, and the entries it filled
+/// of `buf`: either call's struct, whose fields share their names.
+macro_rules! answer {
+    ($ret:expr, $count:expr, $buf:expr) => {{
+        let count = $count;
+        let got = $buf
+            .iter()
+            .take(count as usize)
+            .map(|u| ProcessUtilization {
+                pid: u.pid,
+                timestamp_us: u.timeStamp,
+                sm: u.smUtil,
+                memory: u.memUtil,
+                encoder: u.encUtil,
+                decoder: u.decUtil,
+            })
+            .collect();
+        ($ret, count, got)
+    }};
+}
+
+fn utilization_info(
+    nvml: &Nvml,
+    device: DeviceHandle,
+    last_seen: u64,
+    capacity: usize,
+) -> Result<Answer, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetProcessesUtilizationInfo);
+    // SAFETY: POD; zeroed entries are valid.
+    let mut buf: Vec<nvmlProcessUtilizationInfo_v1_t> = vec![unsafe { mem::zeroed() }; capacity];
+    let mut info = nvmlProcessesUtilizationInfo_v1_t {
+        version: struct_version::<nvmlProcessesUtilizationInfo_v1_t>(1),
+        processSamplesCount: capacity as u32,
+        lastSeenTimeStamp: last_seen,
+        procUtilArray: buf.as_mut_ptr(),
+    };
+    // SAFETY: procUtilArray holds processSamplesCount entries.
+    let ret = unsafe { f(device, &raw mut info) };
+    Ok(answer!(ret, info.processSamplesCount, buf))
+}
+
+fn utilization_samples(
+    nvml: &Nvml,
+    device: DeviceHandle,
+    last_seen: u64,
+    capacity: usize,
+) -> Result<Answer, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetProcessUtilization);
+    // SAFETY: POD; zeroed entries are valid.
+    let mut buf: Vec<nvmlProcessUtilizationSample_t> = vec![unsafe { mem::zeroed() }; capacity];
+    let mut count = capacity as u32;
+    // SAFETY: the buffer holds `count` entries.
+    let ret = unsafe { f(device, buf.as_mut_ptr(), &raw mut count, last_seen) };
+    Ok(answer!(ret, count, buf))
 }
 
 /// JPEG or OFA engine utilization in percent.
@@ -574,8 +690,36 @@ pub fn select_sim_scenario(
     let select = unsafe { lib.get::<Select>(b"nvml_sim_select_scenario\0") }
         .map_err(|_| "not nvml-sim: it does not export nvml_sim_select_scenario".to_string())?;
     // SAFETY: `key` is a NUL-terminated string that outlives the call.
-    nvml_try(unsafe { select(key.as_ptr()) }).map_err(|e| e.to_string())?;
+    if let Err(e) = nvml_try(unsafe { select(key.as_ptr()) }) {
+        // nvml-sim keeps the reason for us to log; an older build does not.
+        return Err(sim_last_error(&lib).unwrap_or_else(|| e.to_string()));
+    }
     Ok(lib)
+}
+
+/// nvml-sim's message for its last failed selection or `nvmlInit`
+/// (`nvml_sim_last_error`); `None` when it has none or lacks the export.
+pub fn sim_last_error(lib: &libloading::Library) -> Option<String> {
+    type LastError = unsafe extern "C" fn(*mut std::os::raw::c_char, u32) -> nvmlReturn_t;
+    // SAFETY: the symbol has this signature in nvml-sim (src/host.rs).
+    let last = unsafe { lib.get::<LastError>(b"nvml_sim_last_error\0") }.ok()?;
+    let mut buf = [0 as std::os::raw::c_char; 1024];
+    // SAFETY: the buffer is 1024 bytes; the export NUL-terminates in it.
+    nvml_try(unsafe { last(buf.as_mut_ptr(), buf.len() as u32) }).ok()?;
+    // SAFETY: NUL-terminated within `buf`, as above.
+    let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
+    (!text.is_empty()).then(|| text.into_owned())
+}
+
+/// Whether the dynamic loader can load the library at `path` at all: a
+/// file that is not a shared library for this machine is a configuration
+/// mistake, not a driver that may come back.
+pub fn check_loadable(path: &std::path::Path) -> Result<(), String> {
+    // SAFETY: as for NVML's own load of the same file: a driver library's
+    // initializers have no preconditions. It is unloaded again at once.
+    unsafe { libloading::Library::new(path) }
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 /// What `nvmlDeviceGetGpuFabricInfo[V]` says of a GPU (Hopper and newer on

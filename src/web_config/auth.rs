@@ -281,6 +281,12 @@ pub(crate) fn authorize(
     }
 }
 
+/// The user name a `Basic` header claims, for the log of a refused login
+/// (never the password); `None` when the header is not Basic auth.
+pub(crate) fn claimed_user(header: &[u8]) -> Option<String> {
+    parse_basic(header).map(|(user, _)| user)
+}
+
 /// Parses `Basic base64(user:password)` like Go's `Request.BasicAuth`: the
 /// scheme is case-insensitive, the user ends at the first colon.
 fn parse_basic(header: &[u8]) -> Option<(String, Vec<u8>)> {

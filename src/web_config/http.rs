@@ -58,6 +58,18 @@ pub enum Rejection {
 }
 
 impl Rejection {
+    /// How the exporter's HTTP metrics count it.
+    pub fn refusal(self) -> crate::snapshot::HttpRefusal {
+        use crate::snapshot::HttpRefusal;
+        match self {
+            Rejection::TooManyRequests => HttpRefusal::RateLimited,
+            Rejection::AuthBusy => HttpRefusal::AuthQueueFull,
+            Rejection::Unauthorized => HttpRefusal::Unauthorized,
+        }
+    }
+}
+
+impl Rejection {
     pub fn status(self) -> StatusCode {
         match self {
             Rejection::TooManyRequests | Rejection::AuthBusy => StatusCode::TOO_MANY_REQUESTS,
@@ -101,11 +113,24 @@ pub async fn check(
         return Ok(());
     }
     let Some(value) = headers.get(AUTHORIZATION).cloned() else {
+        tracing::debug!(peer = %peer, path, "basic auth: no credentials; 401");
         return Err(Rejection::Unauthorized);
+    };
+    // A refused login is the client's business, but an operator chasing a
+    // scraper's 401s needs to see whose: the user name, never the password.
+    let denied = |value: &HeaderValue| {
+        let user = super::auth::claimed_user(value.as_bytes());
+        tracing::debug!(
+            peer = %peer,
+            path,
+            user = user.as_deref().unwrap_or("(not Basic auth)"),
+            "basic auth: wrong user or password; 401"
+        );
+        Err(Rejection::Unauthorized)
     };
     match web.check_cached(&value) {
         Cached::Decided(AuthDecision::Allowed) => return Ok(()),
-        Cached::Decided(AuthDecision::Denied) => return Err(Rejection::Unauthorized),
+        Cached::Decided(AuthDecision::Denied) => return denied(&value),
         Cached::NeedsBcrypt => {}
     }
     let Some(ticket) = web.admit_bcrypt(peer) else {
@@ -114,13 +139,14 @@ pub async fn check(
     };
     // bcrypt takes tens of milliseconds: off the async workers, one at a time.
     let web = web.clone();
+    let header = value.clone();
     let decision = ticket
-        .run(move || web.authorize(Some(&value)))
+        .run(move || web.authorize(Some(&header)))
         .await
         .unwrap_or(AuthDecision::Denied);
     match decision {
         AuthDecision::Allowed => Ok(()),
-        AuthDecision::Denied => Err(Rejection::Unauthorized),
+        AuthDecision::Denied => denied(&value),
     }
 }
 

@@ -17,7 +17,7 @@ mod validity;
 mod watch;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hyper::header::{HeaderName, HeaderValue};
@@ -27,8 +27,22 @@ pub use auth::AuthDecision;
 pub use tls::{ClientAuth, TlsVersion};
 pub use watch::WebConfigWatcher;
 
+use crate::fsread::{ReadError, Reader};
+
 /// Web config files larger than this are refused before parsing.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// How long reading one of the files (the config, a certificate, a key, a
+/// CA bundle) may take before it is abandoned: a file on a hung mount must
+/// not keep the exporter from starting, stopping or serving.
+pub const READ_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The web config's own reader threads (src/fsread.rs): a stuck read of
+/// one of its files never holds up workload attribution, nor the reverse.
+pub(crate) fn reader() -> &'static Reader {
+    static READER: OnceLock<Reader> = OnceLock::new();
+    READER.get_or_init(|| Reader::new("web-config", 1))
+}
 
 /// The realm in `WWW-Authenticate` on a 401.
 pub const AUTH_REALM: &str = "nvml-exporter";
@@ -59,6 +73,10 @@ pub enum WebConfigError {
     },
     #[error("web config file {}: larger than {MAX_FILE_BYTES} bytes", path.display())]
     TooLarge { path: PathBuf },
+    #[error("web config file {}: not a regular file (a {kind}); name the YAML file itself", path.display())]
+    NotRegular { path: PathBuf, kind: &'static str },
+    #[error("web config file {}: {message}", path.display())]
+    Unreadable { path: PathBuf, message: String },
     #[error("web config file {}: invalid YAML: {message}", path.display())]
     Yaml {
         path: PathBuf,
@@ -237,22 +255,24 @@ impl WebConfig {
 }
 
 fn read_config_file(path: &Path) -> Result<Vec<u8>, WebConfigError> {
-    use std::io::Read;
-    let read_err = |source| WebConfigError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = std::fs::File::open(path).map_err(read_err)?;
-    let mut buf = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut buf)
-        .map_err(read_err)?;
-    if buf.len() as u64 > MAX_FILE_BYTES {
-        return Err(WebConfigError::TooLarge {
-            path: path.to_path_buf(),
-        });
-    }
-    Ok(buf)
+    let path_buf = || path.to_path_buf();
+    reader()
+        .read_regular(path, MAX_FILE_BYTES, READ_DEADLINE)
+        .map_err(|e| match e {
+            ReadError::Io(source) => WebConfigError::Read {
+                path: path_buf(),
+                source,
+            },
+            ReadError::TooLarge { .. } => WebConfigError::TooLarge { path: path_buf() },
+            ReadError::NotRegular(kind) => WebConfigError::NotRegular {
+                path: path_buf(),
+                kind,
+            },
+            e @ (ReadError::TimedOut(_) | ReadError::Busy) => WebConfigError::Unreadable {
+                path: path_buf(),
+                message: e.to_string(),
+            },
+        })
 }
 
 fn parse_raw(path: &Path, text: &[u8]) -> Result<raw::RawConfig, WebConfigError> {

@@ -9,7 +9,11 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename = "web config mapping")]
+#[serde(
+    deny_unknown_fields,
+    rename = "web config mapping",
+    expecting = "a web config mapping (key: value lines)"
+)]
 pub(crate) struct RawConfig {
     #[serde(default)]
     pub tls_server_config: Option<RawTls>,
@@ -22,7 +26,11 @@ pub(crate) struct RawConfig {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename = "tls_server_config mapping")]
+#[serde(
+    deny_unknown_fields,
+    rename = "tls_server_config mapping",
+    expecting = "a tls_server_config mapping (key: value lines)"
+)]
 pub(crate) struct RawTls {
     #[serde(default)]
     pub cert: Option<String>,
@@ -53,7 +61,11 @@ pub(crate) struct RawTls {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename = "http_server_config mapping")]
+#[serde(
+    deny_unknown_fields,
+    rename = "http_server_config mapping",
+    expecting = "a http_server_config mapping (key: value lines)"
+)]
 pub(crate) struct RawHttp {
     #[serde(default, deserialize_with = "yaml11_bool")]
     pub http2: Option<bool>,
@@ -62,7 +74,11 @@ pub(crate) struct RawHttp {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename = "rate_limit mapping")]
+#[serde(
+    deny_unknown_fields,
+    rename = "rate_limit mapping",
+    expecting = "a rate_limit mapping (key: value lines)"
+)]
 pub(crate) struct RawRateLimit {
     #[serde(default)]
     pub burst: Option<u32>,

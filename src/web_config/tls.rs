@@ -5,7 +5,6 @@
 //! that would leave nothing usable is refused.
 
 use std::fmt;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -24,6 +23,7 @@ use tokio_rustls::rustls::{
 
 use super::raw::RawTls;
 use super::{san, Problem};
+use crate::fsread::ReadError;
 
 /// Certificates, keys and CA bundles larger than this are refused: no real
 /// one comes near it, and it bounds what a mistaken path can make us read.
@@ -89,6 +89,17 @@ impl ClientAuth {
                      RequireAnyClientCert, VerifyClientCertIfGiven or RequireAndVerifyClientCert)"
                 ),
             )),
+        }
+    }
+
+    /// The toolkit's name for it, as written in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NoClientCert => "NoClientCert",
+            Self::RequestClientCert => "RequestClientCert",
+            Self::RequireAnyClientCert => "RequireAnyClientCert",
+            Self::VerifyClientCertIfGiven => "VerifyClientCertIfGiven",
+            Self::RequireAndVerifyClientCert => "RequireAndVerifyClientCert",
         }
     }
 
@@ -389,21 +400,17 @@ fn supported_cipher_names() -> Vec<&'static str> {
     ]
 }
 
-/// Reads a referenced file, bounded.
+/// Reads a referenced file: a regular file, bounded in size and time.
 pub(crate) fn read_limited(field: &str, path: &Path) -> Result<Vec<u8>, Problem> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| Problem::new(field, format!("cannot read {}: {e}", path.display())))?;
-    let mut buf = Vec::new();
-    file.take(MAX_PEM_BYTES + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| Problem::new(field, format!("cannot read {}: {e}", path.display())))?;
-    if buf.len() as u64 > MAX_PEM_BYTES {
-        return Err(Problem::new(
-            field,
-            format!("{} is larger than {MAX_PEM_BYTES} bytes", path.display()),
-        ));
-    }
-    Ok(buf)
+    super::reader()
+        .read_regular(path, MAX_PEM_BYTES, super::READ_DEADLINE)
+        .map_err(|e| match e {
+            ReadError::TooLarge { .. } => Problem::new(
+                field,
+                format!("{} is larger than {MAX_PEM_BYTES} bytes", path.display()),
+            ),
+            e => Problem::new(field, format!("cannot read {}: {e}", path.display())),
+        })
 }
 
 fn pem_bytes(
@@ -493,7 +500,10 @@ pub(crate) fn build(s: &TlsSettings, warnings: &mut Vec<String>) -> Result<Built
     let certified = CertifiedKey::from_der(chain, key, &crypto).map_err(|e| {
         Problem::new(
             "tls_server_config",
-            format!("{cert_what} and {key_what} do not form a usable key pair: {e}"),
+            format!(
+                "{cert_what} and {key_what} do not form a usable key pair: {}",
+                key_pair_problem(&e)
+            ),
         )
     })?;
 
@@ -515,6 +525,22 @@ pub(crate) fn build(s: &TlsSettings, warnings: &mut Vec<String>) -> Result<Built
         config: Arc::new(config),
         verifier,
     })
+}
+
+/// rustls' reason a certificate and key do not go together, in words
+/// (its own Display prints enum names such as `KeyMismatch`).
+fn key_pair_problem(e: &rustls::Error) -> String {
+    use rustls::InconsistentKeys;
+    match e {
+        rustls::Error::InconsistentKeys(InconsistentKeys::KeyMismatch) => {
+            "the private key is not the certificate's (its public key differs)".into()
+        }
+        rustls::Error::InconsistentKeys(InconsistentKeys::Unknown) => {
+            "the certificate's public key cannot be compared with the private key".into()
+        }
+        rustls::Error::General(m) => m.clone(),
+        other => other.to_string(),
+    }
 }
 
 fn client_verifier(

@@ -5,6 +5,7 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -16,7 +17,7 @@ use tokio_rustls::TlsAcceptor;
 use super::auth::{self, AuthCache, AuthDecision, Cached};
 use super::gate::{BcryptGate, Ticket};
 use super::rate::Bucket;
-use super::{WebConfig, WebConfigError};
+use super::{reader, WebConfig, WebConfigError, READ_DEADLINE};
 
 /// How often the files are checked by default.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(3);
@@ -195,18 +196,32 @@ impl Trigger {
 }
 
 impl Shared {
-    /// Hashes the content of the config file and of every file it names.
-    /// Content, not mtime: a rotation tool may preserve timestamps, and
-    /// these files are a few kilobytes.
+    /// Hashes the metadata of the config file and of every file it names:
+    /// device, inode, size, and modification and change times. Not mtime
+    /// alone, which a rotation tool may preserve: the inode changes with a
+    /// rename and ctime with every write, whatever the tool does. Not the
+    /// content: a stat costs the same for any file, so a 300 MB file or a
+    /// link to /dev/zero swapped in is never read by the check (the loader
+    /// refuses it, bounded), and a stat on a hung mount is abandoned at the
+    /// read deadline like any read.
     fn fingerprint(&self, config: &WebConfig) -> u64 {
         let mut h = DefaultHasher::new();
         let mut files = vec![self.path.clone()];
         files.extend(config.referenced_files());
         for f in files {
             f.hash(&mut h);
-            match std::fs::read(&f) {
-                Ok(bytes) => bytes.hash(&mut h),
-                Err(e) => e.kind().hash(&mut h),
+            match reader().metadata(&f, READ_DEADLINE) {
+                Ok(m) => (
+                    m.dev(),
+                    m.ino(),
+                    m.len(),
+                    m.mtime(),
+                    m.mtime_nsec(),
+                    m.ctime(),
+                    m.ctime_nsec(),
+                )
+                    .hash(&mut h),
+                Err(e) => e.to_string().hash(&mut h),
             }
         }
         h.finish()
@@ -261,6 +276,11 @@ impl Shared {
                         trigger = trigger.name(),
                         "web config reload failed; keeping the last good config"
                     );
+                } else {
+                    tracing::debug!(
+                        trigger = trigger.name(),
+                        "web config still invalid as logged; keeping the last good config"
+                    );
                 }
                 poll.last_error = Some(msg);
                 poll.fingerprint = fp;
@@ -277,7 +297,7 @@ fn log_loaded(config: &WebConfig, trigger: Trigger) {
     tracing::info!(
         path = %config.path().display(),
         tls = config.tls.is_some(),
-        client_auth = ?config.client_auth(),
+        client_auth = config.client_auth().map_or("none", |c| c.name()),
         basic_auth_users = config.users().len(),
         reload = trigger != Trigger::Start,
         trigger = trigger.name(),

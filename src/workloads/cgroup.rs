@@ -19,6 +19,13 @@
 //! A path read from inside a cgroup namespace may start with `/..`
 //! components; they are skipped, so the classification holds as long as
 //! the workload's own components are visible.
+//!
+//! Slurm and Kubernetes are believed only where their daemons put them:
+//! the Slurm root (`slurm`, `slurm_<node>`, `system.slice/slurmstepd.scope`)
+//! and `kubepods` must start the path. A user may create cgroups of any
+//! name in the subtree systemd delegates to them (`/user.slice/...`,
+//! `user@<uid>.service`), so nothing there is ever a Slurm job or a pod,
+//! however it is named: it is the user's, or a rootless container's.
 
 use crate::snapshot::{Workload, WorkloadKind};
 
@@ -65,10 +72,15 @@ fn classify_path(path: &str) -> (u8, Workload) {
         .split('/')
         .filter(|c| !c.is_empty() && *c != "..")
         .collect();
-    if let Some(w) = slurm(&parts) {
+    // Components from the first that a user controls on are theirs.
+    let trusted = &parts[..parts
+        .iter()
+        .position(|c| is_user_subtree(c))
+        .unwrap_or(parts.len())];
+    if let Some(w) = slurm(trusted) {
         return (3, w);
     }
-    if let Some(w) = kubernetes(&parts) {
+    if let Some(w) = kubernetes(trusted) {
         return (3, w);
     }
     if let Some(w) = container(&parts) {
@@ -94,6 +106,20 @@ fn classify_path(path: &str) -> (u8, Workload) {
     (1, w)
 }
 
+/// Where a user's own cgroups begin: the login slice, a user's slice, or
+/// the `user@<uid>.service` manager systemd delegates cgroups to.
+fn is_user_subtree(component: &str) -> bool {
+    component == "user.slice"
+        || component
+            .strip_prefix("user-")
+            .and_then(|c| c.strip_suffix(".slice"))
+            .is_some_and(|uid| uid.parse::<u32>().is_ok())
+        || component
+            .strip_prefix("user@")
+            .and_then(|c| c.strip_suffix(".service"))
+            .is_some_and(|uid| uid.parse::<u32>().is_ok())
+}
+
 /// A systemd service or scope; unit names are case-sensitive.
 fn is_unit(component: &str) -> bool {
     [".service", ".scope"].iter().any(|suffix| {
@@ -103,13 +129,17 @@ fn is_unit(component: &str) -> bool {
     })
 }
 
-/// `job_<id>` under a Slurm hierarchy (`slurm`, `slurm_<node>` or
-/// `slurmstepd.scope`), with the `step_<n>` below it and, on cgroup v1,
-/// the `uid_<n>` above it.
+/// `job_<id>` under a Slurm hierarchy (`/slurm`, `/slurm_<node>` on
+/// cgroup v1; `/system.slice/slurmstepd.scope` or, where slurmd runs
+/// outside systemd, `/slurmstepd.scope` on v2), with the `step_<n>` below
+/// it and, on cgroup v1, the `uid_<n>` above it.
 fn slurm(parts: &[&str]) -> Option<Workload> {
-    let root = parts
-        .iter()
-        .position(|c| *c == "slurm" || c.starts_with("slurm_") || *c == "slurmstepd.scope")?;
+    let root = match parts {
+        [first, ..] if *first == "slurm" || first.starts_with("slurm_") => 0,
+        ["slurmstepd.scope", ..] => 0,
+        ["system.slice", "slurmstepd.scope", ..] => 1,
+        _ => return None,
+    };
     let rest = &parts[root + 1..];
     let job_at = rest.iter().position(|c| {
         c.strip_prefix("job_")
@@ -128,10 +158,13 @@ fn slurm(parts: &[&str]) -> Option<Workload> {
     Some(w)
 }
 
-/// A pod under `kubepods` (either cgroup driver), and its container.
+/// A pod under the kubelet's `/kubepods` (`/kubepods.slice` with the
+/// systemd driver), and its container.
 fn kubernetes(parts: &[&str]) -> Option<Workload> {
-    let root = parts.iter().position(|c| c.starts_with("kubepods"))?;
-    let rest = &parts[root..];
+    if !parts.first()?.starts_with("kubepods") {
+        return None;
+    }
+    let rest = parts;
     let mut w = Workload::of(WorkloadKind::Kubernetes);
     w.pod_uid = rest.iter().find_map(|c| {
         // systemd driver: `kubepods-burstable-pod<uid with _>.slice`;
@@ -323,6 +356,44 @@ mod tests {
         let user_service =
             of("0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-jupyter.service\n");
         assert_eq!(user_service, session);
+    }
+
+    #[test]
+    fn nothing_in_a_users_own_subtree_is_a_slurm_job_or_a_pod() {
+        let user = "0::/user.slice/user-1000.slice/user@1000.service";
+        for forged in [
+            "app.slice/slurm/uid_0/job_666/step_0",
+            "system.slice/slurmstepd.scope/job_667/step_0",
+            "app.slice/slurm_node7/uid_0/job_668/step_batch",
+            "kubepods.slice/kubepods-pod8a1c7b52_3d3e_4c4e_9f1a_0c0ffee00001.slice/x.scope",
+            "kubepods/besteffort/pod8a1c7b52-3d3e-4c4e-9f1a-0c0ffee00001/a",
+        ] {
+            let w = of(&format!("{user}/{forged}\n"));
+            assert_eq!(w.kind, WorkloadKind::User, "{forged}");
+            assert_eq!((w.slurm_job, w.pod_uid), (None, None), "{forged}");
+            assert_eq!(w.uid, Some(1000), "{forged}");
+        }
+        // A login session's scope is no better.
+        let w = of("0::/user.slice/user-1000.slice/session-3.scope/slurm/uid_0/job_1\n");
+        assert_eq!(w.kind, WorkloadKind::User);
+        // A rootless container stays a container, whatever it nests.
+        let w = of(&format!(
+            "{user}/user.slice/libpod-{ID}.scope/container/kubepods/pod1/x\n"
+        ));
+        assert_eq!(w.kind, WorkloadKind::Podman);
+        let w = of(&format!(
+            "{user}/kubepods.slice/kubepods-pod1.slice/cri-containerd-{ID}.scope\n"
+        ));
+        assert_eq!((w.kind, w.pod_uid), (WorkloadKind::Containerd, None));
+        // Not anchored: a Slurm- or kubelet-like name deeper in a system
+        // path is not the daemon's.
+        let w = of("0::/system.slice/batch.service/slurm/uid_0/job_5/step_0\n");
+        assert_eq!(w.kind, WorkloadKind::Systemd);
+        let w = of("0::/machine.slice/vm.scope/kubepods/pod1/x\n");
+        assert_eq!(w.kind, WorkloadKind::Systemd);
+        // Where slurmd runs outside systemd, its scope is at the root.
+        let w = of("0::/slurmstepd.scope/job_9/step_0\n");
+        assert_eq!(w.slurm_job.as_deref(), Some("9"));
     }
 
     #[test]

@@ -17,14 +17,16 @@
 //! process moved to another cgroup, or a pid reused, is corrected within
 //! one refresh.
 
+mod allocations;
 mod cgroup;
 mod engine;
 mod procfs;
+mod usage;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 use tokio::sync::{watch, Notify};
@@ -37,12 +39,18 @@ use crate::snapshot::{
 /// How long one container engine call may take.
 const ENGINE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The reader's deadline for an engine call: the call ends itself at
+/// `ENGINE_TIMEOUT`; this is for a connect that never returns.
+const ENGINE_DEADLINE: Duration = Duration::from_secs(3);
+
+pub use procfs::HostFiles;
+
 /// node_exporter's default for `--path.procfs`.
 pub const DEFAULT_PROCFS: &str = "/proc";
 /// node_exporter's default for `--path.rootfs`.
 pub const DEFAULT_ROOTFS: &str = "/";
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct WorkloadsConfig {
     /// The host's procfs: the pids NVML lists are host pids.
     pub procfs: PathBuf,
@@ -57,6 +65,8 @@ pub struct WorkloadsConfig {
     /// Docker or Podman API sockets to ask container names of; none by
     /// default.
     pub container_engine_sockets: Vec<PathBuf>,
+    /// A holding using less than this part of its device is idle.
+    pub idle_threshold: f64,
 }
 
 /// What the resolver found at its last refresh.
@@ -68,12 +78,18 @@ struct Known {
     /// Container names by short id, from the engine sockets (`None`: no
     /// engine knows the id). Kept while the container holds a GPU.
     names: HashMap<String, Option<String>>,
+    /// Slurm jobs and the GPUs their device cgroups allow.
+    slurm_jobs: Vec<allocations::SlurmJob>,
+    /// When this resolution was finished.
+    completed: Option<SystemTime>,
 }
 
 /// The latest resolution, shared between the refresh task (writer) and
 /// the publish step (reader).
 pub struct Workloads {
     config: WorkloadsConfig,
+    /// The host's procfs and files, read with deadlines.
+    files: HostFiles,
     known: ArcSwap<Known>,
     /// The pids of the latest snapshot.
     wanted: Mutex<BTreeSet<u32>>,
@@ -82,11 +98,15 @@ pub struct Workloads {
     errors: Mutex<BTreeMap<(WorkloadSource, WorkloadReadError), u64>>,
     /// Whether the last snapshot dropped holdings (logged once per episode).
     dropping: Mutex<bool>,
+    /// Measured use per workload, counted from snapshot to snapshot.
+    usage: Mutex<usage::Accountant>,
 }
 
 impl Workloads {
     pub fn new(config: WorkloadsConfig) -> Arc<Self> {
         Arc::new(Workloads {
+            usage: Mutex::new(usage::Accountant::new(config.limit, config.idle_threshold)),
+            files: HostFiles::new(config.procfs.clone()),
             config,
             known: ArcSwap::from_pointee(Known::default()),
             wanted: Mutex::new(BTreeSet::new()),
@@ -97,8 +117,9 @@ impl Workloads {
     }
 
     /// Resolves pids until `stop` fires: every refresh interval, and at
-    /// once when a snapshot lists a new pid. The reads are blocking file
-    /// I/O and run on the blocking pool, one refresh at a time.
+    /// once when a snapshot lists a new pid. A refresh runs on the blocking
+    /// pool, one at a time; each of its reads has a deadline
+    /// (`procfs::HostFiles`), so a refresh always ends.
     pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<()>) {
         let mut tick = tokio::time::interval(self.config.refresh_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -134,11 +155,16 @@ impl Workloads {
         for pid in pids {
             by_pid.insert(pid, self.resolve(pid));
         }
-        if by_pid.values().any(|w| w.uid.is_some()) {
-            match procfs::passwd(&self.config.rootfs.join("etc/passwd")) {
+        self.name_pods(&mut by_pid);
+        let mut slurm_jobs = self.slurm_jobs();
+        if by_pid.values().any(|w| w.uid.is_some()) || !slurm_jobs.is_empty() {
+            match self.files.passwd(&self.config.rootfs.join("etc/passwd")) {
                 Ok(names) => {
                     for w in by_pid.values_mut() {
                         w.user = w.uid.and_then(|uid| names.get(&uid).cloned());
+                    }
+                    for j in &mut slurm_jobs {
+                        j.user = j.uid.and_then(|uid| names.get(&uid).cloned());
                     }
                 }
                 Err(e) => self.count_error(WorkloadSource::Passwd, e),
@@ -153,7 +179,47 @@ impl Workloads {
             by_pid,
             mapped_jobs,
             names,
+            slurm_jobs,
+            completed: Some(SystemTime::now()),
         }));
+    }
+
+    /// Kubernetes names (namespace, pod, container) of pods' processes,
+    /// from the kubelet's container log links under the host's root.
+    fn name_pods(&self, by_pid: &mut HashMap<u32, Workload>) {
+        if !by_pid
+            .values()
+            .any(|w| w.kind == WorkloadKind::Kubernetes && w.container_id.is_some())
+        {
+            return;
+        }
+        let dir = self.config.rootfs.join("var/log/containers");
+        let names = match allocations::container_names(&self.files, &dir) {
+            Ok(names) => names,
+            Err(e) => {
+                self.count_error(WorkloadSource::KubeletLogs, e);
+                return;
+            }
+        };
+        for w in by_pid.values_mut() {
+            let found = w.container_id.as_ref().and_then(|id| names.get(id));
+            if let (WorkloadKind::Kubernetes, Some(n)) = (w.kind, found) {
+                w.namespace = Some(n.namespace.clone());
+                w.pod = Some(n.pod.clone());
+                w.container = Some(n.container.clone());
+            }
+        }
+    }
+
+    /// Slurm jobs' GPUs from their cgroup v1 device allowlists under the
+    /// host's root.
+    fn slurm_jobs(&self) -> Vec<allocations::SlurmJob> {
+        let (jobs, errors) =
+            allocations::slurm_jobs(&self.files, &self.config.rootfs.join("sys/fs/cgroup"));
+        for e in errors {
+            self.count_error(WorkloadSource::SlurmCgroup, e);
+        }
+        jobs
     }
 
     /// Names the Docker and Podman containers of `by_pid` through the
@@ -197,7 +263,11 @@ impl Workloads {
     fn ask_engines(&self, id: &str) -> Option<Option<String>> {
         let mut answered = false;
         for socket in &self.config.container_engine_sockets {
-            match engine::container_name(socket, id, ENGINE_TIMEOUT) {
+            let (path, owned_id) = (socket.clone(), id.to_string());
+            let asked = self.files.run(socket, ENGINE_DEADLINE, move || {
+                engine::container_name(&path, &owned_id, ENGINE_TIMEOUT)
+            });
+            match asked {
                 Ok(Some(name)) => return Some(Some(name)),
                 Ok(None) => answered = true,
                 Err(e) => self.count_error(WorkloadSource::ContainerEngine, e),
@@ -208,8 +278,7 @@ impl Workloads {
 
     /// One process's workload; `unknown` when its cgroup cannot be read.
     fn resolve(&self, pid: u32) -> Workload {
-        let procfs = &self.config.procfs;
-        let mut workload = match procfs::cgroup(procfs, pid) {
+        let mut workload = match self.files.cgroup(pid) {
             Ok(text) => match cgroup::paths(&text) {
                 Some(paths) => cgroup::classify(&paths),
                 None => {
@@ -224,7 +293,7 @@ impl Workloads {
         };
         // The process's own uid; the path's (Slurm v1 `uid_`, a login
         // session's `user-<uid>.slice`) when status cannot be read.
-        match procfs::real_uid(procfs, pid) {
+        match self.files.real_uid(pid) {
             Ok(uid) => workload.uid = Some(uid),
             Err(e) => self.count_error(WorkloadSource::Procfs, e),
         }
@@ -236,22 +305,18 @@ impl Workloads {
     /// are skipped; a file that cannot be read is counted.
     fn read_mapping_dir(&self, dir: &Path) -> BTreeMap<u32, Vec<String>> {
         let mut jobs = BTreeMap::new();
-        let entries = match std::fs::read_dir(dir) {
+        let entries = match self.files.list_dir(dir) {
             Ok(entries) => entries,
             Err(e) => {
-                self.count_error(WorkloadSource::SlurmMappingDir, procfs::error_kind(&e));
+                self.count_error(WorkloadSource::SlurmMappingDir, e);
                 return jobs;
             }
         };
-        for entry in entries.flatten() {
-            let Some(gpu) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
+        for (name, path) in entries {
+            let Ok(gpu) = name.parse::<u32>() else {
                 continue;
             };
-            match procfs::small_text(&entry.path()) {
+            match self.files.small_text(&path) {
                 Ok(text) => {
                     let ids: Vec<String> = text
                         .split_whitespace()
@@ -287,6 +352,19 @@ impl Workloads {
             }
         }
         let mut holdings = holdings(&snapshot.gpus, &known.by_pid, &known.mapped_jobs);
+        allocations::merge(&mut holdings, &snapshot.gpus, &known.slurm_jobs);
+        assign_shares(&mut holdings);
+        let usage = snapshot
+            .gpus
+            .iter()
+            .any(|g| g.readings.as_ref().is_some_and(|r| r.usage.is_some()))
+            .then(|| {
+                self.usage.lock().unwrap_or_else(|p| p.into_inner()).update(
+                    &snapshot.gpus,
+                    &holdings,
+                    &known.by_pid,
+                )
+            });
         let dropped = holdings.len().saturating_sub(self.config.limit);
         holdings.truncate(self.config.limit);
         {
@@ -318,6 +396,8 @@ impl Workloads {
             holdings,
             dropped: dropped as u64,
             read_errors,
+            usage,
+            last_refresh: known.completed,
         });
         out
     }
@@ -406,7 +486,14 @@ fn holdings(
             }
         }
     }
-    out.sort_by(|a, b| {
+    assign_shares(&mut out);
+    out
+}
+
+/// Sorts holdings by device then workload and gives each its share of the
+/// whole GPU, or of the MIG GPU instance.
+fn assign_shares(holdings: &mut [WorkloadHolding]) {
+    holdings.sort_by(|a, b| {
         (a.gpu, a.gpu_instance, a.compute_instance, &a.workload).cmp(&(
             b.gpu,
             b.gpu_instance,
@@ -414,15 +501,13 @@ fn holdings(
             &b.workload,
         ))
     });
-    // Shares of the whole GPU, or of the MIG GPU instance.
     let mut per_device: BTreeMap<(u32, Option<u32>), usize> = BTreeMap::new();
-    for h in &out {
+    for h in holdings.iter() {
         *per_device.entry((h.gpu, h.gpu_instance)).or_insert(0) += 1;
     }
-    for h in &mut out {
+    for h in holdings.iter_mut() {
         h.share = 1.0 / per_device[&(h.gpu, h.gpu_instance)] as f64;
     }
-    out
 }
 
 fn max_known(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -435,7 +520,7 @@ fn max_known(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{GpuIdentity, GpuReadings, Health, Process};
+    use crate::snapshot::{GpuReadings, Process};
 
     fn process(pid: u32, mib: Option<u64>, mig: Option<(u32, u32)>) -> Process {
         Process {
@@ -448,24 +533,14 @@ mod tests {
     }
 
     fn gpu(index: u32, compute: Vec<Process>, graphics: Vec<Process>) -> GpuState {
-        GpuState {
+        GpuState::with_readings(
             index,
-            uuid: format!("GPU-{index}"),
-            identity: GpuIdentity::default(),
-            health: Health::Up,
-            last_sample: None,
-            sample_duration: None,
-            stuck_call: None,
-            readings: Some(GpuReadings {
+            GpuReadings {
                 compute_processes: Some(compute),
                 graphics_processes: Some(graphics),
                 ..Default::default()
-            }),
-            xids: vec![],
-            xid_other: None,
-            nvml_errors: vec![],
-            pods: vec![],
-        }
+            },
+        )
     }
 
     fn job(id: &str, uid: u32) -> Workload {
@@ -583,6 +658,7 @@ mod tests {
             refresh_interval: Duration::from_secs(60),
             slurm_mapping_dir: None,
             container_engine_sockets: vec![],
+            idle_threshold: 0.01,
         }
     }
 

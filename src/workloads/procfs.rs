@@ -1,12 +1,19 @@
 //! Reading a process's entries under the host's procfs, and the host's
-//! passwd file, with every failure typed: an entry that vanishes, refuses
-//! or holds garbage is a [`WorkloadReadError`], never a panic.
+//! passwd file and Slurm mapping directory, with every failure typed: an
+//! entry that vanishes, refuses, holds garbage or does not answer is a
+//! [`WorkloadReadError`], never a panic and never a wait without end.
+//!
+//! Every read goes through one [`Reader`] (`src/fsread.rs`) with a
+//! deadline: a `/proc/<pid>/cgroup` held up by the kernel's
+//! `cgroup_mutex`, or a passwd file on a hung mount, costs one abandoned
+//! read (`timeout`), not the attribution of every other process.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{self, Read};
-use std::path::Path;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+use crate::fsread::{ReadError, Reader};
 use crate::snapshot::WorkloadReadError;
 
 /// `/proc/<pid>/cgroup` and `status` are a few hundred bytes; anything
@@ -16,6 +23,22 @@ const MAX_PROC_FILE: u64 = 64 * 1024;
 /// A passwd file of tens of thousands of users stays well below this.
 const MAX_PASSWD: u64 = 16 * 1024 * 1024;
 
+/// Entries of a Slurm mapping directory read per refresh: one per GPU is
+/// what dcgm-exporter's format has; a directory of thousands is not one.
+const MAX_MAPPING_ENTRIES: usize = 1024;
+
+/// How long one procfs entry may take. The kernel answers in microseconds
+/// unless something holds a lock it needs.
+pub const PROC_DEADLINE: Duration = Duration::from_secs(1);
+
+/// How long a file on the root file system (passwd, mapping files) may
+/// take: it may sit on a network mount.
+pub const FILE_DEADLINE: Duration = Duration::from_secs(2);
+
+/// Reader threads for attribution: a stuck read is replaced by a new
+/// thread, so two serve every pid in turn.
+const READER_THREADS: usize = 2;
+
 /// ESRCH: the process exited while its entry was open.
 const ESRCH: i32 = 3;
 
@@ -24,39 +47,119 @@ pub fn error_kind(e: &io::Error) -> WorkloadReadError {
         io::ErrorKind::NotFound => WorkloadReadError::Gone,
         io::ErrorKind::PermissionDenied => WorkloadReadError::PermissionDenied,
         io::ErrorKind::InvalidData => WorkloadReadError::Malformed,
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => WorkloadReadError::Timeout,
         _ if e.raw_os_error() == Some(ESRCH) => WorkloadReadError::Gone,
         _ => WorkloadReadError::Io,
     }
 }
 
-/// A whole small text file; longer than `limit` or not UTF-8 is malformed.
-fn read_text(path: &Path, limit: u64) -> Result<String, WorkloadReadError> {
-    let file = File::open(path).map_err(|e| error_kind(&e))?;
-    let mut bytes = Vec::new();
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| error_kind(&e))?;
-    if bytes.len() as u64 > limit {
-        return Err(WorkloadReadError::Malformed);
+/// The attribution reason for a failed bounded read.
+pub fn read_error_kind(e: &ReadError) -> WorkloadReadError {
+    match e {
+        ReadError::Io(e) => error_kind(e),
+        ReadError::TooLarge { .. } => WorkloadReadError::Malformed,
+        ReadError::NotRegular(_) => WorkloadReadError::Io,
+        ReadError::TimedOut(_) | ReadError::Busy => WorkloadReadError::Timeout,
     }
-    String::from_utf8(bytes).map_err(|_| WorkloadReadError::Malformed)
 }
 
-/// A small text file (a Slurm mapping file), bounded like a proc entry.
-pub fn small_text(path: &Path) -> Result<String, WorkloadReadError> {
-    read_text(path, MAX_PROC_FILE)
+/// The host's procfs and root file system, read with deadlines. Cheap to
+/// clone (the reader threads are shared).
+#[derive(Debug, Clone)]
+pub struct HostFiles {
+    procfs: PathBuf,
+    reader: Reader,
 }
 
-/// The text of `<procfs>/<pid>/cgroup`.
-pub fn cgroup(procfs: &Path, pid: u32) -> Result<String, WorkloadReadError> {
-    read_text(&procfs.join(pid.to_string()).join("cgroup"), MAX_PROC_FILE)
-}
+impl HostFiles {
+    pub fn new(procfs: PathBuf) -> HostFiles {
+        HostFiles {
+            procfs,
+            reader: Reader::new("workloads", READER_THREADS),
+        }
+    }
 
-/// The real uid, the first of the four on the `Uid:` line of
-/// `<procfs>/<pid>/status`.
-pub fn real_uid(procfs: &Path, pid: u32) -> Result<u32, WorkloadReadError> {
-    let text = read_text(&procfs.join(pid.to_string()).join("status"), MAX_PROC_FILE)?;
-    parse_real_uid(&text).ok_or(WorkloadReadError::Malformed)
+    /// `<procfs>/<pid>/<entry>`.
+    pub fn proc_path(&self, pid: u32, entry: &str) -> PathBuf {
+        self.procfs.join(pid.to_string()).join(entry)
+    }
+
+    /// A whole small text file within `deadline`; longer than `limit` or
+    /// not UTF-8 is malformed.
+    pub fn text(
+        &self,
+        path: &Path,
+        limit: u64,
+        deadline: Duration,
+    ) -> Result<String, WorkloadReadError> {
+        let bytes = self
+            .reader
+            .read(path, limit, deadline)
+            .map_err(|e| read_error_kind(&e))?;
+        String::from_utf8(bytes).map_err(|_| WorkloadReadError::Malformed)
+    }
+
+    /// The text of `<procfs>/<pid>/<entry>` (`cgroup`, `status`, `stat`...).
+    pub fn proc_text(&self, pid: u32, entry: &str) -> Result<String, WorkloadReadError> {
+        self.text(&self.proc_path(pid, entry), MAX_PROC_FILE, PROC_DEADLINE)
+    }
+
+    /// The text of `<procfs>/<pid>/cgroup`.
+    pub fn cgroup(&self, pid: u32) -> Result<String, WorkloadReadError> {
+        self.proc_text(pid, "cgroup")
+    }
+
+    /// The real uid, the first of the four on the `Uid:` line of
+    /// `<procfs>/<pid>/status`.
+    pub fn real_uid(&self, pid: u32) -> Result<u32, WorkloadReadError> {
+        let text = self.proc_text(pid, "status")?;
+        parse_real_uid(&text).ok_or(WorkloadReadError::Malformed)
+    }
+
+    /// A small text file (a Slurm mapping file), bounded like a proc entry.
+    pub fn small_text(&self, path: &Path) -> Result<String, WorkloadReadError> {
+        self.text(path, MAX_PROC_FILE, FILE_DEADLINE)
+    }
+
+    /// User names by uid from a passwd file (`name:password:uid:...`); the
+    /// first entry of a uid wins, as `getpwuid` finds it. Lines that are
+    /// not entries are skipped.
+    pub fn passwd(&self, path: &Path) -> Result<HashMap<u32, String>, WorkloadReadError> {
+        let text = self.text(path, MAX_PASSWD, FILE_DEADLINE)?;
+        Ok(parse_passwd(&text))
+    }
+
+    /// The entries of a directory (names and paths), at most
+    /// `MAX_MAPPING_ENTRIES`, within the file deadline.
+    pub fn list_dir(&self, dir: &Path) -> Result<Vec<(String, PathBuf)>, WorkloadReadError> {
+        let owned = dir.to_path_buf();
+        self.reader
+            .run(dir, FILE_DEADLINE, move || {
+                let entries = std::fs::read_dir(&owned).map_err(ReadError::Io)?;
+                Ok(entries
+                    .flatten()
+                    .take(MAX_MAPPING_ENTRIES)
+                    .filter_map(|e| Some((e.file_name().to_str()?.to_string(), e.path())))
+                    .collect())
+            })
+            .map_err(|e| read_error_kind(&e))
+    }
+
+    /// Runs other blocking I/O for attribution (a container engine's
+    /// socket) on the same reader threads, within `deadline`; `key` names
+    /// what is read, for the stuck-path bookkeeping and the log.
+    pub fn run<T: Send + 'static>(
+        &self,
+        key: &Path,
+        deadline: Duration,
+        work: impl FnOnce() -> Result<T, WorkloadReadError> + Send + 'static,
+    ) -> Result<T, WorkloadReadError> {
+        // The work's own error rides through the reader as a value.
+        match self.reader.run(key, deadline, move || Ok(work())) {
+            Ok(result) => result,
+            Err(e) => Err(read_error_kind(&e)),
+        }
+    }
 }
 
 fn parse_real_uid(status: &str) -> Option<u32> {
@@ -69,11 +172,7 @@ fn parse_real_uid(status: &str) -> Option<u32> {
         .ok()
 }
 
-/// User names by uid from a passwd file (`name:password:uid:...`); the
-/// first entry of a uid wins, as `getpwuid` finds it. Lines that are not
-/// entries are skipped.
-pub fn passwd(path: &Path) -> Result<HashMap<u32, String>, WorkloadReadError> {
-    let text = read_text(path, MAX_PASSWD)?;
+fn parse_passwd(text: &str) -> HashMap<u32, String> {
     let mut names = HashMap::new();
     for line in text.lines() {
         let mut fields = line.split(':');
@@ -84,7 +183,7 @@ pub fn passwd(path: &Path) -> Result<HashMap<u32, String>, WorkloadReadError> {
             names.entry(uid).or_insert_with(|| name.to_string());
         }
     }
-    Ok(names)
+    names
 }
 
 #[cfg(test)]
@@ -110,7 +209,15 @@ mod tests {
         );
         assert_eq!(
             error_kind(&Error::from(ErrorKind::TimedOut)),
+            WorkloadReadError::Timeout
+        );
+        assert_eq!(
+            error_kind(&Error::from(ErrorKind::Other)),
             WorkloadReadError::Io
+        );
+        assert_eq!(
+            read_error_kind(&ReadError::TimedOut(PROC_DEADLINE)),
+            WorkloadReadError::Timeout
         );
     }
 
@@ -125,26 +232,26 @@ mod tests {
 
     #[test]
     fn missing_unreadable_and_oversized_files_are_typed() {
-        let dir = std::env::temp_dir().join(format!("nvml-exporter-procfs-{}", std::process::id()));
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let host = HostFiles::new(dir.to_path_buf());
         std::fs::create_dir_all(dir.join("7")).unwrap();
-        assert_eq!(cgroup(&dir, 6), Err(WorkloadReadError::Gone));
+        assert_eq!(host.cgroup(6), Err(WorkloadReadError::Gone));
         std::fs::write(dir.join("7/cgroup"), vec![b'x'; MAX_PROC_FILE as usize + 1]).unwrap();
-        assert_eq!(cgroup(&dir, 7), Err(WorkloadReadError::Malformed));
+        assert_eq!(host.cgroup(7), Err(WorkloadReadError::Malformed));
         std::fs::write(dir.join("7/cgroup"), [0xff, 0xfe, b'\n']).unwrap();
-        assert_eq!(cgroup(&dir, 7), Err(WorkloadReadError::Malformed));
+        assert_eq!(host.cgroup(7), Err(WorkloadReadError::Malformed));
         std::fs::write(dir.join("7/status"), "Uid:\tnobody\n").unwrap();
-        assert_eq!(real_uid(&dir, 7), Err(WorkloadReadError::Malformed));
+        assert_eq!(host.real_uid(7), Err(WorkloadReadError::Malformed));
         // A directory where a file should be.
         std::fs::create_dir_all(dir.join("8/cgroup")).unwrap();
-        assert_eq!(cgroup(&dir, 8), Err(WorkloadReadError::Io));
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(host.cgroup(8), Err(WorkloadReadError::Io));
     }
 
     #[test]
     fn passwd_names_by_uid_first_entry_wins() {
-        let dir = std::env::temp_dir().join(format!("nvml-exporter-passwd-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("passwd");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("passwd");
         std::fs::write(
             &path,
             "root:x:0:0:root:/root:/bin/bash\n# comment\ngarbage\n\
@@ -152,11 +259,14 @@ mod tests {
              bob:x:notanumber:1::/:/bin/sh\n",
         )
         .unwrap();
-        let names = passwd(&path).unwrap();
+        let host = HostFiles::new(dir.path().to_path_buf());
+        let names = host.passwd(&path).unwrap();
         assert_eq!(names.get(&0).map(String::as_str), Some("root"));
         assert_eq!(names.get(&1001).map(String::as_str), Some("alice"));
         assert_eq!(names.len(), 2);
-        assert_eq!(passwd(&dir.join("none")), Err(WorkloadReadError::Gone));
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            host.passwd(&dir.path().join("none")),
+            Err(WorkloadReadError::Gone)
+        );
     }
 }

@@ -62,6 +62,17 @@ def sim_listing(command: str) -> list[str]:
     return [line.split()[0] for line in out.stdout.splitlines() if line.strip()]
 
 
+def sim_cli(socket_path: Path, *args: str) -> str:
+    """The `nvml-sim` fault CLI against a running simulated driver (nvml-sim
+    README, "The nvml-sim CLI"): its reply, which must be ok."""
+    cli = ROOT / "target" / "debug" / "nvml-sim"
+    assert cli.exists(), f"{cli} is missing: run `cargo build --workspace`"
+    out = subprocess.run([str(cli), "--socket", str(socket_path), *args],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, f"nvml-sim {' '.join(args)}: {out.stderr}"
+    return out.stdout.strip()
+
+
 def require_binary(name: str) -> str:
     path = shutil.which(name)
     assert path, f"{name} not found: run scripts/install-test-deps"
@@ -202,6 +213,13 @@ class Alertmanager(Process):
             self.assert_running()
             return http_get(f"http://{self.address}/-/ready")[0] == 200
         wait_until(ready, timeout, "alertmanager /-/ready")
+
+    def alerts(self) -> list[dict]:
+        """Every alert Alertmanager holds, silenced and inhibited included,
+        with its `status` (state, inhibitedBy)."""
+        status, body = http_get(f"http://{self.address}/api/v2/alerts")
+        assert status == 200, body
+        return json.loads(body)
 
 
 class WebhookReceiver:

@@ -393,6 +393,34 @@ impl Exporter {
         status
     }
 
+    /// Waits until the sampler has finished `n` more polls (the newest
+    /// `nvml_exporter_last_sample_timestamp_seconds` moved `n` times): an
+    /// event to wait on where a test shows something did *not* happen in
+    /// the polls since, instead of a fixed sleep.
+    pub fn wait_polls(&self, n: usize) {
+        let newest = |text: &str| {
+            samples(text)
+                .iter()
+                .filter(|s| s.name == "nvml_exporter_last_sample_timestamp_seconds")
+                .filter_map(|s| s.value.parse::<f64>().ok())
+                .fold(f64::MIN, f64::max)
+        };
+        let mut seen = vec![newest(&self.scrape())];
+        let deadline = Instant::now() + START_TIMEOUT;
+        while seen.len() <= n {
+            assert!(
+                Instant::now() < deadline,
+                "the sampler did not finish {n} polls; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+            let t = newest(&self.scrape());
+            if t > *seen.last().unwrap() {
+                seen.push(t);
+            }
+        }
+    }
+
     /// Waits for the log to contain `needle`.
     pub fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;

@@ -177,9 +177,10 @@ pub fn h100_readings(i: u32) -> GpuReadings {
             state: 3,
             registered: true,
             health_summary: Some(FabricHealth::Healthy),
+            // One condition holds (exported), the others do not (absent).
             health_issues: FabricIssue::ALL
                 .iter()
-                .map(|&issue| (issue, false))
+                .map(|&issue| (issue, issue == FabricIssue::DegradedBandwidth))
                 .collect(),
             partition: Some(FabricPartition {
                 clique_id: 32766,
@@ -205,6 +206,7 @@ pub fn h100_readings(i: u32) -> GpuReadings {
         ]),
         graphics_processes: Some(vec![]),
         mig: vec![],
+        usage: None,
     }
 }
 
@@ -269,6 +271,7 @@ fn gpu(i: u32, health: Health, readings: Option<GpuReadings>) -> GpuState {
         xid_other: None,
         nvml_errors: vec![],
         pods: vec![],
+        verdicts: vec![],
     }
 }
 
@@ -351,6 +354,9 @@ pub fn dgx_fleet() -> Snapshot {
         gpus,
         kubernetes: None,
         workloads: None,
+        process: None,
+        http: None,
+        kernel_log: None,
     }
 }
 
@@ -358,6 +364,21 @@ pub fn dgx_fleet() -> Snapshot {
 /// set on some GPU, so every metric family is emitted.
 pub fn fully_populated() -> Snapshot {
     let mut s = dgx_fleet();
+    s.process = Some(ProcessStats {
+        cpu_seconds: 12.5,
+        resident_memory_bytes: Some(9 << 20),
+        virtual_memory_bytes: Some(900 << 20),
+        start_time_seconds: Some(1_700_000_000.25),
+        open_fds: Some(14),
+        max_fds: Some(1024),
+    });
+    s.http = Some(HttpCounts {
+        scrapes: vec![(200, 40), (503, 1)],
+        refusals: vec![
+            (HttpRefusal::Unauthorized, 3),
+            (HttpRefusal::ConnectionLimit, 1),
+        ],
+    });
     if let Some(r) = s.gpus[0].readings.as_mut() {
         r.fan_speeds = vec![(0, 0.45), (1, 0.5)];
     }
@@ -371,6 +392,38 @@ pub fn fully_populated() -> Snapshot {
             compute_instance,
         };
     s.gpus[2].pods = vec![holder("a", None, None), holder("b", None, None)];
+    // Every GPU judged: most need nothing, GPU 2 (lost, XID 79) a reboot.
+    for g in &mut s.gpus {
+        g.verdicts = vec![Verdict {
+            gpu_instance: None,
+            compute_instance: None,
+            action: Action::None,
+            reason: "none",
+        }];
+    }
+    s.gpus[2].verdicts[0].action = Action::Reboot;
+    s.gpus[2].verdicts[0].reason = "xid_restart_bm";
+    // The kernel log read with --collector.xid.kmsg: SXIDs of one switch,
+    // one of them folded, and a few problems.
+    s.kernel_log = Some(KernelLogStatus {
+        up: true,
+        problems: vec![
+            (KernelLogProblem::Malformed, 2),
+            (KernelLogProblem::UnknownGpu, 1),
+        ],
+        sxids: vec![
+            SxidCount {
+                switch: "0000:c3:00.0".into(),
+                sxid: Some(20009),
+                count: 3,
+            },
+            SxidCount {
+                switch: "0000:c3:00.0".into(),
+                sxid: None,
+                count: 1,
+            },
+        ],
+    });
     // XIDs folded into `other`: an out-of-range code and one over the limit.
     s.gpus[4].xid_other = Some(XidOther {
         out_of_range: 1,
@@ -388,6 +441,13 @@ pub fn fully_populated() -> Snapshot {
         gi.compute_instances.first().map(|c| c.compute_instance),
     );
     mig_gpu.pods = vec![holder("c", Some(place.0), place.1)];
+    // Verdicts: the MIG GPU's instance has its own (an application fault).
+    mig_gpu.verdicts.push(Verdict {
+        gpu_instance: Some(place.0),
+        compute_instance: place.1,
+        action: Action::RestartApp,
+        reason: "xid_restart_app",
+    });
     // One MIG GPU seen without MIG privileges, and a GPU this process may
     // not open.
     if let Some(r) = mig_gpu.readings.as_mut() {
@@ -434,6 +494,9 @@ pub fn fully_populated() -> Snapshot {
         Workload {
             container_id: Some("3f4e8a1b2c9d".into()),
             pod_uid: Some("8a1c7b52-3d3e-4c4e-9f1a-0c0ffee00001".into()),
+            namespace: Some("ml".into()),
+            pod: Some("trainer-0".into()),
+            container: Some("main".into()),
             ..workload(WorkloadKind::Kubernetes)
         },
         Workload {
@@ -467,6 +530,42 @@ pub fn fully_populated() -> Snapshot {
             reason: WorkloadReadError::Gone,
             count: 2,
         }],
+        usage: Some(WorkloadUsage {
+            accounts: workloads
+                .iter()
+                .enumerate()
+                .flat_map(|(i, w)| {
+                    let whole = UsageAccount {
+                        gpu: 3,
+                        gpu_instance: None,
+                        compute_instance: None,
+                        workload: w.clone(),
+                        sm_seconds: Some(120.0 + i as f64),
+                        engine_seconds: UsageEngine::ALL.iter().map(|e| (*e, 10.0)).collect(),
+                        energy_joules: Some(42_000.0),
+                        held_seconds: 600.0,
+                        idle_seconds: Some(3_700.0 + i as f64),
+                    };
+                    let mig = UsageAccount {
+                        gpu: mig_gpu_index,
+                        gpu_instance: mig_place.map(|m| m.0),
+                        compute_instance: mig_place.map(|m| m.1),
+                        engine_seconds: vec![],
+                        ..whole.clone()
+                    };
+                    [whole, mig]
+                })
+                .collect(),
+            unattributed: UnattributedReason::ALL
+                .iter()
+                .map(|reason| UnattributedEnergy {
+                    gpu: 3,
+                    reason: *reason,
+                    joules: 1_000.0,
+                })
+                .collect(),
+        }),
+        last_refresh: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)),
     });
     s
 }
@@ -519,6 +618,9 @@ pub fn workstation() -> Snapshot {
         gpus: vec![g],
         kubernetes: None,
         workloads: None,
+        process: None,
+        http: None,
+        kernel_log: None,
     }
 }
 

@@ -118,6 +118,8 @@ pub fn start_sim(
             stuck_deadline,
             families,
             xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
+            kernel_log: None,
+            restart_app_window: nvml_exporter::verdict::DEFAULT_RESTART_APP_WINDOW,
         },
         Arc::new(move |s| sink.0.lock().unwrap().push(s)),
     )
@@ -161,7 +163,7 @@ impl Logs {
         let sink = logs.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
+            .with_max_level(tracing::Level::DEBUG)
             .with_writer(move || sink.clone())
             .finish();
         tracing::subscriber::set_global_default(subscriber)

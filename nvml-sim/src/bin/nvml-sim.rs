@@ -15,7 +15,8 @@ usage: nvml-sim [--socket PATH] COMMAND [OPTIONS]
 The socket defaults to $NVML_SIM_CONTROL.
 
 commands:
-  xid --gpu N --code C [--gpu-instance N] [--compute-instance N]
+  xid --gpu N --code C [--gpu-instance N] [--compute-instance N] [--log-only true]
+                                    (--log-only: to the kernel log (NVML_SIM_KMSG) only, not NVML)
   ecc --gpu N [--error-type corrected|uncorrected] [--location dram|l1|l2|register-file|sram] [--count N]
   retire-page --gpu N [--cause sbe|dbe] [--pending true|false]
   remap-row --gpu N [--kind correctable|uncorrectable] [--pending true|false] [--failure true|false]
@@ -31,9 +32,21 @@ commands:
   process start --gpu N --name NAME --memory-mib M [--pid P] [--kind compute|graphics]
                 [--gpu-instance N] [--compute-instance N]
   process stop --pid P
+  process use --pid P [--sm-percent P] [--memory-percent P] [--encoder-percent P] [--decoder-percent P]
   load --gpu N --percent P
   nvlink-state --gpu N --link L --up true|false
-  nvlink-errors --gpu N --link L [--counter replay|recovery|crc-flit|crc-data] [--count N]
+  nvlink-errors --gpu N --link L [--counter C] [--count N]
+                                    (NVLink 1-4: replay, recovery, crc-flit, crc-data, ecc-data;
+                                     NVLink5, Blackwell: recovery, recovery-failed, effective, symbol)
+  fabric --gpu N --state not-started|in-progress|completed [--registered true|false]
+  fabric-health --gpu N [--summary healthy|unhealthy|limited-capacity]
+                [--degraded-bandwidth B] [--route-recovery B] [--route-unhealthy B]
+                [--access-timeout-recovery B]   (B: true, false or N/A)
+                [--incorrect-configuration none|incorrect-sysguid|incorrect-chassis-sn|
+                 no-partition|insufficient-nvlinks|incompatible-gpu-fw|invalid-location|
+                 gpu-state-invalid]
+  power-smoothing --gpu N --lifetime-percent P
+  sram-threshold --gpu N [--exceeded true|false]
   pcie --gpu N [--width LANES] [--replays N]
   calls | reset-calls | status
   raw '{ action = \"...\", ... }'
@@ -83,9 +96,9 @@ fn request(args: &[String]) -> Result<String, String> {
         "process" => {
             let (sub, rest) = rest
                 .split_first()
-                .ok_or("process: expected `start` or `stop`")?;
+                .ok_or("process: expected `start`, `stop` or `use`")?;
             match sub.as_str() {
-                "start" | "stop" => (format!("process-{sub}"), rest),
+                "start" | "stop" | "use" => (format!("process-{sub}"), rest),
                 other => return Err(format!("process: unknown subcommand `{other}`")),
             }
         }
@@ -112,9 +125,10 @@ fn request(args: &[String]) -> Result<String, String> {
     let line = toml::Value::Table(table.clone()).to_string();
     if !matches!(action.as_str(), "calls" | "reset-calls" | "status") {
         // Validate here so mistakes get a message before anything is sent.
-        let _: Fault = toml::Value::Table(table)
+        let fault: Fault = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| e.message().to_string())?;
+        fault.check()?;
     }
     Ok(line)
 }

@@ -63,6 +63,23 @@ pub fn apply_absent(extra: &[String]) {
     *EXTRA_ABSENT.lock().unwrap_or_else(|e| e.into_inner()) = extra.to_vec();
 }
 
+/// Whether the current personality answers `NVML_ERROR_DEPRECATED` to
+/// `symbol` (drivers.toml `deprecated`); a call no branch deprecates does
+/// not look.
+pub fn deprecated(symbol: &str) -> bool {
+    if !crate::personality::ever_deprecated()
+        .iter()
+        .any(|d| d == symbol)
+    {
+        return false;
+    }
+    CURRENT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .is_some_and(|p| p.deprecates(symbol))
+}
+
 /// The personality for a scenario: `NVML_SIM_DRIVER` if set, else the
 /// scenario's `driver`, else the default. Errors name the bad setting.
 pub fn resolve(scenario: &crate::scenario::Scenario) -> Result<Personality, String> {

@@ -26,8 +26,19 @@ fn field_value(
     // Ids are the claimed branch's: absent past its NVML_FI_MAX, and some
     // mean different things from branch to branch.
     let id = match driver.field(id) {
-        Field::Absent | Field::PowerSmoothing => return Err(NOT_SUPPORTED),
+        Field::Absent => return Err(NOT_SUPPORTED),
+        Field::Deprecated => return Err(DEPRECATED),
         Field::ThrottleDuration(reason) => return Ok(U64(g.clock_event_ns(reason, t))),
+        // HW circuitry % lifetime remaining, the eighth of the block; the
+        // other power smoothing fields are settings and profiles, not
+        // modelled.
+        Field::PowerSmoothing(7) => {
+            return g
+                .power_smoothing_lifetime
+                .map(|p| U32(p.round() as u32))
+                .ok_or(NOT_SUPPORTED)
+        }
+        Field::PowerSmoothing(_) => return Err(NOT_SUPPORTED),
         Field::Id(id) => id,
     };
     let ecc = |et: usize, c: usize, loc: Option<usize>| -> R<FieldValue> {
@@ -51,10 +62,15 @@ fn field_value(
             None
         }
     };
-    let nvl_err = |counter: usize, link: Option<u32>| -> R<FieldValue> {
-        if links == 0 {
+    use crate::fault::NvlinkCounter as C;
+    // The DL counters (161-163 and the legacy ids) on NVLink 1-4; the
+    // NVLink5 ones (213-222) on Blackwell, where nvml.h calls the others
+    // "unsupported for Blackwell+" (12.8 header on).
+    let nvl_err = |counter: C, link: Option<u32>| -> R<FieldValue> {
+        if links == 0 || !counter.counted_by(m.nvlink5()) {
             return Err(NOT_SUPPORTED);
         }
+        let counter = counter.index();
         match link {
             Some(l) if l < links => Ok(U64(g.nvlink_errors(l)[counter])),
             Some(_) => Err(NOT_SUPPORTED),
@@ -108,11 +124,11 @@ fn field_value(
                 Err(NOT_SUPPORTED)
             }
         }
-        NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL => nvl_err(2, None),
-        NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL => nvl_err(3, None),
-        NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL => nvl_err(0, None),
-        NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL => nvl_err(1, None),
-        NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL => nvl_err(4, None),
+        NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL => nvl_err(C::CrcFlit, None),
+        NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL => nvl_err(C::CrcData, None),
+        NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL => nvl_err(C::Replay, None),
+        NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL if !m.nvlink5() => nvl_err(C::Recovery, None),
+        NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL => nvl_err(C::EccData, None),
         _ if link_in(
             NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L0,
             NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L6,
@@ -120,7 +136,7 @@ fn field_value(
         .is_some() =>
         {
             nvl_err(
-                2,
+                C::CrcFlit,
                 link_in(
                     NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L0,
                     NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L6,
@@ -134,7 +150,7 @@ fn field_value(
         .is_some() =>
         {
             nvl_err(
-                3,
+                C::CrcData,
                 link_in(
                     NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L0,
                     NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L6,
@@ -148,21 +164,22 @@ fn field_value(
         .is_some() =>
         {
             nvl_err(
-                0,
+                C::Replay,
                 link_in(
                     NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0,
                     NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L6,
                 ),
             )
         }
-        _ if link_in(
-            NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L0,
-            NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L6,
-        )
-        .is_some() =>
+        _ if !m.nvlink5()
+            && link_in(
+                NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L0,
+                NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L6,
+            )
+            .is_some() =>
         {
             nvl_err(
-                1,
+                C::Recovery,
                 link_in(
                     NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L0,
                     NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L6,
@@ -173,11 +190,44 @@ fn field_value(
             ..=NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_L11)
             .contains(&id) =>
         {
-            nvl_err(4, Some(id - NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_L0))
+            nvl_err(
+                C::EccData,
+                Some(id - NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_L0),
+            )
         }
-        NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY => nvl_err(0, Some(scope)),
-        NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY => nvl_err(1, Some(scope)),
-        NVML_FI_DEV_NVLINK_ERROR_DL_CRC => nvl_err(2, Some(scope)),
+        NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY => nvl_err(C::Replay, Some(scope)),
+        NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY if !m.nvlink5() => nvl_err(C::Recovery, Some(scope)),
+        NVML_FI_DEV_NVLINK_ERROR_DL_CRC => nvl_err(C::CrcFlit, Some(scope)),
+        // NVLink5, per link in scopeId (go-nvml 2a1f6c3:2670-2696): link
+        // recovery successful, failed and either; errors left after FEC and
+        // raw symbol errors; their bit error rates, packed.
+        NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_SUCCESSFUL_EVENTS if m.nvlink5() => {
+            nvl_err(C::Recovery, Some(scope))
+        }
+        NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS => {
+            nvl_err(C::RecoveryFailed, Some(scope))
+        }
+        NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS if m.nvlink5() => {
+            let ok = nvl_err(C::Recovery, Some(scope))?;
+            let failed = nvl_err(C::RecoveryFailed, Some(scope))?;
+            match (ok, failed) {
+                (U64(a), U64(b)) => Ok(U64(a + b)),
+                _ => Err(NOT_SUPPORTED),
+            }
+        }
+        NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS => nvl_err(C::Effective, Some(scope)),
+        NVML_FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS => nvl_err(C::Symbol, Some(scope)),
+        NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER | NVML_FI_DEV_NVLINK_COUNT_SYMBOL_BER => {
+            let counter = if id == NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER {
+                C::Effective
+            } else {
+                C::Symbol
+            };
+            match nvl_err(counter, Some(scope))? {
+                U64(errors) => Ok(U64(packed_ber(errors))),
+                _ => Err(NOT_SUPPORTED),
+            }
+        }
         NVML_FI_DEV_PERF_POLICY_POWER..=NVML_FI_DEV_PERF_POLICY_RELIABILITY => Ok(U64(
             g.violation_ns((id - NVML_FI_DEV_PERF_POLICY_POWER) as usize, t)
         )),
@@ -190,23 +240,7 @@ fn field_value(
         NVML_FI_DEV_POWER_INSTANT | NVML_FI_DEV_POWER_AVERAGE => match scope {
             0 if crate::fleet::unsupported(&g.readings.power_mw) => Err(NOT_SUPPORTED),
             0 => Ok(U32(g.power_mw(t).round() as u32)),
-            1 | 2 => {
-                let (pin, limits) = if scope == 1 {
-                    (&g.readings.module_power_mw, m.module_power)
-                } else {
-                    (&g.readings.memory_power_mw, m.memory_power)
-                };
-                match pin {
-                    Some(v) => v.get().map(U32).ok_or(NOT_SUPPORTED),
-                    // A scope the board has: a share of its limit that
-                    // follows the GPU's load.
-                    None => limits
-                        .map(|l| {
-                            U32((f64::from(l.default_mw) * (0.2 + 0.6 * g.util(t) / 100.0)) as u32)
-                        })
-                        .ok_or(NOT_SUPPORTED),
-                }
-            }
+            1 | 2 => g.scope_power_mw(scope, t).map(U32).ok_or(NOT_SUPPORTED),
             _ => Err(INVALID_ARGUMENT),
         },
         NVML_FI_DEV_POWER_MIN_LIMIT
@@ -220,8 +254,8 @@ fn field_value(
                     min_mw: m.power_min_mw,
                     max_mw: m.power_max_mw,
                 },
-                1 => m.module_power.ok_or(NOT_SUPPORTED)?,
-                2 => m.memory_power.ok_or(NOT_SUPPORTED)?,
+                1 => m.module_power.and_then(|s| s.limits).ok_or(NOT_SUPPORTED)?,
+                2 => m.memory_power.and_then(|s| s.limits).ok_or(NOT_SUPPORTED)?,
                 _ => return Err(INVALID_ARGUMENT),
             };
             Ok(U32(match id {
@@ -291,11 +325,7 @@ fn field_value(
             if links == 0 || scope >= links {
                 Err(NOT_SUPPORTED)
             } else {
-                Ok(U32(match m.arch {
-                    NVML_DEVICE_ARCH_HOPPER => 5,
-                    NVML_DEVICE_ARCH_AMPERE => 4,
-                    _ => 2,
-                }))
+                Ok(U32(m.nvlink_version))
             }
         }
         NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT => {
@@ -373,6 +403,20 @@ fn field_value(
         }
         _ => Err(NOT_SUPPORTED),
     }
+}
+
+/// A bit error rate as fields 220 and 222 pack it: "Bit [0:7]: BER
+/// Exponent value, Bit [8:11]: BER MANTISSA value" (go-nvml 9da9e13,
+/// `NVML_NVLINK_ERROR_COUNTER_BER_GET`), mantissa x 10^-exponent. A link
+/// without errors reports the floor 15e-255 (0xFFF); each error raises the
+/// rate by a decade from 1e-15 (the simulator's own scale: NVIDIA does not
+/// say how the driver estimates it).
+fn packed_ber(errors: u64) -> u64 {
+    if errors == 0 {
+        return 0xFFF;
+    }
+    let exponent = 15u64.saturating_sub(errors.ilog10() as u64 + 1).max(1);
+    (1 << 8) | exponent
 }
 
 nvml_fn! {

@@ -101,6 +101,7 @@ fn metric_info(id: u32) -> Option<(&'static CStr, &'static CStr, &'static CStr)>
             c"NVLink transmit bandwidth",
             c"MiB/sec",
         ),
+        166..=169 => (c"nvenc_util", c"NVENC activity", c"%"),
         62..=97 => {
             if id.is_multiple_of(2) {
                 (
@@ -121,14 +122,16 @@ fn metric_info(id: u32) -> Option<(&'static CStr, &'static CStr, &'static CStr)>
 }
 
 /// Metric value for an average activity `u` (percent) over the interval.
-/// `engines`: the decoder, JPEG and OFA engines present; `absent`: the
+/// `engines`: the decoder, JPEG, OFA and encoder engines present (NVENC
+/// ids 166-169 exist from the 12.9 header, R575: `nvenc`); `absent`: the
 /// answer for ids past them.
 fn metric_value(
     id: u32,
     u: f64,
     mig: bool,
     links: u32,
-    engines: [u32; 3],
+    engines: [u32; 4],
+    nvenc: bool,
     absent: R<f64>,
 ) -> R<f64> {
     let share = |f: f64| Ok((u * f).clamp(0.0, 100.0));
@@ -148,7 +151,9 @@ fn metric_value(
         30..=37 if id - 30 < engines[0] => share(0.1),
         40..=47 if id - 40 < engines[1] => share(0.05),
         50 | 51 if id - 50 < engines[2] => share(0.02),
+        166..=169 if nvenc && id - 166 < engines[3] => share(0.08),
         30..=37 | 40..=47 | 50 | 51 => absent,
+        166..=169 if nvenc => absent,
         // Interconnect metrics exist for whole GPUs only.
         20 | 21 | 60..=97 if mig => Err(NOT_SUPPORTED),
         20 => Ok(2.0 + u * 8.8),
@@ -166,8 +171,9 @@ fn metric_value(
 }
 
 nvml_fn! {
-    /// Fills only the first `numMetrics` entries: older headers declare a
-    /// shorter array than these bindings (FACTS).
+    /// Fills only the first `numMetrics` entries: nvml-wrapper-sys declares
+    /// `metrics[210]`, older `nvml.h` headers `metrics[98]`, and a client
+    /// built against those passes the shorter array.
     fn nvmlGpmMetricsGet(metricsGet: *mut nvmlGpmMetricsGet_t) {
         nonnull(metricsGet)?;
         let mg = &mut *metricsGet;
@@ -194,16 +200,19 @@ nvml_fn! {
         // (H100: 7 decoders, 7 JPEG, 1 OFA).
         let e = g.model.engines;
         let engines = match s1.1 {
-            Some(gi) => g.instance(gi).map_or([7, 7, 1], |i| [i.profile.decoders, i.profile.jpegs, i.profile.ofas]),
-            None => [e.decoders, e.jpegs, e.ofas],
+            Some(gi) => g.instance(gi).map_or([7, 7, 1, 0], |i| {
+                [i.profile.decoders, i.profile.jpegs, i.profile.ofas, i.profile.encoders]
+            }),
+            None => [e.decoders, e.jpegs, e.ofas, e.encoders],
         };
+        let nvenc = crate::driver::current().branch.major() >= 575;
         let absent = if sim.gpm_absent_engines_unsupported {
             Err(NOT_SUPPORTED)
         } else {
             Ok(0.0)
         };
         for m in mg.metrics.iter_mut().take(n) {
-            match metric_value(m.metricId, u, s1.1.is_some(), g.model.nvlinks, engines, absent) {
+            match metric_value(m.metricId, u, s1.1.is_some(), g.model.nvlinks, engines, nvenc, absent) {
                 Ok(v) => {
                     m.value = v;
                     m.nvmlReturn = SUCCESS;

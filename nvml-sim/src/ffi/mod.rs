@@ -53,6 +53,8 @@ pub const VERSION_MISMATCH: Ret = nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MI
 pub const UNKNOWN: Ret = nvmlReturn_enum_NVML_ERROR_UNKNOWN;
 pub const FUNCTION_NOT_FOUND: Ret = nvmlReturn_enum_NVML_ERROR_FUNCTION_NOT_FOUND;
 pub const NO_PERMISSION: Ret = nvmlReturn_enum_NVML_ERROR_NO_PERMISSION;
+/// What a branch answers for a call it deprecated (drivers.toml).
+pub const DEPRECATED: Ret = nvmlReturn_enum_NVML_ERROR_DEPRECATED;
 
 /// `NVML_STRUCT_VERSION(data, ver)` from nvml.h (not in the bindings).
 pub const fn struct_version<T>(v: u32) -> u32 {
@@ -76,6 +78,9 @@ macro_rules! nvml_fn {
             crate::calls::record(stringify!($name));
             if !crate::driver::exported(stringify!($name)) {
                 return crate::ffi::FUNCTION_NOT_FOUND;
+            }
+            if crate::driver::deprecated(stringify!($name)) {
+                return crate::ffi::DEPRECATED;
             }
             crate::ffi::guard(move || -> crate::ffi::R { $body })
         }
@@ -400,33 +405,49 @@ fn release_parse_memory() {
 
 fn init(_flags: c_uint) -> R {
     let mut st = lock();
-    if let Some(sim) = &st.sim {
+    if let Some(sim) = &mut st.sim {
+        // A timeline's `driver-load` is due on the next call, and while the
+        // driver is away the only calls are these.
+        sim.advance();
         if !sim.driver_loaded {
             return Err(DRIVER_NOT_LOADED);
         }
     }
     if st.refcount == 0 {
         let key = crate::settings::scenario_key();
-        let scale = crate::settings::time_scale().map_err(|e| {
-            eprintln!("nvml-sim: {e}");
-            UNKNOWN
-        })?;
-        let scenario = scenario::load(&key).map_err(|e| {
-            eprintln!("nvml-sim: bad scenario: {e}");
-            UNKNOWN
-        })?;
+        let scale = match crate::settings::time_scale() {
+            Ok(scale) => scale,
+            Err(e) => {
+                st.report(e);
+                return Err(UNKNOWN);
+            }
+        };
+        let scenario = match scenario::load(&key) {
+            Ok(scenario) => scenario,
+            Err(e) => {
+                st.report(format!("bad scenario: {e}"));
+                return Err(UNKNOWN);
+            }
+        };
         if st.built_from.as_ref() != Some(&(key.clone(), scale)) || st.sim.is_none() {
-            for w in &scenario.warnings {
-                eprintln!("nvml-sim: {}", w.as_warning());
+            // `nvml-sim check` shows these too; a host that logs for us
+            // (the exporter) would get them raw in its log otherwise.
+            if !st.host_reports {
+                for w in &scenario.warnings {
+                    eprintln!("nvml-sim: {}", w.as_warning());
+                }
             }
             st.sim = Some(Sim::new(&scenario, scale));
             st.built_from = Some((key, scale));
         }
         // Resolved at every first init: NVML_SIM_DRIVER may have changed.
-        let personality = crate::driver::resolve(&scenario).map_err(|e| {
-            eprintln!("nvml-sim: bad driver: {e}");
-            UNKNOWN
-        })?;
+        let personality = match crate::driver::resolve(&scenario) {
+            Ok(p) => p,
+            Err(e) => {
+                st.report(format!("bad driver: {e}"));
+                return Err(UNKNOWN);
+            }
+        };
         crate::driver::apply(personality);
         crate::driver::apply_absent(&scenario.absent_functions);
         drop(scenario);
@@ -435,7 +456,7 @@ fn init(_flags: c_uint) -> R {
             if let Some(path) = crate::settings::control_socket() {
                 match crate::control::start(path) {
                     Ok(()) => st.control_started = true,
-                    Err(e) => eprintln!("nvml-sim: control socket: {e}"),
+                    Err(e) => st.report(format!("control socket: {e}")),
                 }
             }
         }

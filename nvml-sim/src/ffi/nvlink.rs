@@ -30,33 +30,46 @@ nvml_fn! {
         if counter > 4 {
             return Err(INVALID_ARGUMENT);
         }
-        let v = nvlink_gpu(device, link, |g, _| Ok(g.nvlink_errors(link)[counter as usize]))?;
+        // The DL counters: NVLink5 (Blackwell) has none (nvml.h 12.8 on:
+        // "unsupported for Blackwell+"; the call is assumed to answer as the
+        // fields do).
+        let v = nvlink_gpu(device, link, |g, _| {
+            if g.model.nvlink5() {
+                Err(NOT_SUPPORTED)
+            } else {
+                Ok(g.nvlink_errors(link)[counter as usize])
+            }
+        })?;
         out(counterValue, v)
     }
 }
 
-/// A board's fabric registration: state, status, clique id and cluster
-/// UUID. Single-node NVSwitch systems (every simulated board) report
-/// clique 0 and an all-zero cluster UUID, as real HGX H100 and H200 do on
-/// 590.48.01 (`../shared/corpus`, "Fabric" sections).
-fn fabric(device: nvmlDevice_t) -> R<(u8, nvmlReturn_t, u32, [u8; 16], u32, u8)> {
+/// A GPU's fabric registration: state, status, clique id, cluster UUID
+/// and health. Single-node NVSwitch systems report clique 0 and an
+/// all-zero cluster UUID, as real HGX H100, H200 and B200 do
+/// (`../shared/corpus`, "Fabric" sections); a GB200 NVL72 tray its
+/// partition (scenario key `fabric`).
+struct Fabric {
+    state: u8,
+    status: nvmlReturn_t,
+    clique: u32,
+    cluster: [u8; 16],
+    health: crate::model::FabricHealth,
+}
+
+fn fabric(device: nvmlDevice_t) -> R<Fabric> {
     with_gpu(device, |g, _| {
-        if !g.model.nvswitch_fabric() {
-            return Err(NOT_SUPPORTED);
+        if g.model.nvswitch_fabric() {
+            Ok(Fabric {
+                state: g.fabric_state,
+                status: g.fabric_status,
+                clique: g.fabric_clique,
+                cluster: g.fabric_cluster,
+                health: g.fabric_health,
+            })
+        } else {
+            Err(NOT_SUPPORTED)
         }
-        // A scenario may pin the partition and health a capture printed.
-        let (clique, cluster, mask, summary) =
-            g.fabric.as_ref().map_or((0, [0u8; 16], 0, 0), |f| {
-                (f.clique_id, f.cluster_uuid, f.health_mask, f.health_summary)
-            });
-        Ok((
-            g.fabric_state,
-            g.fabric_status,
-            clique,
-            cluster,
-            mask,
-            summary,
-        ))
     })
 }
 
@@ -65,37 +78,40 @@ nvml_fn! {
     /// registration; others answer NOT_SUPPORTED. DEPRECATED(13.0).
     fn nvmlDeviceGetGpuFabricInfo(device: nvmlDevice_t, gpuFabricInfo: *mut nvmlGpuFabricInfo_t) {
         nonnull(gpuFabricInfo)?;
-        let (state, status, cliqueId, clusterUuid, ..) = fabric(device)?;
-        out(gpuFabricInfo, nvmlGpuFabricInfo_t { clusterUuid, status, cliqueId, state })
+        let f = fabric(device)?;
+        out(gpuFabricInfo, nvmlGpuFabricInfo_t { clusterUuid: f.cluster, status: f.status, cliqueId: f.clique, state: f.state })
     }
 }
 
 nvml_fn! {
     /// The versioned call: `nvmlGpuFabricInfo_v2_t` from the 12.4 header
-    /// (R550), `_v3_t` from 13.0 (R580); an older branch does not have the
-    /// function (`absent` in drivers.toml), a struct version newer than the
-    /// branch's answers ARGUMENT_VERSION_MISMATCH. The health rows of the simulated boards
-    /// are all "not supported" (0), as HGX H100/H200 print them (N/A).
+    /// (R550), `_v3_t` from 13.0 (R580) (drivers.toml
+    /// `fabric_info_version`); an older branch does not have the function
+    /// (`absent`), a struct version newer than the branch's answers
+    /// ARGUMENT_VERSION_MISMATCH. The health mask carries the fields the
+    /// branch's header defines (`fabric_health_fields`), the summary only
+    /// in v3.
     fn nvmlDeviceGetGpuFabricInfoV(device: nvmlDevice_t, gpuFabricInfo: *mut nvmlGpuFabricInfoV_t) {
         nonnull(gpuFabricInfo)?;
-        let major = crate::driver::current().branch.major();
+        let driver = crate::driver::current();
+        let newest = driver.fabric_info_version().unwrap_or(0);
         let version = (*gpuFabricInfo).version;
         let v3 = struct_version::<nvmlGpuFabricInfo_v3_t>(3);
         let v2 = struct_version::<nvmlGpuFabricInfo_v2_t>(2);
-        if !(version == v2 || (version == v3 && major >= 580)) {
+        if !((version == v2 && newest >= 2) || (version == v3 && newest >= 3)) {
             return Err(VERSION_MISMATCH);
         }
-        let (state, status, clique, cluster, mask, summary) = fabric(device)?;
+        let f = fabric(device)?;
         // v3 appends `healthSummary` to v2's layout: a v2 caller's buffer
         // is written only as far as v2 reaches.
         let common = gpuFabricInfo.cast::<nvmlGpuFabricInfo_v2_t>();
-        (*common).clusterUuid = cluster;
-        (*common).status = status;
-        (*common).cliqueId = clique;
-        (*common).state = state;
-        (*common).healthMask = mask;
+        (*common).clusterUuid = f.cluster;
+        (*common).status = f.status;
+        (*common).cliqueId = f.clique;
+        (*common).state = f.state;
+        (*common).healthMask = f.health.mask(driver.fabric_health_fields());
         if version == v3 {
-            (*gpuFabricInfo).healthSummary = summary;
+            (*gpuFabricInfo).healthSummary = f.health.summary;
         }
         Ok(())
     }

@@ -6,15 +6,25 @@
 use super::*;
 use crate::fault::ProcKind;
 
+/// The compute or graphics list; `None`: the MPS list, the clients of the
+/// GPU's MPS server (which the compute list holds too: `nvidia-smi` shows
+/// them as type `M+C`).
 fn processes(device: nvmlDevice_t, kind: Option<ProcKind>) -> R<Vec<nvmlProcessInfo_t>> {
     with_dev(device, |sim, d, _| {
         if d.mig.is_none() && sim.aggregate_withheld(d.gpu) {
             return Err(NO_PERMISSION);
         }
         let g = &sim.gpus[d.gpu as usize];
+        let clients: Vec<u32> = crate::fleet::usage::mps_clients(g)
+            .iter()
+            .map(|p| p.pid)
+            .collect();
         Ok(g.procs
             .iter()
-            .filter(|p| kind.is_some_and(|k| p.kind.listed_as(k)))
+            .filter(|p| match kind {
+                Some(k) => p.kind.listed_as(k),
+                None => clients.contains(&p.pid),
+            })
             .filter(|p| match d.mig {
                 Some((gi, ci, _)) => p.mig == Some((gi, ci)),
                 None => true,

@@ -83,7 +83,8 @@ fn by_index(index: c_uint, device: *mut nvmlDevice_t) -> R {
     {
         return Err(NO_PERMISSION);
     }
-    // The handle of a lost GPU stays valid; calls on it fail (FACTS).
+    // The handle of a lost GPU stays valid and every call on it fails
+    // with GPU_IS_LOST, as nvml.h documents for NVML_ERROR_GPU_IS_LOST.
     unsafe {
         out(
             device,

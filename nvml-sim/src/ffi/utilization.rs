@@ -2,6 +2,7 @@
 //! encoder, decoder, JPEG, OFA and per-process samples.
 
 use super::*;
+use crate::fleet::usage::{self, Answer};
 use crate::fleet::{now_us, unsupported, Gpu};
 use crate::value::pinned;
 
@@ -28,7 +29,8 @@ nvml_fn! {
                 return Err(NOT_SUPPORTED);
             }
             let u = g.util(t);
-            Ok((u.round() as u32, pinned(*mem).unwrap_or((u * 0.62).round() as u32)))
+            let declared = usage::declared_engine(g, None, 1);
+            Ok((u.round() as u32, pinned(*mem).unwrap_or(declared.unwrap_or(u * 0.62).round() as u32)))
         })?;
         out(utilization, nvmlUtilization_t { gpu, memory: mem })
     }
@@ -55,6 +57,9 @@ unsafe fn engine_util(
         }
         if let Some(v) = pinned(*pin) {
             return Ok(v);
+        }
+        if let Some(v) = usage::declared_engine(g, None, engine) {
+            return Ok(v.round() as u32);
         }
         if needs(g) {
             Ok((g.util(t) * share).round() as u32)
@@ -90,37 +95,68 @@ nvml_fn! {
     }
 }
 
+/// Per-process samples newer than `last_seen` on a whole, MIG-disabled
+/// GPU (see `fleet/usage.rs`); NOT_FOUND when no process was active since.
+fn process_samples(device: nvmlDevice_t, last_seen: u64) -> R<Vec<Answer>> {
+    with_gpu(device, |g, _| {
+        if g.mig.is_some() {
+            return Err(NOT_SUPPORTED);
+        }
+        usage::query(g, now_us(), last_seen).ok_or(NOT_FOUND)
+    })
+}
+
 nvml_fn! {
-    /// Per-process samples newer than `lastSeenTimeStamp`; the two-call size
-    /// protocol of the reference (null buffer: count written, INSUFFICIENT_SIZE).
+    /// The two-call size protocol of the reference: a null buffer or a
+    /// count too small gets INSUFFICIENT_SIZE with the needed count.
     fn nvmlDeviceGetProcessUtilization(device: nvmlDevice_t, utilization: *mut nvmlProcessUtilizationSample_t, processSamplesCount: *mut c_uint, lastSeenTimeStamp: c_ulonglong) {
         nonnull(processSamplesCount)?;
-        let samples = util_gpu(device, |g, t| {
-            let now = now_us();
-            let total: u64 = g.procs.iter().map(|p| p.counted_memory()).sum::<u64>().max(1);
-            Ok(g.procs
-                .iter()
-                .filter(|_| now > lastSeenTimeStamp)
-                .map(|p| nvmlProcessUtilizationSample_t {
-                    pid: p.pid,
-                    timeStamp: now,
-                    smUtil: (g.util(t) * p.counted_memory() as f64 / total as f64).round() as u32,
-                    memUtil: (g.util(t) * 0.62 * p.counted_memory() as f64 / total as f64).round() as u32,
-                    encUtil: 0,
-                    decUtil: 0,
-                })
-                .collect::<Vec<_>>())
-        })?;
-        if samples.is_empty() {
-            return Err(NOT_FOUND);
-        }
+        let samples = process_samples(device, lastSeenTimeStamp)?;
         let cap = *processSamplesCount as usize;
         *processSamplesCount = samples.len() as u32;
         if utilization.is_null() || cap < samples.len() {
             return Err(INSUFFICIENT_SIZE);
         }
         for (i, s) in samples.into_iter().enumerate() {
-            utilization.add(i).write(s);
+            utilization.add(i).write(nvmlProcessUtilizationSample_t {
+                pid: s.pid,
+                timeStamp: s.timestamp_us,
+                smUtil: s.util[0],
+                memUtil: s.util[1],
+                encUtil: s.util[2],
+                decUtil: s.util[3],
+            });
+        }
+        Ok(())
+    }
+}
+
+nvml_fn! {
+    /// R550 and later (absent from R535/R545 personalities, drivers.toml):
+    /// the versioned call, with JPEG and OFA beside the four engines.
+    fn nvmlDeviceGetProcessesUtilizationInfo(device: nvmlDevice_t, procesesUtilInfo: *mut nvmlProcessesUtilizationInfo_t) {
+        nonnull(procesesUtilInfo)?;
+        let info = &mut *procesesUtilInfo;
+        if info.version != struct_version::<nvmlProcessesUtilizationInfo_v1_t>(1) {
+            return Err(VERSION_MISMATCH);
+        }
+        let samples = process_samples(device, info.lastSeenTimeStamp)?;
+        let cap = info.processSamplesCount as usize;
+        info.processSamplesCount = samples.len() as u32;
+        if info.procUtilArray.is_null() || cap < samples.len() {
+            return Err(INSUFFICIENT_SIZE);
+        }
+        for (i, s) in samples.into_iter().enumerate() {
+            info.procUtilArray.add(i).write(nvmlProcessUtilizationInfo_v1_t {
+                timeStamp: s.timestamp_us,
+                pid: s.pid,
+                smUtil: s.util[0],
+                memUtil: s.util[1],
+                encUtil: s.util[2],
+                decUtil: s.util[3],
+                jpgUtil: s.util[4],
+                ofaUtil: s.util[5],
+            });
         }
         Ok(())
     }

@@ -3,9 +3,22 @@
 
 use super::gpu::{Hang, Proc, RetiredPage, MIB};
 use super::{now_us, Event, Sim};
-use crate::fault::{EccLocation, EccType, Fault, RowKind};
+use crate::fault::{EccLocation, EccType, Fault, ProcUse, RowKind};
 
 impl Sim {
+    /// A GPU that registers with an NVSwitch fabric, for the fabric faults.
+    fn fabric_gpu(&mut self, gpu: u32) -> Result<&mut super::gpu::Gpu, String> {
+        let g = &mut self.gpus[gpu as usize];
+        if g.model.nvswitch_fabric() {
+            Ok(g)
+        } else {
+            Err(format!(
+                "GPU {gpu} ({}) is not on an NVSwitch fabric",
+                g.model.name
+            ))
+        }
+    }
+
     pub fn apply(&mut self, fault: &Fault) -> Result<String, String> {
         let at = self.scenario_t();
         self.apply_at(fault, at)
@@ -15,6 +28,15 @@ impl Sim {
     pub(super) fn apply_at(&mut self, fault: &Fault, at: f64) -> Result<String, String> {
         let t = self.t();
         let n = self.gpus.len();
+        if fault.changes_use() {
+            // What processes do drives utilization, energy and the sample
+            // buffer: settle all three as of now under the old state.
+            let now = now_us();
+            for g in &mut self.gpus {
+                g.advance_energy(t);
+                super::usage::advance(g, now);
+            }
+        }
         if let Some(g) = fault.gpu() {
             if g as usize >= n {
                 return Err(format!("no GPU {g}: the fleet has {n} GPUs (0..{})", n - 1));
@@ -26,12 +48,22 @@ impl Sim {
                 code,
                 gpu_instance,
                 compute_instance,
+                log_only,
             } => {
                 let g = &self.gpus[*gpu as usize];
                 if let Some(gi) = gpu_instance {
                     if g.instance(*gi).is_none() {
                         return Err(format!("GPU {gpu} has no GPU instance {gi}"));
                     }
+                }
+                let process = g
+                    .procs
+                    .iter()
+                    .find(|p| gpu_instance.is_none_or(|gi| p.mig.is_some_and(|(i, _)| i == gi)))
+                    .map(|p| (p.pid, p.name.as_str()));
+                crate::kmsg::xid(&g.pci, *code, *gpu_instance, *compute_instance, process);
+                if *log_only {
+                    return Ok(format!("XID {code} on GPU {gpu} (kernel log only)"));
                 }
                 self.push_event(Event {
                     gpu: *gpu,
@@ -151,6 +183,7 @@ impl Sim {
             }
             Fault::DriverLoad => {
                 if !self.driver_loaded {
+                    crate::kmsg::driver_loaded(&crate::driver::current().version);
                     // A driver reload clears volatile ECC counters (NVML
                     // reference, nvmlEccCounterType_t: "Volatile counts are
                     // reset each time the driver loads").
@@ -213,7 +246,17 @@ impl Sim {
                 kind,
                 gpu_instance,
                 compute_instance,
+                sm_percent,
+                memory_percent,
+                encoder_percent,
+                decoder_percent,
             } => {
+                let usage = ProcUse::declared(
+                    *sm_percent,
+                    *memory_percent,
+                    *encoder_percent,
+                    *decoder_percent,
+                )?;
                 let pid = match pid {
                     Some(p) => *p,
                     None => {
@@ -247,6 +290,7 @@ impl Sim {
                     memory: memory_mib * MIB,
                     kind: *kind,
                     mig,
+                    usage,
                 });
                 Ok(format!("process {pid} started on GPU {gpu}"))
             }
@@ -262,6 +306,31 @@ impl Sim {
                 } else {
                     Err(format!("no process {pid}"))
                 }
+            }
+            Fault::ProcessUse {
+                pid,
+                sm_percent,
+                memory_percent,
+                encoder_percent,
+                decoder_percent,
+            } => {
+                let p = self
+                    .gpus
+                    .iter_mut()
+                    .flat_map(|g| g.procs.iter_mut())
+                    .find(|p| p.pid == *pid)
+                    .ok_or_else(|| format!("no process {pid}"))?;
+                let u = p.usage.unwrap_or_default().with(
+                    *sm_percent,
+                    *memory_percent,
+                    *encoder_percent,
+                    *decoder_percent,
+                )?;
+                p.usage = Some(u);
+                Ok(format!(
+                    "process {pid} uses SM {}%, memory {}%, encoder {}%, decoder {}%",
+                    u.sm, u.memory, u.encoder, u.decoder
+                ))
             }
             Fault::Load { gpu, percent } => {
                 if !(0.0..=100.0).contains(percent) {
@@ -305,12 +374,26 @@ impl Sim {
                 let g = &mut self.gpus[*gpu as usize];
                 let nvlinks = g.model.nvlinks;
                 let name = g.model.name.clone();
+                let blackwell_links = g.model.nvlink5();
+                if nvlinks > 0 && !counter.counted_by(blackwell_links) {
+                    let (has, lacks) = if blackwell_links {
+                        ("NVLink5", "recovery, recovery-failed, effective, symbol")
+                    } else {
+                        (
+                            "NVLink 1-4",
+                            "replay, recovery, crc-flit, crc-data, ecc-data",
+                        )
+                    };
+                    return Err(format!(
+                        "GPU {gpu} ({name}) has {has} links, which count {lacks}, not {counter:?} errors"
+                    ));
+                }
                 let Some(added) = g.nvlink_errors_added.get_mut(*link as usize) else {
                     return Err(format!(
                         "GPU {gpu} ({name}) has {nvlinks} NVLink links, no link {link}"
                     ));
                 };
-                added[counter.nvml()] += count;
+                added[counter.index()] += count;
                 Ok(format!(
                     "GPU {gpu} NVLink {link}: {count} more {counter:?} errors"
                 ))
@@ -320,18 +403,69 @@ impl Sim {
                 state,
                 registered,
             } => {
-                let g = &mut self.gpus[*gpu as usize];
-                if !g.model.nvswitch_fabric() {
-                    return Err(format!(
-                        "GPU {gpu} ({}) is not on an NVSwitch fabric",
-                        g.model.name
-                    ));
-                }
+                let g = self.fabric_gpu(*gpu)?;
                 g.fabric_state = state.nvml();
                 // NVML_ERROR_UNKNOWN (999) stands for a failed registration.
                 g.fabric_status = if *registered { 0 } else { 999 };
                 Ok(format!(
                     "GPU {gpu} fabric {state:?}, registered {registered}"
+                ))
+            }
+            Fault::FabricHealth {
+                gpu,
+                summary,
+                degraded_bandwidth,
+                route_recovery,
+                route_unhealthy,
+                access_timeout_recovery,
+                incorrect_configuration,
+            } => {
+                let g = self.fabric_gpu(*gpu)?;
+                let h = &mut g.fabric_health;
+                if let Some(s) = summary {
+                    h.summary = s.nvml();
+                }
+                for (i, flag) in [
+                    degraded_bandwidth,
+                    route_recovery,
+                    route_unhealthy,
+                    access_timeout_recovery,
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    if let Some(f) = flag {
+                        h.fields[i] = f.get().map_or(0, |t| if t { 1 } else { 2 });
+                    }
+                }
+                if let Some(c) = incorrect_configuration {
+                    h.fields[4] = c.nvml();
+                }
+                Ok(format!(
+                    "GPU {gpu} fabric health summary {}, mask {:#x}",
+                    h.summary,
+                    h.mask(5)
+                ))
+            }
+            Fault::PowerSmoothing {
+                gpu,
+                lifetime_percent,
+            } => {
+                let g = &mut self.gpus[*gpu as usize];
+                if !g.model.power_smoothing {
+                    return Err(format!(
+                        "GPU {gpu} ({}) has no power smoothing",
+                        g.model.name
+                    ));
+                }
+                if !(0.0..=100.0).contains(lifetime_percent) {
+                    return Err(format!(
+                        "lifetime_percent {lifetime_percent} is outside 0..=100"
+                    ));
+                }
+                g.power_smoothing_lifetime = Some(*lifetime_percent);
+                Ok(format!(
+                    "GPU {gpu} power smoothing circuitry at {lifetime_percent}% of its lifetime"
                 ))
             }
             Fault::SramThreshold { gpu, exceeded } => {

@@ -2,10 +2,10 @@
 //! the counters faults move (ECC, retired pages, remapped rows, NVLink,
 //! violation and clock-event time).
 
-use crate::fault::{ProcKind, Reason, RetireCause};
+use crate::fault::{NvlinkCounter, ProcKind, ProcUse, Reason, RetireCause};
 use crate::identity::{self, PciAddr};
-use crate::model::{self, MigProfile, Model};
-use crate::scenario::{CiSpec, FabricSpec, GpuSpec, MigSpec, Readings, Settings, SramCounts};
+use crate::model::{self, FabricHealth, MigProfile, Model};
+use crate::scenario::{CiSpec, GpuSpec, MigSpec, Readings, Settings, SramCounts};
 use crate::value::Val;
 use std::sync::Arc;
 
@@ -27,6 +27,8 @@ pub struct Proc {
     pub kind: ProcKind,
     /// (gpu instance id, compute instance id) on MIG-enabled GPUs.
     pub mig: Option<(u32, u32)>,
+    /// What it does with the GPU, when declared (see `usage.rs`).
+    pub usage: Option<ProcUse>,
 }
 
 impl Proc {
@@ -151,16 +153,26 @@ pub struct Gpu {
     pub pcie_width: u32,
     /// Bit n set: NVLink link n is inactive.
     pub nvlink_down: u64,
-    /// Errors added by faults, per link: (replay, recovery, crc flit, crc data, ecc data).
-    pub nvlink_errors_added: Vec<[u64; 5]>,
+    /// Errors added by faults, per link, indexed by [`NvlinkCounter::index`].
+    pub nvlink_errors_added: Vec<[u64; NvlinkCounter::COUNT]>,
     /// `NVML_GPU_FABRIC_STATE_*` (3 completed on NVSwitch boards, 0 elsewhere)
     /// and the registration's outcome (an nvmlReturn_t).
     pub fabric_state: u8,
     pub fabric_status: u32,
-    /// Clique, cluster UUID, health mask and summary (`None`: a single
-    /// NVSwitch node's: clique 0, zero UUID, nothing reported).
-    pub fabric: Option<FabricSpec>,
+    /// The fabric's health rows (the board's, the scenario's, then faults').
+    pub fabric_health: FabricHealth,
+    /// The NVLink partition: clique id and cluster UUID (all zero on a
+    /// single-node NVSwitch system).
+    pub fabric_clique: u32,
+    pub fabric_cluster: [u8; 16],
+    /// Power smoothing circuitry lifetime remaining, percent; `None` on
+    /// boards without power smoothing or where the scenario says "N/A".
+    pub power_smoothing_lifetime: Option<f64>,
     pub sram_threshold_exceeded: bool,
+    /// The driver's per-process utilization samples.
+    pub samples: super::usage::SampleBuffer,
+    /// Pid of the MPS server, on a GPU that runs one.
+    pub mps_server: Option<u32>,
     /// Per error type (corrected, uncorrected), bit n: memory location n
     /// has ECC counters.
     pub ecc_locations: [u8; 2],
@@ -246,15 +258,27 @@ impl Gpu {
             },
             pcie_width: spec.readings.pcie_width.unwrap_or(spec.model.pcie_width),
             nvlink_down: 0,
-            nvlink_errors_added: vec![[0; 5]; spec.model.nvlinks as usize],
-            fabric_state: match &spec.fabric {
-                Some(f) => f.state,
+            nvlink_errors_added: vec![[0; NvlinkCounter::COUNT]; spec.model.nvlinks as usize],
+            fabric_state: match spec.fabric.state {
+                Some(s) => s,
                 None if spec.model.nvswitch_fabric() => 3,
                 None => 0,
             },
-            fabric_status: spec.fabric.as_ref().map_or(0, |f| f.status),
-            fabric: spec.fabric.clone(),
+            fabric_status: spec.fabric.status,
+            fabric_health: spec.fabric.health,
+            fabric_clique: spec.fabric.clique_id,
+            fabric_cluster: spec.fabric.cluster_uuid,
+            power_smoothing_lifetime: match spec.readings.power_smoothing_lifetime_percent {
+                Some(v) => v.get(),
+                // Circuitry that has seen a little use: 100, 99, 98, 97 %.
+                None => spec
+                    .model
+                    .power_smoothing
+                    .then(|| 100.0 - f64::from(index % 4)),
+            },
             sram_threshold_exceeded: sram.threshold_exceeded,
+            samples: super::usage::SampleBuffer::new(super::now_us()),
+            mps_server: None,
             call_errors: spec.call_errors.clone(),
             field_pins: spec.field_pins.clone(),
             // L1, L2, DRAM, register file and SRAM: HBM boards have no
@@ -307,6 +331,19 @@ impl Gpu {
                 memory: p.memory_mib.map_or(NOT_AVAILABLE, |m| m * MIB),
                 kind: p.kind,
                 mig,
+                usage: p.usage,
+            });
+        }
+        if spec.mps {
+            *next_pid += 1;
+            gpu.mps_server = Some(*next_pid);
+            gpu.procs.push(Proc {
+                pid: *next_pid,
+                name: "nvidia-cuda-mps-server".into(),
+                memory: 25 * MIB,
+                kind: ProcKind::Compute,
+                mig: None,
+                usage: None,
             });
         }
         gpu
@@ -410,11 +447,19 @@ impl Gpu {
         self.mig.as_ref()?.instances.iter().find(|i| i.id == gi)
     }
 
-    /// Link error counters: (replay, recovery, crc flit, crc data, ecc data),
-    /// a static base plus what faults added.
-    pub fn nvlink_errors(&self, link: u32) -> [u64; 5] {
+    /// Link error counters, indexed by [`NvlinkCounter::index`]: a static
+    /// base plus what faults added. NVLink5 links count symbol errors
+    /// before FEC corrects them; their other counters start at 0.
+    pub fn nvlink_errors(&self, link: u32) -> [u64; NvlinkCounter::COUNT] {
         let s = (self.index + link) as u64;
-        let mut counts = [s % 3, 0, (s * 5) % 7, 0, s % 2];
+        let mut counts = [0; NvlinkCounter::COUNT];
+        if self.model.nvlink5() {
+            counts[NvlinkCounter::Symbol.index()] = (s * 37) % 101;
+        } else {
+            counts[NvlinkCounter::Replay.index()] = s % 3;
+            counts[NvlinkCounter::CrcFlit.index()] = (s * 5) % 7;
+            counts[NvlinkCounter::EccData.index()] = s % 2;
+        }
         if let Some(added) = self.nvlink_errors_added.get(link as usize) {
             for (c, a) in counts.iter_mut().zip(added) {
                 *c += a;

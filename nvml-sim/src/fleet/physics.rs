@@ -35,6 +35,9 @@ impl Wave {
             phase,
         }
     }
+    fn flat(self) -> Wave {
+        Wave { amp: 0.0, ..self }
+    }
     fn at(&self, t: f64) -> f64 {
         self.load + self.amp * (self.omega * t + self.phase).sin()
     }
@@ -55,12 +58,19 @@ impl Gpu {
                 omega: 1.0,
                 phase: 0.0,
             },
-            None => Wave::new(self.load, self.period, self.phase),
+            // Processes that declare their use set the level, flat.
+            None => match super::usage::declared_sm(self, None) {
+                Some(sm) => Wave::new(sm, self.period, self.phase).flat(),
+                None => Wave::new(self.load, self.period, self.phase),
+            },
         }
     }
 
     fn instance_wave(&self, gi: &GpuInstance) -> Wave {
-        Wave::new(gi.load, self.period, gi.phase)
+        match super::usage::declared_sm(self, Some(gi.id)) {
+            Some(sm) => Wave::new(sm, self.period, gi.phase).flat(),
+            None => Wave::new(gi.load, self.period, gi.phase),
+        }
     }
 
     /// GPU utilization in percent at real time t.
@@ -160,6 +170,25 @@ impl Gpu {
         (idle + span * self.util(t) / 100.0) * if f < 1.0 { f.max(0.7) } else { 1.0 }
     }
 
+    /// Draw of power scope 1 (the module) or 2 (the GPU's memory) in mW:
+    /// the scenario's pinned reading, else between the board's idle and
+    /// busy draw with the GPU's load; `None` where the board has no such
+    /// scope or the scenario says "N/A".
+    pub fn scope_power_mw(&self, scope: u32, t: f64) -> Option<u32> {
+        let (pin, board) = match scope {
+            1 => (self.readings.module_power_mw, self.model.module_power),
+            2 => (self.readings.memory_power_mw, self.model.memory_power),
+            _ => return None,
+        };
+        match pin {
+            Some(v) => v.get(),
+            None => board.map(|b| {
+                let span = f64::from(b.busy_mw - b.idle_mw);
+                (f64::from(b.idle_mw) + span * self.util(t) / 100.0) as u32
+            }),
+        }
+    }
+
     /// Brings the energy counter up to t. Called before anything that reads
     /// it and before throttling changes, so the integral is exact.
     pub fn advance_energy(&mut self, t: f64) {
@@ -221,7 +250,10 @@ impl Gpu {
     pub fn memory_temperature(&self, t: f64) -> Option<u32> {
         match &self.readings.memory_temperature_c {
             Some(v) => v.get(),
-            None => self.model.temp_mem_max.map(|_| self.temperature(t) + 6),
+            // HBM boards: an absolute memory threshold or a memory T.Limit
+            // margin (Blackwell captures print only the latter).
+            None => (self.model.temp_mem_max.is_some() || self.model.tlimit_margins[2].is_some())
+                .then(|| self.temperature(t) + 6),
         }
     }
 

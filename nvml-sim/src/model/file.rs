@@ -8,7 +8,7 @@
 // file format does.
 #![allow(clippy::struct_field_names)]
 
-use super::{Engines, MigProfile, Model, PowerLimits};
+use super::{Engines, FabricHealth, MigProfile, Model, PowerLimits, PowerScope};
 use crate::value::Val;
 use nvml_wrapper_sys::bindings as sys;
 use serde::{Deserialize, Serialize};
@@ -138,6 +138,7 @@ pub struct BoardFile {
     pub display: Option<bool>,
     pub sm_count: Option<u32>,
     pub gpm: Option<bool>,
+    pub power_smoothing: Option<bool>,
     pub memory: Option<MemorySection>,
     pub ecc: Option<EccSection>,
     pub power: Option<PowerSection>,
@@ -185,6 +186,18 @@ pub struct LimitsSection {
     pub max_limit_w: Option<f64>,
 }
 
+/// `[power.module]`, `[power.memory]`: limits where NVML reports them, and
+/// the draw at idle and at full load.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeSection {
+    pub default_limit_w: Option<f64>,
+    pub min_limit_w: Option<f64>,
+    pub max_limit_w: Option<f64>,
+    pub idle_w: Option<f64>,
+    pub busy_w: Option<f64>,
+}
+
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PowerSection {
@@ -193,9 +206,9 @@ pub struct PowerSection {
     pub max_limit_w: Option<f64>,
     pub idle_w: Option<f64>,
     /// `NVML_POWER_SCOPE_MODULE` (Grace superchips: GPU, CPU and memory).
-    pub module: Option<LimitsSection>,
+    pub module: Option<ScopeSection>,
     /// `NVML_POWER_SCOPE_MEMORY`.
-    pub memory: Option<LimitsSection>,
+    pub memory: Option<ScopeSection>,
 }
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -219,6 +232,9 @@ pub struct ThermalSection {
     pub gpu_max_c: Option<Val<u32>>,
     pub memory_max_c: Option<Val<u32>>,
     pub tlimit: Option<bool>,
+    /// T.Limit itself, where the board reports no absolute threshold: what
+    /// the margins and the current margin count from.
+    pub tlimit_temperature_c: Option<u32>,
     /// The thresholds as T.Limit margins, where a capture prints only
     /// those (Hopper and Blackwell on recent drivers); default: derived
     /// from the absolute ones.
@@ -243,6 +259,86 @@ pub struct NvlinkSection {
     pub speed_mbps: Option<u32>,
     pub version: Option<u32>,
     pub fabric: Option<bool>,
+    pub fabric_health: Option<FabricHealthSection>,
+}
+
+/// What the fabric manager's health rows say (`nvidia-smi -q`, "Fabric" >
+/// "Health"); every key defaults to "N/A" (not supported).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FabricHealthSection {
+    pub summary: Option<Val<HealthSummary>>,
+    pub degraded_bandwidth: Option<Val<bool>>,
+    pub route_recovery: Option<Val<bool>>,
+    pub route_unhealthy: Option<Val<bool>>,
+    pub access_timeout_recovery: Option<Val<bool>>,
+    pub incorrect_configuration: Option<Val<IncorrectConfiguration>>,
+}
+
+/// `NVML_GPU_FABRIC_HEALTH_SUMMARY_*` (nvml.h 13.0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HealthSummary {
+    Healthy,
+    Unhealthy,
+    LimitedCapacity,
+}
+
+impl HealthSummary {
+    pub fn nvml(self) -> u8 {
+        match self {
+            HealthSummary::Healthy => 1,
+            HealthSummary::Unhealthy => 2,
+            HealthSummary::LimitedCapacity => 3,
+        }
+    }
+}
+
+/// `NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_*` (nvml.h 13.0
+/// to 13.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IncorrectConfiguration {
+    None,
+    IncorrectSysguid,
+    IncorrectChassisSn,
+    NoPartition,
+    InsufficientNvlinks,
+    IncompatibleGpuFw,
+    InvalidLocation,
+    GpuStateInvalid,
+}
+
+impl IncorrectConfiguration {
+    pub fn nvml(self) -> u8 {
+        self as u8 + 1
+    }
+}
+
+impl FabricHealthSection {
+    /// Applies the keys this section gives over `h`.
+    pub fn apply(&self, h: &mut FabricHealth) {
+        let flag = |v: Val<bool>| v.get().map_or(0, |t| if t { 1 } else { 2 });
+        if let Some(v) = self.summary {
+            h.summary = v.get().map_or(0, HealthSummary::nvml);
+        }
+        for (i, v) in [
+            self.degraded_bandwidth,
+            self.route_recovery,
+            self.route_unhealthy,
+            self.access_timeout_recovery,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if let Some(v) = v {
+                h.fields[i] = flag(v);
+            }
+        }
+        if let Some(v) = self.incorrect_configuration {
+            h.fields[4] = v.get().map_or(0, IncorrectConfiguration::nvml);
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -308,6 +404,44 @@ fn mw(w: f64, what: &str) -> Result<u32, String> {
         return Err(format!("{what} = {w} W is outside 0..=100000"));
     }
     Ok((w * 1000.0).round() as u32)
+}
+
+fn scope(s: &ScopeSection, name: &str) -> Result<PowerScope, String> {
+    let limits = match s.default_limit_w {
+        Some(_) => Some(limits(
+            &LimitsSection {
+                default_limit_w: s.default_limit_w,
+                min_limit_w: s.min_limit_w,
+                max_limit_w: s.max_limit_w,
+            },
+            name,
+        )?),
+        None if s.min_limit_w.is_some() || s.max_limit_w.is_some() => {
+            return Err(format!(
+                "power.{name}: min_limit_w and max_limit_w need default_limit_w"
+            ))
+        }
+        None => None,
+    };
+    let share = |f: f64| limits.map(|l| (f64::from(l.default_mw) * f) as u32);
+    let idle_mw = match s.idle_w {
+        Some(w) => mw(w, &format!("power.{name}.idle_w"))?,
+        None => share(0.2).ok_or_else(|| {
+            format!("power.{name} needs idle_w (or default_limit_w to derive it from)")
+        })?,
+    };
+    let busy_mw = match s.busy_w {
+        Some(w) => mw(w, &format!("power.{name}.busy_w"))?,
+        None => share(0.8).unwrap_or(idle_mw).max(idle_mw),
+    };
+    if busy_mw < idle_mw {
+        return Err(format!("power.{name}: busy_w is below idle_w"));
+    }
+    Ok(PowerScope {
+        limits,
+        idle_mw,
+        busy_mw,
+    })
 }
 
 fn limits(l: &LimitsSection, scope: &str) -> Result<PowerLimits, String> {
@@ -514,13 +648,14 @@ impl BoardFile {
             module_power: power
                 .module
                 .as_ref()
-                .map(|l| limits(l, "module"))
+                .map(|s| scope(s, "module"))
                 .transpose()?,
             memory_power: power
                 .memory
                 .as_ref()
-                .map(|l| limits(l, "memory"))
+                .map(|s| scope(s, "memory"))
                 .transpose()?,
+            power_smoothing: self.power_smoothing.unwrap_or(false),
             max_graphics_mhz,
             max_sm_mhz: clocks.max_sm_mhz.unwrap_or(max_graphics_mhz),
             max_mem_mhz,
@@ -537,6 +672,7 @@ impl BoardFile {
             temp_slowdown: threshold(&thermal.slowdown_c),
             temp_gpu_max: threshold(&thermal.gpu_max_c),
             temp_mem_max: threshold(&thermal.memory_max_c),
+            tlimit_temperature: thermal.tlimit_temperature_c,
             tlimit_margins: {
                 let temp_gpu_max = threshold(&thermal.gpu_max_c);
                 let explicit = [
@@ -578,6 +714,13 @@ impl BoardFile {
                     && arch >= sys::NVML_DEVICE_ARCH_HOPPER
                     && nvlinks > 0,
             ),
+            fabric_health: {
+                let mut h = FabricHealth::default();
+                if let Some(section) = &nvlink.fabric_health {
+                    section.apply(&mut h);
+                }
+                h
+            },
             ecc: ecc_supported,
             ecc_default: ecc.default.unwrap_or(ecc_supported),
             page_retirement: ecc.page_retirement.unwrap_or(false),
@@ -618,12 +761,7 @@ mod tests {
 
     #[test]
     fn a_board_starts_from_another_and_changes_what_differs() {
-        let base = BUILTIN_BOARDS
-            .iter()
-            .find(|(k, _)| *k == "h100-sxm5-80gb")
-            .unwrap()
-            .1;
-        let mut table: toml::Table = toml::from_str(base).unwrap();
+        let mut table = super::super::builtin_table("h100-sxm5-80gb").unwrap();
         let over: toml::Table = toml::from_str(
             "name = \"NVIDIA H100 NVL\"\n[memory]\ntotal_mib = 95830\n[thermal]\nmemory_max_c = \"N/A\"\n",
         )
@@ -642,8 +780,9 @@ mod tests {
     fn a_file_round_trips_through_a_table() {
         // What merging relies on: a parsed file serializes back to the
         // same keys, absent ones left out.
-        for (key, text) in BUILTIN_BOARDS {
-            let file: BoardFile = toml::from_str(text).unwrap();
+        for (key, _) in BUILTIN_BOARDS {
+            let table = super::super::builtin_table(key).unwrap();
+            let file: BoardFile = toml::Value::Table(table).try_into().unwrap();
             let again: BoardFile = toml::Value::try_from(&file).unwrap().try_into().unwrap();
             assert_eq!(file.resolve(key).unwrap(), again.resolve(key).unwrap());
         }

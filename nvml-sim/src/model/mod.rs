@@ -9,8 +9,8 @@
 mod file;
 
 pub use file::{
-    architecture_name, brand_name, gi_profile_name, merge_tables, BoardFile, ProfileEntry,
-    BUILTIN_BOARDS, BUILTIN_SCENARIOS,
+    architecture_name, brand_name, gi_profile_name, merge_tables, BoardFile, FabricHealthSection,
+    HealthSummary, IncorrectConfiguration, ProfileEntry, BUILTIN_BOARDS, BUILTIN_SCENARIOS,
 };
 
 use nvml_wrapper_sys::bindings as sys;
@@ -99,6 +99,44 @@ pub struct PowerLimits {
     pub max_mw: u32,
 }
 
+/// A power scope other than the GPU's: `NVML_POWER_SCOPE_MODULE` (Grace
+/// superchips: CPU, GPU and memory) or `_MEMORY` (the GPU's memory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PowerScope {
+    /// `None`: the limits fields answer NOT_SUPPORTED (real captures print
+    /// no limits for the memory scope).
+    pub limits: Option<PowerLimits>,
+    /// Draw at 0 % and at 100 % load, milliwatts.
+    pub idle_mw: u32,
+    pub busy_mw: u32,
+}
+
+/// The fabric health a board reports before any fault, as
+/// `nvmlGpuFabricInfo_v3_t` codes: the health mask's fields (degraded
+/// bandwidth, route recovery, route unhealthy, access timeout recovery:
+/// 0 not supported, 1 true, 2 false; incorrect configuration: 0 not
+/// supported, 1 none, 2.. which check failed) and the summary (0 not
+/// supported, 1 healthy, 2 unhealthy, 3 limited capacity).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FabricHealth {
+    pub fields: [u8; 5],
+    pub summary: u8,
+}
+
+impl FabricHealth {
+    /// Bit shift of each mask field (nvml.h 13.0, `NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_*`).
+    pub const SHIFTS: [u32; 5] = [0, 2, 4, 6, 8];
+
+    /// The mask as a branch that defines its first `fields` fields reports it.
+    pub fn mask(&self, fields: u32) -> u32 {
+        self.fields
+            .iter()
+            .zip(Self::SHIFTS)
+            .take(fields as usize)
+            .fold(0, |m, (&v, shift)| m | (u32::from(v) << shift))
+    }
+}
+
 /// Engine counts of the whole GPU (`[engines]` of a board file).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Engines {
@@ -136,9 +174,12 @@ pub struct Model {
     pub power_min_mw: u32,
     pub power_max_mw: u32,
     pub power_idle_mw: u32,
-    /// `NVML_POWER_SCOPE_MODULE` (Grace superchips) and `_MEMORY` limits.
-    pub module_power: Option<PowerLimits>,
-    pub memory_power: Option<PowerLimits>,
+    /// `NVML_POWER_SCOPE_MODULE` (Grace superchips) and `_MEMORY`.
+    pub module_power: Option<PowerScope>,
+    pub memory_power: Option<PowerScope>,
+    /// Power smoothing (Blackwell data-center boards): the circuitry's
+    /// lifetime field answers.
+    pub power_smoothing: bool,
     pub max_graphics_mhz: u32,
     pub max_sm_mhz: u32,
     pub max_mem_mhz: u32,
@@ -152,6 +193,8 @@ pub struct Model {
     pub temp_gpu_max: Option<u32>,
     /// `None` where the board has no HBM temperature sensor.
     pub temp_mem_max: Option<u32>,
+    /// T.Limit where no absolute max operating temperature is reported.
+    pub tlimit_temperature: Option<u32>,
     /// The thresholds as signed T.Limit margins (fields 193-196: shutdown,
     /// slowdown, memory max, GPU max), as Ada and newer boards serve them;
     /// `None` where not supported.
@@ -167,6 +210,8 @@ pub struct Model {
     /// The board registers with an NVSwitch fabric manager
     /// (`nvmlDeviceGetGpuFabricInfo`).
     pub nvswitch: bool,
+    /// Its fabric health rows before any fault.
+    pub fabric_health: FabricHealth,
     pub ecc: bool,
     /// ECC mode out of the factory (`nvmlDeviceGetDefaultEccMode`).
     pub ecc_default: bool,
@@ -197,9 +242,14 @@ pub fn builtins() -> &'static [Arc<Model>] {
     BOARDS.get_or_init(|| {
         BUILTIN_BOARDS
             .iter()
-            .map(|(key, text)| {
-                let file: BoardFile = toml::from_str(text)
-                    .unwrap_or_else(|e| panic!("boards/{key}.toml: {}", e.message()));
+            .map(|(key, _)| {
+                let table = builtin_table(key).expect("a built-in board");
+                let file: BoardFile =
+                    toml::Value::Table(table)
+                        .try_into()
+                        .unwrap_or_else(|e: toml::de::Error| {
+                            panic!("boards/{key}.toml: {}", e.message())
+                        });
                 Arc::new(
                     file.resolve(key)
                         .unwrap_or_else(|e| panic!("boards/{key}.toml: {e}")),
@@ -207,6 +257,27 @@ pub fn builtins() -> &'static [Arc<Model>] {
             })
             .collect()
     })
+}
+
+/// A built-in board file as a table, merged over its `base` (a built-in
+/// board too: a variant says only what differs, as scenarios' boards do);
+/// `None` if no built-in has that key. The unit tests prove every file
+/// parses and every base exists.
+pub fn builtin_table(key: &str) -> Option<toml::Table> {
+    let text = BUILTIN_BOARDS.iter().find(|(k, _)| *k == key)?.1;
+    let mut table: toml::Table = text
+        .parse()
+        .unwrap_or_else(|e: toml::de::Error| panic!("boards/{key}.toml: {}", e.message()));
+    match table.remove("base") {
+        Some(toml::Value::String(base)) if base != key => {
+            let mut merged = builtin_table(&base)
+                .unwrap_or_else(|| panic!("boards/{key}.toml: no built-in base `{base}`"));
+            merge_tables(&mut merged, table);
+            Some(merged)
+        }
+        Some(other) => panic!("boards/{key}.toml: base {other} is not another built-in board"),
+        None => Some(table),
+    }
 }
 
 pub fn model_by_key(key: &str) -> Option<Arc<Model>> {
@@ -229,6 +300,16 @@ impl Model {
         self.nvswitch
     }
 
+    /// NVLink5 (Blackwell and newer): link recovery, effective and symbol
+    /// error counters (fields 213-222) instead of the DL replay, recovery
+    /// and CRC ones, which nvml.h calls "unsupported for Blackwell+" (12.8
+    /// header on).
+    pub fn nvlink5(&self) -> bool {
+        self.nvlinks > 0
+            && self.arch != sys::NVML_DEVICE_ARCH_UNKNOWN
+            && self.arch >= sys::NVML_DEVICE_ARCH_BLACKWELL
+    }
+
     pub fn mig_capable(&self) -> bool {
         self.mig_supported
     }
@@ -249,14 +330,16 @@ impl Model {
     /// down at (for the thermal-throttle physics).
     pub fn slowdown_c(&self) -> u32 {
         self.temp_slowdown
+            .or_else(|| Some((self.tlimit_c()? as i32 - self.tlimit_margins[1]?) as u32))
             .or(self.temp_gpu_max.map(|t| t + 2))
             .unwrap_or(90)
     }
 
     /// The maximum operating temperature T.Limit margins count from: the
-    /// absolute one, or the slowdown threshold less its margin.
+    /// absolute one, the board's T.Limit, or the slowdown threshold less
+    /// its margin.
     pub fn tlimit_c(&self) -> Option<u32> {
-        self.temp_gpu_max.or_else(|| {
+        self.temp_gpu_max.or(self.tlimit_temperature).or_else(|| {
             let slowdown_margin = self.tlimit_margins[1]?;
             Some((self.temp_slowdown? as i32 + slowdown_margin) as u32)
         })

@@ -4,7 +4,7 @@
 //! (`[gpu.counters]`), MIG instances and processes. Any value may be
 //! `"N/A"`: the driver then answers NOT_SUPPORTED for it.
 
-use crate::fault::{ProcKind, Reason, RetireCause};
+use crate::fault::{ProcKind, ProcUse, Reason, RetireCause};
 use crate::identity::PciAddr;
 use crate::model::{self, Model, Placement};
 use crate::value::Val;
@@ -21,6 +21,8 @@ pub struct GpuSpec {
     pub processes: Vec<ProcSpec>,
     /// MIG mode after the next GPU reset (`nvidia-smi -mig`); defaults to the current mode.
     pub mig_pending: Option<bool>,
+    /// An MPS server runs on the GPU: its other compute processes are its clients.
+    pub mps: bool,
     pub identity: Identity,
     /// What the scenario said of the identity, kept to derive it again
     /// when another scenario starts from this one (`base`).
@@ -31,9 +33,7 @@ pub struct GpuSpec {
     /// Calls on the whole GPU's handle that answer this error instead
     /// (`[gpu.errors]`: what a capture recorded, by function name).
     pub call_errors: Vec<(String, u32)>,
-    /// NVLink fabric registration as a capture printed it (`None`: the
-    /// board's default: completed, single node).
-    pub fabric: Option<FabricSpec>,
+    pub fabric: FabricSpec,
     /// Field values a capture recorded (`[gpu.fields]`), answered as they
     /// are: they do not move with time or faults.
     pub field_pins: Vec<FieldPin>,
@@ -48,19 +48,19 @@ pub struct FieldPin {
     pub answer: Result<i64, u32>,
 }
 
-/// `nvmlGpuFabricInfo*_t` as a scenario pins it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The GPU's place in an NVLink fabric and the fabric manager's health
+/// rows (`nvidia-smi -q`, "Fabric").
+#[derive(Debug, Clone, Default)]
 pub struct FabricSpec {
-    /// `NVML_GPU_FABRIC_STATE_*`.
-    pub state: u8,
-    /// The registration's `nvmlReturn_t`.
+    /// `NVML_GPU_FABRIC_STATE_*` as a capture printed it (`None`: 3,
+    /// completed, on NVSwitch boards).
+    pub state: Option<u8>,
+    /// The registration's `nvmlReturn_t` (0: success).
     pub status: u32,
     pub clique_id: u32,
+    /// All zero: no multi-node partition (single-node NVSwitch systems).
     pub cluster_uuid: [u8; 16],
-    /// `NVML_GPU_FABRIC_HEALTH_MASK_*` fields, packed.
-    pub health_mask: u32,
-    /// `NVML_GPU_FABRIC_HEALTH_SUMMARY_*`.
-    pub health_summary: u8,
+    pub health: model::FabricHealth,
 }
 
 /// Identifiers, resolved: the scenario's or derived, and unique in the fleet.
@@ -124,6 +124,8 @@ pub struct Readings {
     /// used to the MiB (nvidia-smi rounds each).
     pub memory_free_mib: Option<u64>,
     pub bar1_used_mib: Option<u64>,
+    /// Power smoothing circuitry lifetime remaining, percent.
+    pub power_smoothing_lifetime_percent: Option<Val<f64>>,
 }
 
 /// Counters at start; faults add to them.
@@ -236,6 +238,8 @@ pub struct ProcSpec {
     pub mig_instance: Option<usize>,
     /// Compute instance id in that GPU instance.
     pub compute_instance: u32,
+    /// What the process does, when the scenario declares it.
+    pub usage: Option<ProcUse>,
 }
 
 // ---- what a scenario file says -------------------------------------------------
@@ -256,6 +260,8 @@ pub(super) struct RawGpu {
     pub display_mode: Option<Val<bool>>,
     pub persistence: Option<Val<bool>>,
     pub mig_pending: Option<bool>,
+    #[serde(default)]
+    pub mps: bool,
     pub uuid: Option<toml::Spanned<String>>,
     pub serial: Option<toml::Spanned<Val<String>>>,
     pub pci_bus_id: Option<toml::Spanned<String>>,
@@ -270,25 +276,67 @@ pub(super) struct RawGpu {
     pub driver_model_pending: Option<DriverModel>,
     pub readings: Option<toml::Spanned<RawReadings>>,
     pub counters: Option<RawCounters>,
+    pub fabric: Option<toml::Spanned<RawFabric>>,
     pub errors: Option<toml::Spanned<toml::Table>>,
-    pub fabric: Option<RawFabric>,
     pub fields: Option<toml::Spanned<toml::Table>>,
 }
 
+/// `fabric = { clique_id = 2, cluster_uuid = "...", health = { ... } }`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawFabric {
-    state: FabricState,
-    #[serde(default = "success")]
-    status: FabricStatus,
-    #[serde(default)]
-    clique_id: u32,
+    /// As a capture printed it: not-started | in-progress | completed.
+    state: Option<FabricState>,
+    status: Option<FabricStatus>,
+    clique_id: Option<u32>,
     cluster_uuid: Option<String>,
-    health: Option<RawFabricHealth>,
+    health: Option<model::FabricHealthSection>,
 }
 
-fn success() -> FabricStatus {
-    FabricStatus::Success
+impl RawFabric {
+    fn resolve(&self, model: &Model) -> Result<FabricSpec, String> {
+        if !model.nvswitch_fabric() {
+            return Err(format!(
+                "{} is not on an NVSwitch fabric (fabric)",
+                model.name
+            ));
+        }
+        let mut health = model.fabric_health;
+        if let Some(h) = &self.health {
+            h.apply(&mut health);
+        }
+        let cluster_uuid = match &self.cluster_uuid {
+            None => [0; 16],
+            Some(text) => {
+                let hex: String = text.chars().filter(|c| *c != '-').collect();
+                let bad = || {
+                    format!("fabric.cluster_uuid `{text}` is not a UUID (8-4-4-4-12 hex digits)")
+                };
+                if hex.len() != 32 || text.len() != 36 {
+                    return Err(bad());
+                }
+                let mut out = [0u8; 16];
+                for (i, b) in out.iter_mut().enumerate() {
+                    *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+                }
+                out
+            }
+        };
+        Ok(FabricSpec {
+            state: self.state.map(|s| match s {
+                FabricState::NotStarted => 1,
+                FabricState::InProgress => 2,
+                FabricState::Completed => 3,
+            }),
+            status: match self.status {
+                None | Some(FabricStatus::Success) => 0,
+                Some(FabricStatus::Failure) => 999,
+            },
+            clique_id: self.clique_id.unwrap_or(0),
+            cluster_uuid,
+            health,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -304,98 +352,6 @@ enum FabricState {
 enum FabricStatus {
     Success,
     Failure,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawFabricHealth {
-    summary: Option<Val<HealthSummary>>,
-    degraded_bandwidth: Option<bool>,
-    route_recovery: Option<bool>,
-    route_unhealthy: Option<bool>,
-    access_timeout_recovery: Option<bool>,
-    incorrect_configuration: Option<IncorrectConfiguration>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-enum HealthSummary {
-    Healthy,
-    Unhealthy,
-    LimitedCapacity,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-enum IncorrectConfiguration {
-    None,
-    IncorrectSysguid,
-    IncorrectChassisSn,
-    NoPartition,
-    InsufficientNvlinks,
-}
-
-impl RawFabric {
-    fn resolve(&self) -> Result<FabricSpec, String> {
-        let cluster_uuid = match &self.cluster_uuid {
-            None => [0; 16],
-            Some(u) => {
-                let hex: String = u.chars().filter(|c| *c != '-').collect();
-                if hex.len() != 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-                    return Err(format!("fabric.cluster_uuid `{u}` is not a UUID"));
-                }
-                let mut out = [0u8; 16];
-                for (i, b) in out.iter_mut().enumerate() {
-                    *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16)
-                        .map_err(|e| e.to_string())?;
-                }
-                out
-            }
-        };
-        let h = self.health.as_ref();
-        // Each condition: 0 not reported, 1 true, 2 false (nvml.h's
-        // NVML_GPU_FABRIC_HEALTH_MASK_*), at its shift.
-        let flag = |v: Option<bool>, shift: u32| match v {
-            None => 0,
-            Some(true) => 1 << shift,
-            Some(false) => 2 << shift,
-        };
-        let mut mask = 0;
-        if let Some(h) = h {
-            mask |= flag(h.degraded_bandwidth, 0);
-            mask |= flag(h.route_recovery, 2);
-            mask |= flag(h.route_unhealthy, 4);
-            mask |= flag(h.access_timeout_recovery, 6);
-            mask |= match h.incorrect_configuration {
-                None => 0,
-                Some(IncorrectConfiguration::None) => 1,
-                Some(IncorrectConfiguration::IncorrectSysguid) => 2,
-                Some(IncorrectConfiguration::IncorrectChassisSn) => 3,
-                Some(IncorrectConfiguration::NoPartition) => 4,
-                Some(IncorrectConfiguration::InsufficientNvlinks) => 5,
-            } << 8;
-        }
-        Ok(FabricSpec {
-            state: match self.state {
-                FabricState::NotStarted => 1,
-                FabricState::InProgress => 2,
-                FabricState::Completed => 3,
-            },
-            status: match self.status {
-                FabricStatus::Success => 0,
-                FabricStatus::Failure => 999,
-            },
-            clique_id: self.clique_id,
-            cluster_uuid,
-            health_mask: mask,
-            health_summary: match h.and_then(|h| h.summary) {
-                None | Some(Val::NotSupported) => 0,
-                Some(Val::Is(HealthSummary::Healthy)) => 1,
-                Some(Val::Is(HealthSummary::Unhealthy)) => 2,
-                Some(Val::Is(HealthSummary::LimitedCapacity)) => 3,
-            },
-        })
-    }
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -532,6 +488,10 @@ pub(super) struct RawProc {
     mig_instance: Option<usize>,
     gpu_instance: Option<u32>,
     compute_instance: Option<u32>,
+    sm_percent: Option<f64>,
+    memory_percent: Option<f64>,
+    encoder_percent: Option<f64>,
+    decoder_percent: Option<f64>,
 }
 
 fn compute() -> ProcKind {
@@ -561,6 +521,7 @@ pub(super) struct RawReadings {
     memory_used_mib: Option<u64>,
     memory_free_mib: Option<u64>,
     bar1_used_mib: Option<u64>,
+    power_smoothing_lifetime_percent: Option<Val<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -763,6 +724,19 @@ impl RawReadings {
                 ));
             }
         }
+        if let Some(Val::Is(p)) = self.power_smoothing_lifetime_percent {
+            if !model.power_smoothing {
+                return Err(format!(
+                    "{} has no power smoothing (power_smoothing_lifetime_percent)",
+                    model.name
+                ));
+            }
+            if !(0.0..=100.0).contains(&p) {
+                return Err(format!(
+                    "power_smoothing_lifetime_percent {p} is outside 0..=100"
+                ));
+            }
+        }
         if let Some(m) = self.bar1_used_mib {
             if m > model.bar1_mib {
                 return Err(format!(
@@ -794,6 +768,7 @@ impl RawReadings {
             memory_used_mib: self.memory_used_mib,
             memory_free_mib: self.memory_free_mib,
             bar1_used_mib: self.bar1_used_mib,
+            power_smoothing_lifetime_percent: self.power_smoothing_lifetime_percent,
         })
     }
 }
@@ -1065,6 +1040,13 @@ impl RawGpu {
                     p.name
                 )));
             }
+            let usage = ProcUse::declared(
+                p.sm_percent,
+                p.memory_percent,
+                p.encoder_percent,
+                p.decoder_percent,
+            )
+            .map_err(|m| at_table(format!("process `{}`: {m}", p.name)))?;
             processes.push(ProcSpec {
                 pid: p.pid,
                 name: p.name.clone(),
@@ -1072,6 +1054,7 @@ impl RawGpu {
                 kind: p.kind,
                 mig_instance,
                 compute_instance,
+                usage,
             });
         }
         if self.mig_pending.is_some() && !model.mig_capable() {
@@ -1170,18 +1153,6 @@ impl RawGpu {
                 field_pins.push(FieldPin { id, scope, answer });
             }
         }
-        let fabric = match &self.fabric {
-            None => None,
-            Some(f) => {
-                if !model.nvswitch_fabric() {
-                    return Err(at_table(format!(
-                        "{} registers with no NVLink fabric (board nvlink.fabric = false): no `fabric` table",
-                        model.name
-                    )));
-                }
-                Some(f.resolve().map_err(at_table)?)
-            }
-        };
         let readings = readings
             .map(|r| r.resolve(model))
             .transpose()
@@ -1192,12 +1163,23 @@ impl RawGpu {
             .transpose()
             .map_err(at_table)?
             .unwrap_or_default();
+        let fabric = match &self.fabric {
+            Some(f) => f
+                .get_ref()
+                .resolve(model)
+                .map_err(|m| (Some(f.span().start), m))?,
+            None => FabricSpec {
+                health: model.fabric_health,
+                ..FabricSpec::default()
+            },
+        };
         Ok(GpuSpec {
             model: model.clone(),
             load: self.load,
             mig,
             processes,
             mig_pending: self.mig_pending,
+            mps: self.mps,
             identity: Identity {
                 uuid: String::new(),
                 serial: None,

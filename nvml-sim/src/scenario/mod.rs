@@ -256,16 +256,11 @@ impl Boards<'_> {
             model::merge_tables(&mut t, file_table(f));
             return Ok(t);
         }
-        let text = model::BUILTIN_BOARDS
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, t)| *t)
-            .ok_or_else(|| {
-                let mut known: Vec<&str> = self.defined.keys().map(String::as_str).collect();
-                known.extend(model::BUILTIN_BOARDS.iter().map(|(k, _)| *k));
-                format!("unknown GPU model `{key}` (known: {})", known.join(", "))
-            })?;
-        toml::from_str(text).map_err(|e| format!("built-in board `{key}`: {}", e.message()))
+        model::builtin_table(key).ok_or_else(|| {
+            let mut known: Vec<&str> = self.defined.keys().map(String::as_str).collect();
+            known.extend(model::BUILTIN_BOARDS.iter().map(|(k, _)| *k));
+            format!("unknown GPU model `{key}` (known: {})", known.join(", "))
+        })
     }
 
     fn resolve(key: &str, table: toml::Table) -> Result<Arc<Model>, String> {
@@ -461,17 +456,15 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                 ))
             }
         };
-        if !(at >= 0.0 && at.is_finite()) {
-            return Err(err(
-                Some(offset),
-                format!("`at` = {at} must be a non-negative number of seconds"),
-            ));
-        }
+        crate::fault::check_seconds("at", at).map_err(|m| err(Some(offset), m))?;
         let fault: Fault = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| {
                 err(Some(offset), format!("bad timeline entry: {}", e.message()))
             })?;
+        fault
+            .check()
+            .map_err(|m| err(Some(offset), format!("bad timeline entry: {m}")))?;
         if let Some(g) = fault.gpu() {
             if g as usize >= gpus.len() {
                 return Err(err(
@@ -841,7 +834,7 @@ mod tests {
     #[test]
     fn inline_boards_and_not_supported_values() {
         let text = r#"
-[board.b200]
+[board.blackwell-4slice]
 name = "NVIDIA B200"
 brand = "nvidia"
 architecture = "blackwell"
@@ -854,11 +847,11 @@ engines = { decoders = 7, jpegs = 7, ofas = 1 }
 ecc = { supported = true, row_remapping = true, remapper_banks = 3072 }
 thermal = { shutdown_c = "N/A", gpu_max_c = 87 }
 
-[board.b200.mig]
+[board.blackwell-4slice.mig]
 compute_slices = 4
 memory_slices = 4
 
-[[board.b200.mig.profile]]
+[[board.blackwell-4slice.mig.profile]]
 name = "1g.45gb"
 profile = "1_SLICE"
 id = 19
@@ -876,7 +869,7 @@ jpegs = 1
 ofas = 0
 
 [[gpu]]
-model = "b200"
+model = "blackwell-4slice"
 count = 2
 mig = ["1g.45gb", { profile = "1g.45gb", gpu_instance_id = 6 }]
 processes = [{ name = "x", memory_mib = 10, gpu_instance = 6 }]
@@ -897,7 +890,10 @@ thermal = { memory_max_c = "N/A" }
         );
         assert_eq!(b.cuda_cc, (10, 0), "from the architecture");
         assert_eq!(b.temp_shutdown, None);
-        assert_eq!(b.module_power.unwrap().default_mw, 2_700_000);
+        assert_eq!(
+            b.module_power.unwrap().limits.unwrap().default_mw,
+            2_700_000
+        );
         assert!(Arc::ptr_eq(b, &s.gpus[1].model), "one board, shared");
         let mig = s.gpus[0].mig.as_ref().unwrap();
         assert_eq!((mig[0].start, mig[1].start), (0, 3));

@@ -17,7 +17,7 @@ pub fn lib_path() -> PathBuf {
     so
 }
 
-pub fn cli() -> PathBuf {
+pub fn cli_path() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_nvml-sim"))
 }
 
@@ -76,4 +76,27 @@ pub fn instance_ids(nvml: &nvml_wrapper::Nvml, m: &nvml_wrapper::Device) -> (u32
         );
     }
     (gi, ci)
+}
+
+/// The `nvml-sim` CLI against the control socket: (success, stdout,
+/// stderr).
+pub fn cli(socket: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(cli_path())
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// [`cli`] that must succeed: its stdout.
+pub fn ok(socket: &std::path::Path, args: &[&str]) -> String {
+    let (success, out, err) = cli(socket, args);
+    assert!(success, "nvml-sim {args:?} failed: {err}");
+    out
 }

@@ -11,7 +11,7 @@ mod supervisor;
 mod worker;
 mod xid;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -19,7 +19,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::errors::ErrorBook;
 use super::watchdog::{lock, CallTracker};
+use crate::kmsg::PciAddress;
 use crate::snapshot::{GpuIdentity, GpuReadings, Health, StuckCall, XidOther, MAX_XID_CODE};
+use crate::verdict::{self, XidSeen};
 
 pub use supervisor::supervise;
 
@@ -102,6 +104,49 @@ impl Generation {
 /// came from (on MIG-enabled GPUs).
 type XidKey = (u64, Option<u32>, Option<u32>);
 
+/// Where an XID event came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XidSource {
+    Nvml,
+    KernelLog,
+}
+
+/// One XID event, from either source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XidEvent {
+    pub code: u64,
+    pub gpu_instance: Option<u32>,
+    pub compute_instance: Option<u32>,
+    pub source: XidSource,
+    /// When it happened: received from NVML, or logged by the kernel.
+    pub at: Instant,
+    pub wall: SystemTime,
+}
+
+/// XID dedupe: the driver raises an XID through NVML and prints it to the
+/// kernel log at the same moment. An event from one source pairs with an
+/// unpaired event of the other source of the same code on the same GPU
+/// (and the same MIG instance, where both name one) that happened within
+/// `DEDUPE_WINDOW` of it; a pair counts once. NVML events are dated when
+/// received (within 200 ms), log records by their kernel timestamp, read
+/// through the uptime clock and corrected by the skew measured on records
+/// read as they are logged.
+pub const DEDUPE_WINDOW: Duration = Duration::from_secs(10);
+/// Events kept for pairing: long enough for the kernel log reader to catch
+/// up after NVML (it queues records until the poller takes them, once a
+/// round), few enough to stay small under an XID storm, past which an
+/// event may count twice.
+const DEDUPE_KEEP: Duration = Duration::from_secs(300);
+const DEDUPE_MAX: usize = 256;
+
+#[derive(Debug, Clone, Copy)]
+struct Recent {
+    key: XidKey,
+    source: XidSource,
+    at: Instant,
+    paired: bool,
+}
+
 #[derive(Default)]
 struct SlotState {
     uuid: Option<String>,
@@ -114,6 +159,67 @@ struct SlotState {
     errors: ErrorBook,
     xids: BTreeMap<XidKey, (u64, SystemTime)>,
     xid_other: Option<XidOther>,
+    /// Recent events, for pairing the two sources.
+    recent: VecDeque<Recent>,
+    /// The latest event of each code NVIDIA's catalog lists (bounded by the
+    /// catalog), whether or not its count was folded: what the verdict
+    /// reads.
+    xid_latest: BTreeMap<XidKey, Instant>,
+    /// The latest GPU reset known (`verdict`, "A GPU reset is known").
+    last_reset: Option<Instant>,
+}
+
+impl SlotState {
+    /// The GPU's PCI address, once its identity has been read.
+    fn pci_address(&self) -> Option<PciAddress> {
+        self.identity
+            .pci_bus_id
+            .as_deref()
+            .and_then(PciAddress::parse)
+    }
+
+    fn xids_seen(&self) -> Vec<XidSeen> {
+        self.xid_latest
+            .iter()
+            .map(|(&(code, gpu_instance, compute_instance), &at)| XidSeen {
+                code,
+                gpu_instance,
+                compute_instance,
+                at,
+            })
+            .collect()
+    }
+
+    /// Pairs `e` with an event of the other source; true if it is the
+    /// second of a pair (counted already).
+    fn pair(&mut self, key: XidKey, e: &XidEvent) -> bool {
+        if let Some(keep_from) = Instant::now().checked_sub(DEDUPE_KEEP) {
+            self.recent.retain(|r| r.at >= keep_from);
+        }
+        let same = |a: Option<u32>, b: Option<u32>| a.is_none() || b.is_none() || a == b;
+        let partner = self.recent.iter_mut().find(|r| {
+            !r.paired
+                && r.source != e.source
+                && r.key.0 == key.0
+                && same(r.key.1, key.1)
+                && same(r.key.2, key.2)
+                && r.at.max(e.at).duration_since(r.at.min(e.at)) <= DEDUPE_WINDOW
+        });
+        if let Some(r) = partner {
+            r.paired = true;
+            return true;
+        }
+        if self.recent.len() >= DEDUPE_MAX {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(Recent {
+            key,
+            source: e.source,
+            at: e.at,
+            paired: false,
+        });
+        false
+    }
 }
 
 /// Everything known about one GPU index, across NVML re-initializations.
@@ -159,35 +265,37 @@ impl GpuSlot {
 
     /// Counts an XID event under its own label set, or folds it into
     /// `other` when the code is out of range or the GPU already has
-    /// `max_codes` label sets (each costs two series until restart).
-    fn record_xid(
-        &self,
-        xid: u64,
-        gi: Option<u32>,
-        ci: Option<u32>,
-        at: SystemTime,
-        max_codes: usize,
-    ) {
+    /// `max_codes` label sets (each costs two series until restart). The
+    /// second event of a pair from the two sources is not counted again.
+    fn record_xid(&self, e: XidEvent, max_codes: usize) {
         let mut st = lock(&self.state);
         let (gi, ci) = if st.mig_enabled {
-            (gi, ci)
+            (e.gpu_instance, e.compute_instance)
         } else {
             (None, None)
         };
-        let key = (xid, gi, ci);
+        let key = (e.code, gi, ci);
+        if st.pair(key, &e) {
+            return;
+        }
+        if verdict::xid_action(e.code).is_some() {
+            let latest = st.xid_latest.entry(key).or_insert(e.at);
+            *latest = (*latest).max(e.at);
+        }
+        let xid = e.code;
         let in_range = (1..=MAX_XID_CODE).contains(&xid);
         if in_range && (st.xids.contains_key(&key) || st.xids.len() < max_codes) {
-            let e = st.xids.entry(key).or_insert((0, at));
-            e.0 += 1;
-            e.1 = at;
+            let c = st.xids.entry(key).or_insert((0, e.wall));
+            c.0 += 1;
+            c.1 = c.1.max(e.wall);
             return;
         }
         let other = st.xid_other.get_or_insert(XidOther {
             out_of_range: 0,
             over_limit: 0,
-            last_seen: at,
+            last_seen: e.wall,
         });
-        other.last_seen = at;
+        other.last_seen = other.last_seen.max(e.wall);
         // Logged at the first fold of each kind, not per event: a driver
         // that floods codes must not flood the log instead.
         if in_range {
@@ -203,6 +311,28 @@ impl GpuSlot {
                     "XID code outside NVIDIA's range (1 to {MAX_XID_CODE}); counted as xid=\"other\"");
             }
         }
+    }
+
+    /// Records a GPU reset at `at` (XIDs before it no longer ask for one).
+    fn note_reset(&self, at: Instant, evidence: &str) {
+        let mut st = lock(&self.state);
+        if st.last_reset.is_some_and(|r| r >= at) {
+            return;
+        }
+        st.last_reset = Some(at);
+        drop(st);
+        tracing::info!(
+            gpu = self.index,
+            evidence,
+            "GPU reset: XIDs before it no longer ask for one"
+        );
+    }
+
+    /// Not sampled yet since start: its identity may still be unknown.
+    fn pending(&self) -> bool {
+        lock(&self.state)
+            .health
+            .is_none_or(|h| h == Health::Pending)
     }
 
     fn worker_running(&self) -> bool {
@@ -280,6 +410,104 @@ fn spawn<T: Send + 'static>(
 mod tests {
     use super::*;
 
+    /// An event from NVML, received now, with the wall time `wall`.
+    fn nvml_event(code: u64, gi: Option<u32>, ci: Option<u32>, wall: SystemTime) -> XidEvent {
+        XidEvent {
+            code,
+            gpu_instance: gi,
+            compute_instance: ci,
+            source: XidSource::Nvml,
+            at: Instant::now(),
+            wall,
+        }
+    }
+
+    fn event(code: u64, gi: Option<u32>, source: XidSource, at: Instant) -> XidEvent {
+        XidEvent {
+            code,
+            gpu_instance: gi,
+            compute_instance: gi.map(|_| 0),
+            source,
+            at,
+            wall: SystemTime::now(),
+        }
+    }
+
+    fn count(slot: &GpuSlot, code: u64) -> u64 {
+        lock(&slot.state)
+            .xids
+            .iter()
+            .filter(|(k, _)| k.0 == code)
+            .map(|(_, v)| v.0)
+            .sum()
+    }
+
+    #[test]
+    fn an_xid_seen_by_nvml_and_in_the_kernel_log_counts_once() {
+        use XidSource::{KernelLog, Nvml};
+        let slot = GpuSlot::new(0);
+        // Dated ahead of the clock, so that "an hour earlier" exists on a
+        // machine up for less than an hour.
+        let secs = Duration::from_secs;
+        let now = Instant::now() + secs(4000);
+        // NVML first, the log's record of it (logged a moment earlier) later.
+        slot.record_xid(event(79, None, Nvml, now), 64);
+        slot.record_xid(
+            event(79, None, KernelLog, now.checked_sub(secs(1)).unwrap()),
+            64,
+        );
+        assert_eq!(count(&slot, 79), 1);
+        // The log first, NVML later.
+        slot.record_xid(event(48, None, KernelLog, now), 64);
+        slot.record_xid(event(48, None, Nvml, now + secs(2)), 64);
+        assert_eq!(count(&slot, 48), 1);
+        // A storm seen by both: pairs, one to one.
+        for _ in 0..3 {
+            slot.record_xid(event(13, None, Nvml, now), 64);
+        }
+        for _ in 0..3 {
+            slot.record_xid(event(13, None, KernelLog, now), 64);
+        }
+        assert_eq!(count(&slot, 13), 3);
+        // Outside the window, or from the same source: two events.
+        slot.record_xid(
+            event(79, None, KernelLog, now + DEDUPE_WINDOW + secs(5)),
+            64,
+        );
+        assert_eq!(count(&slot, 79), 2);
+        slot.record_xid(event(31, None, Nvml, now), 64);
+        slot.record_xid(event(31, None, Nvml, now), 64);
+        assert_eq!(count(&slot, 31), 2);
+        // A record from long before (read at start) pairs with nothing.
+        slot.record_xid(
+            event(94, None, KernelLog, now.checked_sub(secs(3600)).unwrap()),
+            64,
+        );
+        slot.record_xid(event(94, None, Nvml, now), 64);
+        assert_eq!(count(&slot, 94), 2);
+    }
+
+    #[test]
+    fn dedupe_matches_a_log_line_without_an_instance_to_the_instances_event() {
+        use XidSource::{KernelLog, Nvml};
+        let slot = GpuSlot::new(0);
+        lock(&slot.state).mig_enabled = true;
+        let now = Instant::now();
+        slot.record_xid(event(31, Some(3), Nvml, now), 64);
+        slot.record_xid(event(31, None, KernelLog, now), 64);
+        slot.record_xid(event(31, Some(4), KernelLog, now), 64);
+        let st = lock(&slot.state);
+        assert_eq!(st.xids[&(31, Some(3), Some(0))].0, 1);
+        assert_eq!(
+            st.xids[&(31, Some(4), Some(0))].0,
+            1,
+            "another instance: another event"
+        );
+        assert!(!st.xids.contains_key(&(31, None, None)));
+        // The verdict's record keeps the catalogued codes.
+        assert_eq!(st.xid_latest.len(), 2);
+    }
+
     #[test]
     fn stop_wakes_sleepers() {
         let stop = Arc::new(Stop::default());
@@ -295,10 +523,13 @@ mod tests {
     fn xids_keep_instance_ids_only_on_mig_gpus() {
         let slot = GpuSlot::new(0);
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(5);
-        slot.record_xid(79, Some(0), Some(0), t, 64);
-        slot.record_xid(79, Some(0), Some(0), t + Duration::from_secs(1), 64);
+        slot.record_xid(nvml_event(79, Some(0), Some(0), t), 64);
+        slot.record_xid(
+            nvml_event(79, Some(0), Some(0), t + Duration::from_secs(1)),
+            64,
+        );
         lock(&slot.state).mig_enabled = true;
-        slot.record_xid(31, Some(3), Some(0), t, 64);
+        slot.record_xid(nvml_event(31, Some(3), Some(0), t), 64);
         let st = lock(&slot.state);
         assert_eq!(
             st.xids.get(&(79, None, None)),
@@ -313,15 +544,15 @@ mod tests {
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(5);
         lock(&slot.state).mig_enabled = true;
         for code in [13, 31, 13] {
-            slot.record_xid(code, None, None, t, 2);
+            slot.record_xid(nvml_event(code, None, None, t), 2);
         }
         // A third label set: the same code on a MIG instance is one too.
-        slot.record_xid(13, Some(1), Some(0), t, 2);
-        slot.record_xid(79, None, None, t + Duration::from_secs(1), 2);
+        slot.record_xid(nvml_event(13, Some(1), Some(0), t), 2);
+        slot.record_xid(nvml_event(79, None, None, t + Duration::from_secs(1)), 2);
         // Known label sets keep counting past the limit.
-        slot.record_xid(31, None, None, t, 2);
+        slot.record_xid(nvml_event(31, None, None, t), 2);
         for bad in [0, MAX_XID_CODE + 1, u64::from(u32::MAX), u64::MAX] {
-            slot.record_xid(bad, None, None, t, 2);
+            slot.record_xid(nvml_event(bad, None, None, t), 2);
         }
         let st = lock(&slot.state);
         assert_eq!(st.xids.len(), 2);
@@ -330,7 +561,11 @@ mod tests {
         let other = st.xid_other.as_ref().expect("folded events");
         assert_eq!((other.over_limit, other.out_of_range), (2, 4));
         assert_eq!(other.count(), 6);
-        assert_eq!(other.last_seen, t);
+        assert_eq!(
+            other.last_seen,
+            t + Duration::from_secs(1),
+            "the latest folded event"
+        );
         let total: u64 = st.xids.values().map(|v| v.0).sum::<u64>() + other.count();
         assert_eq!(total, 10, "every event is counted somewhere");
     }

@@ -7,15 +7,18 @@ use std::time::{Duration, Instant};
 use super::super::watchdog::lock;
 use super::Shared;
 use crate::snapshot::{DriverInfo, GpuState, Health, Snapshot, XidCount};
+use crate::verdict;
 
 /// `device_count` is `None` while NVML is down; `deadline` is the
-/// stuck-call deadline, `interval` the collect interval.
+/// stuck-call deadline, `interval` the collect interval, `restart_app_window`
+/// how long an application XID asks for a restart.
 pub fn build_snapshot(
     shared: &Shared,
     device_count: Option<u32>,
     driver: Option<DriverInfo>,
     deadline: Duration,
     interval: Duration,
+    restart_app_window: Duration,
 ) -> Snapshot {
     let now = Instant::now();
     let nvml_up = device_count.is_some();
@@ -47,6 +50,19 @@ pub fn build_snapshot(
                 },
             )
         };
+        // NVML down: every GPU reads failing, which says nothing of it.
+        let verdicts = if nvml_up {
+            verdict::judge(&verdict::Inputs {
+                health,
+                readings: readings.as_ref(),
+                xids: &st.xids_seen(),
+                last_reset: st.last_reset,
+                now,
+                restart_app_window,
+            })
+        } else {
+            Vec::new()
+        };
         gpus.push(GpuState {
             index: slot.index,
             uuid: st.uuid.clone().unwrap_or_default(),
@@ -70,6 +86,7 @@ pub fn build_snapshot(
             xid_other: st.xid_other.clone(),
             nvml_errors: st.errors.counts(),
             pods: Vec::new(),
+            verdicts,
         });
     }
     let ready = match device_count {
@@ -90,6 +107,9 @@ pub fn build_snapshot(
         gpus,
         kubernetes: None,
         workloads: None,
+        process: None,
+        http: None,
+        kernel_log: None,
     }
 }
 
@@ -100,7 +120,7 @@ mod tests {
 
     use super::super::GpuSlot;
     use super::*;
-    use crate::snapshot::GpuReadings;
+    use crate::snapshot::{Action, GpuReadings};
 
     #[test]
     fn a_hung_gpu_is_reported_without_readings_and_others_stay_up() {
@@ -135,6 +155,7 @@ mod tests {
                 None,
                 Duration::from_secs(5),
                 Duration::from_secs(1),
+                Duration::from_secs(600),
             )
         };
         let snap = round(Some(2));
@@ -143,6 +164,9 @@ mod tests {
         assert!(snap.gpus[0].readings.is_some());
         assert_eq!(snap.gpus[1].health, Health::Hung);
         assert!(snap.gpus[1].readings.is_none());
+        let verdict = |g: &GpuState| g.verdicts.first().map(|v| (v.action, v.reason));
+        assert_eq!(verdict(&snap.gpus[0]), Some((Action::None, "none")));
+        assert_eq!(verdict(&snap.gpus[1]), Some((Action::ResetGpu, "hung")));
         assert_eq!(snap.gpus[1].uuid, "GPU-1");
         assert_eq!(
             snap.gpus[1].stuck_call.as_ref().map(|s| s.family),
@@ -152,12 +176,17 @@ mod tests {
         slot1.tracker.exit();
         let snap = round(Some(2));
         assert_eq!(snap.gpus[1].health, Health::Up);
+        assert_eq!(
+            verdict(&snap.gpus[1]),
+            Some((Action::None, "none")),
+            "clears when the call returns"
+        );
 
         let down = round(None);
         assert!(!down.nvml_up && !down.ready);
         assert!(down
             .gpus
             .iter()
-            .all(|g| g.health == Health::Failing && g.readings.is_none()));
+            .all(|g| g.health == Health::Failing && g.readings.is_none() && g.verdicts.is_empty()));
     }
 }

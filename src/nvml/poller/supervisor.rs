@@ -16,9 +16,10 @@ use super::super::library::{self, Loaded, ResolvedLibrary};
 use super::super::watchdog::lock;
 use super::super::PollerConfig;
 use super::publish::build_snapshot;
-use super::{spawn, worker, xid, Generation, GpuSlot, Shared};
+use super::{spawn, worker, xid, Generation, GpuSlot, Shared, XidEvent, XidSource};
 use crate::family::Family;
-use crate::snapshot::{DriverInfo, Snapshot};
+use crate::kmsg::{LogEvent, PciAddress};
+use crate::snapshot::{DriverInfo, KernelLogProblem, Snapshot};
 
 const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 const BACKOFF_CAP: Duration = Duration::from_secs(30);
@@ -137,6 +138,7 @@ impl Supervisor {
     }
 
     fn came_up(&mut self, loaded: Loaded) {
+        let again = self.ever_up;
         tracing::info!(
             library = %self.lib.describe(),
             driver_version = %loaded.driver.driver_version,
@@ -161,6 +163,16 @@ impl Supervisor {
                 slots.push(Arc::new(GpuSlot::new(i)));
             }
         }
+        if again {
+            // NVML comes back only after the driver went away: a reload,
+            // which initializes every GPU afresh.
+            for slot in self.shared.slots(up.device_count) {
+                slot.note_reset(
+                    Instant::now(),
+                    "NVML initialized again after the driver went away",
+                );
+            }
+        }
         if self.cfg.families.contains(Family::Xid) {
             self.start_xid_thread(&up);
         }
@@ -169,8 +181,14 @@ impl Supervisor {
 
     fn stays_down(&mut self, why: String, now: Instant) {
         let delay = self.backoff.next_delay();
-        if self.last_error.as_deref() != Some(why.as_str()) {
+        if self.last_error.as_deref() == Some(why.as_str()) {
+            tracing::debug!(
+                retry_in_ms = delay.as_millis() as u64,
+                "NVML still unavailable, as logged"
+            );
+        } else {
             tracing::error!(
+                library = %self.lib.describe(),
                 "NVML is unavailable: {why}; exporting nvml_exporter_nvml_up 0 and retrying (backoff up to {}s)",
                 BACKOFF_CAP.as_secs()
             );
@@ -236,9 +254,67 @@ impl Supervisor {
         }
     }
 
+    /// Counts the XIDs the kernel log reader found on their GPUs, once
+    /// every GPU has been sampled (its PCI address is then known), and
+    /// notes the resets the log shows. Until then they wait in the
+    /// reader's queue.
+    fn take_kernel_log(&self) {
+        let (Some(log), Driver::Up(up)) = (&self.cfg.kernel_log, &self.driver) else {
+            return;
+        };
+        let slots = self.shared.slots(up.device_count);
+        if slots.len() < up.device_count as usize || slots.iter().any(|s| s.pending()) {
+            return;
+        }
+        let addressed: Vec<(PciAddress, &Arc<GpuSlot>)> = slots
+            .iter()
+            .filter_map(|s| lock(&s.state).pci_address().map(|a| (a, s)))
+            .collect();
+        let find = |gpu: &PciAddress| {
+            addressed
+                .iter()
+                .find(|(a, _)| a.same_device(gpu))
+                .map(|(_, s)| *s)
+        };
+        let unknown = |gpu: &PciAddress| {
+            log.problem(
+                KernelLogProblem::UnknownGpu,
+                &format!("the kernel log names GPU PCI:{gpu}, which NVML does not list (or whose address it cannot read)"),
+            );
+        };
+        for event in log.take() {
+            match event {
+                LogEvent::Xid { xid, at, wall } => match find(&xid.gpu) {
+                    Some(slot) => slot.record_xid(
+                        XidEvent {
+                            code: xid.code,
+                            gpu_instance: xid.gpu_instance,
+                            compute_instance: xid.compute_instance,
+                            source: XidSource::KernelLog,
+                            at,
+                            wall,
+                        },
+                        self.cfg.xid_max_codes,
+                    ),
+                    None => unknown(&xid.gpu),
+                },
+                LogEvent::DriverLoaded { at } => {
+                    for slot in &slots {
+                        slot.note_reset(at, "the kernel log shows the NVIDIA module loading");
+                    }
+                }
+                LogEvent::GpuReset { gpu, at } => match find(&gpu) {
+                    Some(slot) => slot.note_reset(at, "the kernel log records a GPU reset"),
+                    None => unknown(&gpu),
+                },
+            }
+        }
+    }
+
     /// Step 4: publishes a snapshot. Returns each GPU's sample count as of
     /// just before it was built, so the next round can wait for newer ones.
     fn publish(&self) -> Vec<(Arc<GpuSlot>, u64)> {
+        self.take_kernel_log();
         let published: Vec<(Arc<GpuSlot>, u64)> = self
             .shared
             .slots(self.device_count().unwrap_or(0))
@@ -248,13 +324,15 @@ impl Supervisor {
                 (slot, n)
             })
             .collect();
-        let snapshot = build_snapshot(
+        let mut snapshot = build_snapshot(
             &self.shared,
             self.device_count(),
             self.info.clone(),
             self.cfg.stuck_deadline,
             self.cfg.interval,
+            self.cfg.restart_app_window,
         );
+        snapshot.kernel_log = self.cfg.kernel_log.as_ref().map(|log| log.status());
         (self.publish)(Arc::new(snapshot));
         published
     }

@@ -16,7 +16,7 @@ use super::super::sampler::GpuSampler;
 use super::super::watchdog::lock;
 use super::{Generation, GpuSlot};
 use crate::family::FamilySet;
-use crate::snapshot::{GpuIdentity, GpuReadings, Health};
+use crate::snapshot::{EccError, EccLocation, EccScope, GpuIdentity, GpuReadings, Health};
 
 /// The missing MIG privilege is the process's: said once, not per GPU.
 static MIG_UNPRIVILEGED_LOGGED: AtomicBool = AtomicBool::new(false);
@@ -156,6 +156,41 @@ fn read_identity(sampler: &mut GpuSampler<'_>, slot: &GpuSlot) -> bool {
     }
 }
 
+/// What in two consecutive samples shows that the GPU was reset in
+/// between (or the driver reloaded): counters that only a reset starts
+/// again, and pending memory repairs that only a reset applies.
+fn reset_evidence(old: &GpuReadings, new: &GpuReadings) -> Option<&'static str> {
+    // A joule of slack: the counter is read in millijoules.
+    if let (Some(a), Some(b)) = (old.energy_joules, new.energy_joules) {
+        if b + 1.0 < a {
+            return Some("the energy counter started again");
+        }
+    }
+    let volatile = |r: &GpuReadings, error| {
+        r.ecc_errors
+            .iter()
+            .find(|e| {
+                e.error == error && e.scope == EccScope::Volatile && e.location == EccLocation::All
+            })
+            .map(|e| e.count)
+    };
+    for error in EccError::ALL {
+        if let (Some(a), Some(b)) = (volatile(old, *error), volatile(new, *error)) {
+            if b < a {
+                return Some("the volatile ECC counters started again");
+            }
+        }
+    }
+    if old.remapped_rows.is_some_and(|m| m.pending) && new.remapped_rows.is_some_and(|m| !m.pending)
+    {
+        return Some("the pending row remap was applied");
+    }
+    if old.retired_pages_pending == Some(true) && new.retired_pages_pending == Some(false) {
+        return Some("the pending page retirement was applied");
+    }
+    None
+}
+
 /// Records a sample's outcome on the slot: lost, driver gone, failing
 /// (every call failed), or up with its readings.
 fn record(
@@ -187,14 +222,76 @@ fn record(
         st.health = Some(Health::Failing);
         st.readings = None;
     } else if let Some(r) = readings {
-        if *was_lost {
+        let evidence = if *was_lost {
             tracing::info!(gpu = slot.index, "GPU answers again after being lost");
             *was_lost = false;
+            Some("the GPU answers again after being lost")
+        } else {
+            st.readings.as_ref().and_then(|old| reset_evidence(old, &r))
+        };
+        if let Some(evidence) = evidence {
+            drop(st);
+            slot.note_reset(Instant::now(), evidence);
+            st = lock(&slot.state);
         }
         st.mig_enabled = r.mig_mode.is_some_and(|m| m.current);
         st.health = Some(Health::Up);
         st.readings = Some(r);
         st.last_sample = Some(SystemTime::now());
         st.sample_duration = Some(took);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reset_evidence;
+    use crate::snapshot::{EccCount, EccError, EccLocation, EccScope, GpuReadings, RemappedRows};
+
+    fn volatile(corrected: u64) -> EccCount {
+        EccCount {
+            error: EccError::Corrected,
+            scope: EccScope::Volatile,
+            location: EccLocation::All,
+            count: corrected,
+        }
+    }
+
+    #[test]
+    fn counters_that_start_again_and_repairs_applied_mean_a_reset() {
+        let before = GpuReadings {
+            energy_joules: Some(5_000.0),
+            ecc_errors: vec![volatile(7)],
+            remapped_rows: Some(RemappedRows {
+                correctable: 0,
+                uncorrectable: 1,
+                pending: true,
+                failed: false,
+            }),
+            retired_pages_pending: Some(true),
+            ..GpuReadings::default()
+        };
+        // Counters that grew and a repair still pending: no reset.
+        let mut after = before.clone();
+        after.energy_joules = Some(5_100.0);
+        after.ecc_errors = vec![volatile(8)];
+        assert_eq!(reset_evidence(&before, &after), None);
+
+        let mut after = before.clone();
+        after.energy_joules = Some(12.0);
+        assert!(reset_evidence(&before, &after).is_some_and(|e| e.contains("energy")));
+        let mut after = before.clone();
+        after.ecc_errors = vec![volatile(0)];
+        assert!(reset_evidence(&before, &after).is_some_and(|e| e.contains("ECC")));
+        let mut after = before.clone();
+        after.remapped_rows = after.remapped_rows.map(|r| RemappedRows {
+            pending: false,
+            ..r
+        });
+        assert!(reset_evidence(&before, &after).is_some_and(|e| e.contains("remap")));
+        let mut after = before.clone();
+        after.retired_pages_pending = Some(false);
+        assert!(reset_evidence(&before, &after).is_some_and(|e| e.contains("retirement")));
+        // A reading that went missing is not a reset.
+        assert_eq!(reset_evidence(&before, &GpuReadings::default()), None);
     }
 }

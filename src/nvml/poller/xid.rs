@@ -4,13 +4,13 @@
 //! on its GPU's slot when it happens.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
 
 use super::super::raw::{self, EventSet};
-use super::{Generation, GpuSlot};
+use super::{Generation, GpuSlot, XidEvent, XidSource};
 
 const WAIT_MS: u32 = 200;
 
@@ -35,10 +35,14 @@ pub fn run(
                 let id = |v: u32| if v == u32::MAX { None } else { Some(v) };
                 match handles.iter().find(|(h, _)| *h == ev.device as usize) {
                     Some((_, slot)) => slot.record_xid(
-                        ev.data,
-                        id(ev.gpu_instance),
-                        id(ev.compute_instance),
-                        SystemTime::now(),
+                        XidEvent {
+                            code: ev.data,
+                            gpu_instance: id(ev.gpu_instance),
+                            compute_instance: id(ev.compute_instance),
+                            source: XidSource::Nvml,
+                            at: Instant::now(),
+                            wall: SystemTime::now(),
+                        },
                         max_codes,
                     ),
                     None => {

@@ -25,6 +25,7 @@ mod scalar;
 mod temperature;
 mod throttle;
 mod utilization;
+mod workload_usage;
 
 use nvml_wrapper::enums::device::DeviceArchitecture;
 use nvml_wrapper::{Device, Nvml};
@@ -69,6 +70,7 @@ pub struct GpuSampler<'n> {
     nvlink: nvlink::State,
     fabric: fabric::State,
     processes: processes::State,
+    workload_usage: workload_usage::State,
 }
 
 impl<'n> GpuSampler<'n> {
@@ -102,6 +104,7 @@ impl<'n> GpuSampler<'n> {
             nvlink: nvlink::State::default(),
             fabric: fabric::State::default(),
             processes: processes::State::default(),
+            workload_usage: workload_usage::State::default(),
         }
     }
 
@@ -145,6 +148,7 @@ impl<'n> GpuSampler<'n> {
             nvlink,
             fabric,
             processes,
+            workload_usage,
         } = self;
         let families = &*families;
         let on = |f: Family| families.contains(f);
@@ -215,6 +219,10 @@ impl<'n> GpuSampler<'n> {
         }
         if on(Family::Processes) || on(Family::ProcessMemory) {
             processes.sample(&mut g, on(Family::ProcessMemory), mig_enabled, r);
+        }
+        // After the process lists: ended pids are forgotten by them.
+        if on(Family::WorkloadUsage) {
+            workload_usage.sample(&mut g, mig_enabled, r);
         }
         if mig_enabled && (on(Family::Memory) || on(Family::Processes)) {
             r.mig_privileged = Some(!g.calls.aggregate_withheld);

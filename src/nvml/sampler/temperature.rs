@@ -21,13 +21,15 @@ pub struct State {
     margin_thresholds: Cached<Vec<(Threshold, f64)>>,
 }
 
-/// The T.Limit fields and the threshold each one is a margin for.
-const MARGIN_THRESHOLDS: [((u32, u32), Threshold); 4] = [
-    ((fields::TLIMIT_SHUTDOWN, 0), Threshold::Shutdown),
-    ((fields::TLIMIT_SLOWDOWN, 0), Threshold::Slowdown),
-    ((fields::TLIMIT_MEMORY_MAX, 0), Threshold::MemoryMax),
-    ((fields::TLIMIT_GPU_MAX, 0), Threshold::GpuMax),
-];
+/// The T.Limit field read, and the threshold it is a margin for: the
+/// slowdown margin, which the temperature alert and the T.Limit panel
+/// compare the GPU's margin with. The shutdown margin is a fixed setting
+/// of the board (-8 on H100/H200, -5 on Blackwell, as nvidia-smi -q
+/// prints it), and the max operating margins (GPU and memory) are 0 by
+/// definition, T.Limit being the max operating temperature: not read, to
+/// keep a GB200 within the series budget.
+const MARGIN_THRESHOLDS: [((u32, u32), Threshold); 1] =
+    [((fields::TLIMIT_SLOWDOWN, 0), Threshold::Slowdown)];
 
 /// A T.Limit field as signed degrees. The captures print negative values
 /// (-8, -2); a driver that types the field unsigned still sends the 32-bit

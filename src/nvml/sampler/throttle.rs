@@ -60,23 +60,27 @@ impl State {
         }
         let has =
             |r: &GpuReadings, reason| r.throttle_seconds.iter().any(|(have, _)| *have == reason);
-        // Drivers without the clock-event duration fields still report the
-        // thermal policy violation time (field 75) in the same batch.
-        if !has(r, ThrottleReason::SwThermal) {
+        // Drivers without the SW and HW thermal durations still report the
+        // thermal policy violation time (field 75) in the same batch. It
+        // counts any thermal slowdown, hardware included, so it is its own
+        // reason: as sw_thermal it would grow while throttle_active says
+        // hw_thermal.
+        let split_thermal = has(r, ThrottleReason::SwThermal) || has(r, ThrottleReason::HwThermal);
+        if !split_thermal {
             if let Some(ns) = scalar.u64(fields::PERF_POLICY_THERMAL) {
                 r.throttle_seconds
-                    .push((ThrottleReason::SwThermal, nanoseconds_to_seconds(ns)));
+                    .push((ThrottleReason::Thermal, nanoseconds_to_seconds(ns)));
             }
         }
         // Without any of those fields, the violation-status calls cover
         // power, thermal and sync boost.
         let fallback = [
             (PerformancePolicy::Power, ThrottleReason::SwPowerCap),
-            (PerformancePolicy::Thermal, ThrottleReason::SwThermal),
+            (PerformancePolicy::Thermal, ThrottleReason::Thermal),
             (PerformancePolicy::SyncBoost, ThrottleReason::SyncBoost),
         ];
         for (policy, reason) in fallback {
-            if has(r, reason) {
+            if has(r, reason) || (reason == ThrottleReason::Thermal && split_thermal) {
                 continue;
             }
             if let Some(v) = c.run(fam, || d.violation_status(policy)).value() {

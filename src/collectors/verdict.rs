@@ -1,0 +1,31 @@
+//! The verdict: what to do with each GPU now, and why
+//! (`nvidia_gpu_recommended_action`). One series per GPU, plus one per MIG
+//! instance whose own application fault asks for a restart; the value is
+//! the action's rank, so `max by (instance)` gives a node's worst. The
+//! rules, and when each action clears, are in `crate::verdict`.
+
+use crate::family::Family;
+use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
+
+pub static COLLECTOR: Collector = Collector {
+    family: Some(Family::Verdict),
+    metrics: &[Metric {
+        name: "nvidia_gpu_recommended_action",
+        help: "What to do with the GPU (or MIG instance) now, in the action label (none, restart_app, reset_gpu, reboot, check_hardware, rma; the value is its rank, 0 to 5), and the signal that decided it in the reason label. Absent while the GPU cannot be judged (NVML down, not yet sampled, denied, failing).",
+        kind: Kind::Gauge,
+        collect: recommended_action,
+    }],
+};
+
+fn recommended_action<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for g in scope.gpus() {
+        for v in &g.verdicts {
+            out.gpu(g)
+                .label_opt("gpu_instance", v.gpu_instance)
+                .label_opt("compute_instance", v.compute_instance)
+                .label("action", v.action.as_label())
+                .label("reason", v.reason)
+                .set(v.action as u64);
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! One verdict per GPU: what to do with it now (`nvidia_gpu_recommended_action`).
+//!
+//! Every signal that implies an action proposes one, with a reason; the
+//! worst action wins (`Action`'s order: none, restart_app, reset_gpu,
+//! reboot, check_hardware, rma), and among equal actions the signal listed
+//! first below. The signals and when each stops counting:
+//!
+//! | reason | action | from | until |
+//! |---|---|---|---|
+//! | `remap_failed` | rma | row remapping failed | never (the board is replaced) |
+//! | `remapper_exhausted` | rma | a memory bank has no spare rows | never |
+//! | `sram_threshold` | rma | uncorrectable SRAM errors past NVIDIA's threshold | NVML clears the flag |
+//! | `lost` | reboot | NVML: GPU is lost (fell off the bus) | the GPU answers again |
+//! | `hung` | reset_gpu | a driver call blocked past the deadline | the call returns |
+//! | `recovery_action` | reset_gpu or reboot | NVML's recovery action (R570+): 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset | NVML says 0 |
+//! | `remap_pending` | reset_gpu | a row remap waits for a reset | NVML says no longer pending |
+//! | `retirement_pending` | reset_gpu | a page retirement waits for a reset | NVML says no longer pending |
+//! | `fabric` | check_hardware, or reset_gpu | NVML's fabric health summary says unhealthy (R580+: trays, switches, cables); fabric registration completed with a failure | the summary is healthy again; registration succeeds |
+//! | `xid_<bucket>` | the bucket's (`bucket_action`) | an XID whose code NVIDIA's catalog lists (`crate::xid_catalog`, the table the alert rules and the runbook are rendered from) | restart_app: a window after the last such XID; reset_gpu: a GPU reset after it; reboot, check_hardware: the next boot |
+//!
+//! A GPU reset is known from what NVML shows while the exporter runs (the
+//! energy or volatile ECC counters starting again, a pending remap or
+//! retirement applied, a lost GPU answering again, NVML initialized again
+//! after the driver went away) and from the kernel log (the NVIDIA module
+//! loading, a reset procedure's `nvml-exporter: GPU reset` line); a boot
+//! starts the kernel log and the exporter afresh, so what lasts "until the
+//! next boot" is what the log and the exporter have seen since boot.
+//!
+//! XIDs that name a MIG instance decide that instance's verdict when their
+//! action is restart_app (the instance's application); from reset_gpu up
+//! they decide the GPU's, since a reset takes the whole GPU.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::snapshot::{Action, FabricHealth, GpuReadings, Health, SpareRows, Verdict};
+use crate::xid_catalog::{self, Bucket};
+
+/// What each resolution bucket of NVIDIA's XID catalog asks for, and the
+/// reason label it gives. Buckets that ask for nothing (`IGNORE`,
+/// `WORKFLOW_XID_45`, and `XID_154`, whose announced action NVML's
+/// recovery action carries) give `none`. Where the catalog's action is not
+/// one of ours: `RESTART_VM` is a reboot of the VM the exporter runs in;
+/// `UPDATE_SWFW` (a driver or firmware update) a reboot, after the update;
+/// `CHECK_UVM` ("where UVM or vGPU is in use, reset the GPU at the next
+/// window; otherwise nothing") a restart of the application: shown, not
+/// paged, for someone to look. The match is exhaustive: a bucket added to
+/// the catalog does not compile until it has an action here.
+pub fn bucket_action(bucket: Bucket) -> (Action, &'static str) {
+    match bucket {
+        Bucket::RestartApp => (Action::RestartApp, "xid_restart_app"),
+        Bucket::CheckUvm => (Action::RestartApp, "xid_check_uvm"),
+        Bucket::ResetGpu => (Action::ResetGpu, "xid_reset_gpu"),
+        Bucket::WorkflowXid48 => (Action::ResetGpu, "xid_workflow_xid_48"),
+        Bucket::WorkflowNvlinkErr => (Action::ResetGpu, "xid_workflow_nvlink_err"),
+        Bucket::WorkflowNvlink5Err => (Action::ResetGpu, "xid_workflow_nvlink5_err"),
+        Bucket::RestartBm => (Action::Reboot, "xid_restart_bm"),
+        Bucket::RestartVm => (Action::Reboot, "xid_restart_vm"),
+        Bucket::UpdateSwFw => (Action::Reboot, "xid_update_swfw"),
+        Bucket::CheckMechanicals => (Action::CheckHardware, "xid_check_mechanicals"),
+        Bucket::ContactSupport => (Action::CheckHardware, "xid_contact_support"),
+        Bucket::Ignore | Bucket::WorkflowXid45 | Bucket::Xid154 => (Action::None, "none"),
+    }
+}
+
+/// Every value the `reason` label can take.
+pub const REASONS: &[&str] = &[
+    "none",
+    "remap_failed",
+    "remapper_exhausted",
+    "sram_threshold",
+    "lost",
+    "hung",
+    "recovery_action",
+    "remap_pending",
+    "retirement_pending",
+    "fabric",
+    "xid_restart_app",
+    "xid_check_uvm",
+    "xid_reset_gpu",
+    "xid_workflow_xid_48",
+    "xid_workflow_nvlink_err",
+    "xid_workflow_nvlink5_err",
+    "xid_restart_bm",
+    "xid_restart_vm",
+    "xid_update_swfw",
+    "xid_check_mechanicals",
+    "xid_contact_support",
+];
+
+/// `--collector.verdict.restart-app-window` by default: as long as the
+/// XID alert rules look back.
+pub const DEFAULT_RESTART_APP_WINDOW: Duration = Duration::from_secs(600);
+
+/// The action and reason an XID code asks for; `None` for a code the
+/// catalog does not list.
+pub fn xid_action(code: u64) -> Option<(Action, &'static str)> {
+    xid_catalog::lookup(code).map(|x| bucket_action(x.bucket()))
+}
+
+/// The latest XID of one code (and MIG instance) on a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XidSeen {
+    pub code: u64,
+    pub gpu_instance: Option<u32>,
+    pub compute_instance: Option<u32>,
+    /// When it happened (for XIDs from the kernel log: when logged).
+    pub at: Instant,
+}
+
+/// What the verdict of one GPU is judged from.
+pub struct Inputs<'a> {
+    pub health: Health,
+    /// The GPU's current readings (absent while lost or hung).
+    pub readings: Option<&'a GpuReadings>,
+    pub xids: &'a [XidSeen],
+    /// The latest GPU reset known.
+    pub last_reset: Option<Instant>,
+    pub now: Instant,
+    pub restart_app_window: Duration,
+}
+
+/// The GPU's verdict, then one per MIG instance with its own; empty where
+/// the GPU cannot be judged (not sampled yet, denied, failing every call).
+pub fn judge(i: &Inputs<'_>) -> Vec<Verdict> {
+    if !matches!(i.health, Health::Up | Health::Lost | Health::Hung) {
+        return Vec::new();
+    }
+    let mut gpu = Worst::default();
+    if let Some(r) = i.readings {
+        gpu.offer_readings(r);
+    }
+    match i.health {
+        Health::Lost => gpu.offer(Action::Reboot, "lost"),
+        Health::Hung => gpu.offer(Action::ResetGpu, "hung"),
+        _ => {}
+    }
+    let mut instances: BTreeMap<(u32, Option<u32>), Worst> = BTreeMap::new();
+    for x in i.xids {
+        let Some((action, reason)) = xid_action(x.code) else {
+            continue;
+        };
+        if !holds(action, x.at, i) {
+            continue;
+        }
+        match (action, x.gpu_instance) {
+            (Action::RestartApp, Some(gi)) => instances
+                .entry((gi, x.compute_instance))
+                .or_default()
+                .offer(action, reason),
+            _ => gpu.offer(action, reason),
+        }
+    }
+    let mut out = vec![gpu.verdict(None, None)];
+    out.extend(
+        instances
+            .into_iter()
+            .map(|((gi, ci), w)| w.verdict(Some(gi), ci)),
+    );
+    out
+}
+
+/// Whether an XID's action still holds now.
+fn holds(action: Action, at: Instant, i: &Inputs<'_>) -> bool {
+    match action {
+        Action::None => false,
+        Action::RestartApp => i.now.saturating_duration_since(at) < i.restart_app_window,
+        Action::ResetGpu => i.last_reset.is_none_or(|reset| reset < at),
+        // A reboot restarts the kernel log and the exporter: what is
+        // known of this boot still stands.
+        Action::Reboot | Action::CheckHardware | Action::Rma => true,
+    }
+}
+
+/// The worst action offered so far; the first offer wins a tie.
+#[derive(Default)]
+struct Worst {
+    best: Option<(Action, &'static str)>,
+}
+
+impl Worst {
+    fn offer(&mut self, action: Action, reason: &'static str) {
+        if action != Action::None && self.best.is_none_or(|(a, _)| action > a) {
+            self.best = Some((action, reason));
+        }
+    }
+
+    /// The signals NVML reports, in the order of the module's table.
+    fn offer_readings(&mut self, r: &GpuReadings) {
+        let remap = r.remapped_rows;
+        if remap.is_some_and(|m| m.failed) {
+            self.offer(Action::Rma, "remap_failed");
+        }
+        if r.remapper_banks
+            .iter()
+            .any(|(rows, n)| *rows == SpareRows::Exhausted && *n > 0)
+        {
+            self.offer(Action::Rma, "remapper_exhausted");
+        }
+        if r.sram_threshold_exceeded == Some(true) {
+            self.offer(Action::Rma, "sram_threshold");
+        }
+        match r.recovery_action {
+            Some(2) => self.offer(Action::Reboot, "recovery_action"),
+            Some(1 | 3 | 4) => self.offer(Action::ResetGpu, "recovery_action"),
+            _ => {}
+        }
+        if remap.is_some_and(|m| m.pending) {
+            self.offer(Action::ResetGpu, "remap_pending");
+        }
+        if r.retired_pages_pending == Some(true) {
+            self.offer(Action::ResetGpu, "retirement_pending");
+        }
+        if let Some(f) = &r.fabric {
+            // NVML says the fabric itself is unhealthy (NVL72: trays,
+            // switches, cables); a registration that failed is retried by
+            // a reset. Limited capacity and the mask's transient conditions
+            // leave the GPU working: NvidiaGpuFabricUnhealthy covers them.
+            if f.health_summary == Some(FabricHealth::Unhealthy) {
+                self.offer(Action::CheckHardware, "fabric");
+            }
+            if f.state == 3 && !f.registered {
+                self.offer(Action::ResetGpu, "fabric");
+            }
+        }
+    }
+
+    fn verdict(&self, gpu_instance: Option<u32>, compute_instance: Option<u32>) -> Verdict {
+        let (action, reason) = self.best.unwrap_or((Action::None, "none"));
+        Verdict {
+            gpu_instance,
+            compute_instance,
+            action,
+            reason,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

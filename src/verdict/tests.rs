@@ -1,0 +1,256 @@
+//! The verdict on a timeline: what each signal asks for, which wins, and
+//! when each clears.
+
+use super::*;
+use crate::snapshot::{Fabric, FabricHealth, FabricIssue, RemappedRows};
+
+const WINDOW: Duration = Duration::from_secs(600);
+
+struct Gpu {
+    t0: Instant,
+    health: Health,
+    readings: GpuReadings,
+    xids: Vec<XidSeen>,
+    last_reset: Option<Instant>,
+}
+
+impl Gpu {
+    fn new() -> Gpu {
+        Gpu {
+            t0: Instant::now(),
+            health: Health::Up,
+            readings: GpuReadings::default(),
+            xids: Vec::new(),
+            last_reset: None,
+        }
+    }
+
+    fn at(&self, secs: u64) -> Instant {
+        self.t0 + Duration::from_secs(secs)
+    }
+
+    fn xid(&mut self, secs: u64, code: u64, gi: Option<u32>) {
+        let at = self.at(secs);
+        self.xids.push(XidSeen {
+            code,
+            gpu_instance: gi,
+            compute_instance: gi.map(|_| 0),
+            at,
+        });
+    }
+
+    fn reset(&mut self, secs: u64) {
+        self.last_reset = Some(self.at(secs));
+    }
+
+    /// The verdicts at `secs`, as (instance, action, reason).
+    fn judge(&self, secs: u64) -> Vec<(Option<u32>, &'static str, &'static str)> {
+        let readings = (self.health == Health::Up).then_some(&self.readings);
+        judge(&Inputs {
+            health: self.health,
+            readings,
+            xids: &self.xids,
+            last_reset: self.last_reset,
+            now: self.at(secs),
+            restart_app_window: WINDOW,
+        })
+        .into_iter()
+        .map(|v| (v.gpu_instance, v.action.as_label(), v.reason))
+        .collect()
+    }
+
+    /// The GPU's own verdict at `secs`.
+    fn gpu(&self, secs: u64) -> (&'static str, &'static str) {
+        let v = self.judge(secs);
+        assert_eq!(v[0].0, None);
+        (v[0].1, v[0].2)
+    }
+}
+
+#[test]
+fn a_healthy_gpu_needs_nothing() {
+    let mut g = Gpu::new();
+    assert_eq!(g.judge(0), [(None, "none", "none")]);
+    // IGNORE codes and codes the table does not list decide nothing.
+    g.xid(1, 43, None);
+    g.xid(1, 45, None);
+    g.xid(1, 999, None);
+    assert_eq!(g.gpu(2), ("none", "none"));
+}
+
+#[test]
+fn an_application_fault_asks_for_a_restart_for_a_window_never_a_reset() {
+    let mut g = Gpu::new();
+    g.xid(100, 13, None);
+    assert_eq!(g.gpu(100), ("restart_app", "xid_restart_app"));
+    assert_eq!(g.gpu(100 + 599), ("restart_app", "xid_restart_app"));
+    assert_eq!(g.gpu(100 + 600), ("none", "none"));
+    // A later one opens the window again.
+    g.xid(1000, 31, None);
+    assert_eq!(g.gpu(1000), ("restart_app", "xid_restart_app"));
+}
+
+#[test]
+fn a_mig_instance_has_its_own_verdict_for_its_application() {
+    let mut g = Gpu::new();
+    g.xid(10, 31, Some(3));
+    assert_eq!(
+        g.judge(10),
+        [
+            (None, "none", "none"),
+            (Some(3), "restart_app", "xid_restart_app")
+        ]
+    );
+    assert_eq!(g.judge(10 + 600), [(None, "none", "none")]);
+    // A fault that needs a reset takes the whole GPU, wherever raised.
+    g.xid(20, 119, Some(5));
+    assert_eq!(g.judge(20)[0], (None, "reset_gpu", "xid_reset_gpu"));
+    assert_eq!(
+        g.judge(20).len(),
+        2,
+        "only the instance of the application fault"
+    );
+}
+
+#[test]
+fn a_reset_xid_holds_until_a_reset_after_it() {
+    let mut g = Gpu::new();
+    g.reset(5);
+    g.xid(10, 119, None);
+    assert_eq!(g.gpu(10), ("reset_gpu", "xid_reset_gpu"));
+    assert_eq!(g.gpu(100_000), ("reset_gpu", "xid_reset_gpu"), "no window");
+    g.reset(200);
+    assert_eq!(g.gpu(200), ("none", "none"));
+    g.xid(300, 48, None);
+    assert_eq!(g.gpu(300), ("reset_gpu", "xid_workflow_xid_48"));
+}
+
+#[test]
+fn fell_off_the_bus_asks_for_a_reboot_that_a_reset_does_not_replace() {
+    let mut g = Gpu::new();
+    g.xid(10, 79, None);
+    g.xid(11, 119, None);
+    assert_eq!(g.gpu(11), ("reboot", "xid_restart_bm"));
+    g.reset(20);
+    assert_eq!(g.gpu(30), ("reboot", "xid_restart_bm"));
+}
+
+#[test]
+fn health_and_nvml_state_propose_their_own_actions() {
+    let mut g = Gpu::new();
+    g.health = Health::Lost;
+    assert_eq!(g.gpu(0), ("reboot", "lost"));
+    g.health = Health::Hung;
+    assert_eq!(g.gpu(0), ("reset_gpu", "hung"));
+    g.health = Health::Up;
+    assert_eq!(g.gpu(0), ("none", "none"));
+    for (h, judged) in [
+        (Health::Denied, false),
+        (Health::Pending, false),
+        (Health::Failing, false),
+    ] {
+        g.health = h;
+        assert_eq!(!g.judge(0).is_empty(), judged, "{h:?}");
+    }
+    g.health = Health::Up;
+
+    g.readings.retired_pages_pending = Some(true);
+    assert_eq!(g.gpu(0), ("reset_gpu", "retirement_pending"));
+    g.readings.remapped_rows = Some(RemappedRows {
+        correctable: 0,
+        uncorrectable: 1,
+        pending: true,
+        failed: false,
+    });
+    assert_eq!(
+        g.gpu(0),
+        ("reset_gpu", "remap_pending"),
+        "the first signal listed wins a tie"
+    );
+    g.readings.recovery_action = Some(2);
+    assert_eq!(g.gpu(0), ("reboot", "recovery_action"));
+    g.readings.recovery_action = Some(4);
+    assert_eq!(g.gpu(0), ("reset_gpu", "recovery_action"));
+    let fabric = |state, registered, health_summary| {
+        Some(Fabric {
+            state,
+            registered,
+            health_summary,
+            health_issues: vec![(FabricIssue::DegradedBandwidth, true)],
+            partition: None,
+        })
+    };
+    g.readings = GpuReadings {
+        fabric: fabric(3, false, None),
+        ..GpuReadings::default()
+    };
+    assert_eq!(g.gpu(0), ("reset_gpu", "fabric"));
+    g.readings.fabric = fabric(2, true, None);
+    assert_eq!(
+        g.gpu(0),
+        ("none", "none"),
+        "registration in progress, or bandwidth degraded, is not a fault of the GPU"
+    );
+    g.readings.fabric = fabric(3, true, Some(FabricHealth::LimitedCapacity));
+    assert_eq!(g.gpu(0), ("none", "none"));
+    g.readings.fabric = fabric(3, true, Some(FabricHealth::Unhealthy));
+    assert_eq!(g.gpu(0), ("check_hardware", "fabric"));
+}
+
+#[test]
+fn the_worst_action_wins() {
+    let mut g = Gpu::new();
+    g.xid(1, 13, None);
+    g.readings.remapped_rows = Some(RemappedRows {
+        correctable: 0,
+        uncorrectable: 1,
+        pending: true,
+        failed: false,
+    });
+    assert_eq!(g.gpu(1), ("reset_gpu", "remap_pending"));
+    g.xid(2, 79, None);
+    assert_eq!(g.gpu(2), ("reboot", "xid_restart_bm"));
+    g.xid(3, 61, None);
+    assert_eq!(g.gpu(3), ("check_hardware", "xid_contact_support"));
+    g.readings.sram_threshold_exceeded = Some(true);
+    assert_eq!(g.gpu(3), ("rma", "sram_threshold"));
+    g.readings.remapper_banks = vec![(SpareRows::Exhausted, 1)];
+    assert_eq!(g.gpu(3), ("rma", "remapper_exhausted"));
+    g.readings.remapped_rows = Some(RemappedRows {
+        correctable: 0,
+        uncorrectable: 9,
+        pending: false,
+        failed: true,
+    });
+    assert_eq!(g.gpu(3), ("rma", "remap_failed"));
+}
+
+#[test]
+fn every_bucket_has_an_action_and_every_reason_is_listed() {
+    let mut seen = std::collections::BTreeSet::new();
+    for r in REASONS {
+        assert!(seen.insert(r), "{r} listed twice");
+        assert!(r
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'));
+    }
+    for bucket in crate::xid_catalog::Bucket::ALL {
+        let (action, reason) = bucket_action(*bucket);
+        assert!(REASONS.contains(&reason), "{reason}");
+        // The reason names the bucket it came from.
+        if action != Action::None {
+            assert_eq!(reason, format!("xid_{}", bucket.as_str().to_lowercase()));
+        }
+    }
+    // Every code of the catalog has an action.
+    for x in crate::xid_catalog::CATALOG {
+        assert!(xid_action(u64::from(x.code)).is_some(), "XID {}", x.code);
+    }
+    // The codes the issue names: 79 reboot, 119/120 reset, 13/31 restart.
+    assert_eq!(xid_action(79).map(|a| a.0), Some(Action::Reboot));
+    assert_eq!(xid_action(119).map(|a| a.0), Some(Action::ResetGpu));
+    assert_eq!(xid_action(120).map(|a| a.0), Some(Action::ResetGpu));
+    assert_eq!(xid_action(13).map(|a| a.0), Some(Action::RestartApp));
+    assert_eq!(xid_action(31).map(|a| a.0), Some(Action::RestartApp));
+    assert_eq!(xid_action(999), None);
+}

@@ -1,0 +1,37 @@
+//! The integration tests that drive the real binary, render snapshots or
+//! read the repository, in one test binary: each former test file is a
+//! module (`cargo test --test e2e MODULE::`), and the crate is linked once
+//! instead of once per file. The tests that load the simulated driver into
+//! their own process (`tests/sampler_*.rs`, `tests/exposition_oracle.rs`)
+//! stay binaries of their own: the driver's state is per process.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../common/metrics_doc.rs"]
+mod metrics_doc;
+#[path = "../common/pki.rs"]
+mod pki;
+#[path = "../common/snapshots.rs"]
+mod snapshots;
+#[path = "../common/tls.rs"]
+mod tls;
+
+mod budget;
+mod cli;
+mod docs;
+mod driver_faults;
+mod drivers;
+mod exposition_content;
+mod exposition_docs;
+mod exposition_tools;
+mod golden;
+mod gpm_engines;
+mod hostile;
+mod http;
+mod kmsg;
+mod module_layers;
+mod privilege;
+mod scenarios;
+mod web_config_fuzz;
+mod web_config_tls;
+mod xid_catalog;

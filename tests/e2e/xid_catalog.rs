@@ -1,0 +1,146 @@
+//! The XID catalog (`src/xid_catalog.rs`) is the one source of the XID
+//! alert rules' regular expressions and of the runbook's severity table.
+//! This test renders both from it and fails while the files differ;
+//! `UPDATE_GOLDEN=1 cargo test --test e2e xid_catalog::` (run by
+//! `scripts/regenerate`) rewrites them. `tests/test_alerts.py` checks the
+//! rendered table against the rules once more, and runs them in promtool.
+
+use std::path::{Path, PathBuf};
+
+use nvml_exporter::xid_catalog::{codes_of, regex_of, Source, XidAlert, CATALOG};
+
+const TABLE_BEGIN: &str =
+    "<!-- BEGIN generated from src/xid_catalog.rs by tests/e2e/xid_catalog.rs: edit the catalog, then scripts/regenerate -->";
+const TABLE_END: &str = "<!-- END generated -->";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+/// The runbook's XID severity table, header to the catch-all row.
+fn runbook_table() -> String {
+    let mut out = String::new();
+    out.push_str(
+        "| XID | Meaning (NVIDIA XID catalog) | Catalog action | Alert | Severity | What to do |\n",
+    );
+    out.push_str("|---|---|---|---|---|---|\n");
+    for x in CATALOG {
+        let action = match x.source {
+            Source::Catalog(b) => b.as_str().to_string(),
+            Source::Departs(b) => format!("{}, departed", b.as_str()),
+            Source::Ours(b) => format!("none, ours {}", b.as_str()),
+        };
+        out.push_str(&format!(
+            "| {} | `{}`: {} | {} | {} | {} | {} |\n",
+            x.code,
+            x.mnemonic,
+            x.meaning,
+            action,
+            x.alert.rule(),
+            x.alert.severity().as_str(),
+            x.action
+        ));
+    }
+    out.push_str(
+        "| any other | not in the catalog up to 172 | | NvidiaGpuXidUnlisted | warning | look it up in NVIDIA's catalog; add it to src/xid_catalog.rs and run scripts/regenerate |\n",
+    );
+    out
+}
+
+fn render_runbook(text: &str) -> String {
+    let (head, rest) = text
+        .split_once(TABLE_BEGIN)
+        .expect("docs/runbooks.md lacks the XID table's BEGIN marker");
+    let (_, tail) = rest
+        .split_once(TABLE_END)
+        .expect("docs/runbooks.md lacks the XID table's END marker");
+    format!("{head}{TABLE_BEGIN}\n{}{TABLE_END}{tail}", runbook_table())
+}
+
+/// Replaces every `<matcher>"..."` inside the named alert's rule with the
+/// alternation.
+fn set_matchers(rules: &str, alert: &str, matcher: &str, alternation: &str) -> String {
+    let start = rules
+        .find(&format!("- alert: {alert}\n"))
+        .unwrap_or_else(|| panic!("no rule {alert}"));
+    let end = rules[start + 1..]
+        .find("- alert: ")
+        .map_or(rules.len(), |i| start + 1 + i);
+    let mut block = String::new();
+    let mut rest = &rules[start..end];
+    let mut replaced = 0;
+    while let Some(i) = rest.find(matcher) {
+        let value_start = i + matcher.len();
+        let value_len = rest[value_start..].find('"').expect("unterminated matcher");
+        block.push_str(&rest[..value_start]);
+        block.push_str(alternation);
+        rest = &rest[value_start + value_len..];
+        replaced += 1;
+    }
+    block.push_str(rest);
+    assert!(replaced > 0, "{alert} has no {matcher}");
+    format!("{}{block}{}", &rules[..start], &rules[end..])
+}
+
+fn render_rules(text: &str) -> String {
+    let mut out = text.to_string();
+    let mut listed = Vec::new();
+    for &alert in XidAlert::ALL {
+        let codes = codes_of(alert);
+        listed.extend(codes.iter().copied());
+        if alert != XidAlert::None {
+            out = set_matchers(&out, alert.rule(), "xid=~\"", &regex_of(&codes));
+        }
+    }
+    listed.sort_unstable();
+    set_matchers(&out, "NvidiaGpuXidUnlisted", "xid!~\"", &regex_of(&listed))
+}
+
+fn check(path: &Path, render: fn(&str) -> String) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let want = render(&text);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(path, &want).unwrap();
+        return;
+    }
+    assert!(
+        text == want,
+        "{} is stale against src/xid_catalog.rs: run scripts/regenerate",
+        path.display()
+    );
+}
+
+#[test]
+fn runbook_table_is_the_catalog() {
+    check(&root().join("docs/runbooks.md"), render_runbook);
+}
+
+#[test]
+fn rule_expressions_are_the_catalog() {
+    check(&root().join("alerts/nvidia-gpu.rules.yml"), render_rules);
+}
+
+#[test]
+fn rendering_moves_a_code_between_rules() {
+    // The rendering is what the check compares: a code in the wrong rule
+    // is rewritten into the right one.
+    let rules = "      - alert: NvidiaGpuXidCritical\n        expr: x{xid=~\"46|8\"} or y{xid=~\"46|8\"}\n      - alert: NvidiaGpuXidStoppedProcessing\n        expr: x{xid=~\"46\"}\n";
+    let out = set_matchers(rules, "NvidiaGpuXidStoppedProcessing", "xid=~\"", "8");
+    assert!(out.ends_with("expr: x{xid=~\"8\"}\n"), "{out}");
+    assert!(
+        out.contains("x{xid=~\"46|8\"} or y{xid=~\"46|8\"}"),
+        "{out}"
+    );
+    let out = set_matchers(&out, "NvidiaGpuXidCritical", "xid=~\"", "46");
+    assert_eq!(out.matches("xid=~\"46\"").count(), 2, "{out}");
+    assert!(!out.contains("46|8"), "{out}");
+}
+
+#[test]
+fn the_table_marks_where_the_bucket_is_ours_or_departs() {
+    let table = runbook_table();
+    assert!(table.contains("| 167 | `PCIE_FATAL_TIMEOUT`: "));
+    assert!(table.contains("| none, ours RESET_GPU | NvidiaGpuXidCritical | critical |"));
+    assert!(table.contains("| IGNORE, departed | NvidiaGpuXidWarning | warning |"));
+    assert_eq!(table.lines().count(), 2 + CATALOG.len() + 1);
+}
