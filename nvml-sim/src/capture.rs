@@ -180,7 +180,7 @@ impl Walker {
 
     fn gpu(&mut self, index: u32, out: &mut GpuOut) -> Result<(), u32> {
         let mut d: nvmlDevice_t = std::ptr::null_mut();
-        call!(self, nvmlDeviceGetHandleByIndex_v2(index, &mut d))?;
+        call!(self, nvmlDeviceGetHandleByIndex_v2(index, &raw mut d))?;
         let (gpu, board) = (&mut out.gpu, &mut out.board);
         let mut buf = [0 as c_char; 96];
         // Identity and the board.
@@ -188,13 +188,13 @@ impl Walker {
             board.insert("name".into(), Value::String(text(&buf)));
         }
         let mut brand = 0;
-        let b = call!(self, nvmlDeviceGetBrand(d, &mut brand)).map(|()| brand);
+        let b = call!(self, nvmlDeviceGetBrand(d, &raw mut brand)).map(|()| brand);
         board.insert(
             "brand".into(),
             Value::String(brand_name(b.unwrap_or(0)).unwrap_or("unknown").into()),
         );
         let mut arch = 0;
-        let a = call!(self, nvmlDeviceGetArchitecture(d, &mut arch)).map(|()| arch);
+        let a = call!(self, nvmlDeviceGetArchitecture(d, &raw mut arch)).map(|()| arch);
         board.insert(
             "architecture".into(),
             Value::String(
@@ -206,7 +206,7 @@ impl Walker {
         let (mut major, mut minor) = (0, 0);
         if call!(
             self,
-            nvmlDeviceGetCudaComputeCapability(d, &mut major, &mut minor)
+            nvmlDeviceGetCudaComputeCapability(d, &raw mut major, &raw mut minor)
         )
         .is_ok()
         {
@@ -217,7 +217,7 @@ impl Walker {
         }
         // SAFETY: a plain C struct; zero is a valid value.
         let mut pci: nvmlPciInfo_t = unsafe { std::mem::zeroed() };
-        if call!(self, nvmlDeviceGetPciInfo_v3(d, &mut pci)).is_ok() {
+        if call!(self, nvmlDeviceGetPciInfo_v3(d, &raw mut pci)).is_ok() {
             gpu.insert("pci_bus_id".into(), Value::String(text(&pci.busId)));
             board.insert("pci_device_id".into(), int(pci.pciDeviceId));
             board.insert("pci_subsystem_id".into(), int(pci.pciSubSystemId));
@@ -232,7 +232,7 @@ impl Walker {
             Err(_) => gpu.insert("serial".into(), na()),
         };
         let mut minor_number = 0;
-        match call!(self, nvmlDeviceGetMinorNumber(d, &mut minor_number)) {
+        match call!(self, nvmlDeviceGetMinorNumber(d, &raw mut minor_number)) {
             Ok(()) => gpu.insert("minor_number".into(), int(minor_number)),
             Err(_) => gpu.insert("minor_number".into(), na()),
         };
@@ -276,19 +276,19 @@ impl Walker {
         const MIB: u64 = 1 << 20;
         let mut memory = Table::new();
         let mut readings = Table::new();
-        if call!(self, nvmlDeviceGetMemoryInfo_v2(d, &mut mem)).is_ok() {
+        if call!(self, nvmlDeviceGetMemoryInfo_v2(d, &raw mut mem)).is_ok() {
             memory.insert("total_mib".into(), int((mem.total / MIB) as i64));
             memory.insert("reserved_mib".into(), int((mem.reserved / MIB) as i64));
             readings.insert("memory_used_mib".into(), int((mem.used / MIB) as i64));
             readings.insert("memory_free_mib".into(), int((mem.free / MIB) as i64));
         } else {
             let mut m1: nvmlMemory_t = unsafe { std::mem::zeroed() };
-            if call!(self, nvmlDeviceGetMemoryInfo(d, &mut m1)).is_ok() {
+            if call!(self, nvmlDeviceGetMemoryInfo(d, &raw mut m1)).is_ok() {
                 memory.insert("total_mib".into(), int((m1.total / MIB) as i64));
             }
         }
         let mut bar1: nvmlBAR1Memory_t = unsafe { std::mem::zeroed() };
-        match call!(self, nvmlDeviceGetBAR1MemoryInfo(d, &mut bar1)) {
+        match call!(self, nvmlDeviceGetBAR1MemoryInfo(d, &raw mut bar1)) {
             Ok(()) => {
                 memory.insert("bar1_mib".into(), int((bar1.bar1Total / MIB) as i64));
                 readings.insert("bar1_used_mib".into(), int((bar1.bar1Used / MIB) as i64));
@@ -302,14 +302,14 @@ impl Walker {
         let (mut default, mut lo, mut hi, mut limit, mut enforced) = (0, 0, 0, 0, 0);
         let rd = call!(
             self,
-            nvmlDeviceGetPowerManagementDefaultLimit(d, &mut default)
+            nvmlDeviceGetPowerManagementDefaultLimit(d, &raw mut default)
         );
         let rc = call!(
             self,
-            nvmlDeviceGetPowerManagementLimitConstraints(d, &mut lo, &mut hi)
+            nvmlDeviceGetPowerManagementLimitConstraints(d, &raw mut lo, &raw mut hi)
         );
-        let rl = call!(self, nvmlDeviceGetPowerManagementLimit(d, &mut limit));
-        let re = call!(self, nvmlDeviceGetEnforcedPowerLimit(d, &mut enforced));
+        let rl = call!(self, nvmlDeviceGetPowerManagementLimit(d, &raw mut limit));
+        let re = call!(self, nvmlDeviceGetEnforcedPowerLimit(d, &raw mut enforced));
         let w = |mw: u32| Value::Float(f64::from(mw) / 1000.0);
         let default_mw = if rd.is_ok() {
             default
@@ -352,7 +352,7 @@ impl Walker {
             (3, "max_video_mhz"),
         ] {
             let mut mhz = 0;
-            match call!(self, nvmlDeviceGetMaxClockInfo(d, t, &mut mhz)) {
+            match call!(self, nvmlDeviceGetMaxClockInfo(d, t, &raw mut mhz)) {
                 Ok(()) => {
                     max_ok = true;
                     clocks.insert(key.into(), int(mhz));
@@ -376,7 +376,8 @@ impl Walker {
             (3, "video_clock_mhz"),
         ] {
             let mut mhz = 0;
-            let v = call!(self, nvmlDeviceGetClockInfo(d, t, &mut mhz)).map_or(na(), |()| int(mhz));
+            let v =
+                call!(self, nvmlDeviceGetClockInfo(d, t, &raw mut mhz)).map_or(na(), |()| int(mhz));
             readings.insert(key.into(), v);
         }
         // Thresholds, in degrees and as T.Limit margins.
@@ -388,7 +389,7 @@ impl Walker {
             (3, "gpu_max_c"),
         ] {
             let mut c = 0;
-            let v = call!(self, nvmlDeviceGetTemperatureThreshold(d, t, &mut c))
+            let v = call!(self, nvmlDeviceGetTemperatureThreshold(d, t, &raw mut c))
                 .map_or(na(), |()| int(c));
             thermal.insert(key.into(), v);
         }
@@ -412,13 +413,13 @@ impl Walker {
         }
         thermal.insert("tlimit".into(), Value::Boolean(any_margin));
         let mut fans = 0;
-        let fans_ok = call!(self, nvmlDeviceGetNumFans(d, &mut fans)).is_ok();
+        let fans_ok = call!(self, nvmlDeviceGetNumFans(d, &raw mut fans)).is_ok();
         thermal.insert("fans".into(), int(if fans_ok { fans } else { 0 }));
         board.insert("thermal".into(), Value::Table(thermal));
         // PCIe.
         let (mut gen, mut width) = (0, 0);
-        let rg = call!(self, nvmlDeviceGetMaxPcieLinkGeneration(d, &mut gen));
-        let rw = call!(self, nvmlDeviceGetMaxPcieLinkWidth(d, &mut width));
+        let rg = call!(self, nvmlDeviceGetMaxPcieLinkGeneration(d, &raw mut gen));
+        let rw = call!(self, nvmlDeviceGetMaxPcieLinkWidth(d, &raw mut width));
         let mut pcie = Table::new();
         pcie.insert(
             "generation".into(),
@@ -432,16 +433,17 @@ impl Walker {
         let (mut cg, mut cw) = (0, 0);
         readings.insert(
             "pcie_generation".into(),
-            call!(self, nvmlDeviceGetCurrPcieLinkGeneration(d, &mut cg)).map_or(na(), |()| int(cg)),
+            call!(self, nvmlDeviceGetCurrPcieLinkGeneration(d, &raw mut cg))
+                .map_or(na(), |()| int(cg)),
         );
-        if call!(self, nvmlDeviceGetCurrPcieLinkWidth(d, &mut cw)).is_ok() && cw > 0 {
+        if call!(self, nvmlDeviceGetCurrPcieLinkWidth(d, &raw mut cw)).is_ok() && cw > 0 {
             readings.insert("pcie_width".into(), int(cw));
         }
         for (key, counter) in [("pcie_tx_kbps", 0), ("pcie_rx_kbps", 1)] {
             let mut v = 0;
             readings.insert(
                 key.into(),
-                call!(self, nvmlDeviceGetPcieThroughput(d, counter, &mut v))
+                call!(self, nvmlDeviceGetPcieThroughput(d, counter, &raw mut v))
                     .map_or(na(), |()| int(v)),
             );
         }
@@ -449,16 +451,16 @@ impl Walker {
         let mut state = 0;
         gpu.insert(
             "persistence".into(),
-            call!(self, nvmlDeviceGetPersistenceMode(d, &mut state))
+            call!(self, nvmlDeviceGetPersistenceMode(d, &raw mut state))
                 .map_or(na(), |()| Value::Boolean(state == 1)),
         );
         gpu.insert(
             "display".into(),
-            call!(self, nvmlDeviceGetDisplayActive(d, &mut state))
+            call!(self, nvmlDeviceGetDisplayActive(d, &raw mut state))
                 .map_or(na(), |()| Value::Boolean(state == 1)),
         );
         let display_mode =
-            call!(self, nvmlDeviceGetDisplayMode(d, &mut state)).map(|()| state == 1);
+            call!(self, nvmlDeviceGetDisplayMode(d, &raw mut state)).map(|()| state == 1);
         if display_mode == Ok(true) || gpu.get("display") == Some(&Value::Boolean(true)) {
             board.insert("display".into(), Value::Boolean(true));
         }
@@ -469,7 +471,7 @@ impl Walker {
         let mut mode = 0;
         gpu.insert(
             "compute_mode".into(),
-            call!(self, nvmlDeviceGetComputeMode(d, &mut mode)).map_or(na(), |()| {
+            call!(self, nvmlDeviceGetComputeMode(d, &raw mut mode)).map_or(na(), |()| {
                 Value::String(
                     [
                         "default",
@@ -484,14 +486,19 @@ impl Walker {
             }),
         );
         let mut virt = 0;
-        if call!(self, nvmlDeviceGetVirtualizationMode(d, &mut virt)).is_ok() {
+        if call!(self, nvmlDeviceGetVirtualizationMode(d, &raw mut virt)).is_ok() {
             let names = ["none", "pass-through", "vgpu", "host-vgpu", "host-vsga"];
             if let Some(n) = names.get(virt as usize).filter(|n| **n != "none") {
                 gpu.insert("virtualization_mode".into(), Value::String((*n).into()));
             }
         }
         let (mut dm, mut dm_pending) = (0, 0);
-        if call!(self, nvmlDeviceGetDriverModel(d, &mut dm, &mut dm_pending)).is_ok() {
+        if call!(
+            self,
+            nvmlDeviceGetDriverModel(d, &raw mut dm, &raw mut dm_pending)
+        )
+        .is_ok()
+        {
             let name = |m: u32| {
                 Value::String(
                     ["wddm", "tcc", "mcdm"]
@@ -507,22 +514,22 @@ impl Walker {
         let mut t = 0;
         readings.insert(
             "temperature_c".into(),
-            call!(self, nvmlDeviceGetTemperature(d, 0, &mut t)).map_or(na(), |()| int(t)),
+            call!(self, nvmlDeviceGetTemperature(d, 0, &raw mut t)).map_or(na(), |()| int(t)),
         );
         let mut margin: nvmlMarginTemperature_v1_t = unsafe { std::mem::zeroed() };
         margin.version = version::<nvmlMarginTemperature_v1_t>(1);
-        if call!(self, nvmlDeviceGetMarginTemperature(d, &mut margin)).is_ok() {
+        if call!(self, nvmlDeviceGetMarginTemperature(d, &raw mut margin)).is_ok() {
             readings.insert("tlimit_c".into(), int(margin.marginTemperature));
         }
         let mut mw = 0;
         readings.insert(
             "power_w".into(),
-            call!(self, nvmlDeviceGetPowerUsage(d, &mut mw)).map_or(na(), |()| w(mw)),
+            call!(self, nvmlDeviceGetPowerUsage(d, &raw mut mw)).map_or(na(), |()| w(mw)),
         );
         let mut p = 0;
         readings.insert(
             "pstate".into(),
-            call!(self, nvmlDeviceGetPerformanceState(d, &mut p)).map_or(na(), |()| {
+            call!(self, nvmlDeviceGetPerformanceState(d, &raw mut p)).map_or(na(), |()| {
                 if p > 15 {
                     na()
                 } else {
@@ -534,14 +541,15 @@ impl Walker {
             let speeds: Vec<Value> = (0..fans)
                 .map(|f| {
                     let mut s = 0;
-                    call!(self, nvmlDeviceGetFanSpeed_v2(d, f, &mut s)).map_or(int(0), |()| int(s))
+                    call!(self, nvmlDeviceGetFanSpeed_v2(d, f, &raw mut s))
+                        .map_or(int(0), |()| int(s))
                 })
                 .collect();
             readings.insert("fan_percent".into(), Value::Array(speeds));
         }
         let mut util = Table::new();
         let mut u: nvmlUtilization_t = unsafe { std::mem::zeroed() };
-        match call!(self, nvmlDeviceGetUtilizationRates(d, &mut u)) {
+        match call!(self, nvmlDeviceGetUtilizationRates(d, &raw mut u)) {
             Ok(()) => {
                 util.insert("gpu".into(), int(u.gpu));
                 util.insert("memory".into(), int(u.memory));
@@ -556,14 +564,20 @@ impl Walker {
             let r = match key {
                 "encoder" => call!(
                     self,
-                    nvmlDeviceGetEncoderUtilization(d, &mut v, &mut period)
+                    nvmlDeviceGetEncoderUtilization(d, &raw mut v, &raw mut period)
                 ),
                 "decoder" => call!(
                     self,
-                    nvmlDeviceGetDecoderUtilization(d, &mut v, &mut period)
+                    nvmlDeviceGetDecoderUtilization(d, &raw mut v, &raw mut period)
                 ),
-                "jpeg" => call!(self, nvmlDeviceGetJpgUtilization(d, &mut v, &mut period)),
-                _ => call!(self, nvmlDeviceGetOfaUtilization(d, &mut v, &mut period)),
+                "jpeg" => call!(
+                    self,
+                    nvmlDeviceGetJpgUtilization(d, &raw mut v, &raw mut period)
+                ),
+                _ => call!(
+                    self,
+                    nvmlDeviceGetOfaUtilization(d, &raw mut v, &raw mut period)
+                ),
             };
             util.insert(key.into(), r.map_or(na(), |()| int(v)));
         }
@@ -571,7 +585,7 @@ impl Walker {
         // ECC and memory health.
         let mut counters = Table::new();
         let (mut cur, mut pend) = (0, 0);
-        let ecc_mode = call!(self, nvmlDeviceGetEccMode(d, &mut cur, &mut pend));
+        let ecc_mode = call!(self, nvmlDeviceGetEccMode(d, &raw mut cur, &raw mut pend));
         let mut ecc = Table::new();
         ecc.insert("supported".into(), Value::Boolean(ecc_mode.is_ok()));
         match ecc_mode {
@@ -603,7 +617,7 @@ impl Walker {
                         let mut n = 0;
                         if call!(
                             self,
-                            nvmlDeviceGetMemoryErrorCounter(d, ty, scope, l as u32, &mut n)
+                            nvmlDeviceGetMemoryErrorCounter(d, ty, scope, l as u32, &raw mut n)
                         )
                         .is_ok()
                         {
@@ -624,7 +638,7 @@ impl Walker {
             counters.insert("ecc".into(), Value::Table(counts));
             let mut sram: nvmlEccSramErrorStatus_v1_t = unsafe { std::mem::zeroed() };
             sram.version = version::<nvmlEccSramErrorStatus_v1_t>(1);
-            if call!(self, nvmlDeviceGetSramEccErrorStatus(d, &mut sram)).is_ok() {
+            if call!(self, nvmlDeviceGetSramEccErrorStatus(d, &raw mut sram)).is_ok() {
                 let mut s = Table::new();
                 for (k, v) in [
                     ("volatile_corrected", sram.volatileCor),
@@ -659,7 +673,7 @@ impl Walker {
                 nvmlDeviceGetRetiredPages_v2(
                     d,
                     cause,
-                    &mut count,
+                    &raw mut count,
                     std::ptr::null_mut(),
                     std::ptr::null_mut()
                 )
@@ -676,7 +690,7 @@ impl Walker {
                         nvmlDeviceGetRetiredPages_v2(
                             d,
                             cause,
-                            &mut count,
+                            &raw mut count,
                             addrs.as_mut_ptr(),
                             times.as_mut_ptr()
                         )
@@ -699,7 +713,7 @@ impl Walker {
             let mut pending = 0;
             if call!(
                 self,
-                nvmlDeviceGetRetiredPagesPendingStatus(d, &mut pending)
+                nvmlDeviceGetRetiredPagesPendingStatus(d, &raw mut pending)
             )
             .is_ok()
             {
@@ -708,11 +722,20 @@ impl Walker {
         }
         // MIG mode first: remapped rows are not reported in it.
         let (mut mig_cur, mut mig_pend) = (0, 0);
-        let mig_mode = call!(self, nvmlDeviceGetMigMode(d, &mut mig_cur, &mut mig_pend));
+        let mig_mode = call!(
+            self,
+            nvmlDeviceGetMigMode(d, &raw mut mig_cur, &raw mut mig_pend)
+        );
         let (mut corr, mut unc, mut rpend, mut fail) = (0, 0, 0, 0);
         let remap = call!(
             self,
-            nvmlDeviceGetRemappedRows(d, &mut corr, &mut unc, &mut rpend, &mut fail)
+            nvmlDeviceGetRemappedRows(
+                d,
+                &raw mut corr,
+                &raw mut unc,
+                &raw mut rpend,
+                &raw mut fail
+            )
         );
         let arch_ampere_up =
             a.is_ok_and(|a| a >= NVML_DEVICE_ARCH_AMPERE && a != NVML_DEVICE_ARCH_UNKNOWN);
@@ -727,7 +750,7 @@ impl Walker {
             r.insert("pending".into(), Value::Boolean(rpend != 0));
             r.insert("failure".into(), Value::Boolean(fail != 0));
             let mut h: nvmlRowRemapperHistogramValues_t = unsafe { std::mem::zeroed() };
-            if call!(self, nvmlDeviceGetRowRemapperHistogram(d, &mut h)).is_ok() {
+            if call!(self, nvmlDeviceGetRowRemapperHistogram(d, &raw mut h)).is_ok() {
                 let mut t = Table::new();
                 for (k, v) in [
                     ("max", h.max),
@@ -750,26 +773,29 @@ impl Walker {
         let mut replays = 0;
         counters.insert(
             "pcie_replays".into(),
-            call!(self, nvmlDeviceGetPcieReplayCounter(d, &mut replays))
+            call!(self, nvmlDeviceGetPcieReplayCounter(d, &raw mut replays))
                 .map_or(na(), |()| int(replays)),
         );
         // Clock event reasons.
         let (mut active, mut supported) = (0u64, 0u64);
-        let ra =
-            call!(self, nvmlDeviceGetCurrentClocksEventReasons(d, &mut active)).or_else(|_| {
-                call!(
-                    self,
-                    nvmlDeviceGetCurrentClocksThrottleReasons(d, &mut active)
-                )
-            });
-        let rs = call!(
+        let ra = call!(
             self,
-            nvmlDeviceGetSupportedClocksEventReasons(d, &mut supported)
+            nvmlDeviceGetCurrentClocksEventReasons(d, &raw mut active)
         )
         .or_else(|_| {
             call!(
                 self,
-                nvmlDeviceGetSupportedClocksThrottleReasons(d, &mut supported)
+                nvmlDeviceGetCurrentClocksThrottleReasons(d, &raw mut active)
+            )
+        });
+        let rs = call!(
+            self,
+            nvmlDeviceGetSupportedClocksEventReasons(d, &raw mut supported)
+        )
+        .or_else(|_| {
+            call!(
+                self,
+                nvmlDeviceGetSupportedClocksThrottleReasons(d, &raw mut supported)
             )
         });
         let names = |mask: u64| -> Value {
@@ -974,10 +1000,13 @@ impl Walker {
         // GPM and events.
         let mut gpm: nvmlGpmSupport_t = unsafe { std::mem::zeroed() };
         gpm.version = 1;
-        let gpm_ok = call!(self, nvmlGpmQueryDeviceSupport(d, &mut gpm)).is_ok()
+        let gpm_ok = call!(self, nvmlGpmQueryDeviceSupport(d, &raw mut gpm)).is_ok()
             && gpm.isSupportedDevice != 0;
         board.insert("gpm".into(), Value::Boolean(gpm_ok));
-        let _ = call!(self, nvmlDeviceGetSupportedEventTypes(d, &mut out.events));
+        let _ = call!(
+            self,
+            nvmlDeviceGetSupportedEventTypes(d, &raw mut out.events)
+        );
         let (gpu, board) = (&mut out.gpu, &mut out.board);
         // MIG: the profile table with its placements, and the instances.
         let mut profiles = Vec::new();
@@ -986,7 +1015,7 @@ impl Walker {
             info.version = version::<nvmlGpuInstanceProfileInfo_v2_t>(2);
             if call!(
                 self,
-                nvmlDeviceGetGpuInstanceProfileInfoV(d, index, &mut info)
+                nvmlDeviceGetGpuInstanceProfileInfoV(d, index, &raw mut info)
             )
             .is_err()
             {
@@ -1000,7 +1029,7 @@ impl Walker {
                     d,
                     info.id,
                     places.as_mut_ptr(),
-                    &mut n
+                    &raw mut n
                 )
             )
             .is_err()
@@ -1056,15 +1085,16 @@ impl Walker {
             let mut instances: Vec<(u32, u32, Table, Vec<Value>)> = Vec::new();
             if mig_cur == 1 {
                 let mut count = 0;
-                let _ = call!(self, nvmlDeviceGetMaxMigDeviceCount(d, &mut count));
+                let _ = call!(self, nvmlDeviceGetMaxMigDeviceCount(d, &raw mut count));
                 for i in 0..count {
                     let mut md: nvmlDevice_t = std::ptr::null_mut();
-                    if call!(self, nvmlDeviceGetMigDeviceHandleByIndex(d, i, &mut md)).is_err() {
+                    if call!(self, nvmlDeviceGetMigDeviceHandleByIndex(d, i, &raw mut md)).is_err()
+                    {
                         continue;
                     }
                     let (mut gi, mut ci) = (0, 0);
-                    if call!(self, nvmlDeviceGetGpuInstanceId(md, &mut gi)).is_err()
-                        || call!(self, nvmlDeviceGetComputeInstanceId(md, &mut ci)).is_err()
+                    if call!(self, nvmlDeviceGetGpuInstanceId(md, &raw mut gi)).is_err()
+                        || call!(self, nvmlDeviceGetComputeInstanceId(md, &raw mut ci)).is_err()
                     {
                         continue;
                     }
@@ -1072,8 +1102,8 @@ impl Walker {
                     let _ = call!(self, nvmlDeviceGetUUID(md, uuid.as_mut_ptr(), 96));
                     let mut gih: nvmlGpuInstance_t = std::ptr::null_mut();
                     let mut gi_info: nvmlGpuInstanceInfo_t = unsafe { std::mem::zeroed() };
-                    if call!(self, nvmlDeviceGetGpuInstanceById(d, gi, &mut gih)).is_err()
-                        || call!(self, nvmlGpuInstanceGetInfo(gih, &mut gi_info)).is_err()
+                    if call!(self, nvmlDeviceGetGpuInstanceById(d, gi, &raw mut gih)).is_err()
+                        || call!(self, nvmlGpuInstanceGetInfo(gih, &raw mut gi_info)).is_err()
                     {
                         continue;
                     }
@@ -1081,10 +1111,10 @@ impl Walker {
                     let mut ci_info: nvmlComputeInstanceInfo_t = unsafe { std::mem::zeroed() };
                     let ci_slices = if call!(
                         self,
-                        nvmlGpuInstanceGetComputeInstanceById(gih, ci, &mut cih)
+                        nvmlGpuInstanceGetComputeInstanceById(gih, ci, &raw mut cih)
                     )
                     .is_ok()
-                        && call!(self, nvmlComputeInstanceGetInfo_v2(cih, &mut ci_info)).is_ok()
+                        && call!(self, nvmlComputeInstanceGetInfo_v2(cih, &raw mut ci_info)).is_ok()
                     {
                         ci_info.placement.size
                     } else {
@@ -1103,7 +1133,7 @@ impl Walker {
                             e.insert("gpu_instance_id".into(), int(gi));
                             let mut mm: nvmlMemory_v2_t = unsafe { std::mem::zeroed() };
                             mm.version = version::<nvmlMemory_v2_t>(2);
-                            if call!(self, nvmlDeviceGetMemoryInfo_v2(md, &mut mm)).is_ok() {
+                            if call!(self, nvmlDeviceGetMemoryInfo_v2(md, &raw mut mm)).is_ok() {
                                 e.insert("memory_used_mib".into(), int((mm.used / MIB) as i64));
                             }
                             instances.push((gi, gi_info.profileId, e, Vec::new()));
@@ -1181,12 +1211,20 @@ impl Walker {
             let first = if graphics {
                 call!(
                     self,
-                    nvmlDeviceGetGraphicsRunningProcesses_v3(d, &mut count, std::ptr::null_mut())
+                    nvmlDeviceGetGraphicsRunningProcesses_v3(
+                        d,
+                        &raw mut count,
+                        std::ptr::null_mut()
+                    )
                 )
             } else {
                 call!(
                     self,
-                    nvmlDeviceGetComputeRunningProcesses_v3(d, &mut count, std::ptr::null_mut())
+                    nvmlDeviceGetComputeRunningProcesses_v3(
+                        d,
+                        &raw mut count,
+                        std::ptr::null_mut()
+                    )
                 )
             };
             if first.is_err() && first != Err(nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE) {
@@ -1208,12 +1246,16 @@ impl Walker {
             let r = if graphics {
                 call!(
                     self,
-                    nvmlDeviceGetGraphicsRunningProcesses_v3(d, &mut n, raw.as_mut_ptr().cast())
+                    nvmlDeviceGetGraphicsRunningProcesses_v3(
+                        d,
+                        &raw mut n,
+                        raw.as_mut_ptr().cast()
+                    )
                 )
             } else {
                 call!(
                     self,
-                    nvmlDeviceGetComputeRunningProcesses_v3(d, &mut n, raw.as_mut_ptr().cast())
+                    nvmlDeviceGetComputeRunningProcesses_v3(d, &raw mut n, raw.as_mut_ptr().cast())
                 )
             };
             if r.is_err() {
@@ -1305,7 +1347,7 @@ pub fn capture(library: &Path, name: &str) -> Result<String, String> {
     }
     let mut errors = Table::new();
     let mut cuda = 0;
-    if let Err(e) = call!(w, nvmlSystemGetCudaDriverVersion_v2(&mut cuda)) {
+    if let Err(e) = call!(w, nvmlSystemGetCudaDriverVersion_v2(&raw mut cuda)) {
         errors.insert(
             "nvmlSystemGetCudaDriverVersion_v2".into(),
             nvml_error_name(e),
@@ -1313,7 +1355,7 @@ pub fn capture(library: &Path, name: &str) -> Result<String, String> {
         errors.insert("nvmlSystemGetCudaDriverVersion".into(), nvml_error_name(e));
     }
     let mut count = 0;
-    call!(w, nvmlDeviceGetCount_v2(&mut count))
+    call!(w, nvmlDeviceGetCount_v2(&raw mut count))
         .map_err(|e| format!("nvmlDeviceGetCount_v2: NVML error {e}"))?;
     let mut boards = Table::new();
     let mut gpus = Vec::new();

@@ -330,7 +330,7 @@ fn element_path(parent: &str, label: &str) -> String {
 struct Line {
     label: String,
     value: Option<String>,
-    line: usize,
+    number: usize,
     indent: usize,
     children: Vec<Line>,
 }
@@ -411,12 +411,12 @@ fn convert(parent: &mut Node, lines: Vec<Line>) {
         match name.as_str() {
             // One `MIG Device` section per MIG device; the XML groups them.
             "mig_device" => {
-                let mut dev = leaf("mig_device", "", l.line);
+                let mut dev = leaf("mig_device", "", l.number);
                 convert(&mut dev, l.children);
                 let at = match parent.children.iter().position(|c| c.name == "mig_devices") {
                     Some(i) => i,
                     None => {
-                        parent.children.push(leaf("mig_devices", "", l.line));
+                        parent.children.push(leaf("mig_devices", "", l.number));
                         parent.children.len() - 1
                     }
                 };
@@ -426,7 +426,7 @@ fn convert(parent: &mut Node, lines: Vec<Line>) {
             // A flat list: each process starts at its `GPU instance ID`
             // (or at its `Process ID` where the driver prints no ids).
             "processes" => {
-                let mut list = leaf("processes", l.value.as_deref().unwrap_or(""), l.line);
+                let mut list = leaf("processes", l.value.as_deref().unwrap_or(""), l.number);
                 let mut current: Option<Node> = None;
                 for item in l.children {
                     let field = element_path("process_info", &item.label);
@@ -439,7 +439,7 @@ fn convert(parent: &mut Node, lines: Vec<Line>) {
                     };
                     if starts {
                         list.children.extend(current.take());
-                        current = Some(leaf("process_info", "", item.line));
+                        current = Some(leaf("process_info", "", item.number));
                     }
                     let p = current.as_mut().expect("set above");
                     convert(p, vec![item]);
@@ -450,7 +450,7 @@ fn convert(parent: &mut Node, lines: Vec<Line>) {
             }
             _ => {}
         }
-        let mut node = leaf(&name, l.value.as_deref().unwrap_or(""), l.line);
+        let mut node = leaf(&name, l.value.as_deref().unwrap_or(""), l.number);
         if l.value.is_some() {
             // A value with lines below it (`HW Slowdown : Active` above
             // `HW Thermal Slowdown`, `Process ID : 42` above its `Name`):
@@ -503,7 +503,7 @@ pub fn parse(text: &str) -> Result<Node, ParseError> {
         lines.push(Line {
             label,
             value,
-            line: i + 1,
+            number: i + 1,
             indent,
             children: Vec::new(),
         });
@@ -513,7 +513,7 @@ pub fn parse(text: &str) -> Result<Node, ParseError> {
         // `GPU 00000000:18:00.0`: a GPU's section, named by its bus id.
         if top.value.is_none() {
             if let Some(bus) = top.label.strip_prefix("GPU ") {
-                let mut gpu = leaf("gpu", "", top.line);
+                let mut gpu = leaf("gpu", "", top.number);
                 gpu.attrs.push(("id".into(), bus.trim().to_string()));
                 convert(&mut gpu, top.children);
                 root.children.push(gpu);
@@ -521,7 +521,7 @@ pub fn parse(text: &str) -> Result<Node, ParseError> {
             }
             if top.indent > 0 || top.children.is_empty() {
                 return Err(ParseError {
-                    line: top.line,
+                    line: top.number,
                     element: Some(slug(&top.label)),
                     message: format!(
                         "`{}` is neither `Label : value` nor a section: not an `nvidia-smi -q` line",

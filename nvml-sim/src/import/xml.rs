@@ -148,14 +148,11 @@ impl<'a> Reader<'a> {
             }
             self.advance(1);
             self.skip_space();
-            let quote = match self.rest().chars().next() {
-                Some(q @ ('"' | '\'')) => q,
-                _ => {
-                    return Err(self.err(
-                        Some(&name),
-                        format!("attribute `{key}`: the value must be quoted"),
-                    ))
-                }
+            let Some(quote @ ('"' | '\'')) = self.rest().chars().next() else {
+                return Err(self.err(
+                    Some(&name),
+                    format!("attribute `{key}`: the value must be quoted"),
+                ));
             };
             self.advance(1);
             let Some(end) = self.rest().find(quote) else {

@@ -58,7 +58,7 @@ fn brand_name(b: Brand) -> String {
         Brand::Nvidia => "NVIDIA",
         Brand::GeForceRTX => "GeForce RTX",
         Brand::TitanRTX => "Titan RTX",
-        other => return format!("{other:?}"),
+        Brand::VGaming => "NVIDIA Cloud Gaming",
     };
     s.to_string()
 }
