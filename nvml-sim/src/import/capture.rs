@@ -228,22 +228,25 @@ fn brand(text: &str) -> &'static str {
     }
 }
 
+/// Architectures by the board format's names, oldest first.
+const ARCHITECTURES: [&str; 9] = [
+    "kepler",
+    "maxwell",
+    "pascal",
+    "volta",
+    "turing",
+    "ampere",
+    "ada",
+    "hopper",
+    "blackwell",
+];
+
 /// The architecture nvidia-smi names, or (older DTDs print none) the one
 /// the PCI device id belongs to.
 fn architecture(printed: Option<&str>, device_id: Option<u32>) -> &'static str {
     if let Some(p) = printed {
         let p = p.to_ascii_lowercase();
-        for a in [
-            "kepler",
-            "maxwell",
-            "pascal",
-            "volta",
-            "turing",
-            "ampere",
-            "ada",
-            "hopper",
-            "blackwell",
-        ] {
+        for a in ARCHITECTURES {
             if p.starts_with(a) {
                 return a;
             }
@@ -1737,18 +1740,7 @@ fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, 
 }
 
 fn arch_at_least(arch: &str, than: &str) -> bool {
-    const ORDER: &[&str] = &[
-        "kepler",
-        "maxwell",
-        "pascal",
-        "volta",
-        "turing",
-        "ampere",
-        "ada",
-        "hopper",
-        "blackwell",
-    ];
-    let pos = |a: &str| ORDER.iter().position(|x| *x == a);
+    let pos = |a: &str| ARCHITECTURES.iter().position(|x| *x == a);
     matches!((pos(arch), pos(than)), (Some(a), Some(b)) if a >= b)
 }
 
