@@ -168,8 +168,9 @@ struct Flags {
     nvml_library: Option<PathBuf>,
 
     /// Run on the simulated driver (nvml-sim) instead of a real one: a
-    /// built-in scenario (dgx-h100, dgx-a100, workstation, faults, large) or a
-    /// scenario file. A bare --simulate runs dgx-h100.
+    /// built-in scenario (dgx-h100, dgx-a100, workstation, faults, large), a
+    /// scenario file, or a capture of a real host (`nvidia-smi -q -x` or
+    /// `nvidia-smi -q` output), replayed. A bare --simulate runs dgx-h100.
     #[arg(
         long = "simulate",
         env = "NVML_EXPORTER_SIMULATE",

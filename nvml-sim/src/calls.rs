@@ -7,9 +7,20 @@ use std::sync::Mutex;
 
 static CALLS: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
 
+thread_local! {
+    /// The export this thread is in, for per-call answers a scenario pins.
+    static CURRENT: std::cell::Cell<&'static str> = const { std::cell::Cell::new("") };
+}
+
 pub fn record(name: &'static str) {
+    CURRENT.with(|c| c.set(name));
     let mut calls = CALLS.lock().unwrap_or_else(|e| e.into_inner());
     *calls.entry(name).or_insert(0) += 1;
+}
+
+/// The NVML function this thread is running (`""` outside one).
+pub fn current() -> &'static str {
+    CURRENT.with(std::cell::Cell::get)
 }
 
 pub fn snapshot() -> BTreeMap<&'static str, u64> {

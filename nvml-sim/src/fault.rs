@@ -85,6 +85,19 @@ pub enum Reason {
     DisplayClockSetting,
 }
 
+/// The reasons by bit, named as scenarios write them.
+pub const REASON_NAMES: &[(u64, &str)] = &[
+    (0x1, "gpu-idle"),
+    (0x2, "applications-clocks-setting"),
+    (0x4, "sw-power-cap"),
+    (0x8, "hw-slowdown"),
+    (0x10, "sync-boost"),
+    (0x20, "sw-thermal-slowdown"),
+    (0x40, "hw-thermal-slowdown"),
+    (0x80, "hw-power-brake-slowdown"),
+    (0x100, "display-clock-setting"),
+];
+
 impl Reason {
     /// `nvmlClocksEventReason*` bit.
     pub fn bit(self) -> u64 {

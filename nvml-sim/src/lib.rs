@@ -7,6 +7,7 @@
 #![allow(unsafe_code)]
 
 pub mod calls;
+pub mod capture;
 pub mod control;
 pub mod driver;
 pub mod fault;
@@ -14,6 +15,7 @@ pub mod ffi;
 pub mod fleet;
 pub mod host;
 pub mod identity;
+pub mod import;
 pub mod kmsg;
 pub mod model;
 pub mod personality;

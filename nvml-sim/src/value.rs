@@ -64,3 +64,56 @@ pub fn pinned<T: Copy>(v: Option<Val<T>>) -> Option<T> {
 pub fn unsupported<T>(v: &Option<Val<T>>) -> bool {
     matches!(v, Some(Val::NotSupported))
 }
+
+/// `nvmlReturn_t` codes by the names scenarios use for them (nvml.h's
+/// `NVML_ERROR_<name>`): per-call answers a capture recorded
+/// (`[gpu.errors]`).
+pub const NVML_ERRORS: &[(&str, u32)] = &[
+    ("UNINITIALIZED", 1),
+    ("INVALID_ARGUMENT", 2),
+    ("NOT_SUPPORTED", 3),
+    ("NO_PERMISSION", 4),
+    ("ALREADY_INITIALIZED", 5),
+    ("NOT_FOUND", 6),
+    ("INSUFFICIENT_SIZE", 7),
+    ("INSUFFICIENT_POWER", 8),
+    ("DRIVER_NOT_LOADED", 9),
+    ("TIMEOUT", 10),
+    ("IRQ_ISSUE", 11),
+    ("LIBRARY_NOT_FOUND", 12),
+    ("FUNCTION_NOT_FOUND", 13),
+    ("CORRUPTED_INFOROM", 14),
+    ("GPU_IS_LOST", 15),
+    ("RESET_REQUIRED", 16),
+    ("OPERATING_SYSTEM", 17),
+    ("LIB_RM_VERSION_MISMATCH", 18),
+    ("IN_USE", 19),
+    ("MEMORY", 20),
+    ("NO_DATA", 21),
+    ("VGPU_ECC_NOT_SUPPORTED", 22),
+    ("INSUFFICIENT_RESOURCES", 23),
+    ("FREQ_NOT_SUPPORTED", 24),
+    ("ARGUMENT_VERSION_MISMATCH", 25),
+    ("DEPRECATED", 26),
+    ("NOT_READY", 27),
+    ("GPU_NOT_FOUND", 28),
+    ("INVALID_STATE", 29),
+    ("UNKNOWN", 999),
+];
+
+/// An error's code from its name (`"NOT_SUPPORTED"`) or number.
+pub fn nvml_error(v: &toml::Value) -> Option<u32> {
+    match v {
+        toml::Value::String(s) => NVML_ERRORS.iter().find(|(n, _)| n == s).map(|(_, c)| *c),
+        toml::Value::Integer(i) => u32::try_from(*i).ok().filter(|&c| c != 0),
+        _ => None,
+    }
+}
+
+/// An error's name (or its number, for codes nvml.h does not name).
+pub fn nvml_error_name(code: u32) -> toml::Value {
+    match NVML_ERRORS.iter().find(|(_, c)| *c == code) {
+        Some((n, _)) => toml::Value::String((*n).to_string()),
+        None => toml::Value::Integer(i64::from(code)),
+    }
+}

@@ -53,6 +53,13 @@ commands:
 
 offline (no socket):
   check SCENARIO       validate a scenario file or built-in name; errors name file and line
+                       (a capture, `nvidia-smi -q -x` or `-q` output, is checked as imported)
+  capture [--library PATH] [--name NAME]
+                       walk a real NVML (default libnvidia-ml.so.1, as the dynamic loader finds it)
+                       with the calls the exporter makes and write the scenario that replays it
+  import CAPTURE       write the scenario that replays a capture of a real host
+                       (`nvidia-smi -q -x > host.xml` or `nvidia-smi -q > host.txt`) to stdout;
+                       notes (identifiers made unique, an excerpt...) on stderr
   scenarios            list the built-in scenarios
   boards               list the built-in boards (what `model = ...` names)
   drivers              list the modelled driver behaviours: the version each
@@ -157,6 +164,99 @@ fn check(scenario: Option<&String>) -> ExitCode {
     }
 }
 
+/// `nvml-sim import CAPTURE`: the scenario on stdout, checked by loading
+/// it as the library would; notes on stderr.
+fn import(path: Option<&String>) -> ExitCode {
+    let Some(path) = path else {
+        eprintln!("nvml-sim: import needs a capture file (nvidia-smi -q -x or -q output)");
+        return ExitCode::from(2);
+    };
+    let text = match std::fs::metadata(path).and_then(|m| {
+        if m.len() > nvml_sim::import::MAX_CAPTURE_BYTES {
+            Err(std::io::Error::other(format!(
+                "larger than {} bytes: not a capture",
+                nvml_sim::import::MAX_CAPTURE_BYTES
+            )))
+        } else {
+            std::fs::read(path)
+        }
+    }) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!(
+                    "{path}: not UTF-8 text (byte {})",
+                    e.utf8_error().valid_up_to()
+                );
+                return ExitCode::FAILURE;
+            }
+        },
+        Err(e) => {
+            eprintln!("{path}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let stem = std::path::Path::new(path)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("host");
+    let imported = match nvml_sim::import::import(&text, stem) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!(
+                "{path}:{}: {}",
+                e.line,
+                match &e.element {
+                    Some(el) => format!("<{el}>: {}", e.message),
+                    None => e.message.clone(),
+                }
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    // What we print must load: the same check the library makes.
+    if let Err(e) = nvml_sim::scenario::from_capture(&text, path, stem) {
+        eprintln!("{e}");
+        return ExitCode::FAILURE;
+    }
+    for n in &imported.notes {
+        eprintln!("{path}: note: {n}");
+    }
+    print!("{}", imported.scenario);
+    ExitCode::SUCCESS
+}
+
+/// `nvml-sim capture [--library PATH] [--name NAME]`.
+fn capture(args: &[String]) -> ExitCode {
+    let (mut library, mut name) = ("libnvidia-ml.so.1".to_string(), "host".to_string());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let target = match a.as_str() {
+            "--library" => &mut library,
+            "--name" => &mut name,
+            other => {
+                eprintln!("nvml-sim: capture: unexpected argument `{other}`\n\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        };
+        let Some(v) = it.next() else {
+            eprintln!("nvml-sim: capture: {a} needs a value");
+            return ExitCode::from(2);
+        };
+        *target = v.clone();
+    }
+    match nvml_sim::capture::capture(std::path::Path::new(&library), &name) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("nvml-sim: capture: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.is_empty() || args[0] == "--help" || args[0] == "-h" {
@@ -169,6 +269,8 @@ fn main() -> ExitCode {
     }
     match args[0].as_str() {
         "check" => return check(args.get(1)),
+        "import" => return import(args.get(1)),
+        "capture" => return capture(&args[1..]),
         "boards" => {
             for m in nvml_sim::model::builtins() {
                 println!("{:<16} {}", m.key, m.name);

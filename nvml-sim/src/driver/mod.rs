@@ -29,10 +29,38 @@ pub fn current() -> Personality {
 /// lacks answer `NVML_ERROR_FUNCTION_NOT_FOUND` if a client resolved them
 /// before the personality changed.
 pub fn exported(symbol: &str) -> bool {
+    let extra = EXTRA_ABSENT.lock().unwrap_or_else(|e| e.into_inner());
+    if extra.iter().any(|m| m == symbol) {
+        return false;
+    }
+    drop(extra);
     if !managed().iter().any(|m| m == symbol) {
         return true;
     }
     current().exports(symbol)
+}
+
+/// Exports a scenario says its driver lacked beyond its branch's
+/// (`absent_functions`, as `nvml-sim capture` records them), and every
+/// name hidden that way before (to restore when the scenario changes).
+static EXTRA_ABSENT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static EVER_HIDDEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Hides the scenario's extra absent exports, restoring earlier ones.
+pub fn apply_absent(extra: &[String]) {
+    let mut ever = EVER_HIDDEN.lock().unwrap_or_else(|e| e.into_inner());
+    for name in ever.iter().filter(|n| !extra.contains(n)) {
+        if !managed().contains(name) {
+            hide(name, false);
+        }
+    }
+    for name in extra {
+        hide(name, true);
+        if !ever.contains(name) {
+            ever.push(name.clone());
+        }
+    }
+    *EXTRA_ABSENT.lock().unwrap_or_else(|e| e.into_inner()) = extra.to_vec();
 }
 
 /// Whether the current personality answers `NVML_ERROR_DEPRECATED` to
@@ -77,11 +105,13 @@ pub fn apply(p: Personality) {
 /// Best effort before any `nvmlInit`: the scenario the environment or a
 /// host selected, with errors left for `nvmlInit` to report.
 pub fn apply_early() {
-    let p = crate::scenario::load(&crate::settings::scenario_key())
-        .ok()
-        .and_then(|s| resolve(&s).ok())
+    let scenario = crate::scenario::load(&crate::settings::scenario_key()).ok();
+    let p = scenario
+        .as_ref()
+        .and_then(|s| resolve(s).ok())
         .unwrap_or_default();
     apply(p);
+    apply_absent(scenario.as_ref().map_or(&[], |s| &s.absent_functions));
 }
 
 /// Runs when the dynamic loader maps the library, before `dlopen` returns:

@@ -8,7 +8,10 @@ use std::ffi::c_ulonglong;
 nvml_fn! {
     fn nvmlDeviceGetClockInfo(device: nvmlDevice_t, type_: nvmlClockType_t, clock: *mut c_uint) {
         nonnull(clock)?;
-        let v = with_gpu(device, |g, t| g.clock(type_, t).ok_or(INVALID_ARGUMENT))?;
+        if type_ > 3 {
+            return Err(INVALID_ARGUMENT);
+        }
+        let v = with_gpu(device, |g, t| g.clock(type_, t).ok_or(NOT_SUPPORTED))?;
         out(clock, v)
     }
 }
@@ -25,7 +28,8 @@ nvml_fn! {
     fn nvmlDeviceGetClock(device: nvmlDevice_t, clockType: nvmlClockType_t, clockId: nvmlClockId_t, clockMHz: *mut c_uint) {
         nonnull(clockMHz)?;
         let v = with_gpu(device, |g, t| match clockId {
-            0 => g.clock(clockType, t).ok_or(INVALID_ARGUMENT),
+            0 if clockType <= 3 => g.clock(clockType, t).ok_or(NOT_SUPPORTED),
+            0 => Err(INVALID_ARGUMENT),
             1..=3 => g.max_clock(clockType).ok_or(INVALID_ARGUMENT),
             _ => Err(INVALID_ARGUMENT),
         })?;
@@ -74,8 +78,6 @@ nvml_fn! {
     }
 }
 
-const SUPPORTED_REASONS: u64 = 0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x20 | 0x40 | 0x80 | 0x100;
-
 nvml_fn! {
     fn nvmlDeviceGetCurrentClocksEventReasons(device: nvmlDevice_t, clocksEventReasons: *mut c_ulonglong) {
         nonnull(clocksEventReasons)?;
@@ -95,16 +97,16 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetSupportedClocksEventReasons(device: nvmlDevice_t, supportedClocksEventReasons: *mut c_ulonglong) {
         nonnull(supportedClocksEventReasons)?;
-        with_gpu(device, |_, _| Ok(()))?;
-        out(supportedClocksEventReasons, SUPPORTED_REASONS)
+        let v = with_gpu(device, |g, _| Ok(g.supported_reasons))?;
+        out(supportedClocksEventReasons, v)
     }
 }
 
 nvml_fn! {
     fn nvmlDeviceGetSupportedClocksThrottleReasons(device: nvmlDevice_t, supportedClocksThrottleReasons: *mut c_ulonglong) {
         nonnull(supportedClocksThrottleReasons)?;
-        with_gpu(device, |_, _| Ok(()))?;
-        out(supportedClocksThrottleReasons, SUPPORTED_REASONS)
+        let v = with_gpu(device, |g, _| Ok(g.supported_reasons))?;
+        out(supportedClocksThrottleReasons, v)
     }
 }
 

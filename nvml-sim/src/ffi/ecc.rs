@@ -50,12 +50,6 @@ nvml_fn! {
     }
 }
 
-/// Locations with ECC counters on HBM boards; texture memory and CBU
-/// counters are not reported there (NOT_SUPPORTED).
-fn location_supported(location: u32) -> bool {
-    matches!(location, 0 | 1 | 2 | 3 | 7)
-}
-
 nvml_fn! {
     fn nvmlDeviceGetMemoryErrorCounter(device: nvmlDevice_t, errorType: nvmlMemoryErrorType_t, counterType: nvmlEccCounterType_t, locationType: nvmlMemoryLocation_t, count: *mut c_ulonglong) {
         nonnull(count)?;
@@ -64,7 +58,7 @@ nvml_fn! {
             return Err(INVALID_ARGUMENT);
         }
         let v = ecc_gpu(device, |g| {
-            if !location_supported(locationType) {
+            if g.ecc_locations[errorType as usize] & (1 << locationType) == 0 {
                 return Err(NOT_SUPPORTED);
             }
             Ok(g.ecc[errorType as usize][counterType as usize][locationType as usize])

@@ -46,6 +46,7 @@ fn field_value(
             return Err(NOT_SUPPORTED);
         }
         Ok(U64(match loc {
+            Some(l) if g.ecc_locations[et] & (1 << l) == 0 => return Err(NOT_SUPPORTED),
             Some(l) => g.ecc[et][c][l],
             None => g.ecc_total(et, c),
         }))
@@ -383,7 +384,19 @@ fn field_value(
         NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE => Ok(U32(m.mig_capable() as u32)),
         // nvmlGpuRecoveryAction_t: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset.
         NVML_FI_DEV_GET_GPU_RECOVERY_ACTION => {
-            Ok(U32(u32::from(g.remap_pending || g.retired_pending)))
+            let pending = g.remap_pending || g.retired_pending;
+            match g.recovery_action {
+                None => Ok(U32(u32::from(pending))),
+                Some(crate::value::Val::NotSupported) => Err(NOT_SUPPORTED),
+                // As captured, until a fault makes a reset pending.
+                Some(crate::value::Val::Is(a)) => {
+                    Ok(U32(if pending && !g.reset_pending_at_start {
+                        a.max(1)
+                    } else {
+                        a
+                    }))
+                }
+            }
         }
         NVML_FI_DEV_RESET_STATUS | NVML_FI_DEV_DRAIN_AND_RESET_STATUS => {
             Ok(U32((g.remap_pending || g.retired_pending) as u32))
@@ -419,7 +432,17 @@ nvml_fn! {
             for e in entries.iter_mut() {
                 e.timestamp = ts;
                 e.latencyUsec = 0;
-                match field_value(g, &driver, e.fieldId, e.scopeId, t) {
+                let value = match g.field_pins.iter().find(|p| p.id == e.fieldId && p.scope == e.scopeId) {
+                    // What a capture recorded, in the type this id answers.
+                    Some(p) => p.answer.map(|v| match field_value(g, &driver, e.fieldId, e.scopeId, t) {
+                        Ok(FieldValue::U32(_)) => FieldValue::U32(v as u32),
+                        Ok(FieldValue::I32(_)) => FieldValue::I32(v as i32),
+                        _ if v < 0 => FieldValue::I32(v as i32),
+                        _ => FieldValue::U64(v as u64),
+                    }),
+                    None => field_value(g, &driver, e.fieldId, e.scopeId, t),
+                };
+                match value {
                     Ok(FieldValue::U32(v)) => {
                         e.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
                         e.value = nvmlValue_t { ullVal: 0 };

@@ -257,7 +257,31 @@ pub fn initialized() -> R<MutexGuard<'static, State>> {
     if sim.advance() {
         CHANGED.notify_all();
     }
+    pinned_error(sim)?;
     Ok(st)
+}
+
+/// The error a scenario pins for the call this thread is in (top-level
+/// `errors`), if any.
+pub fn pinned_error(sim: &Sim) -> R {
+    if sim.call_errors.is_empty() {
+        return Ok(());
+    }
+    let call = crate::calls::current();
+    match sim.call_errors.iter().find(|(f, _)| f == call) {
+        Some((_, code)) => Err(*code),
+        None => Ok(()),
+    }
+}
+
+/// For the system queries that answer without an initialized library:
+/// the error the scenario pins for them, once a fleet is built.
+pub fn system_call() -> R {
+    let st = lock();
+    match &st.sim {
+        Some(sim) => pinned_error(sim),
+        None => Ok(()),
+    }
 }
 
 /// Prelude of every call on a device: validates the handle and applies the
@@ -315,6 +339,12 @@ pub fn device_call(h: nvmlDevice_t) -> R<(MutexGuard<'static, State>, Dev)> {
             st = initialized()?;
             continue;
         }
+        if dev.mig.is_none() && !gpu.call_errors.is_empty() {
+            let call = crate::calls::current();
+            if let Some((_, code)) = gpu.call_errors.iter().find(|(f, _)| f == call) {
+                return Err(*code);
+            }
+        }
         if let Some((gi, ci, gen)) = dev.mig {
             let ok = gpu
                 .mig
@@ -354,6 +384,24 @@ pub fn with_gpu<T>(h: nvmlDevice_t, f: impl FnOnce(&mut crate::fleet::Gpu, f64) 
 }
 
 // ---- init and shutdown -------------------------------------------------------
+
+/// Gives back to the system the heap the scenario's parsing used (a
+/// capture's element tree, the TOML of a large scenario): glibc keeps freed
+/// small blocks in the host process otherwise, and the exporter's resident
+/// memory on a replayed host would carry them (BENCHMARKS.md, "Replaying a
+/// capture").
+fn release_parse_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn malloc_trim(pad: usize) -> std::ffi::c_int;
+        }
+        // SAFETY: glibc's malloc_trim only returns free heap pages.
+        unsafe {
+            malloc_trim(0);
+        }
+    }
+}
 
 fn init(_flags: c_uint) -> R {
     let mut st = lock();
@@ -401,6 +449,9 @@ fn init(_flags: c_uint) -> R {
             }
         };
         crate::driver::apply(personality);
+        crate::driver::apply_absent(&scenario.absent_functions);
+        drop(scenario);
+        release_parse_memory();
         if !st.control_started {
             if let Some(path) = crate::settings::control_socket() {
                 match crate::control::start(path) {

@@ -62,7 +62,7 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetEnforcedPowerLimit(device: nvmlDevice_t, limit: *mut c_uint) {
         nonnull(limit)?;
-        let v = with_gpu(device, |g, _| Ok(g.power_limit_mw()))?;
+        let v = with_gpu(device, |g, _| Ok(g.enforced_power_limit_mw()))?;
         out(limit, v)
     }
 }

@@ -19,12 +19,14 @@ nvml_fn! {
 
 nvml_fn! {
     fn nvmlSystemGetCudaDriverVersion(cudaDriverVersion: *mut c_int) {
+        system_call()?;
         out(cudaDriverVersion, crate::driver::current().cuda)
     }
 }
 
 nvml_fn! {
     fn nvmlSystemGetCudaDriverVersion_v2(cudaDriverVersion: *mut c_int) {
+        system_call()?;
         out(cudaDriverVersion, crate::driver::current().cuda)
     }
 }

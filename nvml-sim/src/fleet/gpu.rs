@@ -10,6 +10,8 @@ use crate::value::Val;
 use std::sync::Arc;
 
 pub const MIB: u64 = 1024 * 1024;
+/// `NVML_VALUE_NOT_AVAILABLE` as a process's memory (nvml.h: under WDDM).
+pub const NOT_AVAILABLE: u64 = u64::MAX;
 /// What a freshly created, empty MIG instance shows as used (nvidia-smi
 /// prints about 13 MiB for an idle 1g.10gb).
 const MIG_OVERHEAD_MIB: u64 = 13;
@@ -20,12 +22,24 @@ const GPU_OVERHEAD_MIB: u64 = 4;
 pub struct Proc {
     pub pid: u32,
     pub name: String,
+    /// Bytes, or [`NOT_AVAILABLE`].
     pub memory: u64,
     pub kind: ProcKind,
     /// (gpu instance id, compute instance id) on MIG-enabled GPUs.
     pub mig: Option<(u32, u32)>,
     /// What it does with the GPU, when declared (see `usage.rs`).
     pub usage: Option<ProcUse>,
+}
+
+impl Proc {
+    /// Its memory in a sum: nothing where NVML gives none.
+    pub fn counted_memory(&self) -> u64 {
+        if self.memory == NOT_AVAILABLE {
+            0
+        } else {
+            self.memory
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -159,6 +173,19 @@ pub struct Gpu {
     pub samples: super::usage::SampleBuffer,
     /// Pid of the MPS server, on a GPU that runs one.
     pub mps_server: Option<u32>,
+    /// Per error type (corrected, uncorrected), bit n: memory location n
+    /// has ECC counters.
+    pub ecc_locations: [u8; 2],
+    /// `nvmlClocksEventReason*` bits the GPU reports.
+    pub supported_reasons: u64,
+    /// Field values a capture pinned.
+    pub field_pins: Vec<crate::scenario::FieldPin>,
+    /// Calls on this GPU's handle that answer an error (`[gpu.errors]`).
+    pub call_errors: Vec<(String, u32)>,
+    /// The recovery action the scenario pins (`None`: derived), and
+    /// whether a reset was already pending when it was pinned.
+    pub recovery_action: Option<Val<u32>>,
+    pub reset_pending_at_start: bool,
 }
 
 impl Gpu {
@@ -232,8 +259,12 @@ impl Gpu {
             pcie_width: spec.readings.pcie_width.unwrap_or(spec.model.pcie_width),
             nvlink_down: 0,
             nvlink_errors_added: vec![[0; NvlinkCounter::COUNT]; spec.model.nvlinks as usize],
-            fabric_state: if spec.model.nvswitch_fabric() { 3 } else { 0 },
-            fabric_status: 0,
+            fabric_state: match spec.fabric.state {
+                Some(s) => s,
+                None if spec.model.nvswitch_fabric() => 3,
+                None => 0,
+            },
+            fabric_status: spec.fabric.status,
             fabric_health: spec.fabric.health,
             fabric_clique: spec.fabric.clique_id,
             fabric_cluster: spec.fabric.cluster_uuid,
@@ -248,6 +279,17 @@ impl Gpu {
             sram_threshold_exceeded: sram.threshold_exceeded,
             samples: super::usage::SampleBuffer::new(super::now_us()),
             mps_server: None,
+            call_errors: spec.call_errors.clone(),
+            field_pins: spec.field_pins.clone(),
+            // L1, L2, DRAM, register file and SRAM: HBM boards have no
+            // texture or CBU counters.
+            ecc_locations: counters.ecc_locations.unwrap_or([0b1000_1111; 2]),
+            supported_reasons: counters
+                .supported_clock_event_reasons
+                .as_ref()
+                .map_or(0x1ff, |r| r.iter().fold(0, |m, r| m | r.bit())),
+            recovery_action: counters.recovery_action,
+            reset_pending_at_start: remap.is_some_and(|r| r.pending) || counters.retired_pending,
         };
         let [power_cap, sync_boost, sw_thermal, hw_thermal, power_brake] =
             counters.clock_event_durations_us.map(|us| us * 1000);
@@ -286,7 +328,7 @@ impl Gpu {
             gpu.procs.push(Proc {
                 pid,
                 name: p.name.clone(),
-                memory: p.memory_mib * MIB,
+                memory: p.memory_mib.map_or(NOT_AVAILABLE, |m| m * MIB),
                 kind: p.kind,
                 mig,
                 usage: p.usage,
@@ -462,27 +504,30 @@ impl Gpu {
     pub fn memory(&self) -> (u64, u64, u64, u64) {
         let total = self.model.memory_mib * MIB;
         let reserved = self.model.reserved_mib * MIB;
-        let used = match &self.mig {
-            Some(m) => m
+        let used = match (&self.mig, self.readings.memory_used_mib) {
+            (_, Some(used)) => used * MIB,
+            (Some(m), None) => m
                 .instances
                 .iter()
                 .map(|i| self.instance_memory(i).2)
                 .sum::<u64>(),
-            None => match self.readings.memory_used_mib {
-                Some(used) => used * MIB,
-                None => {
-                    GPU_OVERHEAD_MIB * MIB
-                        + if self.settings.display_active == Val::Is(true) {
-                            96 * MIB
-                        } else {
-                            0
-                        }
-                        + self.procs.iter().map(|p| p.memory).sum::<u64>()
-                }
-            },
+            (None, None) => {
+                GPU_OVERHEAD_MIB * MIB
+                    + if self.settings.display_active == Val::Is(true) {
+                        96 * MIB
+                    } else {
+                        0
+                    }
+                    + self.procs.iter().map(Proc::counted_memory).sum::<u64>()
+            }
         };
         let used = used.min(total - reserved);
-        (total, reserved, used, total - reserved - used)
+        let free = match self.readings.memory_free_mib {
+            // As pinned, while nothing has changed the memory in use.
+            Some(f) if self.readings.memory_used_mib.is_some() => f * MIB,
+            _ => total - reserved - used,
+        };
+        (total, reserved, used, free)
     }
 
     /// Memory of one MIG instance: (total, reserved, used, free).
@@ -496,7 +541,7 @@ impl Gpu {
                         .procs
                         .iter()
                         .filter(|p| p.mig.map(|m| m.0) == Some(gi.id))
-                        .map(|p| p.memory)
+                        .map(Proc::counted_memory)
                         .sum::<u64>()
             }
         };

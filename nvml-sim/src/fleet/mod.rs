@@ -56,6 +56,8 @@ pub struct Sim {
     pub host_pid_namespace: bool,
     /// Scenario `gpm_absent_engines = "not_supported"`.
     pub gpm_absent_engines_unsupported: bool,
+    /// System calls that answer an error (scenario top-level `errors`).
+    pub call_errors: Vec<(String, u32)>,
 }
 
 pub fn now_us() -> u64 {
@@ -91,6 +93,7 @@ impl Sim {
             denied: scenario.denied.clone(),
             host_pid_namespace: scenario.host_pid_namespace,
             gpm_absent_engines_unsupported: scenario.gpm_absent_engines_unsupported,
+            call_errors: scenario.call_errors.clone(),
         }
     }
 

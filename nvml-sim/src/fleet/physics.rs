@@ -145,6 +145,15 @@ impl Gpu {
             .unwrap_or(self.model.power_default_mw)
     }
 
+    /// The limit the driver enforces: the one set, unless the scenario
+    /// says the driver enforced another (a capture's Current Power Limit
+    /// below its Requested one).
+    pub fn enforced_power_limit_mw(&self) -> u32 {
+        self.settings
+            .enforced_power_limit_mw
+            .unwrap_or_else(|| self.power_limit_mw())
+    }
+
     fn power_span(&self) -> (f64, f64) {
         let idle = self.model.power_idle_mw as f64;
         let busy = self.power_limit_mw() as f64 * 0.9;
@@ -250,13 +259,10 @@ impl Gpu {
 
     /// Current clock of an nvmlClockType_t, in MHz.
     pub fn clock(&self, clock_type: u32, t: f64) -> Option<u32> {
-        if let Some(c) = self
-            .readings
-            .clocks_mhz
-            .get(clock_type as usize)
-            .and_then(|v| pinned(*v))
-        {
-            return Some(c);
+        match self.readings.clocks_mhz.get(clock_type as usize) {
+            Some(Some(Val::NotSupported)) => return None,
+            Some(Some(Val::Is(c))) => return Some(*c),
+            _ => {}
         }
         let m = &self.model;
         let busy = self.busy(t);
@@ -299,7 +305,7 @@ impl Gpu {
 
     pub fn clock_event_reasons(&self, t: f64) -> u64 {
         let idle = u64::from(self.idle_reason.unwrap_or_else(|| !self.busy(t)));
-        idle | self.throttle | self.fixed_reasons
+        (idle | self.throttle | self.fixed_reasons) & self.supported_reasons
     }
 
     /// PCIe throughput in KB/s: (tx, rx).

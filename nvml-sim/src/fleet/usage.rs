@@ -153,14 +153,14 @@ fn active(g: &Gpu, t: f64) -> Vec<(u32, [f64; ENGINES])> {
         return Vec::new();
     }
     let any_declared = g.procs.iter().any(|p| p.usage.is_some());
-    let total_memory = g.procs.iter().map(|p| p.memory).sum::<u64>().max(1) as f64;
+    let total_memory = g.procs.iter().map(Proc::counted_memory).sum::<u64>().max(1) as f64;
     let util = g.util(t);
     let use_of = |p: &Proc| -> [f64; ENGINES] {
         match (p.usage, any_declared) {
             (Some(u), _) => u.engines(),
             (None, true) => [0.0; ENGINES],
             (None, false) => {
-                let share = p.memory as f64 / total_memory;
+                let share = p.counted_memory() as f64 / total_memory;
                 [util * share, util * 0.62 * share, 0.0, 0.0, 0.0, 0.0]
             }
         }

@@ -93,6 +93,28 @@ const GI_PROFILES: &[(&str, u32)] = &[
     ),
 ];
 
+/// A brand's board-file name from its `NVML_BRAND_*` value.
+pub fn brand_name(code: u32) -> Option<&'static str> {
+    BRANDS.iter().find(|(_, c)| *c == code).map(|(n, _)| *n)
+}
+
+/// An architecture's board-file name from its `NVML_DEVICE_ARCH_*` value.
+pub fn architecture_name(code: u32) -> Option<&'static str> {
+    ARCHITECTURES
+        .iter()
+        .find(|(_, c, _)| *c == code)
+        .map(|(n, ..)| *n)
+}
+
+/// A GPU instance profile's board-file name (`1_SLICE`) from its
+/// `NVML_GPU_INSTANCE_PROFILE_*` index.
+pub fn gi_profile_name(index: u32) -> Option<&'static str> {
+    GI_PROFILES
+        .iter()
+        .find(|(_, c)| *c == index)
+        .map(|(n, _)| *n)
+}
+
 fn names<T>(table: &[(&str, T)]) -> String {
     table.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
 }
@@ -331,6 +353,10 @@ pub struct EnginesSection {
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MigSection {
+    /// MIG mode can be queried (disabled) even where no profile is known
+    /// (a capture of a board the simulator has no table for); default:
+    /// whether it has profiles.
+    pub supported: Option<bool>,
     pub compute_slices: Option<u32>,
     pub memory_slices: Option<u32>,
     pub exclusions: Option<Vec<[String; 2]>>,
@@ -706,6 +732,7 @@ impl BoardFile {
             },
             mig_compute_slices,
             mig_memory_slices,
+            mig_supported: mig.supported.unwrap_or(!mig_profiles.is_empty()),
             mig_profiles,
             mig_exclusions: mig
                 .exclusions

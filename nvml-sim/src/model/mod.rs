@@ -9,8 +9,8 @@
 mod file;
 
 pub use file::{
-    merge_tables, BoardFile, FabricHealthSection, HealthSummary, IncorrectConfiguration,
-    BUILTIN_BOARDS, BUILTIN_SCENARIOS,
+    architecture_name, brand_name, gi_profile_name, merge_tables, BoardFile, FabricHealthSection,
+    HealthSummary, IncorrectConfiguration, ProfileEntry, BUILTIN_BOARDS, BUILTIN_SCENARIOS,
 };
 
 use nvml_wrapper_sys::bindings as sys;
@@ -55,20 +55,26 @@ impl MigProfile {
                 return ids[i];
             }
         }
-        match self.slices {
-            7 => 0,
-            4 => 1,
-            3 => 1 + start / 4,
-            2 => 3 + start / 2,
-            _ if self.mem_slices == 2 => 3 + start / 2,
-            _ => 7 + start,
-        }
+        rule_instance_id(self.slices, self.mem_slices, start)
     }
 
     /// `NVML_COMPUTE_INSTANCE_PROFILE_*` index of the compute instance that
     /// spans the whole GPU instance.
     pub fn full_ci_profile_index(&self) -> u32 {
         ci_profile_index(self.slices)
+    }
+}
+
+/// The GPU instance id A100 and H100 drivers give a placement of a profile
+/// of `slices` compute and `mem_slices` memory slices starting at `start`.
+pub fn rule_instance_id(slices: u32, mem_slices: u32, start: u32) -> u32 {
+    match slices {
+        7 => 0,
+        4 => 1,
+        3 => 1 + start / 4,
+        2 => 3 + start / 2,
+        _ if mem_slices == 2 => 3 + start / 2,
+        _ => 7 + start,
     }
 }
 
@@ -218,6 +224,8 @@ pub struct Model {
     pub mig_compute_slices: u32,
     pub mig_memory_slices: u32,
     pub mig_profiles: Vec<MigProfile>,
+    /// MIG mode answers (profiles or not: `mig.supported`).
+    pub mig_supported: bool,
     /// Profile pairs that cannot coexist on one GPU although slices would
     /// allow it (MIG user guide, A100 40GB: 4g.20gb + 3g.20gb is not a valid layout).
     pub mig_exclusions: Vec<(String, String)>,
@@ -303,7 +311,7 @@ impl Model {
     }
 
     pub fn mig_capable(&self) -> bool {
-        !self.mig_profiles.is_empty()
+        self.mig_supported
     }
 
     pub fn profile_by_name(&self, name: &str) -> Option<&MigProfile> {

@@ -30,13 +30,33 @@ pub struct GpuSpec {
     pub settings: Settings,
     pub readings: Readings,
     pub counters: Counters,
+    /// Calls on the whole GPU's handle that answer this error instead
+    /// (`[gpu.errors]`: what a capture recorded, by function name).
+    pub call_errors: Vec<(String, u32)>,
     pub fabric: FabricSpec,
+    /// Field values a capture recorded (`[gpu.fields]`), answered as they
+    /// are: they do not move with time or faults.
+    pub field_pins: Vec<FieldPin>,
+}
+
+/// One `[gpu.fields]` entry: field id, scope id and the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldPin {
+    pub id: u32,
+    pub scope: u32,
+    /// The value, or the `nvmlReturn_t` of the entry.
+    pub answer: Result<i64, u32>,
 }
 
 /// The GPU's place in an NVLink fabric and the fabric manager's health
 /// rows (`nvidia-smi -q`, "Fabric").
 #[derive(Debug, Clone, Default)]
 pub struct FabricSpec {
+    /// `NVML_GPU_FABRIC_STATE_*` as a capture printed it (`None`: 3,
+    /// completed, on NVSwitch boards).
+    pub state: Option<u8>,
+    /// The registration's `nvmlReturn_t` (0: success).
+    pub status: u32,
     pub clique_id: u32,
     /// All zero: no multi-node partition (single-node NVSwitch systems).
     pub cluster_uuid: [u8; 16],
@@ -67,6 +87,8 @@ pub struct Settings {
     /// The power limit set (`nvidia-smi -pl`), milliwatts; `None`: the
     /// board's default.
     pub power_limit_mw: Option<u32>,
+    /// The limit enforced, where a scenario says it differs from the one set.
+    pub enforced_power_limit_mw: Option<u32>,
     /// `nvmlGpuVirtualizationMode_t`.
     pub virtualization_mode: Val<u32>,
     /// Windows driver model now and pending (`nvmlDriverModel_t`); `None`
@@ -98,6 +120,9 @@ pub struct Readings {
     /// The link's width at start (a `pcie` fault can still retrain it).
     pub pcie_width: Option<u32>,
     pub memory_used_mib: Option<u64>,
+    /// Free memory as NVML reported it, where it is not total - reserved -
+    /// used to the MiB (nvidia-smi rounds each).
+    pub memory_free_mib: Option<u64>,
     pub bar1_used_mib: Option<u64>,
     /// Power smoothing circuitry lifetime remaining, percent.
     pub power_smoothing_lifetime_percent: Option<Val<f64>>,
@@ -109,6 +134,11 @@ pub struct Counters {
     /// [corrected, uncorrected][volatile, aggregate][nvmlMemoryLocation_t];
     /// `None`: a little corrected history derived from the GPU index.
     pub ecc: Option<[[[u64; 8]; 2]; 2]>,
+    /// Per error type (corrected, uncorrected), bit n:
+    /// `nvmlMemoryLocation_t` n has counters (`None`: the default set).
+    pub ecc_locations: Option<[u8; 2]>,
+    /// The clock event reasons the GPU reports (`None`: all nine).
+    pub supported_clock_event_reasons: Option<Vec<Reason>>,
     pub sram: Option<SramCounts>,
     /// `Some(NotSupported)`: the queries answer NOT_SUPPORTED.
     pub retired_pages: Option<Val<Vec<RetiredSpec>>>,
@@ -119,6 +149,9 @@ pub struct Counters {
     /// SW power cap, sync boost, SW thermal, HW thermal, HW power brake.
     pub clock_event_durations_us: [u64; 5],
     pub pcie_replays: Option<Val<u32>>,
+    /// `nvmlGpuRecoveryAction_t` the driver asks for (field 230); `None`:
+    /// derived from pending remaps and retirements.
+    pub recovery_action: Option<Val<u32>>,
 }
 
 /// `nvmlEccSramErrorStatus_v1_t`'s counters.
@@ -198,7 +231,8 @@ pub struct CiSpec {
 pub struct ProcSpec {
     pub pid: Option<u32>,
     pub name: String,
-    pub memory_mib: u64,
+    /// `None`: NVML gives no per-process memory (`"N/A"`, as under WDDM).
+    pub memory_mib: Option<u64>,
     pub kind: ProcKind,
     /// Index into the GPU's `mig` list.
     pub mig_instance: Option<usize>,
@@ -236,18 +270,24 @@ pub(super) struct RawGpu {
     pub ecc: Option<Val<bool>>,
     pub ecc_pending: Option<bool>,
     pub power_limit_w: Option<toml::Spanned<f64>>,
+    pub enforced_power_limit_w: Option<toml::Spanned<f64>>,
     pub virtualization_mode: Option<Val<VirtualizationMode>>,
     pub driver_model: Option<DriverModel>,
     pub driver_model_pending: Option<DriverModel>,
     pub readings: Option<toml::Spanned<RawReadings>>,
     pub counters: Option<RawCounters>,
     pub fabric: Option<toml::Spanned<RawFabric>>,
+    pub errors: Option<toml::Spanned<toml::Table>>,
+    pub fields: Option<toml::Spanned<toml::Table>>,
 }
 
 /// `fabric = { clique_id = 2, cluster_uuid = "...", health = { ... } }`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawFabric {
+    /// As a capture printed it: not-started | in-progress | completed.
+    state: Option<FabricState>,
+    status: Option<FabricStatus>,
     clique_id: Option<u32>,
     cluster_uuid: Option<String>,
     health: Option<model::FabricHealthSection>,
@@ -283,11 +323,71 @@ impl RawFabric {
             }
         };
         Ok(FabricSpec {
+            state: self.state.map(|s| match s {
+                FabricState::NotStarted => 1,
+                FabricState::InProgress => 2,
+                FabricState::Completed => 3,
+            }),
+            status: match self.status {
+                None | Some(FabricStatus::Success) => 0,
+                Some(FabricStatus::Failure) => 999,
+            },
             clique_id: self.clique_id.unwrap_or(0),
             cluster_uuid,
             health,
         })
     }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum FabricState {
+    NotStarted,
+    InProgress,
+    Completed,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum FabricStatus {
+    Success,
+    Failure,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum RecoveryAction {
+    None,
+    GpuReset,
+    NodeReboot,
+    DrainP2p,
+    DrainAndReset,
+}
+
+/// `errors = { nvmlFunction = "NOT_SUPPORTED", ... }`: what calls answer
+/// instead of their value (a capture's record of a real driver).
+pub(super) fn call_errors(errors: &toml::Spanned<toml::Table>) -> Result<Vec<(String, u32)>, Fail> {
+    let mut out = Vec::new();
+    for (name, v) in errors.get_ref() {
+        let ok_name =
+            name.starts_with("nvml") && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok_name {
+            return Err((
+                Some(errors.span().start),
+                format!("errors: `{name}` is not an NVML function name"),
+            ));
+        }
+        let code = crate::value::nvml_error(v).ok_or_else(|| {
+            (
+                Some(errors.span().start),
+                format!(
+                    "errors.{name} = {v}: an NVML error name (NOT_SUPPORTED, NO_PERMISSION, GPU_IS_LOST, UNKNOWN, ...) or a non-zero code"
+                ),
+            )
+        })?;
+        out.push((name.clone(), code));
+    }
+    Ok(out)
 }
 
 fn one() -> usize {
@@ -382,7 +482,7 @@ struct RawCi {
 pub(super) struct RawProc {
     pid: Option<u32>,
     name: String,
-    memory_mib: u64,
+    memory_mib: Val<u64>,
     #[serde(default = "compute")]
     kind: ProcKind,
     mig_instance: Option<usize>,
@@ -419,6 +519,7 @@ pub(super) struct RawReadings {
     pcie_generation: Option<Val<u32>>,
     pcie_width: Option<u32>,
     memory_used_mib: Option<u64>,
+    memory_free_mib: Option<u64>,
     bar1_used_mib: Option<u64>,
     power_smoothing_lifetime_percent: Option<Val<f64>>,
 }
@@ -450,8 +551,10 @@ pub(super) struct RawCounters {
     retired_pending: Option<bool>,
     remapped_rows: Option<Val<RemapSpec>>,
     clock_event_reasons: Option<Vec<Reason>>,
+    supported_clock_event_reasons: Option<Vec<Reason>>,
     clock_event_durations_us: Option<RawDurations>,
     pcie_replays: Option<Val<u32>>,
+    recovery_action: Option<Val<RecoveryAction>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -459,6 +562,31 @@ pub(super) struct RawCounters {
 struct RawEcc {
     volatile: Option<RawEccScope>,
     aggregate: Option<RawEccScope>,
+    /// The locations that have counters, by error type (default: L1, L2,
+    /// DRAM, register file and SRAM; texture and CBU answer NOT_SUPPORTED).
+    locations: Option<RawEccLocationSets>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEccLocationSets {
+    #[serde(default)]
+    corrected: Vec<EccLocation>,
+    #[serde(default)]
+    uncorrected: Vec<EccLocation>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum EccLocation {
+    L1,
+    L2,
+    Dram,
+    RegisterFile,
+    Texture,
+    TextureShm,
+    Cbu,
+    Sram,
 }
 
 #[derive(Deserialize, Default)]
@@ -588,6 +716,14 @@ impl RawReadings {
                 ));
             }
         }
+        if let Some(f) = self.memory_free_mib {
+            if f > model.memory_mib {
+                return Err(format!(
+                    "memory_free_mib {f} is more than the {} MiB {} has",
+                    model.memory_mib, model.name
+                ));
+            }
+        }
         if let Some(Val::Is(p)) = self.power_smoothing_lifetime_percent {
             if !model.power_smoothing {
                 return Err(format!(
@@ -630,6 +766,7 @@ impl RawReadings {
             pcie_generation: self.pcie_generation,
             pcie_width: self.pcie_width,
             memory_used_mib: self.memory_used_mib,
+            memory_free_mib: self.memory_free_mib,
             bar1_used_mib: self.bar1_used_mib,
             power_smoothing_lifetime_percent: self.power_smoothing_lifetime_percent,
         })
@@ -638,6 +775,12 @@ impl RawReadings {
 
 impl RawCounters {
     fn resolve(self, model: &Model) -> Result<Counters, String> {
+        let mask = |l: &[EccLocation]| l.iter().fold(0u8, |m, loc| m | 1 << (*loc as u8));
+        let ecc_locations = self
+            .ecc
+            .as_ref()
+            .and_then(|e| e.locations.as_ref())
+            .map(|l| [mask(&l.corrected), mask(&l.uncorrected)]);
         let ecc = self.ecc.map(|e| {
             let mut out = [[[0u64; 8]; 2]; 2];
             for (scope, raw) in [e.volatile, e.aggregate].into_iter().enumerate() {
@@ -695,6 +838,8 @@ impl RawCounters {
         }
         Ok(Counters {
             ecc,
+            ecc_locations,
+            supported_clock_event_reasons: self.supported_clock_event_reasons,
             sram: self.sram,
             retired_pages: self.retired_pages,
             retired_pending: self.retired_pending.unwrap_or(false),
@@ -702,6 +847,10 @@ impl RawCounters {
             clock_event_reasons: self.clock_event_reasons,
             clock_event_durations_us: durations,
             pcie_replays: self.pcie_replays,
+            recovery_action: self.recovery_action.map(|a| match a {
+                Val::NotSupported => Val::NotSupported,
+                Val::Is(a) => Val::Is(a as u32),
+            }),
         })
     }
 }
@@ -901,7 +1050,7 @@ impl RawGpu {
             processes.push(ProcSpec {
                 pid: p.pid,
                 name: p.name.clone(),
-                memory_mib: p.memory_mib,
+                memory_mib: p.memory_mib.get(),
                 kind: p.kind,
                 mig_instance,
                 compute_instance,
@@ -932,25 +1081,26 @@ impl RawGpu {
                 self.ecc_pending.unwrap_or(model.ecc_default),
             )),
         };
-        let power_limit_mw = match &self.power_limit_w {
-            None => None,
-            Some(w) => {
-                let mw = (w.get_ref() * 1000.0).round();
-                if !(f64::from(model.power_min_mw)..=f64::from(model.power_max_mw)).contains(&mw) {
-                    return Err((
-                        Some(w.span().start),
-                        format!(
-                            "power_limit_w {} is outside {}'s limits {}..={} W",
-                            w.get_ref(),
-                            model.name,
-                            f64::from(model.power_min_mw) / 1000.0,
-                            f64::from(model.power_max_mw) / 1000.0
-                        ),
-                    ));
-                }
-                Some(mw as u32)
+        let limit_mw = |w: &Option<toml::Spanned<f64>>, key: &str| -> Result<Option<u32>, Fail> {
+            let Some(w) = w else { return Ok(None) };
+            let mw = (w.get_ref() * 1000.0).round();
+            if !(f64::from(model.power_min_mw)..=f64::from(model.power_max_mw)).contains(&mw) {
+                return Err((
+                    Some(w.span().start),
+                    format!(
+                        "{key} {} is outside {}'s limits {}..={} W",
+                        w.get_ref(),
+                        model.name,
+                        f64::from(model.power_min_mw) / 1000.0,
+                        f64::from(model.power_max_mw) / 1000.0
+                    ),
+                ));
             }
+            Ok(Some(mw as u32))
         };
+        let power_limit_mw = limit_mw(&self.power_limit_w, "power_limit_w")?;
+        let enforced_power_limit_mw =
+            limit_mw(&self.enforced_power_limit_w, "enforced_power_limit_w")?;
         let driver_model = match (self.driver_model, self.driver_model_pending) {
             (None, None) => None,
             (Some(c), p) => Some((c.nvml(), p.unwrap_or(c).nvml())),
@@ -968,12 +1118,41 @@ impl RawGpu {
             }),
             ecc,
             power_limit_mw,
+            enforced_power_limit_mw,
             virtualization_mode: self.virtualization_mode.map_or(Val::Is(0), |m| match m {
                 Val::NotSupported => Val::NotSupported,
                 Val::Is(m) => Val::Is(m as u32),
             }),
             driver_model,
         };
+        let call_errors = match &self.errors {
+            Some(e) => call_errors(e)?,
+            None => Vec::new(),
+        };
+        let mut field_pins = Vec::new();
+        if let Some(fields) = &self.fields {
+            for (key, v) in fields.get_ref() {
+                let bad = |m: String| (Some(fields.span().start), m);
+                let (id, scope) = match key.split_once(':') {
+                    Some((i, s)) => (i.parse::<u32>(), s.parse::<u32>()),
+                    None => (key.parse::<u32>(), Ok(0)),
+                };
+                let (Ok(id), Ok(scope)) = (id, scope) else {
+                    return Err(bad(format!(
+                        "fields: `{key}` is not a field id (`83`) or id:scope (`202:3`)"
+                    )));
+                };
+                let answer = match v {
+                    toml::Value::Integer(i) => Ok(*i),
+                    other => Err(crate::value::nvml_error(other).ok_or_else(|| {
+                        bad(format!(
+                            "fields.\"{key}\" = {other}: a number or an NVML error name"
+                        ))
+                    })?),
+                };
+                field_pins.push(FieldPin { id, scope, answer });
+            }
+        }
         let readings = readings
             .map(|r| r.resolve(model))
             .transpose()
@@ -1011,7 +1190,9 @@ impl RawGpu {
             settings,
             readings,
             counters,
+            call_errors,
             fabric,
+            field_pins,
         })
     }
 }

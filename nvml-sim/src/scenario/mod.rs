@@ -6,12 +6,13 @@
 mod gpu;
 
 pub use gpu::{
-    CiSpec, Counters, GpuSpec, Identity, MigSpec, ProcSpec, Readings, RemapSpec, RetiredSpec,
-    Settings, SramCounts,
+    CiSpec, Counters, FabricSpec, FieldPin, GpuSpec, Identity, MigSpec, ProcSpec, Readings,
+    RemapSpec, RetiredSpec, Settings, SramCounts,
 };
 
 use crate::fault::Fault;
 use crate::identity::{self, PciAddr};
+use crate::import;
 use crate::model::{self, BoardFile, Model};
 use crate::value::Val;
 use gpu::RawGpu;
@@ -53,6 +54,12 @@ pub struct Scenario {
     /// What the loader changed to make the fleet consistent (identifiers
     /// given twice), for `nvml-sim check` and the library to report.
     pub warnings: Vec<ScenarioError>,
+    /// System calls that answer an error instead of their value
+    /// (top-level `errors`, as a capture recorded them).
+    pub call_errors: Vec<(String, u32)>,
+    /// Exports the captured driver lacked, beyond its branch's
+    /// (`absent_functions`): removed from the symbol table too.
+    pub absent_functions: Vec<String>,
 }
 
 /// The identifiers a `[[gpu]]` table gives, before derivation and
@@ -113,6 +120,8 @@ struct RawScenario {
     denied: Option<toml::Spanned<Vec<u32>>>,
     host_pid_namespace: Option<bool>,
     gpm_absent_engines: Option<toml::Spanned<String>>,
+    errors: Option<toml::Spanned<toml::Table>>,
+    absent_functions: Option<toml::Spanned<Vec<String>>>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -148,11 +157,19 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
     };
     let mut bytes = Vec::new();
     std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .and_then(|f| {
+            f.take(import::MAX_CAPTURE_BYTES + 1)
+                .read_to_end(&mut bytes)
+        })
         .map_err(read_err)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("scenario");
+    if bytes.len() as u64 > import::MAX_CAPTURE_BYTES {
         return Err(fail(format!(
-            "larger than {MAX_FILE_BYTES} bytes: not a scenario file (the largest built-in is 15 KB)"
+            "larger than {MAX_FILE_BYTES} bytes: not a scenario file (the largest built-in is 15 KB), nor a capture (at most {} bytes)",
+            import::MAX_CAPTURE_BYTES
         )));
     }
     let text = String::from_utf8(bytes).map_err(|e| {
@@ -161,11 +178,43 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
             e.utf8_error().valid_up_to()
         ))
     })?;
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("scenario");
+    // A capture of a real host (`nvidia-smi -q -x` or `-q`), recognised
+    // from its content, replays as the scenario `nvml-sim import` writes.
+    if import::detect(&text).is_some() {
+        return from_capture(&text, name_or_path, stem);
+    }
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(fail(format!(
+            "larger than {MAX_FILE_BYTES} bytes: not a scenario file (the largest built-in is 15 KB)"
+        )));
+    }
     parse(&text, name_or_path, stem)
+}
+
+/// A capture read as the scenario that replays it. Errors name the
+/// capture's line and element; the import's notes become warnings.
+pub fn from_capture(text: &str, source: &str, name: &str) -> Result<Scenario, ScenarioError> {
+    let imported = import::import(text, name).map_err(|e| ScenarioError {
+        source: source.to_string(),
+        line: Some(e.line),
+        message: match &e.element {
+            Some(el) => format!("<{el}>: {}", e.message),
+            None => e.message.clone(),
+        },
+    })?;
+    let mut s = parse(
+        &imported.scenario,
+        &format!("{source} (as imported by `nvml-sim import`)"),
+        name,
+    )?;
+    for n in imported.notes {
+        s.warnings.push(ScenarioError {
+            source: source.to_string(),
+            line: None,
+            message: n,
+        });
+    }
+    Ok(s)
 }
 
 /// More GPUs than any node holds (NVML indexes them in 32 bits, but a
@@ -430,6 +479,25 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         timeline.push((at, fault));
     }
     timeline.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let call_errors = match &raw.errors {
+        Some(e) => gpu::call_errors(e).map_err(|(o, m)| err(o, m))?,
+        None => Vec::new(),
+    };
+    let absent_functions = match &raw.absent_functions {
+        None => Vec::new(),
+        Some(list) => {
+            const ALWAYS: [&str; 3] = ["nvmlShutdown", "nvmlEventSetFree", "nvmlGpmSampleFree"];
+            if let Some(f) = list.get_ref().iter().find(|f| {
+                ALWAYS.contains(&f.as_str()) || !f.starts_with("nvml") || f.starts_with("nvmlInit")
+            }) {
+                return Err(err(
+                    Some(list.span().start),
+                    format!("absent_functions: `{f}` cannot be absent (clients call nvmlInit*, nvmlShutdown, nvmlEventSetFree and nvmlGpmSampleFree unconditionally)"),
+                ));
+            }
+            list.get_ref().clone()
+        }
+    };
     let driver = match &raw.driver {
         Some(d) => {
             crate::personality::Personality::parse(d.get_ref())
@@ -477,6 +545,8 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
             },
         },
         warnings,
+        call_errors,
+        absent_functions,
     })
 }
 

@@ -52,7 +52,13 @@ fn brand_name(b: Brand) -> String {
         Brand::VCS => "NVIDIA Virtual Compute Server",
         Brand::VWS => "NVIDIA RTX Virtual Workstation",
         Brand::CloudGaming => "NVIDIA Cloud Gaming",
-        other => return format!("{other:?}"),
+        // As nvidia-smi prints them (docs/nvidia-smi.md, product_brand).
+        Brand::QuadroRTX => "Quadro RTX",
+        Brand::NvidiaRTX => "NVIDIA RTX",
+        Brand::Nvidia => "NVIDIA",
+        Brand::GeForceRTX => "GeForce RTX",
+        Brand::TitanRTX => "Titan RTX",
+        Brand::VGaming => "NVIDIA Cloud Gaming",
     };
     s.to_string()
 }

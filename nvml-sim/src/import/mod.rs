@@ -1,0 +1,147 @@
+//! Captures of real hosts as scenarios: `nvidia-smi -q -x` (XML, every DTD
+//! from v7 to v13) and `nvidia-smi -q` (text) read into one element tree
+//! (`xml.rs`, `text.rs`), and that tree written as the scenario that
+//! replays the host (`capture.rs`). `nvml-sim import FILE` prints the
+//! scenario; a scenario path that holds a capture (`--simulate host.xml`)
+//! loads through the same code.
+//!
+//! A malformed capture is refused whole, with the line and the element:
+//! never a fleet with the GPUs that happened to read.
+
+mod capture;
+mod text;
+mod xml;
+
+pub use capture::to_scenario;
+
+/// One element: its name, attributes, text (trimmed), children and the
+/// line it starts on. Text captures are read into the same shape, their
+/// labels named as the XML names them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub name: String,
+    pub attrs: Vec<(String, String)>,
+    pub text: String,
+    pub children: Vec<Node>,
+    pub line: usize,
+}
+
+impl Node {
+    pub fn child(&self, name: &str) -> Option<&Node> {
+        self.children.iter().find(|c| c.name == name)
+    }
+
+    pub fn children_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Node> + 'a {
+        self.children.iter().filter(move |c| c.name == name)
+    }
+
+    /// The element at `a/b/c` below this one.
+    pub fn path(&self, path: &str) -> Option<&Node> {
+        path.split('/').try_fold(self, |n, part| n.child(part))
+    }
+
+    pub fn attr(&self, key: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What is wrong with a capture, and where.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParseError {
+    pub line: usize,
+    /// The element (or, for text captures, the label's element) it was in.
+    pub element: Option<String>,
+    pub message: String,
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.element {
+            Some(e) => write!(f, "line {}: <{e}>: {}", self.line, self.message),
+            None => write!(f, "line {}: {}", self.line, self.message),
+        }
+    }
+}
+
+/// The two capture formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `nvidia-smi -q -x`
+    Xml,
+    /// `nvidia-smi -q`
+    Text,
+}
+
+/// Which capture format `text` is, from its content; `None`: neither (a
+/// scenario, or something else).
+pub fn detect(text: &str) -> Option<Format> {
+    let head = text.trim_start_matches('\u{feff}').trim_start();
+    if head.starts_with("<?xml")
+        || head.starts_with("<!DOCTYPE")
+        || head.starts_with("<nvidia_smi_log")
+    {
+        return Some(Format::Xml);
+    }
+    // An XML capture may start with a comment (a license header).
+    if head.starts_with("<!--") && text.contains("<nvidia_smi_log") {
+        return Some(Format::Xml);
+    }
+    if text::looks_like(text) {
+        return Some(Format::Text);
+    }
+    None
+}
+
+/// A capture as a scenario.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    pub format: Format,
+    /// The scenario, TOML.
+    pub scenario: String,
+    /// What the import changed or could not carry (with the capture's line).
+    pub notes: Vec<String>,
+    pub gpus: usize,
+}
+
+/// Captures larger than this are refused unread (the largest public one,
+/// 8 x B200 in DTD v13, is 357 KB).
+pub const MAX_CAPTURE_BYTES: u64 = 16 << 20;
+
+/// Reads a capture (either format, recognised from its content) and writes
+/// the scenario that replays it, named `name`.
+pub fn import(text: &str, name: &str) -> Result<Imported, ParseError> {
+    let format = detect(text).ok_or_else(|| ParseError {
+        line: 1,
+        element: None,
+        message: "neither `nvidia-smi -q -x` XML nor `nvidia-smi -q` text".into(),
+    })?;
+    let root = match format {
+        Format::Xml => xml::parse(text)?,
+        Format::Text => text::parse(text)?,
+    };
+    if root.name != "nvidia_smi_log" {
+        return Err(ParseError {
+            line: root.line,
+            element: Some(root.name.clone()),
+            message: "the root element is not <nvidia_smi_log>: not an nvidia-smi capture".into(),
+        });
+    }
+    let (scenario, notes, gpus) = to_scenario(&root, name, format)?;
+    Ok(Imported {
+        format,
+        scenario,
+        notes,
+        gpus,
+    })
+}
+
+/// Parses a capture into its element tree only (for tests and fuzzing).
+pub fn parse_tree(text: &str) -> Result<Node, ParseError> {
+    match detect(text) {
+        Some(Format::Text) => text::parse(text),
+        _ => xml::parse(text),
+    }
+}
