@@ -638,8 +638,9 @@ def warranted(cap: Capture, gpu: int, node: Node) -> set[str]:
             out.add(alert)
     cur = val("pci/pci_gpu_link_info/link_widths/current_link_width", "PCI / GPU Link Info / Link Width / Current")
     top = val("pci/pci_gpu_link_info/link_widths/max_link_width", "PCI / GPU Link Info / Link Width / Max")
-    if cur and top and num(cur) < num(top):
-        out.add("NvidiaGpuPcieLinkDegraded")
+    # NvidiaGpuPcieLinkDegraded needs the GPU to have run wider before: one
+    # capture has no history, so a link below its maximum (a x8 slot, a x1
+    # riser: 11 hosts here) warrants nothing.
     temp = val("temperature/gpu_temp", "Temperature / GPU Current Temp")
     slow = val("temperature/gpu_temp_slow_threshold", "Temperature / GPU Slowdown Temp")
     if temp and slow and num(temp) >= num(slow) - 5:
