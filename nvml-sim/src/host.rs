@@ -88,7 +88,7 @@ pub unsafe extern "C" fn nvml_sim_last_error(buf: *mut c_char, len: c_uint) -> n
 /// personality, the time scale.
 fn check(key: Option<&str>) -> Result<(), String> {
     let key = key.map_or_else(crate::settings::scenario_key, str::to_string);
-    let scenario = crate::scenario::load(&key).map_err(|e| format!("bad scenario: {e}"))?;
+    let scenario = crate::scenario::load_kept(&key).map_err(|e| format!("bad scenario: {e}"))?;
     crate::driver::resolve(&scenario).map_err(|e| format!("bad driver: {e}"))?;
     crate::settings::time_scale()?;
     Ok(())

@@ -105,7 +105,7 @@ pub fn apply(p: Personality) {
 /// Best effort before any `nvmlInit`: the scenario the environment or a
 /// host selected, with errors left for `nvmlInit` to report.
 pub fn apply_early() {
-    let scenario = crate::scenario::load(&crate::settings::scenario_key()).ok();
+    let scenario = crate::scenario::load_kept(&crate::settings::scenario_key()).ok();
     let p = scenario
         .as_ref()
         .and_then(|s| resolve(s).ok())

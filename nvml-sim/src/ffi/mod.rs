@@ -385,24 +385,6 @@ pub fn with_gpu<T>(h: nvmlDevice_t, f: impl FnOnce(&mut crate::fleet::Gpu, f64) 
 
 // ---- init and shutdown -------------------------------------------------------
 
-/// Gives back to the system the heap the scenario's parsing used (a
-/// capture's element tree, the TOML of a large scenario): glibc keeps freed
-/// small blocks in the host process otherwise, and the exporter's resident
-/// memory on a replayed host would carry them (BENCHMARKS.md, "Replaying a
-/// capture").
-fn release_parse_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        extern "C" {
-            fn malloc_trim(pad: usize) -> std::ffi::c_int;
-        }
-        // SAFETY: glibc's malloc_trim only returns free heap pages.
-        unsafe {
-            malloc_trim(0);
-        }
-    }
-}
-
 fn init(_flags: c_uint) -> R {
     let mut st = lock();
     if let Some(sim) = &mut st.sim {
@@ -422,7 +404,7 @@ fn init(_flags: c_uint) -> R {
                 return Err(UNKNOWN);
             }
         };
-        let scenario = match scenario::load(&key) {
+        let scenario = match scenario::take_kept(&key) {
             Ok(scenario) => scenario,
             Err(e) => {
                 st.report(format!("bad scenario: {e}"));
@@ -451,7 +433,7 @@ fn init(_flags: c_uint) -> R {
         crate::driver::apply(personality);
         crate::driver::apply_absent(&scenario.absent_functions);
         drop(scenario);
-        release_parse_memory();
+        scenario::release_parse_memory();
         if !st.control_started {
             if let Some(path) = crate::settings::control_socket() {
                 match crate::control::start(path) {
