@@ -27,6 +27,20 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Fast polling so tests do not wait on the default 5s interval.
 pub const TEST_INTERVAL: &str = "200ms";
 
+/// What the exporter says of its own process and HTTP server, node_exporter's
+/// way: node-level samples, with no `gpu` label, whose values move with
+/// every run and every scrape.
+pub const PROCESS_SAMPLES: &[&str] = &[
+    "promhttp_metric_handler_requests_total",
+    "nvml_exporter_http_refusals_total",
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_start_time_seconds",
+    "process_open_fds",
+    "process_max_fds",
+];
+
 pub fn target_dir() -> PathBuf {
     Path::new(EXE)
         .parent()

@@ -3,7 +3,7 @@
 //! absent readings are absent (never 0); determinism and family grouping;
 //! gzip and content types.
 
-use crate::snapshots;
+use crate::{common, snapshots};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -88,18 +88,13 @@ fn every_gpu_series_has_gpu_and_uuid_and_only_global_ones_lack_them() {
         "nvml_exporter_workloads_dropped",
         "nvml_exporter_workloads_last_refresh_timestamp_seconds",
         "nvml_exporter_workload_read_errors_total",
-        "promhttp_metric_handler_requests_total",
-        "nvml_exporter_http_refusals_total",
-        "process_cpu_seconds_total",
-        "process_resident_memory_bytes",
-        "process_virtual_memory_bytes",
-        "process_start_time_seconds",
-        "process_open_fds",
-        "process_max_fds",
         "nvidia_nvswitch_sxid_errors_total",
         "nvml_exporter_kernel_log_up",
         "nvml_exporter_kernel_log_problems_total",
-    ];
+    ]
+    .into_iter()
+    .chain(common::PROCESS_SAMPLES.iter().copied())
+    .collect::<Vec<_>>();
     for s in &samples {
         if global.contains(&s.name.as_str()) {
             assert!(

@@ -36,15 +36,6 @@ const VOLATILE: &[&str] = &[
     "nvml_exporter_last_sample_timestamp_seconds",
     "nvml_exporter_sample_duration_seconds",
     "nvml_exporter_stuck_call_seconds",
-    // The process and the scrapes that take the golden.
-    "promhttp_metric_handler_requests_total",
-    "nvml_exporter_http_refusals_total",
-    "process_cpu_seconds_total",
-    "process_resident_memory_bytes",
-    "process_virtual_memory_bytes",
-    "process_start_time_seconds",
-    "process_open_fds",
-    "process_max_fds",
 ];
 
 const MASK: &str = "<volatile>";
@@ -59,7 +50,7 @@ fn mask(text: &str) -> String {
             let name_end = line.find(['{', ' ']).unwrap_or(line.len());
             let name = &line[..name_end];
             let mut l = line.to_string();
-            if VOLATILE.contains(&name) {
+            if VOLATILE.contains(&name) || common::PROCESS_SAMPLES.contains(&name) {
                 let value_start = l.rfind(' ').expect("sample has a value") + 1;
                 l.replace_range(value_start.., MASK);
             }
