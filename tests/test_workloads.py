@@ -535,20 +535,32 @@ class FakeEngine:
         self.server.server_close()
 
 
-def test_container_names_only_from_the_named_engine_socket(tmp_path):
-    engine_socket = tmp_path / "docker.sock"
-    engine = FakeEngine(engine_socket)
-    exporter = Exporter(tmp_path, str(FIXTURES / "node.toml"), interval=INTERVAL, extra=[
+def engine_exporter(tmp_path, engine_socket):
+    """An exporter attributing the fixture node's processes, and asking the
+    container engine on `engine_socket` for container names."""
+    return Exporter(tmp_path, str(FIXTURES / "node.toml"), interval=INTERVAL, extra=[
         "--workloads", "--path.procfs", str(FIXTURES / "proc"), "--path.rootfs", str(FIXTURES),
         "--workloads.refresh-interval", "300ms",
         "--workloads.container-engine-socket", str(engine_socket),
     ], name="exporter")
+
+
+def container_names(m) -> dict:
+    """Container id to container name (None when unnamed) of the workloads
+    holding GPU 1."""
+    gpu1 = holdings(m).get(("1", None), {})
+    return {dict(wl)["container_id"]: dict(wl).get("container_name") for wl in gpu1}
+
+
+def test_container_names_only_from_the_named_engine_socket(tmp_path):
+    engine_socket = tmp_path / "docker.sock"
+    engine = FakeEngine(engine_socket)
+    exporter = engine_exporter(tmp_path, engine_socket)
     try:
         exporter.wait_ready()
 
         def named():
-            gpu1 = holdings(scrape(exporter)).get(("1", None), {})
-            names = {dict(wl)["container_id"]: dict(wl).get("container_name") for wl in gpu1}
+            names = container_names(scrape(exporter))
             return names.get("a1b2c3d4e5f6") == "triton" and names
 
         names = wait_until(named, 15, "Docker and Podman containers named")
@@ -591,18 +603,13 @@ def test_container_engine_answers_are_checked(tmp_path):
         "b2c3d4e5f607": "x" * 100_000,
         "c3d4e5f60718": "/someone-else",
     }, ids={"c3d4e5f60718": "ffff" * 16})
-    exporter = Exporter(tmp_path, str(FIXTURES / "node.toml"), interval=INTERVAL, extra=[
-        "--workloads", "--path.procfs", str(FIXTURES / "proc"), "--path.rootfs", str(FIXTURES),
-        "--workloads.refresh-interval", "300ms",
-        "--workloads.container-engine-socket", str(engine_socket),
-    ], name="exporter")
+    exporter = engine_exporter(tmp_path, engine_socket)
     try:
         exporter.wait_ready()
 
         def named():
             m = scrape(exporter)
-            gpu1 = holdings(m).get(("1", None), {})
-            names = {dict(wl)["container_id"]: dict(wl).get("container_name") for wl in gpu1}
+            names = container_names(m)
             return names.get("a1b2c3d4e5f6") and names.get("b2c3d4e5f607") and (names, m)
 
         names, m = wait_until(named, 15, "containers named")
