@@ -339,6 +339,60 @@ impl Exporter {
         Response::parse(&buf)
     }
 
+    /// For an exporter started with `--web.max-connections=<slots>`: opens
+    /// connections until `slots` of them hold a regular slot each, then
+    /// GETs `/metrics`, which must be refused. Returns the connections
+    /// (idle keep-alive connections, holding their slots until dropped or
+    /// until `--web.read-header-timeout`) and the refusal.
+    ///
+    /// A connection is not known to hold a slot when it is accepted: the
+    /// request that found the exporter serving may hold its own slot a
+    /// moment after its answer arrived, and a connection accepted then is
+    /// over the limit. Over the limit, a probe is answered once and the
+    /// connection closed; so a connection that answers two probes in a row
+    /// holds a regular slot.
+    pub fn take_every_connection_slot(&self, slots: usize) -> (Vec<TcpStream>, Response) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut held = Vec::new();
+        while held.len() < slots {
+            match self.connection_holding_a_slot() {
+                Some(conn) => held.push(conn),
+                None => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "no connection got one of {slots} slots; log:\n{}",
+                        self.log()
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        let refused = self.get("/metrics");
+        assert_eq!(
+            refused.status,
+            503,
+            "{slots} connections hold every slot, yet a third was served; log:\n{}",
+            self.log()
+        );
+        (held, refused)
+    }
+
+    /// A new connection that has answered two probes, or None if the
+    /// exporter closed it after one (it was over the connection limit).
+    fn connection_holding_a_slot(&self) -> Option<TcpStream> {
+        let mut conn = TcpStream::connect(self.addr).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        for _ in 0..2 {
+            conn.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
+                .ok()?;
+            if read_one_response(&mut conn).ok()?.status != 200 {
+                return None;
+            }
+        }
+        Some(conn)
+    }
+
     /// Scrapes until `pred` holds (some readings need two polls, e.g. GPM
     /// rates), returning that scrape; fails after a minute showing the last
     /// scrape and the log.
@@ -797,4 +851,29 @@ pub fn sim_control(socket: &Path, args: &[&str]) {
 pub fn dgx_h100_gpm_complete(text: &str) -> bool {
     (0..2).all(|g| text.contains(&format!("\nnvidia_gpu_mig_activity_ratio{{gpu=\"{g}\"")))
         && (2..8).all(|g| text.contains(&format!("\nnvidia_gpu_activity_ratio{{gpu=\"{g}\"")))
+}
+
+/// One response read from a connection that stays open: headers, then as
+/// many body bytes as `content-length` says.
+fn read_one_response(conn: &mut TcpStream) -> Result<Response, String> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = Response::parse(&buf[..end + 4])?;
+            let length: usize = head
+                .header("content-length")
+                .ok_or("no content-length")?
+                .parse()
+                .map_err(|e| format!("content-length: {e}"))?;
+            if buf.len() >= end + 4 + length {
+                return Response::parse(&buf[..end + 4 + length]);
+            }
+        }
+        match conn.read(&mut chunk) {
+            Ok(0) => return Err("closed".into()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
 }

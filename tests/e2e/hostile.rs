@@ -249,14 +249,7 @@ fn probes_keep_connections_of_their_own_when_the_limit_is_reached() {
             "--web.read-header-timeout=2m",
         ],
     );
-    let idle: Vec<TcpStream> = (0..2)
-        .map(|_| TcpStream::connect(e.addr).unwrap())
-        .collect();
-    // Accepting is asynchronous: wait until the regular slots are taken.
-    let refused = eventually("the limit to be reached", || {
-        let r = e.get("/metrics");
-        (r.status == 503).then_some(r)
-    });
+    let (idle, refused) = e.take_every_connection_slot(2);
     assert!(refused.text().contains("Too many connections"));
     assert_eq!(refused.header("retry-after"), Some("1"));
     assert_eq!(refused.header("x-content-type-options"), Some("nosniff"));

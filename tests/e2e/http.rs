@@ -311,21 +311,9 @@ fn sigint_exits_zero() {
 #[test]
 fn connections_beyond_the_limit_get_503_and_the_limit_frees_up() {
     let e = Exporter::serving("workstation", &["--web.max-connections=2"]);
-    let idle: Vec<TcpStream> = (0..2)
-        .map(|_| TcpStream::connect(e.addr).unwrap())
-        .collect();
-    // The server accepts asynchronously: wait until the third is refused.
-    // (Probes are not: they have connections of their own, tested in
-    // e2e/hostile.rs.)
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let refused = loop {
-        let r = e.get("/metrics");
-        if r.status == 503 {
-            break r;
-        }
-        assert!(std::time::Instant::now() < deadline, "never refused");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    // (Probes are not refused: they have connections of their own, tested
+    // in e2e/hostile.rs.)
+    let (idle, refused) = e.take_every_connection_slot(2);
     assert_eq!(refused.header("retry-after"), Some("1"));
     assert!(refused.text().contains("Too many connections"));
     assert!(e.wait_log("connection limit reached", Duration::from_secs(10)));
