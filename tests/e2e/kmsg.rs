@@ -159,10 +159,14 @@ fn xids_from_before_the_start_from_the_log_alone_and_from_both_sources_each_coun
     exporter.scrape_until("the log-only XID 120 of GPU 6", |t| {
         xids(t).contains_key(&("6".into(), "120".into()))
     });
+    // A poll (200 ms) and a follow period (250 ms) are enough; the bound
+    // is far above them so that a loaded CI machine cannot fail it, and
+    // far below what a collector that read the log only at start (never)
+    // or on a slow timer would take.
     let took = logged.elapsed();
     assert!(
-        took < Duration::from_secs(2),
-        "XID 120 counted {took:?} after it was logged: more than a poll (200 ms) and a follow period (250 ms) with slack"
+        took < Duration::from_secs(10),
+        "XID 120 counted {took:?} after it was logged: the log is not being followed"
     );
     // Both sources saw GPU 5's and GPU 4's: each once. Wait a few polls
     // past the NVML events so the log's copies have been taken too.
