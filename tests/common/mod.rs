@@ -371,7 +371,7 @@ impl Exporter {
         assert_eq!(
             refused.status,
             503,
-            "{slots} connections hold every slot, yet a third was served; log:\n{}",
+            "{slots} connections hold every slot, yet one more was served; log:\n{}",
             self.log()
         );
         (held, refused)
@@ -855,7 +855,7 @@ pub fn dgx_h100_gpm_complete(text: &str) -> bool {
 
 /// One response read from a connection that stays open: headers, then as
 /// many body bytes as `content-length` says.
-fn read_one_response(conn: &mut TcpStream) -> Result<Response, String> {
+pub fn read_one_response(conn: &mut TcpStream) -> Result<Response, String> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {

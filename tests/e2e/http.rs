@@ -174,9 +174,7 @@ fn keep_alive_serves_many_requests_on_one_connection() {
     for _ in 0..3 {
         s.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
             .unwrap();
-        let mut buf = [0u8; 4096];
-        let n = s.read(&mut buf).unwrap();
-        let r = Response::parse(&buf[..n]).unwrap();
+        let r = common::read_one_response(&mut s).unwrap();
         assert_eq!(r.status, 200);
     }
 }
