@@ -17,9 +17,10 @@ use crate::model::{architecture_name, brand_name, gi_profile_name, rule_instance
 use crate::value::nvml_error_name;
 use nvml_wrapper_sys::bindings::field_id::*;
 use nvml_wrapper_sys::bindings::*;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{c_char, c_uint, CStr};
 use std::path::Path;
+use std::time::{Duration, Instant};
 use toml::{Table, Value};
 
 const NOT_FOUND_FN: u32 = 13;
@@ -33,6 +34,38 @@ struct Walker {
     lib: NvmlLib,
     /// Exports the library lacks, among those asked for.
     absent: BTreeSet<&'static str>,
+    /// How long each call took, by function: `scripts/device-check` keeps
+    /// these as the real driver's latencies (BENCHMARKS.md).
+    timings: BTreeMap<&'static str, Vec<Duration>>,
+}
+
+/// What `capture` found: the scenario text and the time each NVML call
+/// took.
+pub struct Captured {
+    pub scenario: String,
+    pub timings: BTreeMap<&'static str, Vec<Duration>>,
+}
+
+impl Captured {
+    /// One line per function: calls, then the minimum, median, 90th
+    /// percentile and maximum in microseconds, tab separated, with a header.
+    pub fn timings_table(&self) -> String {
+        let mut out = String::from("function\tcalls\tmin_us\tmedian_us\tp90_us\tmax_us\n");
+        for (f, d) in &self.timings {
+            let mut us: Vec<f64> = d.iter().map(|d| d.as_secs_f64() * 1e6).collect();
+            us.sort_by(f64::total_cmp);
+            let at = |q: f64| us[((us.len() - 1) as f64 * q).round() as usize];
+            out.push_str(&format!(
+                "{f}\t{}\t{:.1}\t{:.1}\t{:.1}\t{:.1}\n",
+                us.len(),
+                at(0.0),
+                at(0.5),
+                at(0.9),
+                at(1.0)
+            ));
+        }
+        out
+    }
 }
 
 /// Calls an NVML function of the library if it has it: `Ok(())` on
@@ -44,9 +77,12 @@ macro_rules! call {
             $w.absent.insert(stringify!($f));
             Err(NOT_FOUND_FN)
         } else {
+            let started = Instant::now();
             // SAFETY: the arguments are valid pointers to locals of the
             // types the binding declares, or handles NVML gave us.
-            match unsafe { $w.lib.$f($($a),*) } {
+            let code = unsafe { $w.lib.$f($($a),*) };
+            $w.timings.entry(stringify!($f)).or_default().push(started.elapsed());
+            match code {
                 0 => Ok(()),
                 code => Err(code),
             }
@@ -1322,7 +1358,7 @@ impl GpuOut {
 
 /// Walks the NVML library at `library` and writes the scenario that
 /// replays what it answered, named `name`.
-pub fn capture(library: &Path, name: &str) -> Result<String, String> {
+pub fn capture(library: &Path, name: &str) -> Result<Captured, String> {
     // SAFETY: loading a library runs its constructors; the caller named
     // an NVML.
     let lib = unsafe { NvmlLib::new(library) }
@@ -1330,6 +1366,7 @@ pub fn capture(library: &Path, name: &str) -> Result<String, String> {
     let mut w = Walker {
         lib,
         absent: BTreeSet::new(),
+        timings: BTreeMap::new(),
     };
     call!(w, nvmlInit_v2()).map_err(|e| format!("nvmlInit_v2 failed: NVML error {e}"))?;
     let mut doc = Table::new();
@@ -1426,8 +1463,11 @@ pub fn capture(library: &Path, name: &str) -> Result<String, String> {
     doc.insert("board".into(), Value::Table(boards));
     doc.insert("gpu".into(), Value::Array(gpus));
     let body = toml::to_string(&doc).map_err(|e| format!("cannot write the scenario: {e}"))?;
-    Ok(format!(
-        "# A scenario captured from a real NVML by `nvml-sim capture` (nvml-sim/README.md,\n# \"Capture a real host\"): replay it with `nvml-exporter --simulate FILE`.\n{}\n\n{body}",
-        comments.join("\n")
-    ))
+    Ok(Captured {
+        scenario: format!(
+            "# A scenario captured from a real NVML by `nvml-sim capture` (nvml-sim/README.md,\n# \"Capture a real host\"): replay it with `nvml-exporter --simulate FILE`.\n{}\n\n{body}",
+            comments.join("\n")
+        ),
+        timings: w.timings,
+    })
 }

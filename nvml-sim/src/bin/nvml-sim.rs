@@ -54,9 +54,10 @@ commands:
 offline (no socket):
   check SCENARIO       validate a scenario file or built-in name; errors name file and line
                        (a capture, `nvidia-smi -q -x` or `-q` output, is checked as imported)
-  capture [--library PATH] [--name NAME]
+  capture [--library PATH] [--name NAME] [--timings FILE]
                        walk a real NVML (default libnvidia-ml.so.1, as the dynamic loader finds it)
-                       with the calls the exporter makes and write the scenario that replays it
+                       with the calls the exporter makes and write the scenario that replays it;
+                       --timings: each function's call count and latency (microseconds) to FILE
   import CAPTURE       write the scenario that replays a capture of a real host
                        (`nvidia-smi -q -x > host.xml` or `nvidia-smi -q > host.txt`) to stdout;
                        notes (identifiers made unique, an excerpt...) on stderr
@@ -226,14 +227,16 @@ fn import(path: Option<&String>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `nvml-sim capture [--library PATH] [--name NAME]`.
+/// `nvml-sim capture [--library PATH] [--name NAME] [--timings FILE]`.
 fn capture(args: &[String]) -> ExitCode {
     let (mut library, mut name) = ("libnvidia-ml.so.1".to_string(), "host".to_string());
+    let mut timings = String::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let target = match a.as_str() {
             "--library" => &mut library,
             "--name" => &mut name,
+            "--timings" => &mut timings,
             other => {
                 eprintln!("nvml-sim: capture: unexpected argument `{other}`\n\n{USAGE}");
                 return ExitCode::from(2);
@@ -246,8 +249,14 @@ fn capture(args: &[String]) -> ExitCode {
         *target = v.clone();
     }
     match nvml_sim::capture::capture(std::path::Path::new(&library), &name) {
-        Ok(text) => {
-            print!("{text}");
+        Ok(captured) => {
+            if !timings.is_empty() {
+                if let Err(e) = std::fs::write(&timings, captured.timings_table()) {
+                    eprintln!("nvml-sim: capture: cannot write {timings}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+            print!("{}", captured.scenario);
             ExitCode::SUCCESS
         }
         Err(e) => {
