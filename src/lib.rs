@@ -32,6 +32,7 @@ pub mod kubernetes;
 pub mod logging;
 pub mod metric;
 pub mod nvml;
+pub mod reload;
 pub mod render;
 pub mod selfstat;
 pub mod snapshot;
