@@ -52,6 +52,10 @@ fn sample(scenario: &str) -> Arc<Snapshot> {
         },
         interval: Duration::from_millis(200),
         stuck_deadline: Duration::from_secs(5),
+        schedule: nvml_exporter::schedule::Schedule::shared(
+            FamilySet::all(),
+            Duration::from_millis(200),
+        ),
         families: FamilySet::all(),
         xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
         kernel_log: None,

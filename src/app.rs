@@ -309,6 +309,7 @@ async fn serve_until_signal(
             library: library_source(&config.library),
             interval: config.collect_interval,
             stuck_deadline: config.stuck_deadline,
+            schedule: crate::schedule::Schedule::shared(sampled.clone(), config.collect_interval),
             families: sampled,
             xid_max_codes: config.xid_max_codes,
             kernel_log: kernel_log.clone(),

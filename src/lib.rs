@@ -34,6 +34,7 @@ pub mod metric;
 pub mod nvml;
 pub mod reload;
 pub mod render;
+pub mod schedule;
 pub mod selfstat;
 pub mod snapshot;
 pub mod verdict;
