@@ -130,7 +130,7 @@ impl Schedule {
     pub fn due(&self, poll: u64) -> FamilySet {
         let mut due = self.families.clone();
         for &(f, n) in &self.every {
-            if poll % n != 0 {
+            if !poll.is_multiple_of(n) {
                 due.set(f, false);
             }
         }
