@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
+use nvml_exporter::compat::{Compat, Generation};
 use nvml_exporter::exposition;
 use nvml_exporter::family::FamilySet;
 use nvml_exporter::metric::BuildInfo;
@@ -76,6 +77,17 @@ fn bench_render(c: &mut Criterion) {
     let ctx = RenderContext {
         families: FamilySet::all(),
         build: BuildInfo::current(),
+        ..RenderContext::default()
+    };
+    // The same with dcgm-exporter's default names served beside ours
+    // (--compat.dcgm=4.8): what the compatibility output adds to a poll.
+    let with_compat = RenderContext {
+        compat: Some(std::sync::Arc::new(Compat::new(
+            Generation::V4_8,
+            false,
+            Some("node-1".into()),
+        ))),
+        ..ctx.clone()
     };
     for &scenario in SCENARIOS {
         let snap = sample(scenario);
@@ -103,6 +115,9 @@ fn bench_render(c: &mut Criterion) {
         // compressing each at the exporter's level.
         g.bench_function("encode_both_plain", |b| {
             b.iter(|| render::encode(std::hint::black_box(&snap), &ctx, SystemTime::now()))
+        });
+        g.bench_function("encode_both_plain_with_compat_dcgm", |b| {
+            b.iter(|| render::encode(std::hint::black_box(&snap), &with_compat, SystemTime::now()))
         });
         for (name, plain) in [("text", &expo.text), ("openmetrics", &expo.openmetrics)] {
             g.bench_with_input(BenchmarkId::new("gzip", name), plain, |b, plain| {

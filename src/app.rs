@@ -513,6 +513,7 @@ fn publisher(
     let ctx = RenderContext {
         families: config.families.clone(),
         build: BuildInfo::current(),
+        ..RenderContext::default()
     };
     let was_ready = AtomicBool::new(false);
     Arc::new(move |snapshot: Arc<Snapshot>| {

@@ -23,6 +23,7 @@
 pub mod app;
 pub mod cli;
 pub mod collectors;
+pub mod compat;
 pub mod exposition;
 pub mod family;
 pub mod fsread;

@@ -190,7 +190,10 @@ mod tests {
             families,
             Duration::from_secs(5),
             Duration::from_secs(5),
-            &[(Family::Ecc, Duration::from_secs(7)), (Family::Power, Duration::from_secs(1))],
+            &[
+                (Family::Ecc, Duration::from_secs(7)),
+                (Family::Power, Duration::from_secs(1)),
+            ],
         );
         assert_eq!((r.every(Family::Ecc), r.every(Family::Power)), (1, 1));
     }

@@ -24,7 +24,10 @@ fn ratio(socket: &Path, function: &str, tick: Duration, polls: u32) -> f64 {
     std::thread::sleep(tick * polls);
     let calls = parse_calls(&control(socket, r#"{ action = "calls" }"#));
     let power = calls.get("nvmlDeviceGetPowerUsage").copied().unwrap_or(0);
-    assert!(power >= 8 * u64::from(polls / 2), "{power} GPU polls counted");
+    assert!(
+        power >= 8 * u64::from(polls / 2),
+        "{power} GPU polls counted"
+    );
     calls.get(function).copied().unwrap_or(0) as f64 / power as f64
 }
 
@@ -35,12 +38,7 @@ fn a_slow_family_is_read_every_nth_poll_carried_between_and_reloadable() {
     std::env::set_var("NVML_SIM_CONTROL", &socket);
     let tick = Duration::from_millis(200);
     let families = FamilySet::defaults();
-    let slow_ecc = Schedule::new(
-        families.clone(),
-        tick,
-        tick,
-        &[(Family::Ecc, tick * 4)],
-    );
+    let slow_ecc = Schedule::new(families.clone(), tick, tick, &[(Family::Ecc, tick * 4)]);
     let schedule = Arc::new(arc_swap::ArcSwap::from_pointee(slow_ecc));
     let (poller, snaps) = start_scheduled(
         "dgx-h100",
@@ -67,7 +65,11 @@ fn a_slow_family_is_read_every_nth_poll_carried_between_and_reloadable() {
         for g in s.gpus.iter().filter(|g| g.readings.is_some()) {
             let r = readings(g);
             assert!(r.ecc_mode.is_some(), "GPU {} lost its ECC mode", g.index);
-            assert!(!r.ecc_errors.is_empty(), "GPU {} lost its ECC counts", g.index);
+            assert!(
+                !r.ecc_errors.is_empty(),
+                "GPU {} lost its ECC counts",
+                g.index
+            );
         }
     }
 
