@@ -20,15 +20,17 @@ use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cli::{Config, Library, ListenAddress};
+use crate::cli::{Config, ListenAddress};
+use crate::config::{ConfigError, Runtime};
+use crate::config_check;
 use crate::family::Family;
 use crate::http::{self, HttpStats, Published, Router, ServerConfig};
 use crate::kmsg::KernelLog;
 use crate::kubernetes::Attribution;
 use crate::logging;
 use crate::metric::BuildInfo;
-use crate::nvml::{self, LibrarySource, PollerConfig};
-use crate::render::{self, RenderContext};
+use crate::nvml::{self, PollerConfig};
+use crate::render;
 use crate::selfstat::SelfStats;
 use crate::snapshot::Snapshot;
 use crate::web_config::{WebConfigError, WebConfigWatcher};
@@ -60,6 +62,8 @@ pub enum AppError {
     #[error(transparent)]
     WebConfig(#[from] WebConfigError),
     #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
     SystemdSocket(#[from] http::systemd::SystemdSocketError),
     #[error("a start-up task failed: {0}")]
     StartTask(String),
@@ -83,6 +87,9 @@ pub enum AppError {
 /// config), or until the HTTP server fails.
 pub fn run(config: Config) -> Result<(), AppError> {
     logging::init(config.log_level, config.log_format);
+    if config.config_check.is_some() {
+        return config_check::run(&config);
+    }
     for name in &config.unknown_env {
         tracing::warn!(
             variable = %name,
@@ -149,10 +156,21 @@ impl Signals {
         })
     }
 
-    /// Waits for SIGTERM or SIGINT; reloads the web config on each SIGHUP
-    /// meanwhile, as Prometheus and its exporters do.
-    async fn until_stop(&mut self, web: Option<Arc<WebConfigWatcher>>) -> &'static str {
-        let reload = move || reload_web_config(web.clone());
+    /// Waits for SIGTERM or SIGINT; reloads the web config and the
+    /// selection file on each SIGHUP meanwhile, as Prometheus and its
+    /// exporters do.
+    async fn until_stop(
+        &mut self,
+        web: Option<Arc<WebConfigWatcher>>,
+        runtime: Runtime,
+    ) -> &'static str {
+        let reload = move || {
+            let (web, runtime) = (web.clone(), runtime.clone());
+            async move {
+                reload_web_config(web).await;
+                reload_selection(runtime).await;
+            }
+        };
         until_stop(&mut self.term, &mut self.int, &mut self.hup, reload).await
     }
 
@@ -226,6 +244,14 @@ async fn reload_web_config(web: Option<Arc<WebConfigWatcher>>) {
     let _ = tokio::task::spawn_blocking(move || web.reload_now()).await;
 }
 
+async fn reload_selection(runtime: Runtime) {
+    if runtime.status().is_none() {
+        return;
+    }
+    // Logged and counted by the runtime; the last good selection stays.
+    let _ = tokio::task::spawn_blocking(move || runtime.reload_now()).await;
+}
+
 /// What ended the serving.
 #[derive(Debug, PartialEq, Eq)]
 enum Stop {
@@ -271,6 +297,22 @@ async fn serve_until_signal(
         }
         None => None,
     };
+    // The selection file, read like the web config: a bad one stops the
+    // start with an error naming its line.
+    let settings = config_check::runtime_settings(&config);
+    let runtime = match signals
+        .or_stop(tokio::task::spawn_blocking(move || {
+            Runtime::start(settings)
+        }))
+        .await
+    {
+        Ok(Ok(loaded)) => loaded?,
+        Ok(Err(e)) => return Err(AppError::StartTask(e.to_string())),
+        Err(signal) => {
+            tracing::info!(signal, "stopped while reading the selection file");
+            return Ok((None, Ok(())));
+        }
+    };
     let listeners = listeners(&config).await?;
     let addresses: Vec<SocketAddr> = listeners
         .iter()
@@ -287,12 +329,10 @@ async fn serve_until_signal(
     if let Some(w) = &workloads {
         tokio::spawn(w.clone().run(stop_rx.clone()));
     }
-    let mut sampled = config.families.clone();
-    if workloads.is_none() {
-        // Per-workload use needs workloads to charge it to: without
-        // --workloads its NVML calls are not made.
-        sampled.set(Family::WorkloadUsage, false);
-    }
+    // What is sampled comes from the selection (the flags, the file, and
+    // the families the DCGM fields read); without --workloads it leaves
+    // per-workload use out.
+    let sampled = runtime.sampled();
     let own = Arc::new(SelfStats::default());
     tokio::spawn(refresh_self_stats(
         own.clone(),
@@ -300,29 +340,33 @@ async fn serve_until_signal(
         stop_rx.clone(),
     ));
     let http_stats = Arc::new(HttpStats::default());
-    let kernel_log = match config.kernel_log.clone() {
+    let kernel_log = match config
+        .kernel_log
+        .clone()
+        .filter(|_| sampled.contains(Family::Xid) && sampled.contains(Family::XidKmsg))
+    {
         Some(cfg) => Some(KernelLog::start(cfg).map_err(AppError::KernelLog)?),
         None => None,
     };
     let poller = nvml::start(
         PollerConfig {
-            library: library_source(&config.library),
-            interval: config.collect_interval,
+            library: config_check::library_source(&config.library),
+            interval: runtime.tick(),
             stuck_deadline: config.stuck_deadline,
-            schedule: crate::schedule::Schedule::shared(sampled.clone(), config.collect_interval),
+            schedule: runtime.schedule(),
             families: sampled,
             xid_max_codes: config.xid_max_codes,
             kernel_log: kernel_log.clone(),
             restart_app_window: config.restart_app_window,
         },
         publisher(
-            &config,
             latest.clone(),
             Joined {
                 attribution,
                 workloads,
                 own,
                 http: http_stats.clone(),
+                runtime: runtime.clone(),
             },
         ),
     )?;
@@ -350,13 +394,15 @@ async fn serve_until_signal(
         version = build.version,
         revision = build.revision,
         addresses = %addresses.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
-        collectors = %config.families.enabled_names().join(","),
+        collectors = %runtime.render_context().load().families.enabled_names().join(","),
         interval = ?config.collect_interval,
+        compat_dcgm = config.compat.as_ref().map_or("off", |c| c.generation.as_str()),
+        config_file = %config.config_file.as_ref().map_or(String::new(), |p| p.display().to_string()),
         tls = web.as_ref().is_some_and(|w| w.tls_acceptor().is_some()),
         "nvml-exporter started"
     );
 
-    match supervise(&mut server, signals.until_stop(web)).await {
+    match supervise(&mut server, signals.until_stop(web, runtime)).await {
         Stop::Signal(signal) => {
             tracing::info!(signal, "shutting down");
             let _ = stop_tx.send(());
@@ -478,16 +524,6 @@ async fn bind(address: &ListenAddress) -> Result<TcpListener, AppError> {
     }))
 }
 
-fn library_source(library: &Library) -> LibrarySource {
-    match library {
-        Library::System => LibrarySource::System,
-        Library::Path(p) => LibrarySource::Path(p.clone()),
-        Library::Simulated { scenario } => LibrarySource::Simulated {
-            scenario: scenario.clone(),
-        },
-    }
-}
-
 /// What the publish step joins onto each snapshot, each kept up to date
 /// off the sampler's and the scrapes' paths.
 struct Joined {
@@ -495,12 +531,13 @@ struct Joined {
     workloads: Option<Arc<Workloads>>,
     own: Arc<SelfStats>,
     http: Arc<HttpStats>,
+    /// The selection in force: the render context, the file's status.
+    runtime: Runtime,
 }
 
 /// The callback the sampler calls after every poll round: encode once, swap
 /// in. Readiness changes are logged once each, not every poll.
 fn publisher(
-    config: &Config,
     latest: Arc<ArcSwapOption<Published>>,
     joined: Joined,
 ) -> Arc<dyn Fn(Arc<Snapshot>) + Send + Sync> {
@@ -509,12 +546,9 @@ fn publisher(
         workloads,
         own,
         http,
+        runtime,
     } = joined;
-    let ctx = RenderContext {
-        families: config.families.clone(),
-        build: BuildInfo::current(),
-        ..RenderContext::default()
-    };
+    let ctx = runtime.render_context();
     let was_ready = AtomicBool::new(false);
     Arc::new(move |snapshot: Arc<Snapshot>| {
         // Attribution joins here, after sampling and before encoding, so
@@ -530,8 +564,9 @@ fn publisher(
         };
         snapshot.process = own.latest();
         snapshot.http = Some(http.counts());
+        snapshot.config = runtime.status();
         let snapshot = Arc::new(snapshot);
-        let exposition = render::render(&snapshot, &ctx);
+        let exposition = render::render(&snapshot, &ctx.load());
         latest.store(Some(Arc::new(Published {
             exposition: Arc::new(exposition),
             ready: snapshot.ready,

@@ -24,6 +24,8 @@ pub mod app;
 pub mod cli;
 pub mod collectors;
 pub mod compat;
+pub mod config;
+pub mod config_check;
 pub mod exposition;
 pub mod family;
 pub mod fsread;

@@ -197,6 +197,13 @@ pub struct Field {
     pub per_pod: Option<PerPod>,
 }
 
+/// A field is its DCGM id.
+impl PartialEq for Field {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
 /// Which of a field's two names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Variant {

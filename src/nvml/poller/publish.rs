@@ -110,6 +110,7 @@ pub fn build_snapshot(
         process: None,
         http: None,
         kernel_log: None,
+        config: None,
     }
 }
 
