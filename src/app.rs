@@ -11,7 +11,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
@@ -20,16 +20,16 @@ use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cli::{Config, ListenAddress};
+use crate::cli::{Config, Library, ListenAddress};
 use crate::config::{ConfigError, Runtime};
 use crate::config_check;
-use crate::family::Family;
+use crate::family::{Family, FamilySet};
 use crate::http::{self, HttpStats, Published, Router, ServerConfig};
 use crate::kmsg::KernelLog;
 use crate::kubernetes::Attribution;
 use crate::logging;
 use crate::metric::BuildInfo;
-use crate::nvml::{self, PollerConfig};
+use crate::nvml::{self, LibrarySource, PollerConfig};
 use crate::render;
 use crate::selfstat::SelfStats;
 use crate::snapshot::Snapshot;
@@ -64,6 +64,8 @@ pub enum AppError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
+    Check(#[from] config_check::CheckError),
+    #[error(transparent)]
     SystemdSocket(#[from] http::systemd::SystemdSocketError),
     #[error("a start-up task failed: {0}")]
     StartTask(String),
@@ -87,8 +89,12 @@ pub enum AppError {
 /// config), or until the HTTP server fails.
 pub fn run(config: Config) -> Result<(), AppError> {
     logging::init(config.log_level, config.log_format);
-    if config.config_check.is_some() {
-        return config_check::run(&config);
+    if let Some(path) = config.config_check.clone() {
+        let report = config_check::check(&config, &path, |families, tick| {
+            sample_for_check(&config, families, tick)
+        })?;
+        print!("{report}");
+        return Ok(());
     }
     for name in &config.unknown_env {
         tracing::warn!(
@@ -350,7 +356,7 @@ async fn serve_until_signal(
     };
     let poller = nvml::start(
         PollerConfig {
-            library: config_check::library_source(&config.library),
+            library: library_source(&config.library),
             interval: runtime.tick(),
             stuck_deadline: config.stuck_deadline,
             schedule: runtime.schedule(),
@@ -522,6 +528,63 @@ async fn bind(address: &ListenAddress) -> Result<TcpListener, AppError> {
     Err(last.unwrap_or_else(|| AppError::NoAddress {
         address: address.clone(),
     }))
+}
+
+fn library_source(library: &Library) -> LibrarySource {
+    match library {
+        Library::System => LibrarySource::System,
+        Library::Path(p) => LibrarySource::Path(p.clone()),
+        Library::Simulated { scenario } => LibrarySource::Simulated {
+            scenario: scenario.clone(),
+        },
+    }
+}
+
+/// `--config.check`'s sampling: `families` read every `tick` (at most a
+/// second: what is counted does not depend on how often it is read), the
+/// snapshot once every GPU has been read three times (GPM activity and
+/// the DCGM rates need two reads), at most a minute.
+fn sample_for_check(
+    config: &Config,
+    families: FamilySet,
+    tick: Duration,
+) -> Result<Arc<Snapshot>, String> {
+    type Latest = Mutex<(usize, Option<Arc<Snapshot>>)>;
+    let latest: Arc<Latest> = Arc::default();
+    let sink = latest.clone();
+    let tick = tick.min(Duration::from_secs(1));
+    let poller = nvml::start(
+        PollerConfig {
+            library: library_source(&config.library),
+            interval: tick,
+            stuck_deadline: config.stuck_deadline,
+            schedule: crate::schedule::Schedule::shared(families.clone(), tick),
+            families,
+            xid_max_codes: config.xid_max_codes,
+            kernel_log: None,
+            restart_app_window: config.restart_app_window,
+        },
+        Arc::new(move |s: Arc<Snapshot>| {
+            let mut l = sink.lock().unwrap_or_else(PoisonError::into_inner);
+            let complete = s.ready && s.gpus.iter().all(|g| g.readings.is_some());
+            l.0 = if complete { l.0 + 1 } else { 0 };
+            l.1 = Some(s);
+        }),
+    )
+    .map_err(|e| e.to_string())?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let last = loop {
+        let (complete, last) = {
+            let l = latest.lock().unwrap_or_else(PoisonError::into_inner);
+            (l.0, l.1.clone())
+        };
+        if complete > 2 || std::time::Instant::now() >= deadline {
+            break last;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    poller.shutdown(Duration::from_secs(5));
+    last.ok_or_else(|| "no snapshot of the GPUs within a minute: NVML did not come up".to_string())
 }
 
 /// What the publish step joins onto each snapshot, each kept up to date

@@ -7,28 +7,29 @@
 //! a `gpu` label, MIG instances included) and per node (the rest), as
 //! `tests/e2e/budget.rs` counts them.
 //!
-//! Also home of what both the check and the serving exporter derive from
-//! the flags: the selection's settings and the NVML library to load.
+//! The sampling itself is the app's (`crate::app`), the one place besides
+//! the sampler that starts NVML; this module is the selection side: the
+//! settings both the check and the serving exporter derive from the flags,
+//! the counting and the report.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use crate::app::AppError;
 use crate::cli::{Config, Library};
-use crate::config::{self, Runtime, RuntimeSettings};
+use crate::config::{self, ConfigError, Runtime, RuntimeSettings};
 use crate::metric::BuildInfo;
-use crate::nvml::{self, LibrarySource, PollerConfig};
 use crate::render::{self, RenderContext};
 use crate::snapshot::Snapshot;
 
-/// How long the check waits for the GPUs to be sampled.
-const SAMPLE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Polls after the first complete one: GPM activity and the DCGM rates
-/// need two samples.
-const EXTRA_POLLS: usize = 2;
+/// Why a check gave no report.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("--config.check: {0}")]
+    Sampling(String),
+}
 
 /// What the selection is resolved with, from the flags; `path` is the
 /// file to follow (`--config.file`) or check.
@@ -66,16 +67,6 @@ fn dcgm_hostname(flag: Option<&str>) -> Option<String> {
                 );
                 None
             }
-        },
-    }
-}
-
-pub fn library_source(library: &Library) -> LibrarySource {
-    match library {
-        Library::System => LibrarySource::System,
-        Library::Path(p) => LibrarySource::Path(p.clone()),
-        Library::Simulated { scenario } => LibrarySource::Simulated {
-            scenario: scenario.clone(),
         },
     }
 }
@@ -120,75 +111,31 @@ impl Count {
     }
 }
 
-/// Runs the check; `Ok` when the file is valid (whatever it costs).
-pub fn run(config: &Config) -> Result<(), AppError> {
-    let Some(path) = config.config_check.clone() else {
-        return Ok(());
-    };
+/// Checks `path` and returns the report; `Ok` when the file is valid,
+/// whatever it costs. `sample` reads the GPUs for every family of the
+/// families it is given, as the exporter would, and returns a snapshot
+/// taken once every GPU has been read a few times.
+pub fn check(
+    config: &Config,
+    path: &Path,
+    sample: impl FnOnce(crate::family::FamilySet, std::time::Duration) -> Result<Arc<Snapshot>, String>,
+) -> Result<String, CheckError> {
     let mut settings = runtime_settings(config);
-    settings.path = Some(path.clone());
+    settings.path = Some(path.to_path_buf());
     let with_file = Runtime::new_unwatched(settings.clone())?;
     settings.path = None;
     let flags_alone = Runtime::new_unwatched(settings)?;
-    let snapshot = sample(config, &with_file)?;
+    // Read what the flags alone serve too, for the comparison.
+    let sampled = with_file.sampled().union(&flags_alone.sampled());
+    let snapshot = sample(sampled, with_file.tick()).map_err(CheckError::Sampling)?;
     let before = Count::of(&encode(&snapshot, &flags_alone.render_context().load()));
     let after = Count::of(&encode(&snapshot, &with_file.render_context().load()));
-    print!(
-        "{}",
-        report(&path, config, &snapshot, &with_file, &before, &after)
-    );
-    Ok(())
+    Ok(report(path, config, &snapshot, &with_file, &before, &after))
 }
 
 fn encode(snapshot: &Snapshot, ctx: &RenderContext) -> String {
     let (text, _) = render::encode(snapshot, ctx, std::time::SystemTime::now());
     String::from_utf8_lossy(&text).into_owned()
-}
-
-/// Samples every family either render needs until every GPU has been
-/// sampled a few times; the last snapshot.
-fn sample(config: &Config, runtime: &Runtime) -> Result<Arc<Snapshot>, AppError> {
-    let latest: Arc<Mutex<(usize, Option<Arc<Snapshot>>)>> = Arc::default();
-    let sink = latest.clone();
-    // Read what the flags alone serve too, for the comparison.
-    let sampled = runtime.sampled().union(&config.families);
-    // What is counted does not depend on how often it is read: poll at
-    // least every second, so the check is quick.
-    let tick = runtime.tick().min(Duration::from_secs(1));
-    let schedule = crate::schedule::Schedule::shared(sampled.clone(), tick);
-    let poller = nvml::start(
-        PollerConfig {
-            library: library_source(&config.library),
-            interval: tick,
-            stuck_deadline: config.stuck_deadline,
-            schedule,
-            families: sampled,
-            xid_max_codes: config.xid_max_codes,
-            kernel_log: None,
-            restart_app_window: config.restart_app_window,
-        },
-        Arc::new(move |s: Arc<Snapshot>| {
-            let mut l = sink.lock().unwrap_or_else(PoisonError::into_inner);
-            let complete = s.ready && s.gpus.iter().all(|g| g.readings.is_some());
-            l.0 = if complete { l.0 + 1 } else { 0 };
-            l.1 = Some(s);
-        }),
-    )?;
-    let deadline = Instant::now() + SAMPLE_TIMEOUT;
-    let last = loop {
-        let (complete, last) = {
-            let l = latest.lock().unwrap_or_else(PoisonError::into_inner);
-            (l.0, l.1.clone())
-        };
-        if complete > EXTRA_POLLS || Instant::now() >= deadline {
-            break last;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    poller.shutdown(Duration::from_secs(5));
-    last.ok_or_else(|| {
-        AppError::StartTask("no GPU snapshot within a minute: NVML did not come up".into())
-    })
 }
 
 fn report(
