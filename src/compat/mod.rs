@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 pub use encode::encode;
 pub use fields::{Field, FieldKind, Source, Unit, Variant, FIELDS};
 
-use crate::family::{Family, FamilySet};
+use crate::family::FamilySet;
 
 /// Which dcgm-exporter the output looks like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,19 +138,10 @@ impl Compat {
     }
 }
 
-/// Whether a field's readings are sampled: its family on in `sampled`.
-pub fn sampled(field: &Field, sampled: &FamilySet) -> bool {
-    field.family.is_none_or(|f| sampled.contains(f))
-}
-
-/// The family of a name this output serves, for the docs.
-pub fn family_of(name: &str) -> Option<Family> {
-    fields::lookup(name).and_then(|(f, _)| f.family)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::family::Family;
 
     #[test]
     fn generations_parse_and_pick_their_names() {

@@ -131,13 +131,12 @@ impl<'n> GpuSampler<'n> {
     /// switches on carried from the last poll. `None` when the GPU is lost
     /// or the driver went away during the poll.
     pub fn sample(&mut self, schedule: &Schedule) -> Option<GpuReadings> {
-        // After a failed poll (or a new schedule that skips) nothing is
-        // left to carry: read every family once.
-        let due = if self.last.is_none() && schedule.skips() {
-            schedule.families().clone()
-        } else {
-            schedule.due(self.poll)
-        };
+        // Without per-family intervals every family is due: borrowed, so a
+        // poll allocates no set. After a failed poll (or a new schedule
+        // that skips) nothing is left to carry: read every family once.
+        let skipping = schedule.skips() && self.last.is_some();
+        let due_now = skipping.then(|| schedule.due(self.poll));
+        let due = due_now.as_ref().unwrap_or(schedule.families());
         let GpuSampler {
             nvml,
             driver,
@@ -161,7 +160,7 @@ impl<'n> GpuSampler<'n> {
             workload_usage,
             last,
         } = self;
-        let families = &due;
+        let families = due;
         let on = |f: Family| families.contains(f);
         calls.begin_sample(*poll);
         let mut g = Gpu {
