@@ -337,6 +337,7 @@ async fn serve_until_signal(
         web: web.clone(),
         health_without_auth: config.health_without_auth,
         max_connections: config.max_connections,
+        slots: http::ConnectionSlots::new(config.max_connections),
         write_timeout: config.write_timeout,
         stats: http_stats,
     };

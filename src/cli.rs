@@ -192,9 +192,9 @@ struct Flags {
     )]
     max_requests: usize,
 
-    /// Most connections open at once; beyond it four more connections are
-    /// kept for /-/healthy and /-/ready, and any other gets a canned 503 and
-    /// is closed. Bounds memory and file descriptors under a connection
+    /// Most connections open at once, every listen address together; beyond
+    /// it four more connections are kept for /-/healthy and /-/ready, and any
+    /// other gets a canned 503 and is closed. Bounds memory and file descriptors under a connection
     /// flood; 512 stays clear of the usual 1024 descriptor limit. 0 means no
     /// limit.
     #[arg(
