@@ -350,7 +350,8 @@ fn the_connection_limit_holds_across_every_listener() {
         .unwrap();
     let answer = common::read_one_response(&mut other).unwrap();
     assert_eq!(
-        answer.status, 503,
+        answer.status,
+        503,
         "two connections on the first address hold the process's two slots, yet the second \
          address served /metrics; log:\n{}",
         e.log()
