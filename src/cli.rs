@@ -167,12 +167,14 @@ struct Flags {
     )]
     nvml_library: Option<PathBuf>,
 
-    /// Run on the simulated driver (nvml-sim) instead of a real one: a
-    /// built-in scenario (dgx-h100, dgx-a100, workstation, faults, large), a
-    /// scenario file, or a capture of a real host (`nvidia-smi -q -x` or
-    /// `nvidia-smi -q` output), replayed. A bare --simulate runs dgx-h100.
     #[arg(
         long = "simulate",
+        help = concat!(
+            "Run on the simulated driver (nvml-sim) instead of a real one: a built-in scenario (",
+            env!("NVML_EXPORTER_SCENARIOS"),
+            "), a scenario file, or a capture of a real host (`nvidia-smi -q -x` or `nvidia-smi -q` \
+             output), replayed. A bare --simulate runs dgx-h100"
+        ),
         env = "NVML_EXPORTER_SIMULATE",
         num_args = 0..=1,
         require_equals = false,
