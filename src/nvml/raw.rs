@@ -686,7 +686,7 @@ pub fn select_sim_scenario(
     // SAFETY: loading nvml-sim runs no initialization code with
     // preconditions; it is the library NVML loads next from the same path.
     let lib = unsafe { libloading::Library::new(path) }.map_err(|e| e.to_string())?;
-    // SAFETY: the symbol has this signature in nvml-sim (src/host.rs).
+    // SAFETY: the symbol has this signature in nvml-sim (nvml-sim/src/host.rs).
     let select = unsafe { lib.get::<Select>(b"nvml_sim_select_scenario\0") }
         .map_err(|_| "not nvml-sim: it does not export nvml_sim_select_scenario".to_string())?;
     // SAFETY: `key` is a NUL-terminated string that outlives the call.

@@ -31,7 +31,7 @@ mod http;
 mod kmsg;
 mod module_layers;
 mod privilege;
-mod readmes;
+mod repo_docs;
 mod scenarios;
 mod web_config_fuzz;
 mod web_config_tls;
