@@ -10,7 +10,7 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -499,6 +499,9 @@ struct Joined {
 
 /// The callback the sampler calls after every poll round: encode once, swap
 /// in. Readiness changes are logged once each, not every poll.
+/// Ready polls before [`crate::footprint::give_back_start_up_code`].
+const GIVE_BACK_AFTER_POLLS: u32 = 3;
+
 fn publisher(
     config: &Config,
     latest: Arc<ArcSwapOption<Published>>,
@@ -515,6 +518,7 @@ fn publisher(
         build: BuildInfo::current(),
     };
     let was_ready = AtomicBool::new(false);
+    let ready_polls = AtomicU32::new(0);
     Arc::new(move |snapshot: Arc<Snapshot>| {
         // Attribution joins here, after sampling and before encoding, so
         // neither the sampler nor a scrape ever waits on the kubelet or
@@ -535,6 +539,12 @@ fn publisher(
             exposition: Arc::new(exposition),
             ready: snapshot.ready,
         })));
+        // A few polls into serving, every path a poll and a scrape take has
+        // run: what start-up alone touched can go (crate::footprint).
+        if snapshot.ready && ready_polls.fetch_add(1, Ordering::Relaxed) == GIVE_BACK_AFTER_POLLS {
+            let mappings = crate::footprint::give_back_start_up_code();
+            tracing::debug!(mappings, "gave back the pages of start-up code");
+        }
         if was_ready.swap(snapshot.ready, Ordering::Relaxed) != snapshot.ready {
             if snapshot.ready {
                 tracing::info!(gpus = snapshot.gpus.len(), "ready");
