@@ -466,6 +466,12 @@ pub fn fully_populated() -> Snapshot {
         up: true,
         refresh_errors: 1,
         last_refresh: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)),
+        claimed_devices: vec![
+            (ClaimedDeviceState::Resolved, 2),
+            (ClaimedDeviceState::Unresolved, 0),
+            (ClaimedDeviceState::OtherDriver, 1),
+        ],
+        read_errors: vec![(KubernetesSource::Cdi, KubernetesReadError::Malformed, 1)],
     });
     // Workload attribution: every label of every kind appears somewhere.
     let mig_gpu_index = s
