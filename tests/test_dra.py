@@ -271,6 +271,14 @@ def test_bad_input_is_logged_once_counted_and_changes_nothing_else(tmp_path, clu
         fake.stop()
 
 
+def documented_queries() -> list[str]:
+    """The pod-label queries of docs/metrics.md, verbatim."""
+    text = (ROOT / "docs" / "metrics.md").read_text()
+    section = text.split("\n## Kubernetes pod attribution\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("**Pod labels.**", 1)[1].split("```promql", 1)[1].split("```", 1)[0]
+    return block.strip().split("\n\n")
+
+
 def held_idle_rule(threshold_s: int) -> dict:
     """The shipped NvidiaGpuHeldIdle, its hour and five minutes cut to
     seconds this test can wait."""
@@ -363,6 +371,12 @@ def test_slices_and_pod_labels_over_tls_and_the_held_idle_alert_in_prometheus(tm
         prometheus = Prometheus(tmp_path, {"nvml": [exporter.address]}, rule_files=[rules])
         prometheus.wait_ready()
         prometheus.wait_targets_up(1)
+        # The documented queries by pod label answer by team.
+        held, power = (wait_until(lambda q=q: prometheus.query(q), 20, q) for q in documented_queries())
+        assert {r["metric"]["team"]: float(r["value"][1]) for r in held} == {"research": 1.0}
+        watts = value(scrape(exporter), "nvidia_gpu_power_usage_watts", gpu="1")
+        assert float(power[0]["value"][1]) == pytest.approx(watts, rel=0.5)
+        assert power[0]["metric"] == {"team": "research"}
         firing = wait_until(lambda: prometheus.query(
             'ALERTS{alertname="NvidiaGpuHeldIdle",alertstate="firing",pod="notebook-0"}'), 30,
             "NvidiaGpuHeldIdle to fire for the claimed GPU")

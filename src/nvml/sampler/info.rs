@@ -27,6 +27,9 @@ pub fn sample(g: &mut Gpu<'_, '_>) -> (Option<String>, GpuIdentity, Option<Devic
         .value()
         .map(|cc| format!("{}.{}", cc.major, cc.minor));
     let board_part_number = c.run(fam, || d.board_part_number()).value();
+    // Unprivileged callers get it too: the real H200 on R580 answered it as
+    // uid 65534, in 9 us (tests/device/h200-580.159.04/capture-unprivileged.toml,
+    // nvml-latency.tsv).
     let minor_number = c.run(fam, || d.minor_number()).value();
     let identity = GpuIdentity {
         name,
