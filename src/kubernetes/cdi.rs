@@ -277,12 +277,11 @@ impl Format {
     /// CDI spec files are `.yaml` or `.json`; anything else in the
     /// directory is not one.
     fn of(name: &str) -> Option<Format> {
-        if name.ends_with(".yaml") || name.ends_with(".yml") {
-            Some(Format::Yaml)
-        } else if name.ends_with(".json") {
-            Some(Format::Json)
-        } else {
-            None
+        let ext = Path::new(name).extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "yaml" | "yml" => Some(Format::Yaml),
+            "json" => Some(Format::Json),
+            _ => None,
         }
     }
 }
@@ -549,7 +548,7 @@ mod tests {
 
     #[test]
     fn specs_parse_in_yaml_and_json_and_bad_ones_say_why() {
-        let yaml = br#"---
+        let yaml = br"---
 cdiVersion: 0.5.0
 kind: k8s.gpu.nvidia.com/claim
 containerEdits:
@@ -564,7 +563,7 @@ devices:
     hooks:
     - hookName: createContainer
       path: /usr/bin/nvidia-cdi-hook
-"#;
+";
         let parsed = parse(yaml, Format::Yaml).unwrap();
         assert_eq!(parsed.len(), 1);
         assert_eq!(parsed[0].0, "k8s.gpu.nvidia.com/claim=8a1c-gpu-0");

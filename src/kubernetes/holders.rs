@@ -85,6 +85,9 @@ pub fn from_device_plugin(response: &ListPodResourcesResponse, patterns: &[Strin
     holders
 }
 
+/// Namespace, pod, container, GPU instance, compute instance.
+type Place<'a> = (&'a str, &'a str, &'a str, Option<u32>, Option<u32>);
+
 /// The pods holding this GPU or one of its MIG devices, each container
 /// once per device, with its pod's allowlisted labels. MIG devices are
 /// found through the GPU's current readings; while the GPU is hung or lost
@@ -96,7 +99,7 @@ pub fn attribute(
 ) -> Vec<PodAttribution> {
     // Keyed by holder and place: a container that holds one device twice
     // (by the device plugin and by a claim, or by two claims) holds it once.
-    let mut pods: BTreeMap<(&str, &str, &str, Option<u32>, Option<u32>), &Holder> = BTreeMap::new();
+    let mut pods: BTreeMap<Place<'_>, &Holder> = BTreeMap::new();
     for h in holders {
         if let Some((gi, ci)) = place(gpu, &h.device) {
             pods.entry((&h.namespace, &h.pod, &h.container, gi, ci))

@@ -237,7 +237,10 @@ impl Attribution {
                     self.warn_once(&format!("unresolved {}", c.device_key()), || {
                         tracing::warn!(
                             claim = %c.claim, device = %c.device_key(), reason = %why,
-                            "a GPU of a DRA claim could not be resolved; it is attributed to no GPU"
+                            cdi_dirs = %format!("{0}/var/run/cdi,{0}/etc/cdi", self.config.rootfs.display()),
+                            "a GPU of a DRA claim could not be resolved; it is attributed to no GPU \
+                             (are the host's CDI directories mounted there? Helm: podAttribution.dra.enabled; \
+                             or use --kubernetes.resource-slices)"
                         )
                     });
                     ClaimedDeviceState::Unresolved

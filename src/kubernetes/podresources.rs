@@ -51,7 +51,8 @@ pub struct ContainerResources {
 }
 
 /// One ResourceClaim a container uses. (Tag 1, the claim's class, was
-/// removed in 1.31.)
+/// removed in 1.31.) The field names are the API's.
+#[allow(clippy::struct_field_names)]
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct DynamicResource {
     #[prost(string, tag = "2")]
