@@ -461,9 +461,10 @@ mod tests {
         }
     }
 
-    /// The layout of the driver's MIG minors table, as its comment in
-    /// kubernetes-sigs/dra-driver-nvidia-gpu internal/common/nvcaps.go
-    /// quotes it (gpu0/gi0/access 3 ... gpu6/gi11/ci7/access 920).
+    /// The layout of the driver's MIG minors table, as a real R580 driver
+    /// wrote it (tests/fixtures/dra/mig-minors) and the DRA driver's
+    /// internal/common/nvcaps.go quotes it (gpu0/gi0/access 3 ...
+    /// gpu6/gi11/ci7/access 920).
     fn minors_table(gpus: u32) -> String {
         let mut s = String::from("config 1\nmonitor 2\n");
         for g in 0..gpus {
@@ -476,6 +477,15 @@ mod tests {
             }
         }
         s
+    }
+
+    #[test]
+    fn a_real_drivers_mig_minors_table_parses() {
+        // An H200 on R580 (tests/fixtures/dra/README.md): 32 GPU minors.
+        let real = include_str!("../../tests/fixtures/dra/mig-minors");
+        let t = parse_mig_minors(real);
+        assert_eq!(t.len(), 32 * 15 * 9);
+        assert_eq!(real, minors_table(32), "the layout the tests build on");
     }
 
     #[test]

@@ -13,12 +13,12 @@ Both follow the real formats:
   instance capability nodes `/dev/nvidia-caps/nvidia-cap<minor>` with type,
   major and minor (GetDevNodesForMigDevice); the spec's common edits hold
   the control nodes, NVIDIA_VISIBLE_DEVICES=void and the driver's hooks.
-- /proc/driver/nvidia-caps/mig-minors lists `config 1`, `monitor 2`, then
-  for each GPU minor 15 GPU instances of 9 minors each (the instance's
-  access node, then 8 compute instances): gpu0/gi0/access 3,
-  gpu3/gi3/ci3/access 439, gpu6/gi11/ci7/access 920 as the driver's
-  internal/common/nvcaps.go quotes the real file, and NVIDIA's MIG user
-  guide ("Device Nodes") describes it.
+- /proc/driver/nvidia-caps/mig-minors is a real host's
+  (tests/fixtures/dra/mig-minors, an H200 on R580): `config 1`, `monitor 2`,
+  then for each GPU minor 15 GPU instances of 9 minors each (the instance's
+  access node, then 8 compute instances), as NVIDIA's MIG user guide
+  ("Device Nodes") describes it; the cap minors below follow that layout,
+  checked against the file.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from __future__ import annotations
 from pathlib import Path
 
 CLAIM_KIND = "k8s.gpu.nvidia.com/claim"
-# The nvidia-caps character device's major is dynamic (/proc/devices); a
-# typical value.
-CAPS_MAJOR = 237
+# The nvidia-caps character device's major is dynamic (/proc/devices): the
+# real H200 host's (tests/fixtures/dra/README.md).
+CAPS_MAJOR = 241
+REAL_MIG_MINORS = Path(__file__).resolve().parents[1] / "fixtures" / "dra" / "mig-minors"
 
 
 def gi_cap_minor(gpu_minor: int, gpu_instance: int) -> int:
@@ -39,15 +40,16 @@ def ci_cap_minor(gpu_minor: int, gpu_instance: int, compute_instance: int) -> in
     return gi_cap_minor(gpu_minor, gpu_instance) + 1 + compute_instance
 
 
-def write_mig_minors(procfs: Path, gpus: int = 16) -> Path:
+def write_mig_minors(procfs: Path) -> Path:
+    """The real host's table under `procfs`, after checking that the cap
+    minors this module computes are the ones it lists."""
+    text = REAL_MIG_MINORS.read_text()
+    for g, gi, ci in ((0, 0, 0), (7, 1, 0), (7, 2, 0), (31, 14, 7)):
+        assert f"gpu{g}/gi{gi}/access {gi_cap_minor(g, gi)}\n" in text
+        assert f"gpu{g}/gi{gi}/ci{ci}/access {ci_cap_minor(g, gi, ci)}\n" in text
     path = procfs / "driver" / "nvidia-caps" / "mig-minors"
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = ["config 1", "monitor 2"]
-    for g in range(gpus):
-        for gi in range(15):
-            lines.append(f"gpu{g}/gi{gi}/access {gi_cap_minor(g, gi)}")
-            lines.extend(f"gpu{g}/gi{gi}/ci{ci}/access {ci_cap_minor(g, gi, ci)}" for ci in range(8))
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text(text)
     return path
 
 
