@@ -20,6 +20,7 @@ pub mod kmsg;
 pub mod model;
 pub mod personality;
 pub mod scenario;
+pub mod schema;
 pub mod settings;
 pub mod state;
 pub mod value;

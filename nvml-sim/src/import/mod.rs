@@ -1,18 +1,36 @@
 //! Captures of real hosts as scenarios: `nvidia-smi -q -x` (XML, every DTD
 //! from v7 to v13) and `nvidia-smi -q` (text) read into one element tree
 //! (`xml.rs`, `text.rs`), and that tree written as the scenario that
-//! replays the host (`capture.rs`). `nvml-sim import FILE` prints the
-//! scenario; a scenario path that holds a capture (`--simulate host.xml`)
-//! loads through the same code.
+//! replays the host (`host.rs`, each `<gpu>` by `gpu.rs` through one file
+//! per NVML group, values read by `read.rs`), in the types of
+//! `crate::schema`. `nvml-sim import FILE` prints the scenario; a scenario
+//! path that holds a capture (`--simulate host.xml`) loads through the same
+//! code.
 //!
 //! A malformed capture is refused whole, with the line and the element:
 //! never a fleet with the GPUs that happened to read.
 
-mod capture;
+mod clocks;
+mod ecc;
+mod fabric;
+mod gpu;
+mod host;
+mod identity;
+mod memory;
+mod mig;
+mod mode;
+mod pcie;
+mod power;
+mod processes;
+mod read;
+mod retirement;
 mod text;
+mod thermal;
+mod throttle;
+mod utilization;
 mod xml;
 
-pub use capture::to_scenario;
+pub use host::to_scenario;
 
 /// One element: its name, attributes, text (trimmed), children and the
 /// line it starts on. Text captures are read into the same shape, their

@@ -9,8 +9,10 @@
 mod file;
 
 pub use file::{
-    architecture_name, brand_name, gi_profile_name, merge_tables, BoardFile, FabricHealthSection,
-    HealthSummary, IncorrectConfiguration, ProfileEntry, BUILTIN_BOARDS, BUILTIN_SCENARIOS,
+    architecture_name, brand_name, gi_profile_name, merge_tables, BoardFile, ClocksSection,
+    EccSection, FabricHealthSection, HealthSummary, IncorrectConfiguration, InforomSection,
+    MemorySection, MigSection, NvlinkSection, PcieSection, PowerSection, ProfileEntry,
+    ScopeSection, ThermalSection, BUILTIN_BOARDS, BUILTIN_SCENARIOS,
 };
 
 use nvml_wrapper_sys::bindings as sys;

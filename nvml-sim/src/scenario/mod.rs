@@ -1,9 +1,12 @@
 //! Scenario files: the fleet a simulated driver presents and the faults it
 //! plays back over time. The built-in scenarios are TOML files in
 //! `scenarios/`, compiled in, so they double as examples of the format.
-//! What one `[[gpu]]` table may say is `gpu.rs`'s; boards are `model`'s.
+//! What a file may say is `crate::schema`'s (boards: `model::BoardFile`);
+//! `resolve.rs` checks one `[[gpu]]` table on its board into what the GPU
+//! becomes (`gpu.rs`).
 
 mod gpu;
+mod resolve;
 
 pub use gpu::{
     CiSpec, Counters, FabricSpec, FieldPin, GpuSpec, Identity, MigSpec, ProcSpec, Readings,
@@ -14,9 +17,8 @@ use crate::fault::Fault;
 use crate::identity::{self, PciAddr};
 use crate::import;
 use crate::model::{self, BoardFile, Model};
+use crate::schema::ScenarioFile;
 use crate::value::Val;
-use gpu::RawGpu;
-use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -98,30 +100,6 @@ impl std::fmt::Display for ScenarioError {
             None => write!(f, "{}: {}", self.source, self.message),
         }
     }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawScenario {
-    name: Option<String>,
-    #[allow(dead_code)]
-    description: Option<String>,
-    /// Another scenario (built-in name) whose GPUs this one starts from.
-    base: Option<toml::Spanned<String>>,
-    /// Boards this scenario defines, by the key its `[[gpu]]` tables use.
-    #[serde(default)]
-    board: BTreeMap<String, toml::Spanned<BoardFile>>,
-    #[serde(default)]
-    gpu: Vec<toml::Spanned<RawGpu>>,
-    #[serde(default)]
-    timeline: Vec<toml::Spanned<toml::Table>>,
-    driver: Option<toml::Spanned<String>>,
-    privileged: Option<bool>,
-    denied: Option<toml::Spanned<Vec<u32>>>,
-    host_pid_namespace: Option<bool>,
-    gpm_absent_engines: Option<toml::Spanned<String>>,
-    errors: Option<toml::Spanned<toml::Table>>,
-    absent_functions: Option<toml::Spanned<Vec<String>>>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -373,7 +351,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         line: offset.map(|o| line_of(text, o)),
         message,
     };
-    let raw: RawScenario = toml::from_str(text)
+    let raw: ScenarioFile = toml::from_str(text)
         .map_err(|e| err(e.span().map(|s| s.start), e.message().trim().to_string()))?;
     let name = raw.name.clone().unwrap_or_else(|| default_name.to_string());
     let mut gpus = Vec::new();
@@ -455,16 +433,14 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                     .map_err(|e| err(Some(b.span().start), e))?
             }
         };
-        if g.count == 0 {
+        let count = g.count.unwrap_or(1);
+        if count == 0 {
             return Err(err(Some(at), "count must be at least 1".into()));
         }
-        if gpus.len().saturating_add(g.count) > MAX_GPUS {
+        if gpus.len().saturating_add(count) > MAX_GPUS {
             return Err(err(
                 Some(at),
-                format!(
-                    "count {} makes more than {MAX_GPUS} GPUs, more than any node holds",
-                    g.count
-                ),
+                format!("count {count} makes more than {MAX_GPUS} GPUs, more than any node holds"),
             ));
         }
         let identity = IdentityGiven {
@@ -496,7 +472,6 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                 ));
             }
         }
-        let count = g.count;
         let mut spec = g.resolve(&model).map_err(|(o, m)| err(o.or(Some(at)), m))?;
         spec.identity_given = identity.clone();
         for _ in 0..count {
@@ -552,7 +527,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
     }
     timeline.sort_by(|a, b| a.0.total_cmp(&b.0));
     let call_errors = match &raw.errors {
-        Some(e) => gpu::call_errors(e).map_err(|(o, m)| err(o, m))?,
+        Some(e) => resolve::call_errors(e).map_err(|(o, m)| err(o, m))?,
         None => Vec::new(),
     };
     let absent_functions = match &raw.absent_functions {
