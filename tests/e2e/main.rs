@@ -24,6 +24,7 @@ mod drivers;
 mod exposition_content;
 mod exposition_docs;
 mod exposition_tools;
+mod function_length;
 mod golden;
 mod gpm_engines;
 mod hostile;

@@ -126,10 +126,7 @@ fn request(args: &[String]) -> Result<String, String> {
     let line = toml::Value::Table(table.clone()).to_string();
     if !matches!(action.as_str(), "calls" | "reset-calls" | "status") {
         // Validate here so mistakes get a message before anything is sent.
-        let fault: Fault = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| e.message().to_string())?;
-        fault.check()?;
+        Fault::from_table(table)?;
     }
     Ok(line)
 }

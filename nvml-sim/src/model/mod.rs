@@ -59,12 +59,6 @@ impl MigProfile {
         }
         rule_instance_id(self.slices, self.mem_slices, start)
     }
-
-    /// `NVML_COMPUTE_INSTANCE_PROFILE_*` index of the compute instance that
-    /// spans the whole GPU instance.
-    pub fn full_ci_profile_index(&self) -> u32 {
-        ci_profile_index(self.slices)
-    }
 }
 
 /// The GPU instance id A100 and H100 drivers give a placement of a profile
@@ -284,15 +278,6 @@ pub fn builtin_table(key: &str) -> Option<toml::Table> {
 
 pub fn model_by_key(key: &str) -> Option<Arc<Model>> {
     builtins().iter().find(|m| m.key == key).cloned()
-}
-
-/// The built-in boards' keys, for error messages.
-pub fn builtin_keys() -> String {
-    builtins()
-        .iter()
-        .map(|m| m.key.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 impl Model {
