@@ -42,4 +42,4 @@ pub use ffi::system::*;
 pub use ffi::thermal::*;
 pub use ffi::utilization::*;
 pub use ffi::{nvmlErrorString, nvmlInit, nvmlInitWithFlags, nvmlInit_v2, nvmlShutdown};
-pub use host::{nvml_sim_last_error, nvml_sim_select_scenario};
+pub use host::{nvml_sim_last_error, nvml_sim_last_warnings, nvml_sim_select_scenario};

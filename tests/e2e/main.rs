@@ -32,6 +32,7 @@ mod http;
 mod kmsg;
 mod module_layers;
 mod privilege;
+mod replay;
 mod scenarios;
 mod web_config_fuzz;
 mod web_config_tls;

@@ -141,6 +141,10 @@ pub struct Gpu {
     pub idle_reason: Option<bool>,
     pub energy_mj: f64,
     pub energy_t: f64,
+    /// Utilization integrated up to `energy_t` (percent seconds), wave by
+    /// wave as load changed: what the PCIe and NVLink byte counters count
+    /// from, so that they never go back when a new wave starts.
+    pub util_seconds: f64,
     /// Indexed by nvmlPerfPolicyType_t (0..=5).
     pub violations: [Violation; 6],
     /// Time in the SW thermal, HW thermal and HW power brake clock-event
@@ -250,6 +254,7 @@ impl Gpu {
             idle_reason: None,
             energy_mj: 0.0,
             energy_t: 0.0,
+            util_seconds: 0.0,
             violations: Default::default(),
             clock_events: Default::default(),
             pcie_replay: match counters.pcie_replays {

@@ -150,7 +150,7 @@ pub fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Re
     throttle::reasons(&g, &mut out)?;
     retirement::recovery_action(&g, &mut out)?;
     thermal::readings(&g, &mut out)?;
-    power::readings(&g, &mut out)?;
+    power::readings(&g, &facts, &mut out)?;
     clocks::readings(&g, &mut out)?;
     utilization::readings(&mut g, &mut out)?;
     pcie::readings(&g, &mut out)?;

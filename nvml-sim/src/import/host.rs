@@ -4,16 +4,12 @@
 
 use super::gpu::read_gpu;
 use super::read::{fail, is_na, number, slug};
-use super::{Format, Node, ParseError};
+use super::{Format, Imported, Node, ParseError};
 use crate::schema::{at, GpuFile, ScenarioFile};
 
-/// The scenario that replays `root` (an `nvidia_smi_log`), the notes the
-/// import makes, and how many GPUs it holds.
-pub fn to_scenario(
-    root: &Node,
-    name: &str,
-    format: Format,
-) -> Result<(String, Vec<String>, usize), ParseError> {
+/// The scenario that replays `root` (an `nvidia_smi_log`), with the notes
+/// the import makes.
+pub fn to_scenario(root: &Node, name: &str, format: Format) -> Result<Imported, ParseError> {
     let mut notes = Vec::new();
     let gpus: Vec<&Node> = root.children_named("gpu").collect();
     if gpus.is_empty() {
@@ -119,5 +115,11 @@ pub fn to_scenario(
     }
     out.push('\n');
     out.push_str(&body);
-    Ok((out, notes, gpus.len()))
+    Ok(Imported {
+        format,
+        scenario: out,
+        notes,
+        gpus: gpus.len(),
+        gpu_lines: gpus.iter().map(|g| g.line).collect(),
+    })
 }

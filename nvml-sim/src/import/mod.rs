@@ -13,6 +13,7 @@
 mod clocks;
 mod ecc;
 mod fabric;
+mod file;
 mod gpu;
 mod host;
 mod identity;
@@ -30,7 +31,7 @@ mod throttle;
 mod utilization;
 mod xml;
 
-pub use host::to_scenario;
+pub use file::{decode, looks_like, looks_like_toml, read, MAX_CAPTURE_BYTES};
 
 /// One element: its name, attributes, text (trimmed), children and the
 /// line it starts on. Text captures are read into the same shape, their
@@ -103,12 +104,17 @@ pub fn detect(text: &str) -> Option<Format> {
     {
         return Some(Format::Xml);
     }
-    // An XML capture may start with a comment (a license header).
-    if head.starts_with("<!--") && text.contains("<nvidia_smi_log") {
-        return Some(Format::Xml);
-    }
     if text::looks_like(text) {
         return Some(Format::Text);
+    }
+    // An XML capture after a comment (a license header), or one cut at its
+    // start (its reader then says where it stops making sense).
+    if !file::looks_like_toml(text)
+        && text
+            .lines()
+            .any(|l| l.trim_start().starts_with("<nvidia_smi_log"))
+    {
+        return Some(Format::Xml);
     }
     None
 }
@@ -122,11 +128,10 @@ pub struct Imported {
     /// What the import changed or could not carry (with the capture's line).
     pub notes: Vec<String>,
     pub gpus: usize,
+    /// The line each `<gpu>` starts on in the capture, in the order of the
+    /// scenario's `[[gpu]]` tables.
+    pub gpu_lines: Vec<usize>,
 }
-
-/// Captures larger than this are refused unread (the largest public one,
-/// 8 x B200 in DTD v13, is 357 KB).
-pub const MAX_CAPTURE_BYTES: u64 = 16 << 20;
 
 /// Reads a capture (either format, recognised from its content) and writes
 /// the scenario that replays it, named `name`.
@@ -147,13 +152,7 @@ pub fn import(text: &str, name: &str) -> Result<Imported, ParseError> {
             message: "the root element is not <nvidia_smi_log>: not an nvidia-smi capture".into(),
         });
     }
-    let (scenario, notes, gpus) = to_scenario(&root, name, format)?;
-    Ok(Imported {
-        format,
-        scenario,
-        notes,
-        gpus,
-    })
+    host::to_scenario(&root, name, format)
 }
 
 /// Parses a capture into its element tree only (for tests and fuzzing).

@@ -2,8 +2,8 @@
 //! older `power_readings`) and the module's (Grace superchips), and the
 //! draw of each scope (pinned readings).
 
-use super::gpu::Out;
-use super::read::{Gpu, Printed};
+use super::gpu::{Facts, Out};
+use super::read::{is_na, Gpu, Printed};
 use super::ParseError;
 use crate::model::{PowerSection, ScopeSection};
 use crate::schema::at;
@@ -111,7 +111,7 @@ fn watts(p: Printed) -> Val<f64> {
     p.num().map_or(Val::NotSupported, Val::Is)
 }
 
-pub fn readings(g: &Gpu, out: &mut Out) -> Result<(), ParseError> {
+pub fn readings(g: &Gpu, facts: &Facts, out: &mut Out) -> Result<(), ParseError> {
     let r = &mut out.readings;
     r.power_w = draw(g, &["gpu_power_readings", "power_readings"])?.map(watts);
     if let Some(v @ Printed::Num(_)) = draw(g, &["module_power_readings"])? {
@@ -120,5 +120,36 @@ pub fn readings(g: &Gpu, out: &mut Out) -> Result<(), ParseError> {
     if let Some(v @ Printed::Num(_)) = draw(g, &["gpu_memory_power_readings"])? {
         r.memory_power_w = Some(watts(v));
     }
+    r.power_smoothing_lifetime_percent = smoothing_lifetime(g, facts)?;
     Ok(())
+}
+
+/// The power smoothing circuitry's lifetime remaining, on a board that has
+/// the circuitry: "N/A" where the capture collapses the section to one
+/// string (every real B200, GB200 and GB300 capture prints "Insufficient
+/// Permissions"), so the board's default lifetime is not served for it.
+fn smoothing_lifetime(g: &Gpu, facts: &Facts) -> Result<Option<Val<f64>>, ParseError> {
+    let smoothing = facts
+        .base
+        .as_ref()
+        .and_then(|(_, b)| b.power_smoothing)
+        .unwrap_or(false);
+    let Some(section) = g.node.child("power_smoothing").filter(|_| smoothing) else {
+        return Ok(None);
+    };
+    if section.children.is_empty() {
+        return Ok(is_na(&section.text).then_some(Val::NotSupported));
+    }
+    // No capture in tests/corpus prints the section's rows: a row that
+    // names the lifetime is read, nothing else is guessed.
+    let Some(row) = section
+        .children
+        .iter()
+        .find(|c| c.name.contains("lifetime"))
+    else {
+        return Ok(None);
+    };
+    let path = format!("power_smoothing/{}", row.name);
+    Ok(g.number(&[&path])?
+        .map(|p| p.num().map_or(Val::NotSupported, Val::Is)))
 }

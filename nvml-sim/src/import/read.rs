@@ -69,16 +69,37 @@ impl Printed {
 
 impl<'a> Gpu<'a> {
     /// The first of `paths` the capture has (DTDs name things differently).
+    /// A section the capture collapses to one string (`<power_smoothing>
+    /// Insufficient Permissions</power_smoothing>`, `<fabric>N/A</fabric>`)
+    /// says N/A for every value in it.
     pub fn at(&self, paths: &[&str]) -> Got<'a> {
+        let mut collapsed = false;
         for p in paths {
-            if let Some(n) = self.node.path(p) {
+            let mut n = self.node;
+            let mut found = true;
+            for part in p.split('/') {
+                match n.child(part) {
+                    Some(c) => n = c,
+                    None => {
+                        collapsed |=
+                            !std::ptr::eq(n, self.node) && n.children.is_empty() && is_na(&n.text);
+                        found = false;
+                        break;
+                    }
+                }
+            }
+            if found {
                 if n.children.is_empty() && is_na(&n.text) {
                     return Got::Na;
                 }
                 return Got::Is(n);
             }
         }
-        Got::Absent
+        if collapsed {
+            Got::Na
+        } else {
+            Got::Absent
+        }
     }
 
     pub fn text(&self, paths: &[&str]) -> Option<&'a str> {

@@ -185,7 +185,6 @@ pub fn release_parse_memory() {
 
 /// Resolves `NVML_SIM_SCENARIO`-style names: a built-in name or a file path.
 pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
-    use std::io::Read;
     if let Some((name, text)) = BUILTINS.iter().find(|(n, _)| *n == name_or_path) {
         return parse(text, &format!("built-in scenario `{name}`"), name);
     }
@@ -195,7 +194,9 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
         line: None,
         message,
     };
-    let read_err = |e: std::io::Error| {
+    // Regular files only: the library runs inside another process, which a
+    // FIFO without a writer would block for good.
+    let text = import::read(path, true).map_err(|e| {
         fail(format!(
             "cannot read scenario file ({e}); built-in scenarios are: {}",
             BUILTINS
@@ -204,34 +205,21 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ))
-    };
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| {
-            f.take(import::MAX_CAPTURE_BYTES + 1)
-                .read_to_end(&mut bytes)
-        })
-        .map_err(read_err)?;
+    })?;
     let stem = path
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or("scenario");
-    if bytes.len() as u64 > import::MAX_CAPTURE_BYTES {
-        return Err(fail(format!(
-            "larger than {MAX_FILE_BYTES} bytes: not a scenario file (the largest built-in is 15 KB), nor a capture (at most {} bytes)",
-            import::MAX_CAPTURE_BYTES
-        )));
-    }
-    let text = String::from_utf8(bytes).map_err(|e| {
-        fail(format!(
-            "not UTF-8 text (byte {})",
-            e.utf8_error().valid_up_to()
-        ))
-    })?;
     // A capture of a real host (`nvidia-smi -q -x` or `-q`), recognised
     // from its content, replays as the scenario `nvml-sim import` writes.
     if import::detect(&text).is_some() {
         return from_capture(&text, name_or_path, stem);
+    }
+    if !import::looks_like_toml(&text) {
+        return Err(fail(format!(
+            "neither a scenario (TOML) nor an nvidia-smi capture (`nvidia-smi -q -x` XML or `-q` text): it looks like {}",
+            import::looks_like(&text)
+        )));
     }
     if text.len() as u64 > MAX_FILE_BYTES {
         return Err(fail(format!(
@@ -241,8 +229,10 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
     parse(&text, name_or_path, stem)
 }
 
-/// A capture read as the scenario that replays it. Errors name the
-/// capture's line and element; the import's notes become warnings.
+/// A capture read as the scenario that replays it. Errors and warnings
+/// name the capture's line: the import's own, and what the scenario's
+/// checks find in a GPU's table, at that GPU's `<gpu>` (the scenario's
+/// line follows, for `nvml-sim import`'s output).
 pub fn from_capture(text: &str, source: &str, name: &str) -> Result<Scenario, ScenarioError> {
     let imported = import::import(text, name).map_err(|e| ScenarioError {
         source: source.to_string(),
@@ -252,19 +242,76 @@ pub fn from_capture(text: &str, source: &str, name: &str) -> Result<Scenario, Sc
             None => e.message.clone(),
         },
     })?;
+    let at_capture = |e: ScenarioError| match e
+        .line
+        .and_then(|l| capture_line(&imported.scenario, l, &imported.gpu_lines))
+    {
+        Some(line) => ScenarioError {
+            source: source.to_string(),
+            line: Some(line),
+            message: format!(
+                "<gpu>: {} (line {} of the scenario `nvml-sim import` writes)",
+                e.message,
+                e.line.unwrap_or(0)
+            ),
+        },
+        None => e,
+    };
     let mut s = parse(
         &imported.scenario,
         &format!("{source} (as imported by `nvml-sim import`)"),
         name,
-    )?;
+    )
+    .map_err(at_capture)?;
+    s.warnings = std::mem::take(&mut s.warnings)
+        .into_iter()
+        .map(at_capture)
+        .collect();
     for n in imported.notes {
+        // A note starts with its capture line: `line 5: ...`.
+        let (line, message) = match n
+            .strip_prefix("line ")
+            .and_then(|r| r.split_once(": "))
+            .and_then(|(l, m)| Some((l.parse().ok()?, m.to_string())))
+        {
+            Some((line, message)) => (Some(line), message),
+            None => (None, n),
+        };
         s.warnings.push(ScenarioError {
             source: source.to_string(),
-            line: None,
-            message: n,
+            line,
+            message,
         });
     }
     Ok(s)
+}
+
+/// The capture line of what is at `line` of an imported scenario: the
+/// `<gpu>` of the `[[gpu]]` table it is in, or of the first GPU on the
+/// `[board.<key>]` it is in.
+fn capture_line(scenario: &str, line: usize, gpu_lines: &[usize]) -> Option<usize> {
+    let lines: Vec<&str> = scenario.lines().collect();
+    let before = &lines[..line.min(lines.len())];
+    let gpus_before = before.iter().filter(|l| l.starts_with("[[gpu]]")).count();
+    if gpus_before > 0 {
+        return gpu_lines.get(gpus_before - 1).copied();
+    }
+    let board = before
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("[board."))?
+        .split(['.', ']'])
+        .next()?;
+    let model = format!("model = \"{board}\"");
+    let mut gpu = 0;
+    for l in &lines {
+        if l.starts_with("[[gpu]]") {
+            gpu += 1;
+        } else if *l == model && gpu > 0 {
+            return gpu_lines.get(gpu - 1).copied();
+        }
+    }
+    None
 }
 
 /// More GPUs than any node holds (NVML indexes them in 32 bits, but a
@@ -766,9 +813,13 @@ mod tests {
         let small = dir.join("small.toml");
         std::fs::write(&small, &text[..4096]).unwrap();
         assert_eq!(load(small.to_str().unwrap()).unwrap().gpus.len(), 1);
-        // A device that never ends.
+        // A device that never ends, refused unread.
         let e = load("/dev/zero").unwrap_err();
-        assert!(e.message.contains("larger than"), "{e}");
+        assert!(
+            e.message
+                .contains("not a regular file (a character device)"),
+            "{e}"
+        );
         let bin = dir.join("bin.toml");
         std::fs::write(&bin, b"name = \"\xff\"\n").unwrap();
         assert!(load(bin.to_str().unwrap())
