@@ -15,7 +15,7 @@
 
 use crate::fault::{ProcKind, Reason, RetireCause};
 use crate::model::{BoardFile, FabricHealthSection};
-use crate::value::Val;
+use crate::value::{Mib, Val};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use toml::Spanned;
@@ -318,9 +318,9 @@ pub struct ReadingsFile {
     pub pcie_rx_kbps: Option<Val<u32>>,
     pub pcie_generation: Option<Val<u32>>,
     pub pcie_width: Option<u32>,
-    pub memory_used_mib: Option<u64>,
-    pub memory_free_mib: Option<u64>,
-    pub bar1_used_mib: Option<u64>,
+    pub memory_used_mib: Option<Mib>,
+    pub memory_free_mib: Option<Mib>,
+    pub bar1_used_mib: Option<Mib>,
     pub power_smoothing_lifetime_percent: Option<Val<f64>>,
 }
 

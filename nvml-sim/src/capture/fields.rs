@@ -162,9 +162,9 @@ fn scoped_power(fields: &toml::Table, out: &mut GpuOut) {
     if let Some(avg) = scoped(NVML_FI_DEV_POWER_AVERAGE, 1) {
         out.readings.module_power_w = Some(Val::Is(avg));
         let module = ScopeSection {
-            default_limit_w: scoped(189, 1),
-            min_limit_w: scoped(190, 1),
-            max_limit_w: scoped(191, 1),
+            default_limit_w: scoped(NVML_FI_DEV_POWER_DEFAULT_LIMIT, 1),
+            min_limit_w: scoped(NVML_FI_DEV_POWER_MIN_LIMIT, 1),
+            max_limit_w: scoped(NVML_FI_DEV_POWER_MAX_LIMIT, 1),
             ..ScopeSection::default()
         };
         if module.default_limit_w.is_some() {

@@ -3,6 +3,7 @@
 
 use super::{version, GpuOut, Walker, MIB, NOT_FOUND_FN};
 use crate::model::MemorySection;
+use crate::value::Mib;
 use nvml_wrapper_sys::bindings::*;
 use std::time::Instant;
 
@@ -14,9 +15,13 @@ impl Walker {
         let mut memory = MemorySection::default();
         if call!(self, nvmlDeviceGetMemoryInfo_v2(d, &raw mut mem)).is_ok() {
             memory.total_mib = Some(mem.total / MIB);
-            memory.reserved_mib = Some(mem.reserved / MIB);
-            out.readings.memory_used_mib = Some(mem.used / MIB);
-            out.readings.memory_free_mib = Some(mem.free / MIB);
+            // Bytes, exactly: NVML's reserve is not whole MiB (615.0625 on
+            // an H200 at 580.159.04).
+            memory.reserved_mib = Some(Mib {
+                bytes: mem.reserved,
+            });
+            out.readings.memory_used_mib = Some(Mib { bytes: mem.used });
+            out.readings.memory_free_mib = Some(Mib { bytes: mem.free });
         } else {
             // SAFETY: as above.
             let mut m1: nvmlMemory_t = unsafe { std::mem::zeroed() };
@@ -29,7 +34,9 @@ impl Walker {
         match call!(self, nvmlDeviceGetBAR1MemoryInfo(d, &raw mut bar1)) {
             Ok(()) => {
                 memory.bar1_mib = Some(bar1.bar1Total / MIB);
-                out.readings.bar1_used_mib = Some(bar1.bar1Used / MIB);
+                out.readings.bar1_used_mib = Some(Mib {
+                    bytes: bar1.bar1Used,
+                });
             }
             Err(e) => out.failed("nvmlDeviceGetBAR1MemoryInfo", e),
         }

@@ -508,9 +508,9 @@ impl Gpu {
     /// Memory of the whole GPU in bytes: (total, reserved, used, free), v2 meaning.
     pub fn memory(&self) -> (u64, u64, u64, u64) {
         let total = self.model.memory_mib * MIB;
-        let reserved = self.model.reserved_mib * MIB;
-        let used = match (&self.mig, self.readings.memory_used_mib) {
-            (_, Some(used)) => used * MIB,
+        let reserved = self.model.reserved_bytes;
+        let used = match (&self.mig, self.readings.memory_used) {
+            (_, Some(used)) => used,
             (Some(m), None) => m
                 .instances
                 .iter()
@@ -527,9 +527,9 @@ impl Gpu {
             }
         };
         let used = used.min(total - reserved);
-        let free = match self.readings.memory_free_mib {
+        let free = match self.readings.memory_free {
             // As pinned, while nothing has changed the memory in use.
-            Some(f) if self.readings.memory_used_mib.is_some() => f * MIB,
+            Some(f) if self.readings.memory_used.is_some() => f,
             _ => total - reserved - used,
         };
         (total, reserved, used, free)

@@ -2,16 +2,21 @@
 //! registration state and status, the NVLink partition and the health
 //! rows.
 
-use super::gpu::Out;
-use super::read::{fail, is_na, slug, Gpu, Printed};
+use super::gpu::{Facts, Out};
+use super::read::{fail, is_na, slug, Got, Gpu, Printed};
 use super::ParseError;
 use crate::model::{FabricHealthSection, HealthSummary, IncorrectConfiguration, NvlinkSection};
 use crate::schema::{at, FabricFile, FabricState, FabricStatus};
 use crate::value::Val;
 
-pub fn registration(g: &Gpu, out: &mut Out) -> Result<(), ParseError> {
-    let Some(st) = g.text(&["fabric/state"]) else {
-        return Ok(());
+pub fn registration(g: &Gpu, facts: &Facts, out: &mut Out) -> Result<(), ParseError> {
+    let st = match g.at(&["fabric/state"]) {
+        Got::Is(n) => n.text.as_str(),
+        Got::Na => {
+            outside_the_fabric(facts, out);
+            return Ok(());
+        }
+        Got::Absent => return Ok(()),
     };
     let state = match st.trim() {
         "Not Started" | "Not_Started" => FabricState::NotStarted,
@@ -98,4 +103,25 @@ fn incorrect_configuration(g: &Gpu, text: &str) -> Result<Val<IncorrectConfigura
             .expect("read above");
         fail(n, format!("unknown incorrect configuration `{text}`"))
     })
+}
+
+/// A board whose NVLinks go to an NVSwitch fabric (HGX, DGX, NVL72) on
+/// which NVML answers no fabric state: the GPU is outside its fabric (a VM
+/// given one GPU of the node), and NVML reports none of its NVLinks either.
+/// The H200 passed through alone at 580.159.04 answered no link count and
+/// no fabric info (tests/device/h200-580.159.04/capture.toml) where its
+/// board has 18 links: the replay serves neither, rather than the board's.
+fn outside_the_fabric(facts: &Facts, out: &mut Out) {
+    let on_fabric = facts
+        .base
+        .as_ref()
+        .and_then(|(key, _)| crate::model::model_by_key(key))
+        .is_some_and(|m| m.nvswitch_fabric());
+    if on_fabric {
+        out.board.nvlink = Some(NvlinkSection {
+            links: Some(0),
+            fabric: Some(false),
+            ..NvlinkSection::default()
+        });
+    }
 }

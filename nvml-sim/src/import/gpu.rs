@@ -157,7 +157,7 @@ pub fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Re
     memory::readings(&g, &room, &mut out)?;
     mig::layout(&mut g, &facts, room.total, &mut out)?;
     processes::list(&mut g, &mut out)?;
-    fabric::registration(&g, &mut out)?;
+    fabric::registration(&g, &facts, &mut out)?;
     let Out {
         mut gpu,
         board,

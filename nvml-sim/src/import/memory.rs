@@ -5,6 +5,7 @@ use super::gpu::Out;
 use super::read::{fail, Gpu, Printed};
 use super::ParseError;
 use crate::model::MemorySection;
+use crate::value::Mib;
 
 /// The sizes the readings and the MIG layout are checked against, MiB.
 pub struct Room {
@@ -35,7 +36,7 @@ pub fn board(g: &Gpu, out: &mut Out) -> Result<Room, ParseError> {
     let bar1 = g.number(&["bar1_memory_usage/total"])?;
     out.board.memory = Some(MemorySection {
         total_mib: Some(total as u64),
-        reserved_mib: Some(g.fits(&["fb_memory_usage/reserved"], reserved)?),
+        reserved_mib: Some(Mib::whole(g.fits(&["fb_memory_usage/reserved"], reserved)?)),
         bar1_mib: match bar1 {
             Some(Printed::Num(b)) => Some(g.fits(&["bar1_memory_usage/total"], b)?),
             _ => None,
@@ -55,17 +56,17 @@ pub fn readings(g: &Gpu, room: &Room, out: &mut Out) -> Result<(), ParseError> {
     let r = &mut out.readings;
     if let Some(u) = g.number(&["fb_memory_usage/used"])?.and_then(Printed::num) {
         let left = (room.total - room.reserved).max(0.0);
-        r.memory_used_mib = Some(g.fits(&["fb_memory_usage/used"], u.min(left))?);
+        r.memory_used_mib = Some(Mib::whole(g.fits(&["fb_memory_usage/used"], u.min(left))?));
         // NVML's free is not always total - reserved - used to the MiB.
         if let Some(Printed::Num(f)) = g.number(&["fb_memory_usage/free"])? {
             if f <= room.total {
-                r.memory_free_mib = Some(g.fits(&["fb_memory_usage/free"], f)?);
+                r.memory_free_mib = Some(Mib::whole(g.fits(&["fb_memory_usage/free"], f)?));
             }
         }
     }
     if let Some(Printed::Num(b)) = g.number(&["bar1_memory_usage/used"])? {
         let cap = room.bar1.and_then(Printed::num).unwrap_or(b);
-        r.bar1_used_mib = Some(g.fits(&["bar1_memory_usage/used"], b.min(cap))?);
+        r.bar1_used_mib = Some(Mib::whole(g.fits(&["bar1_memory_usage/used"], b.min(cap))?));
     }
     Ok(())
 }

@@ -9,7 +9,7 @@
 #![allow(clippy::struct_field_names)]
 
 use super::{Engines, FabricHealth, MigProfile, Model, PowerLimits, PowerScope};
-use crate::value::Val;
+use crate::value::{Mib, Val};
 use nvml_wrapper_sys::bindings as sys;
 use serde::{Deserialize, Serialize};
 
@@ -164,7 +164,7 @@ pub struct InforomSection {
 #[serde(deny_unknown_fields)]
 pub struct MemorySection {
     pub total_mib: Option<u64>,
-    pub reserved_mib: Option<u64>,
+    pub reserved_mib: Option<Mib>,
     pub bar1_mib: Option<u64>,
 }
 
@@ -507,10 +507,10 @@ impl BoardFile {
         let memory_mib = memory
             .total_mib
             .ok_or_else(|| format!("board `{key}` has no `memory.total_mib`"))?;
-        let reserved_mib = memory.reserved_mib.unwrap_or(0);
-        if reserved_mib >= memory_mib || memory_mib > 1 << 30 {
+        let reserved = memory.reserved_mib.unwrap_or_default();
+        if reserved >= Mib::whole(memory_mib) || memory_mib > 1 << 30 {
             return Err(format!(
-                "memory: reserved_mib {reserved_mib} must be below total_mib {memory_mib} (at most 1 PiB)"
+                "memory: reserved_mib {reserved} must be below total_mib {memory_mib} (at most 1 PiB)"
             ));
         }
         let ecc = self.ecc.clone().unwrap_or_default();
@@ -639,7 +639,7 @@ impl BoardFile {
             ],
             has_serial: self.serial_number.unwrap_or(true),
             memory_mib,
-            reserved_mib,
+            reserved_bytes: reserved.bytes,
             bar1_mib: memory.bar1_mib.unwrap_or(256),
             power_default_mw: gpu_limits.default_mw,
             power_min_mw: gpu_limits.min_mw,

@@ -164,7 +164,8 @@ pub struct Model {
     pub has_serial: bool,
     pub memory_mib: u64,
     /// Reserved by the driver and firmware, reported apart by memory info v2.
-    pub reserved_mib: u64,
+    /// Bytes (NVML's unit; not always whole MiB).
+    pub reserved_bytes: u64,
     pub bar1_mib: u64,
     pub power_default_mw: u32,
     pub power_min_mw: u32,
@@ -438,7 +439,7 @@ mod tests {
         assert!(builtins().len() >= 5);
         for m in builtins() {
             assert!(!m.name.is_empty(), "{}", m.key);
-            assert!(m.reserved_mib < m.memory_mib, "{}", m.key);
+            assert!(m.reserved_bytes < m.memory_mib << 20, "{}", m.key);
             for p in &m.mig_profiles {
                 assert!(p.slices <= m.mig_compute_slices, "{} {}", m.key, p.name);
                 for s in &p.starts {

@@ -117,11 +117,12 @@ pub struct Readings {
     pub pcie_generation: Option<Val<u32>>,
     /// The link's width at start (a `pcie` fault can still retrain it).
     pub pcie_width: Option<u32>,
-    pub memory_used_mib: Option<u64>,
+    /// Bytes, as NVML answers them.
+    pub memory_used: Option<u64>,
     /// Free memory as NVML reported it, where it is not total - reserved -
     /// used to the MiB (nvidia-smi rounds each).
-    pub memory_free_mib: Option<u64>,
-    pub bar1_used_mib: Option<u64>,
+    pub memory_free: Option<u64>,
+    pub bar1_used: Option<u64>,
     /// Power smoothing circuitry lifetime remaining, percent.
     pub power_smoothing_lifetime_percent: Option<Val<f64>>,
 }

@@ -14,7 +14,7 @@ use crate::schema::{
     CountersFile, FabricFile, FabricState, FabricStatus, GpuFile, MemoryLocation, MigEntry,
     MigInstance, OneOrMany, ReadingsFile, RemapFile, SramFile,
 };
-use crate::value::Val;
+use crate::value::{Mib, Val};
 use std::sync::Arc;
 
 /// An error at a byte offset of the file (`None`: the `[[gpu]]` table).
@@ -87,17 +87,20 @@ impl ReadingsFile {
                 ));
             }
         }
+        let total = Mib::whole(model.memory_mib);
+        let outside = Mib {
+            bytes: total.bytes.saturating_sub(model.reserved_bytes),
+        };
         if let Some(m) = self.memory_used_mib {
-            if m > model.memory_mib - model.reserved_mib {
+            if m > outside {
                 return Err(format!(
-                    "memory_used_mib {m} is more than the {} MiB {} has outside its reserve",
-                    model.memory_mib - model.reserved_mib,
+                    "memory_used_mib {m} is more than the {outside} MiB {} has outside its reserve",
                     model.name
                 ));
             }
         }
         if let Some(f) = self.memory_free_mib {
-            if f > model.memory_mib {
+            if f > total {
                 return Err(format!(
                     "memory_free_mib {f} is more than the {} MiB {} has",
                     model.memory_mib, model.name
@@ -118,7 +121,7 @@ impl ReadingsFile {
             }
         }
         if let Some(m) = self.bar1_used_mib {
-            if m > model.bar1_mib {
+            if m > Mib::whole(model.bar1_mib) {
                 return Err(format!(
                     "bar1_used_mib {m} is more than the board's {} MiB",
                     model.bar1_mib
@@ -145,9 +148,9 @@ impl ReadingsFile {
             pcie_rx_kbps: self.pcie_rx_kbps,
             pcie_generation: self.pcie_generation,
             pcie_width: self.pcie_width,
-            memory_used_mib: self.memory_used_mib,
-            memory_free_mib: self.memory_free_mib,
-            bar1_used_mib: self.bar1_used_mib,
+            memory_used: self.memory_used_mib.map(|m| m.bytes),
+            memory_free: self.memory_free_mib.map(|m| m.bytes),
+            bar1_used: self.bar1_used_mib.map(|m| m.bytes),
             power_smoothing_lifetime_percent: self.power_smoothing_lifetime_percent,
         })
     }
