@@ -711,6 +711,26 @@ pub fn sim_last_error(lib: &libloading::Library) -> Option<String> {
     (!text.is_empty()).then(|| text.into_owned())
 }
 
+/// What nvml-sim's loader changed or left out of the scenario last
+/// selected (identifiers made unique, an excerpt of a capture, values an
+/// import rounded), one `file:line: message` each
+/// (`nvml_sim_last_warnings`); none from a build that lacks the export.
+pub fn sim_warnings(lib: &libloading::Library) -> Vec<String> {
+    type Warnings = unsafe extern "C" fn(*mut std::os::raw::c_char, u32) -> nvmlReturn_t;
+    // SAFETY: the symbol has this signature in nvml-sim (src/host.rs).
+    let Ok(warnings) = (unsafe { lib.get::<Warnings>(b"nvml_sim_last_warnings\0") }) else {
+        return Vec::new();
+    };
+    let mut buf = vec![0 as std::os::raw::c_char; 1 << 16];
+    // SAFETY: the buffer is 64 KiB; the export NUL-terminates in it.
+    if nvml_try(unsafe { warnings(buf.as_mut_ptr(), buf.len() as u32) }).is_err() {
+        return Vec::new();
+    }
+    // SAFETY: NUL-terminated within `buf`, as above.
+    let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
+    text.lines().map(str::to_string).collect()
+}
+
 /// Whether the dynamic loader can load the library at `path` at all: a
 /// file that is not a shared library for this machine is a configuration
 /// mistake, not a driver that may come back.
