@@ -8,7 +8,10 @@
 //! - `NVML_EXPORTER_BUILD_DATE`: UTC date and time of the build, or of
 //!   `SOURCE_DATE_EPOCH` for a reproducible build;
 //! - `NVML_EXPORTER_RUSTC`: the compiler's `rustc --version`;
-//! - `NVML_EXPORTER_TARGET`: the target triple.
+//! - `NVML_EXPORTER_TARGET`: the target triple;
+//! - `NVML_EXPORTER_SCENARIOS`: the simulator's built-in scenarios, the
+//!   files of `nvml-sim/scenarios/` (what `nvml-sim scenarios` lists), for
+//!   `--help`: a scenario added there is named there without an edit here.
 //!
 //! Nothing here can fail the build: whatever cannot be found is `unknown`.
 
@@ -42,6 +45,26 @@ fn main() {
     println!("cargo:rustc-env=NVML_EXPORTER_RUSTC={rustc_version}");
     let target = std::env::var("TARGET").unwrap_or_else(|_| "unknown".into());
     println!("cargo:rustc-env=NVML_EXPORTER_TARGET={target}");
+
+    println!("cargo:rerun-if-changed=nvml-sim/scenarios");
+    println!(
+        "cargo:rustc-env=NVML_EXPORTER_SCENARIOS={}",
+        scenarios().unwrap_or_else(|| "unknown".into())
+    );
+}
+
+/// The built-in scenarios' names, the default first, then in file-name
+/// order: `dgx-h100, dgx-a100, ...`.
+fn scenarios() -> Option<String> {
+    let mut names: Vec<String> = std::fs::read_dir("nvml-sim/scenarios")
+        .ok()?
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            Some(name.strip_suffix(".toml")?.to_string())
+        })
+        .collect();
+    names.sort_by_key(|n| (n != "dgx-h100", n.clone()));
+    (!names.is_empty()).then(|| names.join(", "))
 }
 
 /// `git rev-parse --short=12 HEAD`; `None` outside a git checkout or

@@ -937,10 +937,11 @@ WHOLE = "* on (job, instance, gpu, uuid) group_right nvidia_gpu_pod_share_ratio{
 PER_MIG = ("* on (job, instance, gpu, uuid, gpu_instance) group_right "
            "nvidia_gpu_mig_pod_share_ratio{{{sel}}}")
 K8S_NOTE = """Needs `nvml-exporter --kubernetes` (Helm: `podAttribution.enabled=true`): the exporter
-asks the kubelet which container holds each GPU and MIG device and publishes
-`nvidia_gpu_pod_share_ratio` (whole GPUs) and `nvidia_gpu_mig_pod_share_ratio` (MIG devices),
-1 for a device held alone, 1/N when N containers share it. Every panel here multiplies a GPU
-series by that share, so a time-sliced GPU is split between its holders, never counted twice."""
+asks the kubelet which container holds each GPU and MIG device, through the device plugin or a
+DRA claim (Helm `podAttribution.dra.enabled=true`), and publishes `nvidia_gpu_pod_share_ratio`
+(whole GPUs) and `nvidia_gpu_mig_pod_share_ratio` (MIG devices), 1 for a device held alone, 1/N
+when N containers share it. Every panel here multiplies a GPU series by that share, so a
+time-sliced or shared GPU is split between its holders, never counted twice."""
 
 
 NS_RULES_NOTE = (" From the recording rules (alerts/nvidia-gpu-fleet.rules.yml), per node and "
@@ -955,7 +956,7 @@ def ns_rec(name: str, extra: str = "") -> str:
 
 def kubernetes() -> dict:
     L = Layout()
-    L.add(text("About this dashboard", "Where pod attribution comes from.", K8S_NOTE), 12, 6)
+    L.add(text("About this dashboard", "Where pod attribution comes from.", K8S_NOTE), 8, 6)
     L.add(stat("GPUs held by pods", "Whole GPUs that at least one container in scope holds.",
                "short", targets((f"count(count by (instance, gpu) "
                                  f"(nvidia_gpu_pod_share_ratio{{{POD_SEL}}}))", "GPUs"))), 4, 6)
@@ -967,6 +968,13 @@ def kubernetes() -> dict:
                targets((f"min(nvml_exporter_kubernetes_up{{{NODE}}})", "up")),
                thresholds((None, "red"), (1, "green")),
                mappings=value_map([(0, "unreachable", "red"), (1, "reachable", "green")])), 4, 6)
+    L.add(stat("DRA devices unresolved", "Devices of NVIDIA GPU DRA claims that the node's CDI "
+               "specs (and, if enabled, its ResourceSlices) did not resolve to a GPU: pods holding "
+               "them are on no GPU here. Above 0: the CDI directories are not mounted "
+               "(podAttribution.dra.enabled) or the exporter's log says why.", "short",
+               targets((f'sum(nvml_exporter_kubernetes_claimed_devices{{{NODE}, state="unresolved"}})',
+                        "unresolved")),
+               thresholds((None, "green"), (1, "orange"))), 4, 6)
 
     L.row("By namespace")
     L.add(timeseries("Power by namespace", "GPU power drawn on behalf of each namespace."
@@ -1027,6 +1035,18 @@ def kubernetes() -> dict:
                                     "gpu": 4, "gpu_instance": 5, "compute_instance": 6,
                                     "Value": 7},
                     "renameByName": {"Value": "share"}}}]), 12, 9)
+    L.add(table("Pods holding GPUs idle", "Pods that hold a GPU or MIG device (by the device plugin "
+                "or a DRA claim) and have used less than --workloads.idle-threshold of it, and for "
+                "how long: what NvidiaGpuHeldIdle tickets after an hour. Needs --workloads as well.",
+                "s",
+                [target(f'nvidia_gpu_workload_held_idle_seconds{{{POD_SEL}, kind="kubernetes"}}', "",
+                        instant=True, table=True)],
+                transformations=[{"id": "organize", "options": {
+                    "excludeByName": {"Time": True, "__name__": True, "job": True, "kind": True},
+                    "indexByName": {"namespace": 0, "pod": 1, "container": 2, "instance": 3,
+                                    "gpu": 4, "gpu_instance": 5, "Value": 6},
+                    "renameByName": {"Value": "idle for"}}}],
+                overrides=[override("gpu", {"links": DETAIL_LINK_TABLE})]), 24, 8)
     namespace = query_var("namespace", "Namespace",
                           'label_values(nvidia_gpu_pod_share_ratio{job=~"$job", '
                           'instance=~"$instance"}, namespace)')

@@ -10,7 +10,7 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -388,6 +388,7 @@ async fn serve_until_signal(
         web: web.clone(),
         health_without_auth: config.health_without_auth,
         max_connections: config.max_connections,
+        slots: http::ConnectionSlots::new(config.max_connections),
         write_timeout: config.write_timeout,
         stats: http_stats,
     };
@@ -600,6 +601,9 @@ struct Joined {
 
 /// The callback the sampler calls after every poll round: encode once, swap
 /// in. Readiness changes are logged once each, not every poll.
+/// Ready polls before [`crate::footprint::give_back_start_up_code`].
+const GIVE_BACK_AFTER_POLLS: u32 = 3;
+
 fn publisher(
     latest: Arc<ArcSwapOption<Published>>,
     joined: Joined,
@@ -613,6 +617,7 @@ fn publisher(
     } = joined;
     let ctx = runtime.render_context();
     let was_ready = AtomicBool::new(false);
+    let ready_polls = AtomicU32::new(0);
     Arc::new(move |snapshot: Arc<Snapshot>| {
         // Attribution joins here, after sampling and before encoding, so
         // neither the sampler nor a scrape ever waits on the kubelet or
@@ -634,6 +639,12 @@ fn publisher(
             exposition: Arc::new(exposition),
             ready: snapshot.ready,
         })));
+        // A few polls into serving, every path a poll and a scrape take has
+        // run: what start-up alone touched can go (crate::footprint).
+        if snapshot.ready && ready_polls.fetch_add(1, Ordering::Relaxed) == GIVE_BACK_AFTER_POLLS {
+            let mappings = crate::footprint::give_back_start_up_code();
+            tracing::debug!(mappings, "gave back the pages of start-up code");
+        }
         if was_ready.swap(snapshot.ready, Ordering::Relaxed) != snapshot.ready {
             if snapshot.ready {
                 tracing::info!(gpus = snapshot.gpus.len(), "ready");

@@ -50,6 +50,13 @@ pub const MIN_STUCK_DEADLINE: Duration = Duration::from_millis(100);
 /// (process lists, the first call after a GPU wakes) are slow, not hung.
 pub const MIN_DERIVED_STUCK_DEADLINE: Duration = Duration::from_secs(1);
 
+/// `--kubernetes.pod-labels.source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PodLabelSource {
+    Kubelet,
+    ApiServer,
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "nvml-exporter",
@@ -168,12 +175,14 @@ struct Flags {
     )]
     nvml_library: Option<PathBuf>,
 
-    /// Run on the simulated driver (nvml-sim) instead of a real one: a
-    /// built-in scenario (dgx-h100, dgx-a100, workstation, faults, large), a
-    /// scenario file, or a capture of a real host (`nvidia-smi -q -x` or
-    /// `nvidia-smi -q` output), replayed. A bare --simulate runs dgx-h100.
     #[arg(
         long = "simulate",
+        help = concat!(
+            "Run on the simulated driver (nvml-sim) instead of a real one: a built-in scenario (",
+            env!("NVML_EXPORTER_SCENARIOS"),
+            "), a scenario file, or a capture of a real host (`nvidia-smi -q -x` or `nvidia-smi -q` \
+             output), replayed. A bare --simulate runs dgx-h100"
+        ),
         env = "NVML_EXPORTER_SIMULATE",
         num_args = 0..=1,
         require_equals = false,
@@ -193,9 +202,9 @@ struct Flags {
     )]
     max_requests: usize,
 
-    /// Most connections open at once; beyond it four more connections are
-    /// kept for /-/healthy and /-/ready, and any other gets a canned 503 and
-    /// is closed. Bounds memory and file descriptors under a connection
+    /// Most connections open at once, every listen address together; beyond
+    /// it four more connections are kept for /-/healthy and /-/ready, and any
+    /// other gets a canned 503 and is closed. Bounds memory and file descriptors under a connection
     /// flood; 512 stays clear of the usual 1024 descriptor limit. 0 means no
     /// limit.
     #[arg(
@@ -291,6 +300,90 @@ struct Flags {
         value_name = "DURATION"
     )]
     kubernetes_refresh_interval: Duration,
+
+    /// Copy these pod labels onto the pod attribution and workload series
+    /// (never onto device series): label keys, or patterns with `*`
+    /// (`app.kubernetes.io/*`); repeatable. At most 10 per pod; each key
+    /// becomes a lower snake case label name, and one the exporter's own
+    /// series carry is refused. Read as --kubernetes.pod-labels.source says.
+    #[arg(
+        long = "kubernetes.pod-labels",
+        env = "NVML_EXPORTER_KUBERNETES_POD_LABELS",
+        value_name = "KEY",
+        value_delimiter = ','
+    )]
+    pod_labels: Vec<String>,
+
+    /// Where pod labels are read: `kubelet` (its authenticated /pods at
+    /// --kubernetes.kubelet-url: this node's pods only, RBAC get
+    /// nodes/pods, Kubernetes 1.33+) or `api-server` (the pods of
+    /// --kubernetes.node-name, RBAC list pods in every namespace).
+    #[arg(
+        long = "kubernetes.pod-labels.source",
+        env = "NVML_EXPORTER_KUBERNETES_POD_LABELS_SOURCE",
+        value_enum,
+        default_value = "kubelet",
+        value_name = "SOURCE"
+    )]
+    pod_labels_source: PodLabelSource,
+
+    /// The kubelet's HTTPS API on this node, e.g. https://10.0.0.7:10250
+    /// (the chart sets it from the node's IP).
+    #[arg(
+        long = "kubernetes.kubelet-url",
+        env = "NVML_EXPORTER_KUBERNETES_KUBELET_URL",
+        value_name = "URL"
+    )]
+    kubelet_url: Option<String>,
+
+    /// Where a DRA claim's CDI spec does not say which GPU it holds, look
+    /// its device up in this node's ResourceSlices (API server, RBAC list
+    /// resourceslices; read when needed, cached).
+    #[arg(
+        long = "kubernetes.resource-slices",
+        env = "NVML_EXPORTER_KUBERNETES_RESOURCE_SLICES",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
+    )]
+    resource_slices: bool,
+
+    /// This node's name, for the API server reads (the chart sets it from
+    /// spec.nodeName).
+    #[arg(
+        long = "kubernetes.node-name",
+        env = "NVML_EXPORTER_KUBERNETES_NODE_NAME",
+        value_name = "NAME"
+    )]
+    node_name: Option<String>,
+
+    /// The API server [default: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT,
+    /// as in every pod].
+    #[arg(
+        long = "kubernetes.api-server",
+        env = "NVML_EXPORTER_KUBERNETES_API_SERVER",
+        value_name = "URL"
+    )]
+    api_server: Option<String>,
+
+    /// The CA bundle the kubelet's and the API server's certificates are
+    /// checked against.
+    #[arg(
+        long = "kubernetes.ca-file",
+        env = "NVML_EXPORTER_KUBERNETES_CA_FILE",
+        default_value = kubernetes::DEFAULT_CA_FILE,
+        value_name = "PATH"
+    )]
+    kubernetes_ca_file: PathBuf,
+
+    /// The bearer token sent to the kubelet and the API server, read again
+    /// before every request.
+    #[arg(
+        long = "kubernetes.token-file",
+        env = "NVML_EXPORTER_KUBERNETES_TOKEN_FILE",
+        default_value = kubernetes::DEFAULT_TOKEN_FILE,
+        value_name = "PATH"
+    )]
+    kubernetes_token_file: PathBuf,
 
     /// Attribute GPUs and MIG devices to the workloads of their processes
     /// (Slurm jobs, Docker, Podman and containerd containers, Kubernetes
@@ -649,6 +742,7 @@ where
     let matches = cmd.try_get_matches_from_mut(args)?;
     let flags = Flags::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
     let mut families = families_from(&matches);
+    let kubernetes = kubernetes_config(&flags, &mut cmd)?;
     let library = match (flags.simulate, flags.nvml_library) {
         (Some(scenario), _) if scenario.is_empty() => {
             return Err(cmd.error(
@@ -725,19 +819,7 @@ where
         read_header_timeout: flags.read_header_timeout,
         web_config_file: flags.web_config_file,
         health_without_auth: flags.health_without_auth,
-        kubernetes: (flags.kubernetes || flags.pod_resources_socket.is_some()).then(|| {
-            AttributionConfig {
-                socket: flags
-                    .pod_resources_socket
-                    .unwrap_or_else(|| PathBuf::from(kubernetes::DEFAULT_SOCKET)),
-                resource_names: kubernetes::DEFAULT_RESOURCE_NAMES
-                    .iter()
-                    .map(|s| s.to_string())
-                    .chain(flags.resource_names)
-                    .collect(),
-                refresh_interval: flags.kubernetes_refresh_interval,
-            }
-        }),
+        kubernetes,
         workloads,
         compat: flags.compat_dcgm.map(|generation| CompatConfig {
             generation,
@@ -751,6 +833,112 @@ where
     })
 }
 
+/// Pod attribution's configuration, when `--kubernetes` or its socket is
+/// given; the flags that need it refused without it, and those that need
+/// an address without one.
+fn kubernetes_config(
+    flags: &Flags,
+    cmd: &mut clap::Command,
+) -> Result<Option<AttributionConfig>, clap::Error> {
+    let on = flags.kubernetes || flags.pod_resources_socket.is_some();
+    let wants = [
+        (!flags.pod_labels.is_empty(), "--kubernetes.pod-labels"),
+        (flags.resource_slices, "--kubernetes.resource-slices"),
+    ];
+    if let (false, Some((_, flag))) = (on, wants.iter().find(|(w, _)| *w)) {
+        return Err(cmd.error(
+            ErrorKind::ArgumentConflict,
+            format!("{flag} is part of pod attribution: add --kubernetes"),
+        ));
+    }
+    if !on {
+        return Ok(None);
+    }
+    let url = |flag: &str, value: &str| {
+        kubernetes::parse_base_url(value).map_err(|e| format!("{flag}: {e}"))
+    };
+    // The API server as every pod finds it, unless named.
+    let api_server = || -> Result<hyper::Uri, String> {
+        match &flags.api_server {
+            Some(u) => url("--kubernetes.api-server", u),
+            None => match (
+                std::env::var("KUBERNETES_SERVICE_HOST"),
+                std::env::var("KUBERNETES_SERVICE_PORT"),
+            ) {
+                (Ok(host), Ok(port)) => {
+                    let host = if host.contains(':') { format!("[{host}]") } else { host };
+                    url("KUBERNETES_SERVICE_HOST", &format!("https://{host}:{port}"))
+                }
+                _ => Err("the API server is not known: set --kubernetes.api-server (outside a pod,                           KUBERNETES_SERVICE_HOST and _PORT are not set)"
+                    .into()),
+            },
+        }
+    };
+    let node = |needed_by: &str| -> Result<String, String> {
+        flags
+            .node_name
+            .clone()
+            .filter(|n| !n.trim().is_empty())
+            .ok_or_else(|| format!("{needed_by} needs --kubernetes.node-name (the chart sets it from spec.nodeName)"))
+    };
+    let invalid = |cmd: &mut clap::Command, msg: String| cmd.error(ErrorKind::InvalidValue, msg);
+    let pod_labels = if flags.pod_labels.is_empty() {
+        None
+    } else {
+        let allow = kubernetes::Allowlist::parse(&flags.pod_labels)
+            .map_err(|e| invalid(cmd, e.to_string()))?;
+        let source = match flags.pod_labels_source {
+            PodLabelSource::Kubelet => {
+                let u = flags.kubelet_url.as_deref().ok_or_else(|| {
+                    invalid(
+                        cmd,
+                        "--kubernetes.pod-labels.source=kubelet needs --kubernetes.kubelet-url                          (https://<node IP>:10250)"
+                            .into(),
+                    )
+                })?;
+                kubernetes::LabelSource::Kubelet(
+                    url("--kubernetes.kubelet-url", u).map_err(|e| invalid(cmd, e))?,
+                )
+            }
+            PodLabelSource::ApiServer => kubernetes::LabelSource::ApiServer {
+                url: api_server().map_err(|e| invalid(cmd, e))?,
+                node: node("--kubernetes.pod-labels.source=api-server")
+                    .map_err(|e| invalid(cmd, e))?,
+            },
+        };
+        Some(kubernetes::PodLabelsConfig {
+            allow: std::sync::Arc::new(allow),
+            source,
+        })
+    };
+    let resource_slices = if flags.resource_slices {
+        Some((
+            api_server().map_err(|e| invalid(cmd, e))?,
+            node("--kubernetes.resource-slices").map_err(|e| invalid(cmd, e))?,
+        ))
+    } else {
+        None
+    };
+    Ok(Some(AttributionConfig {
+        socket: flags
+            .pod_resources_socket
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(kubernetes::DEFAULT_SOCKET)),
+        resource_names: kubernetes::DEFAULT_RESOURCE_NAMES
+            .iter()
+            .map(|s| s.to_string())
+            .chain(flags.resource_names.iter().cloned())
+            .collect(),
+        refresh_interval: flags.kubernetes_refresh_interval,
+        rootfs: flags.rootfs.clone(),
+        procfs: flags.procfs.clone(),
+        pod_labels,
+        resource_slices,
+        ca_file: flags.kubernetes_ca_file.clone(),
+        token_file: flags.kubernetes_token_file.clone(),
+    }))
+}
+
 /// Build-time variables (build.rs, the Dockerfile; cargo also sets them
 /// for the processes it runs) an environment may carry along, and the
 /// systemd unit's `NVML_EXPORTER_ARGS` (extra flags its `ExecStart` passes,
@@ -760,6 +948,7 @@ const BUILD_ENV: &[&str] = &[
     "NVML_EXPORTER_BUILD_DATE",
     "NVML_EXPORTER_RUSTC",
     "NVML_EXPORTER_TARGET",
+    "NVML_EXPORTER_SCENARIOS",
     "NVML_EXPORTER_ARGS",
 ];
 
@@ -1252,6 +1441,74 @@ mod tests {
         assert!(names.resource_names.iter().any(|n| n == "example.com/gpu"));
         assert!(names.resource_names.iter().any(|n| n == "other.io/mig-*"));
         assert_eq!(c.collect_interval, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn pod_labels_and_resource_slices_are_checked_at_start() {
+        let c = parse(&[
+            "--kubernetes",
+            "--kubernetes.pod-labels=team,app.kubernetes.io/*",
+            "--kubernetes.kubelet-url=https://10.0.0.7:10250",
+            "--kubernetes.resource-slices",
+            "--kubernetes.node-name=node-1",
+            "--kubernetes.api-server=https://10.96.0.1:443",
+            "--path.rootfs=/host",
+        ])
+        .unwrap();
+        let k = c.kubernetes.expect("--kubernetes given");
+        let labels = k.pod_labels.expect("--kubernetes.pod-labels given");
+        assert!(matches!(labels.source, kubernetes::LabelSource::Kubelet(_)));
+        let (api, node) = k
+            .resource_slices
+            .expect("--kubernetes.resource-slices given");
+        assert_eq!(
+            (api.to_string().as_str(), node.as_str()),
+            ("https://10.96.0.1:443/", "node-1")
+        );
+        assert_eq!(k.rootfs, PathBuf::from("/host"));
+
+        let refused = |args: &[&str], says: &str| {
+            let e = parse(args).unwrap_err().to_string();
+            assert!(e.contains(says), "{args:?}: {e}");
+        };
+        refused(&["--kubernetes.pod-labels=team"], "add --kubernetes");
+        refused(
+            &["--kubernetes", "--kubernetes.pod-labels=team"],
+            "--kubernetes.kubelet-url",
+        );
+        refused(
+            &[
+                "--kubernetes",
+                "--kubernetes.pod-labels=pod",
+                "--kubernetes.kubelet-url=https://n:10250",
+            ],
+            "already carry",
+        );
+        refused(
+            &[
+                "--kubernetes",
+                "--kubernetes.pod-labels=team",
+                "--kubernetes.kubelet-url=http://n:10250",
+            ],
+            "https",
+        );
+        refused(
+            &[
+                "--kubernetes",
+                "--kubernetes.pod-labels=team",
+                "--kubernetes.pod-labels.source=api-server",
+                "--kubernetes.api-server=https://a:6443",
+            ],
+            "--kubernetes.node-name",
+        );
+        refused(
+            &[
+                "--kubernetes",
+                "--kubernetes.resource-slices",
+                "--kubernetes.api-server=https://a:6443",
+            ],
+            "--kubernetes.node-name",
+        );
     }
 
     #[test]

@@ -16,9 +16,11 @@
 //!
 //! Around it: [`family::Family`] (what `--[no-]collector.<name>` switches),
 //! [`xid_catalog`] (NVIDIA's XID catalog, the one table behind the XID
-//! rules and runbook),
-//! [`cli`] (flags), [`web_config`] (TLS and auth), [`logging`], and [`app`],
-//! which wires the parts together.
+//! rules and runbook), [`kmsg`] (the kernel log, the second XID source),
+//! [`verdict`] (what to do with each GPU now), [`fsread`] (file reads with
+//! a deadline), [`selfstat`] (the process's own `process_*` statistics),
+//! [`footprint`] (its resident memory), [`cli`] (flags), [`web_config`]
+//! (TLS and auth), [`logging`], and [`app`], which wires the parts together.
 
 pub mod app;
 pub mod cli;
@@ -28,6 +30,7 @@ pub mod config;
 pub mod config_check;
 pub mod exposition;
 pub mod family;
+pub mod footprint;
 pub mod fsread;
 pub mod http;
 pub mod kmsg;

@@ -67,9 +67,10 @@ pub fn encode(snapshot: &Snapshot, ctx: &RenderContext, now: SystemTime) -> (Vec
         now,
         families: &ctx.families,
     };
-    // About 45 KB per H100 with every family on (ECC by location and 18
-    // NVLinks dominate): sized so that a full fleet rarely regrows.
-    let mut w = Writer::with_capacity(4096 + snapshot.gpus.len() * 48 * 1024);
+    // About 12 KB per H100 by default, 45 KB with every family on (ECC
+    // by location and 18 NVLinks dominate); a larger output regrows once
+    // or twice. The published buffers are cut to their length at the end.
+    let mut w = Writer::with_capacity(4096 + snapshot.gpus.len() * 16 * 1024);
     w.drop_labels = ctx.filter.as_ref().and_then(|f| f.drop_labels.clone());
     // With --compat.dcgm.only the DCGM series replace the device families;
     // the exporter's own self-metrics stay.

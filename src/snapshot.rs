@@ -110,8 +110,10 @@ pub struct SxidCount {
     pub count: u64,
 }
 
-/// How the kubelet's pod-resources API answered lately.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// How the kubelet's pod-resources API answered lately, and what the
+/// rest of pod attribution (DRA claims, CDI specs, ResourceSlices, pod
+/// labels) could not read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KubernetesStatus {
     /// The last List call succeeded.
     pub up: bool,
@@ -119,6 +121,12 @@ pub struct KubernetesStatus {
     pub refresh_errors: u64,
     /// When the last List call succeeded.
     pub last_refresh: Option<SystemTime>,
+    /// Devices of the DRA claims in the kubelet's last answer, by what
+    /// became of them; every state, zeros included.
+    pub claimed_devices: Vec<(ClaimedDeviceState, u64)>,
+    /// What could not be read since start, by source and reason; only
+    /// those seen.
+    pub read_errors: Vec<(KubernetesSource, KubernetesReadError, u64)>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -190,6 +198,9 @@ pub struct GpuIdentity {
     /// `major.minor`, e.g. `9.0`.
     pub compute_capability: Option<String>,
     pub board_part_number: Option<String>,
+    /// The `N` of the GPU's device node `/dev/nvidiaN`: how CDI specs and
+    /// device cgroups name it.
+    pub minor_number: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,7 +313,14 @@ pub struct PodAttribution {
     /// MIG GPU instance the pod holds, `None` for a whole GPU.
     pub gpu_instance: Option<u32>,
     pub compute_instance: Option<u32>,
+    /// The pod's labels that `--kubernetes.pod-labels` allows, under their
+    /// Prometheus names, sorted by name.
+    pub labels: PodLabels,
 }
+
+/// Pod labels as Prometheus labels: (name, value), sorted by name. The
+/// names are the allowlist's, fixed for the process's life.
+pub type PodLabels = Vec<(&'static str, String)>;
 
 /// Which workloads (Slurm jobs, containers, services, users) hold each GPU
 /// and MIG device, from the cgroups of the processes NVML lists.
@@ -407,6 +425,8 @@ pub struct Workload {
     pub namespace: Option<String>,
     pub pod: Option<String>,
     pub container: Option<String>,
+    /// The pod's allowlisted labels (`--kubernetes.pod-labels`).
+    pub pod_labels: PodLabels,
 }
 
 impl Workload {
@@ -426,6 +446,7 @@ impl Workload {
             namespace: None,
             pod: None,
             container: None,
+            pod_labels: Vec::new(),
         }
     }
 }
@@ -678,6 +699,56 @@ macro_rules! label_enum {
         }
     };
 }
+
+label_enum!(
+    /// What became of a device of a DRA claim.
+    ClaimedDeviceState {
+        // Found to be a GPU or MIG device of this node.
+        Resolved => "resolved",
+        // NVIDIA's GPU driver's, but neither its CDI spec nor the node's
+        // ResourceSlices said which GPU or MIG device it is.
+        Unresolved => "unresolved",
+        // Another DRA driver's (a NIC, IMEX channels): not a GPU.
+        OtherDriver => "other_driver",
+    }
+);
+
+label_enum!(
+    /// Where pod attribution reads beside the kubelet's pod-resources.
+    KubernetesSource {
+        // The CDI specs under `<rootfs>/var/run/cdi` and `<rootfs>/etc/cdi`,
+        // and the MIG capability minors under the procfs.
+        Cdi => "cdi",
+        // The DRA fields of the kubelet's pod-resources answer.
+        KubeletDra => "kubelet_dra",
+        // This node's ResourceSlices, from the API server.
+        ResourceSlices => "resource_slices",
+        // Pod labels, from the kubelet's `/pods` or the API server.
+        PodLabels => "pod_labels",
+    }
+);
+
+label_enum!(
+    /// Why a read for pod attribution failed.
+    KubernetesReadError {
+        // Not there, not permitted, or the file system failed.
+        Unreadable => "unreadable",
+        // Did not answer in time.
+        Timeout => "timeout",
+        // Answered, but not in the format it should have.
+        Malformed => "malformed",
+        // Refused the request (HTTP 401 or 403).
+        Refused => "refused",
+        // Could not be reached, or answered with another error.
+        Unreachable => "unreachable",
+        // The kubelet reports no DRA claims while CDI specs of prepared
+        // claims exist: it predates the DRA fields or has them off.
+        Missing => "missing",
+        // A pod label left out: over the limit of labels, or its name
+        // taken by another label.
+        Dropped => "dropped",
+    }
+);
 
 label_enum!(Engine {
     Gpu => "gpu", Memory => "memory", Encoder => "encoder",

@@ -504,7 +504,7 @@ def check_gpu(host: Host, gpu: int, node: Node, rows: list[Row]):
             if hit.value in host.seen.setdefault(row.line, set()):
                 continue
             host.seen[row.line].add(hit.value)
-        if row.conv in ("margin", "margin-threshold") and not margin_exported(cap, node, row.conv == "margin"):
+        if row.conv in ("margin", "margin-threshold") and not margin_exported(host, gpu, node, row.conv == "margin"):
             expect_absent(host, gpu, row, {}, "an absolute slowdown threshold is reported, or the driver predates R570")
             continue
         if row.conv == "watts-module" and not module_reported(cap, node):
@@ -539,13 +539,19 @@ def module_reported(cap: Capture, node: Node) -> bool:
     return hit is not None and not is_na(hit.value or "")
 
 
-def margin_exported(cap: Capture, node: Node, current: bool) -> bool:
+def margin_exported(host: Host, gpu: int, node: Node, current: bool) -> bool:
     """T.Limit margins are exported where no absolute slowdown threshold
-    is; the current margin needs nvmlDeviceGetMarginTemperature (R570+)."""
+    is; the current margin needs nvmlDeviceGetMarginTemperature (R570+).
+    nvidia-smi prints T.Limit thresholds in place of the degrees NVML still
+    answers (a real H200 at 580.159.04: tests/device/), so a replay serves
+    the degrees of its built-in board where it has them (H100, H200:
+    docs/nvidia-smi.md, "What a capture cannot say")."""
+    cap = host.capture
     slow = first([node.find(["temperature", "gpu_temp_slow_threshold"] if cap.xml
                             else ["Temperature", "GPU Slowdown Temp"])])
     absolute = slow is not None and not is_na(slow.value or "")
-    return not absolute and (not current or cap.driver_major() >= 570)
+    served, _ = select(host.metrics, 'nvidia_gpu_temperature_threshold_celsius{threshold="slowdown"}', gpu, {})
+    return not absolute and not served and (not current or cap.driver_major() >= 570)
 
 
 def process_list(cap: Capture, node: Node) -> list[dict]:

@@ -32,6 +32,8 @@ ENV_FILE = REPO / "deploy" / "systemd" / "nvml-exporter.env"
 KUBERNETES_VERSIONS = ("1.25.0", "1.37.0")
 CORE_KINDS = {"DaemonSet", "Service", "ServiceAccount", "ConfigMap"}
 MONITORING_KINDS = {"ServiceMonitor", "PrometheusRule"}
+# Rendered only when pod attribution reads pod labels or ResourceSlices.
+RBAC_KINDS = {"ClusterRole", "ClusterRoleBinding"}
 
 
 def venv_tool(name: str) -> str:
@@ -106,6 +108,11 @@ def validate_monitoring(objects: list[dict], tmp_path: Path) -> subprocess.Compl
 VALUE_SETS = {
     "defaults": None,
     "pod-attribution": {"podAttribution": {"enabled": True}},
+    "dra": {"podAttribution": {"enabled": True, "dra": {"enabled": True, "resourceSlices": True},
+                               "podLabels": ["team", "app.kubernetes.io/*"]}},
+    "dra-labels-from-api-server": {"podAttribution": {"enabled": True, "podLabels": ["team"],
+                                                      "podLabelsSource": "api-server"},
+                                   "workloads": {"enabled": True}},
     "mig-monitor": {"migMonitor": {"enabled": True}},
     "kernel-log": {"kernelLog": {"enabled": True}},
     "kernel-log-unprivileged": {"kernelLog": {"enabled": True, "privileged": False},
@@ -151,8 +158,8 @@ def test_helm_lint_is_clean():
 @pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_core_objects_pass_kubernetes_validate_strict(values, version, tmp_path):
-    objects = [o for o in render(values) if o["kind"] in CORE_KINDS]
-    assert {o["kind"] for o in objects} == CORE_KINDS
+    objects = [o for o in render(values) if o["kind"] in CORE_KINDS | RBAC_KINDS]
+    assert CORE_KINDS <= {o["kind"] for o in objects}
     result = kubernetes_validate(objects, version, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -248,6 +255,57 @@ def test_pod_attribution_mounts_only_the_kubelet_socket_read_only():
     sc = container["securityContext"]
     assert sc["capabilities"] == {"drop": ["ALL"]}
     assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+
+
+def test_dra_mounts_the_cdi_specs_read_only_and_renders_only_the_rbac_it_needs():
+    objects = render(VALUE_SETS["dra"])
+    kinds = by_kind(objects)
+    pod = kinds["DaemonSet"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    # The CDI specs under --path.rootfs, read-only; created empty where a
+    # node has none, so the pod starts on every GPU node.
+    assert env["NVML_EXPORTER_PATH_ROOTFS"] == "/host"
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for name, path in (("cdi-0", "/var/run/cdi"), ("cdi-1", "/etc/cdi")):
+        assert mounts[name] == {"name": name, "mountPath": f"/host{path}", "readOnly": True}
+        assert volumes[name] == {"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}
+    # Pod labels from this node's kubelet, ResourceSlices from the API server.
+    assert env["NVML_EXPORTER_KUBERNETES_POD_LABELS"] == "team,app.kubernetes.io/*"
+    assert env["NVML_EXPORTER_KUBERNETES_POD_LABELS_SOURCE"] == "kubelet"
+    assert env["NVML_EXPORTER_KUBERNETES_KUBELET_URL"] == "https://$(NODE_IP):10250"
+    assert env["NODE_IP"] == {"fieldRef": {"fieldPath": "status.hostIP"}}
+    assert env["NVML_EXPORTER_KUBERNETES_NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert env["NVML_EXPORTER_KUBERNETES_RESOURCE_SLICES"] == "true"
+    names = [e["name"] for e in container["env"]]
+    assert names.index("NODE_IP") < names.index("NVML_EXPORTER_KUBERNETES_KUBELET_URL"), \
+        "$(NODE_IP) expands only after its definition"
+    assert pod["automountServiceAccountToken"] is True
+    # Read-only, and only what is read.
+    assert kinds["ClusterRole"]["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes/pods"], "verbs": ["get"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]},
+    ]
+    binding = kinds["ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == kinds["ClusterRole"]["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": kinds["ServiceAccount"]["metadata"]["name"],
+                                    "namespace": "monitoring"}]
+    # Pod labels from the API server: the pods list instead, no kubelet URL.
+    other = by_kind(render(VALUE_SETS["dra-labels-from-api-server"]))
+    assert other["ClusterRole"]["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+    env = {e["name"]: e for e in other["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["NVML_EXPORTER_KUBERNETES_POD_LABELS_SOURCE"]["value"] == "api-server"
+    assert "NVML_EXPORTER_KUBERNETES_KUBELET_URL" not in env
+    # Pod attribution alone reads neither: no token, no RBAC, no CDI mounts.
+    plain = render(VALUE_SETS["pod-attribution"])
+    assert not {o["kind"] for o in plain} & RBAC_KINDS
+    pod = by_kind(plain)["DaemonSet"]["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert not any(v["name"].startswith("cdi-") for v in pod["volumes"])
+    assert not {o["kind"] for o in render()} & RBAC_KINDS
+    with pytest.raises(Exception, match="kubelet or api-server"):
+        render({"podAttribution": {"enabled": True, "podLabels": ["team"], "podLabelsSource": "apiserver"}})
 
 
 def test_workloads_add_host_pids_and_read_only_host_files_only_when_on():

@@ -75,10 +75,7 @@ pub fn handle(line: &str) -> Result<String, String> {
             ))
         }
         _ => {
-            let fault: Fault = toml::Value::Table(table)
-                .try_into()
-                .map_err(|e: toml::de::Error| e.message().to_string())?;
-            fault.check()?;
+            let fault = Fault::from_table(table)?;
             let mut st = lock();
             let sim = st
                 .sim

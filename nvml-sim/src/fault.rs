@@ -85,19 +85,6 @@ pub enum Reason {
     DisplayClockSetting,
 }
 
-/// The reasons by bit, named as scenarios write them.
-pub const REASON_NAMES: &[(u64, &str)] = &[
-    (0x1, "gpu-idle"),
-    (0x2, "applications-clocks-setting"),
-    (0x4, "sw-power-cap"),
-    (0x8, "hw-slowdown"),
-    (0x10, "sync-boost"),
-    (0x20, "sw-thermal-slowdown"),
-    (0x40, "hw-thermal-slowdown"),
-    (0x80, "hw-power-brake-slowdown"),
-    (0x100, "display-clock-setting"),
-];
-
 impl Reason {
     /// `nvmlClocksEventReason*` bit.
     pub fn bit(self) -> u64 {
@@ -521,20 +508,14 @@ impl Fault {
         )
     }
 
-    /// Parses one request line of the control protocol: a TOML inline table.
-    pub fn from_line(line: &str) -> Result<Fault, String> {
-        let table = parse_inline(line)?;
-        let fault: Fault = table
+    /// A fault from its table (`action` and its keys), checked: what the
+    /// control socket and the CLI accept.
+    pub fn from_table(table: toml::Table) -> Result<Fault, String> {
+        let fault: Fault = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| e.message().to_string())?;
         fault.check()?;
         Ok(fault)
-    }
-
-    /// The request line for this fault (what the CLI sends).
-    pub fn to_line(&self) -> String {
-        let value = toml::Value::try_from(self).expect("a fault is always representable in TOML");
-        value.to_string()
     }
 }
 
@@ -554,6 +535,11 @@ pub fn parse_inline(line: &str) -> Result<toml::Table, String> {
 mod tests {
     use super::*;
 
+    /// A request line as the control socket reads it.
+    fn from_line(line: &str) -> Result<Fault, String> {
+        Fault::from_table(parse_inline(line)?)
+    }
+
     #[test]
     fn line_round_trip() {
         let f = Fault::Xid {
@@ -563,10 +549,10 @@ mod tests {
             compute_instance: None,
             log_only: false,
         };
-        let line = f.to_line();
+        let line = toml::Value::try_from(&f).unwrap().to_string();
         assert!(!line.contains('\n'));
-        assert_eq!(Fault::from_line(&line).unwrap(), f);
-        let parsed = Fault::from_line(r#"{ action = "ecc", gpu = 1 }"#).unwrap();
+        assert_eq!(from_line(&line).unwrap(), f);
+        let parsed = from_line(r#"{ action = "ecc", gpu = 1 }"#).unwrap();
         assert_eq!(
             parsed,
             Fault::Ecc {
@@ -581,7 +567,7 @@ mod tests {
             "the default stays out of the line"
         );
         assert_eq!(
-            Fault::from_line(r#"{ action = "xid", gpu = 2, code = 79, log_only = true }"#),
+            from_line(r#"{ action = "xid", gpu = 2, code = 79, log_only = true }"#),
             Ok(Fault::Xid {
                 gpu: 2,
                 code: 79,
@@ -590,8 +576,8 @@ mod tests {
                 log_only: true
             })
         );
-        assert!(Fault::from_line(r#"{ action = "explode", gpu = 1 }"#).is_err());
-        assert!(Fault::from_line(r#"{ action = "xid", gpu = 1, code = 43, bogus = 1 }"#).is_err());
-        assert!(Fault::from_line("not toml").is_err());
+        assert!(from_line(r#"{ action = "explode", gpu = 1 }"#).is_err());
+        assert!(from_line(r#"{ action = "xid", gpu = 1, code = 43, bogus = 1 }"#).is_err());
+        assert!(from_line("not toml").is_err());
     }
 }

@@ -3,9 +3,9 @@
 //! that start the sampler in-process) chooses the scenario here before its
 //! `nvmlInit`, instead of setting `NVML_SIM_SCENARIO` in an environment
 //! other threads may be reading, and reads why a choice or an `nvmlInit`
-//! failed, to log it its own way. Independent NVML clients never call
-//! them; for them the environment variable stays the way in, and errors go
-//! to stderr.
+//! failed and what the scenario's loader changed, to log them its own way.
+//! Independent NVML clients never call them; for them the environment
+//! variable stays the way in, and errors and warnings go to stderr.
 
 use std::ffi::{c_char, c_uint, CStr};
 
@@ -73,14 +73,47 @@ pub unsafe extern "C" fn nvml_sim_last_error(buf: *mut c_char, len: c_uint) -> n
             return Err(INVALID_ARGUMENT);
         }
         let message = lock().last_error.clone().unwrap_or_default();
-        let mut end = message.len().min(len as usize - 1);
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        std::ptr::copy_nonoverlapping(message.as_ptr().cast::<c_char>(), buf, end);
-        *buf.add(end) = 0;
+        copy_out(&message, buf, len);
         Ok(())
     })
+}
+
+/// Copies the warnings of the scenario last selected (identifiers given
+/// twice and made unique, an excerpt of a capture, values an import
+/// rounded), one a line as `file:line: message`, into `buf` of `len`
+/// bytes, NUL-terminated, cut at a character boundary to fit; empty when
+/// there are none. The host logs them: the library prints them only for
+/// independent clients.
+///
+/// Returns `NVML_SUCCESS`, or `NVML_ERROR_INVALID_ARGUMENT` for a null
+/// `buf` or a `len` of 0.
+///
+/// # Safety
+/// `buf` is null or points to `len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn nvml_sim_last_warnings(buf: *mut c_char, len: c_uint) -> nvmlReturn_t {
+    guard(|| {
+        if buf.is_null() || len == 0 {
+            return Err(INVALID_ARGUMENT);
+        }
+        let text = lock().last_warnings.join("\n");
+        copy_out(&text, buf, len);
+        Ok(())
+    })
+}
+
+/// `text` into `buf` of `len` (> 0) bytes, NUL-terminated, cut at a
+/// character boundary to fit.
+///
+/// # Safety
+/// `buf` points to `len` writable bytes.
+unsafe fn copy_out(text: &str, buf: *mut c_char, len: c_uint) {
+    let mut end = text.len().min(len as usize - 1);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::ptr::copy_nonoverlapping(text.as_ptr().cast::<c_char>(), buf, end);
+    *buf.add(end) = 0;
 }
 
 /// Whether `nvmlInit` could build scenario `key` (the environment's choice
@@ -88,7 +121,9 @@ pub unsafe extern "C" fn nvml_sim_last_error(buf: *mut c_char, len: c_uint) -> n
 /// personality, the time scale.
 fn check(key: Option<&str>) -> Result<(), String> {
     let key = key.map_or_else(crate::settings::scenario_key, str::to_string);
+    lock().last_warnings.clear();
     let scenario = crate::scenario::load_kept(&key).map_err(|e| format!("bad scenario: {e}"))?;
+    lock().last_warnings = scenario.warnings.iter().map(ToString::to_string).collect();
     crate::driver::resolve(&scenario).map_err(|e| format!("bad driver: {e}"))?;
     crate::settings::time_scale()?;
     Ok(())

@@ -15,6 +15,10 @@ pub struct State {
     /// Why the last selection or `nvmlInit` failed, for
     /// `nvml_sim_last_error`.
     pub last_error: Option<String>,
+    /// What the last selected scenario's loader changed or left out
+    /// (identifiers made unique, an excerpt, values rounded), one warning
+    /// each, for `nvml_sim_last_warnings`.
+    pub last_warnings: Vec<String>,
     /// Whether a host process chose the scenario: it reads errors through
     /// `nvml_sim_last_error` and logs them itself, so they are not also
     /// written to stderr (where they would break its log format).
@@ -38,6 +42,7 @@ pub static STATE: Mutex<State> = Mutex::new(State {
     built_from: None,
     control_started: false,
     last_error: None,
+    last_warnings: Vec::new(),
     host_reports: false,
 });
 

@@ -55,6 +55,61 @@ impl<T: Serialize> Serialize for Val<T> {
     }
 }
 
+/// A size as scenario and board files write it, in MiB: whole MiB as an
+/// integer (what nvidia-smi prints), and where NVML's bytes are not whole
+/// MiB (what `nvml-sim capture` reads) as the exact fraction, `615.0625`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Mib {
+    pub bytes: u64,
+}
+
+impl Mib {
+    pub const BYTES: u64 = 1 << 20;
+
+    pub fn whole(mib: u64) -> Mib {
+        Mib {
+            bytes: mib.saturating_mul(Mib::BYTES),
+        }
+    }
+}
+
+impl std::fmt::Display for Mib {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.bytes.is_multiple_of(Mib::BYTES) {
+            write!(f, "{}", self.bytes / Mib::BYTES)
+        } else {
+            write!(f, "{}", self.bytes as f64 / Mib::BYTES as f64)
+        }
+    }
+}
+
+impl Serialize for Mib {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.bytes.is_multiple_of(Mib::BYTES) {
+            s.serialize_u64(self.bytes / Mib::BYTES)
+        } else {
+            // Exact: a byte count below 2^53 is a dyadic fraction of a MiB.
+            s.serialize_f64(self.bytes as f64 / Mib::BYTES as f64)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Mib {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // At most 2^40 MiB (an EiB): far beyond any board, and exact.
+        const MAX: f64 = (1u64 << 40) as f64;
+        let bad =
+            || D::Error::custom("a size in MiB: a whole number, or a fraction of one (0 to 2^40)");
+        match toml::Value::deserialize(d)? {
+            toml::Value::Integer(i) if (0..=(1i64 << 40)).contains(&i) => Ok(Mib::whole(i as u64)),
+            toml::Value::Float(f) if f.is_finite() && (0.0..=MAX).contains(&f) => Ok(Mib {
+                bytes: (f * Mib::BYTES as f64).round() as u64,
+            }),
+            _ => Err(bad()),
+        }
+    }
+}
+
 /// A value the scenario pins to a number (`None`: not pinned, or "N/A").
 pub fn pinned<T: Copy>(v: Option<Val<T>>) -> Option<T> {
     v.and_then(|v| v.get())

@@ -115,11 +115,13 @@ fn a_malformed_capture_names_its_line_and_element() {
         corpus().join("nvidia_gpu_exporter/linux-x86_64__nvidia-h100-mig__590.48.01.txt"),
     )
     .unwrap();
-    // A text capture with a GPU section cut before its memory: refused.
+    // A text capture with a GPU section cut before its memory: refused at
+    // the last line it holds.
     let start = text.find("==============NVSMI LOG").unwrap();
     let cut = text[start..].find("    FB Memory Usage").unwrap() + start;
     let e = import::import(&text[..cut], "x").unwrap_err();
-    assert!(e.message.contains("fb_memory_usage"), "{e}");
+    assert!(e.message.contains("cut short"), "{e}");
+    assert_eq!(e.line, text[..cut].trim_end().lines().count(), "{e}");
     let bad = text.replacen(
         "Performance State                                  : P0",
         "Performance State                                  : turbo",

@@ -16,6 +16,7 @@ use nvml_wrapper::enum_wrappers::device::{
 };
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -33,7 +34,26 @@ fn faults_through_the_cli() {
     std::env::remove_var("NVML_SIM_TIME_SCALE");
     let nvml = common::init();
     let s = socket.as_path();
+    // One fleet for the process: each step starts where the last left it.
+    xids(&nvml, s, &kmsg);
+    ecc_and_rows(&nvml, s);
+    throttle_links_and_pcie(&nvml, s);
+    fabric_sram_and_histogram(&nvml, s);
+    load_and_processes(&nvml, s);
+    slow_and_hung_calls(&nvml, s);
+    mig_reconfiguration(&nvml, s);
+    lost_gpu_calls_and_bad_requests(&nvml, s);
+    driver_unload(s);
+    // The call log is written at the last shutdown.
+    drop(nvml);
+    let log = std::fs::read_to_string(&call_log).unwrap();
+    let counts: toml::Table = log.parse().unwrap();
+    assert!(counts["nvmlShutdown"].as_integer().unwrap() >= 2, "{log}");
+    std::fs::remove_dir_all(&dir).ok();
+}
 
+/// XIDs: as an event set sees them, as NVRM logs them, for the log alone, in a MIG instance.
+fn xids(nvml: &Nvml, s: &Path, kmsg: &Path) {
     // XID, as nvml-wrapper's EventSet sees it.
     let d4 = nvml.device_by_index(4).unwrap();
     let set = d4
@@ -57,7 +77,7 @@ fn faults_through_the_cli() {
     // ... and as NVRM logs it, with GPU 4's bus (9a on dgx-h100) and the
     // process that runs there.
     let bus = d4.pci_info().unwrap().bus;
-    let logged = std::fs::read_to_string(&kmsg).unwrap();
+    let logged = std::fs::read_to_string(kmsg).unwrap();
     let line = format!("NVRM: Xid (PCI:0000:{bus:02x}:00): 43, pid=");
     assert!(
         logged
@@ -72,7 +92,7 @@ fn faults_through_the_cli() {
     );
     assert!(reply.contains("kernel log only"), "{reply}");
     assert!(matches!(set.wait(200), Err(NvmlError::Timeout)));
-    let logged = std::fs::read_to_string(&kmsg).unwrap();
+    let logged = std::fs::read_to_string(kmsg).unwrap();
     assert!(
         logged.lines().any(|l| l.starts_with("4,1,")
             && l.contains(&format!("(PCI:0000:{bus:02x}:00): 79, "))
@@ -123,7 +143,7 @@ fn faults_through_the_cli() {
     );
     assert_eq!(waiter.join().unwrap(), (0, 31, 8, 0));
     assert!(
-        std::fs::read_to_string(&kmsg)
+        std::fs::read_to_string(kmsg)
             .unwrap()
             .contains(" GPU-I:08 GPU-CI:00): 31, "),
         "the log names the MIG instance"
@@ -133,7 +153,10 @@ fn faults_through_the_cli() {
         &["xid", "--gpu", "0", "--code", "31", "--gpu-instance", "99"],
     );
     assert!(!success && err.contains("no GPU instance 99"), "{err}");
+}
 
+/// ECC errors and remapped rows; page retirement refused on Hopper.
+fn ecc_and_rows(nvml: &Nvml, s: &Path) {
     // ECC: volatile and aggregate both move; a DBE event fires.
     let d1 = nvml.device_by_index(1).unwrap();
     let vol = d1
@@ -169,7 +192,10 @@ fn faults_through_the_cli() {
     assert_eq!((rc, c, u, p, f), (0, 0, 1, 1, 0));
     let (success, _, err) = cli(s, &["retire-page", "--gpu", "5"]);
     assert!(!success && err.contains("row remapping"), "{err}");
+}
 
+/// Throttle reasons, an NVLink link down with errors, a narrower PCIe link.
+fn throttle_links_and_pcie(nvml: &Nvml, s: &Path) {
     // Throttling.
     let d6 = nvml.device_by_index(6).unwrap();
     ok(
@@ -232,10 +258,14 @@ fn faults_through_the_cli() {
     assert_eq!(d5.pcie_replay_counter().unwrap(), replays + 50);
     let (accepted, _, err) = cli(s, &["pcie", "--gpu", "5", "--width", "32"]);
     assert!(!accepted && err.contains("outside"), "{err}");
+}
 
+/// Fabric registration, the SRAM threshold and the remapper histogram.
+fn fabric_sram_and_histogram(nvml: &Nvml, s: &Path) {
     // Fabric registration, the SRAM RMA flag and the remapper histogram,
     // through raw calls (nvml-wrapper 0.13 wraps none of them).
     let lib = nvml.lib();
+    let d5 = nvml.device_by_index(5).unwrap();
     let h5 = unsafe { d5.handle() };
     let fabric = |h| {
         let mut info: nvml_wrapper_sys::bindings::nvmlGpuFabricInfo_t =
@@ -293,7 +323,10 @@ fn faults_through_the_cli() {
     // GPU 0 is in MIG mode: no histogram, as for remapped rows there.
     let h0 = unsafe { nvml.device_by_index(0).unwrap().handle() };
     assert_eq!(histogram(h0).0, 3, "NOT_SUPPORTED on a MIG-enabled GPU");
+}
 
+/// Load moves the P-state; processes start and stop.
+fn load_and_processes(nvml: &Nvml, s: &Path) {
     // Load changes move the P-state.
     let d7 = nvml.device_by_index(7).unwrap();
     assert_eq!(d7.performance_state().unwrap(), PerformanceState::Eight);
@@ -364,7 +397,10 @@ fn faults_through_the_cli() {
     );
     assert!(!success && err.contains("compute instance"), "{err}");
     assert!(d7.running_compute_processes().unwrap().is_empty());
+}
 
+/// Slow calls, then a hang released from outside.
+fn slow_and_hung_calls(nvml: &Nvml, s: &Path) {
     // Slow calls, then a hang released from outside.
     let d3 = nvml.device_by_index(3).unwrap();
     ok(s, &["slow", "--gpu", "3", "--ms", "300"]);
@@ -374,7 +410,7 @@ fn faults_through_the_cli() {
     ok(s, &["slow", "--gpu", "3", "--ms", "0"]);
     ok(s, &["hang", "--gpu", "3"]);
     let t = Instant::now();
-    let socket2 = socket.clone();
+    let socket2 = s.to_path_buf();
     let releaser = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(400));
         ok(&socket2, &["release", "--gpu", "3"]);
@@ -385,7 +421,11 @@ fn faults_through_the_cli() {
         "the call blocked until release"
     );
     releaser.join().unwrap();
+}
 
+/// A MIG reconfiguration invalidates the old MIG handles.
+fn mig_reconfiguration(nvml: &Nvml, s: &Path) {
+    let d0 = nvml.device_by_index(0).unwrap();
     // MIG reconfiguration invalidates old MIG handles.
     let old = d0.mig_device_by_index(0).unwrap();
     ok(
@@ -418,7 +458,10 @@ fn faults_through_the_cli() {
         ],
     );
     assert!(!success && err.contains("does not fit"), "{err}");
+}
 
+/// A lost GPU, call counters over the socket, bad requests.
+fn lost_gpu_calls_and_bad_requests(nvml: &Nvml, s: &Path) {
     // A lost GPU: every call fails, its handle stays.
     let d2 = nvml.device_by_index(2).unwrap();
     ok(s, &["lose", "--gpu", "2"]);
@@ -448,7 +491,10 @@ fn faults_through_the_cli() {
     assert!(!success && err.contains("no GPU 99"), "{err}");
     let (success, _, err) = cli(s, &["explode"]);
     assert!(!success && err.contains("explode"), "{err}");
+}
 
+/// Driver unload: a new nvmlInit fails until the driver is back.
+fn driver_unload(s: &Path) {
     // Driver unload: a new nvmlInit fails until the driver is back.
     ok(s, &["driver-unload"]);
     let second = Nvml::builder()
@@ -463,13 +509,4 @@ fn faults_through_the_cli() {
     let second = common::init();
     assert_eq!(second.device_count().unwrap(), 8);
     drop(second);
-    drop(set);
-    drop(set0);
-
-    // The call log is written at the last shutdown.
-    drop(nvml);
-    let log = std::fs::read_to_string(&call_log).unwrap();
-    let counts: toml::Table = log.parse().unwrap();
-    assert!(counts["nvmlShutdown"].as_integer().unwrap() >= 2, "{log}");
-    std::fs::remove_dir_all(&dir).ok();
 }

@@ -1,5 +1,5 @@
 //! A scenario that pins what `nvidia-smi -q` printed on a real host (the
-//! H100 capture in ../shared/corpus, driver 590.48.01, plus a MIG GPU with
+//! H100 capture in tests/corpus, driver 590.48.01, plus a MIG GPU with
 //! two compute instances in one GPU instance as on the H200 capture, and a
 //! V100 with ECC off and retired pages): every pinned value, "N/A" and
 //! identifier answers as written, duplicated identifiers are made unique,

@@ -13,8 +13,8 @@
 use std::collections::BTreeMap;
 
 use super::unix_seconds;
-use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
-use crate::snapshot::GpuState;
+use crate::metric::{Collector, Kind, Metric, SampleBuilder, SampleSink, Scope};
+use crate::snapshot::{GpuState, PodLabels};
 
 pub static COLLECTOR: Collector = Collector {
     // Switched by `--kubernetes`, not by a collector flag: without it the
@@ -51,6 +51,18 @@ pub static COLLECTOR: Collector = Collector {
             kind: Kind::Gauge,
             collect: last_refresh,
         },
+        Metric {
+            name: "nvml_exporter_kubernetes_claimed_devices",
+            help: "Devices of the DRA claims in the kubelet's last answer, by state: resolved to a GPU or MIG device, unresolved (NVIDIA's GPU driver's, but not found), or another driver's.",
+            kind: Kind::Gauge,
+            collect: claimed_devices,
+        },
+        Metric {
+            name: "nvml_exporter_kubernetes_read_errors_total",
+            help: "Reads for pod attribution that failed, by source (cdi, kubelet_dra, resource_slices, pod_labels) and reason; each is logged once.",
+            kind: Kind::Counter,
+            collect: read_errors,
+        },
     ],
 };
 
@@ -58,26 +70,40 @@ fn whole_gpu<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     for g in scope.gpus() {
         let holders: Vec<_> = g.pods.iter().filter(|p| p.gpu_instance.is_none()).collect();
         for p in &holders {
-            out.gpu(g)
+            let b = out
+                .gpu(g)
                 .label("namespace", &p.namespace)
                 .label("pod", &p.pod)
-                .label("container", &p.container)
-                .set(1.0 / holders.len() as f64);
+                .label("container", &p.container);
+            pod_labels(b, &p.labels).set(1.0 / holders.len() as f64);
         }
     }
+}
+
+/// The pod's allowlisted labels (`--kubernetes.pod-labels`), after the
+/// exporter's own.
+pub(super) fn pod_labels<'s, 'a>(
+    mut b: SampleBuilder<'s, 'a>,
+    labels: &'a PodLabels,
+) -> SampleBuilder<'s, 'a> {
+    for (name, value) in labels {
+        b = b.label(name, value);
+    }
+    b
 }
 
 fn mig<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     for g in scope.gpus() {
         for (gpu_instance, holders) in mig_holders(g) {
             for p in &holders {
-                out.gpu(g)
+                let b = out
+                    .gpu(g)
                     .label("gpu_instance", gpu_instance)
                     .label_opt("compute_instance", p.compute_instance)
                     .label("namespace", &p.namespace)
                     .label("pod", &p.pod)
-                    .label("container", &p.container)
-                    .set(1.0 / holders.len() as f64);
+                    .label("container", &p.container);
+                pod_labels(b, &p.labels).set(1.0 / holders.len() as f64);
             }
         }
     }
@@ -99,6 +125,25 @@ fn up<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     }
 }
 
+fn claimed_devices<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    if let Some(k) = &scope.snapshot.kubernetes {
+        for (state, n) in &k.claimed_devices {
+            out.sample().label("state", state.as_label()).set(*n);
+        }
+    }
+}
+
+fn read_errors<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    if let Some(k) = &scope.snapshot.kubernetes {
+        for (source, reason, n) in &k.read_errors {
+            out.sample()
+                .label("source", source.as_label())
+                .label("reason", reason.as_label())
+                .set(*n);
+        }
+    }
+}
+
 fn refresh_errors<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     if let Some(k) = &scope.snapshot.kubernetes {
         out.sample().set(k.refresh_errors);
@@ -106,7 +151,11 @@ fn refresh_errors<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 }
 
 fn last_refresh<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
-    let at = scope.snapshot.kubernetes.and_then(|k| k.last_refresh);
+    let at = scope
+        .snapshot
+        .kubernetes
+        .as_ref()
+        .and_then(|k| k.last_refresh);
     if let Some(seconds) = at.and_then(unix_seconds) {
         out.sample().set(seconds);
     }

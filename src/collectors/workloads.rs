@@ -80,7 +80,8 @@ pub(super) fn workload_labels<'s, 'a>(
     b: SampleBuilder<'s, 'a>,
     w: &'a Workload,
 ) -> SampleBuilder<'s, 'a> {
-    b.label("kind", w.kind.as_label())
+    let b = b
+        .label("kind", w.kind.as_label())
         .label_opt("slurm_job", w.slurm_job.as_ref())
         .label_opt("slurm_step", w.slurm_step.as_ref())
         .label_opt("container_id", w.container_id.as_ref())
@@ -92,7 +93,8 @@ pub(super) fn workload_labels<'s, 'a>(
         .label_opt("user", w.user.as_ref())
         .label_opt("namespace", w.namespace.as_ref())
         .label_opt("pod", w.pod.as_ref())
-        .label_opt("container", w.container.as_ref())
+        .label_opt("container", w.container.as_ref());
+    super::kubernetes::pod_labels(b, &w.pod_labels)
 }
 
 fn whole_gpu<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {

@@ -241,11 +241,37 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// The holder's `pod`, `namespace` and `container`, and the pod labels
+/// `--kubernetes.pod-labels` allows (dcgm-exporter's
+/// `--kubernetes-enable-pod-labels` puts them on its series too), less any
+/// that would take the name of a label the DCGM series carry.
 fn pod_labels<'s, 'a>(b: SampleBuilder<'s, 'a>, p: &'a PodAttribution) -> SampleBuilder<'s, 'a> {
-    b.label("pod", &p.pod)
+    let mut b = b
+        .label("pod", &p.pod)
         .label("namespace", &p.namespace)
-        .label("container", &p.container)
+        .label("container", &p.container);
+    for (name, value) in &p.labels {
+        if !DCGM_LABELS.contains(name) && !name.starts_with("DCGM_") {
+            b = b.label(name, value);
+        }
+    }
+    b
 }
+
+/// Label names of the DCGM series themselves.
+const DCGM_LABELS: &[&str] = &[
+    "gpu",
+    "UUID",
+    "pci_bus_id",
+    "device",
+    "modelName",
+    "Hostname",
+    "hostname",
+    "GPU_I_PROFILE",
+    "GPU_I_ID",
+    "err_code",
+    "err_msg",
+];
 
 /// The code of the GPU's most recent XID; `None` before the first, and
 /// when the most recent was one folded into `xid="other"` (its code is
@@ -286,7 +312,8 @@ impl State {
     /// later poll of its GPU; one that went backwards (a driver reload)
     /// has no rate for that interval.
     fn observe(&mut self, snapshot: &Snapshot, fields: &[Selected]) {
-        while self.devices.len() < snapshot.gpus.len() {
+        let indexes = snapshot.gpus.iter().map(|g| g.index as usize + 1).max();
+        while self.devices.len() < indexes.unwrap_or(0) {
             self.devices.push(format!("nvidia{}", self.devices.len()));
         }
         for g in &snapshot.gpus {
@@ -589,6 +616,7 @@ mod tests {
             container: "main".into(),
             gpu_instance: Some(1),
             compute_instance: Some(0),
+            labels: vec![("team", "vision".into()), ("device", "clash".into())],
         }];
         let t = text(&snapshot(vec![g]), &compat(Generation::V4_8));
         let fb = line(&t, "DCGM_FI_DEV_FB_USED");
@@ -596,7 +624,9 @@ mod tests {
         assert!(
             fb[0].contains("GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"1\"") && fb[0].ends_with("} 10")
         );
-        assert!(fb[0].contains("pod=\"train-0\",namespace=\"ml\",container=\"main\""));
+        assert!(fb[0].contains("pod=\"train-0\",namespace=\"ml\",container=\"main\",team=\"vision\""));
+        // A pod label may not take a DCGM label's name.
+        assert!(fb[0].contains("device=\"nvidia1\"") && !fb[0].contains("clash"));
         // Device fields: the GPU's value on each instance, as DCGM answers.
         let clocks = line(&t, "DCGM_FI_DEV_SM_CLOCK");
         assert_eq!(clocks.len(), 2);
@@ -616,6 +646,7 @@ mod tests {
             container: "main".into(),
             gpu_instance: None,
             compute_instance: None,
+            labels: vec![],
         };
         g.pods = vec![pod("a")];
         let t = text(&snapshot(vec![g.clone()]), &compat(Generation::V4_8));
@@ -702,6 +733,7 @@ mod tests {
             container: "main".into(),
             gpu_instance: None,
             compute_instance: None,
+            labels: vec![],
         };
         let workload = |name: &str| Workload {
             namespace: Some("ml".into()),

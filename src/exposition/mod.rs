@@ -37,8 +37,13 @@ pub struct Exposition {
 }
 
 impl Exposition {
-    /// Both formats as a [`Writer`] finished them, each also gzipped.
-    pub fn new(text: Vec<u8>, openmetrics: Vec<u8>) -> Self {
+    /// Both formats as a [`Writer`] finished them, each also gzipped. The
+    /// buffers are cut to their length first: an exposition lives until
+    /// the next poll's (and while scrapes still send it), and `Bytes`
+    /// keeps a `Vec`'s whole allocation.
+    pub fn new(mut text: Vec<u8>, mut openmetrics: Vec<u8>) -> Self {
+        text.shrink_to_fit();
+        openmetrics.shrink_to_fit();
         Exposition {
             text_gzip: gzip(&text),
             openmetrics_gzip: gzip(&openmetrics),
@@ -65,7 +70,9 @@ pub fn gzip_with(data: &[u8], level: Compression) -> Bytes {
     let mut enc = GzEncoder::new(Vec::with_capacity(data.len() / 4 + 64), level);
     // Compressing into a Vec has no I/O that could fail.
     enc.write_all(data).expect("gzip into memory");
-    Bytes::from(enc.finish().expect("gzip into memory"))
+    let mut out = enc.finish().expect("gzip into memory");
+    out.shrink_to_fit();
+    Bytes::from(out)
 }
 
 #[cfg(test)]

@@ -9,10 +9,11 @@
 //! - oversized headers: hyper answers 431 beyond `MAX_HEADER_BYTES`,
 //!   malformed requests get 400, and the connection ends;
 //! - many concurrent scrapes: `--web.max-requests`, 503 beyond it;
-//! - a connection flood: `--web.max-connections`, then
-//!   `PROBE_RESERVED_CONNECTIONS` more that serve only `/-/healthy` and
-//!   `/-/ready` (so a flood never fails a liveness probe), then a canned 503,
-//!   so memory and file descriptors stay bounded;
+//! - a connection flood: `--web.max-connections` for the whole process,
+//!   every listener together, then `PROBE_RESERVED_CONNECTIONS` more that
+//!   serve only `/-/healthy` and `/-/ready` (so a flood never fails a
+//!   liveness probe), then a canned 503, so memory and file descriptors
+//!   stay bounded however many addresses are listened on;
 //! - shutdown: stop accepting, let in-flight requests finish (bounded by
 //!   `DRAIN_TIMEOUT`), close idle connections.
 
@@ -81,11 +82,34 @@ pub struct ServerConfig {
     pub health_without_auth: bool,
     /// `--web.max-connections`; 0: no limit.
     pub max_connections: usize,
+    /// The slots of `max_connections`, shared by every listener the
+    /// config is cloned into: the limit is the process's, not a
+    /// listener's. Built by [`ConnectionSlots::new`].
+    pub slots: Option<ConnectionSlots>,
     /// `--web.write-timeout`: how long an answer may wait for a client that
     /// does not read it.
     pub write_timeout: Duration,
     /// Refusals are counted here (scrapes by the router).
     pub stats: Arc<HttpStats>,
+}
+
+/// The process's connection slots: `--web.max-connections` regular ones
+/// and `PROBE_RESERVED_CONNECTIONS` for probes beyond them. Cloning shares
+/// them.
+#[derive(Clone)]
+pub struct ConnectionSlots {
+    regular: Arc<Semaphore>,
+    probes: Arc<Semaphore>,
+}
+
+impl ConnectionSlots {
+    /// `None` for 0 (no limit).
+    pub fn new(max_connections: usize) -> Option<Self> {
+        (max_connections > 0).then(|| ConnectionSlots {
+            regular: Arc::new(Semaphore::new(max_connections)),
+            probes: Arc::new(Semaphore::new(PROBE_RESERVED_CONNECTIONS)),
+        })
+    }
 }
 
 /// Which kind of connection slot a connection holds, until it closes.
@@ -161,12 +185,7 @@ pub async fn serve(
         .keep_alive(true);
     let mut probe_builder = builder.clone();
     probe_builder.keep_alive(false);
-    let conn_limit = (cfg.max_connections > 0).then(|| {
-        (
-            Arc::new(Semaphore::new(cfg.max_connections)),
-            Arc::new(Semaphore::new(PROBE_RESERVED_CONNECTIONS)),
-        )
-    });
+    let conn_limit = cfg.slots.clone();
     let shared = Arc::new(Shared {
         builder: Arc::new(builder),
         probe_builder: Arc::new(probe_builder),
@@ -188,7 +207,7 @@ pub async fn serve(
                     let _ = stream.set_nodelay(true);
                     let slot = match &conn_limit {
                         None => Slot::Regular { _permit: None },
-                        Some((regular, probes)) => match regular.clone().try_acquire_owned() {
+                        Some(ConnectionSlots { regular, probes }) => match regular.clone().try_acquire_owned() {
                             Ok(p) => {
                                 over_limit.reset();
                                 Slot::Regular { _permit: Some(p) }

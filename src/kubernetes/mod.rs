@@ -1,23 +1,50 @@
 //! Kubernetes pod attribution: which namespace, pod and container holds
-//! each GPU and each MIG device, from the kubelet's pod-resources API.
+//! each GPU and each MIG device, from the kubelet's pod-resources API:
+//! devices of the NVIDIA device plugin, and devices of ResourceClaims
+//! (Dynamic Resource Allocation, [`dra`]) resolved through the node's CDI
+//! specs ([`cdi`]) and, optionally, its ResourceSlices; with the pods'
+//! allowlisted labels ([`podlabels`]) from the kubelet's `/pods` or the API
+//! server.
 //!
 //! A background task asks the kubelet every `refresh_interval` and keeps the
 //! answer; the sampler's publish step copies it onto the snapshot
 //! ([`Attribution::apply`]). A scrape never talks to the kubelet, and an
 //! unreachable kubelet is `nvml_exporter_kubernetes_up 0` plus one log line,
-//! never a failed scrape.
+//! never a failed scrape. Whatever else cannot be read (a CDI spec, the
+//! API server, a kubelet without the DRA fields) is logged once, counted in
+//! `nvml_exporter_kubernetes_read_errors_total`, and leaves the rest of
+//! attribution as it is.
 
+mod apiserver;
+mod cdi;
+mod dra;
+mod holders;
+mod https;
+mod podlabels;
 mod podresources;
 
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
+use hyper::Uri;
 use tokio::sync::watch;
 
-use crate::snapshot::{GpuState, KubernetesStatus, PodAttribution, Snapshot};
+use crate::fsread::Reader;
+use crate::snapshot::{
+    ClaimedDeviceState, KubernetesReadError, KubernetesSource, KubernetesStatus, PodLabels,
+    Snapshot,
+};
+use cdi::{CdiSpecs, MigMinors};
+use dra::{Claimed, Outcome};
+use holders::{DeviceRef, Holder};
+use https::HttpsClient;
 
+pub use https::{parse_base_url, DEFAULT_CA_FILE, DEFAULT_TOKEN_FILE};
+pub use podlabels::{Allowlist, AllowlistError, MAX_LABELS_PER_POD, RESERVED_LABELS};
 pub use podresources::KubeletError;
 
 /// Where the kubelet serves pod-resources on every standard node.
@@ -32,12 +59,40 @@ pub const DEFAULT_RESOURCE_NAMES: &[&str] = &[
     "nvidia.com/mig-*",
 ];
 
-/// How long one List call may take before the refresh counts as failed.
+/// How long one List call, or one HTTPS read, may take before the refresh
+/// counts it as failed.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// After this many refresh intervals without a successful List, the last
-/// answer is too old to trust and attribution is withdrawn.
+/// answer is too old to trust and attribution is withdrawn; so are pod
+/// labels not read again for as long.
 const STALE_AFTER_INTERVALS: u32 = 3;
+
+/// How long this node's ResourceSlices are used before they are read
+/// again; a device they do not know is looked up again after one refresh
+/// interval at the soonest.
+const SLICES_MAX_AGE: Duration = Duration::from_secs(300);
+
+/// Problems remembered to be logged once; past this, the memory starts
+/// over (and a persisting problem is logged again).
+const MAX_REMEMBERED: usize = 1024;
+
+/// Where pod labels are read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LabelSource {
+    /// The kubelet's authenticated `/pods` at this base URL.
+    Kubelet(Uri),
+    /// The API server's pod list, selected by this node's name.
+    ApiServer { url: Uri, node: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodLabelsConfig {
+    pub allow: Arc<Allowlist>,
+    pub source: LabelSource,
+}
+
+impl Eq for Allowlist {}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttributionConfig {
@@ -45,40 +100,23 @@ pub struct AttributionConfig {
     /// Resource-name patterns whose devices are GPUs or MIG devices.
     pub resource_names: Vec<String>,
     pub refresh_interval: Duration,
-}
-
-/// A device as the device plugin names it in the kubelet's answer.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum DeviceRef {
-    /// `GPU-...` or `MIG-...` (the plugin's default `uuid` strategy).
-    Uuid(String),
-    /// A whole GPU by NVML index (the plugin's `index` strategy).
-    Index(u32),
-}
-
-impl DeviceRef {
-    /// Time-slicing and MPS replicas are advertised as `<id>::<replica>`:
-    /// every replica of a device is the same device.
-    fn parse(device_id: &str) -> Option<DeviceRef> {
-        let id = device_id.split("::").next().unwrap_or(device_id).trim();
-        if id.starts_with("GPU-") || id.starts_with("MIG-") {
-            Some(DeviceRef::Uuid(id.to_string()))
-        } else {
-            id.parse().ok().map(DeviceRef::Index)
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Holder {
-    device: DeviceRef,
-    namespace: String,
-    pod: String,
-    container: String,
+    /// The host's root file system: its `var/run/cdi` and `etc/cdi`.
+    pub rootfs: PathBuf,
+    /// The host's procfs: its `driver/nvidia-caps/mig-minors`.
+    pub procfs: PathBuf,
+    /// `--kubernetes.pod-labels`, when given.
+    pub pod_labels: Option<PodLabelsConfig>,
+    /// `--kubernetes.resource-slices`: the API server and this node's name.
+    pub resource_slices: Option<(Uri, String)>,
+    /// The CA bundle and bearer token for the kubelet and the API server.
+    pub ca_file: PathBuf,
+    pub token_file: PathBuf,
 }
 
 struct Known {
     holders: Vec<Holder>,
+    /// Allowlisted labels by (namespace, pod).
+    labels: HashMap<(String, String), PodLabels>,
     /// When the kubelet last answered; `None` before the first answer.
     at: Option<Instant>,
 }
@@ -88,6 +126,23 @@ struct Health {
     up: bool,
     refresh_errors: u64,
     last_refresh: Option<SystemTime>,
+    claimed: BTreeMap<ClaimedDeviceState, u64>,
+    read_errors: BTreeMap<(KubernetesSource, KubernetesReadError), u64>,
+}
+
+/// What one refresh carries over to the next.
+struct Carried {
+    cdi: CdiSpecs,
+    /// NVIDIA's devices of this node's ResourceSlices, and when read.
+    slices: HashMap<(String, String), String>,
+    slices_at: Option<Instant>,
+    slices_version: usize,
+    /// The last pod labels read, and when.
+    labels: HashMap<(String, String), PodLabels>,
+    labels_at: Option<Instant>,
+    /// Problems already logged (and counted, for dropped labels), until
+    /// they clear.
+    logged: HashSet<String>,
 }
 
 /// The latest attribution, shared between the refresh task (writer) and
@@ -96,17 +151,37 @@ pub struct Attribution {
     config: AttributionConfig,
     known: ArcSwap<Known>,
     health: Mutex<Health>,
+    carried: Mutex<Carried>,
+    reader: Reader,
+    https: HttpsClient,
 }
 
 impl Attribution {
     pub fn new(config: AttributionConfig) -> Arc<Self> {
+        let reader = Reader::new("kubernetes", 2);
         Arc::new(Attribution {
-            config,
             known: ArcSwap::from_pointee(Known {
                 holders: Vec::new(),
+                labels: HashMap::new(),
                 at: None,
             }),
             health: Mutex::new(Health::default()),
+            carried: Mutex::new(Carried {
+                cdi: CdiSpecs::new(&config.rootfs, reader.clone()),
+                slices: HashMap::new(),
+                slices_at: None,
+                slices_version: 0,
+                labels: HashMap::new(),
+                labels_at: None,
+                logged: HashSet::new(),
+            }),
+            https: HttpsClient::new(
+                config.ca_file.clone(),
+                config.token_file.clone(),
+                reader.clone(),
+            ),
+            reader,
+            config,
         })
     }
 
@@ -123,29 +198,306 @@ impl Attribution {
         }
     }
 
-    async fn refresh(&self) {
+    async fn refresh(self: &Arc<Self>) {
         let result = podresources::list(&self.config.socket, CALL_TIMEOUT).await;
-        let mut health = self.health.lock().unwrap_or_else(|p| p.into_inner());
-        match result {
-            Ok(response) => {
-                let holders = holders_from(&response, &self.config.resource_names);
-                self.known.store(Arc::new(Known {
-                    holders,
-                    at: Some(Instant::now()),
-                }));
-                if !health.up {
-                    tracing::info!(socket = %self.config.socket.display(), "kubelet pod-resources reachable: pod attribution on");
-                }
-                health.up = true;
-                health.last_refresh = Some(SystemTime::now());
-            }
+        let response = match result {
+            Ok(response) => response,
             Err(e) => {
+                let mut health = self.health();
                 health.refresh_errors += 1;
                 // Once per outage, not once per refresh.
                 if health.up || health.refresh_errors == 1 {
                     tracing::warn!(error = %e, "pod attribution unavailable");
                 }
                 health.up = false;
+                return;
+            }
+        };
+        let mut holders = holders::from_device_plugin(&response, &self.config.resource_names);
+        let (claimed, any_dra) = dra::claimed_devices(&response);
+        // CDI specs and the MIG minors are files: read off the runtime.
+        let me = self.clone();
+        let local = tokio::task::spawn_blocking(move || me.resolve_locally(claimed, any_dra))
+            .await
+            .unwrap_or_default();
+        let outcomes = self.resolve_from_slices(local).await;
+        let mut counts: BTreeMap<ClaimedDeviceState, HashSet<String>> = BTreeMap::new();
+        for (c, outcome) in &outcomes {
+            let state = match outcome {
+                Outcome::Resolved(devices) => {
+                    holders.extend(devices.iter().map(|device| Holder {
+                        device: device.clone(),
+                        namespace: c.namespace.clone(),
+                        pod: c.pod.clone(),
+                        container: c.container.clone(),
+                    }));
+                    ClaimedDeviceState::Resolved
+                }
+                Outcome::Unresolved(why) => {
+                    self.warn_once(&format!("unresolved {}", c.device_key()), || {
+                        tracing::warn!(
+                            claim = %c.claim, device = %c.device_key(), reason = %why,
+                            cdi_dirs = %format!("{0}/var/run/cdi,{0}/etc/cdi", self.config.rootfs.display()),
+                            "a GPU of a DRA claim could not be resolved; it is attributed to no GPU \
+                             (are the host's CDI directories mounted there? Helm: podAttribution.dra.enabled; \
+                             or use --kubernetes.resource-slices)"
+                        )
+                    });
+                    ClaimedDeviceState::Unresolved
+                }
+                Outcome::OtherDriver => {
+                    self.warn_once(&format!("driver {}", c.driver), || {
+                        tracing::info!(
+                            driver = %c.driver, claim = %c.claim,
+                            "DRA claims of this driver are not GPUs; not attributed"
+                        )
+                    });
+                    ClaimedDeviceState::OtherDriver
+                }
+            };
+            counts.entry(state).or_default().insert(c.device_key());
+        }
+        holders.sort();
+        holders.dedup();
+        let labels = self.pod_labels().await;
+        self.known.store(Arc::new(Known {
+            holders,
+            labels,
+            at: Some(Instant::now()),
+        }));
+        let mut health = self.health();
+        if !health.up {
+            tracing::info!(socket = %self.config.socket.display(), "kubelet pod-resources reachable: pod attribution on");
+        }
+        health.up = true;
+        health.last_refresh = Some(SystemTime::now());
+        health.claimed = ClaimedDeviceState::ALL
+            .iter()
+            .map(|s| (*s, counts.get(s).map_or(0, |d| d.len() as u64)))
+            .collect();
+    }
+
+    fn health(&self) -> std::sync::MutexGuard<'_, Health> {
+        self.health.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn carried(&self) -> std::sync::MutexGuard<'_, Carried> {
+        self.carried.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn count(&self, source: KubernetesSource, reason: KubernetesReadError) {
+        *self
+            .health()
+            .read_errors
+            .entry((source, reason))
+            .or_insert(0) += 1;
+    }
+
+    /// Runs `log` the first time `key` is seen since it last cleared.
+    fn warn_once(&self, key: &str, log: impl FnOnce()) -> bool {
+        let mut carried = self.carried();
+        if carried.logged.len() >= MAX_REMEMBERED {
+            carried.logged.clear();
+        }
+        let first = carried.logged.insert(key.to_string());
+        drop(carried);
+        if first {
+            log();
+        }
+        first
+    }
+
+    /// Forgets `key`: the problem cleared, and is logged again if it comes
+    /// back.
+    fn cleared(&self, key: &str) {
+        self.carried().logged.remove(key);
+    }
+
+    /// Resolves each claimed device of NVIDIA's driver from the CDI specs
+    /// (blocking: reads files). Also notices a kubelet that reports no
+    /// claims while the driver has prepared some.
+    fn resolve_locally(&self, claimed: Vec<Claimed>, any_dra: bool) -> Vec<(Claimed, Outcome)> {
+        let need_specs = claimed.iter().any(Claimed::is_nvidia_gpu);
+        let scan = self.carried().cdi.scan(need_specs);
+        for p in &scan.problems {
+            self.count(KubernetesSource::Cdi, p.reason);
+            let key = format!("cdi {}", p.path.display());
+            self.warn_once(&key, || {
+                tracing::warn!(path = %p.path.display(), reason = p.reason.as_label(), error = %p.detail,
+                    "a CDI spec could not be used for DRA claims")
+            });
+        }
+        if !any_dra && scan.nvidia_claim_specs > 0 {
+            self.count(KubernetesSource::KubeletDra, KubernetesReadError::Missing);
+            self.warn_once("kubelet without dra", || {
+                tracing::warn!(
+                    claim_specs = scan.nvidia_claim_specs,
+                    "the kubelet reports no DRA claims, yet NVIDIA's DRA driver has prepared some \
+                     (CDI specs k8s.gpu.nvidia.com-claim_*): it is older than 1.27 or has \
+                     KubeletPodResourcesDynamicResources off (on by default from 1.34); \
+                     pods holding GPUs through DRA are not attributed"
+                )
+            });
+        } else if any_dra {
+            self.cleared("kubelet without dra");
+        }
+        let mut mig: Option<Option<Rc<MigMinors>>> = None;
+        let mut out = Vec::with_capacity(claimed.len());
+        for c in claimed {
+            if !c.is_nvidia_gpu() {
+                out.push((c, Outcome::OtherDriver));
+                continue;
+            }
+            let result = dra::resolve_from_cdi(
+                &c,
+                |name| scan.devices.get(name).cloned(),
+                || {
+                    mig.get_or_insert_with(|| self.mig_minors().map(Rc::new))
+                        .clone()
+                },
+            );
+            let outcome = match result {
+                Ok(devices) => Outcome::Resolved(devices),
+                Err(why) => Outcome::Unresolved(why.to_string()),
+            };
+            out.push((c, outcome));
+        }
+        out
+    }
+
+    fn mig_minors(&self) -> Option<MigMinors> {
+        match cdi::read_mig_minors(&self.reader, &self.config.procfs) {
+            Ok(table) => {
+                self.cleared("mig minors");
+                Some(table)
+            }
+            Err(p) => {
+                self.count(KubernetesSource::Cdi, p.reason);
+                self.warn_once("mig minors", || {
+                    tracing::warn!(path = %p.path.display(), error = %p.detail,
+                        "the driver's MIG minors could not be read; MIG devices of DRA claims are not resolved")
+                });
+                None
+            }
+        }
+    }
+
+    /// Looks the devices the CDI specs did not resolve up in this node's
+    /// ResourceSlices, with `--kubernetes.resource-slices`.
+    async fn resolve_from_slices(
+        &self,
+        mut local: Vec<(Claimed, Outcome)>,
+    ) -> Vec<(Claimed, Outcome)> {
+        let Some((api, node)) = &self.config.resource_slices else {
+            return local;
+        };
+        let key = |c: &Claimed| (c.pool.clone(), c.device.clone());
+        let wanted: Vec<(String, String)> = local
+            .iter()
+            .filter(|(c, o)| matches!(o, Outcome::Unresolved(_)) && !c.device.is_empty())
+            .map(|(c, _)| key(c))
+            .collect();
+        if wanted.is_empty() {
+            return local;
+        }
+        let (due, mut version) = {
+            let carried = self.carried();
+            let known = wanted.iter().all(|k| carried.slices.contains_key(k));
+            let age = carried.slices_at.map(|at| at.elapsed());
+            let due = match age {
+                None => true,
+                Some(age) if age > SLICES_MAX_AGE => true,
+                // A device the slices did not know: look again, but at most
+                // once a refresh interval.
+                Some(age) => !known && age >= self.config.refresh_interval,
+            };
+            (due, carried.slices_version)
+        };
+        if due {
+            let read =
+                apiserver::slice_uuids(&self.https, api, node, &mut version, CALL_TIMEOUT).await;
+            let mut carried = self.carried();
+            carried.slices_version = version;
+            carried.slices_at = Some(Instant::now());
+            match read {
+                Ok(uuids) => {
+                    carried.slices = uuids;
+                    drop(carried);
+                    self.cleared("resource slices");
+                }
+                Err(e) => {
+                    drop(carried);
+                    self.count(KubernetesSource::ResourceSlices, e.reason());
+                    self.warn_once("resource slices", || {
+                        tracing::warn!(error = %e, "this node's ResourceSlices could not be read")
+                    });
+                }
+            }
+        }
+        let carried = self.carried();
+        for (c, outcome) in &mut local {
+            if let Outcome::Unresolved(_) = outcome {
+                if let Some(uuid) = carried.slices.get(&key(c)) {
+                    *outcome = Outcome::Resolved(vec![DeviceRef::Uuid(uuid.clone())]);
+                }
+            }
+        }
+        local
+    }
+
+    /// The allowlisted labels of this node's pods: read now, or as last
+    /// read while that is fresh.
+    async fn pod_labels(&self) -> HashMap<(String, String), PodLabels> {
+        let Some(config) = &self.config.pod_labels else {
+            return HashMap::new();
+        };
+        let read = match &config.source {
+            LabelSource::Kubelet(url) => {
+                apiserver::pods_from_kubelet(&self.https, url, CALL_TIMEOUT).await
+            }
+            LabelSource::ApiServer { url, node } => {
+                apiserver::pods_from_api_server(&self.https, url, node, CALL_TIMEOUT).await
+            }
+        };
+        match read {
+            Ok(pods) => {
+                self.cleared("pod labels");
+                let mut out = HashMap::with_capacity(pods.len());
+                for pod in pods {
+                    let selected = config.allow.select(&pod.labels);
+                    for key in &selected.dropped {
+                        let once = format!("dropped {}/{} {key}", pod.namespace, pod.name);
+                        if self.warn_once(&once, || {
+                            tracing::warn!(namespace = %pod.namespace, pod = %pod.name, label = %key,
+                                "a pod label the allowlist matches is left out: its name is taken, \
+                                 or the pod or the exporter has reached its limit of labels")
+                        }) {
+                            self.count(KubernetesSource::PodLabels, KubernetesReadError::Dropped);
+                        }
+                    }
+                    if !selected.labels.is_empty() {
+                        out.insert((pod.namespace, pod.name), selected.labels);
+                    }
+                }
+                let mut carried = self.carried();
+                carried.labels = out.clone();
+                carried.labels_at = Some(Instant::now());
+                out
+            }
+            Err(e) => {
+                self.count(KubernetesSource::PodLabels, e.reason());
+                self.warn_once("pod labels", || {
+                    tracing::warn!(error = %e, "pod labels could not be read; the last ones read are kept while fresh")
+                });
+                let carried = self.carried();
+                let fresh = carried.labels_at.is_some_and(|at| {
+                    at.elapsed() <= self.config.refresh_interval * STALE_AFTER_INTERVALS
+                });
+                if fresh {
+                    carried.labels.clone()
+                } else {
+                    HashMap::new()
+                }
             }
         }
     }
@@ -160,108 +512,44 @@ impl Attribution {
         let mut out = snapshot.clone();
         for gpu in &mut out.gpus {
             gpu.pods = if fresh {
-                attribute(gpu, &known.holders)
+                holders::attribute(gpu, &known.holders, &known.labels)
             } else {
                 Vec::new()
             };
         }
-        let health = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        let health = self.health();
         out.kubernetes = Some(KubernetesStatus {
             up: health.up,
             refresh_errors: health.refresh_errors,
             last_refresh: health.last_refresh,
+            claimed_devices: health.claimed.iter().map(|(s, n)| (*s, *n)).collect(),
+            read_errors: health
+                .read_errors
+                .iter()
+                .map(|((s, r), n)| (*s, *r, *n))
+                .collect(),
         });
         out
     }
 }
 
-/// Does `resource` match one of the patterns (`*` only as the last
-/// character)?
-fn resource_matches(patterns: &[String], resource: &str) -> bool {
-    patterns.iter().any(|p| match p.strip_suffix('*') {
-        Some(prefix) => resource.starts_with(prefix),
-        None => resource == p,
-    })
-}
-
-fn holders_from(
-    response: &podresources::ListPodResourcesResponse,
-    patterns: &[String],
-) -> Vec<Holder> {
-    let mut holders = Vec::new();
-    for pod in &response.pod_resources {
-        for container in &pod.containers {
-            for devices in &container.devices {
-                if !resource_matches(patterns, &devices.resource_name) {
-                    continue;
-                }
-                for id in &devices.device_ids {
-                    if let Some(device) = DeviceRef::parse(id) {
-                        holders.push(Holder {
-                            device,
-                            namespace: pod.namespace.clone(),
-                            pod: pod.name.clone(),
-                            container: container.name.clone(),
-                        });
-                    }
-                }
-            }
-        }
-    }
-    // Several replicas of one device in one container are one holding.
-    holders.sort();
-    holders.dedup();
-    holders
-}
-
-/// The pods holding this GPU or one of its MIG devices. MIG devices are
-/// found through the GPU's current readings; while the GPU is hung or lost
-/// its MIG layout is unknown, and only whole-GPU holders are reported.
-fn attribute(gpu: &GpuState, holders: &[Holder]) -> Vec<PodAttribution> {
-    let mut pods = Vec::new();
-    for h in holders {
-        let place = match &h.device {
-            DeviceRef::Index(i) if *i == gpu.index => Some((None, None)),
-            DeviceRef::Uuid(u) if *u == gpu.uuid => Some((None, None)),
-            DeviceRef::Uuid(u) if u.starts_with("MIG-") => mig_place(gpu, u),
-            _ => None,
-        };
-        if let Some((gpu_instance, compute_instance)) = place {
-            pods.push(PodAttribution {
-                namespace: h.namespace.clone(),
-                pod: h.pod.clone(),
-                container: h.container.clone(),
-                gpu_instance,
-                compute_instance,
-            });
-        }
-    }
-    pods
-}
-
-fn mig_place(gpu: &GpuState, mig_uuid: &str) -> Option<(Option<u32>, Option<u32>)> {
-    let readings = gpu.readings.as_ref()?;
-    readings.mig.iter().find_map(|gi| {
-        gi.compute_instances
-            .iter()
-            .find(|ci| ci.mig_uuid == mig_uuid)
-            .map(|ci| (Some(gi.gpu_instance), Some(ci.compute_instance)))
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::holders::{attribute, from_device_plugin, resource_matches};
     use super::podresources::*;
     use super::*;
     use crate::snapshot::{
-        GpuIdentity, GpuReadings, Health as GpuHealth, MigComputeInstance, MigGpuInstance,
+        GpuIdentity, GpuReadings, GpuState, Health as GpuHealth, MigComputeInstance, MigGpuInstance,
     };
 
     fn gpu(index: u32, uuid: &str, mig: Vec<MigGpuInstance>) -> GpuState {
         GpuState {
             index,
             uuid: uuid.into(),
-            identity: GpuIdentity::default(),
+            identity: GpuIdentity {
+                minor_number: Some(index + 4),
+                ..GpuIdentity::default()
+            },
             health: GpuHealth::Up,
             last_sample: None,
             sample_duration: None,
@@ -278,6 +566,19 @@ mod tests {
         }
     }
 
+    fn mig_instance(gi: u32, ci: u32, uuid: &str) -> MigGpuInstance {
+        MigGpuInstance {
+            gpu_instance: gi,
+            profile: "1g.10gb".into(),
+            memory: None,
+            activity: vec![],
+            compute_instances: vec![MigComputeInstance {
+                compute_instance: ci,
+                mig_uuid: uuid.into(),
+            }],
+        }
+    }
+
     fn pod(ns: &str, name: &str, container: &str, resource: &str, ids: &[&str]) -> PodResources {
         PodResources {
             name: name.into(),
@@ -288,6 +589,7 @@ mod tests {
                     resource_name: resource.into(),
                     device_ids: ids.iter().map(|s| s.to_string()).collect(),
                 }],
+                dynamic_resources: vec![],
             }],
         }
     }
@@ -297,6 +599,20 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect()
+    }
+
+    fn config(refresh_interval: Duration) -> AttributionConfig {
+        AttributionConfig {
+            socket: "/nonexistent".into(),
+            resource_names: defaults(),
+            refresh_interval,
+            rootfs: "/nonexistent".into(),
+            procfs: "/nonexistent".into(),
+            pod_labels: None,
+            resource_slices: None,
+            ca_file: DEFAULT_CA_FILE.into(),
+            token_file: DEFAULT_TOKEN_FILE.into(),
+        }
     }
 
     #[test]
@@ -339,28 +655,16 @@ mod tests {
                 pod("e", "p5", "c", "nvidia.com/gpu", &["1::0", "1::1"]),
             ],
         };
-        let holders = holders_from(&response, &defaults());
+        let holders = from_device_plugin(&response, &defaults());
         let g0 = gpu(0, "GPU-0", vec![]);
-        let g1 = gpu(
-            1,
-            "GPU-1",
-            vec![MigGpuInstance {
-                gpu_instance: 7,
-                profile: "1g.10gb".into(),
-                memory: None,
-                activity: vec![],
-                compute_instances: vec![MigComputeInstance {
-                    compute_instance: 0,
-                    mig_uuid: "MIG-1".into(),
-                }],
-            }],
-        );
-        let pods0: Vec<_> = attribute(&g0, &holders)
+        let g1 = gpu(1, "GPU-1", vec![mig_instance(7, 0, "MIG-1")]);
+        let none = HashMap::new();
+        let pods0: Vec<_> = attribute(&g0, &holders, &none)
             .into_iter()
             .map(|p| p.pod)
             .collect();
         assert_eq!(pods0, ["p1", "p2"]);
-        let pods1 = attribute(&g1, &holders);
+        let pods1 = attribute(&g1, &holders, &none);
         assert_eq!(pods1.len(), 2);
         let mig = pods1.iter().find(|p| p.pod == "p3").expect("MIG holder");
         assert_eq!((mig.gpu_instance, mig.compute_instance), (Some(7), Some(0)));
@@ -369,12 +673,57 @@ mod tests {
     }
 
     #[test]
+    fn claims_resolved_by_minor_land_on_their_gpu_and_mig_instance() {
+        let holder = |device: DeviceRef, pod: &str| Holder {
+            device,
+            namespace: "ml".into(),
+            pod: pod.into(),
+            container: "main".into(),
+        };
+        // GPU 1 has minor 5; its GPU instance 2 compute instance 0.
+        let g1 = gpu(1, "GPU-1", vec![mig_instance(2, 0, "MIG-a")]);
+        let holders = [
+            holder(DeviceRef::Minor(5), "whole"),
+            // The same container also holds it by UUID: one holding.
+            holder(DeviceRef::Uuid("GPU-1".into()), "whole"),
+            holder(
+                DeviceRef::MigMinor {
+                    gpu_minor: 5,
+                    gpu_instance: 2,
+                    compute_instance: Some(0),
+                },
+                "mig",
+            ),
+            // An instance this GPU does not have (reconfigured since).
+            holder(
+                DeviceRef::MigMinor {
+                    gpu_minor: 5,
+                    gpu_instance: 9,
+                    compute_instance: None,
+                },
+                "gone",
+            ),
+            holder(DeviceRef::Minor(1), "other-gpu"),
+        ];
+        let labels: HashMap<_, _> = [(
+            ("ml".to_string(), "mig".to_string()),
+            vec![("team", "vision".to_string())],
+        )]
+        .into_iter()
+        .collect();
+        let got = attribute(&g1, &holders, &labels);
+        let places: Vec<_> = got
+            .iter()
+            .map(|p| (p.pod.as_str(), p.gpu_instance, p.compute_instance))
+            .collect();
+        assert_eq!(places, [("mig", Some(2), Some(0)), ("whole", None, None)]);
+        assert_eq!(got[0].labels, [("team", "vision".to_string())]);
+        assert!(got[1].labels.is_empty());
+    }
+
+    #[test]
     fn stale_answers_are_withdrawn() {
-        let attribution = Attribution::new(AttributionConfig {
-            socket: "/nonexistent".into(),
-            resource_names: defaults(),
-            refresh_interval: Duration::from_millis(1),
-        });
+        let attribution = Attribution::new(config(Duration::from_millis(1)));
         attribution.known.store(Arc::new(Known {
             holders: vec![Holder {
                 device: DeviceRef::Index(0),
@@ -382,6 +731,7 @@ mod tests {
                 pod: "p".into(),
                 container: "c".into(),
             }],
+            labels: HashMap::new(),
             at: Instant::now().checked_sub(Duration::from_secs(1)),
         }));
         let snapshot = Snapshot {

@@ -4,7 +4,10 @@
 //! The messages are declared by hand with prost's derive instead of being
 //! generated, so building the exporter needs no `protoc`. Their tags match
 //! `proto/podresources_v1.proto`; fields the exporter does not read
-//! (memory, topology, dynamic resources) are skipped by prost as unknown.
+//! (CPUs, memory, topology) are skipped by prost as unknown. A kubelet that
+//! predates a field simply never sends it: an older kubelet's answer
+//! decodes with no dynamic resources, and one of 1.27 to 1.30 with claim
+//! resources that name their CDI devices but no driver, pool or device.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -41,6 +44,48 @@ pub struct ContainerResources {
     pub name: String,
     #[prost(message, repeated, tag = "2")]
     pub devices: Vec<ContainerDevices>,
+    /// Devices allocated through Dynamic Resource Allocation (kubelet 1.27+,
+    /// with `KubeletPodResourcesDynamicResources`: on by default from 1.34).
+    #[prost(message, repeated, tag = "5")]
+    pub dynamic_resources: Vec<DynamicResource>,
+}
+
+/// One ResourceClaim a container uses. (Tag 1, the claim's class, was
+/// removed in 1.31.) The field names are the API's.
+#[allow(clippy::struct_field_names)]
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DynamicResource {
+    #[prost(string, tag = "2")]
+    pub claim_name: String,
+    #[prost(string, tag = "3")]
+    pub claim_namespace: String,
+    #[prost(message, repeated, tag = "4")]
+    pub claim_resources: Vec<ClaimResource>,
+}
+
+/// One device of a claim: driver, pool and device name identify it (1.31+);
+/// the CDI devices are what the driver prepared for the container.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ClaimResource {
+    #[prost(message, repeated, tag = "1")]
+    pub cdi_devices: Vec<CdiDevice>,
+    #[prost(string, tag = "2")]
+    pub driver_name: String,
+    #[prost(string, tag = "3")]
+    pub pool_name: String,
+    #[prost(string, tag = "4")]
+    pub device_name: String,
+    /// Set when the device is one of several shares of a device that
+    /// allows multiple allocations (DRAConsumableCapacity).
+    #[prost(string, optional, tag = "5")]
+    pub share_id: Option<String>,
+}
+
+/// A fully qualified CDI device name, `vendor.com/class=name`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CdiDevice {
+    #[prost(string, tag = "1")]
+    pub name: String,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -70,10 +70,17 @@ pub fn resolve(source: &LibrarySource) -> Result<ResolvedLibrary, StartError> {
             // The simulator checks the scenario when it is chosen: one it
             // could not build is a configuration mistake, said once at
             // start, not an NVML that stays down for ever.
-            raw::select_sim_scenario(path, scenario).map_err(|message| StartError::Scenario {
-                scenario: scenario.clone(),
-                message,
+            let sim = raw::select_sim_scenario(path, scenario).map_err(|message| {
+                StartError::Scenario {
+                    scenario: scenario.clone(),
+                    message,
+                }
             })?;
+            // What the replay changed or left out of its file (identifiers
+            // made unique, an excerpt): said once, at start.
+            for warning in raw::sim_warnings(&sim) {
+                tracing::warn!(scenario = %scenario, "{warning}");
+            }
             Ok(ResolvedLibrary::Simulated {
                 path: path.clone(),
                 scenario: scenario.clone(),

@@ -686,7 +686,7 @@ pub fn select_sim_scenario(
     // SAFETY: loading nvml-sim runs no initialization code with
     // preconditions; it is the library NVML loads next from the same path.
     let lib = unsafe { libloading::Library::new(path) }.map_err(|e| e.to_string())?;
-    // SAFETY: the symbol has this signature in nvml-sim (src/host.rs).
+    // SAFETY: the symbol has this signature in nvml-sim (nvml-sim/src/host.rs).
     let select = unsafe { lib.get::<Select>(b"nvml_sim_select_scenario\0") }
         .map_err(|_| "not nvml-sim: it does not export nvml_sim_select_scenario".to_string())?;
     // SAFETY: `key` is a NUL-terminated string that outlives the call.
@@ -709,6 +709,26 @@ pub fn sim_last_error(lib: &libloading::Library) -> Option<String> {
     // SAFETY: NUL-terminated within `buf`, as above.
     let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
     (!text.is_empty()).then(|| text.into_owned())
+}
+
+/// What nvml-sim's loader changed or left out of the scenario last
+/// selected (identifiers made unique, an excerpt of a capture, values an
+/// import rounded), one `file:line: message` each
+/// (`nvml_sim_last_warnings`); none from a build that lacks the export.
+pub fn sim_warnings(lib: &libloading::Library) -> Vec<String> {
+    type Warnings = unsafe extern "C" fn(*mut std::os::raw::c_char, u32) -> nvmlReturn_t;
+    // SAFETY: the symbol has this signature in nvml-sim (src/host.rs).
+    let Ok(warnings) = (unsafe { lib.get::<Warnings>(b"nvml_sim_last_warnings\0") }) else {
+        return Vec::new();
+    };
+    let mut buf = vec![0 as std::os::raw::c_char; 1 << 16];
+    // SAFETY: the buffer is 64 KiB; the export NUL-terminates in it.
+    if nvml_try(unsafe { warnings(buf.as_mut_ptr(), buf.len() as u32) }).is_err() {
+        return Vec::new();
+    }
+    // SAFETY: NUL-terminated within `buf`, as above.
+    let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
+    text.lines().map(str::to_string).collect()
 }
 
 /// Whether the dynamic loader can load the library at `path` at all: a

@@ -9,7 +9,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::procfs::HostFiles;
-use crate::snapshot::{GpuState, Workload, WorkloadHolding, WorkloadKind, WorkloadReadError};
+use crate::snapshot::{
+    GpuState, PodLabels, Workload, WorkloadHolding, WorkloadKind, WorkloadReadError,
+};
 
 /// The character devices of NVIDIA GPUs: `/dev/nvidia<minor>` is major
 /// 195; minors 254 and 255 are nvidia-modeset and nvidiactl.
@@ -164,7 +166,27 @@ pub fn container_names(
 /// A pod process whose names are unknown (no container log link) cannot be
 /// matched to an allocation: on a device running one, allocations add no
 /// holding, lest a pod that works be reported as holding the device idle.
+///
+/// A pod's allowlisted labels (`--kubernetes.pod-labels`) go onto each of
+/// its holdings: those of its allocations, and those of its processes,
+/// matched by namespace and pod to an allocation on any GPU.
 pub fn merge(holdings: &mut Vec<WorkloadHolding>, gpus: &[GpuState], slurm: &[SlurmJob]) {
+    let labels: HashMap<(&str, &str), &PodLabels> = gpus
+        .iter()
+        .flat_map(|g| &g.pods)
+        .filter(|p| !p.labels.is_empty())
+        .map(|p| ((p.namespace.as_str(), p.pod.as_str()), &p.labels))
+        .collect();
+    if !labels.is_empty() {
+        for h in holdings.iter_mut() {
+            let w = &mut h.workload;
+            if let (Some(ns), Some(pod)) = (&w.namespace, &w.pod) {
+                if let Some(l) = labels.get(&(ns.as_str(), pod.as_str())) {
+                    w.pod_labels = (*l).clone();
+                }
+            }
+        }
+    }
     for g in gpus {
         for p in &g.pods {
             let covered = holdings.iter().any(|h| {
@@ -182,6 +204,7 @@ pub fn merge(holdings: &mut Vec<WorkloadHolding>, gpus: &[GpuState], slurm: &[Sl
                 workload.namespace = Some(p.namespace.clone());
                 workload.pod = Some(p.pod.clone());
                 workload.container = Some(p.container.clone());
+                workload.pod_labels = p.labels.clone();
                 holdings.push(allocation(
                     g.index,
                     p.gpu_instance,
@@ -253,6 +276,7 @@ mod tests {
                 container: "main".into(),
                 gpu_instance: None,
                 compute_instance: None,
+                labels: vec![("team", format!("{ns}-team"))],
             })
             .collect();
         g
@@ -308,6 +332,12 @@ mod tests {
                 (2, WorkloadKind::Slurm, Some("7"), Some("alice")),
             ]
         );
+        // The pod's labels: on its allocation, and on its processes.
+        let team = |h: &WorkloadHolding| h.workload.pod_labels.clone();
+        assert_eq!(team(&holdings[2]), [("team", "ml-team".to_string())]);
+        assert_eq!(team(&holdings[0]), [("team", "ml-team".to_string())]);
+        assert!(team(&holdings[1]).is_empty(), "a process without names");
+        assert!(team(&holdings[3]).is_empty(), "a Slurm job");
     }
 
     #[test]

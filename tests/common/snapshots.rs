@@ -27,6 +27,7 @@ pub fn h100_identity(i: u32) -> GpuIdentity {
         vbios_version: Some("96.00.74.00.01".into()),
         compute_capability: Some("9.0".into()),
         board_part_number: Some("692-2G520-0200-000".into()),
+        minor_number: Some(i),
     }
 }
 
@@ -389,7 +390,8 @@ pub fn fully_populated() -> Snapshot {
     if let Some(r) = s.gpus[0].readings.as_mut() {
         r.fan_speeds = vec![(0, 0.45), (1, 0.5)];
     }
-    // Pod attribution: a GPU shared by two containers and a MIG device.
+    // Pod attribution: a GPU shared by two containers and a MIG device,
+    // each pod with an allowlisted label (--kubernetes.pod-labels).
     let holder =
         |pod: &str, gpu_instance: Option<u32>, compute_instance: Option<u32>| PodAttribution {
             namespace: "ml".into(),
@@ -397,6 +399,7 @@ pub fn fully_populated() -> Snapshot {
             container: "train".into(),
             gpu_instance,
             compute_instance,
+            labels: vec![("team", "vision".into())],
         };
     s.gpus[2].pods = vec![holder("a", None, None), holder("b", None, None)];
     // Every GPU judged: most need nothing, GPU 2 (lost, XID 79) a reboot.
@@ -470,6 +473,12 @@ pub fn fully_populated() -> Snapshot {
         up: true,
         refresh_errors: 1,
         last_refresh: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)),
+        claimed_devices: vec![
+            (ClaimedDeviceState::Resolved, 2),
+            (ClaimedDeviceState::Unresolved, 0),
+            (ClaimedDeviceState::OtherDriver, 1),
+        ],
+        read_errors: vec![(KubernetesSource::Cdi, KubernetesReadError::Malformed, 1)],
     });
     // Workload attribution: every label of every kind appears somewhere.
     let mig_gpu_index = s
@@ -504,6 +513,7 @@ pub fn fully_populated() -> Snapshot {
             namespace: Some("ml".into()),
             pod: Some("trainer-0".into()),
             container: Some("main".into()),
+            pod_labels: vec![("team", "vision".into())],
             ..workload(WorkloadKind::Kubernetes)
         },
         Workload {
@@ -612,6 +622,7 @@ pub fn workstation() -> Snapshot {
         vbios_version: Some("95.02.18.80.5F".into()),
         compute_capability: Some("8.9".into()),
         board_part_number: None,
+        minor_number: Some(0),
     };
     Snapshot {
         nvml_up: true,

@@ -359,3 +359,24 @@ fn log_level_filters() {
         "--log.level=warn wrote info lines:\n{log}"
     );
 }
+
+/// `--help` names every scenario `--simulate` takes by name: the
+/// simulator's own list, so a scenario added there cannot be missing here
+/// (it listed five of nine).
+#[test]
+fn help_names_every_built_in_scenario() {
+    let (status, out) = run_to_exit(&["--help"], &[]);
+    assert!(status.success());
+    // clap wraps the help text: compare without line breaks.
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    let scenarios = common::sim_listing("scenarios");
+    assert!(scenarios.len() >= 9, "{scenarios:?}");
+    for name in scenarios {
+        assert!(
+            [" ", "("].iter().any(|p| [",", ")"]
+                .iter()
+                .any(|s| flat.contains(&format!("{p}{name}{s}")))),
+            "--help does not name the built-in scenario {name}:\n{out}"
+        );
+    }
+}

@@ -85,6 +85,8 @@ fn every_gpu_series_has_gpu_and_uuid_and_only_global_ones_lack_them() {
         "nvml_exporter_kubernetes_up",
         "nvml_exporter_kubernetes_refresh_errors_total",
         "nvml_exporter_kubernetes_last_refresh_timestamp_seconds",
+        "nvml_exporter_kubernetes_claimed_devices",
+        "nvml_exporter_kubernetes_read_errors_total",
         "nvml_exporter_workloads_dropped",
         "nvml_exporter_workloads_last_refresh_timestamp_seconds",
         "nvml_exporter_workload_read_errors_total",
@@ -534,5 +536,35 @@ fn content_types_name_the_versions() {
     assert_eq!(
         OPENMETRICS_CONTENT_TYPE,
         "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+}
+
+/// `--kubernetes.pod-labels` refuses, at start, names the exporter's own
+/// series already carry: its list must hold every label the pod
+/// attribution and workload families write.
+#[test]
+fn pod_labels_cannot_take_a_label_of_the_attribution_series() {
+    let samples = parse(&text(&snapshots::fully_populated(), FamilySet::all()));
+    let attribution = |name: &str| name.contains("_pod_share_") || name.contains("workload");
+    let mut ours = BTreeSet::new();
+    let mut seen_pod_label = false;
+    for s in samples.iter().filter(|s| attribution(&s.name)) {
+        for name in s.labels.keys() {
+            if name == "team" {
+                // The allowlisted pod label fully_populated() carries.
+                seen_pod_label = true;
+            } else {
+                ours.insert(name.clone());
+            }
+        }
+    }
+    assert!(seen_pod_label, "fully_populated() has a pod label");
+    let missing: Vec<_> = ours
+        .iter()
+        .filter(|n| !nvml_exporter::kubernetes::RESERVED_LABELS.contains(&n.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "labels of the attribution series a pod label could take: {missing:?}"
     );
 }

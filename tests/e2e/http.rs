@@ -324,6 +324,40 @@ fn connections_beyond_the_limit_get_503_and_the_limit_frees_up() {
     assert_eq!(e.get("/metrics").status, 200);
 }
 
+/// `--web.max-connections` is the process's limit, not each listener's:
+/// with every slot taken through one address, a second address refuses
+/// too (it used to serve up to the limit again on every listener).
+#[test]
+fn the_connection_limit_holds_across_every_listener() {
+    let (first, second) = (common::free_port(), common::free_port());
+    let e = Exporter::start(
+        &[
+            "--simulate=workstation".to_string(),
+            format!("--web.listen-address=127.0.0.1:{first}"),
+            format!("--web.listen-address=127.0.0.1:{second}"),
+            "--web.max-connections=2".to_string(),
+        ],
+        &[],
+    );
+    e.wait_serving();
+    let (_held, _) = e.take_every_connection_slot(2);
+    let mut other = std::net::TcpStream::connect(("127.0.0.1", second)).unwrap();
+    other
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    other
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let answer = common::read_one_response(&mut other).unwrap();
+    assert_eq!(
+        answer.status,
+        503,
+        "two connections on the first address hold the process's two slots, yet the second \
+         address served /metrics; log:\n{}",
+        e.log()
+    );
+}
+
 /// The value of the first sample of `name` with `label` (any labels when
 /// `None`) in a text exposition.
 fn sample_value(text: &str, name: &str, label: Option<(&str, &str)>) -> Option<f64> {

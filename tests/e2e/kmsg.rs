@@ -168,9 +168,10 @@ fn xids_from_before_the_start_from_the_log_alone_and_from_both_sources_each_coun
         took < Duration::from_secs(10),
         "XID 120 counted {took:?} after it was logged: the log is not being followed"
     );
-    // Both sources saw GPU 5's and GPU 4's: each once. Wait a few polls
-    // past the NVML events so the log's copies have been taken too.
-    std::thread::sleep(Duration::from_secs(2));
+    // Both sources saw GPU 5's and GPU 4's: each once. Their log lines
+    // come before XID 120's, so the log's copies were taken by now; two more
+    // polls give a second count, if there were one, time to show.
+    exporter.wait_polls(2);
     let text = exporter.scrape();
     let got = xids(&text);
     let key = |g: &str, x: &str| (g.to_string(), x.to_string());
@@ -245,7 +246,8 @@ fn without_the_kernel_log_nvml_alone_never_sees_log_only_xids() {
     let exporter = Exporter::simulate_env(&node, &[], &[("NVML_SIM_KMSG", kmsg.to_str().unwrap())]);
     exporter.wait_ready();
     exporter.scrape_until("XID 48 through NVML", |t| !xids(t).is_empty());
-    std::thread::sleep(Duration::from_secs(1));
+    // Logged with XID 48: two polls after 48, a 120 would have shown.
+    exporter.wait_polls(2);
     let text = exporter.scrape();
     assert_eq!(
         xids(&text).keys().cloned().collect::<Vec<_>>(),

@@ -40,12 +40,34 @@ def load_protos(out_dir: Path):
 
 
 @dataclass
+class ClaimDevice:
+    """A device of a ResourceClaim, as the kubelet reports it: driver, pool
+    and device name (kubelet 1.31+; empty as a 1.27-1.30 kubelet sends
+    them) and the CDI devices the driver prepared."""
+    device: str
+    cdi_devices: list[str]
+    driver: str = "gpu.nvidia.com"
+    pool: str = "node-1"
+
+
+@dataclass
+class Claim:
+    namespace: str
+    name: str
+    devices: list[ClaimDevice]
+
+
+@dataclass
 class Pod:
+    """One container of a pod and what it holds: device-plugin devices of
+    one resource, and ResourceClaims. Several entries of one pod are its
+    containers, answered as one PodResources as the kubelet does."""
     namespace: str
     name: str
     container: str
-    resource: str
+    resource: str = ""
     device_ids: list[str] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
 
 
 class FakeKubelet:
@@ -76,13 +98,24 @@ class FakeKubelet:
         with self._lock:
             self.calls += 1
             pods = list(self._pods)
+        by_pod: dict[tuple[str, str], list] = {}
+        for p in pods:
+            devices = ([pb2.ContainerDevices(resource_name=p.resource, device_ids=p.device_ids)]
+                       if p.resource else [])
+            claims = [
+                pb2.DynamicResource(claim_name=c.name, claim_namespace=c.namespace, claim_resources=[
+                    pb2.ClaimResource(
+                        cdi_devices=[pb2.CDIDevice(name=n) for n in d.cdi_devices],
+                        driver_name=d.driver, pool_name=d.pool, device_name=d.device)
+                    for d in c.devices
+                ])
+                for c in p.claims
+            ]
+            by_pod.setdefault((p.namespace, p.name), []).append(
+                pb2.ContainerResources(name=p.container, devices=devices, dynamic_resources=claims))
         return pb2.ListPodResourcesResponse(pod_resources=[
-            pb2.PodResources(name=p.name, namespace=p.namespace, containers=[
-                pb2.ContainerResources(name=p.container, devices=[
-                    pb2.ContainerDevices(resource_name=p.resource, device_ids=p.device_ids),
-                ]),
-            ])
-            for p in pods
+            pb2.PodResources(name=name, namespace=namespace, containers=containers)
+            for (namespace, name), containers in by_pod.items()
         ])
 
     def start(self):

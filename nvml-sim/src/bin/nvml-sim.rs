@@ -126,10 +126,7 @@ fn request(args: &[String]) -> Result<String, String> {
     let line = toml::Value::Table(table.clone()).to_string();
     if !matches!(action.as_str(), "calls" | "reset-calls" | "status") {
         // Validate here so mistakes get a message before anything is sent.
-        let fault: Fault = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| e.message().to_string())?;
-        fault.check()?;
+        Fault::from_table(table)?;
     }
     Ok(line)
 }
@@ -166,32 +163,17 @@ fn check(scenario: Option<&String>) -> ExitCode {
 }
 
 /// `nvml-sim import CAPTURE`: the scenario on stdout, checked by loading
-/// it as the library would; notes on stderr.
+/// it as the library would; what the import changed or left out on stderr,
+/// as the exporter logs it for `--simulate`.
 fn import(path: Option<&String>) -> ExitCode {
     let Some(path) = path else {
         eprintln!("nvml-sim: import needs a capture file (nvidia-smi -q -x or -q output)");
         return ExitCode::from(2);
     };
-    let text = match std::fs::metadata(path).and_then(|m| {
-        if m.len() > nvml_sim::import::MAX_CAPTURE_BYTES {
-            Err(std::io::Error::other(format!(
-                "larger than {} bytes: not a capture",
-                nvml_sim::import::MAX_CAPTURE_BYTES
-            )))
-        } else {
-            std::fs::read(path)
-        }
-    }) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!(
-                    "{path}: not UTF-8 text (byte {})",
-                    e.utf8_error().valid_up_to()
-                );
-                return ExitCode::FAILURE;
-            }
-        },
+    // A pipe or process substitution is read too (bounded), as `cat`
+    // would: this is a command, not a library inside another process.
+    let text = match nvml_sim::import::read(std::path::Path::new(path), false) {
+        Ok(t) => t,
         Err(e) => {
             eprintln!("{path}: {e}");
             return ExitCode::FAILURE;
@@ -216,12 +198,16 @@ fn import(path: Option<&String>) -> ExitCode {
         }
     };
     // What we print must load: the same check the library makes.
-    if let Err(e) = nvml_sim::scenario::from_capture(&text, path, stem) {
-        eprintln!("{e}");
-        return ExitCode::FAILURE;
-    }
-    for n in &imported.notes {
-        eprintln!("{path}: note: {n}");
+    match nvml_sim::scenario::from_capture(&text, path, stem) {
+        Ok(s) => {
+            for w in &s.warnings {
+                eprintln!("{}", w.as_warning());
+            }
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
     }
     print!("{}", imported.scenario);
     ExitCode::SUCCESS

@@ -6,12 +6,17 @@ use super::*;
 use crate::fleet::{now_us, Gpu};
 use std::ffi::c_int;
 
+#[derive(Debug, PartialEq)]
 enum FieldValue {
     U32(u32),
     U64(u64),
     I32(i32),
 }
 
+/// What `id` (the claimed branch's meaning resolved) answers in scope
+/// `scope` at fleet time `t`. The ids go by group (ECC and retired pages,
+/// NVLink, power and thermal, the rest); an id no group answers is
+/// NOT_SUPPORTED.
 fn field_value(
     g: &Gpu,
     driver: &crate::personality::Personality,
@@ -19,28 +24,50 @@ fn field_value(
     scope: u32,
     t: f64,
 ) -> R<FieldValue> {
-    use nvml_wrapper_sys::bindings::field_id::*;
-    use FieldValue::{I32, U32, U64};
-    let m = &*g.model;
     use crate::personality::Field;
     // Ids are the claimed branch's: absent past its NVML_FI_MAX, and some
     // mean different things from branch to branch.
     let id = match driver.field(id) {
         Field::Absent => return Err(NOT_SUPPORTED),
         Field::Deprecated => return Err(DEPRECATED),
-        Field::ThrottleDuration(reason) => return Ok(U64(g.clock_event_ns(reason, t))),
+        Field::ThrottleDuration(reason) => return Ok(FieldValue::U64(g.clock_event_ns(reason, t))),
         // HW circuitry % lifetime remaining, the eighth of the block; the
         // other power smoothing fields are settings and profiles, not
         // modelled.
         Field::PowerSmoothing(7) => {
             return g
                 .power_smoothing_lifetime
-                .map(|p| U32(p.round() as u32))
+                .map(|p| FieldValue::U32(p.round() as u32))
                 .ok_or(NOT_SUPPORTED)
         }
         Field::PowerSmoothing(_) => return Err(NOT_SUPPORTED),
         Field::Id(id) => id,
     };
+    let groups: [&dyn Fn() -> R<FieldValue>; 5] = [
+        &|| ecc_field(g, id),
+        &|| nvlink_error_field(g, id, scope),
+        &|| nvlink_field(g, id, scope, t),
+        &|| power_field(g, id, scope, t),
+        &|| other_field(g, id, t),
+    ];
+    for group in groups {
+        let answer = group();
+        if answer != Err(NOT_MINE) {
+            return answer;
+        }
+    }
+    Err(NOT_SUPPORTED)
+}
+
+/// What a group answers for an id that is not one of its own (no NVML
+/// return code has this value).
+const NOT_MINE: u32 = u32::MAX;
+
+/// ECC counters and retired pages.
+fn ecc_field(g: &Gpu, id: u32) -> R<FieldValue> {
+    use nvml_wrapper_sys::bindings::field_id::*;
+    use FieldValue::{U32, U64};
+    let m = &*g.model;
     let ecc = |et: usize, c: usize, loc: Option<usize>| -> R<FieldValue> {
         if !g.ecc_enabled() {
             return Err(NOT_SUPPORTED);
@@ -50,32 +77,6 @@ fn field_value(
             Some(l) => g.ecc[et][c][l],
             None => g.ecc_total(et, c),
         }))
-    };
-    let links = m.nvlinks;
-    // Legacy per-link ids: L0..L5 then L6..L11 live in separate ranges.
-    let link_in = |base_lo: u32, base_hi: u32| -> Option<u32> {
-        if (base_lo..base_lo + 6).contains(&id) {
-            Some(id - base_lo)
-        } else if (base_hi..base_hi + 6).contains(&id) {
-            Some(id - base_hi + 6)
-        } else {
-            None
-        }
-    };
-    use crate::fault::NvlinkCounter as C;
-    // The DL counters (161-163 and the legacy ids) on NVLink 1-4; the
-    // NVLink5 ones (213-222) on Blackwell, where nvml.h calls the others
-    // "unsupported for Blackwell+" (12.8 header on).
-    let nvl_err = |counter: C, link: Option<u32>| -> R<FieldValue> {
-        if links == 0 || !counter.counted_by(m.nvlink5()) {
-            return Err(NOT_SUPPORTED);
-        }
-        let counter = counter.index();
-        match link {
-            Some(l) if l < links => Ok(U64(g.nvlink_errors(l)[counter])),
-            Some(_) => Err(NOT_SUPPORTED),
-            None => Ok(U64((0..links).map(|l| g.nvlink_errors(l)[counter]).sum())),
-        }
     };
     match id {
         NVML_FI_DEV_ECC_CURRENT | NVML_FI_DEV_ECC_PENDING => match g.settings.ecc {
@@ -124,6 +125,34 @@ fn field_value(
                 Err(NOT_SUPPORTED)
             }
         }
+        _ => Err(NOT_MINE),
+    }
+}
+
+/// NVLink error counters: NVLink 1-4's DL counters (totals, legacy per-link
+/// ids, per link in `scope`) and NVLink5's (per link in `scope`).
+fn nvlink_error_field(g: &Gpu, id: u32, scope: u32) -> R<FieldValue> {
+    use crate::fault::NvlinkCounter as C;
+    use nvml_wrapper_sys::bindings::field_id::*;
+    use FieldValue::U64;
+    let m = &*g.model;
+    let links = m.nvlinks;
+    let link_in = |lo: u32, hi: u32| link_in(id, lo, hi);
+    // The DL counters (161-163 and the legacy ids) on NVLink 1-4; the
+    // NVLink5 ones (213-222) on Blackwell, where nvml.h calls the others
+    // "unsupported for Blackwell+" (12.8 header on).
+    let nvl_err = |counter: C, link: Option<u32>| -> R<FieldValue> {
+        if links == 0 || !counter.counted_by(m.nvlink5()) {
+            return Err(NOT_SUPPORTED);
+        }
+        let counter = counter.index();
+        match link {
+            Some(l) if l < links => Ok(U64(g.nvlink_errors(l)[counter])),
+            Some(_) => Err(NOT_SUPPORTED),
+            None => Ok(U64((0..links).map(|l| g.nvlink_errors(l)[counter]).sum())),
+        }
+    };
+    match id {
         NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL => nvl_err(C::CrcFlit, None),
         NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL => nvl_err(C::CrcData, None),
         NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL => nvl_err(C::Replay, None),
@@ -228,55 +257,18 @@ fn field_value(
                 _ => Err(NOT_SUPPORTED),
             }
         }
-        NVML_FI_DEV_PERF_POLICY_POWER..=NVML_FI_DEV_PERF_POLICY_RELIABILITY => Ok(U64(
-            g.violation_ns((id - NVML_FI_DEV_PERF_POLICY_POWER) as usize, t)
-        )),
-        NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS | NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS => {
-            Ok(U64((0..6).map(|p| g.violation_ns(p, t)).sum()))
-        }
-        NVML_FI_DEV_MEMORY_TEMP => g.memory_temperature(t).map(U32).ok_or(NOT_SUPPORTED),
-        NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION | NVML_FI_DEV_ENERGY => Ok(U64(g.energy_mj as u64)),
-        // scopeId: NVML_POWER_SCOPE_GPU (0), _MODULE (1), _MEMORY (2).
-        NVML_FI_DEV_POWER_INSTANT | NVML_FI_DEV_POWER_AVERAGE => match scope {
-            0 if crate::fleet::unsupported(&g.readings.power_mw) => Err(NOT_SUPPORTED),
-            0 => Ok(U32(g.power_mw(t).round() as u32)),
-            1 | 2 => g.scope_power_mw(scope, t).map(U32).ok_or(NOT_SUPPORTED),
-            _ => Err(INVALID_ARGUMENT),
-        },
-        NVML_FI_DEV_POWER_MIN_LIMIT
-        | NVML_FI_DEV_POWER_MAX_LIMIT
-        | NVML_FI_DEV_POWER_DEFAULT_LIMIT
-        | NVML_FI_DEV_POWER_CURRENT_LIMIT
-        | NVML_FI_DEV_POWER_REQUESTED_LIMIT => {
-            let limits = match scope {
-                0 => crate::model::PowerLimits {
-                    default_mw: m.power_default_mw,
-                    min_mw: m.power_min_mw,
-                    max_mw: m.power_max_mw,
-                },
-                1 => m.module_power.and_then(|s| s.limits).ok_or(NOT_SUPPORTED)?,
-                2 => m.memory_power.and_then(|s| s.limits).ok_or(NOT_SUPPORTED)?,
-                _ => return Err(INVALID_ARGUMENT),
-            };
-            Ok(U32(match id {
-                NVML_FI_DEV_POWER_MIN_LIMIT => limits.min_mw,
-                NVML_FI_DEV_POWER_MAX_LIMIT => limits.max_mw,
-                NVML_FI_DEV_POWER_DEFAULT_LIMIT => limits.default_mw,
-                _ if scope == 0 => g.power_limit_mw(),
-                _ => limits.default_mw,
-            }))
-        }
-        // Signed T.Limit margins below the maximum operating temperature
-        // (nvidia-smi on Hopper: shutdown -8, slowdown -2, max operating 0);
-        // boards before Ada have none (the A100 capture prints N/A).
-        NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT => {
-            m.tlimit_margins[0].map(I32).ok_or(NOT_SUPPORTED)
-        }
-        NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT => {
-            m.tlimit_margins[1].map(I32).ok_or(NOT_SUPPORTED)
-        }
-        NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT => m.tlimit_margins[2].map(I32).ok_or(NOT_SUPPORTED),
-        NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT => m.tlimit_margins[3].map(I32).ok_or(NOT_SUPPORTED),
+        _ => Err(NOT_MINE),
+    }
+}
+
+/// NVLink speeds, link count, state, version and throughput.
+fn nvlink_field(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
+    use nvml_wrapper_sys::bindings::field_id::*;
+    use FieldValue::{U32, U64};
+    let m = &*g.model;
+    let links = m.nvlinks;
+    let link_in = |lo: u32, hi: u32| link_in(id, lo, hi);
+    match id {
         _ if (NVML_FI_DEV_NVLINK_SPEED_MBPS_L0..=NVML_FI_DEV_NVLINK_SPEED_MBPS_L5)
             .contains(&id)
             || (NVML_FI_DEV_NVLINK_SPEED_MBPS_L6..=NVML_FI_DEV_NVLINK_SPEED_MBPS_L11)
@@ -359,6 +351,76 @@ fn field_value(
                 Err(INVALID_ARGUMENT)
             }
         }
+        _ => Err(NOT_MINE),
+    }
+}
+
+/// Throttle time, memory temperature, energy, power by scope and limits, and
+/// T.Limit margins.
+fn power_field(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
+    use nvml_wrapper_sys::bindings::field_id::*;
+    use FieldValue::{I32, U32, U64};
+    let m = &*g.model;
+    match id {
+        NVML_FI_DEV_PERF_POLICY_POWER..=NVML_FI_DEV_PERF_POLICY_RELIABILITY => Ok(U64(
+            g.violation_ns((id - NVML_FI_DEV_PERF_POLICY_POWER) as usize, t)
+        )),
+        NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS | NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS => {
+            Ok(U64((0..6).map(|p| g.violation_ns(p, t)).sum()))
+        }
+        NVML_FI_DEV_MEMORY_TEMP => g.memory_temperature(t).map(U32).ok_or(NOT_SUPPORTED),
+        NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION | NVML_FI_DEV_ENERGY => Ok(U64(g.energy_mj as u64)),
+        // scopeId: NVML_POWER_SCOPE_GPU (0), _MODULE (1), _MEMORY (2).
+        NVML_FI_DEV_POWER_INSTANT | NVML_FI_DEV_POWER_AVERAGE => match scope {
+            0 if crate::fleet::unsupported(&g.readings.power_mw) => Err(NOT_SUPPORTED),
+            0 => Ok(U32(g.power_mw(t).round() as u32)),
+            1 | 2 => g.scope_power_mw(scope, t).map(U32).ok_or(NOT_SUPPORTED),
+            _ => Err(INVALID_ARGUMENT),
+        },
+        NVML_FI_DEV_POWER_MIN_LIMIT
+        | NVML_FI_DEV_POWER_MAX_LIMIT
+        | NVML_FI_DEV_POWER_DEFAULT_LIMIT
+        | NVML_FI_DEV_POWER_CURRENT_LIMIT
+        | NVML_FI_DEV_POWER_REQUESTED_LIMIT => {
+            let limits = match scope {
+                0 => crate::model::PowerLimits {
+                    default_mw: m.power_default_mw,
+                    min_mw: m.power_min_mw,
+                    max_mw: m.power_max_mw,
+                },
+                1 => m.module_power.and_then(|s| s.limits).ok_or(NOT_SUPPORTED)?,
+                2 => m.memory_power.and_then(|s| s.limits).ok_or(NOT_SUPPORTED)?,
+                _ => return Err(INVALID_ARGUMENT),
+            };
+            Ok(U32(match id {
+                NVML_FI_DEV_POWER_MIN_LIMIT => limits.min_mw,
+                NVML_FI_DEV_POWER_MAX_LIMIT => limits.max_mw,
+                NVML_FI_DEV_POWER_DEFAULT_LIMIT => limits.default_mw,
+                _ if scope == 0 => g.power_limit_mw(),
+                _ => limits.default_mw,
+            }))
+        }
+        // Signed T.Limit margins below the maximum operating temperature
+        // (nvidia-smi on Hopper: shutdown -8, slowdown -2, max operating 0);
+        // boards before Ada have none (the A100 capture prints N/A).
+        NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT => {
+            m.tlimit_margins[0].map(I32).ok_or(NOT_SUPPORTED)
+        }
+        NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT => {
+            m.tlimit_margins[1].map(I32).ok_or(NOT_SUPPORTED)
+        }
+        NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT => m.tlimit_margins[2].map(I32).ok_or(NOT_SUPPORTED),
+        NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT => m.tlimit_margins[3].map(I32).ok_or(NOT_SUPPORTED),
+        _ => Err(NOT_MINE),
+    }
+}
+
+/// Remapped rows, PCIe counters, MIG capabilities and the recovery action.
+fn other_field(g: &Gpu, id: u32, t: f64) -> R<FieldValue> {
+    use nvml_wrapper_sys::bindings::field_id::*;
+    use FieldValue::{U32, U64};
+    let m = &*g.model;
+    match id {
         NVML_FI_DEV_REMAPPED_COR
         | NVML_FI_DEV_REMAPPED_UNC
         | NVML_FI_DEV_REMAPPED_PENDING
@@ -401,7 +463,18 @@ fn field_value(
         NVML_FI_DEV_RESET_STATUS | NVML_FI_DEV_DRAIN_AND_RESET_STATUS => {
             Ok(U32((g.remap_pending || g.retired_pending) as u32))
         }
-        _ => Err(NOT_SUPPORTED),
+        _ => Err(NOT_MINE),
+    }
+}
+
+/// Legacy per-link ids: L0..L5 then L6..L11 live in separate ranges.
+fn link_in(id: u32, base_lo: u32, base_hi: u32) -> Option<u32> {
+    if (base_lo..base_lo + 6).contains(&id) {
+        Some(id - base_lo)
+    } else if (base_hi..base_hi + 6).contains(&id) {
+        Some(id - base_hi + 6)
+    } else {
+        None
     }
 }
 

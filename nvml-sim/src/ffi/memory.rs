@@ -49,8 +49,8 @@ nvml_fn! {
                 None => (g.model.bar1_mib, g.procs.len() as u64),
             };
             let total = total_mib * MIB;
-            let used = match (d.mig, g.readings.bar1_used_mib) {
-                (None, Some(used)) => used * MIB,
+            let used = match (d.mig, g.readings.bar1_used) {
+                (None, Some(used)) => used.min(total),
                 _ => (2 + procs * 2).min(total_mib) * MIB,
             };
             Ok(nvmlBAR1Memory_t { bar1Total: total, bar1Free: total - used, bar1Used: used })

@@ -47,7 +47,7 @@ nvml_fn! {
 /// A GPU's fabric registration: state, status, clique id, cluster UUID
 /// and health. Single-node NVSwitch systems report clique 0 and an
 /// all-zero cluster UUID, as real HGX H100, H200 and B200 do
-/// (`../shared/corpus`, "Fabric" sections); a GB200 NVL72 tray its
+/// (`tests/corpus`, "Fabric" sections); a GB200 NVL72 tray its
 /// partition (scenario key `fabric`).
 struct Fabric {
     state: u8,

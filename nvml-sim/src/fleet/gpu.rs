@@ -141,6 +141,10 @@ pub struct Gpu {
     pub idle_reason: Option<bool>,
     pub energy_mj: f64,
     pub energy_t: f64,
+    /// Utilization integrated up to `energy_t` (percent seconds), wave by
+    /// wave as load changed: what the PCIe and NVLink byte counters count
+    /// from, so that they never go back when a new wave starts.
+    pub util_seconds: f64,
     /// Indexed by nvmlPerfPolicyType_t (0..=5).
     pub violations: [Violation; 6],
     /// Time in the SW thermal, HW thermal and HW power brake clock-event
@@ -250,6 +254,7 @@ impl Gpu {
             idle_reason: None,
             energy_mj: 0.0,
             energy_t: 0.0,
+            util_seconds: 0.0,
             violations: Default::default(),
             clock_events: Default::default(),
             pcie_replay: match counters.pcie_replays {
@@ -503,9 +508,9 @@ impl Gpu {
     /// Memory of the whole GPU in bytes: (total, reserved, used, free), v2 meaning.
     pub fn memory(&self) -> (u64, u64, u64, u64) {
         let total = self.model.memory_mib * MIB;
-        let reserved = self.model.reserved_mib * MIB;
-        let used = match (&self.mig, self.readings.memory_used_mib) {
-            (_, Some(used)) => used * MIB,
+        let reserved = self.model.reserved_bytes;
+        let used = match (&self.mig, self.readings.memory_used) {
+            (_, Some(used)) => used,
             (Some(m), None) => m
                 .instances
                 .iter()
@@ -522,9 +527,9 @@ impl Gpu {
             }
         };
         let used = used.min(total - reserved);
-        let free = match self.readings.memory_free_mib {
+        let free = match self.readings.memory_free {
             // As pinned, while nothing has changed the memory in use.
-            Some(f) if self.readings.memory_used_mib.is_some() => f * MIB,
+            Some(f) if self.readings.memory_used.is_some() => f,
             _ => total - reserved - used,
         };
         (total, reserved, used, free)

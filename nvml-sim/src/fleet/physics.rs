@@ -195,6 +195,7 @@ impl Gpu {
         if t <= self.energy_t {
             return;
         }
+        self.util_seconds += self.util_integral(t) - self.util_integral(self.energy_t);
         if let Some(p) = pinned(self.readings.power_mw) {
             self.energy_mj += f64::from(p) * (t - self.energy_t);
             self.energy_t = t;
@@ -317,10 +318,19 @@ impl Gpu {
         )
     }
 
+    /// Utilization integrated since init (percent seconds) up to t: what
+    /// each wave ran while it was the GPU's (`util_seconds`), and the
+    /// current one since. Recomputing the current wave from 0 would move
+    /// the past with every load change, and counters built on it back.
+    fn util_done(&self, t: f64) -> f64 {
+        let t = t.max(self.energy_t);
+        self.util_seconds + self.util_integral(t) - self.util_integral(self.energy_t)
+    }
+
     /// PCIe byte counters since init: (tx, rx), the integral of the
     /// throughput.
     pub fn pcie_bytes(&self, t: f64) -> (u64, u64) {
-        let i = self.util_integral(t);
+        let i = self.util_done(t);
         let flat =
             |v: Option<Val<u32>>| pinned(v).map(|kbps| (f64::from(kbps) * t * 1000.0) as u64);
         (
@@ -342,7 +352,7 @@ impl Gpu {
 
     /// NVLink data counter of one link in KiB: (tx, rx).
     pub fn nvlink_kib(&self, link: u32, t: f64) -> (u64, u64) {
-        let i = self.util_integral(t);
+        let i = self.util_done(t);
         let w = 1.0 + (link % 4) as f64 * 0.05;
         ((i * 18_000.0 * w) as u64, (i * 17_500.0 * w) as u64)
     }
@@ -371,6 +381,33 @@ mod tests {
             g.energy_mj,
             numeric
         );
+    }
+
+    #[test]
+    fn byte_counters_never_go_back_when_the_load_changes() {
+        let s = crate::scenario::load("dgx-h100").unwrap();
+        let mut sim = Sim::new(&s, 1.0);
+        let mut last = (0, 0, 0);
+        for (i, load) in [90.0, 5.0, 60.0, 0.0, 100.0, 10.0].into_iter().enumerate() {
+            let t = 2.0 + i as f64 * 1.5;
+            let g = &mut sim.gpus[2];
+            // What a `load` fault does: settle, then change the level.
+            g.advance_energy(t);
+            g.load = load;
+            for dt in [0.0, 0.5, 1.0, 1.49] {
+                let (tx, rx) = g.pcie_bytes(t + dt);
+                let (link, _) = g.nvlink_kib(0, t + dt);
+                assert!(
+                    tx >= last.0 && rx >= last.1 && link >= last.2,
+                    "went back at t={} after load {load}: {:?} -> {:?}",
+                    t + dt,
+                    last,
+                    (tx, rx, link)
+                );
+                last = (tx, rx, link);
+            }
+        }
+        assert!(last.2 > 0, "NVLink traffic was counted");
     }
 
     #[test]

@@ -1,18 +1,37 @@
 //! Captures of real hosts as scenarios: `nvidia-smi -q -x` (XML, every DTD
 //! from v7 to v13) and `nvidia-smi -q` (text) read into one element tree
 //! (`xml.rs`, `text.rs`), and that tree written as the scenario that
-//! replays the host (`capture.rs`). `nvml-sim import FILE` prints the
-//! scenario; a scenario path that holds a capture (`--simulate host.xml`)
-//! loads through the same code.
+//! replays the host (`host.rs`, each `<gpu>` by `gpu.rs` through one file
+//! per NVML group, values read by `read.rs`), in the types of
+//! `crate::schema`. `nvml-sim import FILE` prints the scenario; a scenario
+//! path that holds a capture (`--simulate host.xml`) loads through the same
+//! code.
 //!
 //! A malformed capture is refused whole, with the line and the element:
 //! never a fleet with the GPUs that happened to read.
 
-mod capture;
+mod clocks;
+mod ecc;
+mod fabric;
+mod file;
+mod gpu;
+mod host;
+mod identity;
+mod memory;
+mod mig;
+mod mode;
+mod pcie;
+mod power;
+mod processes;
+mod read;
+mod retirement;
 mod text;
+mod thermal;
+mod throttle;
+mod utilization;
 mod xml;
 
-pub use capture::to_scenario;
+pub use file::{decode, looks_like, looks_like_toml, read, MAX_CAPTURE_BYTES};
 
 /// One element: its name, attributes, text (trimmed), children and the
 /// line it starts on. Text captures are read into the same shape, their
@@ -85,12 +104,17 @@ pub fn detect(text: &str) -> Option<Format> {
     {
         return Some(Format::Xml);
     }
-    // An XML capture may start with a comment (a license header).
-    if head.starts_with("<!--") && text.contains("<nvidia_smi_log") {
-        return Some(Format::Xml);
-    }
     if text::looks_like(text) {
         return Some(Format::Text);
+    }
+    // An XML capture after a comment (a license header), or one cut at its
+    // start (its reader then says where it stops making sense).
+    if !file::looks_like_toml(text)
+        && text
+            .lines()
+            .any(|l| l.trim_start().starts_with("<nvidia_smi_log"))
+    {
+        return Some(Format::Xml);
     }
     None
 }
@@ -104,11 +128,10 @@ pub struct Imported {
     /// What the import changed or could not carry (with the capture's line).
     pub notes: Vec<String>,
     pub gpus: usize,
+    /// The line each `<gpu>` starts on in the capture, in the order of the
+    /// scenario's `[[gpu]]` tables.
+    pub gpu_lines: Vec<usize>,
 }
-
-/// Captures larger than this are refused unread (the largest public one,
-/// 8 x B200 in DTD v13, is 357 KB).
-pub const MAX_CAPTURE_BYTES: u64 = 16 << 20;
 
 /// Reads a capture (either format, recognised from its content) and writes
 /// the scenario that replays it, named `name`.
@@ -129,13 +152,7 @@ pub fn import(text: &str, name: &str) -> Result<Imported, ParseError> {
             message: "the root element is not <nvidia_smi_log>: not an nvidia-smi capture".into(),
         });
     }
-    let (scenario, notes, gpus) = to_scenario(&root, name, format)?;
-    Ok(Imported {
-        format,
-        scenario,
-        notes,
-        gpus,
-    })
+    host::to_scenario(&root, name, format)
 }
 
 /// Parses a capture into its element tree only (for tests and fuzzing).

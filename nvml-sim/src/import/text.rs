@@ -539,7 +539,33 @@ pub fn parse(text: &str) -> Result<Node, ParseError> {
             message: "the log has no `GPU <bus id>` section".into(),
         });
     }
+    // `nvidia-smi -q` prints `Processes` for every GPU, last or next to
+    // last (every capture of tests/corpus, R352 to R610): a GPU without it
+    // was cut short, as XML is refused when an element is never closed.
+    for gpu in root.children.iter().filter(|c| c.name == "gpu") {
+        if gpu.child("processes").is_none() {
+            return Err(ParseError {
+                line: last_line(gpu),
+                element: Some("gpu".into()),
+                message: format!(
+                    "the section of GPU {} (line {}) ends here without `Processes`, which `nvidia-smi -q` prints for every GPU: the capture is cut short (or a `-q -d` subset)",
+                    gpu.attr("id").unwrap_or("?"),
+                    gpu.line
+                ),
+            });
+        }
+    }
     Ok(root)
+}
+
+/// The last line an element or any element below it is on.
+fn last_line(node: &Node) -> usize {
+    node.children
+        .iter()
+        .map(last_line)
+        .max()
+        .unwrap_or(0)
+        .max(node.line)
 }
 
 #[cfg(test)]

@@ -281,7 +281,15 @@ pub fn parse(text: &str) -> Result<Node, ParseError> {
     }
     if !r.rest().starts_with('<') {
         let got: String = r.rest().chars().take(20).collect();
-        return Err(r.err(None, format!("expected the root element, found `{got}`")));
+        let why = if r.pos == 0 {
+            ": the file does not start as XML does (its first bytes lost?)"
+        } else {
+            ""
+        };
+        return Err(r.err(
+            None,
+            format!("expected the root element, found `{got}`{why}"),
+        ));
     }
     let root = r.element(0, None)?;
     loop {

@@ -9,7 +9,7 @@
 #![allow(clippy::struct_field_names)]
 
 use super::{Engines, FabricHealth, MigProfile, Model, PowerLimits, PowerScope};
-use crate::value::Val;
+use crate::value::{Mib, Val};
 use nvml_wrapper_sys::bindings as sys;
 use serde::{Deserialize, Serialize};
 
@@ -120,7 +120,7 @@ fn names<T>(table: &[(&str, T)]) -> String {
 }
 
 /// A board file. `None` everywhere the file says nothing.
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BoardFile {
     /// A built-in board (or one the scenario defines) this one starts from.
@@ -150,7 +150,7 @@ pub struct BoardFile {
     pub mig: Option<MigSection>,
 }
 
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InforomSection {
     pub image: Option<Val<String>>,
@@ -160,15 +160,15 @@ pub struct InforomSection {
     pub den: Option<Val<String>>,
 }
 
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySection {
     pub total_mib: Option<u64>,
-    pub reserved_mib: Option<u64>,
+    pub reserved_mib: Option<Mib>,
     pub bar1_mib: Option<u64>,
 }
 
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EccSection {
     pub supported: Option<bool>,
@@ -178,7 +178,7 @@ pub struct EccSection {
     pub remapper_banks: Option<u32>,
 }
 
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsSection {
     pub default_limit_w: Option<f64>,
@@ -188,7 +188,7 @@ pub struct LimitsSection {
 
 /// `[power.module]`, `[power.memory]`: limits where NVML reports them, and
 /// the draw at idle and at full load.
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScopeSection {
     pub default_limit_w: Option<f64>,
@@ -198,7 +198,7 @@ pub struct ScopeSection {
     pub busy_w: Option<f64>,
 }
 
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PowerSection {
     pub default_limit_w: Option<f64>,
@@ -211,7 +211,7 @@ pub struct PowerSection {
     pub memory: Option<ScopeSection>,
 }
 
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClocksSection {
     pub max_graphics_mhz: Option<u32>,
@@ -224,7 +224,7 @@ pub struct ClocksSection {
     pub idle_video_mhz: Option<u32>,
 }
 
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ThermalSection {
     pub shutdown_c: Option<Val<u32>>,
@@ -245,14 +245,14 @@ pub struct ThermalSection {
     pub fans: Option<u32>,
 }
 
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PcieSection {
     pub generation: Option<u32>,
     pub width: Option<u32>,
 }
 
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NvlinkSection {
     pub links: Option<u32>,
@@ -264,7 +264,7 @@ pub struct NvlinkSection {
 
 /// What the fabric manager's health rows say (`nvidia-smi -q`, "Fabric" >
 /// "Health"); every key defaults to "N/A" (not supported).
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FabricHealthSection {
     pub summary: Option<Val<HealthSummary>>,
@@ -341,7 +341,7 @@ impl FabricHealthSection {
     }
 }
 
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnginesSection {
     pub encoders: Option<u32>,
@@ -350,7 +350,7 @@ pub struct EnginesSection {
     pub ofas: Option<u32>,
 }
 
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MigSection {
     /// MIG mode can be queried (disabled) even where no profile is known
@@ -365,7 +365,7 @@ pub struct MigSection {
 
 /// One `[[mig.profile]]`: every key required (a profile list replaces the
 /// base board's whole list).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileEntry {
     pub name: String,
@@ -507,10 +507,10 @@ impl BoardFile {
         let memory_mib = memory
             .total_mib
             .ok_or_else(|| format!("board `{key}` has no `memory.total_mib`"))?;
-        let reserved_mib = memory.reserved_mib.unwrap_or(0);
-        if reserved_mib >= memory_mib || memory_mib > 1 << 30 {
+        let reserved = memory.reserved_mib.unwrap_or_default();
+        if reserved >= Mib::whole(memory_mib) || memory_mib > 1 << 30 {
             return Err(format!(
-                "memory: reserved_mib {reserved_mib} must be below total_mib {memory_mib} (at most 1 PiB)"
+                "memory: reserved_mib {reserved} must be below total_mib {memory_mib} (at most 1 PiB)"
             ));
         }
         let ecc = self.ecc.clone().unwrap_or_default();
@@ -639,7 +639,7 @@ impl BoardFile {
             ],
             has_serial: self.serial_number.unwrap_or(true),
             memory_mib,
-            reserved_mib,
+            reserved_bytes: reserved.bytes,
             bar1_mib: memory.bar1_mib.unwrap_or(256),
             power_default_mw: gpu_limits.default_mw,
             power_min_mw: gpu_limits.min_mw,

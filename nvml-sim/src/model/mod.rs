@@ -9,8 +9,10 @@
 mod file;
 
 pub use file::{
-    architecture_name, brand_name, gi_profile_name, merge_tables, BoardFile, FabricHealthSection,
-    HealthSummary, IncorrectConfiguration, ProfileEntry, BUILTIN_BOARDS, BUILTIN_SCENARIOS,
+    architecture_name, brand_name, gi_profile_name, merge_tables, BoardFile, ClocksSection,
+    EccSection, FabricHealthSection, HealthSummary, IncorrectConfiguration, InforomSection,
+    MemorySection, MigSection, NvlinkSection, PcieSection, PowerSection, ProfileEntry,
+    ScopeSection, ThermalSection, BUILTIN_BOARDS, BUILTIN_SCENARIOS,
 };
 
 use nvml_wrapper_sys::bindings as sys;
@@ -56,12 +58,6 @@ impl MigProfile {
             }
         }
         rule_instance_id(self.slices, self.mem_slices, start)
-    }
-
-    /// `NVML_COMPUTE_INSTANCE_PROFILE_*` index of the compute instance that
-    /// spans the whole GPU instance.
-    pub fn full_ci_profile_index(&self) -> u32 {
-        ci_profile_index(self.slices)
     }
 }
 
@@ -168,7 +164,8 @@ pub struct Model {
     pub has_serial: bool,
     pub memory_mib: u64,
     /// Reserved by the driver and firmware, reported apart by memory info v2.
-    pub reserved_mib: u64,
+    /// Bytes (NVML's unit; not always whole MiB).
+    pub reserved_bytes: u64,
     pub bar1_mib: u64,
     pub power_default_mw: u32,
     pub power_min_mw: u32,
@@ -282,15 +279,6 @@ pub fn builtin_table(key: &str) -> Option<toml::Table> {
 
 pub fn model_by_key(key: &str) -> Option<Arc<Model>> {
     builtins().iter().find(|m| m.key == key).cloned()
-}
-
-/// The built-in boards' keys, for error messages.
-pub fn builtin_keys() -> String {
-    builtins()
-        .iter()
-        .map(|m| m.key.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 impl Model {
@@ -451,7 +439,7 @@ mod tests {
         assert!(builtins().len() >= 5);
         for m in builtins() {
             assert!(!m.name.is_empty(), "{}", m.key);
-            assert!(m.reserved_mib < m.memory_mib, "{}", m.key);
+            assert!(m.reserved_bytes < m.memory_mib << 20, "{}", m.key);
             for p in &m.mig_profiles {
                 assert!(p.slices <= m.mig_compute_slices, "{} {}", m.key, p.name);
                 for s in &p.starts {

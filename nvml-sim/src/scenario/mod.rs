@@ -1,9 +1,12 @@
 //! Scenario files: the fleet a simulated driver presents and the faults it
 //! plays back over time. The built-in scenarios are TOML files in
 //! `scenarios/`, compiled in, so they double as examples of the format.
-//! What one `[[gpu]]` table may say is `gpu.rs`'s; boards are `model`'s.
+//! What a file may say is `crate::schema`'s (boards: `model::BoardFile`);
+//! `resolve.rs` checks one `[[gpu]]` table on its board into what the GPU
+//! becomes (`gpu.rs`).
 
 mod gpu;
+mod resolve;
 
 pub use gpu::{
     CiSpec, Counters, FabricSpec, FieldPin, GpuSpec, Identity, MigSpec, ProcSpec, Readings,
@@ -14,9 +17,8 @@ use crate::fault::Fault;
 use crate::identity::{self, PciAddr};
 use crate::import;
 use crate::model::{self, BoardFile, Model};
+use crate::schema::ScenarioFile;
 use crate::value::Val;
-use gpu::RawGpu;
-use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -98,30 +100,6 @@ impl std::fmt::Display for ScenarioError {
             None => write!(f, "{}: {}", self.source, self.message),
         }
     }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawScenario {
-    name: Option<String>,
-    #[allow(dead_code)]
-    description: Option<String>,
-    /// Another scenario (built-in name) whose GPUs this one starts from.
-    base: Option<toml::Spanned<String>>,
-    /// Boards this scenario defines, by the key its `[[gpu]]` tables use.
-    #[serde(default)]
-    board: BTreeMap<String, toml::Spanned<BoardFile>>,
-    #[serde(default)]
-    gpu: Vec<toml::Spanned<RawGpu>>,
-    #[serde(default)]
-    timeline: Vec<toml::Spanned<toml::Table>>,
-    driver: Option<toml::Spanned<String>>,
-    privileged: Option<bool>,
-    denied: Option<toml::Spanned<Vec<u32>>>,
-    host_pid_namespace: Option<bool>,
-    gpm_absent_engines: Option<toml::Spanned<String>>,
-    errors: Option<toml::Spanned<toml::Table>>,
-    absent_functions: Option<toml::Spanned<Vec<String>>>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -207,7 +185,6 @@ pub fn release_parse_memory() {
 
 /// Resolves `NVML_SIM_SCENARIO`-style names: a built-in name or a file path.
 pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
-    use std::io::Read;
     if let Some((name, text)) = BUILTINS.iter().find(|(n, _)| *n == name_or_path) {
         return parse(text, &format!("built-in scenario `{name}`"), name);
     }
@@ -217,7 +194,9 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
         line: None,
         message,
     };
-    let read_err = |e: std::io::Error| {
+    // Regular files only: the library runs inside another process, which a
+    // FIFO without a writer would block for good.
+    let text = import::read(path, true).map_err(|e| {
         fail(format!(
             "cannot read scenario file ({e}); built-in scenarios are: {}",
             BUILTINS
@@ -226,34 +205,21 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ))
-    };
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| {
-            f.take(import::MAX_CAPTURE_BYTES + 1)
-                .read_to_end(&mut bytes)
-        })
-        .map_err(read_err)?;
+    })?;
     let stem = path
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or("scenario");
-    if bytes.len() as u64 > import::MAX_CAPTURE_BYTES {
-        return Err(fail(format!(
-            "larger than {MAX_FILE_BYTES} bytes: not a scenario file (the largest built-in is 15 KB), nor a capture (at most {} bytes)",
-            import::MAX_CAPTURE_BYTES
-        )));
-    }
-    let text = String::from_utf8(bytes).map_err(|e| {
-        fail(format!(
-            "not UTF-8 text (byte {})",
-            e.utf8_error().valid_up_to()
-        ))
-    })?;
     // A capture of a real host (`nvidia-smi -q -x` or `-q`), recognised
     // from its content, replays as the scenario `nvml-sim import` writes.
     if import::detect(&text).is_some() {
         return from_capture(&text, name_or_path, stem);
+    }
+    if !import::looks_like_toml(&text) {
+        return Err(fail(format!(
+            "neither a scenario (TOML) nor an nvidia-smi capture (`nvidia-smi -q -x` XML or `-q` text): it looks like {}",
+            import::looks_like(&text)
+        )));
     }
     if text.len() as u64 > MAX_FILE_BYTES {
         return Err(fail(format!(
@@ -263,8 +229,10 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
     parse(&text, name_or_path, stem)
 }
 
-/// A capture read as the scenario that replays it. Errors name the
-/// capture's line and element; the import's notes become warnings.
+/// A capture read as the scenario that replays it. Errors and warnings
+/// name the capture's line: the import's own, and what the scenario's
+/// checks find in a GPU's table, at that GPU's `<gpu>` (the scenario's
+/// line follows, for `nvml-sim import`'s output).
 pub fn from_capture(text: &str, source: &str, name: &str) -> Result<Scenario, ScenarioError> {
     let imported = import::import(text, name).map_err(|e| ScenarioError {
         source: source.to_string(),
@@ -274,19 +242,76 @@ pub fn from_capture(text: &str, source: &str, name: &str) -> Result<Scenario, Sc
             None => e.message.clone(),
         },
     })?;
+    let at_capture = |e: ScenarioError| match e
+        .line
+        .and_then(|l| capture_line(&imported.scenario, l, &imported.gpu_lines))
+    {
+        Some(line) => ScenarioError {
+            source: source.to_string(),
+            line: Some(line),
+            message: format!(
+                "<gpu>: {} (line {} of the scenario `nvml-sim import` writes)",
+                e.message,
+                e.line.unwrap_or(0)
+            ),
+        },
+        None => e,
+    };
     let mut s = parse(
         &imported.scenario,
         &format!("{source} (as imported by `nvml-sim import`)"),
         name,
-    )?;
+    )
+    .map_err(at_capture)?;
+    s.warnings = std::mem::take(&mut s.warnings)
+        .into_iter()
+        .map(at_capture)
+        .collect();
     for n in imported.notes {
+        // A note starts with its capture line: `line 5: ...`.
+        let (line, message) = match n
+            .strip_prefix("line ")
+            .and_then(|r| r.split_once(": "))
+            .and_then(|(l, m)| Some((l.parse().ok()?, m.to_string())))
+        {
+            Some((line, message)) => (Some(line), message),
+            None => (None, n),
+        };
         s.warnings.push(ScenarioError {
             source: source.to_string(),
-            line: None,
-            message: n,
+            line,
+            message,
         });
     }
     Ok(s)
+}
+
+/// The capture line of what is at `line` of an imported scenario: the
+/// `<gpu>` of the `[[gpu]]` table it is in, or of the first GPU on the
+/// `[board.<key>]` it is in.
+fn capture_line(scenario: &str, line: usize, gpu_lines: &[usize]) -> Option<usize> {
+    let lines: Vec<&str> = scenario.lines().collect();
+    let before = &lines[..line.min(lines.len())];
+    let gpus_before = before.iter().filter(|l| l.starts_with("[[gpu]]")).count();
+    if gpus_before > 0 {
+        return gpu_lines.get(gpus_before - 1).copied();
+    }
+    let board = before
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("[board."))?
+        .split(['.', ']'])
+        .next()?;
+    let model = format!("model = \"{board}\"");
+    let mut gpu = 0;
+    for l in &lines {
+        if l.starts_with("[[gpu]]") {
+            gpu += 1;
+        } else if *l == model && gpu > 0 {
+            return gpu_lines.get(gpu - 1).copied();
+        }
+    }
+    None
 }
 
 /// More GPUs than any node holds (NVML indexes them in 32 bits, but a
@@ -373,7 +398,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         line: offset.map(|o| line_of(text, o)),
         message,
     };
-    let raw: RawScenario = toml::from_str(text)
+    let raw: ScenarioFile = toml::from_str(text)
         .map_err(|e| err(e.span().map(|s| s.start), e.message().trim().to_string()))?;
     let name = raw.name.clone().unwrap_or_else(|| default_name.to_string());
     let mut gpus = Vec::new();
@@ -455,16 +480,14 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                     .map_err(|e| err(Some(b.span().start), e))?
             }
         };
-        if g.count == 0 {
+        let count = g.count.unwrap_or(1);
+        if count == 0 {
             return Err(err(Some(at), "count must be at least 1".into()));
         }
-        if gpus.len().saturating_add(g.count) > MAX_GPUS {
+        if gpus.len().saturating_add(count) > MAX_GPUS {
             return Err(err(
                 Some(at),
-                format!(
-                    "count {} makes more than {MAX_GPUS} GPUs, more than any node holds",
-                    g.count
-                ),
+                format!("count {count} makes more than {MAX_GPUS} GPUs, more than any node holds"),
             ));
         }
         let identity = IdentityGiven {
@@ -496,7 +519,6 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                 ));
             }
         }
-        let count = g.count;
         let mut spec = g.resolve(&model).map_err(|(o, m)| err(o.or(Some(at)), m))?;
         spec.identity_given = identity.clone();
         for _ in 0..count {
@@ -552,7 +574,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
     }
     timeline.sort_by(|a, b| a.0.total_cmp(&b.0));
     let call_errors = match &raw.errors {
-        Some(e) => gpu::call_errors(e).map_err(|(o, m)| err(o, m))?,
+        Some(e) => resolve::call_errors(e).map_err(|(o, m)| err(o, m))?,
         None => Vec::new(),
     };
     let absent_functions = match &raw.absent_functions {
@@ -791,9 +813,13 @@ mod tests {
         let small = dir.join("small.toml");
         std::fs::write(&small, &text[..4096]).unwrap();
         assert_eq!(load(small.to_str().unwrap()).unwrap().gpus.len(), 1);
-        // A device that never ends.
+        // A device that never ends, refused unread.
         let e = load("/dev/zero").unwrap_err();
-        assert!(e.message.contains("larger than"), "{e}");
+        assert!(
+            e.message
+                .contains("not a regular file (a character device)"),
+            "{e}"
+        );
         let bin = dir.join("bin.toml");
         std::fs::write(&bin, b"name = \"\xff\"\n").unwrap();
         assert!(load(bin.to_str().unwrap())

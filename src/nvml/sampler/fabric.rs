@@ -103,7 +103,7 @@ pub fn health_summary(code: u8) -> Option<FabricHealth> {
 
 /// The partition of a GPU in a multi-node NVLink cluster. Single-node
 /// NVSwitch systems report an all-zero cluster UUID and clique 0 (HGX H100
-/// and H200 on 590.48.01, `../shared/corpus`): no partition to name.
+/// and H200 on 590.48.01, `tests/corpus`): no partition to name.
 pub fn partition(clique_id: u32, cluster_uuid: [u8; 16]) -> Option<FabricPartition> {
     if cluster_uuid.iter().all(|&b| b == 0) {
         return None;

@@ -76,8 +76,9 @@ impl Engines {
     /// whole GPU (`nvmlDeviceGetAttributes` answers for MIG devices, GPU
     /// instance profiles only in MIG mode), so other architectures go
     /// uncounted until their counts are known from a cited source: for
-    /// Blackwell none is (NVIDIA's go-nvml B200 mock disagrees with real
-    /// `nvidia-smi mig -lgip` output, shared/research/blackwell.md §1), so
+    /// Blackwell none is (NVIDIA's go-nvml B200 mock, NVIDIA/go-nvml 2f9e261
+    /// `pkg/nvml/mock/gpus/b200.go`, disagrees with the real `nvidia-smi mig
+    /// -lgip` of NVIDIA/gpu-operator PR #1242 and mig-parted PR #166), so
     /// a whole Blackwell GPU averages over the engine ids that answer,
     /// while its MIG instances are counted from NVML.
     const GH100: Engines = Engines {

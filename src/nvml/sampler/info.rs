@@ -1,6 +1,8 @@
 //! Identity: name, brand, architecture, PCI bus id, serial, VBIOS, compute
-//! capability and board part number (`nvidia_gpu_info`). Read once per GPU
-//! and per NVML initialization, not every poll.
+//! capability and board part number (`nvidia_gpu_info`), and the minor
+//! number of the GPU's device node (how CDI specs of Kubernetes DRA claims
+//! name it, src/kubernetes/). Read once per GPU and per NVML
+//! initialization, not every poll.
 
 use nvml_wrapper::enum_wrappers::device::Brand;
 use nvml_wrapper::enums::device::DeviceArchitecture;
@@ -25,6 +27,10 @@ pub fn sample(g: &mut Gpu<'_, '_>) -> (Option<String>, GpuIdentity, Option<Devic
         .value()
         .map(|cc| format!("{}.{}", cc.major, cc.minor));
     let board_part_number = c.run(fam, || d.board_part_number()).value();
+    // Unprivileged callers get it too: the real H200 on R580 answered it as
+    // uid 65534, in 9 us (tests/device/h200-580.159.04/capture-unprivileged.toml,
+    // nvml-latency.tsv).
+    let minor_number = c.run(fam, || d.minor_number()).value();
     let identity = GpuIdentity {
         name,
         brand,
@@ -34,6 +40,7 @@ pub fn sample(g: &mut Gpu<'_, '_>) -> (Option<String>, GpuIdentity, Option<Devic
         vbios_version,
         compute_capability,
         board_part_number,
+        minor_number,
     };
     (uuid, identity, arch)
 }

@@ -38,3 +38,19 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{/* Whether the exporter talks to the API server or the kubelet's HTTPS
+     API (pod labels, ResourceSlices): then its service account token is
+     mounted and the ClusterRole rendered. */}}
+{{- define "nvml-exporter.kubernetesApi" -}}
+{{- if and .Values.podAttribution.enabled (or .Values.podAttribution.podLabels .Values.podAttribution.dra.resourceSlices) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* Whether host paths are mounted under /host (--path.rootfs). */}}
+{{- define "nvml-exporter.hostRoot" -}}
+{{- if or .Values.workloads.enabled (and .Values.podAttribution.enabled .Values.podAttribution.dra.enabled) -}}
+true
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,94 @@
+//! Identity (`ffi/device.rs`): the board's name, brand, architecture,
+//! compute capability, PCI ids, VBIOS, part number and inforom; the GPU's
+//! PCI bus id, UUID, serial and minor number.
+
+use super::{text, GpuOut, Walker, NOT_FOUND_FN};
+use crate::model::{architecture_name, brand_name, InforomSection};
+use crate::schema::at;
+use crate::value::Val;
+use nvml_wrapper_sys::bindings::*;
+use std::ffi::c_char;
+use std::time::Instant;
+
+impl Walker {
+    /// Fills the identity; returns what `nvmlDeviceGetArchitecture` said.
+    pub(super) fn identity(&mut self, d: nvmlDevice_t, out: &mut GpuOut) -> Result<u32, u32> {
+        let (gpu, board) = (&mut out.gpu, &mut out.board);
+        let mut buf = [0 as c_char; 96];
+        if call!(self, nvmlDeviceGetName(d, buf.as_mut_ptr(), 96)).is_ok() {
+            board.name = Some(text(&buf));
+        }
+        let mut brand = 0;
+        let b = call!(self, nvmlDeviceGetBrand(d, &raw mut brand)).map(|()| brand);
+        board.brand = Some(brand_name(b.unwrap_or(0)).unwrap_or("unknown").into());
+        let mut arch = 0;
+        let a = call!(self, nvmlDeviceGetArchitecture(d, &raw mut arch)).map(|()| arch);
+        board.architecture = Some(
+            architecture_name(a.unwrap_or(u32::MAX))
+                .unwrap_or("unknown")
+                .into(),
+        );
+        let (mut major, mut minor) = (0, 0);
+        if call!(
+            self,
+            nvmlDeviceGetCudaComputeCapability(d, &raw mut major, &raw mut minor)
+        )
+        .is_ok()
+        {
+            board.cuda_compute_capability = Some(format!("{major}.{minor}"));
+        }
+        // SAFETY: a plain C struct; zero is a valid value.
+        let mut pci: nvmlPciInfo_t = unsafe { std::mem::zeroed() };
+        if call!(self, nvmlDeviceGetPciInfo_v3(d, &raw mut pci)).is_ok() {
+            gpu.pci_bus_id = Some(at(text(&pci.busId)));
+            board.pci_device_id = Some(pci.pciDeviceId);
+            board.pci_subsystem_id = Some(pci.pciSubSystemId);
+        }
+        buf = [0; 96];
+        if call!(self, nvmlDeviceGetUUID(d, buf.as_mut_ptr(), 96)).is_ok() {
+            gpu.uuid = Some(at(text(&buf)));
+        }
+        buf = [0; 96];
+        gpu.serial = Some(at(
+            match call!(self, nvmlDeviceGetSerial(d, buf.as_mut_ptr(), 96)) {
+                Ok(()) => Val::Is(text(&buf)),
+                Err(_) => Val::NotSupported,
+            },
+        ));
+        let mut minor_number = 0;
+        gpu.minor_number = Some(
+            call!(self, nvmlDeviceGetMinorNumber(d, &raw mut minor_number))
+                .map_or(Val::NotSupported, |()| Val::Is(minor_number)),
+        );
+        buf = [0; 96];
+        board.vbios_version = Some(
+            call!(self, nvmlDeviceGetVbiosVersion(d, buf.as_mut_ptr(), 80))
+                .map_or(Val::NotSupported, |()| Val::Is(text(&buf))),
+        );
+        buf = [0; 96];
+        board.board_part_number = Some(
+            call!(self, nvmlDeviceGetBoardPartNumber(d, buf.as_mut_ptr(), 80))
+                .map_or(Val::NotSupported, |()| Val::Is(text(&buf))),
+        );
+        let mut inforom = [const { None }; 4];
+        for (object, slot) in inforom.iter_mut().enumerate() {
+            buf = [0; 96];
+            *slot = Some(
+                call!(
+                    self,
+                    nvmlDeviceGetInforomVersion(d, object as u32, buf.as_mut_ptr(), 80)
+                )
+                .map_or(Val::NotSupported, |()| Val::Is(text(&buf))),
+            );
+        }
+        let [oem, ecc, power, den] = inforom;
+        board.inforom = Some(InforomSection {
+            image: None,
+            oem,
+            ecc,
+            power,
+            den,
+        });
+        a
+    }
+}

@@ -1,0 +1,46 @@
+//! Clocks and power: throttle reasons (with their clock event) and the
+//! power smoothing circuitry's lifetime.
+
+use super::super::Sim;
+use crate::fault::Reason;
+use nvml_wrapper_sys::bindings::nvmlEventTypeClock;
+
+impl Sim {
+    pub(super) fn throttle(
+        &mut self,
+        gpu: u32,
+        reasons: &[Reason],
+        t: f64,
+    ) -> Result<String, String> {
+        if let Some(r) = reasons.iter().find(|r| !r.throttles()) {
+            return Err(format!("{r:?} is not a throttle reason a fault can set"));
+        }
+        let mask = reasons.iter().fold(0, |m, r| m | r.bit());
+        self.gpus[gpu as usize].set_throttle(mask, t);
+        self.device_event(gpu, nvmlEventTypeClock);
+        Ok(format!("GPU {gpu} throttle reasons {mask:#x}"))
+    }
+
+    pub(super) fn power_smoothing(
+        &mut self,
+        gpu: u32,
+        lifetime_percent: f64,
+    ) -> Result<String, String> {
+        let g = &mut self.gpus[gpu as usize];
+        if !g.model.power_smoothing {
+            return Err(format!(
+                "GPU {gpu} ({}) has no power smoothing",
+                g.model.name
+            ));
+        }
+        if !(0.0..=100.0).contains(&lifetime_percent) {
+            return Err(format!(
+                "lifetime_percent {lifetime_percent} is outside 0..=100"
+            ));
+        }
+        g.power_smoothing_lifetime = Some(lifetime_percent);
+        Ok(format!(
+            "GPU {gpu} power smoothing circuitry at {lifetime_percent}% of its lifetime"
+        ))
+    }
+}

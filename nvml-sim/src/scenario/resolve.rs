@@ -1,0 +1,704 @@
+//! From a scenario file's `[[gpu]]` table (`crate::schema`) to the GPU it
+//! describes (`gpu.rs`): every value checked against its board, MIG
+//! instances placed, processes bound to their instances. Errors carry the
+//! byte offset of the key where the file gives one.
+
+use super::gpu::{
+    CiSpec, Counters, FabricSpec, FieldPin, GpuSpec, Identity, MigSpec, ProcSpec, Readings,
+    RemapSpec, RetiredSpec, Settings, SramCounts,
+};
+use crate::fault::ProcUse;
+use crate::identity::PciAddr;
+use crate::model::{self, Model, Placement};
+use crate::schema::{
+    CountersFile, FabricFile, FabricState, FabricStatus, GpuFile, MemoryLocation, MigEntry,
+    MigInstance, OneOrMany, ReadingsFile, RemapFile, SramFile,
+};
+use crate::value::{Mib, Val};
+use std::sync::Arc;
+
+/// An error at a byte offset of the file (`None`: the `[[gpu]]` table).
+pub(super) type Fail = (Option<usize>, String);
+
+fn percent(v: Option<Val<u32>>, what: &str) -> Result<(), String> {
+    match v {
+        Some(Val::Is(p)) if p > 100 => Err(format!("{what} = {p} is outside 0..=100 percent")),
+        _ => Ok(()),
+    }
+}
+
+fn watts(v: Option<Val<f64>>, what: &str) -> Result<Option<Val<u32>>, String> {
+    match v {
+        None => Ok(None),
+        Some(Val::NotSupported) => Ok(Some(Val::NotSupported)),
+        Some(Val::Is(w)) if (0.0..=100_000.0).contains(&w) => {
+            Ok(Some(Val::Is((w * 1000.0).round() as u32)))
+        }
+        Some(Val::Is(w)) => Err(format!("{what} = {w} W is outside 0..=100000")),
+    }
+}
+
+impl ReadingsFile {
+    fn resolve(self, model: &Model) -> Result<Readings, String> {
+        let u = self.utilization.unwrap_or_default();
+        let utilization = [u.gpu, u.memory, u.encoder, u.decoder, u.jpeg, u.ofa];
+        for (v, what) in utilization
+            .iter()
+            .zip(["gpu", "memory", "encoder", "decoder", "jpeg", "ofa"])
+        {
+            percent(*v, &format!("utilization.{what}"))?;
+        }
+        let fans_percent = self.fan_percent.map(|f| match f {
+            Val::NotSupported => Val::NotSupported,
+            Val::Is(OneOrMany::One(p)) => Val::Is(vec![p]),
+            Val::Is(OneOrMany::Many(v)) => Val::Is(v),
+        });
+        if let Some(Val::Is(v)) = &fans_percent {
+            if let Some(p) = v.iter().find(|p| **p > 100) {
+                return Err(format!("fan_percent {p} is outside 0..=100"));
+            }
+            if v.is_empty() || (v.len() > 1 && v.len() != model.fans as usize) {
+                return Err(format!(
+                    "fan_percent gives {} values; {} has {} fans (give one value for all)",
+                    v.len(),
+                    model.name,
+                    model.fans
+                ));
+            }
+        }
+        if let Some(Val::Is(p)) = self.pstate {
+            if p > 15 {
+                return Err(format!("pstate {p} is outside 0..=15 (P0..P15)"));
+            }
+        }
+        if let Some(Val::Is(g)) = self.pcie_generation {
+            if g == 0 || g > model.pcie_gen {
+                return Err(format!(
+                    "pcie_generation {g} is outside 1..={} for {}",
+                    model.pcie_gen, model.name
+                ));
+            }
+        }
+        if let Some(w) = self.pcie_width {
+            if w == 0 || w > model.pcie_width {
+                return Err(format!(
+                    "pcie_width {w} is outside 1..={} for {}",
+                    model.pcie_width, model.name
+                ));
+            }
+        }
+        let total = Mib::whole(model.memory_mib);
+        let outside = Mib {
+            bytes: total.bytes.saturating_sub(model.reserved_bytes),
+        };
+        if let Some(m) = self.memory_used_mib {
+            if m > outside {
+                return Err(format!(
+                    "memory_used_mib {m} is more than the {outside} MiB {} has outside its reserve",
+                    model.name
+                ));
+            }
+        }
+        if let Some(f) = self.memory_free_mib {
+            if f > total {
+                return Err(format!(
+                    "memory_free_mib {f} is more than the {} MiB {} has",
+                    model.memory_mib, model.name
+                ));
+            }
+        }
+        if let Some(Val::Is(p)) = self.power_smoothing_lifetime_percent {
+            if !model.power_smoothing {
+                return Err(format!(
+                    "{} has no power smoothing (power_smoothing_lifetime_percent)",
+                    model.name
+                ));
+            }
+            if !(0.0..=100.0).contains(&p) {
+                return Err(format!(
+                    "power_smoothing_lifetime_percent {p} is outside 0..=100"
+                ));
+            }
+        }
+        if let Some(m) = self.bar1_used_mib {
+            if m > Mib::whole(model.bar1_mib) {
+                return Err(format!(
+                    "bar1_used_mib {m} is more than the board's {} MiB",
+                    model.bar1_mib
+                ));
+            }
+        }
+        Ok(Readings {
+            temperature_c: self.temperature_c,
+            memory_temperature_c: self.memory_temperature_c,
+            tlimit_c: self.tlimit_c,
+            power_mw: watts(self.power_w, "power_w")?,
+            module_power_mw: watts(self.module_power_w, "module_power_w")?,
+            memory_power_mw: watts(self.memory_power_w, "memory_power_w")?,
+            clocks_mhz: [
+                self.graphics_clock_mhz,
+                self.sm_clock_mhz,
+                self.memory_clock_mhz,
+                self.video_clock_mhz,
+            ],
+            pstate: self.pstate,
+            fans_percent,
+            utilization,
+            pcie_tx_kbps: self.pcie_tx_kbps,
+            pcie_rx_kbps: self.pcie_rx_kbps,
+            pcie_generation: self.pcie_generation,
+            pcie_width: self.pcie_width,
+            memory_used: self.memory_used_mib.map(|m| m.bytes),
+            memory_free: self.memory_free_mib.map(|m| m.bytes),
+            bar1_used: self.bar1_used_mib.map(|m| m.bytes),
+            power_smoothing_lifetime_percent: self.power_smoothing_lifetime_percent,
+        })
+    }
+}
+
+impl CountersFile {
+    fn resolve(self, model: &Model) -> Result<Counters, String> {
+        let mask = |l: &[MemoryLocation]| l.iter().fold(0u8, |m, loc| m | 1 << (*loc as u8));
+        let ecc_locations = self
+            .ecc
+            .as_ref()
+            .and_then(|e| e.locations.as_ref())
+            .map(|l| [mask(&l.corrected), mask(&l.uncorrected)]);
+        let ecc = self.ecc.map(|e| {
+            let mut out = [[[0u64; 8]; 2]; 2];
+            for (scope, raw) in [e.volatile, e.aggregate].into_iter().enumerate() {
+                let raw = raw.unwrap_or_default();
+                for (et, locs) in [raw.corrected, raw.uncorrected].into_iter().enumerate() {
+                    out[et][scope] = locs.unwrap_or_default().array();
+                }
+            }
+            out
+        });
+        if let Some(e) = &ecc {
+            for by_scope in e {
+                if let Some(l) = (0..8).find(|&l| by_scope[1][l] < by_scope[0][l]) {
+                    return Err(format!(
+                        "ECC counters: an aggregate count is never below the volatile one (location {l})"
+                    ));
+                }
+            }
+        }
+        if let Some(Val::Is(pages)) = &self.retired_pages {
+            if !model.page_retirement {
+                return Err(format!(
+                    "{} remaps rows, it does not retire pages (retired_pages = \"N/A\")",
+                    model.name
+                ));
+            }
+            if pages.len() > 4096 {
+                return Err(format!("{} retired pages: at most 4096", pages.len()));
+            }
+        }
+        let remapped_rows = self.remapped_rows.map(|r| match r {
+            Val::NotSupported => Val::NotSupported,
+            Val::Is(r) => Val::Is(r.resolve()),
+        });
+        if let Some(Val::Is(r)) = &remapped_rows {
+            if !model.row_remapping {
+                return Err(format!(
+                    "{} does not remap rows (remapped_rows = \"N/A\")",
+                    model.name
+                ));
+            }
+            if let Some(h) = r.histogram {
+                if h.iter().map(|&v| u64::from(v)).sum::<u64>() > 1 << 20 {
+                    return Err("remapped_rows.histogram: more than 2^20 banks".into());
+                }
+            }
+        }
+        let d = self.clock_event_durations_us.unwrap_or_default();
+        let durations = [
+            d.sw_power_cap,
+            d.sync_boost,
+            d.sw_thermal_slowdown,
+            d.hw_thermal_slowdown,
+            d.hw_power_brake_slowdown,
+        ]
+        .map(Option::unwrap_or_default);
+        // Nanoseconds must fit NVML's u64 counters.
+        if durations.iter().any(|us| *us > u64::MAX / 1000 / 4) {
+            return Err("clock_event_durations_us: too large".into());
+        }
+        Ok(Counters {
+            ecc,
+            ecc_locations,
+            supported_clock_event_reasons: self.supported_clock_event_reasons,
+            sram: self.sram.map(SramFile::resolve),
+            retired_pages: self.retired_pages.map(|p| match p {
+                Val::NotSupported => Val::NotSupported,
+                Val::Is(pages) => Val::Is(
+                    pages
+                        .into_iter()
+                        .map(|p| RetiredSpec {
+                            address: p.address,
+                            cause: p.cause,
+                            timestamp_us: p.timestamp_us,
+                        })
+                        .collect(),
+                ),
+            }),
+            retired_pending: self.retired_pending.unwrap_or(false),
+            remapped_rows,
+            clock_event_reasons: self.clock_event_reasons,
+            clock_event_durations_us: durations,
+            pcie_replays: self.pcie_replays,
+            recovery_action: self.recovery_action.map(|a| match a {
+                Val::NotSupported => Val::NotSupported,
+                Val::Is(a) => Val::Is(a as u32),
+            }),
+        })
+    }
+}
+
+impl FabricFile {
+    fn resolve(&self, model: &Model) -> Result<FabricSpec, String> {
+        if !model.nvswitch_fabric() {
+            return Err(format!(
+                "{} is not on an NVSwitch fabric (fabric)",
+                model.name
+            ));
+        }
+        let mut health = model.fabric_health;
+        if let Some(h) = &self.health {
+            h.apply(&mut health);
+        }
+        let cluster_uuid = match &self.cluster_uuid {
+            None => [0; 16],
+            Some(text) => {
+                let hex: String = text.chars().filter(|c| *c != '-').collect();
+                let bad = || {
+                    format!("fabric.cluster_uuid `{text}` is not a UUID (8-4-4-4-12 hex digits)")
+                };
+                if hex.len() != 32 || text.len() != 36 {
+                    return Err(bad());
+                }
+                let mut out = [0u8; 16];
+                for (i, b) in out.iter_mut().enumerate() {
+                    *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+                }
+                out
+            }
+        };
+        Ok(FabricSpec {
+            state: self.state.map(|s| match s {
+                FabricState::NotStarted => 1,
+                FabricState::InProgress => 2,
+                FabricState::Completed => 3,
+            }),
+            status: match self.status {
+                None | Some(FabricStatus::Success) => 0,
+                Some(FabricStatus::Failure) => 999,
+            },
+            clique_id: self.clique_id.unwrap_or(0),
+            cluster_uuid,
+            health,
+        })
+    }
+}
+
+/// `errors = { nvmlFunction = "NOT_SUPPORTED", ... }`: what calls answer
+/// instead of their value (a capture's record of a real driver).
+pub(super) fn call_errors(errors: &toml::Spanned<toml::Table>) -> Result<Vec<(String, u32)>, Fail> {
+    let mut out = Vec::new();
+    for (name, v) in errors.get_ref() {
+        let ok_name =
+            name.starts_with("nvml") && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok_name {
+            return Err((
+                Some(errors.span().start),
+                format!("errors: `{name}` is not an NVML function name"),
+            ));
+        }
+        let code = crate::value::nvml_error(v).ok_or_else(|| {
+            (
+                Some(errors.span().start),
+                format!(
+                    "errors.{name} = {v}: an NVML error name (NOT_SUPPORTED, NO_PERMISSION, GPU_IS_LOST, UNKNOWN, ...) or a non-zero code"
+                ),
+            )
+        })?;
+        out.push((name.clone(), code));
+    }
+    Ok(out)
+}
+
+impl RemapFile {
+    /// Absent keys: none remapped, nothing pending, every bank at max.
+    fn resolve(self) -> RemapSpec {
+        RemapSpec {
+            correctable: self.correctable.unwrap_or(0),
+            uncorrectable: self.uncorrectable.unwrap_or(0),
+            pending: self.pending.unwrap_or(false),
+            failure: self.failure.unwrap_or(false),
+            histogram: self
+                .histogram
+                .map(|h| [h.max, h.high, h.partial, h.low, h.none]),
+        }
+    }
+}
+
+impl SramFile {
+    /// Absent counts are 0; the threshold not exceeded.
+    fn resolve(self) -> SramCounts {
+        let n = |v: Option<u64>| v.unwrap_or(0);
+        SramCounts {
+            volatile_corrected: n(self.volatile_corrected),
+            volatile_uncorrected_parity: n(self.volatile_uncorrected_parity),
+            volatile_uncorrected_secded: n(self.volatile_uncorrected_secded),
+            aggregate_corrected: n(self.aggregate_corrected),
+            aggregate_uncorrected_parity: n(self.aggregate_uncorrected_parity),
+            aggregate_uncorrected_secded: n(self.aggregate_uncorrected_secded),
+            l2: n(self.l2),
+            sm: n(self.sm),
+            microcontroller: n(self.microcontroller),
+            pcie: n(self.pcie),
+            other: n(self.other),
+            threshold_exceeded: self.threshold_exceeded.unwrap_or(false),
+        }
+    }
+}
+
+/// Places the MIG entries of a GPU: fixed placements and GPU instance
+/// ids where given, the driver's choice elsewhere.
+fn mig_specs(model: &Model, raw: &[MigEntry]) -> Result<Vec<MigSpec>, String> {
+    let entries: Vec<(String, Option<&MigInstance>)> = raw
+        .iter()
+        .map(|m| match m {
+            MigEntry::Name(n) => (n.clone(), None),
+            MigEntry::Full(e) => (e.profile.clone(), Some(e)),
+        })
+        .collect();
+    let mut wanted = Vec::new();
+    for (name, e) in &entries {
+        let mut start = e.and_then(|e| e.placement);
+        if let Some(id) = e.and_then(|e| e.gpu_instance_id) {
+            // A capture gives the id, not the placement: the placement
+            // whose id it is.
+            let p = model
+                .profile_by_name(name)
+                .ok_or_else(|| format!("unknown MIG profile `{name}` for {}", model.name))?;
+            let at = p
+                .starts
+                .iter()
+                .copied()
+                .find(|&s| p.instance_id_for(s) == id)
+                .ok_or_else(|| {
+                    format!(
+                        "no placement of `{name}` on {} has GPU instance id {id} (ids: {:?})",
+                        model.name,
+                        p.starts
+                            .iter()
+                            .map(|&s| p.instance_id_for(s))
+                            .collect::<Vec<_>>()
+                    )
+                })?;
+            if start.is_some_and(|s| s != at) {
+                return Err(format!(
+                    "`{name}`: GPU instance id {id} is the one at memory slice {at}, not at {}",
+                    start.unwrap_or(0)
+                ));
+            }
+            start = Some(at);
+        }
+        wanted.push(Placement {
+            profile: name,
+            start,
+        });
+    }
+    let placed = model::place(model, &wanted)?;
+    let mut out = Vec::new();
+    for ((name, e), (profile, start)) in entries.iter().zip(placed) {
+        if let Some(load) = e.and_then(|e| e.load) {
+            if !(0.0..=100.0).contains(&load) {
+                return Err(format!("MIG instance load {load} is outside 0..=100"));
+            }
+        }
+        let compute_instances = match e.and_then(|e| e.compute_instances.as_ref()) {
+            None => vec![CiSpec {
+                id: 0,
+                slices: profile.slices,
+                uuid: None,
+            }],
+            Some(list) => {
+                let mut cis = Vec::new();
+                for ci in list {
+                    let slices = ci.slices.unwrap_or(profile.slices);
+                    if slices == 0 || ci.id > 7 || cis.iter().any(|c: &CiSpec| c.id == ci.id) {
+                        return Err(format!(
+                            "`{name}`: compute instance {} (ids are 0..=7, each once; at least one slice)",
+                            ci.id
+                        ));
+                    }
+                    cis.push(CiSpec {
+                        id: ci.id,
+                        slices,
+                        uuid: ci.uuid.clone(),
+                    });
+                }
+                let used: u32 = cis.iter().map(|c| c.slices).sum();
+                if cis.is_empty() || used > profile.slices {
+                    return Err(format!(
+                        "`{name}`: its compute instances take {used} slices of its {}",
+                        profile.slices
+                    ));
+                }
+                cis
+            }
+        };
+        if let Some(m) = e.and_then(|e| e.memory_used_mib) {
+            if m > profile.memory_mib {
+                return Err(format!(
+                    "`{name}`: memory_used_mib {m} is more than its {} MiB",
+                    profile.memory_mib
+                ));
+            }
+        }
+        out.push(MigSpec {
+            profile: name.clone(),
+            load: e.and_then(|e| e.load).unwrap_or(0.0),
+            start,
+            uuid: e.and_then(|e| e.uuid.clone()),
+            memory_used_mib: e.and_then(|e| e.memory_used_mib),
+            compute_instances,
+        });
+    }
+    Ok(out)
+}
+
+impl GpuFile {
+    /// The spec of the GPUs of this table, on board `model`; their
+    /// identities are the caller's to derive and de-duplicate.
+    pub(super) fn resolve(mut self, model: &Arc<Model>) -> Result<GpuSpec, Fail> {
+        let readings_at = self.readings.as_ref().map(|r| r.span().start);
+        let readings = self.readings.take().map(toml::Spanned::into_inner);
+        let counters = self.counters.take();
+        let at_table = |m: String| (None, m);
+        let load = self.load.unwrap_or(0.0);
+        if !(0.0..=100.0).contains(&load) {
+            return Err(at_table(format!("load {load} is outside 0..=100 percent")));
+        }
+        let mig = match &self.mig {
+            None => None,
+            Some(list) => {
+                Some(mig_specs(model, list.get_ref()).map_err(|m| (Some(list.span().start), m))?)
+            }
+        };
+        let mut processes = Vec::new();
+        for p in self.processes.iter().flatten() {
+            let n = mig.as_ref().map_or(0, Vec::len);
+            let mig_instance = match (p.mig_instance, p.gpu_instance) {
+                (Some(_), Some(_)) => {
+                    return Err(at_table(format!(
+                        "process `{}`: give mig_instance or gpu_instance, not both",
+                        p.name
+                    )))
+                }
+                (Some(i), None) if i >= n => {
+                    return Err(at_table(format!(
+                        "process `{}` names mig_instance {i}, but this GPU has {n} MIG instances",
+                        p.name
+                    )))
+                }
+                (Some(i), None) => Some(i),
+                (None, Some(gi)) => {
+                    let specs = mig.as_deref().unwrap_or_default();
+                    let found = specs.iter().position(|m| {
+                        model
+                            .profile_by_name(&m.profile)
+                            .is_some_and(|p| p.instance_id_for(m.start) == gi)
+                    });
+                    Some(found.ok_or_else(|| {
+                        at_table(format!(
+                            "process `{}` names gpu_instance {gi}, which this GPU does not have",
+                            p.name
+                        ))
+                    })?)
+                }
+                (None, None) => None,
+            };
+            if mig_instance.is_none() && mig.is_some() {
+                return Err(at_table(format!(
+                    "process `{}` runs on a MIG-enabled GPU and must name its mig_instance (or gpu_instance)",
+                    p.name
+                )));
+            }
+            let compute_instance = p.compute_instance.unwrap_or(0);
+            if let Some(i) = mig_instance {
+                let spec = &mig.as_ref().expect("checked above")[i];
+                if !spec
+                    .compute_instances
+                    .iter()
+                    .any(|c| c.id == compute_instance)
+                {
+                    return Err(at_table(format!(
+                        "process `{}` names compute_instance {compute_instance}, which its GPU instance does not have",
+                        p.name
+                    )));
+                }
+            } else if p.compute_instance.is_some() {
+                return Err(at_table(format!(
+                    "process `{}`: compute_instance on a GPU without MIG",
+                    p.name
+                )));
+            }
+            let usage = ProcUse::declared(
+                p.sm_percent,
+                p.memory_percent,
+                p.encoder_percent,
+                p.decoder_percent,
+            )
+            .map_err(|m| at_table(format!("process `{}`: {m}", p.name)))?;
+            processes.push(ProcSpec {
+                pid: p.pid,
+                name: p.name.clone(),
+                memory_mib: p.memory_mib.get(),
+                kind: p.kind,
+                mig_instance,
+                compute_instance,
+                usage,
+            });
+        }
+        if self.mig_pending.is_some() && !model.mig_capable() {
+            return Err(at_table(format!(
+                "{} does not support MIG (mig_pending)",
+                model.name
+            )));
+        }
+        let display_active = self.display.unwrap_or(Val::Is(false));
+        if display_active == Val::Is(true) && !model.display_capable {
+            return Err(at_table(format!("{} has no display output", model.name)));
+        }
+        let ecc = match self.ecc {
+            Some(Val::NotSupported) => None,
+            _ if !model.ecc => {
+                if matches!(self.ecc, Some(Val::Is(true))) || self.ecc_pending == Some(true) {
+                    return Err(at_table(format!("{} has no ECC", model.name)));
+                }
+                None
+            }
+            Some(Val::Is(current)) => Some((current, self.ecc_pending.unwrap_or(current))),
+            None => Some((
+                model.ecc_default,
+                self.ecc_pending.unwrap_or(model.ecc_default),
+            )),
+        };
+        let limit_mw = |w: &Option<toml::Spanned<f64>>, key: &str| -> Result<Option<u32>, Fail> {
+            let Some(w) = w else { return Ok(None) };
+            let mw = (w.get_ref() * 1000.0).round();
+            if !(f64::from(model.power_min_mw)..=f64::from(model.power_max_mw)).contains(&mw) {
+                return Err((
+                    Some(w.span().start),
+                    format!(
+                        "{key} {} is outside {}'s limits {}..={} W",
+                        w.get_ref(),
+                        model.name,
+                        f64::from(model.power_min_mw) / 1000.0,
+                        f64::from(model.power_max_mw) / 1000.0
+                    ),
+                ));
+            }
+            Ok(Some(mw as u32))
+        };
+        let power_limit_mw = limit_mw(&self.power_limit_w, "power_limit_w")?;
+        let enforced_power_limit_mw =
+            limit_mw(&self.enforced_power_limit_w, "enforced_power_limit_w")?;
+        let driver_model = match (self.driver_model, self.driver_model_pending) {
+            (None, None) => None,
+            (Some(c), p) => Some((c.nvml(), p.unwrap_or(c).nvml())),
+            (None, Some(_)) => {
+                return Err(at_table("driver_model_pending without driver_model".into()))
+            }
+        };
+        let settings = Settings {
+            persistence: self.persistence.unwrap_or(Val::Is(!model.display_capable)),
+            display_active,
+            display_mode: self.display_mode.unwrap_or(display_active),
+            compute_mode: self.compute_mode.map_or(Val::Is(0), |m| match m {
+                Val::NotSupported => Val::NotSupported,
+                Val::Is(m) => Val::Is(m as u32),
+            }),
+            ecc,
+            power_limit_mw,
+            enforced_power_limit_mw,
+            virtualization_mode: self.virtualization_mode.map_or(Val::Is(0), |m| match m {
+                Val::NotSupported => Val::NotSupported,
+                Val::Is(m) => Val::Is(m as u32),
+            }),
+            driver_model,
+        };
+        let call_errors = match &self.errors {
+            Some(e) => call_errors(e)?,
+            None => Vec::new(),
+        };
+        let mut field_pins = Vec::new();
+        if let Some(fields) = &self.fields {
+            for (key, v) in fields.get_ref() {
+                let bad = |m: String| (Some(fields.span().start), m);
+                let (id, scope) = match key.split_once(':') {
+                    Some((i, s)) => (i.parse::<u32>(), s.parse::<u32>()),
+                    None => (key.parse::<u32>(), Ok(0)),
+                };
+                let (Ok(id), Ok(scope)) = (id, scope) else {
+                    return Err(bad(format!(
+                        "fields: `{key}` is not a field id (`83`) or id:scope (`202:3`)"
+                    )));
+                };
+                let answer = match v {
+                    toml::Value::Integer(i) => Ok(*i),
+                    other => Err(crate::value::nvml_error(other).ok_or_else(|| {
+                        bad(format!(
+                            "fields.\"{key}\" = {other}: a number or an NVML error name"
+                        ))
+                    })?),
+                };
+                field_pins.push(FieldPin { id, scope, answer });
+            }
+        }
+        let readings = readings
+            .map(|r| r.resolve(model))
+            .transpose()
+            .map_err(|m| (readings_at, m))?
+            .unwrap_or_default();
+        let counters = counters
+            .map(|c| c.resolve(model))
+            .transpose()
+            .map_err(at_table)?
+            .unwrap_or_default();
+        let fabric = match &self.fabric {
+            Some(f) => f
+                .get_ref()
+                .resolve(model)
+                .map_err(|m| (Some(f.span().start), m))?,
+            None => FabricSpec {
+                health: model.fabric_health,
+                ..FabricSpec::default()
+            },
+        };
+        Ok(GpuSpec {
+            model: model.clone(),
+            load,
+            mig,
+            processes,
+            mig_pending: self.mig_pending,
+            mps: self.mps.unwrap_or(false),
+            identity: Identity {
+                uuid: String::new(),
+                serial: None,
+                pci: PciAddr::on_bus(0),
+                minor: None,
+            },
+            identity_given: super::IdentityGiven::default(),
+            settings,
+            readings,
+            counters,
+            call_errors,
+            fabric,
+            field_pins,
+        })
+    }
+}

@@ -1,0 +1,177 @@
+//! No function of the simulated driver's crate is longer than 300 lines
+//! (CONTRIBUTING.md, the project's style): a longer one is where readings
+//! used to be taught by hand in three places. Lines are counted from the
+//! `fn` to the brace that closes its body, read from the source with
+//! comments, strings and character literals blanked out.
+
+use std::path::{Path, PathBuf};
+
+const MAX_LINES: usize = 300;
+
+/// `src` with comments, string and character literals replaced by spaces
+/// (line breaks kept), so braces in them do not count.
+fn code_only(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let blank = |out: &mut Vec<u8>, part: &[u8]| {
+        out.extend(part.iter().map(|&c| if c == b'\n' { b'\n' } else { b' ' }));
+    };
+    let mut i = 0;
+    while i < b.len() {
+        let rest = &b[i..];
+        let ident_before = i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
+        let end = if rest.starts_with(b"//") {
+            rest.iter()
+                .position(|&c| c == b'\n')
+                .map_or(b.len(), |n| i + n)
+        } else if rest.starts_with(b"/*") {
+            find(rest, b"*/").map_or(b.len(), |n| i + n + 2)
+        } else if let Some(open) = raw_string_open(rest).filter(|_| !ident_before) {
+            let close: Vec<u8> = std::iter::once(b'"')
+                .chain(std::iter::repeat_n(
+                    b'#',
+                    open - 2 - usize::from(rest[0] == b'b'),
+                ))
+                .collect();
+            find(&rest[open..], &close).map_or(b.len(), |n| i + open + n + close.len())
+        } else if rest[0] == b'"' {
+            let mut j = 1;
+            while j < rest.len() && rest[j] != b'"' {
+                j += if rest[j] == b'\\' { 2 } else { 1 };
+            }
+            i + j + 1
+        } else if rest[0] == b'\'' && rest.get(1) == Some(&b'\\') {
+            rest[2..]
+                .iter()
+                .position(|&c| c == b'\'')
+                .map_or(b.len(), |n| i + n + 3)
+        } else if rest[0] == b'\'' && rest.get(2) == Some(&b'\'') {
+            i + 3
+        } else {
+            out.push(rest[0]);
+            i += 1;
+            continue;
+        };
+        let end = end.min(b.len());
+        blank(&mut out, &b[i..end]);
+        i = end;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The length of a raw string's opening (`r"`, `r#"`, `br##"`...), if one
+/// starts here.
+fn raw_string_open(s: &[u8]) -> Option<usize> {
+    let r = usize::from(s.first() == Some(&b'b'));
+    if s.get(r) != Some(&b'r') {
+        return None;
+    }
+    let hashes = s[r + 1..].iter().take_while(|&&c| c == b'#').count();
+    (s.get(r + 1 + hashes) == Some(&b'"')).then_some(r + 2 + hashes)
+}
+
+/// Every function with a body in `code`: its name, first line and length.
+fn functions(code: &str) -> Vec<(String, usize, usize)> {
+    let b = code.as_bytes();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(n) = code[at..].find("fn ") {
+        let start = at + n;
+        at = start + 3;
+        if start > 0 && (b[start - 1].is_ascii_alphanumeric() || b[start - 1] == b'_') {
+            continue;
+        }
+        let name: String = code[at..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            continue;
+        }
+        // The body: the first `{` outside parentheses before any `;`.
+        let mut depth = 0i32;
+        let mut open = None;
+        for (k, &c) in b.iter().enumerate().skip(at) {
+            match c {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b';' if depth <= 0 => break,
+                b'{' if depth <= 0 => {
+                    open = Some(k);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let Some(open) = open else { continue };
+        let mut level = 0;
+        let Some(close) = b[open..].iter().position(|&c| {
+            level += match c {
+                b'{' => 1,
+                b'}' => -1,
+                _ => 0,
+            };
+            level == 0
+        }) else {
+            continue;
+        };
+        let line = |pos: usize| code[..pos].matches('\n').count() + 1;
+        let first = line(start);
+        out.push((name, first, line(open + close) - first + 1));
+    }
+    out
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn the_counter_sees_through_strings_comments_and_characters() {
+    let code = code_only(
+        "fn a() {\n    let s = \"}}}\";\n    // }\n    let c = '}';\n    let r = r#\"}\"#;\n}\nfn b() -> u8 { b'{' }\n",
+    );
+    assert_eq!(
+        functions(&code),
+        vec![("a".to_string(), 1, 6), ("b".to_string(), 7, 1)]
+    );
+}
+
+#[test]
+fn no_simulator_function_is_over_300_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("nvml-sim");
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "examples"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    files.push(root.join("build.rs"));
+    assert!(files.len() > 60, "read too few files: {files:?}");
+    let mut long = Vec::new();
+    let mut seen = 0;
+    for path in &files {
+        let code = code_only(&std::fs::read_to_string(path).unwrap());
+        for (name, line, lines) in functions(&code) {
+            seen += 1;
+            if lines > MAX_LINES {
+                let rel = path.strip_prefix(&root).unwrap().display();
+                long.push(format!("nvml-sim/{rel}:{line} {name}: {lines} lines"));
+            }
+        }
+    }
+    assert!(seen > 500, "found only {seen} functions");
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_LINES} lines (split them by what they do): {long:#?}"
+    );
+}
