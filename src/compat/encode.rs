@@ -624,7 +624,9 @@ mod tests {
         assert!(
             fb[0].contains("GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"1\"") && fb[0].ends_with("} 10")
         );
-        assert!(fb[0].contains("pod=\"train-0\",namespace=\"ml\",container=\"main\",team=\"vision\""));
+        assert!(
+            fb[0].contains("pod=\"train-0\",namespace=\"ml\",container=\"main\",team=\"vision\"")
+        );
         // A pod label may not take a DCGM label's name.
         assert!(fb[0].contains("device=\"nvidia1\"") && !fb[0].contains("clash"));
         // Device fields: the GPU's value on each instance, as DCGM answers.
