@@ -251,7 +251,7 @@ fn accumulate(g: &mut Gpu, to_us: u64) {
     if to_us <= from_us {
         return;
     }
-    let mid = (from_us + to_us) / 2;
+    let mid = u64::midpoint(from_us, to_us);
     let t = mid.saturating_sub(g.samples.origin_us) as f64 / 1e6;
     let dt = (to_us - from_us) as f64;
     let now = contexts(g, t);
