@@ -129,9 +129,7 @@ fn per_process_utilization_like_a_driver() {
     assert!(ring
         .windows(2)
         .all(|w| w[1].timestamp - w[0].timestamp == 200_000));
-    assert!(ring
-        .iter()
-        .all(|s| matches!(s.value, SampleValue::U32(80))));
+    assert!(ring.iter().all(|s| matches!(s.value, SampleValue::U32(80))));
     let n = ring.len() as f64;
 
     // The old call, as nvml-wrapper makes it (sizing call, then the read):
@@ -202,7 +200,9 @@ fn per_process_utilization_like_a_driver() {
     // 35 of the GPU's 95 %, over 20 samples.
     assert!(near(b.smUtil, 35.0, 95.0, 20.0), "{}", b.smUtil);
     assert_eq!(d0.utilization_rates().unwrap().gpu, 95);
-    let after = d0.samples(Sampling::GpuUtilization, changed + 400_000).unwrap();
+    let after = d0
+        .samples(Sampling::GpuUtilization, changed + 400_000)
+        .unwrap();
     assert!(after
         .iter()
         .all(|s| matches!(s.value, SampleValue::U32(95))));
