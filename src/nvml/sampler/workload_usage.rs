@@ -355,18 +355,18 @@ impl State {
         let window_us = newest - start;
         let counts = start != 0 && window_us <= MAX_WINDOW_US;
         self.last_seen = newest;
-        let busy = self.device.take(start, newest).map(|(busy, span)| {
-            if counts {
-                self.sampled_seconds += span;
-            }
-            busy
-        });
-        if counts && busy.is_none() {
-            self.sampled_seconds += window_us as f64 / 1e6;
+        let device = self.device.take(start, newest);
+        if counts {
+            self.sampled_seconds += device.map_or(window_us as f64 / 1e6, |(_, span)| span);
         }
-        let weight: u32 = sound.iter().map(|(s, _)| s.sm).sum();
-        let n = sound.len() as f64;
-        for (s, listed) in sound {
+        // A pid with no entry before is new: its first samples may lie
+        // inside the window.
+        let shares: Vec<(u32, bool)> = sound
+            .iter()
+            .map(|(s, _)| (s.sm, !self.totals.contains_key(&s.pid)))
+            .collect();
+        let sm = split_sm(device, &shares, window_us as f64 / 1e6);
+        for ((s, listed), sm) in sound.into_iter().zip(sm) {
             if !listed {
                 continue;
             }
@@ -382,14 +382,7 @@ impl State {
                 continue;
             }
             let mean = |percent: u32| f64::from(percent) / 100.0 * window_us as f64 / 1e6;
-            t.usage.sm_seconds += match busy {
-                // The window's samples, by the pids' means: one divisor.
-                Some(b) if weight > 0 => b * f64::from(s.sm) / f64::from(weight),
-                // Every mean rounded to 0: a lone process is exact, several
-                // split what little there was evenly.
-                Some(b) => b / n,
-                None => mean(s.sm),
-            };
+            t.usage.sm_seconds += sm;
             t.usage.memory_seconds += mean(s.memory);
             t.usage.encoder_seconds += mean(s.encoder);
             t.usage.decoder_seconds += mean(s.decoder);
@@ -404,6 +397,65 @@ impl State {
             listed.contains(pid) || now.saturating_sub(t.last_sample_us) < FORGET_AFTER_US
         });
     }
+}
+
+/// The SM seconds of each entry of one window: (its SM percent, whether
+/// the pid is new), the device's samples in the window (busy seconds, the
+/// seconds they cover) where read, and the window's length.
+///
+/// The per-process means share one divisor, the window's samples, for a
+/// pid named before it; a pid first named inside the window was averaged
+/// over fewer (lastSeenTimeStamp 0 averages from a pid's first sample, on
+/// the H200), so its mean says more than its part. Where both kinds share
+/// a window, the pids named before get their mean over the samples' span
+/// and the new ones what the samples leave, by their means; otherwise the
+/// samples go by the means. Without the device's samples, each mean counts
+/// over the window.
+fn split_sm(device: Option<(f64, f64)>, entries: &[(u32, bool)], window_s: f64) -> Vec<f64> {
+    let Some((busy, span)) = device else {
+        return entries
+            .iter()
+            .map(|(sm, _)| f64::from(*sm) / 100.0 * window_s)
+            .collect();
+    };
+    let by_means = |entries: &[&(u32, bool)], total: f64| -> Vec<f64> {
+        let weight: u32 = entries.iter().map(|(sm, _)| sm).sum();
+        entries
+            .iter()
+            .map(|(sm, _)| match weight {
+                // Every mean rounded to 0: a lone pid is exact, several
+                // split what little there was evenly.
+                0 => total / entries.len() as f64,
+                w => total * f64::from(*sm) / f64::from(w),
+            })
+            .collect()
+    };
+    let (new, old): (Vec<&(u32, bool)>, Vec<&(u32, bool)>) = entries.iter().partition(|e| e.1);
+    if new.is_empty() || old.is_empty() {
+        return by_means(&entries.iter().collect::<Vec<_>>(), busy);
+    }
+    let old_sm: Vec<f64> = old
+        .iter()
+        .map(|(sm, _)| f64::from(*sm) / 100.0 * span)
+        .collect();
+    let old_total: f64 = old_sm.iter().sum();
+    let scale = if old_total > busy {
+        busy / old_total
+    } else {
+        1.0
+    };
+    let mut new_sm = by_means(&new, (busy - old_total).max(0.0)).into_iter();
+    let mut old_sm = old_sm.into_iter();
+    entries
+        .iter()
+        .map(|(_, is_new)| {
+            if *is_new {
+                new_sm.next().unwrap_or(0.0)
+            } else {
+                old_sm.next().unwrap_or(0.0) * scale
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -464,7 +516,7 @@ mod tests {
     fn the_device_samples_give_the_window_its_sm_time() {
         let mut s = state();
         s.device.supported = Some(true);
-        s.add(Some(vec![sample(1, T0, 0)]), T0);
+        s.add(Some(vec![sample(1, T0, 0), sample(2, T0 - P, 0)]), T0);
         s.device.push(vec![(T0, 0)], &mut s.dropped);
         // The H200's burst: samples 25, 95, 95, 95, 92; the old call
         // answered 81 (the mean 80.4, rounded up), the Info call 80.
@@ -488,6 +540,41 @@ mod tests {
         );
         assert!((sm(&s, 1) - 0.804 - 0.198).abs() < 1e-9);
         assert!((sm(&s, 2) - 0.792).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_pid_first_named_inside_the_window_gets_what_the_others_leave() {
+        let mut s = state();
+        s.device.supported = Some(true);
+        // Pid 1 ran alone, idle; pid 2 starts, and over samples 6..=10 the
+        // two time-slice a full GPU: 2, 1, 2, 1, 2.
+        s.add(Some(vec![sample(1, T0, 0)]), T0);
+        s.device.push(vec![(T0, 0)], &mut s.dropped);
+        let ring = (1..=10).map(|k| (T0 + k * P, if k > 5 { 100 } else { 0 }));
+        s.device.push(ring.collect(), &mut s.dropped);
+        // Pid 1: 200 over the window's 10 samples; pid 2: 300 over the 5
+        // since its first, so its mean says 60 where its part is 30.
+        s.add(
+            Some(vec![sample(1, T0 + 9 * P, 20), sample(2, T0 + 10 * P, 60)]),
+            T0 + 10 * P + 10,
+        );
+        assert!((sm(&s, 1) - 0.4).abs() < 1e-9, "{}", sm(&s, 1));
+        assert!((sm(&s, 2) - 0.6).abs() < 1e-9, "{}", sm(&s, 2));
+        // From then on both are known: the means share one divisor.
+        s.device.push(
+            (11..=15).map(|k| (T0 + k * P, 100)).collect(),
+            &mut s.dropped,
+        );
+        s.add(
+            Some(vec![sample(1, T0 + 14 * P, 40), sample(2, T0 + 15 * P, 60)]),
+            T0 + 15 * P + 10,
+        );
+        assert!((sm(&s, 1) - 0.8).abs() < 1e-9);
+        assert!((sm(&s, 2) - 1.2).abs() < 1e-9);
+        assert!(
+            (s.sampled_seconds - 3.0).abs() < 1e-9,
+            "ten and five samples"
+        );
     }
 
     #[test]
