@@ -686,4 +686,223 @@ mod tests {
     fn every_sampler_has_its_own_epoch() {
         assert_ne!(State::default().epoch, State::default().epoch);
     }
+
+    /// The H200's own answers (driver 580.159.04, run 2 of
+    /// `scripts/device-check`, tests/device/h200-580.159.04), replayed
+    /// through this accounting: every second the device's new samples and
+    /// `nvmlDeviceGetProcessUtilization` since the last answer (rounded
+    /// up), and, for the lone loads, the answers a 5 s poll would have had,
+    /// rebuilt from the samples (the lone process is named in each) with
+    /// the Info call's truncation and the old call's rounding up, at every
+    /// phase of the 5 s grid. The reference is the integral of the
+    /// device's samples over each load (what the device check reports).
+    /// `cargo test --lib h200 -- --nocapture` prints the table
+    /// BENCHMARKS.md quotes.
+    mod h200 {
+        use super::*;
+        use serde_json::Value;
+
+        const RAW: &str = include_str!("../../../tests/device/h200-580.159.04/sampling-raw.jsonl");
+        /// Each load of the run: its pids and its busy span (summary.json).
+        const LOADS: [(&str, &[u32], f64, f64); 4] = [
+            (
+                "burst-1s-6s",
+                &[526],
+                1_795_762_495.378_961,
+                1_795_762_545.382_314,
+            ),
+            (
+                "burst-0.5s-3s",
+                &[579],
+                1_795_762_563.391_207,
+                1_795_762_588.395_544,
+            ),
+            (
+                "two-processes",
+                &[618, 619],
+                1_795_762_606.405_951_5,
+                1_795_762_626.407_393,
+            ),
+            (
+                "mps",
+                &[711],
+                1_795_762_645.439_072_8,
+                1_795_762_655.439_090_5,
+            ),
+        ];
+
+        struct Second {
+            t: u64,
+            device: Vec<(u64, u32)>,
+            answer: Option<Vec<ProcessUtilization>>,
+        }
+
+        fn seconds() -> Vec<Second> {
+            RAW.lines()
+                .map(|line| {
+                    let v: Value = serde_json::from_str(line).unwrap();
+                    let device = v["device"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|s| (s[0].as_u64().unwrap(), s[1].as_u64().unwrap() as u32))
+                        .collect();
+                    let entries: Vec<ProcessUtilization> = v["proc_since_last"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|e| ProcessUtilization {
+                            pid: e["pid"].as_u64().unwrap() as u32,
+                            timestamp_us: e["ts"].as_u64().unwrap(),
+                            sm: e["sm"].as_u64().unwrap() as u32,
+                            memory: e["mem"].as_u64().unwrap() as u32,
+                            encoder: 0,
+                            decoder: 0,
+                        })
+                        .collect();
+                    Second {
+                        t: (v["t"].as_f64().unwrap() * 1e6) as u64,
+                        device,
+                        answer: (!entries.is_empty()).then_some(entries),
+                    }
+                })
+                .collect()
+        }
+
+        /// The device's samples, in order.
+        fn samples(run: &[Second]) -> Vec<(u64, u32)> {
+            run.iter().flat_map(|s| s.device.iter().copied()).collect()
+        }
+
+        /// The samples' integral over a load (as `busy_seconds` of the
+        /// device check): each percent times the time since the one before.
+        fn integral(samples: &[(u64, u32)], from: f64, to: f64) -> f64 {
+            let (from, to) = (((from - 1.0) * 1e6) as u64, ((to + 1.0) * 1e6) as u64);
+            samples
+                .windows(2)
+                .filter(|w| (from..=to).contains(&w[1].0))
+                .map(|w| f64::from(w[1].1) / 100.0 * (w[1].0 - w[0].0) as f64 / 1e6)
+                .sum()
+        }
+
+        fn billed(s: &State, pids: &[u32]) -> f64 {
+            pids.iter().map(|p| sm(s, *p)).sum()
+        }
+
+        /// SM seconds of each load, answers once a second as recorded.
+        fn every_second(run: &[Second], with_samples: bool) -> State {
+            let mut s = State::default();
+            s.device.supported = Some(with_samples);
+            for sec in run {
+                for e in sec.answer.iter().flatten() {
+                    s.listed.insert(e.pid, sec.t);
+                }
+                if with_samples {
+                    s.device.push(sec.device.clone(), &mut s.dropped);
+                }
+                s.add(sec.answer.clone(), sec.t);
+            }
+            s
+        }
+
+        /// A 5 s poll of a lone process, its answers rebuilt from the
+        /// samples from `phase` on: the mean over each window's samples,
+        /// `round`ed to a whole percent.
+        fn every_five(
+            samples: &[(u64, u32)],
+            pid: u32,
+            span: (u64, u64),
+            phase: usize,
+            round: fn(u32, u32) -> u32,
+            with_samples: bool,
+        ) -> f64 {
+            let mut s = State::default();
+            s.device.supported = Some(with_samples);
+            let named: Vec<(u64, u32)> = samples
+                .iter()
+                .copied()
+                .filter(|(t, _)| (span.0..=span.1).contains(t))
+                .collect();
+            let mut i = phase;
+            let mut before = 0;
+            while i < named.len() {
+                let window = &named[before..=i];
+                let sum: u32 = window.iter().map(|w| w.1).sum();
+                let at = named[i].0;
+                s.listed.insert(pid, at);
+                if with_samples {
+                    s.device.push(window.to_vec(), &mut s.dropped);
+                }
+                let mean = round(sum, window.len() as u32);
+                s.add(Some(vec![sample(pid, at, mean)]), at);
+                before = i + 1;
+                i += 25;
+            }
+            sm(&s, pid)
+        }
+
+        #[test]
+        fn the_device_samples_bill_the_h200s_loads_exactly() {
+            let run = seconds();
+            let all = samples(&run);
+            let ours = every_second(&run, true);
+            let means = every_second(&run, false);
+            eprintln!("load | samples s | 1 s: samples by means | 1 s: means x window | 5 s: samples by means | 5 s: Info means x window | 5 s: old means x window");
+            for (name, pids, from, to) in LOADS {
+                let truth = integral(&all, from, to);
+                let (a, b) = (billed(&ours, pids), billed(&means, pids));
+                let mut five = format!("{name} | {truth:.3} | {a:.3} | {b:.3}");
+                if let [pid] = pids {
+                    // The span the pid was named in, from its answers.
+                    let at: Vec<u64> = run
+                        .iter()
+                        .flat_map(|s| s.answer.iter().flatten())
+                        .filter(|e| e.pid == *pid)
+                        .map(|e| e.timestamp_us)
+                        .collect();
+                    let span = (at[0], *at.last().unwrap());
+                    let phases = |round: fn(u32, u32) -> u32, with: bool| -> (f64, f64) {
+                        (0..25)
+                            .map(|p| every_five(&all, *pid, span, p, round, with))
+                            .fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)))
+                    };
+                    let exact = phases(|s, n| s / n, true);
+                    let floor = phases(|s, n| s / n, false);
+                    let ceil = phases(|s, n| s.div_ceil(n), false);
+                    five += &format!(
+                        " | {:.3}-{:.3} | {:.3}-{:.3} | {:.3}-{:.3}",
+                        exact.0, exact.1, floor.0, floor.1, ceil.0, ceil.1
+                    );
+                    // Each 5 s window's samples, whatever the rounding.
+                    assert!(
+                        (exact.0 - truth).abs() < 0.01 * truth,
+                        "{name}: {exact:?} {truth}"
+                    );
+                    assert!(
+                        (exact.1 - truth).abs() < 0.01 * truth,
+                        "{name}: {exact:?} {truth}"
+                    );
+                    // Truncated means lose about half a percent point per
+                    // window: the 1 s / 6 s bursts 2-4 %.
+                    if name == "burst-1s-6s" {
+                        assert!(
+                            floor.1 < 0.98 * truth && ceil.0 > 1.02 * truth,
+                            "{floor:?} {ceil:?}"
+                        );
+                    }
+                } else {
+                    let split: Vec<String> = pids
+                        .iter()
+                        .map(|p| format!("{p}: {:.3}", sm(&ours, *p)))
+                        .collect();
+                    five += &format!(" | ({}) | |", split.join(", "));
+                }
+                eprintln!("{five}");
+                // Once a second, with the old call's rounding up: within a
+                // percent of the samples, where the means overbill.
+                assert!((a - truth).abs() < 0.01 * truth, "{name}: {a} vs {truth}");
+                assert!(b > a, "{name}: means x window {b}, samples {a}");
+            }
+        }
+    }
 }
