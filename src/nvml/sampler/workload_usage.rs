@@ -430,7 +430,8 @@ fn split_sm(device: Option<(f64, f64)>, entries: &[(u32, bool)], window_s: f64) 
             })
             .collect()
     };
-    let (new, old): (Vec<&(u32, bool)>, Vec<&(u32, bool)>) = entries.iter().partition(|e| e.1);
+    type Entries<'e> = Vec<&'e (u32, bool)>;
+    let (new, old): (Entries<'_>, Entries<'_>) = entries.iter().partition(|e| e.1);
     if new.is_empty() || old.is_empty() {
         return by_means(&entries.iter().collect::<Vec<_>>(), busy);
     }
