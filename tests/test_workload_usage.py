@@ -351,3 +351,136 @@ def test_jobs_and_pods_in_prometheus_with_the_documented_queries_and_rules(tmp_p
             prometheus.stop()
         kubelet.stop()
         exporter.stop()
+
+
+def proc_entry(root: Path, pid: int, cgroup: str, uid: int = 0):
+    """A process's entries under a fixture procfs: cgroup and status."""
+    d = root / "proc" / str(pid)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "cgroup").write_text(f"0::{cgroup}\n")
+    (d / "status").write_text(f"Name:\tload\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
+
+
+def cpu_time(root: Path, pid: int, ticks: int):
+    """A process's CPU time in its stat entry (utime, field 14), replaced
+    whole so that a reader never sees half of it."""
+    d = root / "proc" / str(pid)
+    stat = f"{pid} (load) S 1 {pid} {pid} 0 -1 4194560 0 0 0 0 {ticks} 0 0 0 20 0 1 0 100\n"
+    (d / "stat.new").write_text(stat)
+    (d / "stat.new").replace(d / "stat")
+
+
+def start_on(tmp_path: Path, gpus: str, *flags: str, prepare=None) -> tuple[Exporter, Path, Path]:
+    """The exporter with --workloads on a scenario of its own (`gpus`, the
+    [[gpu]] tables) and a procfs the test writes (`prepare(root)` before
+    the start); its control socket."""
+    root = tmp_path / "host"
+    (root / "proc").mkdir(parents=True)
+    (root / "etc").mkdir()
+    if prepare:
+        prepare(root)
+    (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    scenario = tmp_path / "node.toml"
+    scenario.write_text(f'name = "workload-test"\n{gpus}')
+    control = tmp_path / "sim.sock"
+    exporter = Exporter(tmp_path, str(scenario), interval=INTERVAL, extra=[
+        "--workloads", "--path.procfs", str(root / "proc"), "--path.rootfs", str(root),
+        "--workloads.refresh-interval", "1s", *flags,
+    ], env={"NVML_SIM_CONTROL": str(control)}, name="exporter")
+    exporter.wait_ready()
+    return exporter, root, control
+
+
+def test_ended_workloads_give_their_slots_to_a_new_job(tmp_path):
+    """Probe 4's D2: short containers churn through a node with
+    --workloads.limit 4; a long job that starts while their counters are
+    still kept (5 minutes) gets its SM, energy and held counters at once,
+    none of its energy goes to over_limit, and nothing is dropped."""
+    exporter, root, control = start_on(tmp_path, '[[gpu]]\nmodel = "h100-sxm5-80gb"\n',
+                                       "--workloads.limit", "4")
+    try:
+        for i in range(6):
+            pid, cid = 70001 + i, f"{0xabc000 + i:012x}"
+            proc_entry(root, pid, f"/system.slice/docker-{cid}{'0' * 52}.scope")
+            sim(control, f'{{ action = "process-start", gpu = 0, name = "ci", memory_mib = 100, '
+                         f'pid = {pid}, sm_percent = 10 }}')
+            wait_until(lambda: one_or_zero(scrape(exporter), SM, container_id=cid) > 0, 20,
+                       f"container {cid} measured")
+            sim(control, f'{{ action = "process-stop", pid = {pid} }}')
+        m = scrape(exporter)
+        assert len(pick(m, SM, kind="docker")) == 4, "the ended ones' counters kept, to the limit"
+        proc_entry(root, 88888, "/system.slice/slurmstepd.scope/job_9999/step_0/user/task_0")
+        sim(control, '{ action = "process-start", gpu = 0, name = "train", memory_mib = 5000, '
+                     'pid = 88888, sm_percent = 80 }')
+        before = wait_until(lambda: (m := scrape(exporter)) and one_or_zero(
+            m, SM, slurm_job="9999") > 0 and m, 10, "the long job measured")
+        time.sleep(2)
+        after = scrape(exporter)
+        for name in (SM, ENERGY, HELD, "nvidia_gpu_workload_held_energy_joules_total"):
+            assert one(after, name, slurm_job="9999") > one(before, name, slurm_job="9999"), name
+        assert total(after, UNATTRIBUTED, reason="over_limit") == total(
+            before, UNATTRIBUTED, reason="over_limit")
+        assert one(after, "nvml_exporter_workloads_dropped") == 0
+        assert len(pick(after, SM)) <= 4
+    finally:
+        exporter.stop()
+
+
+def test_an_idle_mps_client_is_not_billed_like_a_busy_one(tmp_path):
+    """The H200's MPS run (tests/device/h200-580.159.04): one client busy,
+    one holding the GPU idle; the driver names only the MPS server. The
+    server is no workload; the busy client, whose process uses CPU time,
+    gets the server's SM time as an estimate (estimate="mps"), the idle
+    one none, and is held idle."""
+    import threading
+
+    def clients(root: Path):
+        for pid, job in ((61001, 601), (61002, 602)):
+            proc_entry(root, pid, f"/system.slice/slurmstepd.scope/job_{job}/step_0/user/task_0")
+            cpu_time(root, pid, 5)
+
+    exporter, root, control = start_on(tmp_path, """
+[[gpu]]
+model = "h200-sxm5-141gb"
+mps = true
+processes = [
+  { pid = 61001, name = "python train.py", memory_mib = 714, sm_percent = 90 },
+  { pid = 61002, name = "python idle.py", memory_mib = 714, sm_percent = 0 },
+]
+""", prepare=clients)
+    stop = threading.Event()
+
+    def cpu():
+        # The busy client spins on its kernels: a CPU's worth of ticks.
+        ticks = 0
+        while not stop.is_set():
+            cpu_time(root, 61001, ticks)
+            ticks += 10
+            time.sleep(0.1)
+
+    spinner = threading.Thread(target=cpu, daemon=True)
+    spinner.start()
+    try:
+        before = wait_until(lambda: (m := scrape(exporter)) and one_or_zero(
+            m, SM, slurm_job="601", estimate="mps") > 0 and pick(m, IDLE, slurm_job="602") and m,
+            20, "the clients measured, the idle one held idle")
+        time.sleep(3)
+        after = scrape(exporter)
+        t = 2 * (one(after, HELD, slurm_job="601") - one(before, HELD, slurm_job="601"))
+        busy = one(after, SM, slurm_job="601", estimate="mps") - one(
+            before, SM, slurm_job="601", estimate="mps")
+        idle = one(after, SM, slurm_job="602", estimate="mps") - one(
+            before, SM, slurm_job="602", estimate="mps")
+        assert busy == pytest.approx(0.9 * t, abs=2 * SAMPLE), (busy, t)
+        assert idle == 0, "an idle client is billed nothing"
+        # Estimates only: NVML measured no client on its own.
+        assert not [s for s in pick(after, SM, gpu="0") if "estimate" not in s.labels]
+        assert pick(after, IDLE, slurm_job="602") and not pick(after, IDLE, slurm_job="601")
+        # The server holds nothing, bills nothing, is never held idle.
+        workloads = {s.labels.get("slurm_job") for s in pick(after, "nvidia_gpu_workload_share_ratio")}
+        assert workloads == {"601", "602"}
+        assert not pick(after, IDLE, kind="unknown") and not pick(after, HELD, kind="unknown")
+        assert one(after, "nvidia_gpu_workload_share_ratio", slurm_job="601") == 0.5
+    finally:
+        stop.set()
+        exporter.stop()

@@ -13,8 +13,9 @@
 //!   alone (a real H200 named only the server: tests/device/h200-580.159.04).
 //!   The server is no workload: its SM time is its clients', split between
 //!   them by the CPU time each used in the previous interval (a client
-//!   waiting on no kernel uses none), evenly where that is unknown, and
-//!   kept apart as an estimate (`mps_sm`). A client NVML does name is
+//!   waiting on no kernel uses none; an interval in which none used any
+//!   is split as the last one in which some did), evenly where that is
+//!   unknown, and kept apart as an estimate (`mps_sm`). A client NVML does name is
 //!   measured like any process.
 //! - MIG: NVML has no per-process utilization. A GPU instance's graphics
 //!   engine activity (GPM: the time a kernel ran, what per-process SM
@@ -134,6 +135,10 @@ pub struct Accountant {
     unattributed: BTreeMap<(u32, UnattributedReason), f64>,
     /// When each GPU's unattributed energy was last added to.
     unattributed_touched: HashMap<u32, Instant>,
+    /// Per GPU, the MPS clients' CPU time in the last interval any used
+    /// some: an interval without a new reading, or in which the clients
+    /// waited on their kernels without spinning, is split as that one.
+    mps_weights: HashMap<u32, HashMap<u32, f64>>,
 }
 
 /// The compute slices of a GPU instance profile name (`3g.40gb` -> 3).
@@ -232,6 +237,7 @@ impl Accountant {
             refused: 0,
             unattributed: BTreeMap::new(),
             unattributed_touched: HashMap::new(),
+            mps_weights: HashMap::new(),
         }
     }
 
@@ -281,6 +287,7 @@ impl Accountant {
             .retain(|_, o| now.duration_since(o.seen) < RETENTION);
         let known: BTreeSet<u32> = gpus.iter().map(|g| g.index).collect();
         self.baselines.retain(|gpu, _| known.contains(gpu));
+        self.mps_weights.retain(|gpu, _| known.contains(gpu));
         self.report(newest)
     }
 
@@ -414,6 +421,13 @@ impl Accountant {
                 Some((*c, (now_c - before_c).max(0.0)))
             })
             .collect();
+        let cpu_used = match cpu_used {
+            Some(used) if used.values().sum::<f64>() > 0.0 => {
+                self.mps_weights.insert(g.index, used.clone());
+                Some(used)
+            }
+            _ => self.mps_weights.get(&g.index).cloned(),
+        };
         let held_here: Vec<&WorkloadHolding> =
             holdings.iter().filter(|h| h.gpu == g.index).collect();
         let mut interval = match u.pids {
@@ -531,11 +545,11 @@ impl Accountant {
                 let (_, d) = deltas.remove(i);
                 // The server's SM time by its clients' CPU time; evenly
                 // where that is unknown or nobody used any.
-                let weights: Vec<f64> = match cpu_used {
-                    Some(used) if clients.iter().any(|c| used[c] > 0.0) => {
-                        clients.iter().map(|c| used[c]).collect()
-                    }
-                    _ => vec![1.0; clients.len()],
+                let used = |c: &u32| cpu_used.and_then(|u| u.get(c)).copied().unwrap_or(0.0);
+                let weights: Vec<f64> = if clients.iter().any(|c| used(c) > 0.0) {
+                    clients.iter().map(used).collect()
+                } else {
+                    vec![1.0; clients.len()]
                 };
                 let sum: f64 = weights.iter().sum();
                 for (c, w) in clients.iter().zip(weights) {
