@@ -107,7 +107,8 @@ struct Flags {
     /// default of 5s is a third of the usual 15s scrape interval, so every
     /// scrape sees data at most 5s old, while eight GPUs cost only a few
     /// milliseconds of driver time per round.
-    /// At least 100ms.
+    /// At least 100ms; at most 10s with --workloads, the span of the
+    /// driver's per-process samples.
     #[arg(
         long = "collect.interval",
         env = "NVML_EXPORTER_COLLECT_INTERVAL",
@@ -336,7 +337,9 @@ struct Flags {
 
     /// Most workload holdings (one workload on one GPU or MIG device)
     /// exported; beyond it the rest are left out and counted in
-    /// `nvml_exporter_workloads_dropped`. 0 means no limit.
+    /// `nvml_exporter_workloads_dropped`. Counters of ended workloads are
+    /// kept 5 minutes, giving their slots to new holdings first. 0 means no
+    /// limit.
     #[arg(
         long = "workloads.limit",
         env = "NVML_EXPORTER_WORKLOADS_LIMIT",

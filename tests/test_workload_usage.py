@@ -297,7 +297,7 @@ def test_jobs_and_pods_in_prometheus_with_the_documented_queries_and_rules(tmp_p
         prometheus.wait_targets_up(1)
         time.sleep(8)
 
-        sm_by_job, energy_by_namespace, energy_by_gpu, waste_by_job, idle_top = (
+        sm_by_job, energy_by_namespace, held_energy_by_job, energy_by_gpu, waste_by_job, idle_top = (
             prometheus.query(q) for q in documented_queries())
         jobs = values(sm_by_job, "slurm_job")
         three_to_one(jobs["501"], jobs["502"])
@@ -307,6 +307,13 @@ def test_jobs_and_pods_in_prometheus_with_the_documented_queries_and_rules(tmp_p
         three_to_one(namespaces["ml"], namespaces["research"])
         assert namespaces["idle-ns"] == 0
         gpu_energy = values(prometheus.query("increase(nvidia_gpu_energy_joules_total[1h])"), "uuid")
+        # The holder's bill: 503 and 505 hold GPUs 1 and 5 alone and pay all
+        # of their energy, idle as they are; 501 and 502 half of GPU 0 each.
+        held = values(held_energy_by_job, "slurm_job")
+        assert held["503"] * 3.6e6 == pytest.approx(gpu_energy[uuid["1"]], rel=0.02)
+        assert held["505"] * 3.6e6 == pytest.approx(gpu_energy[uuid["5"]], rel=0.02)
+        assert held["501"] == pytest.approx(held["502"], rel=0.02)
+        assert (held["501"] + held["502"]) * 3.6e6 == pytest.approx(gpu_energy[uuid["0"]], rel=0.02)
         added = values(energy_by_gpu, "uuid")
         assert set(added) == set(gpu_energy)
         for u, joules in gpu_energy.items():
