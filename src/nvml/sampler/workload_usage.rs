@@ -160,6 +160,9 @@ pub struct State {
     /// Pids NVML listed on the GPU (compute, graphics, MPS clients), and
     /// when it last did (CPU µs).
     listed: HashMap<u32, u64>,
+    /// Whether NVML answered a process list at the last poll: where it
+    /// gives none, an entry's pid cannot be checked against it.
+    lists_known: bool,
     dropped: BTreeMap<UsageDrop, u64>,
     minor: Cached<u32>,
     slices: Cached<u32>,
@@ -176,6 +179,7 @@ impl Default for State {
             sampled_seconds: 0.0,
             device: DeviceSamples::default(),
             listed: HashMap::new(),
+            lists_known: true,
             dropped: BTreeMap::new(),
             minor: Cached::default(),
             slices: Cached::default(),
@@ -291,6 +295,7 @@ impl State {
     /// Notes the pids NVML lists now, and forgets those it has not listed
     /// for longer than their samples stay in the ring.
     fn note_listed(&mut self, r: &GpuReadings, mps_clients: &[u32], now: u64) {
+        self.lists_known = r.compute_processes.is_some() || r.graphics_processes.is_some();
         let pids = r
             .compute_processes
             .iter()
@@ -316,7 +321,7 @@ impl State {
             .any(|p| *p > 100)
         {
             Some(UsageDrop::Over100)
-        } else if s.pid == 0 || !self.listed.contains_key(&s.pid) {
+        } else if s.pid == 0 || (self.lists_known && !self.listed.contains_key(&s.pid)) {
             Some(UsageDrop::Unlisted)
         } else {
             None
@@ -621,6 +626,11 @@ mod tests {
         s.add(Some(vec![sample(1, T0 + 3_000_000, 101)]), T0 + 3_100_000);
         assert_eq!(dropped(&s, UsageDrop::Over100), 1);
         assert!((sm(&s, 1) - 1.2).abs() < 1e-9);
+        // Where NVML lists no processes at all, a pid cannot be checked.
+        s.note_listed(&GpuReadings::default(), &[], T0 + 3_200_000);
+        s.add(Some(vec![sample(99, T0 + 4_000_000, 50)]), T0 + 4_100_000);
+        // Half of the 2 s since the last entry counted.
+        assert!((sm(&s, 99) - 1.0).abs() < 1e-9, "{}", sm(&s, 99));
     }
 
     #[test]
