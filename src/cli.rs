@@ -41,6 +41,12 @@ pub const DEFAULT_SCENARIO: &str = "dgx-h100";
 /// few milliseconds would pass for a hung GPU.
 pub const MIN_COLLECT_INTERVAL: Duration = Duration::from_millis(100);
 
+/// The longest `--collect.interval` with measured use per workload: the
+/// driver's per-process sample ring "wraps around after 10 seconds"
+/// (open-gpu-kernel-modules `ctrl2080perf.h`; 14 s on an H200,
+/// tests/device/h200-580.159.04), so a longer poll would lose samples.
+pub const MAX_WORKLOAD_USAGE_INTERVAL: Duration = Duration::from_secs(10);
+
 /// The shortest `--collect.stuck-deadline` given on the command line.
 pub const MIN_STUCK_DEADLINE: Duration = Duration::from_millis(100);
 
@@ -108,7 +114,8 @@ struct Flags {
     /// default of 5s is a third of the usual 15s scrape interval, so every
     /// scrape sees data at most 5s old, while eight GPUs cost only a few
     /// milliseconds of driver time per round.
-    /// At least 100ms.
+    /// At least 100ms; at most 10s with --workloads, the span of the
+    /// driver's per-process samples.
     #[arg(
         long = "collect.interval",
         env = "NVML_EXPORTER_COLLECT_INTERVAL",
@@ -423,7 +430,9 @@ struct Flags {
 
     /// Most workload holdings (one workload on one GPU or MIG device)
     /// exported; beyond it the rest are left out and counted in
-    /// `nvml_exporter_workloads_dropped`. 0 means no limit.
+    /// `nvml_exporter_workloads_dropped`. Counters of ended workloads are
+    /// kept 5 minutes, giving their slots to new holdings first. 0 means no
+    /// limit.
     #[arg(
         long = "workloads.limit",
         env = "NVML_EXPORTER_WORKLOADS_LIMIT",
@@ -694,6 +703,19 @@ where
             ErrorKind::ArgumentConflict,
             "--workloads attributes the processes NVML lists: it needs the processes collector \
              (drop --no-collector.processes)",
+        ));
+    }
+    if families.contains(Family::WorkloadUsage)
+        && flags.collect_interval > MAX_WORKLOAD_USAGE_INTERVAL
+    {
+        return Err(cmd.error(
+            ErrorKind::ArgumentConflict,
+            format!(
+                "--collect.interval {:?} is longer than the 10s the driver keeps per-process \
+                 samples for: measured use per workload (--workloads) would lose samples; \
+                 use --collect.interval 10s or less, or --no-collector.workload_usage",
+                flags.collect_interval
+            ),
         ));
     }
     let kernel_log = (families.contains(Family::Xid) && families.contains(Family::XidKmsg))
@@ -1479,6 +1501,17 @@ mod tests {
         assert!(!c.families.contains(Family::WorkloadUsage));
         let e = parse(&["--workloads", "--no-collector.processes"]).unwrap_err();
         assert!(e.to_string().contains("processes collector"), "{e}");
+        // A poll longer than the driver's per-process sample ring.
+        assert!(parse(&["--workloads", "--collect.interval", "10s"]).is_ok());
+        let e = parse(&["--workloads", "--collect.interval", "15s"]).unwrap_err();
+        assert!(e.to_string().contains("--collect.interval 15s"), "{e}");
+        assert!(parse(&[
+            "--workloads",
+            "--collect.interval",
+            "15s",
+            "--no-collector.workload_usage"
+        ])
+        .is_ok());
         assert!(parse(&[
             "--workloads",
             "--no-collector.processes",

@@ -333,6 +333,9 @@ pub struct WorkloadUsage {
     pub accounts: Vec<UsageAccount>,
     /// Energy of each GPU charged to no workload, by reason.
     pub unattributed: Vec<UnattributedEnergy>,
+    /// Holdings refused an account at the limit in this update (retained
+    /// accounts of ended workloads give way first, so normally 0).
+    pub refused: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -344,11 +347,20 @@ pub struct UsageAccount {
     /// SM busy time in seconds of the whole GPU; `None` where the device's
     /// use is not measured.
     pub sm_seconds: Option<f64>,
+    /// An MPS client's part of its server's SM time, estimated (NVML
+    /// samples the server's context only): `None` where not under MPS.
+    pub mps_sm_seconds: Option<f64>,
     /// Memory, encoder and decoder busy time where NVML measures them per
     /// process (not on MIG).
     pub engine_seconds: Vec<(UsageEngine, f64)>,
-    /// The workload's part of the GPU's energy.
+    /// The workload's part of the GPU's energy by measured SM time.
     pub energy_joules: Option<f64>,
+    /// Its part by estimated SM time (MPS clients).
+    pub mps_energy_joules: Option<f64>,
+    /// The holder's view: the GPU's energy by held share, so that whoever
+    /// holds a GPU alone pays all of it; `None` where the GPU has no energy
+    /// counter.
+    pub held_energy_joules: Option<f64>,
     /// Device-seconds held: elapsed time times the workload's share of the
     /// device, a MIG device weighted by its part of the GPU.
     pub held_seconds: f64,
@@ -528,6 +540,11 @@ pub struct UsageReadings {
     /// NVML has no per-process utilization (MIG-enabled GPUs, or not
     /// supported).
     pub pids: Option<Vec<PidUsage>>,
+    /// Seconds the per-process windows counted so far covered (the
+    /// device samples' periods): the busy share of an interval is its SM
+    /// seconds over this, not over the time between two polls, whose
+    /// edges fall between samples.
+    pub sampled_seconds: f64,
     /// Pids NVML lists as MPS clients: their work is sampled under the MPS
     /// server's pid.
     pub mps_clients: Vec<u32>,
@@ -537,6 +554,9 @@ pub struct UsageReadings {
     /// Compute slices of the whole GPU, on a MIG-enabled GPU (7 on A100 and
     /// H100): what an instance's slices are a share of.
     pub mig_compute_slices: Option<u32>,
+    /// Entries of NVML's per-process answers left out since the epoch, by
+    /// why (every reason, where per-process use is read).
+    pub dropped: Vec<(UsageDrop, u64)>,
 }
 
 /// One process's busy time per engine, in seconds of the whole engine.
@@ -891,6 +911,18 @@ label_enum!(
 label_enum!(
     /// Engines whose per-process busy time NVML reports beside the SM.
     UsageEngine { Memory => "memory", Encoder => "encoder", Decoder => "decoder" }
+);
+
+label_enum!(
+    /// Why an entry of NVML's per-process utilization answer was left out
+    /// (nvtop drops the same after real driver bugs, its issue #110):
+    /// `stale` (its sample is not newer than the last one counted),
+    /// `future` (stamped more than a ring's length ahead of the clock),
+    /// `unlisted` (its pid is 0 or one NVML has not listed as running on
+    /// the GPU lately), `over_100` (a percent above 100).
+    UsageDrop {
+        Stale => "stale", Future => "future", Unlisted => "unlisted", Over100 => "over_100",
+    }
 );
 
 label_enum!(

@@ -473,6 +473,15 @@ pub fn fully_populated() -> Snapshot {
         ],
         read_errors: vec![(KubernetesSource::Cdi, KubernetesReadError::Malformed, 1)],
     });
+    // Per-process use as sampled on GPU 3, with entries left out.
+    if let Some(r) = s.gpus[3].readings.as_mut() {
+        r.usage = Some(UsageReadings {
+            epoch: 1,
+            pids: Some(vec![]),
+            dropped: UsageDrop::ALL.iter().map(|d| (*d, 2)).collect(),
+            ..UsageReadings::default()
+        });
+    }
     // Workload attribution: every label of every kind appears somewhere.
     let mig_gpu_index = s
         .gpus
@@ -551,8 +560,12 @@ pub fn fully_populated() -> Snapshot {
                         compute_instance: None,
                         workload: w.clone(),
                         sm_seconds: Some(120.0 + i as f64),
+                        // One MPS client: its estimated part beside.
+                        mps_sm_seconds: (i == 2).then_some(33.0),
                         engine_seconds: UsageEngine::ALL.iter().map(|e| (*e, 10.0)).collect(),
                         energy_joules: Some(42_000.0),
+                        mps_energy_joules: (i == 2).then_some(9_000.0),
+                        held_energy_joules: Some(180_000.0),
                         held_seconds: 600.0,
                         idle_seconds: Some(3_700.0 + i as f64),
                     };
@@ -574,6 +587,7 @@ pub fn fully_populated() -> Snapshot {
                     joules: 1_000.0,
                 })
                 .collect(),
+            refused: 0,
         }),
         last_refresh: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)),
     });
