@@ -3,7 +3,8 @@
 //! samples.
 
 use super::*;
-use crate::fleet::usage::{self, Answer, Rounding};
+use crate::fleet::ring::{Answer, Rounding};
+use crate::fleet::usage;
 use crate::fleet::{now_us, unsupported, Gpu};
 use crate::value::pinned;
 

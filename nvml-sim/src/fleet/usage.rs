@@ -47,87 +47,9 @@
 //! the processes did over its period: use changed within a period (a burst
 //! shorter than a sample) is weighed by the time it held.
 
-use std::collections::VecDeque;
-
 use super::gpu::{Gpu, Proc};
+use super::ring::{Answer, Rounding, Sample, ENGINES, RING_SAMPLES, SAMPLE_PERIOD_US, SM};
 use crate::fault::ProcKind;
-
-/// The driver's sampling period (200 ms between samples on the H200).
-pub const SAMPLE_PERIOD_US: u64 = 200_000;
-/// Samples a query can see: 71 of the ring's 72, as the H200 answered.
-pub const RING_SAMPLES: usize = 71;
-/// Engines of a sample, in `nvmlProcessUtilizationInfo_v1_t` order.
-pub const ENGINES: usize = 6;
-const SM: usize = 0;
-const MEMORY: usize = 1;
-const ENCODER: usize = 2;
-const DECODER: usize = 3;
-
-/// How a per-process mean is made a whole percent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rounding {
-    /// `nvmlDeviceGetProcessUtilization`.
-    Up,
-    /// `nvmlDeviceGetProcessesUtilizationInfo`.
-    Down,
-}
-
-/// One entry of a per-process query's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Answer {
-    pub pid: u32,
-    pub timestamp_us: u64,
-    /// SM, memory, encoder, decoder, JPEG, OFA in percent.
-    pub util: [u32; ENGINES],
-}
-
-#[derive(Debug, Clone)]
-struct Sample {
-    at_us: u64,
-    /// Per engine, busy share of the period in hundredths of a percent
-    /// (RM's unit: "pct*100").
-    util: [u16; ENGINES],
-    /// Per engine, the pid named (`None`: RM's invalid pid, nobody).
-    pid: [Option<u32>; ENGINES],
-}
-
-/// The per-GPU sample ring. Samples are taken lazily, up to the present,
-/// whenever the ring is read and before anything that changes what the
-/// processes do, so each sample sees what happened in its own period.
-#[derive(Debug, Clone)]
-pub struct SampleBuffer {
-    /// CPU time (µs since the epoch) of the simulation's t = 0.
-    origin_us: u64,
-    /// Index of the next sample to take: it covers the period ending at
-    /// `origin_us + next * SAMPLE_PERIOD_US`.
-    next: u64,
-    samples: VecDeque<Sample>,
-    /// What each context did so far in the period being sampled, in
-    /// percent times µs per engine, up to `partial_to_us`.
-    partial: Vec<(u32, [f64; ENGINES])>,
-    partial_to_us: u64,
-    /// Per pid and engine, how far it is owed a sample: a pid is named in
-    /// the share of samples its busy time is of the engine's (a
-    /// deterministic stand-in for the time-slice that happens to run at
-    /// the sampling instant).
-    credit: Vec<(u32, [f64; ENGINES])>,
-    /// The pid the last sample named per engine.
-    last: [Option<u32>; ENGINES],
-}
-
-impl SampleBuffer {
-    pub fn new(origin_us: u64) -> Self {
-        SampleBuffer {
-            origin_us,
-            next: 1,
-            samples: VecDeque::new(),
-            partial: Vec::new(),
-            partial_to_us: origin_us,
-            credit: Vec::new(),
-            last: [None; ENGINES],
-        }
-    }
-}
 
 /// Declared use of the processes on the whole GPU (`gpu_instance` `None`)
 /// or in one GPU instance; `None` when none of them declares any.
@@ -155,18 +77,6 @@ pub fn declared_engine(g: &Gpu, gpu_instance: Option<u32>, engine: usize) -> Opt
 
 pub fn declared_sm(g: &Gpu, gpu_instance: Option<u32>) -> Option<f64> {
     declared_engine(g, gpu_instance, SM)
-}
-
-pub fn declared_memory(g: &Gpu) -> Option<f64> {
-    declared_engine(g, None, MEMORY)
-}
-
-pub fn declared_encoder(g: &Gpu) -> Option<f64> {
-    declared_engine(g, None, ENCODER)
-}
-
-pub fn declared_decoder(g: &Gpu) -> Option<f64> {
-    declared_engine(g, None, DECODER)
 }
 
 /// The MPS server of the GPU, if it runs one and it is still there.
