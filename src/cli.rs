@@ -606,6 +606,7 @@ where
         .then_some(KernelLogConfig {
             path: flags.kmsg_path,
             max_codes: flags.xid_max_codes,
+            resume_after: None,
         });
     Ok(Config {
         listen_addresses: flags.listen_addresses,
@@ -979,7 +980,8 @@ mod tests {
             c.kernel_log,
             Some(KernelLogConfig {
                 path: PathBuf::from("/dev/kmsg"),
-                max_codes: 9
+                max_codes: 9,
+                resume_after: None,
             })
         );
         let c = parse(&["--collector.xid.kmsg", "--path.kmsg", "/tmp/kmsg"]).unwrap();

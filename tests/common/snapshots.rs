@@ -423,6 +423,12 @@ pub fn fully_populated() -> Snapshot {
                 count: 1,
             },
         ],
+        // A GPU NVML cannot name, whose XID 79 the log gives.
+        unnamed_gpus: vec![UnnamedGpuVerdict {
+            pci_bus_id: "00000000:E1:00.0".into(),
+            action: Action::Reboot,
+            reason: "xid_restart_bm",
+        }],
     });
     // XIDs folded into `other`: an out-of-range code and one over the limit.
     s.gpus[4].xid_other = Some(XidOther {

@@ -32,6 +32,7 @@ mod kmsg;
 mod module_layers;
 mod privilege;
 mod scenarios;
+mod verdict;
 mod web_config_fuzz;
 mod web_config_tls;
 mod xid_catalog;

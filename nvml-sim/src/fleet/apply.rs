@@ -49,6 +49,7 @@ impl Sim {
                 gpu_instance,
                 compute_instance,
                 log_only,
+                detail,
             } => {
                 let g = &self.gpus[*gpu as usize];
                 if let Some(gi) = gpu_instance {
@@ -61,7 +62,14 @@ impl Sim {
                     .iter()
                     .find(|p| gpu_instance.is_none_or(|gi| p.mig.is_some_and(|(i, _)| i == gi)))
                     .map(|p| (p.pid, p.name.as_str()));
-                crate::kmsg::xid(&g.pci, *code, *gpu_instance, *compute_instance, process);
+                crate::kmsg::xid(
+                    &g.pci,
+                    *code,
+                    *gpu_instance,
+                    *compute_instance,
+                    process,
+                    detail.as_deref(),
+                );
                 if *log_only {
                     return Ok(format!("XID {code} on GPU {gpu} (kernel log only)"));
                 }
@@ -157,6 +165,23 @@ impl Sim {
                 g.remap_pending |= *pending;
                 g.remap_failure |= *failure;
                 Ok(format!("row remapped on GPU {gpu}"))
+            }
+            Fault::RecoveryAction { gpu, value } => {
+                let g = &mut self.gpus[*gpu as usize];
+                g.recovery_action = Some(crate::value::Val::Is(*value));
+                // Set by hand: what the driver asks, pending repairs or not.
+                g.reset_pending_at_start = true;
+                Ok(format!("GPU {gpu} recovery action {value}"))
+            }
+            Fault::ClearEcc { gpu } => {
+                let g = &mut self.gpus[*gpu as usize];
+                if !g.model.ecc {
+                    return Err(format!("GPU {gpu} ({}) has no ECC", g.model.name));
+                }
+                for et in 0..2 {
+                    g.ecc[et][0] = [0; 8];
+                }
+                Ok(format!("GPU {gpu} volatile ECC counters cleared"))
             }
             Fault::Lose { gpu } => {
                 self.gpus[*gpu as usize].lost = true;

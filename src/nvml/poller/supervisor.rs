@@ -16,10 +16,12 @@ use super::super::library::{self, Loaded, ResolvedLibrary};
 use super::super::watchdog::lock;
 use super::super::PollerConfig;
 use super::publish::build_snapshot;
+use super::unnamed::Unnamed;
 use super::{spawn, worker, xid, Generation, GpuSlot, Shared, XidEvent, XidSource};
 use crate::family::Family;
 use crate::kmsg::{LogEvent, PciAddress};
-use crate::snapshot::{DriverInfo, KernelLogProblem, Snapshot};
+use crate::snapshot::{DriverInfo, Health, KernelLogProblem, Snapshot};
+use crate::verdict::{self, XidClass};
 
 const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 const BACKOFF_CAP: Duration = Duration::from_secs(30);
@@ -76,6 +78,10 @@ struct Supervisor {
     /// Why NVML is down, logged once per distinct reason.
     last_error: Option<String>,
     ever_up: bool,
+    /// Kernel-log XIDs of addresses no named GPU has.
+    unnamed: Unnamed,
+    /// The kernel log's last record whose events have been counted.
+    kernel_log_read_to: Option<u64>,
 }
 
 impl Supervisor {
@@ -92,6 +98,8 @@ impl Supervisor {
             info: None,
             last_error: None,
             ever_up: false,
+            unnamed: Unnamed::default(),
+            kernel_log_read_to: None,
         }
     }
 
@@ -255,15 +263,23 @@ impl Supervisor {
     }
 
     /// Counts the XIDs the kernel log reader found on their GPUs, once
-    /// every GPU has been sampled (its PCI address is then known), and
-    /// notes the resets the log shows. Until then they wait in the
-    /// reader's queue.
-    fn take_kernel_log(&self) {
+    /// every GPU has been sampled or is hung (its PCI address is then
+    /// known, or will not be soon), and notes the resets the log shows.
+    /// Until then they wait in the reader's queue. An XID of an address no
+    /// named GPU has waits among the unnamed (`Unnamed`): it is counted on
+    /// its GPU once NVML names it (a GPU hung since start), and decides a
+    /// verdict keyed by the address while some GPU stays unnamed (one lost
+    /// before the exporter started).
+    fn take_kernel_log(&mut self) {
         let (Some(log), Driver::Up(up)) = (&self.cfg.kernel_log, &self.driver) else {
             return;
         };
+        let now = Instant::now();
         let slots = self.shared.slots(up.device_count);
-        if slots.len() < up.device_count as usize || slots.iter().any(|s| s.pending()) {
+        let waiting = |s: &Arc<GpuSlot>| {
+            s.pending() && s.tracker.stuck(now, self.cfg.stuck_deadline).is_none()
+        };
+        if slots.len() < up.device_count as usize || slots.iter().any(waiting) {
             return;
         }
         let addressed: Vec<(PciAddress, &Arc<GpuSlot>)> = slots
@@ -276,45 +292,102 @@ impl Supervisor {
                 .find(|(a, _)| a.same_device(gpu))
                 .map(|(_, s)| *s)
         };
-        let unknown = |gpu: &PciAddress| {
+        let unknown = |gpu: &dyn std::fmt::Display| {
             log.problem(
                 KernelLogProblem::UnknownGpu,
-                &format!("the kernel log names GPU PCI:{gpu}, which NVML does not list (or whose address it cannot read)"),
+                &format!("the kernel log names GPU {gpu}, which NVML does not list (or whose address it cannot read)"),
             );
         };
-        for event in log.take() {
+        let nvml_major = self
+            .info
+            .as_ref()
+            .and_then(|i| driver_major(&i.driver_version));
+        let (events, read_to) = log.take_to();
+        for event in events {
             match event {
-                LogEvent::Xid { xid, at, wall } => match find(&xid.gpu) {
-                    Some(slot) => slot.record_xid(
-                        XidEvent {
-                            code: xid.code,
-                            gpu_instance: xid.gpu_instance,
-                            compute_instance: xid.compute_instance,
-                            source: XidSource::KernelLog,
-                            at,
-                            wall,
-                        },
-                        self.cfg.xid_max_codes,
-                    ),
-                    None => unknown(&xid.gpu),
-                },
-                LogEvent::DriverLoaded { at } => {
+                LogEvent::Xid {
+                    xid,
+                    at,
+                    wall,
+                    driver_major,
+                    ..
+                } => {
+                    let class = match xid.nvlink5 {
+                        _ if !verdict::is_nvlink5(xid.code) => XidClass::Code,
+                        Some(w) => verdict::nvlink5_class(
+                            xid.code,
+                            w.fatal,
+                            w.intr_info,
+                            w.error_status,
+                            driver_major.or(nvml_major),
+                        ),
+                        None => XidClass::Nvlink5Undecoded,
+                    };
+                    let e = XidEvent {
+                        code: xid.code,
+                        class,
+                        gpu_instance: xid.gpu_instance,
+                        compute_instance: xid.compute_instance,
+                        source: XidSource::KernelLog,
+                        at,
+                        wall,
+                    };
+                    match find(&xid.gpu) {
+                        Some(slot) => slot.record_xid(e, self.cfg.xid_max_codes),
+                        None => {
+                            unknown(&format_args!("PCI:{}", xid.gpu));
+                            self.unnamed.push(xid.gpu, e);
+                        }
+                    }
+                }
+                LogEvent::DriverLoaded { at, .. } => {
                     for slot in &slots {
                         slot.note_reset(at, "the kernel log shows the NVIDIA module loading");
                     }
+                    self.unnamed.reset_before(at);
                 }
-                LogEvent::GpuReset { gpu, at } => match find(&gpu) {
+                LogEvent::GpuReset { gpu, at, .. } => match find(&gpu) {
                     Some(slot) => slot.note_reset(at, "the kernel log records a GPU reset"),
-                    None => unknown(&gpu),
+                    None => unknown(&format_args!("PCI:{gpu}")),
                 },
+                LogEvent::GpuResetUuid { uuid, at, .. } => {
+                    let slot = slots
+                        .iter()
+                        .find(|s| lock(&s.state).uuid.as_deref() == Some(uuid.as_str()));
+                    match slot {
+                        Some(slot) => slot.note_reset(
+                            at,
+                            "the kernel log records a GPU reset by its UUID (NVSentinel's line)",
+                        ),
+                        None => unknown(&uuid),
+                    }
+                }
             }
         }
+        // A GPU named since: the lines that waited for it count on it.
+        for (gpu, slot) in &addressed {
+            for e in self.unnamed.take(*gpu) {
+                slot.record_xid(e, self.cfg.xid_max_codes);
+            }
+        }
+        self.kernel_log_read_to = read_to.or(self.kernel_log_read_to);
     }
 
     /// Step 4: publishes a snapshot. Returns each GPU's sample count as of
     /// just before it was built, so the next round can wait for newer ones.
-    fn publish(&self) -> Vec<(Arc<GpuSlot>, u64)> {
+    fn publish(&mut self) -> Vec<(Arc<GpuSlot>, u64)> {
         self.take_kernel_log();
+        // NVLink5 events NVML delivered wait for their log line while the
+        // log is followed (it comes within the pairing window), else are
+        // judged at once.
+        let wait = match &self.cfg.kernel_log {
+            Some(log) if log.status().up => super::DEDUPE_WINDOW,
+            _ => Duration::ZERO,
+        };
+        let now = Instant::now();
+        for slot in self.shared.slots(self.device_count().unwrap_or(0)) {
+            lock(&slot.state).settle(now, wait);
+        }
         let published: Vec<(Arc<GpuSlot>, u64)> = self
             .shared
             .slots(self.device_count().unwrap_or(0))
@@ -332,7 +405,18 @@ impl Supervisor {
             self.cfg.interval,
             self.cfg.restart_app_window,
         );
-        snapshot.kernel_log = self.cfg.kernel_log.as_ref().map(|log| log.status());
+        snapshot.kernel_log = self.cfg.kernel_log.as_ref().map(|log| {
+            let mut status = log.status();
+            // Only while some GPU cannot be named: otherwise the address is
+            // no GPU of this node's.
+            if snapshot.gpus.iter().any(|g| {
+                g.identity.pci_bus_id.is_none()
+                    && matches!(g.health, Health::Lost | Health::Failing | Health::Hung)
+            }) {
+                status.unnamed_gpus = self.unnamed.verdicts(now, self.cfg.restart_app_window);
+            }
+            status
+        });
         (self.publish)(Arc::new(snapshot));
         published
     }
@@ -366,6 +450,11 @@ impl Supervisor {
                 .wait((deadline - now).min(Duration::from_millis(50)));
         }
     }
+}
+
+/// The major version of a driver version string: 580 of `580.159.04`.
+fn driver_major(version: &str) -> Option<u32> {
+    version.split('.').next()?.trim().parse().ok()
 }
 
 /// Given each GPU's sample count (when the last snapshot was built, now):

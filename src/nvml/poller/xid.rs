@@ -11,6 +11,7 @@ use nvml_wrapper::Nvml;
 
 use super::super::raw::{self, EventSet};
 use super::{Generation, GpuSlot, XidEvent, XidSource};
+use crate::verdict::{self, XidClass};
 
 const WAIT_MS: u32 = 200;
 
@@ -37,6 +38,14 @@ pub fn run(
                     Some((_, slot)) => slot.record_xid(
                         XidEvent {
                             code: ev.data,
+                            // NVML's event carries the code alone; an
+                            // NVLink5 code waits for its log line
+                            // (`GpuSlot::record_xid`).
+                            class: if verdict::is_nvlink5(ev.data) {
+                                XidClass::Nvlink5Undecoded
+                            } else {
+                                XidClass::Code
+                            },
                             gpu_instance: id(ev.gpu_instance),
                             compute_instance: id(ev.compute_instance),
                             source: XidSource::Nvml,
