@@ -16,7 +16,7 @@
 //!
 //! Around it: [`family::Family`] (what `--[no-]collector.<name>` switches),
 //! [`xid_catalog`] (NVIDIA's XID catalog, the one table behind the XID
-//! rules and runbook),
+//! rules and runbook), [`state`] (what is kept across restarts),
 //! [`cli`] (flags), [`web_config`] (TLS and auth), [`logging`], and [`app`],
 //! which wires the parts together.
 
@@ -35,6 +35,7 @@ pub mod nvml;
 pub mod render;
 pub mod selfstat;
 pub mod snapshot;
+pub mod state;
 pub mod verdict;
 pub mod web_config;
 pub mod workloads;

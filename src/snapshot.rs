@@ -44,6 +44,9 @@ pub struct Snapshot {
     pub http: Option<HttpCounts>,
     /// Present when the kernel log is read for XIDs (`--collector.xid.kmsg`).
     pub kernel_log: Option<KernelLogStatus>,
+    /// When the XID event thread last completed a wait on NVML's event
+    /// set; absent while it does not run (NVML down, `xid` off).
+    pub xid_last_wait: Option<SystemTime>,
 }
 
 /// The exporter process, as client libraries' `process_*` metrics show

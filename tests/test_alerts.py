@@ -21,7 +21,7 @@ SEVERITIES = {"critical", "warning", "info"}
 # Alerts about the exporter process or NVML as a whole: they concern a node,
 # not one GPU, so their annotations cannot name a GPU index or UUID.
 NODE_LEVEL_ALERTS = {"NvmlExporterDown", "NvmlExporterNvmlDown", "NvidiaGpuMissing",
-                     "NvmlExporterWorkloadAttributionStalled"}
+                     "NvmlExporterWorkloadAttributionStalled", "NvmlExporterXidEventsStalled"}
 XID_RULES = {
     "NvidiaGpuXidCritical",
     "NvidiaGpuXidWarning",

@@ -99,6 +99,7 @@ pub enum LogEvent {
 pub struct KernelLog {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    path: PathBuf,
 }
 
 impl KernelLog {
@@ -109,7 +110,7 @@ impl KernelLog {
         let shared = Arc::new(Shared::new(config.max_codes));
         shared.state().resume_after = config.resume_after;
         let s = shared.clone();
-        let path = config.path;
+        let path = config.path.clone();
         let thread = std::thread::Builder::new()
             .name("kmsg".into())
             .spawn(move || follow::run(&path, &s))?;
@@ -117,7 +118,13 @@ impl KernelLog {
         Ok(Arc::new(KernelLog {
             shared,
             thread: Mutex::new(Some(thread)),
+            path: config.path,
         }))
+    }
+
+    /// `--path.kmsg`.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
     }
 
     /// The events queued since the last call, oldest first.

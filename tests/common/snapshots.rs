@@ -357,6 +357,7 @@ pub fn dgx_fleet() -> Snapshot {
         process: None,
         http: None,
         kernel_log: None,
+        xid_last_wait: None,
     }
 }
 
@@ -430,6 +431,8 @@ pub fn fully_populated() -> Snapshot {
             reason: "xid_restart_bm",
         }],
     });
+    // The XID event thread, waiting on NVML.
+    s.xid_last_wait = Some(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
     // XIDs folded into `other`: an out-of-range code and one over the limit.
     s.gpus[4].xid_other = Some(XidOther {
         out_of_range: 1,
@@ -627,6 +630,7 @@ pub fn workstation() -> Snapshot {
         process: None,
         http: None,
         kernel_log: None,
+        xid_last_wait: None,
     }
 }
 

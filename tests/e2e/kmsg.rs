@@ -684,3 +684,209 @@ fn a_file_of_garbage_is_read_on_slowly_and_a_refilled_file_again() {
         Some(1.0)
     );
 }
+
+/// The UUID of GPU `gpu` in a scrape.
+fn uuid(text: &str, gpu: &str) -> String {
+    samples(text)
+        .into_iter()
+        .find(|s| s.name == "nvidia_gpu_info" && s.label("gpu") == Some(gpu))
+        .and_then(|s| s.label("uuid").map(str::to_string))
+        .unwrap()
+}
+
+/// A procfs holding only a boot id, for a test that plays a reboot.
+fn procfs_of_boot(dir: &Path, boot_id: &str) -> String {
+    let p = dir.join(format!("proc-{boot_id}"));
+    std::fs::create_dir_all(p.join("sys/kernel/random")).unwrap();
+    std::fs::write(p.join("sys/kernel/random/boot_id"), format!("{boot_id}\n")).unwrap();
+    p.display().to_string()
+}
+
+/// Issue 28, item 2: a restart neither lowers an XID counter nor forgets
+/// what an event asks for, though the kernel's ring has dropped the
+/// oldest records meanwhile; without the state file the counter drops, as
+/// it used to.
+#[test]
+fn a_restart_on_a_wrapped_kernel_log_keeps_the_counts_with_the_state_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    let state = dir.path().join("state.json");
+    let lines: Vec<String> = (1..=4)
+        .map(|seq| record(seq, 600.0 - seq as f64, "NVRM: Xid (PCI:0000:5d:00): 74, pid=1, name=x, NVLink: fatal error detected on link 3"))
+        .collect();
+    append(&kmsg, &lines.concat());
+    let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
+    let state_flag = format!("--state.path={}", state.display());
+    let args = [
+        "--collector.xid.kmsg",
+        kmsg_flag.as_str(),
+        state_flag.as_str(),
+    ];
+    let key = ("3".to_string(), "74".to_string());
+
+    let mut first = Exporter::simulate("dgx-h100", &args);
+    first.wait_ready();
+    first.scrape_until("the four XIDs", |t| xids(t).get(&key) == Some(&4.0));
+    first.terminate(Duration::from_secs(10));
+    let saved = std::fs::read_to_string(&state).unwrap();
+    assert!(saved.contains("\"read_to\":4"), "{saved}");
+
+    // The ring wraps while the exporter is down: the two oldest go.
+    std::fs::write(&kmsg, lines[2..].concat()).unwrap();
+    let mut second = Exporter::simulate("dgx-h100", &args);
+    second.wait_ready();
+    second.scrape_until("GPU 3's verdict", |t| verdicts(t).contains_key("3"));
+    second.wait_polls(2);
+    let text = second.scrape();
+    assert_eq!(
+        xids(&text).get(&key),
+        Some(&4.0),
+        "never lower:\n{}",
+        second.log()
+    );
+    assert_eq!(
+        verdicts(&text)["3"],
+        verdict("reset_gpu", "xid_workflow_nvlink_err")
+    );
+    assert!(
+        second.log().contains("state of this boot restored"),
+        "{}",
+        second.log()
+    );
+    assert_eq!(
+        value(
+            &text,
+            "nvml_exporter_kernel_log_problems_total",
+            &[("reason", "out_of_order")]
+        ),
+        None,
+        "records counted by the earlier run are skipped without a word"
+    );
+    second.terminate(Duration::from_secs(10));
+
+    // Without a state file: the counter comes back lower, as before.
+    let third = Exporter::simulate("dgx-h100", &["--collector.xid.kmsg", kmsg_flag.as_str()]);
+    third.wait_ready();
+    let text = third.scrape_until("the two XIDs left", |t| xids(t).contains_key(&key));
+    assert_eq!(xids(&text).get(&key), Some(&2.0));
+}
+
+/// Issue 28, item 2: a GPU reset made while the exporter was stopped, by
+/// a tool that writes no line of ours, does not bring `reset_gpu` back:
+/// NVSentinel's `GPU reset executed: GPU-<uuid>` line, or a pending repair
+/// applied (what only a reset does). A new boot starts clean.
+#[test]
+fn resets_by_other_tools_while_stopped_are_known_and_a_new_boot_starts_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    let state = dir.path().join("state.json");
+    append(
+        &kmsg,
+        &[
+            record(1, 300.0, "NVRM: Xid (PCI:0000:5d:00): 119, pid=1, name=x, Timeout after 6s of waiting for RPC response"),
+            record(2, 290.0, "NVRM: Xid (PCI:0000:ab:00): 48, An uncorrectable double bit error"),
+        ]
+        .concat(),
+    );
+    let socket = dir.path().join("sim.sock");
+    let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
+    let state_flag = format!("--state.path={}", state.display());
+    let args = [
+        "--collector.xid.kmsg",
+        kmsg_flag.as_str(),
+        state_flag.as_str(),
+    ];
+    let mut first = Exporter::simulate_env(
+        "dgx-h100",
+        &args,
+        &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
+    );
+    first.wait_ready();
+    // GPU 5 also has a row remap waiting for a reset.
+    common::sim_control(&socket, &["remap-row", "--gpu", "5", "--pending", "true"]);
+    let text = first.scrape_until("both resets asked for", |t| {
+        verdicts(t).get("3") == Some(&verdict("reset_gpu", "xid_reset_gpu"))
+            && verdicts(t).get("5") == Some(&verdict("reset_gpu", "remap_pending"))
+    });
+    let uuid3 = uuid(&text, "3");
+    first.wait_polls(2);
+    first.terminate(Duration::from_secs(10));
+
+    // NVSentinel resets GPU 3 (`logger -p daemon.err`: facility daemon,
+    // forwarded to the kernel log); GPU 5 is reset by a tool that writes
+    // nothing, and its pending remap is applied.
+    append(
+        &kmsg,
+        &kmsg::format_record(
+            27,
+            3,
+            ((kmsg::uptime().unwrap()) * 1e6) as u64,
+            &format!("nvsentinel: GPU reset executed: {uuid3}"),
+        ),
+    );
+    let second = Exporter::simulate("dgx-h100", &args);
+    second.wait_ready();
+    let text = second.scrape_until("the resets known", |t| {
+        verdicts(t).get("3") == Some(&verdict("none", "none"))
+            && verdicts(t).get("5") == Some(&verdict("none", "none"))
+    });
+    assert_eq!(xids(&text).len(), 2, "still counted: {:?}", xids(&text));
+    let log = second.log();
+    assert!(log.contains("NVSentinel"), "{log}");
+    assert!(
+        log.contains("changed while the exporter was stopped"),
+        "{log}"
+    );
+    drop(second);
+
+    // A reboot: another boot id. The earlier boot's state is not this one's.
+    let procfs = format!(
+        "--path.procfs={}",
+        procfs_of_boot(dir.path(), "another-boot")
+    );
+    let third = Exporter::simulate("dgx-h100", &[args[0], args[1], args[2], procfs.as_str()]);
+    third.wait_ready();
+    third.scrape_until("the log read from its start", |t| xids(t).len() == 2);
+    assert!(
+        third.log().contains("of an earlier boot: starting clean"),
+        "{}",
+        third.log()
+    );
+}
+
+/// A state file that is not one is moved aside, said, and the exporter
+/// starts clean; one it cannot write is said at start.
+#[test]
+fn a_garbage_or_unwritable_state_file_is_said_and_survived() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    std::fs::write(&state, "{\"version\": 1, \"boot_id\": 5}").unwrap();
+    let flag = format!("--state.path={}", state.display());
+    let e = Exporter::simulate("dgx-h100", &[flag.as_str()]);
+    e.wait_ready();
+    assert!(
+        e.wait_log(
+            "the state file cannot be used: starting clean",
+            Duration::from_secs(10)
+        ),
+        "{}",
+        e.log()
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("state.json.bad")).unwrap(),
+        "{\"version\": 1, \"boot_id\": 5}"
+    );
+    assert!(e.wait_log("state_path=", Duration::from_secs(1)));
+    drop(e);
+    let flag = format!(
+        "--state.path={}",
+        dir.path().join("no/such/dir/state.json").display()
+    );
+    let e = Exporter::simulate("dgx-h100", &[flag.as_str()]);
+    e.wait_ready();
+    assert!(
+        e.wait_log("cannot write the state file", Duration::from_secs(10)),
+        "{}",
+        e.log()
+    );
+}

@@ -211,3 +211,98 @@ fn a_gpu_lost_before_the_start_gets_a_reboot_verdict_by_its_address() {
     );
     common::promtool_check(&text).unwrap();
 }
+
+/// XIDs of the GPU in `text`: (gpu, xid) -> count.
+fn xid_counts(text: &str) -> BTreeMap<(String, String), f64> {
+    samples(text)
+        .into_iter()
+        .filter(|s| s.name == "nvidia_gpu_xid_errors_total")
+        .map(|s| {
+            (
+                (
+                    s.label("gpu").unwrap().to_string(),
+                    s.label("xid").unwrap().to_string(),
+                ),
+                s.value.parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn counted(text: &str, gpu: &str, xid: &str) -> bool {
+    xid_counts(text).contains_key(&(gpu.to_string(), xid.to_string()))
+}
+
+/// Issue 31, item 1: the drill of docs/operations.md once lost the XID: a
+/// hung GPU and another falling off the bus blocked the event set's
+/// rebuild, and the old set was dropped with its events.
+#[test]
+fn a_hung_gpu_and_a_lost_one_never_cost_a_healthy_gpu_its_xids() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, socket) = controlled(dir.path(), "dgx-h100", &["--collect.stuck-deadline=1s"]);
+    sim_control(&socket, &["hang", "--gpu", "3"]);
+    e.scrape_until("GPU 3 hung", |t| {
+        samples(t)
+            .iter()
+            .any(|s| s.name == "nvidia_gpu_up" && s.label("gpu") == Some("3") && s.value == "0")
+    });
+    sim_control(&socket, &["xid", "--gpu", "4", "--code", "43"]);
+    sim_control(&socket, &["lose", "--gpu", "2"]);
+    sim_control(&socket, &["xid", "--gpu", "5", "--code", "48"]);
+    let text = e.scrape_until("the XIDs of GPUs 4 and 5", |t| {
+        counted(t, "4", "43") && counted(t, "5", "48")
+    });
+    assert!(is(&text, "5", "reset_gpu", "xid_workflow_xid_48"));
+    // Still counted while GPU 3 hangs and GPU 2 is gone.
+    sim_control(&socket, &["xid", "--gpu", "6", "--code", "13"]);
+    e.scrape_until("a later XID of GPU 6", |t| counted(t, "6", "13"));
+    let last_wait = samples(&e.scrape())
+        .into_iter()
+        .find(|s| s.name == "nvml_exporter_xid_last_wait_timestamp_seconds")
+        .map(|s| s.value.parse::<f64>().unwrap())
+        .expect("the XID thread's heartbeat");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(now - last_wait < 30.0, "{last_wait} vs {now}");
+    // GPU 3 answers again: registered, its XIDs counted.
+    sim_control(&socket, &["release", "--gpu", "3"]);
+    e.scrape_until("GPU 3 up again", |t| {
+        samples(t)
+            .iter()
+            .any(|s| s.name == "nvidia_gpu_up" && s.label("gpu") == Some("3") && s.value == "1")
+    });
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    sim_control(&socket, &["xid", "--gpu", "3", "--code", "31"]);
+    e.scrape_until("GPU 3's XID after the hang", |t| counted(t, "3", "31"));
+}
+
+/// Issue 31, item 1: a GPU hung when the exporter starts stopped the
+/// registration of every GPU after it.
+#[test]
+fn a_gpu_hung_at_start_does_not_stop_the_others_registration() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("hang0.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"hang0\"\nbase = \"dgx-h100\"\n[[timeline]]\nat = 0\naction = \"hang\"\ngpu = 3\nseconds = 600\n",
+    )
+    .unwrap();
+    let socket = dir.path().join("sim.sock");
+    let e = Exporter::simulate_env(
+        scenario.to_str().unwrap(),
+        &["--collect.stuck-deadline=1s"],
+        &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
+    );
+    e.wait_ready();
+    sim_control(&socket, &["xid", "--gpu", "4", "--code", "48"]);
+    let text = e.scrape_until("GPU 4's XID 48", |t| counted(t, "4", "48"));
+    assert!(is(&text, "4", "reset_gpu", "xid_workflow_xid_48"));
+    assert!(
+        e.log()
+            .contains("registering this GPU for XID events has not returned"),
+        "{}",
+        e.log()
+    );
+}

@@ -6,6 +6,7 @@
 //! A worker is only ever spawned for a GPU whose previous worker has
 //! finished, so a GPU stuck in a driver call holds exactly one thread.
 
+mod persist;
 mod publish;
 mod supervisor;
 mod unnamed;
@@ -178,6 +179,9 @@ struct SlotState {
     remembered: Remembered,
     /// The latest GPU reset known (`verdict`, "A GPU reset is known").
     last_reset: Option<Instant>,
+    /// Restored from an earlier run of this boot: the readings only a
+    /// reset changes back, which the first sample is compared with.
+    baseline: Option<GpuReadings>,
 }
 
 impl SlotState {
@@ -414,6 +418,9 @@ pub struct Shared {
     sampled: Arc<Notify>,
     slots: Mutex<Vec<Arc<GpuSlot>>>,
     xid: Mutex<Option<JoinHandle<()>>>,
+    /// When the XID thread last completed a wait (`xid.rs`); `None` while
+    /// it does not run.
+    xid_last_wait: Mutex<Option<SystemTime>>,
 }
 
 impl Shared {
@@ -423,6 +430,7 @@ impl Shared {
             sampled: Arc::default(),
             slots: Mutex::new(Vec::new()),
             xid: Mutex::new(None),
+            xid_last_wait: Mutex::new(None),
         }
     }
 

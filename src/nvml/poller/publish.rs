@@ -124,6 +124,11 @@ pub fn build_snapshot(
         process: None,
         http: None,
         kernel_log: None,
+        xid_last_wait: if nvml_up {
+            *lock(&shared.xid_last_wait)
+        } else {
+            None
+        },
     }
 }
 

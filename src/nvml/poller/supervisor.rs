@@ -15,13 +15,16 @@ use super::super::backoff::Backoff;
 use super::super::library::{self, Loaded, ResolvedLibrary};
 use super::super::watchdog::lock;
 use super::super::PollerConfig;
+use super::persist;
 use super::publish::build_snapshot;
 use super::unnamed::Unnamed;
 use super::{spawn, worker, xid, Generation, GpuSlot, Shared, XidEvent, XidSource};
 use crate::family::Family;
 use crate::kmsg::{LogEvent, PciAddress};
 use crate::snapshot::{DriverInfo, Health, KernelLogProblem, Snapshot};
+use crate::state::{GpuRecord, KernelLogPosition, StateFile};
 use crate::verdict::{self, XidClass};
+use std::collections::BTreeMap;
 
 const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 const BACKOFF_CAP: Duration = Duration::from_secs(30);
@@ -46,6 +49,7 @@ pub fn supervise(cfg: PollerConfig, lib: ResolvedLibrary, publish: Publish, shar
     if let Driver::Up(up) = &s.driver {
         up.generation.stop.stop();
     }
+    s.save_state(true);
 }
 
 /// Where NVML stands.
@@ -82,6 +86,14 @@ struct Supervisor {
     unnamed: Unnamed,
     /// The kernel log's last record whose events have been counted.
     kernel_log_read_to: Option<u64>,
+    /// Records of an earlier run of this boot, by UUID, until their GPU is
+    /// named (kept in the file meanwhile).
+    restored: BTreeMap<String, GpuRecord>,
+    /// What the state file was last written with.
+    saved: Option<StateFile>,
+    /// Our clock against the boot's, read once: times in the state file
+    /// are seconds since boot, the same each time they are written.
+    clock: Option<persist::Clock>,
 }
 
 impl Supervisor {
@@ -100,6 +112,112 @@ impl Supervisor {
             ever_up: false,
             unnamed: Unnamed::default(),
             kernel_log_read_to: None,
+            restored: BTreeMap::new(),
+            saved: None,
+            clock: persist::Clock::read(),
+        }
+        .restoring()
+    }
+
+    /// Takes what an earlier run of this boot left in the state file.
+    fn restoring(mut self) -> Self {
+        let Some(file) = self
+            .cfg
+            .state
+            .as_ref()
+            .and_then(|s| lock(s).restored.take())
+        else {
+            return self;
+        };
+        self.kernel_log_read_to = file.kernel_log.map(|k| k.read_to);
+        if let Some(c) = &self.clock {
+            for u in &file.unnamed {
+                let (Some(gpu), Some(class)) =
+                    (PciAddress::parse(&u.pci), persist::class_of(&u.class))
+                else {
+                    continue;
+                };
+                self.unnamed.push(
+                    gpu,
+                    XidEvent {
+                        code: u.code,
+                        class,
+                        gpu_instance: None,
+                        compute_instance: None,
+                        source: XidSource::KernelLog,
+                        at: c.instant(u.at_s),
+                        wall: persist::system_time(u.wall),
+                    },
+                );
+            }
+        }
+        self.restored = file.gpus.into_iter().map(|g| (g.uuid.clone(), g)).collect();
+        self
+    }
+
+    /// Adds each restored record to its GPU once NVML names it; a reading
+    /// only a reset changes back that changed meanwhile is a reset made
+    /// while the exporter was stopped.
+    fn restore_named(&mut self) {
+        if self.restored.is_empty() {
+            return;
+        }
+        let clock = self.clock;
+        for slot in self.shared.slots(self.device_count().unwrap_or(0)) {
+            let mut st = lock(&slot.state);
+            let Some(rec) = st.uuid.as_ref().and_then(|u| self.restored.remove(u)) else {
+                continue;
+            };
+            persist::restore(&mut st, &rec, clock.as_ref());
+            // Sampled before the record was found: compare now.
+            let evidence = match (&st.readings, &st.baseline) {
+                (Some(now), Some(before)) => worker::reset_evidence(before, now),
+                _ => None,
+            };
+            if evidence.is_some() {
+                st.baseline = None;
+            }
+            drop(st);
+            if evidence.is_some() {
+                slot.note_reset(
+                    Instant::now(),
+                    "readings only a reset changes back changed while the exporter was stopped",
+                );
+            }
+        }
+    }
+
+    /// Writes the state file when it says something new, and when
+    /// `force`d (at shutdown).
+    fn save_state(&mut self, force: bool) {
+        let Some(store) = self.cfg.state.clone() else {
+            return;
+        };
+        let clock = self.clock;
+        let mut file = StateFile {
+            kernel_log: self
+                .cfg
+                .kernel_log
+                .as_ref()
+                .zip(self.kernel_log_read_to)
+                .map(|(log, read_to)| KernelLogPosition {
+                    path: log.path().display().to_string(),
+                    read_to,
+                }),
+            unnamed: clock.map_or_else(Vec::new, |c| self.unnamed.records(&c)),
+            ..StateFile::default()
+        };
+        for slot in self.shared.slots(self.device_count().unwrap_or(0)) {
+            if let Some(rec) = persist::record(&lock(&slot.state), clock.as_ref()) {
+                file.gpus.push(rec);
+            }
+        }
+        // GPUs not named in this run keep what an earlier one knew.
+        file.gpus.extend(self.restored.values().cloned());
+        file.gpus.truncate(crate::state::MAX_GPUS);
+        if force || self.saved.as_ref() != Some(&file) {
+            lock(&store).save(file.clone());
+            self.saved = Some(file);
         }
     }
 
@@ -209,11 +327,13 @@ impl Supervisor {
 
     fn start_xid_thread(&self, up: &Up) {
         let slots = self.shared.slots(up.device_count);
-        let (n, g) = (up.nvml.clone(), up.generation.clone());
-        let (interval, max_codes) = (self.cfg.interval, self.cfg.xid_max_codes);
-        match spawn("nvml-xid", move || {
-            xid::run(n, slots, g, interval, max_codes)
-        }) {
+        let (n, g, shared) = (up.nvml.clone(), up.generation.clone(), self.shared.clone());
+        let cfg = xid::Config {
+            interval: self.cfg.interval,
+            deadline: self.cfg.stuck_deadline,
+            max_codes: self.cfg.xid_max_codes,
+        };
+        match spawn("nvml-xid", move || xid::run(n, slots, g, shared, cfg)) {
             Ok(h) => *lock(&self.shared.xid) = Some(h),
             Err(e) => {
                 tracing::error!(error = %e, "cannot start the XID event thread")
@@ -376,6 +496,7 @@ impl Supervisor {
     /// Step 4: publishes a snapshot. Returns each GPU's sample count as of
     /// just before it was built, so the next round can wait for newer ones.
     fn publish(&mut self) -> Vec<(Arc<GpuSlot>, u64)> {
+        self.restore_named();
         self.take_kernel_log();
         // NVLink5 events NVML delivered wait for their log line while the
         // log is followed (it comes within the pairing window), else are
@@ -418,6 +539,7 @@ impl Supervisor {
             status
         });
         (self.publish)(Arc::new(snapshot));
+        self.save_state(false);
         published
     }
 

@@ -12,9 +12,11 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use super::persist::{class_name, unix, Clock};
 use super::XidEvent;
 use crate::kmsg::PciAddress;
 use crate::snapshot::{Action, Health, UnnamedGpuVerdict};
+use crate::state::UnnamedRecord;
 use crate::verdict::{self, Remembered, XidSeen};
 
 /// Events kept; past this the oldest go (they are counted as `unknown_gpu`
@@ -44,10 +46,26 @@ impl Unnamed {
         if !self.events.iter().any(|(a, _)| a.same_device(&gpu)) {
             return Vec::new();
         }
-        let (mine, rest): (VecDeque<_>, VecDeque<_>) =
-            self.events.drain(..).partition(|(a, _)| a.same_device(&gpu));
+        let (mine, rest): (VecDeque<_>, VecDeque<_>) = self
+            .events
+            .drain(..)
+            .partition(|(a, _)| a.same_device(&gpu));
         self.events = rest;
         mine.into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// For the state file.
+    pub fn records(&self, clock: &Clock) -> Vec<UnnamedRecord> {
+        self.events
+            .iter()
+            .map(|(gpu, e)| UnnamedRecord {
+                pci: gpu.to_string(),
+                code: e.code,
+                class: class_name(e.class).into(),
+                at_s: clock.since_boot(e.at),
+                wall: unix(e.wall),
+            })
+            .collect()
     }
 
     pub fn reset_before(&mut self, at: Instant) {

@@ -215,8 +215,17 @@ fn record(
             tracing::info!(gpu = slot.index, "GPU answers again after being lost");
             *was_lost = false;
             Some("the GPU answers again after being lost")
+        } else if let Some(old) = &st.readings {
+            reset_evidence(old, &r)
         } else {
-            st.readings.as_ref().and_then(|old| reset_evidence(old, &r))
+            // The first sample: against what an earlier run of this boot
+            // last read (`crate::state`).
+            st.baseline
+                .take()
+                .and_then(|old| reset_evidence(&old, &r))
+                .map(|_| {
+                    "readings only a reset changes back changed while the exporter was stopped"
+                })
         };
         if let Some(evidence) = evidence {
             drop(st);
