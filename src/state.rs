@@ -26,11 +26,13 @@ pub const VERSION: u32 = 1;
 /// The default where no flag says otherwise: what the systemd unit's
 /// `StateDirectory=` and the Helm chart's hostPath provide.
 pub const DEFAULT_PATH: &str = "/var/lib/nvml-exporter/state.json";
-/// Past this the file is not read (a full file of 64 GPUs with every list
-/// at its bound is under 2 MiB).
-pub const MAX_BYTES: u64 = 4 << 20;
+/// Past this the file is not read. At the defaults a GPU's record is a
+/// few KiB (64 XID label sets); `--collector.xid.max-codes` at its most
+/// (10,000) makes one under 1 MiB.
+pub const MAX_BYTES: u64 = 32 << 20;
 pub const MAX_GPUS: usize = 64;
-pub const MAX_ENTRIES: usize = 1024;
+/// Entries of one list: `--collector.xid.max-codes` at its most.
+pub const MAX_ENTRIES: usize = 10_000;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -145,6 +145,9 @@ const DEDUPE_MAX: usize = 256;
 /// NVLink5 events from NVML waiting for the kernel-log line that decodes
 /// them; past this the oldest is judged undecoded at once.
 const AWAITING_MAX: usize = 64;
+/// What the verdict reads, per GPU: past this, an event of a new code and
+/// MIG instance is kept under its code alone (judged on the GPU).
+const LATEST_MAX: usize = 256;
 
 #[derive(Debug, Clone, Copy)]
 struct Recent {
@@ -211,11 +214,18 @@ impl SlotState {
     /// Keeps the latest event of a code and class the verdict may act on.
     fn note_latest(&mut self, key: XidKey, class: XidClass, at: Instant) {
         if verdict::xid_class_action(key.0, class)
-            .is_some_and(|(a, _)| a != crate::snapshot::Action::None)
+            .is_none_or(|(a, _)| a == crate::snapshot::Action::None)
         {
-            let latest = self.xid_latest.entry((key, class)).or_insert(at);
-            *latest = (*latest).max(at);
+            return;
         }
+        let full = self.xid_latest.len() >= LATEST_MAX;
+        let key = if full && !self.xid_latest.contains_key(&(key, class)) {
+            (key.0, None, None)
+        } else {
+            key
+        };
+        let latest = self.xid_latest.entry((key, class)).or_insert(at);
+        *latest = (*latest).max(at);
     }
 
     /// NVLink5 events NVML delivered at least `wait` ago whose line never
@@ -611,6 +621,37 @@ mod tests {
         let seen = lock(&slot.state).xids_seen();
         assert!(seen.iter().any(|x| x.class == XidClass::Nvlink5Undecoded));
         assert_eq!(count(&slot, 145), 3);
+    }
+
+    #[test]
+    fn what_the_verdict_reads_stays_bounded() {
+        let slot = GpuSlot::new(0);
+        lock(&slot.state).mig_enabled = true;
+        let now = Instant::now();
+        for gi in 0..15 {
+            for ci in 0..8 {
+                for code in [13, 31, 43, 48, 119] {
+                    let e = XidEvent {
+                        compute_instance: Some(ci),
+                        ..event(code, Some(gi), XidSource::KernelLog, now)
+                    };
+                    slot.record_xid(e, 64);
+                }
+            }
+        }
+        let st = lock(&slot.state);
+        assert!(
+            st.xid_latest.len() <= LATEST_MAX + 4,
+            "{}",
+            st.xid_latest.len()
+        );
+        // Past the bound, each code lands on the GPU: none is forgotten.
+        for code in [13, 31, 48, 119] {
+            assert!(
+                st.xid_latest.keys().any(|((c, _, _), _)| *c == code),
+                "{code}"
+            );
+        }
     }
 
     #[test]
