@@ -300,8 +300,20 @@ async fn serve_until_signal(
         stop_rx.clone(),
     ));
     let http_stats = Arc::new(HttpStats::default());
+    let state = config
+        .state
+        .as_ref()
+        .and_then(|s| crate::state::Store::open(&s.path, &s.procfs));
     let kernel_log = match config.kernel_log.clone() {
-        Some(cfg) => Some(KernelLog::start(cfg).map_err(AppError::KernelLog)?),
+        Some(mut cfg) => {
+            // Resume after what an earlier run of this boot counted.
+            cfg.resume_after = state
+                .as_ref()
+                .and_then(|s| s.restored.as_ref()?.kernel_log.as_ref())
+                .filter(|k| std::path::Path::new(&k.path) == cfg.path)
+                .map(|k| k.read_to);
+            Some(KernelLog::start(cfg).map_err(AppError::KernelLog)?)
+        }
         None => None,
     };
     let poller = nvml::start(
@@ -313,6 +325,7 @@ async fn serve_until_signal(
             xid_max_codes: config.xid_max_codes,
             kernel_log: kernel_log.clone(),
             restart_app_window: config.restart_app_window,
+            state: state.map(|s| Arc::new(std::sync::Mutex::new(s))),
         },
         publisher(
             &config,

@@ -159,6 +159,23 @@ struct Flags {
     )]
     kmsg_path: PathBuf,
 
+    /// Where the exporter keeps, per boot, its XID counts, how far it has
+    /// read the kernel log and what it knows of GPU resets, so that a
+    /// restart neither lowers a counter nor pages an old event again
+    /// (written atomically, at most a few KiB per GPU). `--state.path=`
+    /// (empty): nothing is kept. Default /var/lib/nvml-exporter/state.json;
+    /// with --simulate, nothing unless given (a simulated fleet is not this
+    /// host's).
+    #[arg(
+        long = "state.path",
+        env = "NVML_EXPORTER_STATE_PATH",
+        value_name = "PATH",
+        num_args = 0..=1,
+        default_missing_value = "",
+        value_parser = parse_state_path
+    )]
+    state_path: Option<PathBuf>,
+
     /// How long an application-level XID (catalog bucket RESTART_APP, e.g.
     /// 13, 31, 94) keeps a GPU's (or MIG instance's) verdict at
     /// restart_app after the last one.
@@ -583,6 +600,8 @@ pub struct Config {
     pub xid_max_codes: usize,
     /// The kernel log, when `--collector.xid.kmsg` (and `xid`) are on.
     pub kernel_log: Option<KernelLogConfig>,
+    /// The state kept across restarts (`--state.path`), where kept.
+    pub state: Option<StateConfig>,
     /// How long an application XID asks for a restart.
     pub restart_app_window: Duration,
     pub max_requests: usize,
@@ -597,6 +616,19 @@ pub struct Config {
     pub workloads: Option<WorkloadsConfig>,
     pub log_level: LogLevel,
     pub log_format: LogFormat,
+}
+
+/// `--state.path`: any path, or empty for none (clap's own path parser
+/// refuses an empty one).
+fn parse_state_path(s: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(s))
+}
+
+/// `--state.path`, and the procfs whose boot id it is kept for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateConfig {
+    pub path: PathBuf,
+    pub procfs: PathBuf,
 }
 
 fn enable_id(f: Family) -> String {
@@ -663,6 +695,15 @@ where
     let flags = Flags::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
     let mut families = families_from(&matches);
     let kubernetes = kubernetes_config(&flags, &mut cmd)?;
+    let state_path = match (&flags.state_path, &flags.simulate) {
+        (Some(p), _) => p.clone(),
+        (None, Some(_)) => PathBuf::new(),
+        (None, None) => PathBuf::from(crate::state::DEFAULT_PATH),
+    };
+    let state = (!state_path.as_os_str().is_empty()).then(|| StateConfig {
+        path: state_path,
+        procfs: flags.procfs.clone(),
+    });
     let library = match (flags.simulate, flags.nvml_library) {
         (Some(scenario), _) if scenario.is_empty() => {
             return Err(cmd.error(
@@ -722,6 +763,7 @@ where
         .then_some(KernelLogConfig {
             path: flags.kmsg_path,
             max_codes: flags.xid_max_codes,
+            resume_after: None,
         });
     Ok(Config {
         listen_addresses: flags.listen_addresses,
@@ -739,6 +781,7 @@ where
         families,
         xid_max_codes: flags.xid_max_codes,
         kernel_log,
+        state,
         restart_app_window: flags.restart_app_window,
         max_requests: flags.max_requests,
         max_connections: flags.max_connections,
@@ -1183,6 +1226,37 @@ mod tests {
     }
 
     #[test]
+    fn the_state_is_kept_by_default_on_a_real_driver_and_only_when_asked_with_simulate() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(
+            c.state.map(|s| (s.path, s.procfs)),
+            Some((
+                PathBuf::from("/var/lib/nvml-exporter/state.json"),
+                PathBuf::from("/proc")
+            ))
+        );
+        assert_eq!(parse(&["--simulate"]).unwrap().state, None);
+        assert_eq!(
+            parse(&["--state.path="]).unwrap().state,
+            None,
+            "empty: nothing kept"
+        );
+        assert_eq!(parse(&["--state.path"]).unwrap().state, None);
+        let c = parse(&[
+            "--simulate",
+            "--state.path",
+            "/tmp/s.json",
+            "--path.procfs",
+            "/host/proc",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.state.map(|s| (s.path, s.procfs)),
+            Some((PathBuf::from("/tmp/s.json"), PathBuf::from("/host/proc")))
+        );
+    }
+
+    #[test]
     fn the_kernel_log_is_read_only_with_its_switch_and_the_xid_family() {
         assert_eq!(parse(&[]).unwrap().kernel_log, None);
         let c = parse(&["--collector.xid.kmsg", "--collector.xid.max-codes=9"]).unwrap();
@@ -1190,7 +1264,8 @@ mod tests {
             c.kernel_log,
             Some(KernelLogConfig {
                 path: PathBuf::from("/dev/kmsg"),
-                max_codes: 9
+                max_codes: 9,
+                resume_after: None,
             })
         );
         let c = parse(&["--collector.xid.kmsg", "--path.kmsg", "/tmp/kmsg"]).unwrap();

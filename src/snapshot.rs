@@ -44,6 +44,9 @@ pub struct Snapshot {
     pub http: Option<HttpCounts>,
     /// Present when the kernel log is read for XIDs (`--collector.xid.kmsg`).
     pub kernel_log: Option<KernelLogStatus>,
+    /// When the XID event thread last completed a wait on NVML's event
+    /// set; absent while it does not run (NVML down, `xid` off).
+    pub xid_last_wait: Option<SystemTime>,
 }
 
 /// The exporter process, as client libraries' `process_*` metrics show
@@ -81,6 +84,20 @@ pub struct KernelLogStatus {
     /// the XIDs (`--collector.xid.max-codes` codes per switch, the rest
     /// under `sxid: None`, i.e. `sxid="other"`).
     pub sxids: Vec<SxidCount>,
+    /// Verdicts of GPUs the exporter cannot name, by the PCI address the
+    /// log's XIDs give (`crate::nvml`, "unnamed"); only while some GPU is
+    /// lost, failing or hung without a known address.
+    pub unnamed_gpus: Vec<UnnamedGpuVerdict>,
+}
+
+/// The verdict of a GPU known only by the address its kernel-log lines
+/// name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnnamedGpuVerdict {
+    /// As NVML writes it: `00000000:3A:00.0`.
+    pub pci_bus_id: String,
+    pub action: Action,
+    pub reason: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -886,6 +903,7 @@ label_enum!(
         Malformed => "malformed", Oversized => "oversized", OutOfOrder => "out_of_order",
         Overrun => "overrun", Rotated => "rotated", Truncated => "truncated",
         UnknownGpu => "unknown_gpu", TooManySwitches => "too_many_switches",
+        UserSpace => "user_space",
     }
 );
 

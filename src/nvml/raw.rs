@@ -18,6 +18,7 @@
 
 use std::ffi::CStr;
 use std::mem;
+use std::sync::Arc;
 
 use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::Nvml;
@@ -683,13 +684,25 @@ pub struct RawEvent {
     pub compute_instance: u32,
 }
 
-pub struct EventSet<'n> {
-    nvml: &'n Nvml,
+/// An NVML event set, shared by the XID thread (which waits on it) and the
+/// threads that register GPUs on it under a deadline (`poller/xid.rs`).
+/// NVML is thread-safe ("it is safe to make simultaneous NVML calls from
+/// multiple threads", nvml.h), and the set is an opaque handle NVML owns
+/// until `nvmlEventSetFree`, which runs when the last holder lets go: a
+/// registration stuck in a hung driver keeps the set (and NVML) alive.
+pub struct EventSet {
+    nvml: Arc<Nvml>,
     handle: nvmlEventSet_t,
 }
 
-impl<'n> EventSet<'n> {
-    pub fn create(nvml: &'n Nvml) -> Result<Self, NvmlError> {
+// SAFETY: see the type's comment: NVML calls may come from any thread, and
+// the handle is only ever passed to NVML.
+unsafe impl Send for EventSet {}
+// SAFETY: as for Send; no method mutates the Rust side.
+unsafe impl Sync for EventSet {}
+
+impl EventSet {
+    pub fn create(nvml: Arc<Nvml>) -> Result<Self, NvmlError> {
         let f = sym!(nvml, nvmlEventSetCreate);
         let mut handle: nvmlEventSet_t = std::ptr::null_mut();
         // SAFETY: valid out-pointer.
@@ -697,10 +710,16 @@ impl<'n> EventSet<'n> {
         Ok(EventSet { nvml, handle })
     }
 
-    pub fn register(&self, device: DeviceHandle, event_types: u64) -> Result<(), NvmlError> {
+    /// Registers the GPU at NVML index `index` for `event_types`; returns
+    /// its device handle as events name it (an address, as a number, so
+    /// that it may cross threads).
+    pub fn register_index(&self, index: u32, event_types: u64) -> Result<usize, NvmlError> {
+        let device = self.nvml.device_by_index(index)?;
+        let handle = device_handle(&device);
         let f = sym!(self.nvml, nvmlDeviceRegisterEvents);
         // SAFETY: set handle from nvmlEventSetCreate, device from NVML.
-        nvml_try(unsafe { f(device, event_types, self.handle) })
+        nvml_try(unsafe { f(handle, event_types, self.handle) })?;
+        Ok(handle as usize)
     }
 
     /// Waits up to `timeout_ms`; `Timeout` when nothing arrived.
@@ -719,7 +738,7 @@ impl<'n> EventSet<'n> {
     }
 }
 
-impl Drop for EventSet<'_> {
+impl Drop for EventSet {
     fn drop(&mut self) {
         if let Ok(f) = self.nvml.lib().nvmlEventSetFree.as_ref() {
             // SAFETY: handle came from nvmlEventSetCreate and is freed once.

@@ -358,6 +358,7 @@ pub fn dgx_fleet() -> Snapshot {
         process: None,
         http: None,
         kernel_log: None,
+        xid_last_wait: None,
     }
 }
 
@@ -426,7 +427,15 @@ pub fn fully_populated() -> Snapshot {
                 count: 1,
             },
         ],
+        // A GPU NVML cannot name, whose XID 79 the log gives.
+        unnamed_gpus: vec![UnnamedGpuVerdict {
+            pci_bus_id: "00000000:E1:00.0".into(),
+            action: Action::Reboot,
+            reason: "xid_restart_bm",
+        }],
     });
+    // The XID event thread, waiting on NVML.
+    s.xid_last_wait = Some(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
     // XIDs folded into `other`: an out-of-range code and one over the limit.
     s.gpus[4].xid_other = Some(XidOther {
         out_of_range: 1,
@@ -646,6 +655,7 @@ pub fn workstation() -> Snapshot {
         process: None,
         http: None,
         kernel_log: None,
+        xid_last_wait: None,
     }
 }
 
