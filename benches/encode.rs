@@ -60,6 +60,7 @@ fn sample(scenario: &str) -> Arc<Snapshot> {
         families: FamilySet::all(),
         xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
         kernel_log: None,
+        state: None,
         restart_app_window: nvml_exporter::verdict::DEFAULT_RESTART_APP_WINDOW,
     };
     let poller = nvml::start(cfg, publish)

@@ -42,6 +42,7 @@ fn read_at_start(c: &mut Criterion) {
     let config = KernelLogConfig {
         path,
         max_codes: 64,
+        resume_after: None,
     };
     c.bench_function("kernel log: read 1 MiB at start", |b| {
         b.iter(|| {

@@ -346,12 +346,24 @@ async fn serve_until_signal(
         stop_rx.clone(),
     ));
     let http_stats = Arc::new(HttpStats::default());
+    let state = config
+        .state
+        .as_ref()
+        .and_then(|s| crate::state::Store::open(&s.path, &s.procfs));
     let kernel_log = match config
         .kernel_log
         .clone()
         .filter(|_| sampled.contains(Family::Xid) && sampled.contains(Family::XidKmsg))
     {
-        Some(cfg) => Some(KernelLog::start(cfg).map_err(AppError::KernelLog)?),
+        Some(mut cfg) => {
+            // Resume after what an earlier run of this boot counted.
+            cfg.resume_after = state
+                .as_ref()
+                .and_then(|s| s.restored.as_ref()?.kernel_log.as_ref())
+                .filter(|k| std::path::Path::new(&k.path) == cfg.path)
+                .map(|k| k.read_to);
+            Some(KernelLog::start(cfg).map_err(AppError::KernelLog)?)
+        }
         None => None,
     };
     let poller = nvml::start(
@@ -364,6 +376,7 @@ async fn serve_until_signal(
             xid_max_codes: config.xid_max_codes,
             kernel_log: kernel_log.clone(),
             restart_app_window: config.restart_app_window,
+            state: state.map(|s| Arc::new(std::sync::Mutex::new(s))),
         },
         publisher(
             latest.clone(),
@@ -564,6 +577,8 @@ fn sample_for_check(
             xid_max_codes: config.xid_max_codes,
             kernel_log: None,
             restart_app_window: config.restart_app_window,
+            // A check reads; it keeps nothing for the exporter's next start.
+            state: None,
         },
         Arc::new(move |s: Arc<Snapshot>| {
             let mut l = sink.lock().unwrap_or_else(PoisonError::into_inner);

@@ -42,6 +42,12 @@ pub const DEFAULT_SCENARIO: &str = "dgx-h100";
 /// few milliseconds would pass for a hung GPU.
 pub const MIN_COLLECT_INTERVAL: Duration = Duration::from_millis(100);
 
+/// The longest `--collect.interval` with measured use per workload: the
+/// driver's per-process sample ring "wraps around after 10 seconds"
+/// (open-gpu-kernel-modules `ctrl2080perf.h`; 14 s on an H200,
+/// tests/device/h200-580.159.04), so a longer poll would lose samples.
+pub const MAX_WORKLOAD_USAGE_INTERVAL: Duration = Duration::from_secs(10);
+
 /// The shortest `--collect.stuck-deadline` given on the command line.
 pub const MIN_STUCK_DEADLINE: Duration = Duration::from_millis(100);
 
@@ -109,7 +115,8 @@ struct Flags {
     /// default of 5s is a third of the usual 15s scrape interval, so every
     /// scrape sees data at most 5s old, while eight GPUs cost only a few
     /// milliseconds of driver time per round.
-    /// At least 100ms.
+    /// At least 100ms; at most 10s with --workloads, the span of the
+    /// driver's per-process samples.
     #[arg(
         long = "collect.interval",
         env = "NVML_EXPORTER_COLLECT_INTERVAL",
@@ -152,6 +159,23 @@ struct Flags {
         value_name = "PATH"
     )]
     kmsg_path: PathBuf,
+
+    /// Where the exporter keeps, per boot, its XID counts, how far it has
+    /// read the kernel log and what it knows of GPU resets, so that a
+    /// restart neither lowers a counter nor pages an old event again
+    /// (written atomically, at most a few KiB per GPU). `--state.path=`
+    /// (empty): nothing is kept. Default /var/lib/nvml-exporter/state.json;
+    /// with --simulate, nothing unless given (a simulated fleet is not this
+    /// host's).
+    #[arg(
+        long = "state.path",
+        env = "NVML_EXPORTER_STATE_PATH",
+        value_name = "PATH",
+        num_args = 0..=1,
+        default_missing_value = "",
+        value_parser = parse_state_path
+    )]
+    state_path: Option<PathBuf>,
 
     /// How long an application-level XID (catalog bucket RESTART_APP, e.g.
     /// 13, 31, 94) keeps a GPU's (or MIG instance's) verdict at
@@ -424,7 +448,9 @@ struct Flags {
 
     /// Most workload holdings (one workload on one GPU or MIG device)
     /// exported; beyond it the rest are left out and counted in
-    /// `nvml_exporter_workloads_dropped`. 0 means no limit.
+    /// `nvml_exporter_workloads_dropped`. Counters of ended workloads are
+    /// kept 5 minutes, giving their slots to new holdings first. 0 means no
+    /// limit.
     #[arg(
         long = "workloads.limit",
         env = "NVML_EXPORTER_WORKLOADS_LIMIT",
@@ -634,6 +660,8 @@ pub struct Config {
     pub xid_max_codes: usize,
     /// The kernel log, when `--collector.xid.kmsg` (and `xid`) are on.
     pub kernel_log: Option<KernelLogConfig>,
+    /// The state kept across restarts (`--state.path`), where kept.
+    pub state: Option<StateConfig>,
     /// How long an application XID asks for a restart.
     pub restart_app_window: Duration,
     pub max_requests: usize,
@@ -677,6 +705,19 @@ fn parse_generation(s: &str) -> Result<Generation, String> {
                 .join(", ")
         )
     })
+}
+
+/// `--state.path`: any path, or empty for none (clap's own path parser
+/// refuses an empty one).
+fn parse_state_path(s: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(s))
+}
+
+/// `--state.path`, and the procfs whose boot id it is kept for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateConfig {
+    pub path: PathBuf,
+    pub procfs: PathBuf,
 }
 
 fn enable_id(f: Family) -> String {
@@ -743,6 +784,15 @@ where
     let flags = Flags::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
     let mut families = families_from(&matches);
     let kubernetes = kubernetes_config(&flags, &mut cmd)?;
+    let state_path = match (&flags.state_path, &flags.simulate) {
+        (Some(p), _) => p.clone(),
+        (None, Some(_)) => PathBuf::new(),
+        (None, None) => PathBuf::from(crate::state::DEFAULT_PATH),
+    };
+    let state = (!state_path.as_os_str().is_empty()).then(|| StateConfig {
+        path: state_path,
+        procfs: flags.procfs.clone(),
+    });
     let library = match (flags.simulate, flags.nvml_library) {
         (Some(scenario), _) if scenario.is_empty() => {
             return Err(cmd.error(
@@ -791,10 +841,24 @@ where
             "--compat.dcgm.only serves the DCGM series instead of this exporter's: it needs --compat.dcgm",
         ));
     }
+    if families.contains(Family::WorkloadUsage)
+        && flags.collect_interval > MAX_WORKLOAD_USAGE_INTERVAL
+    {
+        return Err(cmd.error(
+            ErrorKind::ArgumentConflict,
+            format!(
+                "--collect.interval {:?} is longer than the 10s the driver keeps per-process \
+                 samples for: measured use per workload (--workloads) would lose samples; \
+                 use --collect.interval 10s or less, or --no-collector.workload_usage",
+                flags.collect_interval
+            ),
+        ));
+    }
     let kernel_log = (families.contains(Family::Xid) && families.contains(Family::XidKmsg))
         .then_some(KernelLogConfig {
             path: flags.kmsg_path,
             max_codes: flags.xid_max_codes,
+            resume_after: None,
         });
     Ok(Config {
         listen_addresses: flags.listen_addresses,
@@ -812,6 +876,7 @@ where
         families,
         xid_max_codes: flags.xid_max_codes,
         kernel_log,
+        state,
         restart_app_window: flags.restart_app_window,
         max_requests: flags.max_requests,
         max_connections: flags.max_connections,
@@ -1263,6 +1328,37 @@ mod tests {
     }
 
     #[test]
+    fn the_state_is_kept_by_default_on_a_real_driver_and_only_when_asked_with_simulate() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(
+            c.state.map(|s| (s.path, s.procfs)),
+            Some((
+                PathBuf::from("/var/lib/nvml-exporter/state.json"),
+                PathBuf::from("/proc")
+            ))
+        );
+        assert_eq!(parse(&["--simulate"]).unwrap().state, None);
+        assert_eq!(
+            parse(&["--state.path="]).unwrap().state,
+            None,
+            "empty: nothing kept"
+        );
+        assert_eq!(parse(&["--state.path"]).unwrap().state, None);
+        let c = parse(&[
+            "--simulate",
+            "--state.path",
+            "/tmp/s.json",
+            "--path.procfs",
+            "/host/proc",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.state.map(|s| (s.path, s.procfs)),
+            Some((PathBuf::from("/tmp/s.json"), PathBuf::from("/host/proc")))
+        );
+    }
+
+    #[test]
     fn the_kernel_log_is_read_only_with_its_switch_and_the_xid_family() {
         assert_eq!(parse(&[]).unwrap().kernel_log, None);
         let c = parse(&["--collector.xid.kmsg", "--collector.xid.max-codes=9"]).unwrap();
@@ -1270,7 +1366,8 @@ mod tests {
             c.kernel_log,
             Some(KernelLogConfig {
                 path: PathBuf::from("/dev/kmsg"),
-                max_codes: 9
+                max_codes: 9,
+                resume_after: None,
             })
         );
         let c = parse(&["--collector.xid.kmsg", "--path.kmsg", "/tmp/kmsg"]).unwrap();
@@ -1581,6 +1678,17 @@ mod tests {
         assert!(!c.families.contains(Family::WorkloadUsage));
         let e = parse(&["--workloads", "--no-collector.processes"]).unwrap_err();
         assert!(e.to_string().contains("processes collector"), "{e}");
+        // A poll longer than the driver's per-process sample ring.
+        assert!(parse(&["--workloads", "--collect.interval", "10s"]).is_ok());
+        let e = parse(&["--workloads", "--collect.interval", "15s"]).unwrap_err();
+        assert!(e.to_string().contains("--collect.interval 15s"), "{e}");
+        assert!(parse(&[
+            "--workloads",
+            "--collect.interval",
+            "15s",
+            "--no-collector.workload_usage"
+        ])
+        .is_ok());
         assert!(parse(&[
             "--workloads",
             "--no-collector.processes",

@@ -17,10 +17,11 @@
 //! Around it: [`family::Family`] (what `--[no-]collector.<name>` switches),
 //! [`xid_catalog`] (NVIDIA's XID catalog, the one table behind the XID
 //! rules and runbook), [`kmsg`] (the kernel log, the second XID source),
-//! [`verdict`] (what to do with each GPU now), [`fsread`] (file reads with
-//! a deadline), [`selfstat`] (the process's own `process_*` statistics),
-//! [`footprint`] (its resident memory), [`cli`] (flags), [`web_config`]
-//! (TLS and auth), [`logging`], and [`app`], which wires the parts together.
+//! [`verdict`] (what to do with each GPU now), [`state`] (what is kept
+//! across restarts), [`fsread`] (file reads with a deadline), [`selfstat`]
+//! (the process's own `process_*` statistics), [`footprint`] (its resident
+//! memory), [`cli`] (flags), [`web_config`] (TLS and auth), [`logging`],
+//! and [`app`], which wires the parts together.
 
 pub mod app;
 pub mod cli;
@@ -43,6 +44,7 @@ pub mod render;
 pub mod schedule;
 pub mod selfstat;
 pub mod snapshot;
+pub mod state;
 pub mod verdict;
 pub mod web_config;
 pub mod workloads;

@@ -46,6 +46,9 @@ pub struct Snapshot {
     pub kernel_log: Option<KernelLogStatus>,
     /// Present when a selection file is followed (`--config.file`).
     pub config: Option<ConfigStatus>,
+    /// When the XID event thread last completed a wait on NVML's event
+    /// set; absent while it does not run (NVML down, `xid` off).
+    pub xid_last_wait: Option<SystemTime>,
 }
 
 /// How loading the selection file (`--config.file`) has gone.
@@ -98,6 +101,20 @@ pub struct KernelLogStatus {
     /// the XIDs (`--collector.xid.max-codes` codes per switch, the rest
     /// under `sxid: None`, i.e. `sxid="other"`).
     pub sxids: Vec<SxidCount>,
+    /// Verdicts of GPUs the exporter cannot name, by the PCI address the
+    /// log's XIDs give (`crate::nvml`, "unnamed"); only while some GPU is
+    /// lost, failing or hung without a known address.
+    pub unnamed_gpus: Vec<UnnamedGpuVerdict>,
+}
+
+/// The verdict of a GPU known only by the address its kernel-log lines
+/// name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnnamedGpuVerdict {
+    /// As NVML writes it: `00000000:3A:00.0`.
+    pub pci_bus_id: String,
+    pub action: Action,
+    pub reason: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -350,6 +367,9 @@ pub struct WorkloadUsage {
     pub accounts: Vec<UsageAccount>,
     /// Energy of each GPU charged to no workload, by reason.
     pub unattributed: Vec<UnattributedEnergy>,
+    /// Holdings refused an account at the limit in this update (retained
+    /// accounts of ended workloads give way first, so normally 0).
+    pub refused: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -361,11 +381,20 @@ pub struct UsageAccount {
     /// SM busy time in seconds of the whole GPU; `None` where the device's
     /// use is not measured.
     pub sm_seconds: Option<f64>,
+    /// An MPS client's part of its server's SM time, estimated (NVML
+    /// samples the server's context only): `None` where not under MPS.
+    pub mps_sm_seconds: Option<f64>,
     /// Memory, encoder and decoder busy time where NVML measures them per
     /// process (not on MIG).
     pub engine_seconds: Vec<(UsageEngine, f64)>,
-    /// The workload's part of the GPU's energy.
+    /// The workload's part of the GPU's energy by measured SM time.
     pub energy_joules: Option<f64>,
+    /// Its part by estimated SM time (MPS clients).
+    pub mps_energy_joules: Option<f64>,
+    /// The holder's view: the GPU's energy by held share, so that whoever
+    /// holds a GPU alone pays all of it; `None` where the GPU has no energy
+    /// counter.
+    pub held_energy_joules: Option<f64>,
     /// Device-seconds held: elapsed time times the workload's share of the
     /// device, a MIG device weighted by its part of the GPU.
     pub held_seconds: f64,
@@ -545,6 +574,11 @@ pub struct UsageReadings {
     /// NVML has no per-process utilization (MIG-enabled GPUs, or not
     /// supported).
     pub pids: Option<Vec<PidUsage>>,
+    /// Seconds the per-process windows counted so far covered (the
+    /// device samples' periods): the busy share of an interval is its SM
+    /// seconds over this, not over the time between two polls, whose
+    /// edges fall between samples.
+    pub sampled_seconds: f64,
     /// Pids NVML lists as MPS clients: their work is sampled under the MPS
     /// server's pid.
     pub mps_clients: Vec<u32>,
@@ -554,6 +588,9 @@ pub struct UsageReadings {
     /// Compute slices of the whole GPU, on a MIG-enabled GPU (7 on A100 and
     /// H100): what an instance's slices are a share of.
     pub mig_compute_slices: Option<u32>,
+    /// Entries of NVML's per-process answers left out since the epoch, by
+    /// why (every reason, where per-process use is read).
+    pub dropped: Vec<(UsageDrop, u64)>,
 }
 
 /// One process's busy time per engine, in seconds of the whole engine.
@@ -883,6 +920,7 @@ label_enum!(
         Malformed => "malformed", Oversized => "oversized", OutOfOrder => "out_of_order",
         Overrun => "overrun", Rotated => "rotated", Truncated => "truncated",
         UnknownGpu => "unknown_gpu", TooManySwitches => "too_many_switches",
+        UserSpace => "user_space",
     }
 );
 
@@ -908,6 +946,18 @@ label_enum!(
 label_enum!(
     /// Engines whose per-process busy time NVML reports beside the SM.
     UsageEngine { Memory => "memory", Encoder => "encoder", Decoder => "decoder" }
+);
+
+label_enum!(
+    /// Why an entry of NVML's per-process utilization answer was left out
+    /// (nvtop drops the same after real driver bugs, its issue #110):
+    /// `stale` (its sample is not newer than the last one counted),
+    /// `future` (stamped more than a ring's length ahead of the clock),
+    /// `unlisted` (its pid is 0 or one NVML has not listed as running on
+    /// the GPU lately), `over_100` (a percent above 100).
+    UsageDrop {
+        Stale => "stale", Future => "future", Unlisted => "unlisted", Over100 => "over_100",
+    }
 );
 
 label_enum!(

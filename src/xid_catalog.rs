@@ -16,6 +16,11 @@
 //! for those the table says which bucket we chose and why. Codes the
 //! catalog marks "Unused" on every Ampere-and-newer product are
 //! CONTACT_SUPPORT there: seen at all, they are worth a ticket.
+//!
+//! The NVLink5 codes 144-150 resolve per event, by the sheet "XID 144-150
+//! Decode" (`nvlink5.rs`), not by code.
+
+pub mod nvlink5;
 
 /// The catalog's "Resolution Bucket (Immediate Action)" values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -77,16 +82,16 @@ impl Bucket {
     /// The severities a code of this bucket may get, unless the table
     /// says it departs: a bucket that says the GPU needs nothing never
     /// pages, one that says reset never goes to chat only. The catalog's
-    /// workflows for 48, 74 and the NVLink5 codes start with a reset, and
-    /// RESTART_BM (79) asks for more: a node reboot.
+    /// workflows for 48 and 74 start with a reset, and RESTART_BM (79) asks
+    /// for more: a node reboot. The NVLink5 workflow decides per event.
     pub fn severities(self) -> &'static [Severity] {
         use Severity::{Critical, Info, Warning};
         match self {
             Bucket::ResetGpu => &[Critical, Warning],
-            Bucket::WorkflowXid48
-            | Bucket::WorkflowNvlinkErr
-            | Bucket::WorkflowNvlink5Err
-            | Bucket::RestartBm => &[Critical],
+            Bucket::WorkflowXid48 | Bucket::WorkflowNvlinkErr | Bucket::RestartBm => &[Critical],
+            // Each event is decoded (`nvlink5`): the verdict pages the fatal
+            // ones, and a code-wide rule would page the non-fatal ones too.
+            Bucket::WorkflowNvlink5Err => &[Severity::None],
             Bucket::RestartApp => &[Info, Warning],
             Bucket::ContactSupport
             | Bucket::RestartVm
@@ -965,56 +970,56 @@ pub const CATALOG: &[Xid] = &[
         "NVLINK_SAW_ERROR",
         "NVLink5 SAW error (Blackwell)",
         Catalog(Bucket::WorkflowNvlink5Err),
-        XidAlert::Critical,
-        "drain; decode the subcode (NVLink5 XIDs below), check NVLink counters and fabric health; reset",
+        XidAlert::None,
+        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, a reset",
     ),
     xid(
         145,
         "NVLINK_RLW_ERROR",
         "NVLink5 RLW error (Blackwell)",
         Catalog(Bucket::WorkflowNvlink5Err),
-        XidAlert::Critical,
-        "drain; decode the subcode (NVLink5 XIDs below), check NVLink counters and fabric health; reset",
+        XidAlert::None,
+        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, a reset",
     ),
     xid(
         146,
         "NVLINK_TLW_ERROR",
         "NVLink5 TLW error (Blackwell)",
         Catalog(Bucket::WorkflowNvlink5Err),
-        XidAlert::Critical,
-        "drain; decode the subcode (NVLink5 XIDs below), check NVLink counters and fabric health; reset",
+        XidAlert::None,
+        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, a reset",
     ),
     xid(
         147,
         "NVLINK_TREX_ERROR",
         "NVLink5 TREX error (Blackwell)",
         Catalog(Bucket::WorkflowNvlink5Err),
-        XidAlert::Critical,
-        "drain; decode the subcode (NVLink5 XIDs below), check NVLink counters and fabric health; reset",
+        XidAlert::None,
+        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, a reset",
     ),
     xid(
         148,
         "NVLINK_NVLPW_CTRL_ERROR",
         "NVLink5 NVLPW_CTRL error (Blackwell)",
         Catalog(Bucket::WorkflowNvlink5Err),
-        XidAlert::Critical,
-        "drain; decode the subcode (NVLink5 XIDs below), check NVLink counters and fabric health; reset",
+        XidAlert::None,
+        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, a reset",
     ),
     xid(
         149,
         "NVLINK_NETIR_ERROR",
         "NVLink5 NETIR error (Blackwell)",
         Catalog(Bucket::WorkflowNvlink5Err),
-        XidAlert::Critical,
-        "drain; decode the subcode (NVLink5 XIDs below), check NVLink counters and fabric health; reset",
+        XidAlert::None,
+        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, a reset",
     ),
     xid(
         150,
         "NVLINK_MSE_ERROR",
         "NVLink5 MSE error (Blackwell)",
         Catalog(Bucket::WorkflowNvlink5Err),
-        XidAlert::Critical,
-        "drain; decode the subcode (NVLink5 XIDs below), check NVLink counters and fabric health; reset",
+        XidAlert::None,
+        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, a reset",
     ),
     xid(
         151,
@@ -1116,25 +1121,25 @@ pub const CATALOG: &[Xid] = &[
         163,
         "PSHC_DISENGAGED",
         "Power smoothing circuitry capability disengaged (Blackwell)",
-        Ours(Bucket::ResetGpu),
-        XidAlert::Warning,
-        "no reset needed for power smoothing alone: resolve the thermal events that disengaged it; if it was disabled by a timeout, reload the driver or reset the GPU at the next window (the catalog gives no bucket; ours: a reset that can wait)",
+        Ours(Bucket::Ignore),
+        XidAlert::None,
+        "nothing on the GPU: no reset is needed for power smoothing alone; resolve the thermal events that disengaged it (the thermal alerts page on them); if it was disabled by a timeout, reload the driver at the next window (the catalog gives no bucket; ours: the GPU computes on)",
     ),
     xid(
         164,
         "PSHC_LOW_LIFETIME",
         "Power smoothing circuitry lifetime low (Blackwell)",
-        Ours(Bucket::ContactSupport),
-        XidAlert::Warning,
-        "power smoothing will be disabled soon: decide whether the rack can absorb power swings, else plan replacing the GPU (the catalog gives no bucket; ours: a ticket; NvidiaGpuPowerSmoothingLifetimeLow warns earlier)",
+        Ours(Bucket::Ignore),
+        XidAlert::None,
+        "nothing on the GPU now: power smoothing will be disabled soon; decide whether the rack can absorb power swings, else plan replacing the GPU (the catalog gives no bucket; ours: the GPU computes on, and NvidiaGpuPowerSmoothingLifetimeLow tickets the wear from the same circuitry's lifetime)",
     ),
     xid(
         165,
         "PSHC_ZERO_LIFETIME",
         "Power smoothing circuitry lifetime exhausted (Blackwell)",
-        Ours(Bucket::ContactSupport),
-        XidAlert::Warning,
-        "the driver disables power smoothing and power swings reach the facility: replace the GPU if they are not acceptable (the catalog gives no bucket; ours: a ticket, the GPU still computes)",
+        Ours(Bucket::Ignore),
+        XidAlert::None,
+        "nothing on the GPU now: the driver disables power smoothing and power swings reach the facility; replace the GPU if they are not acceptable (the catalog gives no bucket; ours: the GPU still computes, and NvidiaGpuPowerSmoothingLifetimeLow tickets it)",
     ),
     xid(
         166,
@@ -1221,50 +1226,6 @@ pub fn regex_of(codes: &[u16]) -> String {
         .join("|")
 }
 
-/// NVLink5 XIDs 144-150 name the faulting unit in a subcode inside
-/// IntrInfo, the first register of the message's parenthesis (`Xid
-/// (PCI:...): <xid> <sub component> <fatal|nonfatal> ... (<intrInfo>
-/// <errorStatus> <errorDebugData>...)`). NVIDIA's catalog ("XID 144-150
-/// Decode"): before R575 (V1) the subcode is IntrInfo bits 9:5, from R575
-/// on (V2) bits 6:0, and several units were renumbered between the two.
-pub fn nvlink5_subcode(intr_info: u32, driver_major: u32) -> u32 {
-    if driver_major >= 575 {
-        intr_info & 0x7f
-    } else {
-        (intr_info >> 5) & 0x1f
-    }
-}
-
-/// The unit a subcode names, by encoding (catalog, "XID 144-150 Decode";
-/// V1 did not tell the two pipes of TLW RX and TX apart).
-pub fn nvlink5_unit(xid: u16, subcode: u32, driver_major: u32) -> Option<&'static str> {
-    let v2 = driver_major >= 575;
-    Some(match (xid, subcode, v2) {
-        (144, 1, _) => "SAW_MVB",
-        (145, 3, _) => "RLW_CTRL",
-        (145, 4, _) => "RLW_REMAP",
-        (145, 5, _) => "RLW_RSPCOL",
-        (145, 6, _) => "RLW_RXPIPE",
-        (145, 7, _) => "RLW_SRC_TRACK",
-        (145, 8, _) => "RLW_TAGSTATE",
-        (146, 9, _) => "TLW_CTRL",
-        (146, 10, false) => "TLW_RX",
-        (146, 11, false) => "TLW_TX",
-        (146, 10, true) => "TLW_RX_PIPE0",
-        (146, 11, true) => "TLW_RX_PIPE1",
-        (146, 12, true) => "TLW_TX_PIPE0",
-        (146, 13, true) => "TLW_TX_PIPE1",
-        (147, 12, false) | (147, 14, true) => "TREX",
-        (148, 0, false) | (148, 15, true) => "NVLPW_CTRL",
-        (149, 0, false) | (149, 24, true) => "NETIR",
-        (149, 14, false) | (149, 17, true) => "NETIR_LINK_EVT",
-        (149, 17, false) | (149, 19, true) => "NETIR_BER_EVENT",
-        (149, 18, false) | (149, 20, true) => "NETIR_MFDE_EVENT",
-        (150, 0, _) => "MSE",
-        _ => return None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1347,9 +1308,12 @@ mod tests {
         assert_eq!(alert(171), XidAlert::Critical);
         assert_eq!(alert(172), XidAlert::Critical);
         assert_eq!(alert(168), XidAlert::Warning);
-        assert_eq!(alert(164), XidAlert::Warning);
-        assert_eq!(alert(165), XidAlert::Warning);
-        assert_eq!(alert(162), XidAlert::None);
+        // Issue 28: power smoothing's XIDs and the NVLink5 codes page
+        // nothing by code (the wear has its own alert; NVLink5 events are
+        // decoded and the verdict pages the fatal ones).
+        for code in [162, 163, 164, 165, 144, 145, 146, 147, 148, 149, 150] {
+            assert_eq!(alert(code), XidAlert::None, "{code}");
+        }
         assert_eq!(alert(159), XidAlert::Warning);
         assert_eq!(alert(157), XidAlert::Warning);
         // Issue 16: the IGNORE codes stay silent, 95 pages, 8 does not.
@@ -1366,25 +1330,5 @@ mod tests {
         assert_eq!(regex_of(&[8]), "8");
         assert_eq!(regex_of(&[46, 48, 62]), "46|48|62");
         assert_eq!(codes_of(XidAlert::StoppedProcessing), vec![8]);
-    }
-
-    #[test]
-    fn nvlink5_subcodes_moved_at_r575() {
-        // RLW_REMAP: V1 IntrInfo ...0010000010 (bits 9:5 = 4), V2 ...0000100.
-        assert_eq!(nvlink5_subcode(0b00_1000_0010, 570), 4);
-        assert_eq!(nvlink5_subcode(0b000_0100, 575), 4);
-        assert_eq!(nvlink5_unit(145, 4, 570), Some("RLW_REMAP"));
-        // NETIR_LINK_EVT: V1 subcode 14 (0111000110), V2 17 (0010001).
-        let v1 = nvlink5_subcode(0b01_1100_0110, 565);
-        let v2 = nvlink5_subcode(0b001_0001, 580);
-        assert_eq!((v1, v2), (14, 17));
-        assert_eq!(nvlink5_unit(149, v1, 565), Some("NETIR_LINK_EVT"));
-        assert_eq!(nvlink5_unit(149, v2, 580), Some("NETIR_LINK_EVT"));
-        // The same number means different units in V1 and V2.
-        assert_eq!(nvlink5_unit(149, 17, 570), Some("NETIR_BER_EVENT"));
-        assert_eq!(nvlink5_unit(149, 17, 590), Some("NETIR_LINK_EVT"));
-        assert_eq!(nvlink5_unit(147, 12, 570), Some("TREX"));
-        assert_eq!(nvlink5_unit(147, 12, 575), None);
-        assert_eq!(nvlink5_unit(144, 99, 575), None);
     }
 }

@@ -44,6 +44,137 @@ fn dgx_h100_every_family() {
         .as_deref()
         .is_some_and(|v| v.contains('.')));
 
+    every_gpu_reads_every_family(&s);
+
+    // Whole GPUs: utilization and GPM activity; MIG GPUs: per instance.
+    for g in &s.gpus[2..] {
+        let r = readings(g);
+        assert_eq!(r.mig_mode.map(|m| m.current), Some(false));
+        assert!(r.mig.is_empty());
+        assert!(r
+            .utilization
+            .iter()
+            .any(|(e, v)| *e == Engine::Gpu && (0.0..=1.0).contains(v)));
+        for m in [GpmMetric::Sm, GpmMetric::Tensor, GpmMetric::Dram] {
+            let v = r
+                .activity
+                .iter()
+                .find(|(have, _)| *have == m)
+                .unwrap_or_else(|| panic!("GPU {} GPM {m:?}", g.index))
+                .1;
+            assert!((0.0..=1.0).contains(&v), "{m:?} ratio {v}");
+        }
+        let procs = r.compute_processes.as_ref().unwrap();
+        assert!(procs
+            .iter()
+            .all(|p| p.gpu_instance.is_none() && p.compute_instance.is_none()));
+        // GPU 7 is the idle one in the scenario.
+        assert_eq!(procs.is_empty(), g.index == 7, "GPU {} processes", g.index);
+    }
+
+    let profiles = |g: &GpuState| -> Vec<String> {
+        readings(g)
+            .mig
+            .iter()
+            .map(|gi| gi.profile.clone())
+            .collect()
+    };
+    assert_eq!(profiles(&s.gpus[0]), vec!["1g.10gb"; 7]);
+    let mut p1 = profiles(&s.gpus[1]);
+    p1.sort();
+    assert_eq!(p1, vec!["1g.10gb", "2g.20gb", "3g.40gb"]);
+    for g in &s.gpus[..2] {
+        let r = readings(g);
+        assert_eq!(r.mig_mode.map(|m| m.current), Some(true));
+        assert!(
+            r.activity.is_empty(),
+            "whole-GPU GPM is not read with MIG on"
+        );
+        assert!(
+            !r.utilization.iter().any(|(e, _)| *e == Engine::Gpu),
+            "utilization is unsupported under MIG"
+        );
+        let mut gi_ids = std::collections::HashSet::new();
+        for gi in &r.mig {
+            assert!(gi_ids.insert(gi.gpu_instance));
+            let mem = gi.memory.expect("per-instance memory");
+            assert!(mem.total_bytes > 0 && mem.total_bytes < 80 * 1024 * 1024 * 1024);
+            assert!(!gi.compute_instances.is_empty());
+            assert!(gi
+                .compute_instances
+                .iter()
+                .all(|ci| ci.mig_uuid.starts_with("MIG-")));
+            assert!(
+                gi.activity
+                    .iter()
+                    .any(|(m, v)| *m == GpmMetric::Sm && (0.0..=1.0).contains(v)),
+                "GI {} GPM",
+                gi.gpu_instance
+            );
+        }
+        let procs = r.compute_processes.as_ref().unwrap();
+        assert!(!procs.is_empty());
+        assert!(
+            procs
+                .iter()
+                .all(|p| p.gpu_instance.is_some_and(|id| gi_ids.contains(&id))),
+            "processes carry GI ids"
+        );
+        assert!(procs.iter().all(|p| p.compute_instance.is_some()));
+    }
+    // 3g.40gb holds more memory than 1g.10gb on GPU 1.
+    let gi_mem = |profile: &str| {
+        readings(&s.gpus[1])
+            .mig
+            .iter()
+            .find(|g| g.profile == profile)
+            .unwrap()
+            .memory
+            .unwrap()
+            .total_bytes
+    };
+    assert!(gi_mem("3g.40gb") > gi_mem("2g.20gb") && gi_mem("2g.20gb") > gi_mem("1g.10gb"));
+
+    // process_memory is on (FamilySet::all): names come with it.
+    let p = &readings(&s.gpus[2]).compute_processes.as_ref().unwrap()[0];
+    assert!(p.name.as_deref().is_some_and(|n| !n.is_empty()));
+    assert!(p.used_memory_bytes.is_some_and(|b| b > 1024 * 1024));
+    poller.shutdown(Duration::from_secs(5));
+
+    // Switched-off families are not read at all: their readings are absent.
+    let mut few = FamilySet::all();
+    for f in Family::ALL {
+        if !matches!(f, Family::Power | Family::Memory) {
+            few.set(*f, false);
+        }
+    }
+    let (poller, snaps) = start_sim(
+        "dgx-h100",
+        Duration::from_millis(100),
+        Duration::from_secs(5),
+        few,
+    );
+    let s = snaps.wait_for("sampled with two families", Duration::from_secs(20), |s| {
+        all_up_with_readings(s, 8)
+    });
+    for g in &s.gpus {
+        let r = readings(g);
+        assert!(r.power_usage_watts.is_some() && r.memory.is_some());
+        assert!(
+            r.ecc_mode.is_none()
+                && r.ecc_errors.is_empty()
+                && r.nvlinks.is_empty()
+                && r.mig.is_empty()
+        );
+        assert!(r.temperatures.is_empty() && r.clocks_hertz.is_empty() && r.utilization.is_empty());
+        assert!(r.compute_processes.is_none() && r.pcie.tx_bytes.is_none() && r.mig_mode.is_none());
+        assert!(g.xids.is_empty());
+    }
+    poller.shutdown(Duration::from_secs(5));
+}
+
+/// Identity, readings and counters of each of the 8 GPUs, in base units.
+fn every_gpu_reads_every_family(s: &Snapshot) {
     let mut uuids = std::collections::HashSet::new();
     for g in &s.gpus {
         assert!(g.uuid.starts_with("GPU-"), "uuid {}", g.uuid);
@@ -192,130 +323,4 @@ fn dgx_h100_every_family() {
         }
         assert!(r.compute_processes.is_some());
     }
-
-    // Whole GPUs: utilization and GPM activity; MIG GPUs: per instance.
-    for g in &s.gpus[2..] {
-        let r = readings(g);
-        assert_eq!(r.mig_mode.map(|m| m.current), Some(false));
-        assert!(r.mig.is_empty());
-        assert!(r
-            .utilization
-            .iter()
-            .any(|(e, v)| *e == Engine::Gpu && (0.0..=1.0).contains(v)));
-        for m in [GpmMetric::Sm, GpmMetric::Tensor, GpmMetric::Dram] {
-            let v = r
-                .activity
-                .iter()
-                .find(|(have, _)| *have == m)
-                .unwrap_or_else(|| panic!("GPU {} GPM {m:?}", g.index))
-                .1;
-            assert!((0.0..=1.0).contains(&v), "{m:?} ratio {v}");
-        }
-        let procs = r.compute_processes.as_ref().unwrap();
-        assert!(procs
-            .iter()
-            .all(|p| p.gpu_instance.is_none() && p.compute_instance.is_none()));
-        // GPU 7 is the idle one in the scenario.
-        assert_eq!(procs.is_empty(), g.index == 7, "GPU {} processes", g.index);
-    }
-
-    let profiles = |g: &GpuState| -> Vec<String> {
-        readings(g)
-            .mig
-            .iter()
-            .map(|gi| gi.profile.clone())
-            .collect()
-    };
-    assert_eq!(profiles(&s.gpus[0]), vec!["1g.10gb"; 7]);
-    let mut p1 = profiles(&s.gpus[1]);
-    p1.sort();
-    assert_eq!(p1, vec!["1g.10gb", "2g.20gb", "3g.40gb"]);
-    for g in &s.gpus[..2] {
-        let r = readings(g);
-        assert_eq!(r.mig_mode.map(|m| m.current), Some(true));
-        assert!(
-            r.activity.is_empty(),
-            "whole-GPU GPM is not read with MIG on"
-        );
-        assert!(
-            !r.utilization.iter().any(|(e, _)| *e == Engine::Gpu),
-            "utilization is unsupported under MIG"
-        );
-        let mut gi_ids = std::collections::HashSet::new();
-        for gi in &r.mig {
-            assert!(gi_ids.insert(gi.gpu_instance));
-            let mem = gi.memory.expect("per-instance memory");
-            assert!(mem.total_bytes > 0 && mem.total_bytes < 80 * 1024 * 1024 * 1024);
-            assert!(!gi.compute_instances.is_empty());
-            assert!(gi
-                .compute_instances
-                .iter()
-                .all(|ci| ci.mig_uuid.starts_with("MIG-")));
-            assert!(
-                gi.activity
-                    .iter()
-                    .any(|(m, v)| *m == GpmMetric::Sm && (0.0..=1.0).contains(v)),
-                "GI {} GPM",
-                gi.gpu_instance
-            );
-        }
-        let procs = r.compute_processes.as_ref().unwrap();
-        assert!(!procs.is_empty());
-        assert!(
-            procs
-                .iter()
-                .all(|p| p.gpu_instance.is_some_and(|id| gi_ids.contains(&id))),
-            "processes carry GI ids"
-        );
-        assert!(procs.iter().all(|p| p.compute_instance.is_some()));
-    }
-    // 3g.40gb holds more memory than 1g.10gb on GPU 1.
-    let gi_mem = |profile: &str| {
-        readings(&s.gpus[1])
-            .mig
-            .iter()
-            .find(|g| g.profile == profile)
-            .unwrap()
-            .memory
-            .unwrap()
-            .total_bytes
-    };
-    assert!(gi_mem("3g.40gb") > gi_mem("2g.20gb") && gi_mem("2g.20gb") > gi_mem("1g.10gb"));
-
-    // process_memory is on (FamilySet::all): names come with it.
-    let p = &readings(&s.gpus[2]).compute_processes.as_ref().unwrap()[0];
-    assert!(p.name.as_deref().is_some_and(|n| !n.is_empty()));
-    assert!(p.used_memory_bytes.is_some_and(|b| b > 1024 * 1024));
-    poller.shutdown(Duration::from_secs(5));
-
-    // Switched-off families are not read at all: their readings are absent.
-    let mut few = FamilySet::all();
-    for f in Family::ALL {
-        if !matches!(f, Family::Power | Family::Memory) {
-            few.set(*f, false);
-        }
-    }
-    let (poller, snaps) = start_sim(
-        "dgx-h100",
-        Duration::from_millis(100),
-        Duration::from_secs(5),
-        few,
-    );
-    let s = snaps.wait_for("sampled with two families", Duration::from_secs(20), |s| {
-        all_up_with_readings(s, 8)
-    });
-    for g in &s.gpus {
-        let r = readings(g);
-        assert!(r.power_usage_watts.is_some() && r.memory.is_some());
-        assert!(
-            r.ecc_mode.is_none()
-                && r.ecc_errors.is_empty()
-                && r.nvlinks.is_empty()
-                && r.mig.is_empty()
-        );
-        assert!(r.temperatures.is_empty() && r.clocks_hertz.is_empty() && r.utilization.is_empty());
-        assert!(r.compute_processes.is_none() && r.pcie.tx_bytes.is_none() && r.mig_mode.is_none());
-        assert!(g.xids.is_empty());
-    }
-    poller.shutdown(Duration::from_secs(5));
 }

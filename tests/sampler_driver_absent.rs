@@ -29,6 +29,7 @@ fn config(library: LibrarySource) -> PollerConfig {
         families: FamilySet::defaults(),
         xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
         kernel_log: None,
+        state: None,
         restart_app_window: nvml_exporter::verdict::DEFAULT_RESTART_APP_WINDOW,
     }
 }

@@ -53,6 +53,7 @@ fn driver_absent_then_present_then_restarted() {
             families: FamilySet::defaults(),
             xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
             kernel_log: None,
+            state: None,
             restart_app_window: nvml_exporter::verdict::DEFAULT_RESTART_APP_WINDOW,
         },
         Arc::new(move |s: Arc<Snapshot>| sink.push(s)),

@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from promstack import (Alertmanager, Exporter, Prometheus, Stack, WebhookReceiver, sim_cli, sim_control,
-                       wait_until)
+from promstack import (Alertmanager, Exporter, Prometheus, Stack, WebhookReceiver, free_port, sim_cli,
+                       sim_control, wait_until)
 
 ROOT = Path(__file__).resolve().parent.parent
 TIME_SCALE = 4  # the 60 s hang of GPU 3 lasts 15 s
@@ -309,3 +309,72 @@ def test_nvlink5_errors_and_fabric_health_page_on_blackwell(tmp_path, scenario):
         wanted = {(name, gpu) for _, name, gpu, _ in expected}
         consequences = {("NvidiaGpuActionRequired", fabric_gpu)}
         assert wanted <= received <= wanted | consequences, sorted(received)
+
+
+def _kmsg_record(seq: int, ago: float, message: str) -> str:
+    """A /dev/kmsg record (kernel facility, warning) logged `ago` seconds ago."""
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    return f"4,{seq},{int(max(uptime - ago, 0) * 1e6)},-;{message}\n"
+
+
+def test_an_exporter_restart_on_a_wrapped_kernel_log_pages_no_old_xid(tmp_path):
+    """Issue 28, item 2, in a real Prometheus: XIDs read from the kernel log
+    are counted once and never page again when the exporter restarts, with
+    its state file (the counter does not drop though the ring lost the
+    oldest records) or without one (the counter drops, the rules see an old
+    event, not a new one); a new event still pages."""
+    line = "NVRM: Xid (PCI:0000:5d:00): 74, pid=1, name=x, NVLink: fatal error detected on link 3"
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    ago = min(1800.0, uptime - 5)  # long before: older than the rules' 10 minutes
+    assert ago > 660, "the host must be up for 11 minutes"
+    records = [_kmsg_record(seq, ago - seq, line) for seq in range(1, 5)]
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("".join(records))
+    state = tmp_path / "state.json"
+    extra = ["--collector.xid.kmsg", f"--path.kmsg={kmsg}", f"--state.path={state}"]
+    port = free_port()
+    xid74 = 'nvidia_gpu_xid_errors_total{gpu="3",xid="74"}'
+    with Stack(WebhookReceiver()) as stack:
+        first = stack.add(Exporter(tmp_path, "dgx-h100", interval="500ms", extra=extra,
+                                   name="exporter-1", port=port))
+        first.wait_ready()
+        prom = stack.add(Prometheus(tmp_path, {JOB: [first.address]}, shortened_rules(tmp_path)))
+        prom.wait_ready()
+        wait_until(lambda: [r["value"][1] for r in prom.query(xid74)] == ["4"], 30,
+                   "the four old XIDs in Prometheus")
+
+        def restart(name: str, flags: list[str]) -> Exporter:
+            for p in stack.processes:
+                if isinstance(p, Exporter):
+                    p.stop()
+            # Down for a few scrapes, as in a rollout.
+            time.sleep(3)
+            e = stack.add(Exporter(tmp_path, "dgx-h100", interval="500ms", extra=flags, name=name,
+                                   port=port))
+            e.wait_ready()
+            return e
+
+        # The ring wraps while the exporter is down: the two oldest go.
+        kmsg.write_text("".join(records[2:]))
+        restart("exporter-2", extra)
+        wait_until(lambda: [r["value"][1] for r in prom.query(xid74)] == ["4"], 30,
+                   "the counter back in Prometheus")
+        time.sleep(5)
+        # Never lower, across the restart.
+        lowest = prom.query(f"min_over_time({xid74}[1m])")
+        assert [r["value"][1] for r in lowest] == ["4"], lowest
+        # Again without a state file: the counter drops to what the ring
+        # still holds; increase() takes that for a reset, the rules for
+        # nothing new.
+        restart("exporter-3", extra[:2])
+        wait_until(lambda: [r["value"][1] for r in prom.query(xid74)] == ["2"], 30,
+                   "the counter of the wrapped ring")
+        time.sleep(5)
+        fired = prom.query('max_over_time(ALERTS{alertname=~"NvidiaGpuXid.*"}[5m])')
+        assert not fired, f"an old XID paged again: {fired}"
+
+        # A new event pages: the rules are live.
+        with kmsg.open("a") as f:
+            f.write(_kmsg_record(10, 0, line))
+        wait_until(lambda: prom.query('ALERTS{alertname="NvidiaGpuXidCritical",gpu="3",xid="74"}'),
+                   30, "a new XID 74 to fire")

@@ -204,7 +204,17 @@ def test_daemonset_runs_locked_down_on_gpu_nodes():
     assert "runtimeClassName" not in pod
     assert pod["automountServiceAccountToken"] is False
     assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
-    assert all("hostPath" not in v for v in pod.get("volumes", []))
+    # One host path, the state directory (issue 28: kept across rollouts),
+    # read-write for the exporter alone; given to its user by an init
+    # container holding CHOWN and nothing else.
+    assert [v for v in pod["volumes"] if "hostPath" in v] == [
+        {"name": "state", "hostPath": {"path": "/var/lib/nvml-exporter", "type": "DirectoryOrCreate"}}]
+    (init,) = pod["initContainers"]
+    assert init["command"] == ["chown", "65532:65532", "/var/lib/nvml-exporter"]
+    assert init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+    assert init["securityContext"]["allowPrivilegeEscalation"] is False
+    assert init["securityContext"]["readOnlyRootFilesystem"] is True
+    assert init["volumeMounts"] == [{"name": "state", "mountPath": "/var/lib/nvml-exporter"}]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] != 0
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -221,7 +231,23 @@ def test_daemonset_runs_locked_down_on_gpu_nodes():
     assert resources["requests"]["cpu"] and resources["requests"]["memory"] and resources["limits"]["memory"]
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["NVML_EXPORTER_WEB_LISTEN_ADDRESS"] == ":9445"
+    assert env["NVML_EXPORTER_STATE_PATH"] == "/var/lib/nvml-exporter/state.json"
+    assert {"name": "state", "mountPath": "/var/lib/nvml-exporter"} in container["volumeMounts"]
     assert "args" not in container
+
+
+def test_state_is_kept_on_the_node_or_nowhere():
+    # A root pod owns the directory already: no init container.
+    pod = by_kind(render(VALUE_SETS["kernel-log"]))["DaemonSet"]["spec"]["template"]["spec"]
+    assert "initContainers" not in pod
+    assert {"name": "state", "hostPath": {"path": "/var/lib/nvml-exporter", "type": "DirectoryOrCreate"}} \
+        in pod["volumes"]
+    # Off: no host path, and the exporter told to keep nothing.
+    pod = by_kind(render({"state": {"enabled": False}}))["DaemonSet"]["spec"]["template"]["spec"]
+    assert "initContainers" not in pod
+    assert all("hostPath" not in v for v in pod["volumes"])
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["NVML_EXPORTER_STATE_PATH"] == ""
 
 
 def test_options_reach_the_pod():
@@ -352,7 +378,7 @@ def test_mig_monitor_asks_for_the_capability_device_and_nothing_more():
     assert sc["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
     assert sc["allowPrivilegeEscalation"] is False and sc["privileged"] is False
     assert sc["readOnlyRootFilesystem"] is True
-    assert all("hostPath" not in v for v in pod.get("volumes", []))
+    assert [v["name"] for v in pod.get("volumes", []) if "hostPath" in v] == ["state"]
     # Off by default.
     default = by_kind(render())["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]
     assert "NVIDIA_MIG_MONITOR_DEVICES" not in {e["name"] for e in default["env"]}
@@ -658,6 +684,9 @@ def test_systemd_unit_is_hardened():
         assert s.get(key) == [value], f"{key}={s.get(key)}"
     devices = [d.split()[0] for d in s["DeviceAllow"]]
     assert devices and all(d.startswith("char-nvidia") for d in devices), devices
+    # Issue 28: the state kept across restarts lives where the exporter's
+    # default --state.path points, the unit's own state directory.
+    assert s["StateDirectory"] == ["nvml-exporter"] and s["StateDirectoryMode"] == ["0700"]
     assert set(s["RestrictAddressFamilies"][0].split()) == {"AF_INET", "AF_INET6", "AF_UNIX"}
 
 

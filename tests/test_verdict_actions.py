@@ -219,3 +219,30 @@ def test_the_node_problem_detector_config_runs_the_check():
     assert rule["condition"] == condition["type"] == "GPUActionRequired"
     assert rule["type"] == "permanent"
     assert Path(rule["path"]).name == SCRIPT.name and rule["args"] == ["check"]
+
+
+def test_a_gpu_lost_before_the_exporter_started_drains_the_node_by_its_address(tmp_path, node):
+    """Issue 28, item 3: a GPU lost before the exporter started has no index
+    NVML can name nor UUID; its XID 79 in the kernel log gives its address,
+    and the verdict keyed by it drains the node for the reboot it needs."""
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text(f"4,1,{int((uptime - 60) * 1e6)},-;NVRM: Xid (PCI:0000:3a:00): 79, pid='<unknown>', "
+                    "name=<unknown>, GPU has fallen off the bus.\n")
+    scenario = tmp_path / "lost.toml"
+    scenario.write_text('name = "lost"\nbase = "dgx-h100"\n'
+                        '[[timeline]]\nat = 0\naction = "lose"\ngpu = 2\n')
+    exporter = Exporter(tmp_path, str(scenario), interval="200ms", name="exporter-lost",
+                        extra=["--collector.xid.kmsg", f"--path.kmsg={kmsg}"])
+    try:
+        exporter.wait_ready()
+        url = f"http://{exporter.address}/metrics"
+        wait_until(lambda: b'pci_bus_id="00000000:3A:00.0"' in http_get(url)[1], 30,
+                   "the lost GPU's verdict by address")
+        check = node.run(url, "check")
+        assert check.returncode == 1, check
+        assert "GPU PCI:00000000:3A:00.0 reboot (xid_restart_bm)" in check.stdout, check.stdout
+        assert node.run(url, "slurm").returncode == 0
+        assert node.state()["slurm"]["state"] == "IDLE+DRAIN"
+    finally:
+        exporter.stop()

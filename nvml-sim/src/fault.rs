@@ -214,6 +214,23 @@ pub enum Fault {
         compute_instance: Option<u32>,
         #[serde(default, skip_serializing_if = "is_false")]
         log_only: bool,
+        /// What the kernel-log line says after the code and the process,
+        /// in place of the simulator's wording: an NVLink5 XID's `RLW_REMAP
+        /// Nonfatal XC0 i0 Link 08 (0x00000004 0x00000100 ...)`, say.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+    /// The recovery action the driver asks for (field 230, R570 on), any
+    /// value: the ones of newer drivers (5 recover the IMEX domain, 6 reset
+    /// the PCIe bus, 7 reboot the system) and ones no driver has given yet.
+    RecoveryAction {
+        gpu: u32,
+        value: u32,
+    },
+    /// `nvidia-smi -p 0` (`nvmlDeviceClearEccErrorCounts`): the volatile ECC
+    /// counters go back to 0 at once, with no reset of the GPU.
+    ClearEcc {
+        gpu: u32,
     },
     /// ECC errors: both the volatile and the aggregate counter move.
     Ecc {
@@ -470,6 +487,8 @@ impl Fault {
     pub fn gpu(&self) -> Option<u32> {
         match self {
             Fault::Xid { gpu, .. }
+            | Fault::RecoveryAction { gpu, .. }
+            | Fault::ClearEcc { gpu }
             | Fault::Ecc { gpu, .. }
             | Fault::RetirePage { gpu, .. }
             | Fault::RemapRow { gpu, .. }
@@ -548,6 +567,7 @@ mod tests {
             gpu_instance: Some(1),
             compute_instance: None,
             log_only: false,
+            detail: None,
         };
         let line = toml::Value::try_from(&f).unwrap().to_string();
         assert!(!line.contains('\n'));
@@ -573,7 +593,8 @@ mod tests {
                 code: 79,
                 gpu_instance: None,
                 compute_instance: None,
-                log_only: true
+                log_only: true,
+                detail: None,
             })
         );
         assert!(from_line(r#"{ action = "explode", gpu = 1 }"#).is_err());

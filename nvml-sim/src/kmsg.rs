@@ -26,20 +26,23 @@ static NEXT_SEQ: Mutex<Option<u64>> = Mutex::new(None);
 
 /// Appends the NVRM line of an XID on the GPU at `pci` (in MIG
 /// instance `gpu_instance`, compute instance `compute_instance`, when
-/// given), raised by `process` (pid and name) where one is known. Nothing
-/// without `NVML_SIM_KMSG`; a file that cannot be written is reported once
-/// on stderr, never to the NVML caller.
+/// given), raised by `process` (pid and name) where one is known, worded
+/// `detail` after the process where given. Nothing without
+/// `NVML_SIM_KMSG`; a file that cannot be written is reported once on
+/// stderr, never to the NVML caller.
 pub fn xid(
     pci: &PciAddr,
     code: u64,
     gpu_instance: Option<u32>,
     compute_instance: Option<u32>,
     process: Option<(u32, &str)>,
+    detail: Option<&str>,
 ) {
+    let detail = detail.unwrap_or_else(|| self::detail(code));
     // Warning level, as NVRM logs XIDs.
     append(
         4,
-        &xid_message(pci, code, gpu_instance, compute_instance, process),
+        &worded(pci, code, gpu_instance, compute_instance, process, detail),
     );
 }
 
@@ -50,6 +53,24 @@ pub fn xid_message(
     gpu_instance: Option<u32>,
     compute_instance: Option<u32>,
     process: Option<(u32, &str)>,
+) -> String {
+    worded(
+        pci,
+        code,
+        gpu_instance,
+        compute_instance,
+        process,
+        detail(code),
+    )
+}
+
+fn worded(
+    pci: &PciAddr,
+    code: u64,
+    gpu_instance: Option<u32>,
+    compute_instance: Option<u32>,
+    process: Option<(u32, &str)>,
+    detail: &str,
 ) -> String {
     // Four-digit domain, lower case, no function: as NVRM prints it.
     let mut place = format!("PCI:{:04x}:{:02x}:{:02x}", pci.domain, pci.bus, pci.device);
@@ -65,7 +86,7 @@ pub fn xid_message(
             )
         },
     );
-    format!("NVRM: Xid ({place}): {code}, {process}, {}", detail(code))
+    format!("NVRM: Xid ({place}): {code}, {process}, {detail}")
 }
 
 /// Appends the line the NVIDIA module prints when it loads.

@@ -1,9 +1,14 @@
 //! Per-process utilization as a client sees it: both calls
 //! (`nvmlDeviceGetProcessUtilization` through nvml-wrapper,
 //! `nvmlDeviceGetProcessesUtilizationInfo` raw, as nvml-wrapper does not
-//! wrap it), their buffer protocols and errors, agreement with the GPU's
-//! own utilization, MPS, MIG, and a process's use changed at run time
-//! through the CLI. One test: the fleet is process-wide.
+//! wrap it), their buffer protocols and errors, the device's sample ring
+//! (`nvmlDeviceGetSamples`), agreement with the GPU's own utilization,
+//! MPS, MIG, and a process's use changed at run time through the CLI. One
+//! test: the fleet is process-wide.
+//!
+//! The driver names one pid per 200 ms sample (src/fleet/usage.rs), so a
+//! time-sliced process's mean over n samples is a multiple of the GPU's
+//! busy percent over n: the checks allow one sample either way.
 
 // Calls the simulator's C ABI directly and sets its variables before this
 // process's first NVML init.
@@ -11,6 +16,8 @@
 
 mod common;
 
+use nvml_wrapper::enum_wrappers::device::Sampling;
+use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
 use nvml_wrapper_sys::bindings::*;
@@ -86,6 +93,11 @@ fn info(
     (ret, arg.processSamplesCount, buf)
 }
 
+/// Within one 200 ms sample of `busy` percent, over `n` samples, of `want`.
+fn near(got: u32, want: f64, busy: f64, n: f64) -> bool {
+    (f64::from(got) - want).abs() <= busy / n + 1.0
+}
+
 const V1: u32 = std::mem::size_of::<nvmlProcessesUtilizationInfo_v1_t>() as u32 | (1 << 24);
 
 #[test]
@@ -100,7 +112,7 @@ fn per_process_utilization_like_a_driver() {
     std::env::remove_var("NVML_SIM_TIME_SCALE");
     std::env::remove_var("NVML_SIM_DRIVER");
     let nvml = common::init();
-    std::thread::sleep(Duration::from_millis(700));
+    std::thread::sleep(Duration::from_millis(2100));
     let d0 = nvml.device_by_index(0).unwrap();
     let h0 = handle(&d0);
 
@@ -109,18 +121,28 @@ fn per_process_utilization_like_a_driver() {
     assert_eq!((rates.gpu, rates.memory), (80, 25));
     assert_eq!(d0.decoder_utilization().unwrap().utilization, 40);
 
-    // The old call, as nvml-wrapper makes it (sizing call, then the read).
+    // The ring of the device's samples, 200 ms apart, each 80 % busy.
+    let ring = d0
+        .samples(Sampling::GpuUtilization, None)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert!((10..=11).contains(&ring.len()), "{} samples", ring.len());
+    assert!(ring
+        .windows(2)
+        .all(|w| w[1].timestamp - w[0].timestamp == 200_000));
+    assert!(ring.iter().all(|s| matches!(s.value, SampleValue::U32(80))));
+    let n = ring.len() as f64;
+
+    // The old call, as nvml-wrapper makes it (sizing call, then the read):
+    // 7001 named in three samples of four, 7002 in one; each engine names
+    // the process busy on it.
     let mut old = d0.process_utilization_stats(None).unwrap();
     old.sort_by_key(|s| s.pid);
-    let got: Vec<_> = old
-        .iter()
-        .map(|s| (s.pid, s.sm_util, s.mem_util, s.dec_util))
-        .collect();
-    assert_eq!(
-        got,
-        [(7001, 60, 25, 0), (7002, 20, 0, 40)],
-        "7003 is idle: no entry"
-    );
+    assert_eq!(old.len(), 2, "7003 is idle: never named");
+    let (a, b) = (&old[0], &old[1]);
+    assert_eq!((a.pid, a.mem_util, a.dec_util), (7001, 25, 0));
+    assert_eq!((b.pid, b.mem_util, b.dec_util), (7002, 0, 40));
+    assert!(near(a.sm_util, 60.0, 80.0, n), "{}", a.sm_util);
+    assert!(near(b.sm_util, 20.0, 80.0, n), "{}", b.sm_util);
 
     // The versioned call: size protocol, version check, the values.
     let (ret, needed, _) = info(&nvml, h0, 0, 0, V1);
@@ -130,14 +152,17 @@ fn per_process_utilization_like_a_driver() {
     );
     let (ret, _, _) = info(&nvml, h0, 0, 8, V1 + 1);
     assert_eq!(ret, nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
-    let (ret, n, entries) = info(&nvml, h0, 0, 8, V1);
-    assert_eq!((ret, n), (nvmlReturn_enum_NVML_SUCCESS, 2));
+    let (ret, n_info, entries) = info(&nvml, h0, 0, 8, V1);
+    assert_eq!((ret, n_info), (nvmlReturn_enum_NVML_SUCCESS, 2));
     let mut by_pid: Vec<_> = entries
         .iter()
-        .map(|e| (e.pid, e.smUtil, e.memUtil, e.decUtil, e.jpgUtil))
+        .map(|e| (e.pid, e.memUtil, e.decUtil, e.jpgUtil))
         .collect();
     by_pid.sort_unstable();
-    assert_eq!(by_pid, [(7001, 60, 25, 0, 0), (7002, 20, 0, 40, 0)]);
+    assert_eq!(by_pid, [(7001, 25, 0, 0), (7002, 0, 40, 0)]);
+    // Truncated means add up to at most the GPU's 80 %.
+    let sm: u32 = entries.iter().map(|e| e.smUtil).sum();
+    assert!((78..=80).contains(&sm), "{sm}");
     let newest = entries.iter().map(|e| e.timeStamp).max().unwrap();
     let now = now_us();
     assert!(
@@ -165,18 +190,22 @@ fn per_process_utilization_like_a_driver() {
         String::from_utf8_lossy(&out.stderr)
     );
     let changed = now_us();
-    std::thread::sleep(Duration::from_millis(600));
+    std::thread::sleep(Duration::from_millis(4100));
     let (_, _, entries) = info(&nvml, h0, changed, 8, V1);
     let b = entries
         .iter()
         .find(|e| e.pid == 7002)
         .expect("7002 still active");
-    assert_eq!(
-        (b.smUtil, b.decUtil),
-        (35, 40),
-        "the engines not given keep their use"
-    );
+    assert_eq!(b.decUtil, 40, "the engines not given keep their use");
+    // 35 of the GPU's 95 %, over 20 samples.
+    assert!(near(b.smUtil, 35.0, 95.0, 20.0), "{}", b.smUtil);
     assert_eq!(d0.utilization_rates().unwrap().gpu, 95);
+    let after = d0
+        .samples(Sampling::GpuUtilization, changed + 400_000)
+        .unwrap();
+    assert!(after
+        .iter()
+        .all(|s| matches!(s.value, SampleValue::U32(95))));
 
     // A process that ended keeps its samples until they age out.
     Command::new(common::cli_path())
@@ -227,12 +256,21 @@ fn per_process_utilization_like_a_driver() {
     assert_eq!(got, [(server, 45)]);
     assert_eq!(d1.utilization_rates().unwrap().gpu, 45);
 
-    // MIG-enabled: not supported, by either call.
+    // MIG-enabled: not supported, by any of the three calls.
     let d2 = nvml.device_by_index(2).unwrap();
     let (ret, _, _) = info(&nvml, handle(&d2), 0, 8, V1);
     assert_eq!(ret, nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED);
     assert!(matches!(
         d2.process_utilization_stats(None),
+        Err(NvmlError::NotSupported)
+    ));
+    assert!(matches!(
+        d2.samples(Sampling::GpuUtilization, None),
+        Err(NvmlError::NotSupported)
+    ));
+    // Power and clock samples are not modelled.
+    assert!(matches!(
+        d0.samples(Sampling::Power, None),
         Err(NvmlError::NotSupported)
     ));
     let _ = std::fs::remove_dir_all(&dir);

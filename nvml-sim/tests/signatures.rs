@@ -117,6 +117,7 @@ same!(
     nvmlDeviceGetPowerState,
     nvmlDeviceGetPowerUsage,
     nvmlDeviceGetProcessUtilization,
+    nvmlDeviceGetSamples,
     nvmlDeviceGetProcessesUtilizationInfo,
     nvmlDeviceGetRemappedRows,
     nvmlDeviceGetRetiredPages,

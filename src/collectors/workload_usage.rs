@@ -14,7 +14,7 @@ pub static COLLECTOR: Collector = Collector {
     metrics: &[
         Metric {
             name: "nvidia_gpu_workload_sm_seconds_total",
-            help: "SM busy time of a workload's processes on a GPU or MIG device, in seconds of the whole GPU, as NVML measured it (per-process utilization; on MIG the instance's GPM graphics activity).",
+            help: "SM busy time of a workload's processes on a GPU or MIG device, in seconds of the whole GPU, as NVML measured it (the driver's samples by per-process utilization; on MIG the instance's GPM graphics activity); estimate=\"mps\": an MPS client's part of its server's time, split by CPU time.",
             kind: Kind::Counter,
             collect: sm,
         },
@@ -26,9 +26,15 @@ pub static COLLECTOR: Collector = Collector {
         },
         Metric {
             name: "nvidia_gpu_workload_energy_joules_total",
-            help: "A workload's part of its GPU's energy: the GPU's energy counter apportioned by measured SM time.",
+            help: "A workload's part of its GPU's energy by use: the GPU's energy counter apportioned by SM time (estimate=\"mps\": by an MPS client's estimated SM time); the rest is unattributed.",
             kind: Kind::Counter,
             collect: energy,
+        },
+        Metric {
+            name: "nvidia_gpu_workload_held_energy_joules_total",
+            help: "A workload's part of its GPU's energy by holding: the GPU's energy counter apportioned by held share (a MIG device by its slices), idle time included, so a workload holding a GPU alone pays all of it.",
+            kind: Kind::Counter,
+            collect: held_energy,
         },
         Metric {
             name: "nvidia_gpu_unattributed_energy_joules_total",
@@ -41,6 +47,12 @@ pub static COLLECTOR: Collector = Collector {
             help: "Device time a workload held a GPU or MIG device, in GPU-seconds: elapsed time times its share of the device, a MIG device counted as its part of the GPU.",
             kind: Kind::Counter,
             collect: held,
+        },
+        Metric {
+            name: "nvml_exporter_process_utilization_dropped_total",
+            help: "Entries of NVML's per-process utilization answers (and device samples) left out as garbage, by reason: stale (not newer than the last counted), future (stamped far ahead), unlisted (a pid NVML does not list on the GPU), over_100 (a percent above 100); from 0 on every GPU whose per-process use is read.",
+            kind: Kind::Counter,
+            collect: dropped,
         },
         Metric {
             name: "nvidia_gpu_workload_held_idle_seconds",
@@ -82,6 +94,9 @@ fn sm<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
         if let Some(v) = a.sm_seconds {
             account(out, g, a).set(v);
         }
+        if let Some(v) = a.mps_sm_seconds {
+            account(out, g, a).label("estimate", "mps").set(v);
+        }
     }
 }
 
@@ -99,6 +114,25 @@ fn energy<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     for (g, a) in accounts(scope) {
         if let Some(v) = a.energy_joules {
             account(out, g, a).set(v);
+        }
+        if let Some(v) = a.mps_energy_joules {
+            account(out, g, a).label("estimate", "mps").set(v);
+        }
+    }
+}
+
+fn held_energy<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for (g, a) in accounts(scope) {
+        if let Some(v) = a.held_energy_joules {
+            account(out, g, a).set(v);
+        }
+    }
+}
+
+fn dropped<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for (g, r) in scope.readings() {
+        for (reason, n) in r.usage.iter().flat_map(|u| &u.dropped) {
+            out.gpu(g).label("reason", reason.as_label()).set(*n as f64);
         }
     }
 }

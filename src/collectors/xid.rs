@@ -29,6 +29,12 @@ pub static COLLECTOR: Collector = Collector {
             collect: last,
         },
         Metric {
+            name: "nvml_exporter_xid_last_wait_timestamp_seconds",
+            help: "Unix time the XID event thread last completed a wait on NVML's event set (every 200 ms while it runs); one that stops moving is a stuck thread, whose GPUs' XIDs NVML no longer delivers. Absent while NVML is down.",
+            kind: Kind::Gauge,
+            collect: last_wait,
+        },
+        Metric {
             name: "nvml_exporter_xid_events_folded_total",
             help: "XID events counted as xid=\"other\" instead of under their own code, by reason (out_of_range: code not in NVIDIA's range; over_limit: the GPU already had --collector.xid.max-codes label sets).",
             kind: Kind::Counter,
@@ -75,6 +81,12 @@ fn last<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
         if let Some(t) = g.xid_other.as_ref().and_then(|o| unix_seconds(o.last_seen)) {
             out.gpu(g).label("xid", OTHER).set(t);
         }
+    }
+}
+
+fn last_wait<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    if let Some(t) = scope.snapshot.xid_last_wait.and_then(unix_seconds) {
+        out.sample().set(t);
     }
 }
 

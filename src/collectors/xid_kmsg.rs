@@ -23,7 +23,7 @@ pub static COLLECTOR: Collector = Collector {
         },
         Metric {
             name: "nvml_exporter_kernel_log_problems_total",
-            help: "Problems reading the kernel log since start, by kind (unreadable, read_error, stalled, malformed, oversized, out_of_order, overrun, rotated, truncated, unknown_gpu, too_many_switches); each kind is logged once.",
+            help: "Problems reading the kernel log since start, by kind (unreadable, read_error, stalled, malformed, oversized, out_of_order, overrun, rotated, truncated, unknown_gpu, too_many_switches, user_space); each kind is logged once.",
             kind: Kind::Counter,
             collect: problems,
         },

@@ -387,6 +387,8 @@ impl State {
                     .filter(|a| {
                         a.gpu == g.index && a.gpu_instance.is_none() && is_holder(&a.workload, p)
                     })
+                    // Measured only: an MPS client's share of its server's
+                    // time is an estimate, and has no DCGM name.
                     .filter_map(|a| a.sm_seconds)
                     .fold(None, |s: Option<f64>, v| Some(s.unwrap_or(0.0) + v));
                 self.observe_pod(g.index, p, at, sm);
@@ -764,13 +766,17 @@ mod tests {
                         compute_instance: None,
                         workload: workload(n),
                         sm_seconds: Some(*sm),
+                        mps_sm_seconds: None,
                         engine_seconds: vec![],
                         energy_joules: None,
+                        mps_energy_joules: None,
+                        held_energy_joules: None,
                         held_seconds: 0.0,
                         idle_seconds: None,
                     })
                     .collect(),
                 unattributed: vec![],
+                refused: 0,
             }),
             ..WorkloadAttribution::default()
         };

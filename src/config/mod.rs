@@ -413,6 +413,16 @@ fn intervals(
         if !families.contains(family) {
             return Err((line, format!("intervals: {name} is not switched on")));
         }
+        if family == Family::Power && families.contains(Family::WorkloadUsage) {
+            // crate::workloads::usage splits the GPU's energy of each poll
+            // by the SM time of the same poll.
+            return Err((
+                line,
+                "intervals: power is read on every poll while workload_usage is on: a workload's \
+                 energy is its part of the energy of the poll its SM time was measured in"
+                    .into(),
+            ));
+        }
         let d = crate::cli::parse_duration(value)
             .map_err(|e| (line, format!("intervals.{name}: {e}")))?;
         if d < crate::cli::MIN_COLLECT_INTERVAL {

@@ -132,6 +132,20 @@ fn each_mistake_is_an_error_naming_its_line() {
     );
     assert!(e.message.contains("not switched on"), "{e}");
 
+    // With measured use per workload, energy is split poll by poll.
+    let mut with_usage = base(None);
+    with_usage.families.set(Family::WorkloadUsage, true);
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "s.yml",
+        "version: 1\nintervals:\n  power: 30s\n",
+    );
+    let e = load(&path, &with_usage).unwrap_err();
+    assert_eq!(e.line, Some(3));
+    assert!(e.message.contains("workload_usage"), "{e}");
+    assert!(load(&path, &base(None)).is_ok());
+
     let e = error("version: 1\nlabels:\n  drop: [gpu]\n", None);
     assert_eq!(e.line, Some(3));
     assert!(e.message.contains("identifies series"), "{e}");

@@ -12,7 +12,24 @@
 //!   buffered (`oversized`); a file that shrinks is read again from its
 //!   start (`truncated`), one replaced at the path is opened anew
 //!   (`rotated`); records whose sequence number does not grow are skipped
-//!   (`out_of_order`), so neither counts a record twice.
+//!   (`out_of_order`), so neither counts a record twice. A file cut short
+//!   and refilled past the old length between two reads is noticed by its
+//!   content: the first bytes of the file are kept and compared at each end
+//!   of file.
+//! - Anything else is refused by name: a character device other than the
+//!   kernel log (`/dev/zero`, `/dev/urandom`: each read would be a
+//!   "record" for ever), a FIFO, a directory.
+//! - A run of `MALFORMED_RUN` lines in a row that are not records (a file
+//!   in another format, binary data) makes the reader pause, from a second
+//!   doubling to a minute, until a record parses again: a careless path
+//!   costs a read a second, not a core.
+//! - Records written from user space (any process that may write
+//!   `/dev/kmsg`; the kernel marks them, `record.rs`) never count as NVRM's
+//!   XIDs, SXIDs, bus falls or driver loads (`user_space`); reset markers
+//!   are user space's to write and are read from any record.
+//! - A bus-fall line without an XID counts as XID 79 on its GPU, unless an
+//!   `Xid ...: 79` line of the same GPU is within `BUS_FALL_PAIR` of it
+//!   (older drivers print both for one fall).
 //!
 //! At the end of `/dev/kmsg` the thread waits in epoll until the kernel
 //! logs a record, at most a second (then it reads again, and notices a
@@ -26,14 +43,15 @@
 use std::fs::{File, Metadata};
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 use mio::unix::SourceFd;
 
-use super::message::{self, Message};
+use super::message::{self, Message, Xid};
+use super::pci::PciAddress;
 use super::record::{self, Line, MAX_RECORD};
 use super::{lock, LogEvent, Shared};
 use crate::snapshot::KernelLogProblem as Problem;
@@ -49,14 +67,36 @@ pub const CHUNK: usize = 64 * 1024;
 /// A record read within this long of finding the log's end was logged
 /// just now: it calibrates the kernel clock against ours.
 const LIVE: Duration = Duration::from_secs(1);
+/// Lines in a row that are not records before the reader pauses.
+pub const MALFORMED_RUN: u32 = 256;
+const MALFORMED_PAUSE_MIN: Duration = Duration::from_secs(1);
+const MALFORMED_PAUSE_MAX: Duration = Duration::from_secs(60);
+/// A bus-fall line and an `Xid ...: 79` line of the same GPU this close in
+/// kernel time are one fall.
+const BUS_FALL_PAIR_US: u64 = 10_000_000;
+/// GPUs remembered for that pairing.
+const BUS_FALL_KEEP: usize = 64;
+/// How many records after `NVRM: The NVIDIA GPU <address>` the rest of a
+/// split bus-fall report may come.
+const BUS_FALL_SPLIT: u64 = 4;
+/// The first bytes of a followed file, kept to notice it replaced in place.
+const HEAD: usize = 64;
+/// The kernel log's character device, 1:11 (Documentation/admin-guide/devices.txt).
+const KMSG_DEVICE: (u32, u32) = (1, 11);
 
 pub fn run(path: &Path, shared: &Shared) {
     let mut reader = Reader {
         shared,
         clock: Clock::read(),
         last_seq: None,
+        resume_after: shared.resume_after(),
         caught_up_at: None,
         skew: 0.0,
+        driver_major: None,
+        falls: Vec::new(),
+        split_fall: None,
+        malformed_run: 0,
+        pause: MALFORMED_PAUSE_MIN,
     };
     let mut retry = RETRY_MIN;
     while !shared.stopped() {
@@ -98,10 +138,37 @@ fn open(path: &Path) -> Result<(File, Metadata), String> {
         .map_err(|e| e.to_string())?;
     let meta = file.metadata().map_err(|e| e.to_string())?;
     let kind = meta.file_type();
-    if kind.is_char_device() || kind.is_file() {
+    if kind.is_char_device() {
+        let (major, minor) = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
+        if (major, minor) == KMSG_DEVICE {
+            return Ok((file, meta));
+        }
+        return Err(format!(
+            "a character device {major}:{minor}, not the kernel log (/dev/kmsg is {}:{})",
+            KMSG_DEVICE.0, KMSG_DEVICE.1
+        ));
+    }
+    if kind.is_file() {
         Ok((file, meta))
     } else {
-        Err("not a character device (/dev/kmsg) or a regular file".into())
+        Err(format!(
+            "not the kernel log device (/dev/kmsg) or a regular file, but {}",
+            describe(kind)
+        ))
+    }
+}
+
+fn describe(kind: std::fs::FileType) -> &'static str {
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        "neither"
     }
 }
 
@@ -181,11 +248,24 @@ struct Reader<'a> {
     shared: &'a Shared,
     clock: Clock,
     last_seq: Option<u64>,
+    /// Records up to this sequence number were read by a run before this
+    /// one in the same boot (the state file): skipped without a word.
+    resume_after: Option<u64>,
     /// When a read last found nothing more to read.
     caught_up_at: Option<Instant>,
     /// The kernel clock's lead over the uptime clock (seconds): they drift
     /// apart on long-running hosts. Measured on each record read live.
     skew: f64,
+    /// The driver's major version, from the last module load line read.
+    driver_major: Option<u32>,
+    /// Per GPU, the kernel time of its last fall (XID 79 or bus-fall line)
+    /// and whether it was a bus-fall line.
+    falls: Vec<(PciAddress, u64, bool)>,
+    /// `NVRM: The NVIDIA GPU <address>` waiting for the rest of its report.
+    split_fall: Option<(PciAddress, u64)>,
+    /// Lines in a row that were not records, and the next pause.
+    malformed_run: u32,
+    pause: Duration,
 }
 
 impl Reader<'_> {
@@ -214,6 +294,9 @@ impl Reader<'_> {
                 Ok(n) if n > 0 => {
                     let record = buf[..n].split(|&b| b == b'\n').next().unwrap_or(&[]);
                     self.line(record);
+                    if self.paused() {
+                        return;
+                    }
                 }
                 Ok(_) => {
                     if !self.caught_up() {
@@ -247,11 +330,31 @@ impl Reader<'_> {
 
     fn follow_file(&mut self, path: &Path, mut file: File, meta: &Metadata) {
         let identity = (meta.dev(), meta.ino());
+        let mut head: Vec<u8> = Vec::with_capacity(HEAD);
         let mut offset: u64 = 0;
         let mut partial: Vec<u8> = Vec::with_capacity(MAX_RECORD);
         let mut skipping = false;
         let mut chunk = vec![0u8; CHUNK];
+        // After a wait at the end, whether the file was cut (and perhaps
+        // refilled past where we were) is asked before reading on: a read
+        // at the old offset would start in the middle of other records.
+        let mut woke = false;
         while self.wait_for_room() {
+            if std::mem::take(&mut woke) {
+                match cut(&file, offset, &head) {
+                    Some(true) => {
+                        if !self.truncated(&mut file) {
+                            return;
+                        }
+                        (offset, skipping) = (0, false);
+                        partial.clear();
+                        head.clear();
+                        continue;
+                    }
+                    Some(false) => {}
+                    None => return,
+                }
+            }
             let n = match self.shared.timed_read(|| file.read(&mut chunk)) {
                 Ok(n) => n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -264,26 +367,30 @@ impl Reader<'_> {
                 }
             };
             if n > 0 {
+                if head.len() < HEAD && offset == head.len() as u64 {
+                    let more = (HEAD - head.len()).min(n);
+                    head.extend_from_slice(&chunk[..more]);
+                }
                 offset += n as u64;
                 self.lines(&chunk[..n], &mut partial, &mut skipping);
+                if self.paused() {
+                    return;
+                }
                 continue;
             }
             // At the end: has the file been cut short, or replaced?
-            match file.metadata() {
-                Ok(m) if m.len() < offset => {
-                    self.shared.problem(
-                        Problem::Truncated,
-                        "the kernel log file shrank: reading it again from its start (records already read are skipped)",
-                    );
-                    if file.seek(SeekFrom::Start(0)).is_err() {
+            match cut(&file, offset, &head) {
+                Some(true) => {
+                    if !self.truncated(&mut file) {
                         return;
                     }
                     (offset, skipping) = (0, false);
                     partial.clear();
+                    head.clear();
                     continue;
                 }
-                Ok(_) => {}
-                Err(_) => return,
+                Some(false) => {}
+                None => return,
             }
             if std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) != identity) {
                 self.shared.problem(
@@ -295,7 +402,17 @@ impl Reader<'_> {
             if !self.caught_up() {
                 return;
             }
+            woke = true;
         }
+    }
+
+    /// Counts a cut file and goes back to its start; false when that fails.
+    fn truncated(&self, file: &mut File) -> bool {
+        self.shared.problem(
+            Problem::Truncated,
+            "the kernel log file shrank or was refilled with other records: reading it again from its start (records already read are skipped)",
+        );
+        file.seek(SeekFrom::Start(0)).is_ok()
     }
 
     /// Splits a chunk into lines; a line is never held beyond the record
@@ -348,6 +465,7 @@ impl Reader<'_> {
         let record = match record::parse(&text) {
             Line::Continuation => return,
             Line::Malformed => {
+                self.malformed_run = self.malformed_run.saturating_add(1);
                 self.shared.problem(
                     Problem::Malformed,
                     &format!(
@@ -359,6 +477,28 @@ impl Reader<'_> {
             }
             Line::Record(r) => r,
         };
+        self.malformed_run = 0;
+        self.pause = MALFORMED_PAUSE_MIN;
+        if let Some(resume) = self.resume_after {
+            if self.last_seq.is_none() && record.seq > resume.saturating_add(1) && record.seq > 1 {
+                self.shared.problem(
+                    Problem::Overrun,
+                    "kernel log records logged while the exporter was stopped were overwritten before it started: XIDs among them are lost",
+                );
+            }
+            if record.seq <= resume {
+                // Counted by the run before; only the driver's version,
+                // which dates the encoding of later lines, is still wanted.
+                if let Ok(Message::DriverLoaded { major }) = message::classify(record.message) {
+                    if record.from_kernel {
+                        self.driver_major = major;
+                    }
+                }
+                self.last_seq = Some(record.seq);
+                return;
+            }
+            self.resume_after = None;
+        }
         if self.last_seq.is_some_and(|last| record.seq <= last) {
             self.shared.problem(
                 Problem::OutOfOrder,
@@ -367,28 +507,19 @@ impl Reader<'_> {
             return;
         }
         self.last_seq = Some(record.seq);
+        self.record(&record);
+        // After its event is queued: a take that sees this position has
+        // the record's event too.
+        self.shared.read_to(record.seq);
+    }
+
+    /// What a new record says, queued for the poller.
+    fn record(&mut self, record: &record::Record<'_>) {
         let observed = Instant::now();
         let age = self.age(record.ts_us, observed);
-        let event = match message::classify(record.message) {
+        let at = observed.checked_sub(age).unwrap_or(observed);
+        let message = match message::classify(record.message) {
             Ok(Message::Other) => return,
-            Ok(Message::Sxid { switch, code }) => {
-                self.shared.sxid(switch, code);
-                return;
-            }
-            Ok(Message::Xid(xid)) => LogEvent::Xid {
-                xid,
-                at: observed.checked_sub(age).unwrap_or(observed),
-                wall: SystemTime::now()
-                    .checked_sub(age)
-                    .unwrap_or_else(SystemTime::now),
-            },
-            Ok(Message::DriverLoaded) => LogEvent::DriverLoaded {
-                at: observed.checked_sub(age).unwrap_or(observed),
-            },
-            Ok(Message::GpuReset(gpu)) => LogEvent::GpuReset {
-                gpu,
-                at: observed.checked_sub(age).unwrap_or(observed),
-            },
             Err(message::Malformed) => {
                 self.shared.problem(
                     Problem::Malformed,
@@ -399,8 +530,120 @@ impl Reader<'_> {
                 );
                 return;
             }
+            Ok(m) => m,
+        };
+        let from_driver_only = !matches!(message, Message::GpuReset(_) | Message::GpuResetUuid(_));
+        if from_driver_only && !record.from_kernel {
+            self.shared.problem(
+                Problem::UserSpace,
+                &format!(
+                    "a kernel log record written from user space, not by the kernel, reads like the driver's: not counted ({:?})",
+                    excerpt(record.message)
+                ),
+            );
+            return;
+        }
+        let xid = |xid: Xid, driver_major| LogEvent::Xid {
+            xid,
+            at,
+            wall: SystemTime::now()
+                .checked_sub(age)
+                .unwrap_or_else(SystemTime::now),
+            seq: record.seq,
+            ts_us: record.ts_us,
+            driver_major,
+        };
+        let event = match message {
+            Message::Other => return,
+            Message::Sxid { switch, code } => {
+                self.shared.sxid(switch, code);
+                return;
+            }
+            Message::Xid(x) => {
+                if x.code == 79 && self.fall(x.gpu, record.ts_us, false) {
+                    return;
+                }
+                xid(x, self.driver_major)
+            }
+            Message::BusFallStart(gpu) => {
+                self.split_fall = Some((gpu, record.seq));
+                return;
+            }
+            Message::BusFallEnd | Message::BusFall(_) => {
+                let gpu = match message {
+                    Message::BusFall(gpu) => gpu,
+                    _ => match self.split_fall.take() {
+                        Some((gpu, seq)) if record.seq - seq <= BUS_FALL_SPLIT => gpu,
+                        _ => return,
+                    },
+                };
+                if self.fall(gpu, record.ts_us, true) {
+                    return;
+                }
+                xid(
+                    Xid {
+                        gpu,
+                        gpu_instance: None,
+                        compute_instance: None,
+                        code: 79,
+                        nvlink5: None,
+                    },
+                    self.driver_major,
+                )
+            }
+            Message::DriverLoaded { major } => {
+                self.driver_major = major;
+                LogEvent::DriverLoaded {
+                    at,
+                    ts_us: record.ts_us,
+                }
+            }
+            Message::GpuReset(gpu) => LogEvent::GpuReset {
+                gpu,
+                at,
+                ts_us: record.ts_us,
+            },
+            Message::GpuResetUuid(uuid) => LogEvent::GpuResetUuid {
+                uuid,
+                at,
+                ts_us: record.ts_us,
+            },
         };
         self.shared.push(event);
+    }
+
+    /// Notes a fall of `gpu` at kernel time `ts_us`; true when it is the
+    /// second report of a fall already counted: an `Xid ...: 79` line and a
+    /// bus-fall line of the same GPU within `BUS_FALL_PAIR_US` (either
+    /// order). Two lines of the same kind are two falls.
+    fn fall(&mut self, gpu: PciAddress, ts_us: u64, bus_fall_line: bool) -> bool {
+        if let Some(i) = self.falls.iter().position(|(g, _, _)| g.same_device(&gpu)) {
+            let (_, last, was_line) = self.falls.remove(i);
+            if was_line != bus_fall_line && ts_us.abs_diff(last) <= BUS_FALL_PAIR_US {
+                return true;
+            }
+        }
+        if self.falls.len() >= BUS_FALL_KEEP {
+            self.falls.remove(0);
+        }
+        self.falls.push((gpu, ts_us, bus_fall_line));
+        false
+    }
+
+    /// After a run of lines that are not records, waits (doubling up to a
+    /// minute) before reading on; true when stopped meanwhile.
+    fn paused(&mut self) -> bool {
+        if self.malformed_run < MALFORMED_RUN {
+            return false;
+        }
+        self.malformed_run = 0;
+        let pause = self.pause;
+        tracing::warn!(
+            pause_s = pause.as_secs(),
+            "{MALFORMED_RUN} kernel log lines in a row are not /dev/kmsg records: pausing before reading on (is --path.kmsg the kernel log?)"
+        );
+        self.pause = (self.pause * 2).min(MALFORMED_PAUSE_MAX);
+        self.shared.sleep(pause)
     }
 
     /// How long ago a record with this timestamp was logged.
@@ -417,6 +660,22 @@ impl Reader<'_> {
         }
         Duration::try_from_secs_f64(now - logged - self.skew).unwrap_or(Duration::ZERO)
     }
+}
+
+/// Whether the file was cut since `offset` bytes were read from it: it is
+/// shorter, or no longer begins with `head` (what was read from its start),
+/// as a file cut and refilled past the old length does. `None` when it
+/// cannot be asked.
+fn cut(file: &File, offset: u64, head: &[u8]) -> Option<bool> {
+    let len = file.metadata().ok()?.len();
+    if len < offset {
+        return Some(true);
+    }
+    let mut now = vec![0u8; head.len()];
+    Some(match file.read_at(&mut now, 0) {
+        Ok(n) => n != head.len() || now != head,
+        Err(_) => false,
+    })
 }
 
 /// The start of a line, for a log message: enough to recognise it, never

@@ -1,31 +1,71 @@
-//! What a kernel log message says about GPUs: an XID from NVRM, an SXID
-//! from an NVSwitch, the NVIDIA module loading (every GPU starts afresh), or
-//! a GPU reset that a reset procedure recorded. Only the code and the
-//! device are read; the rest of the line (process, channel, details) never
-//! becomes a label.
+//! What a kernel log message says about GPUs: an XID from NVRM, a GPU that
+//! fell off the bus, an SXID from an NVSwitch, the NVIDIA module loading
+//! (every GPU starts afresh), or a GPU reset that a reset procedure
+//! recorded. The code, the device and, for NVLink5 XIDs, the words that
+//! decide what the event asks for are read; the rest of the line (process,
+//! channel, details) never becomes a label.
 //!
 //! Shapes, from NVIDIA's open kernel modules and field reports:
 //! - `NVRM: Xid (PCI:0000:3b:00): 79, pid=..., name=..., GPU has fallen off the bus.`
 //! - `NVRM: Xid (PCI:0000:01:00 GPU-I:05 GPU-CI:00): 94, pid=7194, Contained: ...`
 //!   (MIG: GPU and compute instance, decimal)
 //! - `NVRM: Xid (0000:03:00): 14, Channel 00000001` (older drivers)
+//! - `NVRM: Xid (PCI:0018:01:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x00000000 ...)`
+//!   (NVLink5, 144-150: unit, severity, containment, injection, link, then
+//!   IntrInfo and the error status; a `pid=..., name=...,` may precede the
+//!   unit. gpud's `RegexNVRMXidExtended`, leptonai/gpud
+//!   `components/accelerator/nvidia/xid/kmsg.go`, and NVSentinel's
+//!   `reXidNVL5Pattern` read the same words)
+//! - `NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.` and
+//!   `NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:26b5) installed in this
+//!   system has fallen off the bus and is not responding to commands.`:
+//!   newer drivers print these without an `Xid (...): 79` line; NVIDIA's
+//!   tools count them as XID 79 (gpud `RegexNVRMFallenOffBus*`, NVSentinel
+//!   `gpufallen`). The second is one printk of three lines: one record with
+//!   escaped line feeds, or, where the kernel split it, three records
+//!   (`BusFallStart` then the line that says "fallen off the bus").
 //! - `nvidia-nvswitch3: SXid (PCI:0000:c3:00.0): 20009, Non-fatal, Link 28 ...`
-//! - `NVRM: loading NVIDIA UNIX x86_64 Kernel Module  560.35.03  ...`
+//! - `NVRM: loading NVIDIA UNIX x86_64 Kernel Module  560.35.03  ...` (and
+//!   `... Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)`
+//!   on a real 580 host, tests/device/h200-580.159.04/kernel-log-nvidia.txt)
 //! - `nvml-exporter: GPU reset (PCI:0000:3b:00)`: written to `/dev/kmsg`
 //!   by the reset procedure of docs/operations.md, so that a reset done
-//!   while the exporter was stopped (as a reset requires) is known to it.
+//!   while the exporter was stopped (as a reset requires) is known to it;
+//!   `GPU reset executed: GPU-<uuid>`, what NVSentinel's reset job logs.
 
 use super::pci::PciAddress;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The highest MIG instance ids the driver hands out: GPU instances are
+/// numbered by swizzle id, below `KMIGMGR_MAX_GPU_SWIZZID` (15), compute
+/// instances below `GPUMGR_MAX_COMPUTE_INSTANCES` (8)
+/// (NVIDIA/open-gpu-kernel-modules
+/// `src/nvidia/inc/kernel/gpu/mig_mgr/kernel_mig_manager.h`). A line naming
+/// a higher one is not the driver's.
+pub const MAX_GPU_INSTANCE_ID: u32 = 14;
+pub const MAX_COMPUTE_INSTANCE_ID: u32 = 7;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
     Xid(Xid),
+    /// A GPU fell off the bus, said without an XID code (counted as 79).
+    BusFall(PciAddress),
+    /// `NVRM: The NVIDIA GPU <address>` alone: the first record of a
+    /// bus-fall report the kernel split.
+    BusFallStart(PciAddress),
+    /// `... fallen off the bus and is not responding to commands.` without
+    /// an address: the end of a split report.
+    BusFallEnd,
     Sxid {
         switch: PciAddress,
         code: u64,
     },
-    DriverLoaded,
+    /// The module loaded; the driver's major version where the line gives it.
+    DriverLoaded {
+        major: Option<u32>,
+    },
     GpuReset(PciAddress),
+    /// A reset recorded by GPU UUID (`GPU-...`).
+    GpuResetUuid(String),
     /// A message about something else.
     Other,
 }
@@ -36,6 +76,17 @@ pub struct Xid {
     pub gpu_instance: Option<u32>,
     pub compute_instance: Option<u32>,
     pub code: u64,
+    /// The words of an NVLink5 XID (144-150) that decide what it asks for;
+    /// `None` for other codes and for NVLink5 lines without them.
+    pub nvlink5: Option<Nvlink5Words>,
+}
+
+/// From an NVLink5 XID line: its severity word and the first two registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Nvlink5Words {
+    pub fatal: bool,
+    pub intr_info: u32,
+    pub error_status: u32,
 }
 
 /// A message that starts like an XID, SXID or reset line but does not
@@ -44,6 +95,8 @@ pub struct Xid {
 pub struct Malformed;
 
 pub const RESET_MARKER: &str = "nvml-exporter: GPU reset ";
+/// NVSentinel's reset job (`logger -p daemon.err`), by GPU UUID.
+pub const NVSENTINEL_RESET_MARKER: &str = "GPU reset executed: ";
 
 pub fn classify(message: &str) -> Result<Message, Malformed> {
     let m = message.trim_start();
@@ -54,17 +107,51 @@ pub fn classify(message: &str) -> Result<Message, Malformed> {
         let (mut gpu_instance, mut compute_instance) = (None, None);
         for t in tokens {
             if let Some(n) = t.strip_prefix("GPU-I:") {
-                gpu_instance = Some(n.parse().map_err(|_| Malformed)?);
+                gpu_instance = Some(instance_id(n, MAX_GPU_INSTANCE_ID)?);
             } else if let Some(n) = t.strip_prefix("GPU-CI:").or(t.strip_prefix("GPU-C:")) {
-                compute_instance = Some(n.parse().map_err(|_| Malformed)?);
+                compute_instance = Some(instance_id(n, MAX_COMPUTE_INSTANCE_ID)?);
             }
         }
+        let nvlink5 = if (144..=150).contains(&code) {
+            rest.split_once("):")
+                .and_then(|(_, after)| nvlink5_words(after))
+        } else {
+            None
+        };
         return Ok(Message::Xid(Xid {
             gpu,
             gpu_instance,
             compute_instance,
             code,
+            nvlink5,
         }));
+    }
+    if let Some(rest) = m.strip_prefix("NVRM: GPU ") {
+        // `NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.`; the
+        // identity line `NVRM: GPU at PCI:...: GPU-<uuid>` is something else.
+        if let Some((addr, what)) = rest.split_once(": ") {
+            if what.trim_start().starts_with("GPU has fallen off the bus") {
+                return PciAddress::parse(addr.trim())
+                    .map(Message::BusFall)
+                    .ok_or(Malformed);
+            }
+        }
+        return Ok(Message::Other);
+    }
+    if let Some(rest) = m.strip_prefix("NVRM: The NVIDIA GPU ") {
+        let addr = rest
+            .split(|c: char| c.is_whitespace() || c == '\\')
+            .next()
+            .and_then(PciAddress::parse)
+            .ok_or(Malformed)?;
+        return Ok(if rest.contains(BUS_FALL_WORDS) {
+            Message::BusFall(addr)
+        } else {
+            Message::BusFallStart(addr)
+        });
+    }
+    if m.starts_with("NVRM:") && m.contains(BUS_FALL_WORDS) {
+        return Ok(Message::BusFallEnd);
     }
     if m.starts_with("nvidia-nvswitch") {
         if let Some((_, rest)) = m.split_once(": SXid") {
@@ -74,8 +161,17 @@ pub fn classify(message: &str) -> Result<Message, Malformed> {
         }
         return Ok(Message::Other);
     }
-    if m.starts_with("NVRM: loading NVIDIA UNIX") {
-        return Ok(Message::DriverLoaded);
+    if let Some(rest) = m.strip_prefix("NVRM: loading NVIDIA UNIX") {
+        // The first word shaped like a version: `580.159.04`.
+        let major = rest
+            .split_whitespace()
+            .find(|w| {
+                w.contains('.')
+                    && w.split('.')
+                        .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .and_then(|w| w.split('.').next()?.parse().ok());
+        return Ok(Message::DriverLoaded { major });
     }
     if let Some(rest) = m.strip_prefix(RESET_MARKER) {
         let inside = rest
@@ -87,7 +183,59 @@ pub fn classify(message: &str) -> Result<Message, Malformed> {
             .map(Message::GpuReset)
             .ok_or(Malformed);
     }
+    if let Some((_, rest)) = m.split_once(NVSENTINEL_RESET_MARKER) {
+        let uuid = rest.split_whitespace().next().unwrap_or("");
+        let hex = uuid.strip_prefix("GPU-").unwrap_or("");
+        if !hex.is_empty()
+            && hex.len() <= 64
+            && hex.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+        {
+            return Ok(Message::GpuResetUuid(uuid.to_string()));
+        }
+        return Err(Malformed);
+    }
     Ok(Message::Other)
+}
+
+/// What the driver says once a GPU is gone (both bus-fall shapes).
+const BUS_FALL_WORDS: &str = "fallen off the bus";
+
+/// A MIG instance id, decimal, at most `max`.
+fn instance_id(s: &str, max: u32) -> Result<u32, Malformed> {
+    s.parse().ok().filter(|n| *n <= max).ok_or(Malformed)
+}
+
+/// From what follows an NVLink5 XID's code: `[, pid=P, name=N], UNIT
+/// (Fatal|Nonfatal) XC0 i0 Link 08 (0xINTRINFO 0xERRORSTATUS ...)`.
+/// `None` where the line does not have that shape (the event is then
+/// judged undecoded).
+fn nvlink5_words(after_code: &str) -> Option<Nvlink5Words> {
+    // Skip `CODE,` and the process, whose name may hold anything but a
+    // comma.
+    let mut rest = after_code.trim_start().split_once(',')?.1.trim_start();
+    for field in ["pid=", "name="] {
+        if rest.starts_with(field) {
+            rest = rest.split_once(',')?.1.trim_start();
+        }
+    }
+    let (words, registers) = rest.split_once('(')?;
+    let mut words = words.split_whitespace();
+    let _unit = words.next()?;
+    let fatal = match words.next()? {
+        "Fatal" => true,
+        "Nonfatal" => false,
+        _ => return None,
+    };
+    let mut registers = registers.split(|c: char| c.is_whitespace() || c == ')');
+    let mut hex = || {
+        let r = registers.next()?;
+        u32::from_str_radix(r.strip_prefix("0x")?, 16).ok()
+    };
+    Some(Nvlink5Words {
+        fatal,
+        intr_info: hex()?,
+        error_status: hex()?,
+    })
 }
 
 /// From ` (DEVICE...): CODE[, ...]`: what is inside the parentheses, and
@@ -151,7 +299,31 @@ mod tests {
             classify(
                 "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build"
             ),
-            Ok(Message::DriverLoaded)
+            Ok(Message::DriverLoaded { major: Some(580) })
+        );
+        // The real 580.159.04 host's line (tests/device/h200-580.159.04/
+        // kernel-log-nvidia.txt), trailing spaces and all.
+        assert_eq!(
+            classify("NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  "),
+            Ok(Message::DriverLoaded { major: Some(580) })
+        );
+        assert_eq!(
+            classify("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024"),
+            Ok(Message::DriverLoaded { major: Some(535) })
+        );
+        assert_eq!(
+            classify("NVRM: loading NVIDIA UNIX x86_64 Kernel Module"),
+            Ok(Message::DriverLoaded { major: None })
+        );
+        assert_eq!(
+            classify("GPU reset executed: GPU-5a1c3e0f-1b2c-4d3e-8f90-0123456789ab"),
+            Ok(Message::GpuResetUuid(
+                "GPU-5a1c3e0f-1b2c-4d3e-8f90-0123456789ab".into()
+            ))
+        );
+        assert_eq!(
+            classify("nvsentinel: GPU reset executed: GPU-5a1c3e0f-1b2c"),
+            Ok(Message::GpuResetUuid("GPU-5a1c3e0f-1b2c".into()))
         );
         assert_eq!(
             classify("nvml-exporter: GPU reset (PCI:0000:3b:00)"),
@@ -166,6 +338,72 @@ mod tests {
     }
 
     #[test]
+    fn bus_fall_lines_without_an_xid() {
+        let gpu = PciAddress::parse("0000:18:00").unwrap();
+        let fall = |m: &str| match classify(m) {
+            Ok(Message::BusFall(a)) => a,
+            other => panic!("{m:?}: {other:?}"),
+        };
+        assert!(fall("NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.").same_device(&gpu));
+        // One record, its line feeds escaped as /dev/kmsg escapes them.
+        let b3 = PciAddress::parse("0000:b3:00").unwrap();
+        assert!(fall("NVRM: The NVIDIA GPU 0000:b3:00.0\\x0aNVRM: (PCI ID: 10de:26b5) installed in this system has\\x0aNVRM: fallen off the bus and is not responding to commands.").same_device(&b3));
+        assert!(fall("NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:26b5) installed in this system has fallen off the bus and is not responding to commands.").same_device(&b3));
+        // Split by the kernel into three records.
+        assert!(
+            matches!(classify("NVRM: The NVIDIA GPU 0000:b3:00.0"), Ok(Message::BusFallStart(a)) if a.same_device(&b3))
+        );
+        assert_eq!(
+            classify("NVRM: (PCI ID: 10de:26b5) installed in this system has"),
+            Ok(Message::Other)
+        );
+        assert_eq!(
+            classify("NVRM: fallen off the bus and is not responding to commands."),
+            Ok(Message::BusFallEnd)
+        );
+        // The identity line before an XID is not a fall.
+        assert_eq!(
+            classify("NVRM: GPU at PCI:0000:01:00: GPU-f1648d72-c7c8-9814-2832-7a062b009188"),
+            Ok(Message::Other)
+        );
+    }
+
+    #[test]
+    fn nvlink5_lines_give_their_severity_and_registers() {
+        let words = |m: &str| xid(m).nvlink5;
+        // Real GB200 lines (gpud's kmsg tests).
+        assert_eq!(
+            words("NVRM: Xid (PCI:0018:01:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"),
+            Some(Nvlink5Words { fatal: true, intr_info: 0x0045_05c6, error_status: 0 })
+        );
+        assert_eq!(
+            words("NVRM: Xid (PCI:0018:01:00): 145, pid=876767, name=ray::WorkerDict, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x00000001 0x00000000 0x00100000 0x00000004)"),
+            Some(Nvlink5Words { fatal: false, intr_info: 0x0409_a0c2, error_status: 8 })
+        );
+        assert_eq!(
+            words("NVRM: Xid (PCI:0009:01:00): 149, NETIR_LINK_EVT  Fatal   XC0 i0 Link 15 (0x0215e5c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"),
+            Some(Nvlink5Words { fatal: true, intr_info: 0x0215_e5c6, error_status: 0 })
+        );
+        assert_eq!(
+            words("NVRM: Xid (PCI:0000:2a:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 08 (0x00000004 0x00000100 0x00000000 0x00000000 0x00000000 0x00000000)"),
+            Some(Nvlink5Words { fatal: false, intr_info: 4, error_status: 0x100 })
+        );
+        // An NVLink5 code without those words, and another code: none.
+        assert_eq!(
+            words("NVRM: Xid (PCI:0008:06:00): 149, Placeholder message"),
+            None
+        );
+        assert_eq!(words("NVRM: Xid (PCI:0008:06:00): 149"), None);
+        assert_eq!(
+            words("NVRM: Xid (PCI:0008:06:00): 74, NVLINK Fatal XC0 i0 Link 08 (0x1 0x2)"),
+            None
+        );
+        // MIG instance ids at the driver's maximum are read.
+        let x = xid("NVRM: Xid (PCI:0000:3b:00 GPU-I:14 GPU-CI:07): 13, x");
+        assert_eq!((x.gpu_instance, x.compute_instance), (Some(14), Some(7)));
+    }
+
+    #[test]
     fn a_line_that_starts_like_one_but_does_not_parse_is_malformed() {
         for bad in [
             "NVRM: Xid (PCI:0000:3b:00): x79, GPU has fallen off the bus.",
@@ -176,6 +414,12 @@ mod tests {
             "NVRM: Xid (PCI:0000:3b:00): 99999999999",
             "nvidia-nvswitch3: SXid (PCI:0000:c3:00.0): garbled, Fatal",
             "nvml-exporter: GPU reset PCI:0000:3b:00",
+            "GPU reset executed: 0000:3b:00",
+            "NVRM: GPU 0000:zz:00.0: GPU has fallen off the bus.",
+            // Instance ids the driver never hands out.
+            "NVRM: Xid (PCI:0000:3b:00 GPU-I:15 GPU-CI:00): 13, x",
+            "NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:8): 13, x",
+            "NVRM: Xid (PCI:0000:18:00 GPU-I:1000 GPU-CI:4294967295): 13, x",
         ] {
             assert_eq!(classify(bad), Err(Malformed), "{bad:?}");
         }

@@ -28,7 +28,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-pub use message::{Xid, RESET_MARKER};
+pub use message::{
+    Nvlink5Words, Xid, MAX_COMPUTE_INSTANCE_ID, MAX_GPU_INSTANCE_ID, NVSENTINEL_RESET_MARKER,
+    RESET_MARKER,
+};
 pub use pci::PciAddress;
 pub use record::format as format_record;
 
@@ -51,22 +54,44 @@ pub struct KernelLogConfig {
     /// Distinct SXID codes per NVSwitch before further ones fold into
     /// `other` (`--collector.xid.max-codes`).
     pub max_codes: usize,
+    /// Records up to this sequence number were counted by an earlier run
+    /// of this boot (`crate::state`): skipped.
+    pub resume_after: Option<u64>,
 }
 
 /// What the log says happened to a GPU, dated on this process's clock:
 /// `at` is when the kernel logged it (its timestamp carried over), `wall`
 /// the same moment in wall-clock time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogEvent {
     Xid {
         xid: Xid,
         at: Instant,
         wall: SystemTime,
+        /// The record's sequence number and kernel timestamp
+        /// (microseconds since boot): where the log stands, for the state
+        /// kept across restarts.
+        seq: u64,
+        ts_us: u64,
+        /// The major version of the driver that printed it, from the last
+        /// module load line before it (NVLink5 lines changed encoding at
+        /// R575); `None` where the log kept no load line.
+        driver_major: Option<u32>,
     },
     /// The NVIDIA kernel module loaded: every GPU was initialized afresh.
-    DriverLoaded { at: Instant },
-    /// A reset procedure recorded a GPU reset (`RESET_MARKER`).
-    GpuReset { gpu: PciAddress, at: Instant },
+    DriverLoaded { at: Instant, ts_us: u64 },
+    /// A reset procedure recorded a GPU reset (`RESET_MARKER`), by PCI
+    /// address or (NVSentinel) by UUID.
+    GpuReset {
+        gpu: PciAddress,
+        at: Instant,
+        ts_us: u64,
+    },
+    GpuResetUuid {
+        uuid: String,
+        at: Instant,
+        ts_us: u64,
+    },
 }
 
 /// The running reader.
@@ -74,6 +99,7 @@ pub enum LogEvent {
 pub struct KernelLog {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    path: PathBuf,
 }
 
 impl KernelLog {
@@ -82,8 +108,9 @@ impl KernelLog {
     /// status.
     pub fn start(config: KernelLogConfig) -> std::io::Result<Arc<KernelLog>> {
         let shared = Arc::new(Shared::new(config.max_codes));
+        shared.state().resume_after = config.resume_after;
         let s = shared.clone();
-        let path = config.path;
+        let path = config.path.clone();
         let thread = std::thread::Builder::new()
             .name("kmsg".into())
             .spawn(move || follow::run(&path, &s))?;
@@ -91,12 +118,27 @@ impl KernelLog {
         Ok(Arc::new(KernelLog {
             shared,
             thread: Mutex::new(Some(thread)),
+            path: config.path,
         }))
+    }
+
+    /// `--path.kmsg`.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
     }
 
     /// The events queued since the last call, oldest first.
     pub fn take(&self) -> Vec<LogEvent> {
-        self.shared.state().events.drain(..).collect()
+        self.take_to().0
+    }
+
+    /// The events queued since the last call, oldest first, and the
+    /// sequence number of the last record read: every record up to it has
+    /// its event in this batch or an earlier one.
+    pub fn take_to(&self) -> (Vec<LogEvent>, Option<u64>) {
+        let mut st = self.shared.state();
+        let events = st.events.drain(..).collect();
+        (events, st.read_to)
     }
 
     /// Counts a problem found by the poller (an XID on a PCI address no
@@ -122,6 +164,7 @@ impl KernelLog {
                     })
                 })
                 .collect(),
+            unnamed_gpus: Vec::new(),
         }
     }
 
@@ -159,6 +202,10 @@ struct State {
     open: bool,
     /// When the read now in progress started.
     reading_since: Option<Instant>,
+    /// See `KernelLogConfig::resume_after`.
+    resume_after: Option<u64>,
+    /// The sequence number of the last record read.
+    read_to: Option<u64>,
     stall_counted: bool,
 }
 
@@ -218,6 +265,14 @@ impl Shared {
 
     fn push(&self, event: LogEvent) {
         self.state().events.push_back(event);
+    }
+
+    fn resume_after(&self) -> Option<u64> {
+        self.state().resume_after
+    }
+
+    fn read_to(&self, seq: u64) {
+        self.state().read_to = Some(seq);
     }
 
     /// Runs a read, marking it in progress for the stall watch.

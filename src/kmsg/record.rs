@@ -13,6 +13,14 @@ pub const MAX_RECORD: usize = 8192;
 pub struct Record<'a> {
     pub seq: u64,
     pub ts_us: u64,
+    /// Logged by the kernel itself (syslog facility 0). The kernel gives
+    /// every record written to `/dev/kmsg` from user space a facility of
+    /// its own, LOG_USER unless the writer names another, never 0
+    /// (`devkmsg_write` in kernel/printk/printk.c: "we enforce LOG_USER, to
+    /// be able to reliably distinguish kernel-generated messages from
+    /// userspace-injected ones"), so a record of facility 0 was printed by
+    /// a driver, NVRM included.
+    pub from_kernel: bool,
     pub message: &'a str,
 }
 
@@ -39,10 +47,12 @@ pub fn parse(line: &str) -> Line<'_> {
     else {
         return Line::Malformed;
     };
+    // PRIORITY is the syslog facility times 8 plus the level.
     match (number(prio), number(seq), number(ts)) {
-        (Some(_), Some(seq), Some(ts_us)) => Line::Record(Record {
+        (Some(prio), Some(seq), Some(ts_us)) => Line::Record(Record {
             seq,
             ts_us,
+            from_kernel: prio >> 3 == 0,
             message,
         }),
         _ => Line::Malformed,
@@ -73,6 +83,7 @@ mod tests {
             Line::Record(Record {
                 seq: 1234,
                 ts_us: 5_678_901,
+                from_kernel: true,
                 message: "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.",
             })
         );
@@ -83,6 +94,7 @@ mod tests {
             Line::Record(Record {
                 seq: 2,
                 ts_us: 3,
+                from_kernel: true,
                 message: "a;b"
             })
         ));
@@ -92,9 +104,26 @@ mod tests {
             Line::Record(Record {
                 seq: 7,
                 ts_us: 99,
+                from_kernel: true,
                 message: "NVRM: Xid (PCI:0000:3b:00): 13, a"
             })
         );
+        // Facility 1 (user, priority 8-15) and beyond: written from user
+        // space, as `echo ... > /dev/kmsg` does (priority 12: user, warning).
+        assert!(matches!(
+            parse("12,8,1,-;NVRM: Xid (PCI:0000:3b:00): 48, a"),
+            Line::Record(Record {
+                from_kernel: false,
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse("30,9,1,-;x"),
+            Line::Record(Record {
+                from_kernel: false,
+                ..
+            })
+        ));
         assert_eq!(parse(" SUBSYSTEM=pci"), Line::Continuation);
         assert_eq!(parse(""), Line::Continuation);
     }

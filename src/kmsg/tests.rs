@@ -27,6 +27,7 @@ fn start(path: &Path) -> Arc<KernelLog> {
     KernelLog::start(KernelLogConfig {
         path: path.to_path_buf(),
         max_codes: 2,
+        resume_after: None,
     })
     .unwrap()
 }
@@ -91,8 +92,8 @@ fn reads_the_backlog_dated_when_logged_then_follows() {
     let events = take_until(&log, 3);
     assert_eq!(codes(&events), [79, 119]);
     let now = Instant::now();
-    match events[1] {
-        LogEvent::Xid { xid, at, wall } => {
+    match &events[1] {
+        &LogEvent::Xid { xid, at, wall, .. } => {
             assert_eq!(xid.gpu, PciAddress::parse("0000:3a:00").unwrap());
             let age = now.duration_since(at).as_secs_f64();
             assert!(
@@ -108,7 +109,7 @@ fn reads_the_backlog_dated_when_logged_then_follows() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(events[0], LogEvent::DriverLoaded { .. }));
-    match events[2] {
+    match &events[2] {
         LogEvent::Xid { xid, .. } => {
             assert_eq!((xid.gpu_instance, xid.compute_instance), (Some(3), Some(0)))
         }
@@ -127,7 +128,7 @@ fn reads_the_backlog_dated_when_logged_then_follows() {
     );
     let later = take_until(&log, 1);
     assert_eq!(codes(&later), [13]);
-    let LogEvent::Xid { at, .. } = later[0] else {
+    let LogEvent::Xid { at, .. } = &later[0] else {
         unreachable!()
     };
     assert!(at.elapsed() < Duration::from_secs(2), "{:?}", at.elapsed());

@@ -60,6 +60,7 @@ pub const RESERVED_LABELS: &[&str] = &[
     "uid",
     "user",
     "engine",
+    "estimate",
     "reason",
     "source",
     // Prometheus' target labels, and the chart's `cluster`.

@@ -126,6 +126,8 @@ pub struct PollerConfig {
     pub kernel_log: Option<Arc<KernelLog>>,
     /// How long an application XID asks for a restart (the verdict).
     pub restart_app_window: Duration,
+    /// The state kept across restarts (`--state.path`), where it can be.
+    pub state: Option<Arc<std::sync::Mutex<crate::state::Store>>>,
 }
 
 #[derive(Debug, thiserror::Error)]

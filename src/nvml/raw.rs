@@ -18,6 +18,7 @@
 
 use std::ffi::CStr;
 use std::mem;
+use std::sync::Arc;
 
 use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::Nvml;
@@ -422,26 +423,28 @@ pub enum ProcessUtilizationCall {
 /// Per-process utilization since `last_seen` (CPU µs; 0: the driver's
 /// whole buffer): `Ok(None)` for NVML_ERROR_NOT_FOUND, no newer sample.
 /// One call when `capacity` entries suffice (no sizing call first, whose
-/// count a new sample could outdate); retried with the count NVML asks for.
+/// count a new sample could outdate); retried with the count NVML asks for,
+/// which `capacity` keeps: a real R580 asked for more room than the one
+/// entry it then wrote (tests/device/h200-580.159.04).
 pub fn process_utilization(
     nvml: &Nvml,
     device: DeviceHandle,
     call: ProcessUtilizationCall,
     last_seen: u64,
-    capacity: usize,
+    capacity: &mut usize,
 ) -> Result<Option<Vec<ProcessUtilization>>, NvmlError> {
-    let mut capacity = capacity.max(1);
+    *capacity = (*capacity).max(1);
     for _ in 0..4 {
         let (ret, count, got) = match call {
-            ProcessUtilizationCall::Info => utilization_info(nvml, device, last_seen, capacity)?,
+            ProcessUtilizationCall::Info => utilization_info(nvml, device, last_seen, *capacity)?,
             ProcessUtilizationCall::Samples => {
-                utilization_samples(nvml, device, last_seen, capacity)?
+                utilization_samples(nvml, device, last_seen, *capacity)?
             }
         };
         match ret {
             nvmlReturn_enum_NVML_ERROR_NOT_FOUND => return Ok(None),
             nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE => {
-                capacity = (count as usize).max(capacity) + 8;
+                *capacity = (count as usize).max(*capacity) + 8;
             }
             _ => {
                 nvml_try(ret)?;
@@ -449,7 +452,7 @@ pub fn process_utilization(
             }
         }
     }
-    Err(NvmlError::InsufficientSize(Some(capacity)))
+    Err(NvmlError::InsufficientSize(Some(*capacity)))
 }
 
 type Answer = (nvmlReturn_t, u32, Vec<ProcessUtilization>);
@@ -508,6 +511,63 @@ fn utilization_samples(
     // SAFETY: the buffer holds `count` entries.
     let ret = unsafe { f(device, buf.as_mut_ptr(), &raw mut count, last_seen) };
     Ok(answer!(ret, count, buf))
+}
+
+/// Room for the driver's whole utilization sample ring (72 samples in
+/// open-gpu-kernel-modules' `ctrl2080perf.h`; an older header said 100),
+/// so one call reads every sample newer than `last_seen`.
+const RING_CAPACITY: usize = 128;
+
+/// `nvmlDeviceGetSamples(NVML_GPU_UTILIZATION_SAMPLES)`: the device's SM
+/// busy percent of each sample newer than `last_seen` (CPU µs), oldest
+/// first, as (timestamp, percent); empty on NVML_ERROR_NOT_FOUND (no newer
+/// sample). One call, into a buffer larger than the ring: no sizing call
+/// whose count a new sample could outdate.
+pub fn device_utilization_samples(
+    nvml: &Nvml,
+    device: DeviceHandle,
+    last_seen: u64,
+) -> Result<Vec<(u64, u32)>, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetSamples);
+    // SAFETY: POD; zeroed entries are valid.
+    let mut buf: Vec<nvmlSample_t> = vec![unsafe { mem::zeroed() }; RING_CAPACITY];
+    let mut count = RING_CAPACITY as u32;
+    let mut kind: nvmlValueType_t = 0;
+    // SAFETY: the buffer holds `count` entries; valid out-pointers.
+    let ret = unsafe {
+        f(
+            device,
+            nvmlSamplingType_enum_NVML_GPU_UTILIZATION_SAMPLES,
+            last_seen,
+            &raw mut kind,
+            &raw mut count,
+            buf.as_mut_ptr(),
+        )
+    };
+    if ret == nvmlReturn_enum_NVML_ERROR_NOT_FOUND {
+        return Ok(Vec::new());
+    }
+    nvml_try(ret)?;
+    let mut got: Vec<(u64, u32)> = buf
+        .iter()
+        .take((count as usize).min(RING_CAPACITY))
+        .map(|s| {
+            // SAFETY: every member of the union is plain data; which one
+            // was written is `kind`.
+            let v = unsafe {
+                match kind {
+                    nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG => {
+                        s.sampleValue.ullVal.min(u64::from(u32::MAX)) as u32
+                    }
+                    nvmlValueType_enum_NVML_VALUE_TYPE_DOUBLE => s.sampleValue.dVal.round() as u32,
+                    _ => s.sampleValue.uiVal,
+                }
+            };
+            (s.timeStamp, v)
+        })
+        .collect();
+    got.sort_by_key(|s| s.0);
+    Ok(got)
 }
 
 /// JPEG or OFA engine utilization in percent.
@@ -624,13 +684,25 @@ pub struct RawEvent {
     pub compute_instance: u32,
 }
 
-pub struct EventSet<'n> {
-    nvml: &'n Nvml,
+/// An NVML event set, shared by the XID thread (which waits on it) and the
+/// threads that register GPUs on it under a deadline (`poller/xid.rs`).
+/// NVML is thread-safe ("it is safe to make simultaneous NVML calls from
+/// multiple threads", nvml.h), and the set is an opaque handle NVML owns
+/// until `nvmlEventSetFree`, which runs when the last holder lets go: a
+/// registration stuck in a hung driver keeps the set (and NVML) alive.
+pub struct EventSet {
+    nvml: Arc<Nvml>,
     handle: nvmlEventSet_t,
 }
 
-impl<'n> EventSet<'n> {
-    pub fn create(nvml: &'n Nvml) -> Result<Self, NvmlError> {
+// SAFETY: see the type's comment: NVML calls may come from any thread, and
+// the handle is only ever passed to NVML.
+unsafe impl Send for EventSet {}
+// SAFETY: as for Send; no method mutates the Rust side.
+unsafe impl Sync for EventSet {}
+
+impl EventSet {
+    pub fn create(nvml: Arc<Nvml>) -> Result<Self, NvmlError> {
         let f = sym!(nvml, nvmlEventSetCreate);
         let mut handle: nvmlEventSet_t = std::ptr::null_mut();
         // SAFETY: valid out-pointer.
@@ -638,10 +710,16 @@ impl<'n> EventSet<'n> {
         Ok(EventSet { nvml, handle })
     }
 
-    pub fn register(&self, device: DeviceHandle, event_types: u64) -> Result<(), NvmlError> {
+    /// Registers the GPU at NVML index `index` for `event_types`; returns
+    /// its device handle as events name it (an address, as a number, so
+    /// that it may cross threads).
+    pub fn register_index(&self, index: u32, event_types: u64) -> Result<usize, NvmlError> {
+        let device = self.nvml.device_by_index(index)?;
+        let handle = device_handle(&device);
         let f = sym!(self.nvml, nvmlDeviceRegisterEvents);
         // SAFETY: set handle from nvmlEventSetCreate, device from NVML.
-        nvml_try(unsafe { f(device, event_types, self.handle) })
+        nvml_try(unsafe { f(handle, event_types, self.handle) })?;
+        Ok(handle as usize)
     }
 
     /// Waits up to `timeout_ms`; `Timeout` when nothing arrived.
@@ -660,7 +738,7 @@ impl<'n> EventSet<'n> {
     }
 }
 
-impl Drop for EventSet<'_> {
+impl Drop for EventSet {
     fn drop(&mut self) {
         if let Ok(f) = self.nvml.lib().nvmlEventSetFree.as_ref() {
             // SAFETY: handle came from nvmlEventSetCreate and is freed once.

@@ -7,16 +7,19 @@
 //!
 //! | reason | action | from | until |
 //! |---|---|---|---|
-//! | `remap_failed` | rma | row remapping failed | never (the board is replaced) |
+//! | `remap_failed` | rma | row remapping failed, as NVML's flag said at any time since boot (MIG hides it while instances exist) | the next boot (the board is replaced) |
 //! | `remapper_exhausted` | rma | a memory bank has no spare rows | never |
 //! | `sram_threshold` | rma | uncorrectable SRAM errors past NVIDIA's threshold | NVML clears the flag |
+//! | `remap_failed_mig` | check_hardware | XID 64 (row remap failure) on a MIG-enabled GPU, whose remap flags NVML hides | the next boot |
+//! | `recovery_action_recover_imex_domain`, `recovery_action_unknown` | check_hardware | NVML's recovery action 5 (recover the IMEX domain: no action of ours), or a value newer than ours | NVML says 0 |
 //! | `lost` | reboot | NVML: GPU is lost (fell off the bus) | the GPU answers again |
 //! | `hung` | reset_gpu | a driver call blocked past the deadline | the call returns |
-//! | `recovery_action` | reset_gpu or reboot | NVML's recovery action (R570+): 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset | NVML says 0 |
+//! | `recovery_action` | reset_gpu or reboot | NVML's recovery action (R570+): 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset, 6 PCIe bus reset, 7 system reboot | NVML says 0 |
 //! | `remap_pending` | reset_gpu | a row remap waits for a reset | NVML says no longer pending |
 //! | `retirement_pending` | reset_gpu | a page retirement waits for a reset | NVML says no longer pending |
 //! | `fabric` | check_hardware, or reset_gpu | NVML's fabric health summary says unhealthy (R580+: trays, switches, cables); fabric registration completed with a failure | the summary is healthy again; registration succeeds |
 //! | `xid_<bucket>` | the bucket's (`bucket_action`) | an XID whose code NVIDIA's catalog lists (`crate::xid_catalog`, the table the alert rules and the runbook are rendered from) | restart_app: a window after the last such XID; reset_gpu: a GPU reset after it; reboot, check_hardware: the next boot |
+//! | `xid_nvlink5_fatal`, `xid_nvlink5_undecoded` | reset_gpu | an NVLink5 XID (144-150) that NVIDIA's decode sheet resolves to `RESET_GPU` (`crate::xid_catalog::nvlink5`), or one without the kernel-log line that decodes it | a GPU reset after it |
 //!
 //! A GPU reset is known from what NVML shows while the exporter runs (the
 //! energy or volatile ECC counters starting again, a pending remap or
@@ -36,6 +39,54 @@ use std::time::{Duration, Instant};
 use crate::snapshot::{Action, FabricHealth, GpuReadings, Health, SpareRows, Verdict};
 use crate::xid_catalog::{self, Bucket};
 
+/// How an XID event is judged: by its code's catalog bucket, or, for the
+/// NVLink5 codes 144-150, by what its kernel-log line says, read through
+/// NVIDIA's decode sheet (`crate::xid_catalog::nvlink5`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum XidClass {
+    /// Its code's bucket decides.
+    Code,
+    /// NVLink5: the sheet's row says `RESET_GPU`, or no row matched and the
+    /// line says `Fatal`.
+    Nvlink5Fatal,
+    /// NVLink5: the sheet says `IGNORE` or `XID_154_EVAL` (the driver's
+    /// recovery action then carries any need), or no row matched and the
+    /// line says `Nonfatal`.
+    Nvlink5Nothing,
+    /// NVLink5 without its line (NVML's event alone carries only the code;
+    /// a line of another shape): judged as fatal, the choice that never
+    /// leaves a fatal link fault in service.
+    Nvlink5Undecoded,
+}
+
+/// The NVLink5 codes, judged per event.
+pub fn is_nvlink5(code: u64) -> bool {
+    (144..=150).contains(&code)
+}
+
+/// How an NVLink5 line is judged: by the sheet's row for its registers,
+/// read with the driver's encoding (`driver_major`; `None`: unknown, then
+/// the severity word alone decides), else by its severity word.
+pub fn nvlink5_class(
+    code: u64,
+    fatal: bool,
+    intr_info: u32,
+    error_status: u32,
+    driver_major: Option<u32>,
+) -> XidClass {
+    use xid_catalog::nvlink5::{decode, Resolution};
+    let row = u16::try_from(code)
+        .ok()
+        .zip(driver_major)
+        .and_then(|(xid, major)| decode(xid, intr_info, error_status, major));
+    match row.map(|r| r.resolution) {
+        Some(Resolution::ResetGpu) => XidClass::Nvlink5Fatal,
+        Some(Resolution::Ignore | Resolution::Xid154Eval) => XidClass::Nvlink5Nothing,
+        None if fatal => XidClass::Nvlink5Fatal,
+        None => XidClass::Nvlink5Nothing,
+    }
+}
+
 /// What each resolution bucket of NVIDIA's XID catalog asks for, and the
 /// reason label it gives. Buckets that ask for nothing (`IGNORE`,
 /// `WORKFLOW_XID_45`, and `XID_154`, whose announced action NVML's
@@ -53,7 +104,9 @@ pub fn bucket_action(bucket: Bucket) -> (Action, &'static str) {
         Bucket::ResetGpu => (Action::ResetGpu, "xid_reset_gpu"),
         Bucket::WorkflowXid48 => (Action::ResetGpu, "xid_workflow_xid_48"),
         Bucket::WorkflowNvlinkErr => (Action::ResetGpu, "xid_workflow_nvlink_err"),
-        Bucket::WorkflowNvlink5Err => (Action::ResetGpu, "xid_workflow_nvlink5_err"),
+        // Decided per event (`XidClass`); a code judged by its bucket alone
+        // is an event without its line.
+        Bucket::WorkflowNvlink5Err => (Action::ResetGpu, "xid_nvlink5_undecoded"),
         Bucket::RestartBm => (Action::Reboot, "xid_restart_bm"),
         Bucket::RestartVm => (Action::Reboot, "xid_restart_vm"),
         Bucket::UpdateSwFw => (Action::Reboot, "xid_update_swfw"),
@@ -69,6 +122,9 @@ pub const REASONS: &[&str] = &[
     "remap_failed",
     "remapper_exhausted",
     "sram_threshold",
+    "remap_failed_mig",
+    "recovery_action_recover_imex_domain",
+    "recovery_action_unknown",
     "lost",
     "hung",
     "recovery_action",
@@ -80,7 +136,8 @@ pub const REASONS: &[&str] = &[
     "xid_reset_gpu",
     "xid_workflow_xid_48",
     "xid_workflow_nvlink_err",
-    "xid_workflow_nvlink5_err",
+    "xid_nvlink5_fatal",
+    "xid_nvlink5_undecoded",
     "xid_restart_bm",
     "xid_restart_vm",
     "xid_update_swfw",
@@ -92,20 +149,44 @@ pub const REASONS: &[&str] = &[
 /// XID alert rules look back.
 pub const DEFAULT_RESTART_APP_WINDOW: Duration = Duration::from_secs(600);
 
-/// The action and reason an XID code asks for; `None` for a code the
-/// catalog does not list.
+/// The action and reason an XID code asks for, judged by its catalog
+/// bucket; `None` for a code the catalog does not list.
 pub fn xid_action(code: u64) -> Option<(Action, &'static str)> {
-    xid_catalog::lookup(code).map(|x| bucket_action(x.bucket()))
+    xid_class_action(code, XidClass::Code)
 }
 
-/// The latest XID of one code (and MIG instance) on a GPU.
+/// The action and reason an XID event of this class asks for.
+pub fn xid_class_action(code: u64, class: XidClass) -> Option<(Action, &'static str)> {
+    match class {
+        XidClass::Code => xid_catalog::lookup(code).map(|x| bucket_action(x.bucket())),
+        XidClass::Nvlink5Fatal => Some((Action::ResetGpu, "xid_nvlink5_fatal")),
+        XidClass::Nvlink5Nothing => Some((Action::None, "none")),
+        XidClass::Nvlink5Undecoded => Some((Action::ResetGpu, "xid_nvlink5_undecoded")),
+    }
+}
+
+/// The latest XID of one code, class (and MIG instance) on a GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XidSeen {
     pub code: u64,
+    pub class: XidClass,
     pub gpu_instance: Option<u32>,
     pub compute_instance: Option<u32>,
     /// When it happened (for XIDs from the kernel log: when logged).
     pub at: Instant,
+}
+
+/// What the exporter remembers of a GPU until the next boot because NVML
+/// may stop saying it: on a MIG-enabled GPU NVML hides the row remapper's
+/// flags ("On MIG-enabled GPUs with active instances, querying the number
+/// of remapped rows is not supported", cuda-python
+/// `device_get_remapped_rows`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Remembered {
+    /// NVML's remap-failure flag was seen set.
+    pub remap_failed: bool,
+    /// XID 64 (a row remap failed) on the GPU while MIG was enabled.
+    pub mig_remap_failure: bool,
 }
 
 /// What the verdict of one GPU is judged from.
@@ -114,6 +195,10 @@ pub struct Inputs<'a> {
     /// The GPU's current readings (absent while lost or hung).
     pub readings: Option<&'a GpuReadings>,
     pub xids: &'a [XidSeen],
+    pub remembered: Remembered,
+    /// The MIG instances the GPU has now, (GPU instance, compute
+    /// instance): an XID naming another is judged on the GPU.
+    pub instances: &'a [(u32, u32)],
     /// The latest GPU reset known.
     pub last_reset: Option<Instant>,
     pub now: Instant,
@@ -127,8 +212,14 @@ pub fn judge(i: &Inputs<'_>) -> Vec<Verdict> {
         return Vec::new();
     }
     let mut gpu = Worst::default();
+    if i.remembered.remap_failed {
+        gpu.offer(Action::Rma, "remap_failed");
+    }
     if let Some(r) = i.readings {
         gpu.offer_readings(r);
+    }
+    if i.remembered.mig_remap_failure {
+        gpu.offer(Action::CheckHardware, "remap_failed_mig");
     }
     match i.health {
         Health::Lost => gpu.offer(Action::Reboot, "lost"),
@@ -137,14 +228,22 @@ pub fn judge(i: &Inputs<'_>) -> Vec<Verdict> {
     }
     let mut instances: BTreeMap<(u32, Option<u32>), Worst> = BTreeMap::new();
     for x in i.xids {
-        let Some((action, reason)) = xid_action(x.code) else {
+        let Some((action, reason)) = xid_class_action(x.code, x.class) else {
             continue;
         };
         if !holds(action, x.at, i) {
             continue;
         }
+        // Only an instance the GPU has gets a series of its own: the
+        // series stay as bounded as the GPU's instances, whatever a log
+        // line names.
+        let exists = |gi| {
+            i.instances
+                .iter()
+                .any(|&(g, c)| g == gi && x.compute_instance.is_none_or(|ci| ci == c))
+        };
         match (action, x.gpu_instance) {
-            (Action::RestartApp, Some(gi)) => instances
+            (Action::RestartApp, Some(gi)) if exists(gi) => instances
                 .entry((gi, x.compute_instance))
                 .or_default()
                 .offer(action, reason),
@@ -200,10 +299,18 @@ impl Worst {
         if r.sram_threshold_exceeded == Some(true) {
             self.offer(Action::Rma, "sram_threshold");
         }
+        // nvmlGpuRecoveryAction_t (nvml.h; 5-7 from R610, cuda-python's
+        // DeviceGpuRecoveryAction): 1 reset, 2 node reboot, 3 drain P2P,
+        // 4 drain and reset, 5 recover the IMEX domain, 6 "reset the GPU's
+        // PCIe bus", 7 "reboot the system". 6 is a reboot here: the
+        // runbook's reset (`nvidia-smi -r`) is not a bus reset, a reboot
+        // is one. A value we do not know is looked at, never ignored.
         match r.recovery_action {
-            Some(2) => self.offer(Action::Reboot, "recovery_action"),
+            None | Some(0) => {}
+            Some(2 | 6 | 7) => self.offer(Action::Reboot, "recovery_action"),
             Some(1 | 3 | 4) => self.offer(Action::ResetGpu, "recovery_action"),
-            _ => {}
+            Some(5) => self.offer(Action::CheckHardware, "recovery_action_recover_imex_domain"),
+            Some(_) => self.offer(Action::CheckHardware, "recovery_action_unknown"),
         }
         if remap.is_some_and(|m| m.pending) {
             self.offer(Action::ResetGpu, "remap_pending");

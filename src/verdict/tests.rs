@@ -11,6 +11,8 @@ struct Gpu {
     health: Health,
     readings: GpuReadings,
     xids: Vec<XidSeen>,
+    remembered: Remembered,
+    instances: Vec<(u32, u32)>,
     last_reset: Option<Instant>,
 }
 
@@ -21,6 +23,9 @@ impl Gpu {
             health: Health::Up,
             readings: GpuReadings::default(),
             xids: Vec::new(),
+            remembered: Remembered::default(),
+            // MIG instances 1 to 7, one compute instance each.
+            instances: (1..=7).map(|gi| (gi, 0)).collect(),
             last_reset: None,
         }
     }
@@ -33,6 +38,7 @@ impl Gpu {
         let at = self.at(secs);
         self.xids.push(XidSeen {
             code,
+            class: XidClass::Code,
             gpu_instance: gi,
             compute_instance: gi.map(|_| 0),
             at,
@@ -50,6 +56,8 @@ impl Gpu {
             health: self.health,
             readings,
             xids: &self.xids,
+            remembered: self.remembered,
+            instances: &self.instances,
             last_reset: self.last_reset,
             now: self.at(secs),
             restart_app_window: WINDOW,
@@ -237,8 +245,11 @@ fn every_bucket_has_an_action_and_every_reason_is_listed() {
     for bucket in crate::xid_catalog::Bucket::ALL {
         let (action, reason) = bucket_action(*bucket);
         assert!(REASONS.contains(&reason), "{reason}");
-        // The reason names the bucket it came from.
-        if action != Action::None {
+        // The reason names the bucket it came from; NVLink5's, judged by
+        // code alone, is an event without its decoding line.
+        if *bucket == crate::xid_catalog::Bucket::WorkflowNvlink5Err {
+            assert_eq!(reason, "xid_nvlink5_undecoded");
+        } else if action != Action::None {
             assert_eq!(reason, format!("xid_{}", bucket.as_str().to_lowercase()));
         }
     }
@@ -253,4 +264,128 @@ fn every_bucket_has_an_action_and_every_reason_is_listed() {
     assert_eq!(xid_action(13).map(|a| a.0), Some(Action::RestartApp));
     assert_eq!(xid_action(31).map(|a| a.0), Some(Action::RestartApp));
     assert_eq!(xid_action(999), None);
+}
+
+#[test]
+fn recovery_actions_of_newer_drivers_and_unknown_ones_ask_for_something() {
+    let mut g = Gpu::new();
+    for (value, want) in [
+        (0, ("none", "none")),
+        (1, ("reset_gpu", "recovery_action")),
+        (2, ("reboot", "recovery_action")),
+        (3, ("reset_gpu", "recovery_action")),
+        (4, ("reset_gpu", "recovery_action")),
+        (5, ("check_hardware", "recovery_action_recover_imex_domain")),
+        (6, ("reboot", "recovery_action")),
+        (7, ("reboot", "recovery_action")),
+        (8, ("check_hardware", "recovery_action_unknown")),
+        (u32::MAX, ("check_hardware", "recovery_action_unknown")),
+    ] {
+        g.readings.recovery_action = Some(value);
+        assert_eq!(g.gpu(0), want, "recovery action {value}");
+    }
+}
+
+#[test]
+fn a_failed_remap_is_remembered_until_boot_where_mig_hides_it() {
+    let mut g = Gpu::new();
+    g.remembered.remap_failed = true;
+    assert_eq!(g.gpu(0), ("rma", "remap_failed"), "the flag once seen");
+    g.remembered.remap_failed = false;
+    g.xid(10, 64, None);
+    assert_eq!(g.gpu(10), ("reset_gpu", "xid_reset_gpu"));
+    g.remembered.mig_remap_failure = true;
+    g.reset(20);
+    assert_eq!(
+        g.gpu(30),
+        ("check_hardware", "remap_failed_mig"),
+        "a reset does not clear what XID 64 said on a MIG GPU"
+    );
+}
+
+#[test]
+fn nvlink5_events_ask_for_what_their_line_says() {
+    let mut g = Gpu::new();
+    let add = |g: &mut Gpu, secs, class| {
+        let at = g.at(secs);
+        g.xids.push(XidSeen {
+            code: 145,
+            class,
+            gpu_instance: None,
+            compute_instance: None,
+            at,
+        });
+    };
+    add(&mut g, 1, XidClass::Nvlink5Nothing);
+    assert_eq!(
+        g.gpu(1),
+        ("none", "none"),
+        "a non-fatal event asks for nothing"
+    );
+    add(&mut g, 2, XidClass::Nvlink5Undecoded);
+    assert_eq!(g.gpu(2), ("reset_gpu", "xid_nvlink5_undecoded"));
+    g.reset(3);
+    assert_eq!(g.gpu(3), ("none", "none"));
+    let at = g.at(4);
+    g.xids.push(XidSeen {
+        code: 149,
+        class: XidClass::Nvlink5Fatal,
+        gpu_instance: None,
+        compute_instance: None,
+        at,
+    });
+    assert_eq!(g.gpu(4), ("reset_gpu", "xid_nvlink5_fatal"));
+    // The sheet decides, by the driver's encoding; without a row, the
+    // line's own word.
+    let class = |xid, fatal, intr, status, major| nvlink5_class(xid, fatal, intr, status, major);
+    assert_eq!(
+        class(145, false, 0x4, 0x100, Some(580)),
+        XidClass::Nvlink5Nothing
+    );
+    assert_eq!(
+        class(145, true, 0x4, 0x40, Some(580)),
+        XidClass::Nvlink5Fatal
+    );
+    assert_eq!(
+        class(145, false, 0x0409_88e2, 0x8, Some(570)),
+        XidClass::Nvlink5Nothing,
+        "XID_154_EVAL"
+    );
+    assert_eq!(
+        class(149, true, 0x0260_01c6, 0, Some(570)),
+        XidClass::Nvlink5Nothing,
+        "IGNORE, though the line says Fatal"
+    );
+    assert_eq!(
+        class(145, true, 0xdead, 0x1234, Some(580)),
+        XidClass::Nvlink5Fatal
+    );
+    assert_eq!(
+        class(145, false, 0xdead, 0x1234, Some(580)),
+        XidClass::Nvlink5Nothing
+    );
+    assert_eq!(
+        class(145, true, 0x4, 0x100, None),
+        XidClass::Nvlink5Fatal,
+        "no driver version: the word"
+    );
+}
+
+#[test]
+fn only_instances_the_gpu_has_get_their_own_series() {
+    let mut g = Gpu::new();
+    g.instances = vec![(1, 0), (2, 0)];
+    for gi in 0..2000 {
+        g.xid(1, 13, Some(gi));
+    }
+    let v = g.judge(1);
+    assert_eq!(
+        v,
+        [
+            (None, "restart_app", "xid_restart_app"),
+            (Some(1), "restart_app", "xid_restart_app"),
+            (Some(2), "restart_app", "xid_restart_app"),
+        ],
+        "instances the GPU lacks fold into the GPU's verdict"
+    );
 }

@@ -100,6 +100,13 @@ pub struct Workloads {
     dropping: Mutex<bool>,
     /// Measured use per workload, counted from snapshot to snapshot.
     usage: Mutex<usage::Accountant>,
+    /// The MPS clients of the latest snapshot, whose CPU time splits their
+    /// server's SM time (`usage.rs`).
+    mps_clients: Mutex<BTreeSet<u32>>,
+    /// Wakes the resolver to read the MPS clients' CPU time.
+    mps_wake: Notify,
+    /// CPU time (clock ticks) of each MPS client, as last read.
+    mps_cpu: ArcSwap<HashMap<u32, f64>>,
 }
 
 impl Workloads {
@@ -113,27 +120,63 @@ impl Workloads {
             wake: Notify::new(),
             errors: Mutex::new(BTreeMap::new()),
             dropping: Mutex::new(false),
+            mps_clients: Mutex::new(BTreeSet::new()),
+            mps_wake: Notify::new(),
+            mps_cpu: ArcSwap::from_pointee(HashMap::new()),
         })
     }
 
     /// Resolves pids until `stop` fires: every refresh interval, and at
-    /// once when a snapshot lists a new pid. A refresh runs on the blocking
-    /// pool, one at a time; each of its reads has a deadline
+    /// once when a snapshot lists a new pid; reads the MPS clients' CPU
+    /// time after each snapshot that lists some. A refresh runs on the
+    /// blocking pool, one at a time; each of its reads has a deadline
     /// (`procfs::HostFiles`), so a refresh always ends.
     pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<()>) {
         let mut tick = tokio::time::interval(self.config.refresh_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                () = self.wake.notified() => {}
+            let whole = tokio::select! {
+                _ = tick.tick() => true,
+                () = self.wake.notified() => true,
+                () = self.mps_wake.notified() => false,
                 _ = stop.changed() => return,
-            }
+            };
             let me = self.clone();
-            if let Err(e) = tokio::task::spawn_blocking(move || me.refresh()).await {
+            let done = tokio::task::spawn_blocking(move || {
+                if whole {
+                    me.refresh();
+                } else {
+                    me.read_mps_cpu();
+                }
+            });
+            if let Err(e) = done.await {
                 tracing::error!(error = %e, "workload attribution refresh failed");
             }
         }
+    }
+
+    /// The CPU time of every MPS client of the latest snapshot. A client
+    /// waiting on no kernel uses none, so the split of its server's SM
+    /// time (`usage.rs`) follows who is working; an entry that cannot be
+    /// read is counted and leaves that GPU's split even.
+    fn read_mps_cpu(&self) {
+        let clients: Vec<u32> = self
+            .mps_clients
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .copied()
+            .collect();
+        let mut cpu = HashMap::with_capacity(clients.len());
+        for pid in clients {
+            match self.files.cpu_ticks(pid) {
+                Ok(ticks) => {
+                    cpu.insert(pid, ticks as f64);
+                }
+                Err(e) => self.count_error(WorkloadSource::Procfs, e),
+            }
+        }
+        self.mps_cpu.store(Arc::new(cpu));
     }
 
     fn count_error(&self, source: WorkloadSource, reason: WorkloadReadError) {
@@ -351,9 +394,22 @@ impl Workloads {
                 }
             }
         }
+        let clients: BTreeSet<u32> = snapshot
+            .gpus
+            .iter()
+            .filter_map(|g| g.readings.as_ref()?.usage.as_ref())
+            .flat_map(|u| u.mps_clients.iter().copied())
+            .collect();
+        if !clients.is_empty() {
+            *self.mps_clients.lock().unwrap_or_else(|p| p.into_inner()) = clients;
+            self.mps_wake.notify_one();
+        }
         let mut holdings = holdings(&snapshot.gpus, &known.by_pid, &known.mapped_jobs);
         allocations::merge(&mut holdings, &snapshot.gpus, &known.slurm_jobs);
         assign_shares(&mut holdings);
+        // Only the holdings exported compete for the accounts' slots.
+        let mut dropped = holdings.len().saturating_sub(self.config.limit);
+        holdings.truncate(self.config.limit);
         let usage = snapshot
             .gpus
             .iter()
@@ -363,10 +419,10 @@ impl Workloads {
                     &snapshot.gpus,
                     &holdings,
                     &known.by_pid,
+                    &self.mps_cpu.load(),
                 )
             });
-        let dropped = holdings.len().saturating_sub(self.config.limit);
-        holdings.truncate(self.config.limit);
+        dropped += usage.as_ref().map_or(0, |u| u.refused as usize);
         {
             let mut dropping = self.dropping.lock().unwrap_or_else(|p| p.into_inner());
             if (dropped > 0) != *dropping {
@@ -420,7 +476,8 @@ fn live_pids(gpus: &[GpuState]) -> BTreeSet<u32> {
 /// One holding per workload per device, with its share of the device and
 /// its processes' memory there, sorted by device then workload. Pids not
 /// resolved yet are left out until the next snapshot. A process in both
-/// the compute and the graphics list counts once.
+/// the compute and the graphics list counts once. An MPS server is no
+/// workload: it runs its clients' work, which the clients hold.
 fn holdings(
     gpus: &[GpuState],
     by_pid: &HashMap<u32, Workload>,
@@ -431,11 +488,13 @@ fn holdings(
     let mut processes: BTreeMap<(Device, u32), Option<u64>> = BTreeMap::new();
     for g in gpus {
         let Some(r) = &g.readings else { continue };
+        let server = usage::mps_server(g);
         for p in r
             .compute_processes
             .iter()
             .chain(r.graphics_processes.iter())
             .flatten()
+            .filter(|p| Some(p.pid) != server)
         {
             let device = (g.index, p.gpu_instance, p.compute_instance);
             processes
@@ -604,6 +663,37 @@ mod tests {
         let h = holdings(&gpus, &by_pid, &BTreeMap::new());
         let shares: Vec<_> = h.iter().map(|h| (h.gpu_instance, h.share)).collect();
         assert_eq!(shares, [(Some(7), 0.5), (Some(7), 0.5), (Some(8), 1.0)]);
+    }
+
+    #[test]
+    fn an_mps_server_is_no_workload() {
+        // The H200's MPS run: the server (69 MB) and its two clients (746
+        // MB each) in the compute list, the clients in the MPS list.
+        let mut g = gpu(
+            0,
+            vec![
+                process(711, Some(66), None),
+                process(677, Some(712), None),
+                process(678, Some(712), None),
+            ],
+            vec![],
+        );
+        let r = g.readings.as_mut().unwrap();
+        r.usage = Some(crate::snapshot::UsageReadings {
+            mps_clients: vec![677, 678],
+            ..Default::default()
+        });
+        let by_pid = HashMap::from([
+            (711, Workload::of(WorkloadKind::Systemd)),
+            (677, job("1", 0)),
+            (678, job("2", 0)),
+        ]);
+        let h = holdings(&[g], &by_pid, &BTreeMap::new());
+        let jobs: Vec<_> = h
+            .iter()
+            .map(|h| (h.workload.slurm_job.as_deref(), h.share))
+            .collect();
+        assert_eq!(jobs, [(Some("1"), 0.5), (Some("2"), 0.5)]);
     }
 
     #[test]

@@ -116,6 +116,13 @@ impl HostFiles {
         parse_real_uid(&text).ok_or(WorkloadReadError::Malformed)
     }
 
+    /// The CPU time a process used, user and system, in clock ticks
+    /// (`utime` and `stime` of `<procfs>/<pid>/stat`, proc(5)).
+    pub fn cpu_ticks(&self, pid: u32) -> Result<u64, WorkloadReadError> {
+        let text = self.proc_text(pid, "stat")?;
+        parse_cpu_ticks(&text).ok_or(WorkloadReadError::Malformed)
+    }
+
     /// A small text file (a Slurm mapping file), bounded like a proc entry.
     pub fn small_text(&self, path: &Path) -> Result<String, WorkloadReadError> {
         self.text(path, MAX_PROC_FILE, FILE_DEADLINE)
@@ -170,6 +177,17 @@ fn parse_real_uid(status: &str) -> Option<u32> {
         .next()?
         .parse()
         .ok()
+}
+
+/// `utime + stime` of a `stat` line. The command name in parentheses may
+/// hold spaces and parentheses itself, so the fields are counted from the
+/// last `)`: state is field 3, utime 14 and stime 15.
+fn parse_cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    utime.checked_add(stime)
 }
 
 fn parse_passwd(text: &str) -> HashMap<u32, String> {
@@ -228,6 +246,16 @@ mod tests {
         assert_eq!(parse_real_uid(status), Some(1001));
         assert_eq!(parse_real_uid("Name:\tx\n"), None);
         assert_eq!(parse_real_uid("Uid:\troot\n"), None);
+    }
+
+    #[test]
+    fn cpu_time_is_counted_from_the_last_parenthesis() {
+        // A command name with spaces and a parenthesis of its own.
+        let stat = "4242 (py (worker) 1) S 1 4242 4242 0 -1 4194560 1000 0 0 0 \
+                    731 42 0 0 20 0 8 0 12345 100000 200 18446744073709551615\n";
+        assert_eq!(parse_cpu_ticks(stat), Some(773));
+        assert_eq!(parse_cpu_ticks("4242 (x) S 1 2 3"), None);
+        assert_eq!(parse_cpu_ticks("no parenthesis"), None);
     }
 
     #[test]

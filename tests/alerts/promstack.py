@@ -115,9 +115,11 @@ class Process:
 
 class Exporter(Process):
     def __init__(self, workdir: Path, scenario: str, interval: str = "1s",
-                 extra: list[str] | None = None, env: dict | None = None, name: str | None = None):
+                 extra: list[str] | None = None, env: dict | None = None, name: str | None = None,
+                 port: int | None = None):
+        """`port`: the port of an exporter this one replaces (a restart)."""
         assert EXPORTER.exists(), f"{EXPORTER} missing: cargo build --workspace"
-        self.port = free_port()
+        self.port = port or free_port()
         self.address = f"127.0.0.1:{self.port}"
         super().__init__(name or f"exporter-{scenario}", [
             str(EXPORTER), "--simulate", scenario, "--web.listen-address", self.address,

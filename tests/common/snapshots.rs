@@ -359,6 +359,7 @@ pub fn dgx_fleet() -> Snapshot {
         http: None,
         kernel_log: None,
         config: None,
+        xid_last_wait: None,
     }
 }
 
@@ -433,7 +434,15 @@ pub fn fully_populated() -> Snapshot {
                 count: 1,
             },
         ],
+        // A GPU NVML cannot name, whose XID 79 the log gives.
+        unnamed_gpus: vec![UnnamedGpuVerdict {
+            pci_bus_id: "00000000:E1:00.0".into(),
+            action: Action::Reboot,
+            reason: "xid_restart_bm",
+        }],
     });
+    // The XID event thread, waiting on NVML.
+    s.xid_last_wait = Some(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
     // XIDs folded into `other`: an out-of-range code and one over the limit.
     s.gpus[4].xid_other = Some(XidOther {
         out_of_range: 1,
@@ -480,6 +489,15 @@ pub fn fully_populated() -> Snapshot {
         ],
         read_errors: vec![(KubernetesSource::Cdi, KubernetesReadError::Malformed, 1)],
     });
+    // Per-process use as sampled on GPU 3, with entries left out.
+    if let Some(r) = s.gpus[3].readings.as_mut() {
+        r.usage = Some(UsageReadings {
+            epoch: 1,
+            pids: Some(vec![]),
+            dropped: UsageDrop::ALL.iter().map(|d| (*d, 2)).collect(),
+            ..UsageReadings::default()
+        });
+    }
     // Workload attribution: every label of every kind appears somewhere.
     let mig_gpu_index = s
         .gpus
@@ -558,8 +576,12 @@ pub fn fully_populated() -> Snapshot {
                         compute_instance: None,
                         workload: w.clone(),
                         sm_seconds: Some(120.0 + i as f64),
+                        // One MPS client: its estimated part beside.
+                        mps_sm_seconds: (i == 2).then_some(33.0),
                         engine_seconds: UsageEngine::ALL.iter().map(|e| (*e, 10.0)).collect(),
                         energy_joules: Some(42_000.0),
+                        mps_energy_joules: (i == 2).then_some(9_000.0),
+                        held_energy_joules: Some(180_000.0),
                         held_seconds: 600.0,
                         idle_seconds: Some(3_700.0 + i as f64),
                     };
@@ -581,6 +603,7 @@ pub fn fully_populated() -> Snapshot {
                     joules: 1_000.0,
                 })
                 .collect(),
+            refused: 0,
         }),
         last_refresh: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)),
     });
@@ -640,6 +663,7 @@ pub fn workstation() -> Snapshot {
         http: None,
         kernel_log: None,
         config: None,
+        xid_last_wait: None,
     }
 }
 

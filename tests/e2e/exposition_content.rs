@@ -96,12 +96,20 @@ fn every_gpu_series_has_gpu_and_uuid_and_only_global_ones_lack_them() {
         "nvml_exporter_config_last_reload_successful",
         "nvml_exporter_config_last_reload_success_timestamp_seconds",
         "nvml_exporter_config_reloads_total",
+        "nvml_exporter_xid_last_wait_timestamp_seconds",
     ]
     .into_iter()
     .chain(common::PROCESS_SAMPLES.iter().copied())
     .collect::<Vec<_>>();
     for s in &samples {
         if global.contains(&s.name.as_str()) {
+            assert!(
+                !s.labels.contains_key("gpu") && !s.labels.contains_key("uuid"),
+                "{s:?}"
+            );
+        } else if s.labels.contains_key("pci_bus_id") && s.name == "nvidia_gpu_recommended_action" {
+            // The verdict of a GPU NVML cannot name: its address, from the
+            // kernel log, is all there is.
             assert!(
                 !s.labels.contains_key("gpu") && !s.labels.contains_key("uuid"),
                 "{s:?}"

@@ -33,6 +33,7 @@ const VOLATILE: &[&str] = &[
     "nvidia_gpu_pcie_bytes_total",
     "nvidia_gpu_nvlink_bytes_total",
     "nvidia_gpu_xid_last_timestamp_seconds",
+    "nvml_exporter_xid_last_wait_timestamp_seconds",
     "nvml_exporter_last_sample_timestamp_seconds",
     "nvml_exporter_sample_duration_seconds",
     "nvml_exporter_stuck_call_seconds",

@@ -58,7 +58,7 @@ fn not_ready_while_nvml_is_unavailable() {
     let lib = format!("--nvml.library={}", common::sim_library().display());
     let absent = dir.path().join("absent.toml");
     let e = Exporter::start(
-        &[lib.as_str(), "--collect.interval=200ms"],
+        &[lib.as_str(), "--collect.interval=200ms", "--state.path="],
         &[("NVML_SIM_SCENARIO", absent.to_str().unwrap())],
     );
     e.wait_serving();

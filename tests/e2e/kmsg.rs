@@ -340,3 +340,555 @@ fn a_restarted_exporter_counts_since_boot_and_honours_a_reset_done_while_it_was_
     });
     assert_eq!(verdicts(&after)["2"], verdict("reboot", "xid_restart_bm"));
 }
+
+/// A record of priority `priority` (facility times 8 plus level).
+fn record_at(priority: u8, seq: u64, ago: f64, message: &str) -> String {
+    let ts = ((kmsg::uptime().unwrap() - ago).max(0.0) * 1e6) as u64;
+    kmsg::format_record(priority, seq, ts, message)
+}
+
+/// Issue 28, item 1: an NVLink5 XID asks for what NVIDIA's decode sheet
+/// says of its line, by the driver's encoding; NVML's event alone is
+/// judged undecoded (a reset). hgx-b200's buses: GPU 1 2a, 2 3a, 3 5d,
+/// 4 9a, 5 ab.
+#[test]
+fn nvlink5_xids_are_decoded_from_their_line_by_the_drivers_encoding() {
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    // R570 printed these (the V1 encoding): GB200 lines as gpud's tests
+    // quote them, on this node's buses.
+    let lines = [
+        record(1, 300.0, "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.148.08  Release Build"),
+        // IGNORE (RLW_RXPIPE, status 0x8).
+        record(2, 200.0, "NVRM: Xid (PCI:0000:2a:00): 145, pid=876767, name=ray::WorkerDict, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x00000001 0x00000000 0x00100000 0x00000004)"),
+        // XID_154_EVAL (RLW_SRC_TRACK, 0x8): the recovery action decides.
+        record(3, 190.0, "NVRM: Xid (PCI:0000:3a:00): 145, RLW_SRC_TRACK Nonfatal XC1 i0 Link 12 (0x040988e2 0x00000008 0x00000000 0x00000000 0x00000000 0x00000000)"),
+        // RESET_GPU (NETIR, link -1).
+        record(4, 180.0, "NVRM: Xid (PCI:0000:5d:00): 149, NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"),
+        // A NETIR_LINK_EVT whose reason (bits 25:20 = 0x26) the sheet
+        // resolves IGNORE though the line says Fatal.
+        record(5, 170.0, "NVRM: Xid (PCI:0000:9a:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"),
+    ];
+    append(&kmsg, &lines.concat());
+    // After the start, through NVML and the log both: GPU 6's non-fatal
+    // RLW_REMAP (V1 IntrInfo 0x82), and GPU 7's event whose line has no
+    // decoding words (the simulator's own wording).
+    let node = dir.path().join("b200.toml");
+    std::fs::write(
+        &node,
+        "name = \"b200\"\nbase = \"hgx-b200\"\n\
+         [[timeline]]\nat = 2\naction = \"xid\"\ngpu = 6\ncode = 145\n\
+         detail = \"RLW_REMAP Nonfatal XC0 i0 Link 08 (0x00000082 0x00000100 0x00000000 0x00000000)\"\n\
+         [[timeline]]\nat = 2\naction = \"xid\"\ngpu = 7\ncode = 149\n",
+    )
+    .unwrap();
+    let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
+    let exporter = Exporter::simulate_env(
+        node.to_str().unwrap(),
+        &["--collector.xid.kmsg", &kmsg_flag],
+        &[("NVML_SIM_KMSG", kmsg.to_str().unwrap())],
+    );
+    exporter.wait_ready();
+    let text = exporter.scrape_until("the NVLink5 events of GPUs 6 and 7 judged", |t| {
+        verdicts(t).get("7").is_some_and(|v| v.0 != "none")
+    });
+    let v = verdicts(&text);
+    assert_eq!(v["1"], verdict("none", "none"), "IGNORE");
+    assert_eq!(v["2"], verdict("none", "none"), "XID_154_EVAL");
+    assert_eq!(
+        v["3"],
+        verdict("reset_gpu", "xid_nvlink5_fatal"),
+        "RESET_GPU"
+    );
+    assert_eq!(v["4"], verdict("none", "none"), "the sheet, not the word");
+    assert_eq!(
+        v["6"],
+        verdict("none", "none"),
+        "NVML's event waited for its line, which says non-fatal"
+    );
+    assert_eq!(
+        v["7"],
+        verdict("reset_gpu", "xid_nvlink5_undecoded"),
+        "a line without the words: judged as fatal"
+    );
+    let got = xids(&text);
+    for (gpu, code) in [
+        ("1", "145"),
+        ("2", "145"),
+        ("3", "149"),
+        ("4", "149"),
+        ("6", "145"),
+        ("7", "149"),
+    ] {
+        assert_eq!(
+            got.get(&(gpu.into(), code.into())),
+            Some(&1.0),
+            "GPU {gpu}: every event counted, once"
+        );
+    }
+    common::promtool_check(&text).unwrap();
+}
+
+/// The research's reproduction on the built-in B200 fleet (driver 580, the
+/// V2 encoding): a non-fatal RLW_REMAP once gave reset_gpu.
+#[test]
+fn a_non_fatal_rlw_remap_on_a_b200_asks_for_nothing_and_a_fatal_one_for_a_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    append(
+        &kmsg,
+        &[
+            record(1, 20.0, "NVRM: Xid (PCI:0000:2a:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 08 (0x00000004 0x00000100 0x00000000 0x00000000 0x00000000 0x00000000)"),
+            record(2, 20.0, "NVRM: Xid (PCI:0000:3a:00): 145, RLW_REMAP Fatal XC0 i0 Link 08 (0x00000004 0x00000040 0x00000000 0x00000000 0x00000000 0x00000000)"),
+        ]
+        .concat(),
+    );
+    let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
+    let exporter = Exporter::simulate("hgx-b200", &["--collector.xid.kmsg", &kmsg_flag]);
+    exporter.wait_ready();
+    let text = exporter.scrape_until("both lines counted", |t| xids(t).len() == 2);
+    assert_eq!(verdicts(&text)["1"], verdict("none", "none"));
+    assert_eq!(
+        verdicts(&text)["2"],
+        verdict("reset_gpu", "xid_nvlink5_fatal")
+    );
+}
+
+/// Issue 28, item 4: bus-fall lines without an XID count as 79 (once where
+/// the driver also printed the XID line); records written from user space
+/// are not the driver's. Issue 31, item 3: instance ids the driver never
+/// hands out are refused.
+#[test]
+fn bus_fall_lines_count_as_79_and_user_space_records_do_not_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    let lines = [
+        // GPU 2: the newer driver's single line.
+        record(1, 60.0, "NVRM: GPU 0000:3a:00.0: GPU has fallen off the bus."),
+        // GPU 3: an older driver prints the XID and the line for one fall.
+        record(2, 50.0, "NVRM: Xid (PCI:0000:5d:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."),
+        record(3, 50.0, "NVRM: GPU 0000:5d:00.0: GPU has fallen off the bus."),
+        // GPU 4: the three-line report, split into records by the kernel.
+        record(4, 40.0, "NVRM: The NVIDIA GPU 0000:9a:00.0"),
+        record(5, 40.0, "NVRM: (PCI ID: 10de:2330) installed in this system has"),
+        record(6, 40.0, "NVRM: fallen off the bus and is not responding to commands."),
+        // GPU 5: `echo ... > /dev/kmsg` from a container (facility user),
+        // and a made-up driver load that would clear every reset.
+        record_at(12, 7, 30.0, "NVRM: Xid (PCI:0000:ab:00): 48, An uncorrectable double bit error"),
+        record_at(14, 8, 29.0, "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  580.95.05"),
+        // GPU 0 (MIG): an instance id past the driver's maximum.
+        record(9, 20.0, "NVRM: Xid (PCI:0000:18:00 GPU-I:1000 GPU-CI:4294967295): 13, pid=1, name=x, y"),
+        // GPU 6: the driver's own XID 48, and a reset marker written from
+        // user space, as the runbook's procedure writes it: accepted.
+        record(10, 10.0, "NVRM: Xid (PCI:0000:ba:00): 48, An uncorrectable double bit error"),
+    ];
+    append(&kmsg, &lines.concat());
+    let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
+    let exporter = Exporter::simulate("dgx-h100", &["--collector.xid.kmsg", &kmsg_flag]);
+    exporter.wait_ready();
+    let text = exporter.scrape_until("the falls counted", |t| xids(t).len() >= 4);
+    let key = |g: &str, x: &str| (g.to_string(), x.to_string());
+    assert_eq!(
+        xids(&text),
+        BTreeMap::from([
+            (key("2", "79"), 1.0),
+            (key("3", "79"), 1.0),
+            (key("4", "79"), 1.0),
+            (key("6", "48"), 1.0),
+        ]),
+        "log:\n{}",
+        exporter.log()
+    );
+    let v = verdicts(&text);
+    for gpu in ["2", "3", "4"] {
+        assert_eq!(v[gpu], verdict("reboot", "xid_restart_bm"), "GPU {gpu}");
+    }
+    assert_eq!(v["5"], verdict("none", "none"), "user space is not NVRM");
+    assert_eq!(v["6"], verdict("reset_gpu", "xid_workflow_xid_48"));
+    let problem = |reason: &str| {
+        value(
+            &text,
+            "nvml_exporter_kernel_log_problems_total",
+            &[("reason", reason)],
+        )
+    };
+    assert_eq!(problem("user_space"), Some(2.0));
+    assert_eq!(problem("malformed"), Some(1.0), "GPU-I:1000");
+    assert!(
+        exporter.log().contains("written from user space"),
+        "{}",
+        exporter.log()
+    );
+    append(
+        &kmsg,
+        &record_at(12, 11, 0.0, "nvml-exporter: GPU reset (PCI:0000:ba:00)"),
+    );
+    exporter.scrape_until("the user-space reset marker to clear GPU 6", |t| {
+        verdicts(t).get("6") == Some(&verdict("none", "none"))
+    });
+}
+
+/// Issue 31, item 3: 2,000 XIDs naming made-up MIG instances once gave
+/// 2,008 verdict series on one GPU; only the instances the GPU has get
+/// their own.
+#[test]
+fn verdict_series_are_bounded_by_the_instances_the_gpu_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    let mut text = String::new();
+    let mut seq = 1;
+    for gi in 0..=14 {
+        for ci in 0..=7 {
+            for _ in 0..17 {
+                text += &record(
+                    seq,
+                    5.0,
+                    &format!("NVRM: Xid (PCI:0000:18:00 GPU-I:{gi:02} GPU-CI:{ci:02}): 13, pid=1, name=x, y"),
+                );
+                seq += 1;
+            }
+        }
+    }
+    append(&kmsg, &text);
+    let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
+    let exporter = Exporter::simulate("dgx-h100", &["--collector.xid.kmsg", &kmsg_flag]);
+    exporter.wait_ready();
+    let text = exporter.scrape_until("GPU 0's application faults", |t| {
+        verdicts(t).get("0") == Some(&verdict("restart_app", "xid_restart_app"))
+    });
+    let series: Vec<_> = samples(&text)
+        .into_iter()
+        .filter(|s| s.name == "nvidia_gpu_recommended_action" && s.label("gpu") == Some("0"))
+        .collect();
+    let instances = samples(&text)
+        .into_iter()
+        .filter(|s| s.name == "nvidia_gpu_mig_info" && s.label("gpu") == Some("0"))
+        .count();
+    assert!(instances > 0, "GPU 0 is in MIG mode");
+    assert!(
+        series.len() <= 1 + instances,
+        "{} verdict series for a GPU with {instances} MIG devices:\n{:#?}",
+        series.len(),
+        series
+            .iter()
+            .map(|s| (s.label("gpu_instance"), s.label("compute_instance")))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        series.len() > 1,
+        "the instances it has keep their own verdict"
+    );
+}
+
+/// Issue 31, item 5: `/dev/zero` is not the kernel log (it once burned a
+/// core for ever with `kernel_log_up 1`); a file of garbage is read on
+/// more slowly; a file cut and refilled past its old length between two
+/// reads is read again.
+#[test]
+fn only_the_kernel_log_device_or_a_file_is_read() {
+    let exporter = Exporter::simulate(
+        "dgx-h100",
+        &["--collector.xid.kmsg", "--path.kmsg=/dev/zero"],
+    );
+    exporter.wait_ready();
+    let text = exporter.scrape_until("the device refused", |t| {
+        value(
+            t,
+            "nvml_exporter_kernel_log_problems_total",
+            &[("reason", "unreadable")],
+        )
+        .is_some()
+    });
+    assert_eq!(value(&text, "nvml_exporter_kernel_log_up", &[]), Some(0.0));
+    assert_eq!(
+        value(
+            &text,
+            "nvml_exporter_kernel_log_problems_total",
+            &[("reason", "malformed")]
+        ),
+        None
+    );
+    assert!(
+        exporter
+            .log()
+            .contains("a character device 1:5, not the kernel log (/dev/kmsg is 1:11)"),
+        "{}",
+        exporter.log()
+    );
+}
+
+#[test]
+fn a_file_of_garbage_is_read_on_slowly_and_a_refilled_file_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    append(
+        &kmsg,
+        &"this is a syslog line, not a kernel log record\n".repeat(5000),
+    );
+    append(
+        &kmsg,
+        &record(
+            1,
+            5.0,
+            "NVRM: Xid (PCI:0000:3a:00): 94, pid=1, name=x, Contained",
+        ),
+    );
+    let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
+    let exporter = Exporter::simulate("dgx-h100", &["--collector.xid.kmsg", &kmsg_flag]);
+    exporter.wait_ready();
+    assert!(
+        exporter.wait_log(
+            "lines in a row are not /dev/kmsg records: pausing",
+            Duration::from_secs(10)
+        ),
+        "{}",
+        exporter.log()
+    );
+    let text = exporter.scrape();
+    let malformed = value(
+        &text,
+        "nvml_exporter_kernel_log_problems_total",
+        &[("reason", "malformed")],
+    )
+    .unwrap();
+    assert!(malformed < 5000.0, "{malformed}: read on at full speed");
+    drop(exporter);
+
+    // copytruncate faster than a poll: the file is cut and six records
+    // written at once, more bytes than the reader had read.
+    std::fs::write(
+        &kmsg,
+        record(
+            1,
+            5.0,
+            "NVRM: Xid (PCI:0000:3a:00): 94, pid=1, name=x, Contained",
+        ),
+    )
+    .unwrap();
+    let exporter = Exporter::simulate("dgx-h100", &["--collector.xid.kmsg", &kmsg_flag]);
+    exporter.wait_ready();
+    exporter.scrape_until("the first record", |t| {
+        xids(t).get(&("2".to_string(), "94".to_string())) == Some(&1.0)
+    });
+    let refill: String = (2..=7)
+        .map(|seq| record(seq, 0.0, "NVRM: Xid (PCI:0000:3a:00): 94, pid=1, name=x, Contained: SM (0x1). RST: No, D-RST: No"))
+        .collect();
+    std::fs::write(&kmsg, refill).unwrap();
+    let text = exporter.scrape_until("all six refilled records", |t| {
+        xids(t).get(&("2".to_string(), "94".to_string())) == Some(&7.0)
+    });
+    assert_eq!(
+        value(
+            &text,
+            "nvml_exporter_kernel_log_problems_total",
+            &[("reason", "truncated")]
+        ),
+        Some(1.0)
+    );
+}
+
+/// The UUID of GPU `gpu` in a scrape.
+fn uuid(text: &str, gpu: &str) -> String {
+    samples(text)
+        .into_iter()
+        .find(|s| s.name == "nvidia_gpu_info" && s.label("gpu") == Some(gpu))
+        .and_then(|s| s.label("uuid").map(str::to_string))
+        .unwrap()
+}
+
+/// A procfs holding only a boot id, for a test that plays a reboot.
+fn procfs_of_boot(dir: &Path, boot_id: &str) -> String {
+    let p = dir.join(format!("proc-{boot_id}"));
+    std::fs::create_dir_all(p.join("sys/kernel/random")).unwrap();
+    std::fs::write(p.join("sys/kernel/random/boot_id"), format!("{boot_id}\n")).unwrap();
+    p.display().to_string()
+}
+
+/// Issue 28, item 2: a restart neither lowers an XID counter nor forgets
+/// what an event asks for, though the kernel's ring has dropped the
+/// oldest records meanwhile; without the state file the counter drops, as
+/// it used to.
+#[test]
+fn a_restart_on_a_wrapped_kernel_log_keeps_the_counts_with_the_state_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    let state = dir.path().join("state.json");
+    let lines: Vec<String> = (1..=4)
+        .map(|seq| record(seq, 600.0 - seq as f64, "NVRM: Xid (PCI:0000:5d:00): 74, pid=1, name=x, NVLink: fatal error detected on link 3"))
+        .collect();
+    append(&kmsg, &lines.concat());
+    let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
+    let state_flag = format!("--state.path={}", state.display());
+    let args = [
+        "--collector.xid.kmsg",
+        kmsg_flag.as_str(),
+        state_flag.as_str(),
+    ];
+    let key = ("3".to_string(), "74".to_string());
+
+    let mut first = Exporter::simulate("dgx-h100", &args);
+    first.wait_ready();
+    first.scrape_until("the four XIDs", |t| xids(t).get(&key) == Some(&4.0));
+    first.terminate(Duration::from_secs(10));
+    let saved = std::fs::read_to_string(&state).unwrap();
+    assert!(saved.contains("\"read_to\":4"), "{saved}");
+
+    // The ring wraps while the exporter is down: the two oldest go.
+    std::fs::write(&kmsg, lines[2..].concat()).unwrap();
+    let mut second = Exporter::simulate("dgx-h100", &args);
+    second.wait_ready();
+    second.scrape_until("GPU 3's verdict", |t| verdicts(t).contains_key("3"));
+    second.wait_polls(2);
+    let text = second.scrape();
+    assert_eq!(
+        xids(&text).get(&key),
+        Some(&4.0),
+        "never lower:\n{}",
+        second.log()
+    );
+    assert_eq!(
+        verdicts(&text)["3"],
+        verdict("reset_gpu", "xid_workflow_nvlink_err")
+    );
+    assert!(
+        second.log().contains("state of this boot restored"),
+        "{}",
+        second.log()
+    );
+    assert_eq!(
+        value(
+            &text,
+            "nvml_exporter_kernel_log_problems_total",
+            &[("reason", "out_of_order")]
+        ),
+        None,
+        "records counted by the earlier run are skipped without a word"
+    );
+    second.terminate(Duration::from_secs(10));
+
+    // Without a state file: the counter comes back lower, as before.
+    let third = Exporter::simulate("dgx-h100", &["--collector.xid.kmsg", kmsg_flag.as_str()]);
+    third.wait_ready();
+    let text = third.scrape_until("the two XIDs left", |t| xids(t).contains_key(&key));
+    assert_eq!(xids(&text).get(&key), Some(&2.0));
+}
+
+/// Issue 28, item 2: a GPU reset made while the exporter was stopped, by
+/// a tool that writes no line of ours, does not bring `reset_gpu` back:
+/// NVSentinel's `GPU reset executed: GPU-<uuid>` line, or a pending repair
+/// applied (what only a reset does). A new boot starts clean.
+#[test]
+fn resets_by_other_tools_while_stopped_are_known_and_a_new_boot_starts_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    let state = dir.path().join("state.json");
+    append(
+        &kmsg,
+        &[
+            record(1, 300.0, "NVRM: Xid (PCI:0000:5d:00): 119, pid=1, name=x, Timeout after 6s of waiting for RPC response"),
+            record(2, 290.0, "NVRM: Xid (PCI:0000:ab:00): 48, An uncorrectable double bit error"),
+        ]
+        .concat(),
+    );
+    let socket = dir.path().join("sim.sock");
+    let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
+    let state_flag = format!("--state.path={}", state.display());
+    let args = [
+        "--collector.xid.kmsg",
+        kmsg_flag.as_str(),
+        state_flag.as_str(),
+    ];
+    let mut first = Exporter::simulate_env(
+        "dgx-h100",
+        &args,
+        &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
+    );
+    first.wait_ready();
+    // GPU 5 also has a row remap waiting for a reset.
+    common::sim_control(&socket, &["remap-row", "--gpu", "5", "--pending", "true"]);
+    let text = first.scrape_until("both resets asked for", |t| {
+        verdicts(t).get("3") == Some(&verdict("reset_gpu", "xid_reset_gpu"))
+            && verdicts(t).get("5") == Some(&verdict("reset_gpu", "remap_pending"))
+    });
+    let uuid3 = uuid(&text, "3");
+    first.wait_polls(2);
+    first.terminate(Duration::from_secs(10));
+
+    // NVSentinel resets GPU 3 (`logger -p daemon.err`: facility daemon,
+    // forwarded to the kernel log); GPU 5 is reset by a tool that writes
+    // nothing, and its pending remap is applied.
+    append(
+        &kmsg,
+        &kmsg::format_record(
+            27,
+            3,
+            ((kmsg::uptime().unwrap()) * 1e6) as u64,
+            &format!("nvsentinel: GPU reset executed: {uuid3}"),
+        ),
+    );
+    let second = Exporter::simulate("dgx-h100", &args);
+    second.wait_ready();
+    let text = second.scrape_until("the resets known", |t| {
+        verdicts(t).get("3") == Some(&verdict("none", "none"))
+            && verdicts(t).get("5") == Some(&verdict("none", "none"))
+    });
+    assert_eq!(xids(&text).len(), 2, "still counted: {:?}", xids(&text));
+    let log = second.log();
+    assert!(log.contains("NVSentinel"), "{log}");
+    assert!(
+        log.contains("changed while the exporter was stopped"),
+        "{log}"
+    );
+    drop(second);
+
+    // A reboot: another boot id. The earlier boot's state is not this one's.
+    let procfs = format!(
+        "--path.procfs={}",
+        procfs_of_boot(dir.path(), "another-boot")
+    );
+    let third = Exporter::simulate("dgx-h100", &[args[0], args[1], args[2], procfs.as_str()]);
+    third.wait_ready();
+    third.scrape_until("the log read from its start", |t| xids(t).len() == 2);
+    assert!(
+        third.log().contains("of an earlier boot: starting clean"),
+        "{}",
+        third.log()
+    );
+}
+
+/// A state file that is not one is moved aside, said, and the exporter
+/// starts clean; one it cannot write is said at start.
+#[test]
+fn a_garbage_or_unwritable_state_file_is_said_and_survived() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    std::fs::write(&state, "{\"version\": 1, \"boot_id\": 5}").unwrap();
+    let flag = format!("--state.path={}", state.display());
+    let e = Exporter::simulate("dgx-h100", &[flag.as_str()]);
+    e.wait_ready();
+    assert!(
+        e.wait_log(
+            "the state file cannot be used: starting clean",
+            Duration::from_secs(10)
+        ),
+        "{}",
+        e.log()
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("state.json.bad")).unwrap(),
+        "{\"version\": 1, \"boot_id\": 5}"
+    );
+    assert!(e.wait_log("state_path=", Duration::from_secs(1)));
+    drop(e);
+    let flag = format!(
+        "--state.path={}",
+        dir.path().join("no/such/dir/state.json").display()
+    );
+    let e = Exporter::simulate("dgx-h100", &[flag.as_str()]);
+    e.wait_ready();
+    assert!(
+        e.wait_log("cannot write the state file", Duration::from_secs(10)),
+        "{}",
+        e.log()
+    );
+}

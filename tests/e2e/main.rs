@@ -37,6 +37,7 @@ mod privilege;
 mod replay;
 mod repo_docs;
 mod scenarios;
+mod verdict;
 mod web_config_fuzz;
 mod web_config_tls;
 mod xid_catalog;

@@ -127,3 +127,85 @@ fn the_writers_and_the_families_do_not_know_each_other() {
         }
     }
 }
+
+/// `super::<file>` references between the files of each folder of a
+/// crate's source, test code left out: folder path -> file -> files.
+fn sibling_imports(src: &Path) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let mut out: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    let mut dirs = vec![src.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+        let names: BTreeSet<String> = files
+            .iter()
+            .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+            .filter(|n| n != "mod")
+            .collect();
+        let graph = out
+            .entry(dir.strip_prefix(src).unwrap().display().to_string())
+            .or_default();
+        for path in &files {
+            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+            if name == "mod" {
+                continue;
+            }
+            let text = std::fs::read_to_string(path).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap();
+            let deps = graph.entry(name.clone()).or_default();
+            for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+                for piece in line.split("super::").skip(1) {
+                    // `super::x`, and each name of `super::{x, y::z}`.
+                    let piece = piece.strip_prefix('{').unwrap_or(piece);
+                    for part in piece.split(',') {
+                        let dep: String = part
+                            .trim_start()
+                            .chars()
+                            .take_while(|c| {
+                                c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_'
+                            })
+                            .collect();
+                        if dep != name && names.contains(&dep) {
+                            deps.insert(dep);
+                        }
+                        if part.contains('}') {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// No two files of one folder import each other through `super::`, in
+/// either crate (nvml-sim's `fleet/gpu.rs` held `usage.rs`'s sample ring
+/// while `usage.rs` read `gpu.rs`'s GPU: the ring is `fleet/ring.rs` now).
+#[test]
+fn no_two_files_of_a_folder_import_each_other() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    for src in [root.join("src"), root.join("nvml-sim/src")] {
+        let folders = sibling_imports(&src);
+        assert!(
+            folders.len() > 5,
+            "read too few folders of {}",
+            src.display()
+        );
+        for (folder, graph) in folders {
+            found.extend(
+                circles(&graph)
+                    .into_iter()
+                    .map(|c| format!("{}/{folder}: {c}", src.display())),
+            );
+        }
+    }
+    assert!(found.is_empty(), "file import circles: {found:#?}");
+}

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use nvml_exporter::xid_catalog::nvlink5::{Resolution, RULES};
 use nvml_exporter::xid_catalog::{codes_of, regex_of, Source, XidAlert, CATALOG};
 
 const TABLE_BEGIN: &str =
@@ -47,14 +48,50 @@ fn runbook_table() -> String {
     out
 }
 
-fn render_runbook(text: &str) -> String {
+const NVLINK5_BEGIN: &str =
+    "<!-- BEGIN NVLink5 decode generated from src/xid_catalog/nvlink5.rs by tests/e2e/xid_catalog.rs: edit the table, then scripts/regenerate -->";
+
+/// The runbook's NVLink5 decode table: NVIDIA's sheet, row by row, and
+/// what the verdict does with each.
+fn nvlink5_table() -> String {
+    let mut out = String::new();
+    out.push_str("| XID | Unit | IntrInfo V1 (< R575) | IntrInfo V2 (>= R575) | Error status | NVIDIA's resolution | Severity | Ours |\n");
+    out.push_str("|---|---|---|---|---|---|---|---|\n");
+    for r in RULES {
+        let ours = match r.resolution {
+            Resolution::ResetGpu => "reset_gpu",
+            Resolution::Ignore => "none",
+            Resolution::Xid154Eval => "none; the recovery action decides",
+        };
+        out.push_str(&format!(
+            "| {} | {} | `{}` | `{}` | `{:#010x}` | {} | {} | {} |\n",
+            r.xid,
+            r.unit,
+            r.v1,
+            r.v2,
+            r.error_status,
+            r.resolution.as_str(),
+            r.severity.replace('*', "\\*"),
+            ours
+        ));
+    }
+    out
+}
+
+/// Replaces what lies between `begin` and the next END marker.
+fn between(text: &str, begin: &str, table: &str) -> String {
     let (head, rest) = text
-        .split_once(TABLE_BEGIN)
-        .expect("docs/runbooks.md lacks the XID table's BEGIN marker");
+        .split_once(begin)
+        .unwrap_or_else(|| panic!("docs/runbooks.md lacks the marker {begin}"));
     let (_, tail) = rest
         .split_once(TABLE_END)
-        .expect("docs/runbooks.md lacks the XID table's END marker");
-    format!("{head}{TABLE_BEGIN}\n{}{TABLE_END}{tail}", runbook_table())
+        .expect("docs/runbooks.md lacks an END marker after it");
+    format!("{head}{begin}\n{table}{TABLE_END}{tail}")
+}
+
+fn render_runbook(text: &str) -> String {
+    let text = between(text, TABLE_BEGIN, &runbook_table());
+    between(&text, NVLINK5_BEGIN, &nvlink5_table())
 }
 
 /// Replaces every `<matcher>"..."` inside the named alert's rule with the
@@ -143,4 +180,13 @@ fn the_table_marks_where_the_bucket_is_ours_or_departs() {
     assert!(table.contains("| none, ours RESET_GPU | NvidiaGpuXidCritical | critical |"));
     assert!(table.contains("| IGNORE, departed | NvidiaGpuXidWarning | warning |"));
     assert_eq!(table.lines().count(), 2 + CATALOG.len() + 1);
+}
+
+#[test]
+fn the_nvlink5_table_has_every_row_of_the_sheet() {
+    let table = nvlink5_table();
+    assert_eq!(table.lines().count(), 2 + RULES.len());
+    assert!(table.contains(
+        "| 145 | RLW_REMAP | `------000000----------0010000010` | `------000000-------------0000100` | `0x00000100` | IGNORE | Non-fatal | none |"
+    ));
 }

@@ -15,8 +15,11 @@ usage: nvml-sim [--socket PATH] COMMAND [OPTIONS]
 The socket defaults to $NVML_SIM_CONTROL.
 
 commands:
-  xid --gpu N --code C [--gpu-instance N] [--compute-instance N] [--log-only true]
-                                    (--log-only: to the kernel log (NVML_SIM_KMSG) only, not NVML)
+  xid --gpu N --code C [--gpu-instance N] [--compute-instance N] [--log-only true] [--detail TEXT]
+                                    (--log-only: to the kernel log (NVML_SIM_KMSG) only, not NVML;
+                                     --detail: the log line's words after the process)
+  recovery-action --gpu N --value V (field 230: 0-7, or any other number)
+  clear-ecc --gpu N                 (nvidia-smi -p 0: volatile ECC counters to 0, no reset)
   ecc --gpu N [--error-type corrected|uncorrected] [--location dram|l1|l2|register-file|sram] [--count N]
   retire-page --gpu N [--cause sbe|dbe] [--pending true|false]
   remap-row --gpu N [--kind correctable|uncorrectable] [--pending true|false] [--failure true|false]

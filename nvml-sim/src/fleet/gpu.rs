@@ -174,7 +174,7 @@ pub struct Gpu {
     pub power_smoothing_lifetime: Option<f64>,
     pub sram_threshold_exceeded: bool,
     /// The driver's per-process utilization samples.
-    pub samples: super::usage::SampleBuffer,
+    pub samples: super::ring::SampleBuffer,
     /// Pid of the MPS server, on a GPU that runs one.
     pub mps_server: Option<u32>,
     /// Per error type (corrected, uncorrected), bit n: memory location n
@@ -282,7 +282,7 @@ impl Gpu {
                     .then(|| 100.0 - f64::from(index % 4)),
             },
             sram_threshold_exceeded: sram.threshold_exceeded,
-            samples: super::usage::SampleBuffer::new(super::now_us()),
+            samples: super::ring::SampleBuffer::new(super::now_us()),
             mps_server: None,
             call_errors: spec.call_errors.clone(),
             field_pins: spec.field_pins.clone(),

@@ -5,6 +5,7 @@
 mod apply;
 mod gpu;
 mod physics;
+pub mod ring;
 pub mod usage;
 
 pub use crate::identity::fnv;

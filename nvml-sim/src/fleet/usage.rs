@@ -1,27 +1,41 @@
-//! What each process does with its GPU, and the driver's per-process
-//! utilization sample buffer that `nvmlDeviceGetProcessUtilization` and
-//! `nvmlDeviceGetProcessesUtilizationInfo` read.
+//! What each process does with its GPU, and the driver's utilization
+//! sample ring that `nvmlDeviceGetSamples`, `nvmlDeviceGetProcessUtilization`
+//! and `nvmlDeviceGetProcessesUtilizationInfo` read.
 //!
-//! The model, from nvml.h's description of both calls and what real drivers
-//! answer (NVIDIA/go-nvml #51, Syllo/nvtop #110, XuehaiPan/nvitop #83):
-//! - The driver takes a sample every [`SAMPLE_PERIOD_US`]: for each process
-//!   that used an engine in that period, its SM, memory, encoder, decoder,
-//!   JPEG and OFA utilization in percent. The buffer keeps the last
-//!   [`BUFFER_SAMPLES`].
-//! - A query for `lastSeenTimeStamp` answers one entry per process active
-//!   in a sample newer than it ("one utilization sample structure is
-//!   returned per process running, that had some non-zero utilization"):
-//!   its mean over every buffered sample from `lastSeenTimeStamp` to the
-//!   newest active one (a sample where it was idle counts 0), with the
-//!   time of its own newest active sample. No active sample since then:
-//!   `NVML_ERROR_NOT_FOUND`. `lastSeenTimeStamp = 0` averages the whole
-//!   buffer.
-//! - Samples of a process that has ended stay in the buffer: a query still
-//!   answers for it until they age out.
-//! - MPS: clients run in the server's context, so the server's pid carries
-//!   their summed use and the clients have no entries of their own.
-//! - MIG-enabled GPUs: not supported (nvml.h: "querying process utilization
-//!   is not currently supported"); what processes in an instance declare
+//! The ring is modelled on what a real driver does, measured on an H200
+//! (driver 580.159.04: tests/device/h200-580.159.04/sampling-raw.jsonl, its
+//! summary in report.md there) and on the kernel module's own source
+//! (open-gpu-kernel-modules `ctrl2080perf.h`,
+//! `NV2080_CTRL_PERF_GPUMON_PERFMON_UTIL_SAMPLE`; `gpu_acct.c`,
+//! `gpuacctProcessGpuUtil`):
+//! - A sample every [`SAMPLE_PERIOD_US`] (200 ms measured), each holding,
+//!   per engine (SM, memory, encoder, decoder, JPEG, OFA), the share of the
+//!   period the engine was busy and ONE pid: "the process that was active
+//!   on the engine when the sample was taken". Under time-slicing the pid
+//!   is the context running at that instant, so over many samples each
+//!   process is named in proportion to its share of the busy time; a
+//!   sample of an idle engine names the context last on it (a lone
+//!   process is named, at 0 %, in every sample while it has a context).
+//! - The ring keeps 72 samples (`NV2080_CTRL_PERF_GPUMON_SAMPLE_COUNT_PERFMON_UTIL`);
+//!   a query with `lastSeenTimeStamp` 0 returned 71 spanning 14 s on the
+//!   H200 ([`RING_SAMPLES`]: the 72nd is the one being written).
+//! - A per-process query answers one entry per pid named in a sample newer
+//!   than `lastSeenTimeStamp`: per engine, the sum of the samples naming it
+//!   over the count of every sample since `lastSeenTimeStamp` (RM's mean:
+//!   idle samples and samples naming another pid count in the divisor),
+//!   counted from the pid's first sample in the ring when that is later.
+//!   `nvmlDeviceGetProcessUtilization` rounds that mean up (measured:
+//!   samples 25, 95, 95, 95, 92 answer 81), `nvmlDeviceGetProcessesUtilizationInfo`
+//!   down (the exporter's totals on the H200 matched a truncated mean). The
+//!   entry's timestamp is the newest sample naming the pid. No sample newer
+//!   than `lastSeenTimeStamp` names a pid: `NVML_ERROR_NOT_FOUND`.
+//! - Samples of a process that has ended stay in the ring until they age
+//!   out: a query still answers for it.
+//! - MPS: clients run in the server's context, so the server's pid is the
+//!   one named and the clients are never (the H200 listed only the
+//!   server's pid under MPS).
+//! - MIG-enabled GPUs: not supported (nvml.h; "not supported with SMC
+//!   enabled", ctrl2080perf.h); what processes in an instance declare
 //!   drives the instance's activity (GPM) instead.
 //!
 //! A process either declares its use (scenario `sm_percent`,
@@ -29,64 +43,13 @@
 //! `process-use`) or, where no process on its GPU does, takes the GPU's
 //! utilization in proportion to its memory. Once any process declares, the
 //! GPU's utilization is the sum of what they declare (at most 100), so
-//! device and process readings always agree.
-
-use std::collections::VecDeque;
+//! device and process readings always agree. A sample is the mean of what
+//! the processes did over its period: use changed within a period (a burst
+//! shorter than a sample) is weighed by the time it held.
 
 use super::gpu::{Gpu, Proc};
+use super::ring::{Answer, Rounding, Sample, ENGINES, RING_SAMPLES, SAMPLE_PERIOD_US, SM};
 use crate::fault::ProcKind;
-
-/// The driver's sampling period: 1/6 s, the fastest `nvidia-smi` documents
-/// for utilization sampling.
-pub const SAMPLE_PERIOD_US: u64 = 166_667;
-/// Samples the buffer keeps: 60 s at the period above (in the host
-/// process's memory: 25 processes on 8 GPUs take about 2 MiB).
-pub const BUFFER_SAMPLES: usize = 360;
-/// Engines of a sample, in `nvmlProcessUtilizationInfo_v1_t` order.
-pub const ENGINES: usize = 6;
-const SM: usize = 0;
-const MEMORY: usize = 1;
-const ENCODER: usize = 2;
-const DECODER: usize = 3;
-
-/// One entry of a query's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Answer {
-    pub pid: u32,
-    pub timestamp_us: u64,
-    /// SM, memory, encoder, decoder, JPEG, OFA in percent.
-    pub util: [u32; ENGINES],
-}
-
-#[derive(Debug, Clone)]
-struct Sample {
-    at_us: u64,
-    /// Percent per engine; single precision is ample for whole percents.
-    active: Vec<(u32, [f32; ENGINES])>,
-}
-
-/// The per-GPU sample buffer. Samples are taken lazily, up to the present,
-/// whenever the buffer is read and before anything that changes what the
-/// processes do, so each sample sees the state of its own time.
-#[derive(Debug, Clone)]
-pub struct SampleBuffer {
-    /// CPU time (µs since the epoch) of the simulation's t = 0.
-    origin_us: u64,
-    /// Index of the next sample to take: it covers the period ending at
-    /// `origin_us + next * SAMPLE_PERIOD_US`.
-    next: u64,
-    samples: VecDeque<Sample>,
-}
-
-impl SampleBuffer {
-    pub fn new(origin_us: u64) -> Self {
-        SampleBuffer {
-            origin_us,
-            next: 1,
-            samples: VecDeque::new(),
-        }
-    }
-}
 
 /// Declared use of the processes on the whole GPU (`gpu_instance` `None`)
 /// or in one GPU instance; `None` when none of them declares any.
@@ -116,18 +79,6 @@ pub fn declared_sm(g: &Gpu, gpu_instance: Option<u32>) -> Option<f64> {
     declared_engine(g, gpu_instance, SM)
 }
 
-pub fn declared_memory(g: &Gpu) -> Option<f64> {
-    declared_engine(g, None, MEMORY)
-}
-
-pub fn declared_encoder(g: &Gpu) -> Option<f64> {
-    declared_engine(g, None, ENCODER)
-}
-
-pub fn declared_decoder(g: &Gpu) -> Option<f64> {
-    declared_engine(g, None, DECODER)
-}
-
 /// The MPS server of the GPU, if it runs one and it is still there.
 pub fn mps_server(g: &Gpu) -> Option<u32> {
     g.mps_server.filter(|s| g.procs.iter().any(|p| p.pid == *s))
@@ -146,9 +97,11 @@ pub fn mps_clients(g: &Gpu) -> Vec<&Proc> {
     }
 }
 
-/// What each process with a context of its own does at real time `t`,
-/// idle ones left out. MIG-enabled GPUs have no per-process sampling.
-fn active(g: &Gpu, t: f64) -> Vec<(u32, [f64; ENGINES])> {
+/// Every context on the GPU at real time `t` (s since the origin) and what
+/// it does, in percent per engine, idle ones at 0, in the order the
+/// processes started; MPS clients folded into their server's context.
+/// MIG-enabled GPUs have no per-process sampling.
+fn contexts(g: &Gpu, t: f64) -> Vec<(u32, [f64; ENGINES])> {
     if g.mig.is_some() {
         return Vec::new();
     }
@@ -182,8 +135,121 @@ fn active(g: &Gpu, t: f64) -> Vec<(u32, [f64; ENGINES])> {
     if let Some(s) = server {
         out.push((s, context.map(|v| v.min(100.0))));
     }
-    out.retain(|(_, u)| u.iter().any(|v| *v > 0.0));
     out
+}
+
+/// The pids of the GPU's contexts, in the order the processes started.
+fn holders(g: &Gpu) -> Vec<u32> {
+    if g.mig.is_some() {
+        return Vec::new();
+    }
+    let server = mps_server(g);
+    let mut out: Vec<u32> = g
+        .procs
+        .iter()
+        .filter(|p| server.is_none() || !p.kind.listed_as(ProcKind::Compute))
+        .map(|p| p.pid)
+        .collect();
+    out.extend(server);
+    out
+}
+
+/// Adds what the contexts did from `partial_to_us` up to `to_us` to the
+/// period being sampled.
+fn accumulate(g: &mut Gpu, to_us: u64) {
+    let from_us = g.samples.partial_to_us;
+    if to_us <= from_us {
+        return;
+    }
+    let mid = u64::midpoint(from_us, to_us);
+    let t = mid.saturating_sub(g.samples.origin_us) as f64 / 1e6;
+    let dt = (to_us - from_us) as f64;
+    let now = contexts(g, t);
+    let partial = &mut g.samples.partial;
+    for (pid, u) in now {
+        let i = match partial.iter().position(|(p, _)| *p == pid) {
+            Some(i) => i,
+            None => {
+                partial.push((pid, [0.0; ENGINES]));
+                partial.len() - 1
+            }
+        };
+        for (sum, v) in partial[i].1.iter_mut().zip(u) {
+            *sum += v * dt;
+        }
+    }
+    g.samples.partial_to_us = to_us;
+}
+
+/// Closes the period ending at `at_us` into a sample: each engine's busy
+/// share, and the pid it names.
+fn close(g: &mut Gpu, at_us: u64) {
+    let holders = holders(g);
+    let buf = &mut g.samples;
+    let period = SAMPLE_PERIOD_US as f64;
+    let mut sample = Sample {
+        at_us,
+        util: [0; ENGINES],
+        pid: [None; ENGINES],
+    };
+    buf.credit
+        .retain(|(p, _)| holders.contains(p) || buf.partial.iter().any(|(q, _)| q == p));
+    for e in 0..ENGINES {
+        let busy: Vec<(u32, f64)> = buf
+            .partial
+            .iter()
+            .map(|(p, u)| (*p, u[e] / period))
+            .filter(|(_, u)| *u > 0.0)
+            .collect();
+        let total: f64 = busy.iter().map(|(_, u)| u).sum();
+        sample.util[e] = (total.min(100.0) * 100.0).round() as u16;
+        sample.pid[e] = if total > 0.0 {
+            for (p, u) in &busy {
+                let i = match buf.credit.iter().position(|(q, _)| q == p) {
+                    Some(i) => i,
+                    None => {
+                        buf.credit.push((*p, [0.0; ENGINES]));
+                        buf.credit.len() - 1
+                    }
+                };
+                buf.credit[i].1[e] += u / total;
+            }
+            // The most owed among those that ran; the lowest pid on a tie.
+            let chosen = busy
+                .iter()
+                .map(|(p, _)| *p)
+                .max_by(|a, b| {
+                    let owed = |p: &u32| {
+                        buf.credit
+                            .iter()
+                            .find(|(q, _)| q == p)
+                            .map_or(0.0, |(_, c)| c[e])
+                    };
+                    owed(a).total_cmp(&owed(b)).then(b.cmp(a))
+                })
+                .expect("busy is not empty");
+            if let Some((_, c)) = buf.credit.iter_mut().find(|(q, _)| *q == chosen) {
+                c[e] -= 1.0;
+            }
+            Some(chosen)
+        } else if e == SM {
+            // An idle engine names the context last on it, else the first
+            // context there is.
+            buf.last[e]
+                .filter(|p| holders.contains(p))
+                .or_else(|| holders.first().copied())
+        } else {
+            None
+        };
+        if sample.pid[e].is_some() {
+            buf.last[e] = sample.pid[e];
+        }
+    }
+    buf.partial.clear();
+    buf.samples.push_back(sample);
+    while buf.samples.len() > RING_SAMPLES {
+        buf.samples.pop_front();
+    }
 }
 
 /// Takes the samples due up to CPU time `now_us`. Call before changing what
@@ -191,71 +257,93 @@ fn active(g: &Gpu, t: f64) -> Vec<(u32, [f64; ENGINES])> {
 pub fn advance(g: &mut Gpu, now_us: u64) {
     let origin = g.samples.origin_us;
     let due = now_us.saturating_sub(origin) / SAMPLE_PERIOD_US;
-    // Samples older than the buffer would only be dropped again.
-    let first = g
-        .samples
-        .next
-        .max(due.saturating_sub(BUFFER_SAMPLES as u64 - 1));
-    let taken: Vec<Sample> = (first..=due)
-        .map(|k| {
-            let at_us = origin + k * SAMPLE_PERIOD_US;
-            // Each sample covers the period ending at its time: sample the
-            // middle of it.
-            let t = (k as f64 - 0.5) * SAMPLE_PERIOD_US as f64 / 1e6;
-            Sample {
-                at_us,
-                active: active(g, t)
-                    .into_iter()
-                    .map(|(pid, u)| (pid, u.map(|v| v as f32)))
-                    .collect(),
-            }
-        })
-        .collect();
-    let buf = &mut g.samples;
-    buf.next = buf.next.max(due + 1);
-    buf.samples.extend(taken);
-    while buf.samples.len() > BUFFER_SAMPLES {
-        buf.samples.pop_front();
+    // Samples older than the ring would only be dropped again: nothing
+    // changed since the last call, so the gap is skipped.
+    let first = due.saturating_sub(RING_SAMPLES as u64 + 1);
+    if g.samples.next < first {
+        g.samples.next = first;
+        g.samples.partial.clear();
+        g.samples.partial_to_us = origin + (first - 1) * SAMPLE_PERIOD_US;
     }
+    while g.samples.next <= due {
+        let at_us = origin + g.samples.next * SAMPLE_PERIOD_US;
+        accumulate(g, at_us);
+        close(g, at_us);
+        g.samples.next += 1;
+    }
+    accumulate(g, now_us);
 }
 
-/// The answer to a query for samples newer than `last_seen_us`; `None`
-/// (NOT_FOUND) when no process was active in one.
-pub fn query(g: &mut Gpu, now_us: u64, last_seen_us: u64) -> Option<Vec<Answer>> {
+/// The device's samples of `engine` newer than `last_seen_us`, as
+/// `nvmlDeviceGetSamples` answers them: (timestamp, whole percent).
+pub fn device_samples(
+    g: &mut Gpu,
+    now_us: u64,
+    last_seen_us: u64,
+    engine: usize,
+) -> Vec<(u64, u32)> {
     advance(g, now_us);
-    let newer: Vec<&Sample> = g
-        .samples
+    g.samples
         .samples
         .iter()
         .filter(|s| s.at_us > last_seen_us)
-        .collect();
-    let newest = newer.iter().rposition(|s| !s.active.is_empty())?;
-    let window = &newer[..=newest];
-    let n = window.len() as f64;
-    let mut by_pid: Vec<(u32, u64, [f64; ENGINES])> = Vec::new();
-    for s in window {
-        for (pid, u) in &s.active {
-            let i = match by_pid.iter().position(|(p, _, _)| p == pid) {
-                Some(i) => i,
+        .map(|s| (s.at_us, (f64::from(s.util[engine]) / 100.0).round() as u32))
+        .collect()
+}
+
+/// The answer to a per-process query for samples newer than
+/// `last_seen_us`; `None` (NOT_FOUND) when no such sample names a pid.
+pub fn query(
+    g: &mut Gpu,
+    now_us: u64,
+    last_seen_us: u64,
+    rounding: Rounding,
+) -> Option<Vec<Answer>> {
+    advance(g, now_us);
+    let ring = &g.samples.samples;
+    let start = ring.iter().position(|s| s.at_us > last_seen_us)?;
+    // (pid, its first sample in the ring, its newest in the window, sums)
+    let mut by_pid: Vec<(u32, usize, u64, [u64; ENGINES])> = Vec::new();
+    for (i, s) in ring.iter().enumerate().skip(start) {
+        for e in 0..ENGINES {
+            let Some(pid) = s.pid[e] else { continue };
+            let k = match by_pid.iter().position(|(p, ..)| *p == pid) {
+                Some(k) => k,
                 None => {
-                    by_pid.push((*pid, 0, [0.0; ENGINES]));
+                    let first = ring
+                        .iter()
+                        .position(|s| s.pid.contains(&Some(pid)))
+                        .unwrap_or(i);
+                    by_pid.push((pid, first, 0, [0; ENGINES]));
                     by_pid.len() - 1
                 }
             };
-            let entry = &mut by_pid[i];
-            entry.1 = s.at_us;
-            for (sum, v) in entry.2.iter_mut().zip(u) {
-                *sum += f64::from(*v);
-            }
+            let entry = &mut by_pid[k];
+            entry.2 = s.at_us;
+            entry.3[e] += u64::from(s.util[e]);
         }
+    }
+    if by_pid.is_empty() {
+        return None;
     }
     Some(
         by_pid
             .into_iter()
-            .map(|(pid, timestamp_us, sums)| Answer {
-                pid,
-                timestamp_us,
-                util: sums.map(|s| (s / n).round().min(100.0) as u32),
+            .map(|(pid, first, timestamp_us, sums)| {
+                // Hundredths of a percent over that many samples.
+                let n = (ring.len() - start.max(first)) as u64 * 100;
+                let util = sums.map(|s| {
+                    let v = match rounding {
+                        Rounding::Up => s.div_ceil(n),
+                        Rounding::Down => s / n,
+                    };
+                    v.min(100) as u32
+                });
+                Answer {
+                    pid,
+                    timestamp_us,
+                    util,
+                }
             })
             .collect(),
     )
@@ -271,6 +359,15 @@ mod tests {
         Sim::new(&s, 1.0)
     }
 
+    fn set_sm(g: &mut Gpu, pid: u32, sm: f64, at_us: u64) {
+        advance(g, at_us);
+        let p = g.procs.iter_mut().find(|p| p.pid == pid).unwrap();
+        p.usage = Some(crate::fault::ProcUse {
+            sm,
+            ..Default::default()
+        });
+    }
+
     const SHARED: &str = r#"
         [[gpu]]
         model = "h100-sxm5-80gb"
@@ -281,46 +378,128 @@ mod tests {
         ]
     "#;
 
+    const LONE: &str = r#"
+        [[gpu]]
+        model = "h200-sxm5-141gb"
+        processes = [{ pid = 526, name = "load", memory_mib = 714, sm_percent = 0 }]
+    "#;
+
     #[test]
-    fn declared_use_is_answered_and_drives_the_gpu() {
-        let mut s = sim(SHARED);
+    fn the_ring_holds_71_samples_200_ms_apart() {
+        let mut s = sim(LONE);
         let g = &mut s.gpus[0];
-        assert_eq!(g.util(3.0), 80.0, "the GPU is the sum of its processes");
         let origin = g.samples.origin_us;
-        let at = |k: u64| origin + k * SAMPLE_PERIOD_US;
-        let got = query(g, at(12), at(6)).expect("active samples");
-        let mut got: Vec<_> = got
-            .iter()
-            .map(|a| (a.pid, a.util, a.timestamp_us))
-            .collect();
-        got.sort_unstable();
-        assert_eq!(
-            got,
-            [
-                (101, [60, 30, 0, 0, 0, 0], at(12)),
-                (102, [20, 0, 10, 0, 0, 0], at(12)),
-            ],
-            "103 declares nothing and is idle: no entry"
-        );
+        let got = device_samples(g, origin + 60_000_000, 0, SM);
+        assert_eq!(got.len(), RING_SAMPLES);
+        assert!(got.windows(2).all(|w| w[1].0 - w[0].0 == SAMPLE_PERIOD_US));
+        // 14 s from the oldest to the newest, as the H200 answered.
+        assert_eq!(got[70].0 - got[0].0, 14_000_000);
     }
 
     #[test]
-    fn nothing_newer_is_not_found_and_ended_processes_still_answer() {
-        let mut s = sim(SHARED);
-        let origin = s.gpus[0].samples.origin_us;
+    fn a_lone_process_is_named_in_every_sample_and_its_mean_counts_idle_samples() {
+        let mut s = sim(LONE);
+        let g = &mut s.gpus[0];
+        let origin = g.samples.origin_us;
         let at = |k: u64| origin + k * SAMPLE_PERIOD_US;
-        assert!(query(&mut s.gpus[0], at(10), at(10)).is_none());
-        // Process 101 ends after sample 10; samples up to 20 are taken.
-        advance(&mut s.gpus[0], at(10));
-        s.gpus[0].procs.retain(|p| p.pid != 101);
-        let got = query(&mut s.gpus[0], at(20), at(4)).unwrap();
-        let a = got
+        // A burst over samples 11..=15: the last quarter of sample 11 at
+        // 100 %, then 95 %, and 92 % in sample 15.
+        set_sm(g, 526, 100.0, at(10) + 150_000);
+        set_sm(g, 526, 95.0, at(11));
+        set_sm(g, 526, 92.0, at(14));
+        set_sm(g, 526, 0.0, at(15));
+        // (25 + 3 * 95 + 92) / 5 = 80.4: the old call rounds up to 81, as
+        // the H200 answered such a burst; the Info call down.
+        let up = query(g, at(15), at(10), Rounding::Up).unwrap();
+        assert_eq!(up.len(), 1);
+        assert_eq!((up[0].pid, up[0].util[SM]), (526, 81));
+        let down = query(g, at(15), at(10), Rounding::Down).unwrap();
+        assert_eq!(down[0].util[SM], 80);
+        let dev = device_samples(g, at(20), at(10), SM);
+        let percents: Vec<u32> = dev.iter().map(|s| s.1).collect();
+        assert_eq!(percents, [25, 95, 95, 95, 92, 0, 0, 0, 0, 0]);
+        // Over ten samples the idle ones count: 40.2.
+        let ten = query(g, at(20), at(10), Rounding::Up).unwrap();
+        assert_eq!(ten[0].util[SM], 41);
+        assert_eq!(ten[0].timestamp_us, at(20), "named while idle");
+        assert_eq!(
+            query(g, at(20), at(10), Rounding::Down).unwrap()[0].util[SM],
+            40
+        );
+        // Idle since: entries at 0 %, not NOT_FOUND.
+        let idle = query(g, at(20), at(16), Rounding::Up).unwrap();
+        assert_eq!(idle[0].util[SM], 0);
+    }
+
+    #[test]
+    fn time_sliced_processes_are_named_one_per_sample_in_proportion() {
+        let mut s = sim(r#"
+            [[gpu]]
+            model = "h200-sxm5-141gb"
+            processes = [
+              { pid = 618, name = "a", memory_mib = 714, sm_percent = 60 },
+              { pid = 619, name = "b", memory_mib = 714, sm_percent = 20 },
+            ]
+        "#);
+        let g = &mut s.gpus[0];
+        let origin = g.samples.origin_us;
+        let at = |k: u64| origin + k * SAMPLE_PERIOD_US;
+        advance(g, at(60));
+        let ring = &g.samples.samples;
+        let named = |pid| {
+            ring.iter()
+                .skip(ring.len() - 40)
+                .filter(|s| s.pid[SM] == Some(pid))
+                .count()
+        };
+        assert_eq!((named(618), named(619)), (30, 10), "3:1 of 40 samples");
+        assert!(ring.iter().all(|s| s.util[SM] == 8000), "80 % busy");
+        // Over 5 samples a pid named k times gets ceil(80 k / 5).
+        let got = query(g, at(60), at(55), Rounding::Up).unwrap();
+        let total: u32 = got.iter().map(|a| a.util[SM]).sum();
+        assert_eq!(total, 80);
+        assert!(got
             .iter()
-            .find(|a| a.pid == 101)
-            .expect("its samples remain");
-        // Active in samples 5..=10 of 5..=20: 6 of 16.
-        assert_eq!(a.util[0], (60.0_f64 * 6.0 / 16.0).round() as u32);
-        assert_eq!(a.timestamp_us, at(10));
+            .all(|a| a.util[SM] % 16 == 0 && a.timestamp_us > at(55)));
+    }
+
+    #[test]
+    fn a_process_is_averaged_from_its_first_sample() {
+        let mut s = sim(LONE);
+        let g = &mut s.gpus[0];
+        let origin = g.samples.origin_us;
+        let at = |k: u64| origin + k * SAMPLE_PERIOD_US;
+        advance(g, at(30));
+        g.procs.clear();
+        advance(g, at(40));
+        g.procs.push(Proc {
+            pid: 527,
+            name: "late".into(),
+            memory: 1 << 30,
+            kind: ProcKind::Compute,
+            mig: None,
+            usage: Some(crate::fault::ProcUse {
+                sm: 50.0,
+                ..Default::default()
+            }),
+        });
+        let got = query(g, at(50), 0, Rounding::Up).unwrap();
+        let late = got.iter().find(|a| a.pid == 527).unwrap();
+        assert_eq!(late.util[SM], 50, "its 10 samples, not the ring's 50");
+        let old = got.iter().find(|a| a.pid == 526).unwrap();
+        assert_eq!(old.timestamp_us, at(30), "ended: its samples remain");
+    }
+
+    #[test]
+    fn nothing_named_since_is_not_found() {
+        let mut s = sim(SHARED);
+        let g = &mut s.gpus[0];
+        let origin = g.samples.origin_us;
+        let at = |k: u64| origin + k * SAMPLE_PERIOD_US;
+        assert!(query(g, at(10), at(10), Rounding::Up).is_none());
+        g.procs.clear();
+        advance(g, at(20));
+        assert!(query(g, at(30), at(20), Rounding::Down).is_none());
     }
 
     #[test]
@@ -341,9 +520,9 @@ mod tests {
             [201, 202]
         );
         let origin = g.samples.origin_us;
-        let got = query(g, origin + 30 * SAMPLE_PERIOD_US, 0).unwrap();
+        let got = query(g, origin + 30 * SAMPLE_PERIOD_US, 0, Rounding::Up).unwrap();
         assert_eq!(got.len(), 1);
-        assert_eq!((got[0].pid, got[0].util[0]), (server, 80));
+        assert_eq!((got[0].pid, got[0].util[SM]), (server, 80));
     }
 
     #[test]
@@ -361,24 +540,24 @@ mod tests {
         let origin = g.samples.origin_us;
         let got = query(
             g,
-            origin + 40 * SAMPLE_PERIOD_US,
+            origin + 60 * SAMPLE_PERIOD_US,
             origin + 20 * SAMPLE_PERIOD_US,
+            Rounding::Down,
         )
         .unwrap();
-        let sm: u32 = got.iter().map(|a| a.util[0]).sum();
-        let a = got.iter().find(|a| a.pid == 301).unwrap().util[0];
-        let b = got.iter().find(|a| a.pid == 302).unwrap().util[0];
-        assert!((a as i64 - 3 * b as i64).abs() <= 2, "{a} vs {b}");
-        assert!((48..=72).contains(&sm), "about the GPU's 60 % wave: {sm}");
+        let a = got.iter().find(|a| a.pid == 301).unwrap().util[SM];
+        let b = got.iter().find(|a| a.pid == 302).unwrap().util[SM];
+        assert!((a as i64 - 3 * b as i64).abs() <= 6, "{a} vs {b}");
+        assert!((45..=72).contains(&(a + b)), "about the GPU's 60 % wave");
     }
 
     #[test]
-    fn a_long_gap_keeps_only_the_buffer() {
+    fn a_long_gap_keeps_only_the_ring() {
         let mut s = sim(SHARED);
         let g = &mut s.gpus[0];
         let origin = g.samples.origin_us;
         advance(g, origin + 10_000 * SAMPLE_PERIOD_US);
-        assert_eq!(g.samples.samples.len(), BUFFER_SAMPLES);
+        assert_eq!(g.samples.samples.len(), RING_SAMPLES);
         assert_eq!(
             g.samples.samples.back().map(|s| s.at_us),
             Some(origin + 10_000 * SAMPLE_PERIOD_US)

@@ -1,7 +1,7 @@
 //! Clocks and performance (`ffi/clocks.rs`): the maximum clocks (the
 //! board's), the clocks now and the performance state (pinned readings).
 
-use super::gpu::{Facts, Out};
+use super::out::{Facts, Out};
 use super::read::{fail, Got, Gpu, Printed};
 use super::ParseError;
 use crate::model::ClocksSection;

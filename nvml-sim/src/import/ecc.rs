@@ -2,7 +2,7 @@
 //! scope, type and location (DTD v12+ prints DRAM and SRAM, older ones
 //! single and double bit by location), and the SRAM status.
 
-use super::gpu::Out;
+use super::out::Out;
 use super::read::{Gpu, Printed};
 use super::ParseError;
 use crate::model::EccSection;

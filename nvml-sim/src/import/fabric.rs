@@ -2,7 +2,7 @@
 //! registration state and status, the NVLink partition and the health
 //! rows.
 
-use super::gpu::{Facts, Out};
+use super::out::{Facts, Out};
 use super::read::{fail, is_na, slug, Got, Gpu, Printed};
 use super::ParseError;
 use crate::model::{FabricHealthSection, HealthSummary, IncorrectConfiguration, NvlinkSection};

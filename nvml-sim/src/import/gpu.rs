@@ -12,12 +12,13 @@
 //! in the order a capture prints them (the first bad value is the one
 //! reported).
 
+use super::out::{architecture, Facts, Out};
 use super::read::{fail, hex, is_na, Gpu};
 use super::{clocks, ecc, fabric, identity, memory, mig, mode, pcie, power};
 use super::{processes, retirement, thermal, throttle, utilization};
 use super::{Node, ParseError};
 use crate::model::{BoardFile, BUILTIN_BOARDS};
-use crate::schema::{at, CountersFile, GpuFile, ReadingsFile};
+use crate::schema::{at, GpuFile};
 use serde::Serialize;
 
 /// What one GPU contributes: its `[[gpu]]` table (its board's key to be
@@ -26,84 +27,6 @@ pub struct Read {
     pub gpu: GpuFile,
     pub board: BoardFile,
     pub base: Option<&'static str>,
-}
-
-/// The tables a GPU's groups fill.
-#[derive(Default)]
-pub struct Out {
-    pub gpu: GpuFile,
-    pub board: BoardFile,
-    /// `[gpu.errors]`: calls that answer an error where a capture prints
-    /// N/A for all they give.
-    pub errors: toml::Table,
-    pub readings: ReadingsFile,
-    pub counters: CountersFile,
-}
-
-impl Out {
-    /// The calls that answer NOT_SUPPORTED where the capture prints N/A for
-    /// all they give.
-    pub fn not_supported(&mut self, calls: &[&str]) {
-        for call in calls {
-            self.errors
-                .insert((*call).into(), toml::Value::String("NOT_SUPPORTED".into()));
-        }
-    }
-}
-
-/// What the groups read once and others need.
-pub struct Facts {
-    /// The built-in board with the capture's PCI device id.
-    pub base: Option<(&'static str, BoardFile)>,
-    /// The architecture, by the board format's name.
-    pub arch: &'static str,
-}
-
-/// Architectures by the board format's names, oldest first.
-pub const ARCHITECTURES: [&str; 9] = [
-    "kepler",
-    "maxwell",
-    "pascal",
-    "volta",
-    "turing",
-    "ampere",
-    "ada",
-    "hopper",
-    "blackwell",
-];
-
-pub fn arch_at_least(arch: &str, than: &str) -> bool {
-    let pos = |a: &str| ARCHITECTURES.iter().position(|x| *x == a);
-    matches!((pos(arch), pos(than)), (Some(a), Some(b)) if a >= b)
-}
-
-/// The architecture nvidia-smi names, or (older DTDs print none) the one
-/// the PCI device id belongs to.
-pub fn architecture(printed: Option<&str>, device_id: Option<u32>) -> &'static str {
-    if let Some(p) = printed {
-        let p = p.to_ascii_lowercase();
-        for a in ARCHITECTURES {
-            if p.starts_with(a) {
-                return a;
-            }
-        }
-    }
-    // Device id ranges of NVIDIA's PCI id list (pci-ids.ucw.cz, vendor 10de).
-    let Some(id) = device_id.map(|d| d >> 16) else {
-        return "unknown";
-    };
-    match id {
-        0x0fc0..=0x0fff | 0x1000..=0x103f | 0x1180..=0x12ff => "kepler",
-        0x1340..=0x143f | 0x17c0..=0x17ff => "maxwell",
-        0x1d80..=0x1dbf => "volta",
-        0x15f0..=0x15ff | 0x1b00..=0x1d7f => "pascal",
-        0x1e00..=0x1fff | 0x2180..=0x21ff => "turing",
-        0x20b0..=0x20ff | 0x2200..=0x22ff | 0x2400..=0x25ff => "ampere",
-        0x2300..=0x23ff => "hopper",
-        0x2680..=0x28ff => "ada",
-        0x2900..=0x2fff => "blackwell",
-        _ => "unknown",
-    }
 }
 
 /// Built-in boards by PCI device id.

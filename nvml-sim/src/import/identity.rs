@@ -2,7 +2,7 @@
 //! ids, part number, VBIOS and inforom; the GPU's UUID, serial, PCI bus id
 //! and minor number.
 
-use super::gpu::{Facts, Out};
+use super::out::{Facts, Out};
 use super::read::{hex, Gpu};
 use super::ParseError;
 use crate::model::{BoardFile, InforomSection};

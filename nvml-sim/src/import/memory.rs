@@ -1,7 +1,7 @@
 //! Memory (`ffi/memory.rs`): the frame buffer's total and reserved size
 //! and BAR1 (the board's), and what is in use (pinned readings).
 
-use super::gpu::Out;
+use super::out::Out;
 use super::read::{fail, Gpu, Printed};
 use super::ParseError;
 use crate::model::MemorySection;

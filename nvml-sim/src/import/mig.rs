@@ -4,7 +4,7 @@
 //! instance id, memory and SM count, memory and engine counts taken from
 //! the capture), else profiles made from what the capture shows.
 
-use super::gpu::{Facts, Out};
+use super::out::{Facts, Out};
 use super::read::{dev_num, fail, number, Gpu, Printed};
 use super::{Node, ParseError};
 use crate::model::{BoardFile, MigSection, ProfileEntry};

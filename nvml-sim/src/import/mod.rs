@@ -20,6 +20,7 @@ mod identity;
 mod memory;
 mod mig;
 mod mode;
+mod out;
 mod pcie;
 mod power;
 mod processes;

@@ -1,7 +1,7 @@
 //! Modes and settings (`ffi/mode.rs`): persistence, display, compute
 //! mode, virtualization mode and the Windows driver model.
 
-use super::gpu::Out;
+use super::out::Out;
 use super::read::{fail, Got, Gpu, Printed};
 use super::ParseError;
 use crate::schema::{ComputeMode, DriverModel, VirtualizationMode};

@@ -2,7 +2,7 @@
 //! board's), the link now and its throughput (pinned readings), and the
 //! replay counter.
 
-use super::gpu::{Facts, Out};
+use super::out::{Facts, Out};
 use super::read::{Gpu, Printed};
 use super::ParseError;
 use crate::model::PcieSection;

@@ -2,7 +2,7 @@
 //! older `power_readings`) and the module's (Grace superchips), and the
 //! draw of each scope (pinned readings).
 
-use super::gpu::{Facts, Out};
+use super::out::{Facts, Out};
 use super::read::{is_na, Gpu, Printed};
 use super::ParseError;
 use crate::model::{PowerSection, ScopeSection};

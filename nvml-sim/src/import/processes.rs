@@ -1,7 +1,7 @@
 //! Processes (`ffi/processes.rs`): each with its pid, name, memory and
 //! kind, and on MIG GPUs its GPU and compute instance.
 
-use super::gpu::Out;
+use super::out::Out;
 use super::read::{fail, is_na, number, Gpu, Printed};
 use super::ParseError;
 use crate::fault::ProcKind;

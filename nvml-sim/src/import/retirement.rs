@@ -2,7 +2,7 @@
 //! Volta, and Turing/Ada boards that still report them), remapped rows
 //! (Ampere and newer) and the recovery action the driver asks for.
 
-use super::gpu::{arch_at_least, Facts, Out};
+use super::out::{arch_at_least, Facts, Out};
 use super::read::{fail, hex, Got, Gpu, Printed};
 use super::{Node, ParseError};
 use crate::fault::RetireCause;

@@ -2,7 +2,7 @@
 //! T.Limit margins and the fan count (the board's), the temperatures and
 //! the fan speed now (pinned readings).
 
-use super::gpu::{Facts, Out};
+use super::out::{Facts, Out};
 use super::read::{Gpu, Printed};
 use super::ParseError;
 use crate::model::ThermalSection;

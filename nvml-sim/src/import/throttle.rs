@@ -1,7 +1,7 @@
 //! Clock event (throttle) reasons (`ffi/clocks.rs`): which are active now
 //! and which the GPU reports at all, and the time spent in each.
 
-use super::gpu::Out;
+use super::out::Out;
 use super::read::{is_na, Gpu, Printed};
 use super::ParseError;
 use crate::fault::Reason;

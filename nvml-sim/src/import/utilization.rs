@@ -2,7 +2,7 @@
 //! reports whole percents; a capture that prints a fraction (an edited
 //! one) is rounded, with a note.
 
-use super::gpu::Out;
+use super::out::Out;
 use super::read::{fail, Gpu, Printed};
 use super::ParseError;
 use crate::schema::UtilizationFile;

@@ -6,8 +6,10 @@
 //! A worker is only ever spawned for a GPU whose previous worker has
 //! finished, so a GPU stuck in a driver call holds exactly one thread.
 
+mod persist;
 mod publish;
 mod supervisor;
+mod unnamed;
 mod worker;
 mod xid;
 
@@ -21,7 +23,7 @@ use super::errors::ErrorBook;
 use super::watchdog::{lock, CallTracker};
 use crate::kmsg::PciAddress;
 use crate::snapshot::{GpuIdentity, GpuReadings, Health, StuckCall, XidOther, MAX_XID_CODE};
-use crate::verdict::{self, XidSeen};
+use crate::verdict::{self, Remembered, XidClass, XidSeen};
 
 pub use supervisor::supervise;
 
@@ -115,6 +117,8 @@ pub enum XidSource {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XidEvent {
     pub code: u64,
+    /// How it is judged: by its code, or as its NVLink5 line decodes.
+    pub class: XidClass,
     pub gpu_instance: Option<u32>,
     pub compute_instance: Option<u32>,
     pub source: XidSource,
@@ -138,6 +142,12 @@ pub const DEDUPE_WINDOW: Duration = Duration::from_secs(10);
 /// event may count twice.
 const DEDUPE_KEEP: Duration = Duration::from_secs(300);
 const DEDUPE_MAX: usize = 256;
+/// NVLink5 events from NVML waiting for the kernel-log line that decodes
+/// them; past this the oldest is judged undecoded at once.
+const AWAITING_MAX: usize = 64;
+/// What the verdict reads, per GPU: past this, an event of a new code and
+/// MIG instance is kept under its code alone (judged on the GPU).
+const LATEST_MAX: usize = 256;
 
 #[derive(Debug, Clone, Copy)]
 struct Recent {
@@ -161,12 +171,20 @@ struct SlotState {
     xid_other: Option<XidOther>,
     /// Recent events, for pairing the two sources.
     recent: VecDeque<Recent>,
-    /// The latest event of each code NVIDIA's catalog lists (bounded by the
-    /// catalog), whether or not its count was folded: what the verdict
-    /// reads.
-    xid_latest: BTreeMap<XidKey, Instant>,
+    /// The latest event of each code NVIDIA's catalog lists and class
+    /// that asks for something (bounded by the catalog), whether or not its
+    /// count was folded: what the verdict reads.
+    xid_latest: BTreeMap<(XidKey, XidClass), Instant>,
+    /// NVLink5 events NVML delivered, waiting (at most `AWAITING_MAX`) for
+    /// their kernel-log line: NVML carries the code alone.
+    awaiting: VecDeque<(XidKey, Instant)>,
+    /// What NVML may stop showing, kept until the next boot.
+    remembered: Remembered,
     /// The latest GPU reset known (`verdict`, "A GPU reset is known").
     last_reset: Option<Instant>,
+    /// Restored from an earlier run of this boot: the readings only a
+    /// reset changes back, which the first sample is compared with.
+    baseline: Option<GpuReadings>,
 }
 
 impl SlotState {
@@ -181,18 +199,50 @@ impl SlotState {
     fn xids_seen(&self) -> Vec<XidSeen> {
         self.xid_latest
             .iter()
-            .map(|(&(code, gpu_instance, compute_instance), &at)| XidSeen {
-                code,
-                gpu_instance,
-                compute_instance,
-                at,
-            })
+            .map(
+                |(&((code, gpu_instance, compute_instance), class), &at)| XidSeen {
+                    code,
+                    class,
+                    gpu_instance,
+                    compute_instance,
+                    at,
+                },
+            )
             .collect()
     }
 
-    /// Pairs `e` with an event of the other source; true if it is the
-    /// second of a pair (counted already).
-    fn pair(&mut self, key: XidKey, e: &XidEvent) -> bool {
+    /// Keeps the latest event of a code and class the verdict may act on.
+    fn note_latest(&mut self, key: XidKey, class: XidClass, at: Instant) {
+        if verdict::xid_class_action(key.0, class)
+            .is_none_or(|(a, _)| a == crate::snapshot::Action::None)
+        {
+            return;
+        }
+        let full = self.xid_latest.len() >= LATEST_MAX;
+        let key = if full && !self.xid_latest.contains_key(&(key, class)) {
+            (key.0, None, None)
+        } else {
+            key
+        };
+        let latest = self.xid_latest.entry((key, class)).or_insert(at);
+        *latest = (*latest).max(at);
+    }
+
+    /// NVLink5 events NVML delivered at least `wait` ago whose line never
+    /// came are judged undecoded.
+    fn settle(&mut self, now: Instant, wait: Duration) {
+        while let Some(&(key, at)) = self.awaiting.front() {
+            if now.saturating_duration_since(at) < wait {
+                break;
+            }
+            self.awaiting.pop_front();
+            self.note_latest(key, XidClass::Nvlink5Undecoded, at);
+        }
+    }
+
+    /// Pairs `e` with an event of the other source; the partner, if `e` is
+    /// the second of a pair (counted already).
+    fn pair(&mut self, key: XidKey, e: &XidEvent) -> Option<Recent> {
         if let Some(keep_from) = Instant::now().checked_sub(DEDUPE_KEEP) {
             self.recent.retain(|r| r.at >= keep_from);
         }
@@ -207,7 +257,7 @@ impl SlotState {
         });
         if let Some(r) = partner {
             r.paired = true;
-            return true;
+            return Some(*r);
         }
         if self.recent.len() >= DEDUPE_MAX {
             self.recent.pop_front();
@@ -218,7 +268,7 @@ impl SlotState {
             at: e.at,
             paired: false,
         });
-        false
+        None
     }
 }
 
@@ -275,12 +325,36 @@ impl GpuSlot {
             (None, None)
         };
         let key = (e.code, gi, ci);
-        if st.pair(key, &e) {
+        if e.code == 64 && st.mig_enabled && !st.remembered.mig_remap_failure {
+            // NVML hides the remap flags of a MIG-enabled GPU: this XID is
+            // the one sign of a failed remap there (`verdict::Remembered`).
+            st.remembered.mig_remap_failure = true;
+        }
+        let nvlink5_from_nvml = e.source == XidSource::Nvml && verdict::is_nvlink5(e.code);
+        if let Some(partner) = st.pair(key, &e) {
+            // Counted already. The log's line of an NVLink5 event NVML
+            // delivered first decodes it.
+            if partner.source == XidSource::Nvml && verdict::is_nvlink5(e.code) {
+                if let Some(i) = st
+                    .awaiting
+                    .iter()
+                    .position(|&(k, at)| k == partner.key && at == partner.at)
+                {
+                    st.awaiting.remove(i);
+                    st.note_latest(partner.key, e.class, partner.at);
+                }
+            }
             return;
         }
-        if verdict::xid_action(e.code).is_some() {
-            let latest = st.xid_latest.entry(key).or_insert(e.at);
-            *latest = (*latest).max(e.at);
+        if nvlink5_from_nvml {
+            if st.awaiting.len() >= AWAITING_MAX {
+                if let Some((k, at)) = st.awaiting.pop_front() {
+                    st.note_latest(k, XidClass::Nvlink5Undecoded, at);
+                }
+            }
+            st.awaiting.push_back((key, e.at));
+        } else {
+            st.note_latest(key, e.class, e.at);
         }
         let xid = e.code;
         let in_range = (1..=MAX_XID_CODE).contains(&xid);
@@ -354,6 +428,9 @@ pub struct Shared {
     sampled: Arc<Notify>,
     slots: Mutex<Vec<Arc<GpuSlot>>>,
     xid: Mutex<Option<JoinHandle<()>>>,
+    /// When the XID thread last completed a wait (`xid.rs`); `None` while
+    /// it does not run.
+    xid_last_wait: Mutex<Option<SystemTime>>,
 }
 
 impl Shared {
@@ -363,6 +440,7 @@ impl Shared {
             sampled: Arc::default(),
             slots: Mutex::new(Vec::new()),
             xid: Mutex::new(None),
+            xid_last_wait: Mutex::new(None),
         }
     }
 
@@ -414,6 +492,7 @@ mod tests {
     fn nvml_event(code: u64, gi: Option<u32>, ci: Option<u32>, wall: SystemTime) -> XidEvent {
         XidEvent {
             code,
+            class: XidClass::Code,
             gpu_instance: gi,
             compute_instance: ci,
             source: XidSource::Nvml,
@@ -425,6 +504,7 @@ mod tests {
     fn event(code: u64, gi: Option<u32>, source: XidSource, at: Instant) -> XidEvent {
         XidEvent {
             code,
+            class: XidClass::Code,
             gpu_instance: gi,
             compute_instance: gi.map(|_| 0),
             source,
@@ -506,6 +586,72 @@ mod tests {
         assert!(!st.xids.contains_key(&(31, None, None)));
         // The verdict's record keeps the catalogued codes.
         assert_eq!(st.xid_latest.len(), 2);
+    }
+
+    #[test]
+    fn an_nvlink5_event_from_nvml_waits_for_its_log_line_then_is_judged_undecoded() {
+        use XidSource::{KernelLog, Nvml};
+        let slot = GpuSlot::new(0);
+        let now = Instant::now();
+        let nvlink5 = |source, class, at| XidEvent {
+            class,
+            ..event(145, None, source, at)
+        };
+        // NVML first: nothing decided yet; the log's non-fatal line pairs
+        // with it and decides: nothing to do.
+        slot.record_xid(nvlink5(Nvml, XidClass::Nvlink5Undecoded, now), 64);
+        assert!(lock(&slot.state).xids_seen().is_empty());
+        slot.record_xid(nvlink5(KernelLog, XidClass::Nvlink5Nothing, now), 64);
+        lock(&slot.state).settle(now + DEDUPE_WINDOW * 2, DEDUPE_WINDOW);
+        assert!(lock(&slot.state).xids_seen().is_empty());
+        assert_eq!(count(&slot, 145), 1);
+        // A fatal line decides a reset.
+        let later = now + Duration::from_secs(60);
+        slot.record_xid(nvlink5(Nvml, XidClass::Nvlink5Undecoded, later), 64);
+        slot.record_xid(nvlink5(KernelLog, XidClass::Nvlink5Fatal, later), 64);
+        let seen = lock(&slot.state).xids_seen();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].class, XidClass::Nvlink5Fatal);
+        // No line within the window: undecoded, a reset.
+        let last = later + Duration::from_secs(60);
+        slot.record_xid(nvlink5(Nvml, XidClass::Nvlink5Undecoded, last), 64);
+        lock(&slot.state).settle(last + Duration::from_secs(1), DEDUPE_WINDOW);
+        assert_eq!(lock(&slot.state).xids_seen().len(), 1, "still waiting");
+        lock(&slot.state).settle(last + DEDUPE_WINDOW, DEDUPE_WINDOW);
+        let seen = lock(&slot.state).xids_seen();
+        assert!(seen.iter().any(|x| x.class == XidClass::Nvlink5Undecoded));
+        assert_eq!(count(&slot, 145), 3);
+    }
+
+    #[test]
+    fn what_the_verdict_reads_stays_bounded() {
+        let slot = GpuSlot::new(0);
+        lock(&slot.state).mig_enabled = true;
+        let now = Instant::now();
+        for gi in 0..15 {
+            for ci in 0..8 {
+                for code in [13, 31, 43, 48, 119] {
+                    let e = XidEvent {
+                        compute_instance: Some(ci),
+                        ..event(code, Some(gi), XidSource::KernelLog, now)
+                    };
+                    slot.record_xid(e, 64);
+                }
+            }
+        }
+        let st = lock(&slot.state);
+        assert!(
+            st.xid_latest.len() <= LATEST_MAX + 4,
+            "{}",
+            st.xid_latest.len()
+        );
+        // Past the bound, each code lands on the GPU: none is forgotten.
+        for code in [13, 31, 48, 119] {
+            assert!(
+                st.xid_latest.keys().any(|((c, _, _), _)| *c == code),
+                "{code}"
+            );
+        }
     }
 
     #[test]

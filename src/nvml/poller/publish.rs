@@ -52,10 +52,24 @@ pub fn build_snapshot(
         };
         // NVML down: every GPU reads failing, which says nothing of it.
         let verdicts = if nvml_up {
+            // The instances of the last readings (kept while hung): an XID
+            // naming another is judged on the GPU.
+            let instances: Vec<(u32, u32)> = st
+                .readings
+                .iter()
+                .flat_map(|r| &r.mig)
+                .flat_map(|gi| {
+                    gi.compute_instances
+                        .iter()
+                        .map(|ci| (gi.gpu_instance, ci.compute_instance))
+                })
+                .collect();
             verdict::judge(&verdict::Inputs {
                 health,
                 readings: readings.as_ref(),
                 xids: &st.xids_seen(),
+                remembered: st.remembered,
+                instances: &instances,
                 last_reset: st.last_reset,
                 now,
                 restart_app_window,
@@ -111,6 +125,11 @@ pub fn build_snapshot(
         http: None,
         kernel_log: None,
         config: None,
+        xid_last_wait: if nvml_up {
+            *lock(&shared.xid_last_wait)
+        } else {
+            None
+        },
     }
 }
 

@@ -15,11 +15,16 @@ use super::super::backoff::Backoff;
 use super::super::library::{self, Loaded, ResolvedLibrary};
 use super::super::watchdog::lock;
 use super::super::PollerConfig;
+use super::persist;
 use super::publish::build_snapshot;
+use super::unnamed::Unnamed;
 use super::{spawn, worker, xid, Generation, GpuSlot, Shared, XidEvent, XidSource};
 use crate::family::Family;
 use crate::kmsg::{LogEvent, PciAddress};
-use crate::snapshot::{DriverInfo, KernelLogProblem, Snapshot};
+use crate::snapshot::{DriverInfo, Health, KernelLogProblem, Snapshot};
+use crate::state::{GpuRecord, KernelLogPosition, StateFile};
+use crate::verdict::{self, XidClass};
+use std::collections::BTreeMap;
 
 const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 const BACKOFF_CAP: Duration = Duration::from_secs(30);
@@ -44,6 +49,7 @@ pub fn supervise(cfg: PollerConfig, lib: ResolvedLibrary, publish: Publish, shar
     if let Driver::Up(up) = &s.driver {
         up.generation.stop.stop();
     }
+    s.save_state(true);
 }
 
 /// Where NVML stands.
@@ -76,6 +82,18 @@ struct Supervisor {
     /// Why NVML is down, logged once per distinct reason.
     last_error: Option<String>,
     ever_up: bool,
+    /// Kernel-log XIDs of addresses no named GPU has.
+    unnamed: Unnamed,
+    /// The kernel log's last record whose events have been counted.
+    kernel_log_read_to: Option<u64>,
+    /// Records of an earlier run of this boot, by UUID, until their GPU is
+    /// named (kept in the file meanwhile).
+    restored: BTreeMap<String, GpuRecord>,
+    /// What the state file was last written with.
+    saved: Option<StateFile>,
+    /// Our clock against the boot's, read once: times in the state file
+    /// are seconds since boot, the same each time they are written.
+    clock: Option<persist::Clock>,
 }
 
 impl Supervisor {
@@ -92,6 +110,114 @@ impl Supervisor {
             info: None,
             last_error: None,
             ever_up: false,
+            unnamed: Unnamed::default(),
+            kernel_log_read_to: None,
+            restored: BTreeMap::new(),
+            saved: None,
+            clock: persist::Clock::read(),
+        }
+        .restoring()
+    }
+
+    /// Takes what an earlier run of this boot left in the state file.
+    fn restoring(mut self) -> Self {
+        let Some(file) = self
+            .cfg
+            .state
+            .as_ref()
+            .and_then(|s| lock(s).restored.take())
+        else {
+            return self;
+        };
+        self.kernel_log_read_to = file.kernel_log.map(|k| k.read_to);
+        if let Some(c) = &self.clock {
+            for u in &file.unnamed {
+                let (Some(gpu), Some(class)) =
+                    (PciAddress::parse(&u.pci), persist::class_of(&u.class))
+                else {
+                    continue;
+                };
+                self.unnamed.push(
+                    gpu,
+                    XidEvent {
+                        code: u.code,
+                        class,
+                        gpu_instance: None,
+                        compute_instance: None,
+                        source: XidSource::KernelLog,
+                        at: c.instant(u.at_s),
+                        wall: persist::system_time(u.wall),
+                    },
+                );
+            }
+        }
+        self.restored = file.gpus.into_iter().map(|g| (g.uuid.clone(), g)).collect();
+        self
+    }
+
+    /// Adds each restored record to its GPU once NVML names it; a reading
+    /// only a reset changes back that changed meanwhile is a reset made
+    /// while the exporter was stopped.
+    fn restore_named(&mut self) {
+        if self.restored.is_empty() {
+            return;
+        }
+        let clock = self.clock;
+        for slot in self.shared.slots(self.device_count().unwrap_or(0)) {
+            let mut st = lock(&slot.state);
+            let Some(rec) = st.uuid.as_ref().and_then(|u| self.restored.remove(u)) else {
+                continue;
+            };
+            persist::restore(&mut st, &rec, clock.as_ref());
+            // Sampled before the record was found: compare now.
+            let evidence = match (&st.readings, &st.baseline) {
+                (Some(now), Some(before)) => worker::reset_evidence(before, now),
+                _ => None,
+            };
+            if evidence.is_some() {
+                st.baseline = None;
+            }
+            drop(st);
+            if evidence.is_some() {
+                slot.note_reset(
+                    Instant::now(),
+                    "readings only a reset changes back changed while the exporter was stopped",
+                );
+            }
+        }
+    }
+
+    /// Writes the state file when it says something new, and when
+    /// `force`d (at shutdown).
+    fn save_state(&mut self, force: bool) {
+        let Some(store) = self.cfg.state.clone() else {
+            return;
+        };
+        let clock = self.clock;
+        let mut file = StateFile {
+            kernel_log: self
+                .cfg
+                .kernel_log
+                .as_ref()
+                .zip(self.kernel_log_read_to)
+                .map(|(log, read_to)| KernelLogPosition {
+                    path: log.path().display().to_string(),
+                    read_to,
+                }),
+            unnamed: clock.map_or_else(Vec::new, |c| self.unnamed.records(&c)),
+            ..StateFile::default()
+        };
+        for slot in self.shared.slots(self.device_count().unwrap_or(0)) {
+            if let Some(rec) = persist::record(&lock(&slot.state), clock.as_ref()) {
+                file.gpus.push(rec);
+            }
+        }
+        // GPUs not named in this run keep what an earlier one knew.
+        file.gpus.extend(self.restored.values().cloned());
+        file.gpus.truncate(crate::state::MAX_GPUS);
+        if force || self.saved.as_ref() != Some(&file) {
+            lock(&store).save(file.clone());
+            self.saved = Some(file);
         }
     }
 
@@ -201,11 +327,13 @@ impl Supervisor {
 
     fn start_xid_thread(&self, up: &Up) {
         let slots = self.shared.slots(up.device_count);
-        let (n, g) = (up.nvml.clone(), up.generation.clone());
-        let (interval, max_codes) = (self.cfg.interval, self.cfg.xid_max_codes);
-        match spawn("nvml-xid", move || {
-            xid::run(n, slots, g, interval, max_codes)
-        }) {
+        let (n, g, shared) = (up.nvml.clone(), up.generation.clone(), self.shared.clone());
+        let cfg = xid::Config {
+            interval: self.cfg.interval,
+            deadline: self.cfg.stuck_deadline,
+            max_codes: self.cfg.xid_max_codes,
+        };
+        match spawn("nvml-xid", move || xid::run(n, slots, g, shared, cfg)) {
             Ok(h) => *lock(&self.shared.xid) = Some(h),
             Err(e) => {
                 tracing::error!(error = %e, "cannot start the XID event thread")
@@ -255,15 +383,23 @@ impl Supervisor {
     }
 
     /// Counts the XIDs the kernel log reader found on their GPUs, once
-    /// every GPU has been sampled (its PCI address is then known), and
-    /// notes the resets the log shows. Until then they wait in the
-    /// reader's queue.
-    fn take_kernel_log(&self) {
+    /// every GPU has been sampled or is hung (its PCI address is then
+    /// known, or will not be soon), and notes the resets the log shows.
+    /// Until then they wait in the reader's queue. An XID of an address no
+    /// named GPU has waits among the unnamed (`Unnamed`): it is counted on
+    /// its GPU once NVML names it (a GPU hung since start), and decides a
+    /// verdict keyed by the address while some GPU stays unnamed (one lost
+    /// before the exporter started).
+    fn take_kernel_log(&mut self) {
         let (Some(log), Driver::Up(up)) = (&self.cfg.kernel_log, &self.driver) else {
             return;
         };
+        let now = Instant::now();
         let slots = self.shared.slots(up.device_count);
-        if slots.len() < up.device_count as usize || slots.iter().any(|s| s.pending()) {
+        let waiting = |s: &Arc<GpuSlot>| {
+            s.pending() && s.tracker.stuck(now, self.cfg.stuck_deadline).is_none()
+        };
+        if slots.len() < up.device_count as usize || slots.iter().any(waiting) {
             return;
         }
         let addressed: Vec<(PciAddress, &Arc<GpuSlot>)> = slots
@@ -276,45 +412,103 @@ impl Supervisor {
                 .find(|(a, _)| a.same_device(gpu))
                 .map(|(_, s)| *s)
         };
-        let unknown = |gpu: &PciAddress| {
+        let unknown = |gpu: &dyn std::fmt::Display| {
             log.problem(
                 KernelLogProblem::UnknownGpu,
-                &format!("the kernel log names GPU PCI:{gpu}, which NVML does not list (or whose address it cannot read)"),
+                &format!("the kernel log names GPU {gpu}, which NVML does not list (or whose address it cannot read)"),
             );
         };
-        for event in log.take() {
+        let nvml_major = self
+            .info
+            .as_ref()
+            .and_then(|i| driver_major(&i.driver_version));
+        let (events, read_to) = log.take_to();
+        for event in events {
             match event {
-                LogEvent::Xid { xid, at, wall } => match find(&xid.gpu) {
-                    Some(slot) => slot.record_xid(
-                        XidEvent {
-                            code: xid.code,
-                            gpu_instance: xid.gpu_instance,
-                            compute_instance: xid.compute_instance,
-                            source: XidSource::KernelLog,
-                            at,
-                            wall,
-                        },
-                        self.cfg.xid_max_codes,
-                    ),
-                    None => unknown(&xid.gpu),
-                },
-                LogEvent::DriverLoaded { at } => {
+                LogEvent::Xid {
+                    xid,
+                    at,
+                    wall,
+                    driver_major,
+                    ..
+                } => {
+                    let class = match xid.nvlink5 {
+                        _ if !verdict::is_nvlink5(xid.code) => XidClass::Code,
+                        Some(w) => verdict::nvlink5_class(
+                            xid.code,
+                            w.fatal,
+                            w.intr_info,
+                            w.error_status,
+                            driver_major.or(nvml_major),
+                        ),
+                        None => XidClass::Nvlink5Undecoded,
+                    };
+                    let e = XidEvent {
+                        code: xid.code,
+                        class,
+                        gpu_instance: xid.gpu_instance,
+                        compute_instance: xid.compute_instance,
+                        source: XidSource::KernelLog,
+                        at,
+                        wall,
+                    };
+                    match find(&xid.gpu) {
+                        Some(slot) => slot.record_xid(e, self.cfg.xid_max_codes),
+                        None => {
+                            unknown(&format_args!("PCI:{}", xid.gpu));
+                            self.unnamed.push(xid.gpu, e);
+                        }
+                    }
+                }
+                LogEvent::DriverLoaded { at, .. } => {
                     for slot in &slots {
                         slot.note_reset(at, "the kernel log shows the NVIDIA module loading");
                     }
+                    self.unnamed.reset_before(at);
                 }
-                LogEvent::GpuReset { gpu, at } => match find(&gpu) {
+                LogEvent::GpuReset { gpu, at, .. } => match find(&gpu) {
                     Some(slot) => slot.note_reset(at, "the kernel log records a GPU reset"),
-                    None => unknown(&gpu),
+                    None => unknown(&format_args!("PCI:{gpu}")),
                 },
+                LogEvent::GpuResetUuid { uuid, at, .. } => {
+                    let slot = slots
+                        .iter()
+                        .find(|s| lock(&s.state).uuid.as_deref() == Some(uuid.as_str()));
+                    match slot {
+                        Some(slot) => slot.note_reset(
+                            at,
+                            "the kernel log records a GPU reset by its UUID (NVSentinel's line)",
+                        ),
+                        None => unknown(&uuid),
+                    }
+                }
             }
         }
+        // A GPU named since: the lines that waited for it count on it.
+        for (gpu, slot) in &addressed {
+            for e in self.unnamed.take(*gpu) {
+                slot.record_xid(e, self.cfg.xid_max_codes);
+            }
+        }
+        self.kernel_log_read_to = read_to.or(self.kernel_log_read_to);
     }
 
     /// Step 4: publishes a snapshot. Returns each GPU's sample count as of
     /// just before it was built, so the next round can wait for newer ones.
-    fn publish(&self) -> Vec<(Arc<GpuSlot>, u64)> {
+    fn publish(&mut self) -> Vec<(Arc<GpuSlot>, u64)> {
+        self.restore_named();
         self.take_kernel_log();
+        // NVLink5 events NVML delivered wait for their log line while the
+        // log is followed (it comes within the pairing window), else are
+        // judged at once.
+        let wait = match &self.cfg.kernel_log {
+            Some(log) if log.status().up => super::DEDUPE_WINDOW,
+            _ => Duration::ZERO,
+        };
+        let now = Instant::now();
+        for slot in self.shared.slots(self.device_count().unwrap_or(0)) {
+            lock(&slot.state).settle(now, wait);
+        }
         let published: Vec<(Arc<GpuSlot>, u64)> = self
             .shared
             .slots(self.device_count().unwrap_or(0))
@@ -332,8 +526,20 @@ impl Supervisor {
             self.cfg.interval,
             self.cfg.restart_app_window,
         );
-        snapshot.kernel_log = self.cfg.kernel_log.as_ref().map(|log| log.status());
+        snapshot.kernel_log = self.cfg.kernel_log.as_ref().map(|log| {
+            let mut status = log.status();
+            // Only while some GPU cannot be named: otherwise the address is
+            // no GPU of this node's.
+            if snapshot.gpus.iter().any(|g| {
+                g.identity.pci_bus_id.is_none()
+                    && matches!(g.health, Health::Lost | Health::Failing | Health::Hung)
+            }) {
+                status.unnamed_gpus = self.unnamed.verdicts(now, self.cfg.restart_app_window);
+            }
+            status
+        });
         (self.publish)(Arc::new(snapshot));
+        self.save_state(false);
         published
     }
 
@@ -366,6 +572,11 @@ impl Supervisor {
                 .wait((deadline - now).min(Duration::from_millis(50)));
         }
     }
+}
+
+/// The major version of a driver version string: 580 of `580.159.04`.
+fn driver_major(version: &str) -> Option<u32> {
+    version.split('.').next()?.trim().parse().ok()
 }
 
 /// Given each GPU's sample count (when the last snapshot was built, now):

@@ -16,7 +16,7 @@ use super::super::sampler::GpuSampler;
 use super::super::watchdog::lock;
 use super::{Generation, GpuSlot};
 use crate::schedule::SharedSchedule;
-use crate::snapshot::{EccError, EccLocation, EccScope, GpuIdentity, GpuReadings, Health};
+use crate::snapshot::{GpuIdentity, GpuReadings, Health};
 
 /// The missing MIG privilege is the process's: said once, not per GPU.
 static MIG_UNPRIVILEGED_LOGGED: AtomicBool = AtomicBool::new(false);
@@ -157,28 +157,17 @@ fn read_identity(sampler: &mut GpuSampler<'_>, slot: &GpuSlot) -> bool {
 }
 
 /// What in two consecutive samples shows that the GPU was reset in
-/// between (or the driver reloaded): counters that only a reset starts
-/// again, and pending memory repairs that only a reset applies.
-fn reset_evidence(old: &GpuReadings, new: &GpuReadings) -> Option<&'static str> {
-    // A joule of slack: the counter is read in millijoules.
+/// between (or the driver reloaded): a counter no tool but a reset starts
+/// again, and pending memory repairs that only a reset applies. Not the
+/// volatile ECC counters: `nvidia-smi -p 0` (`nvmlDeviceClearEccErrorCounts`,
+/// "takes effect immediately") zeroes them with no reset at all.
+pub(super) fn reset_evidence(old: &GpuReadings, new: &GpuReadings) -> Option<&'static str> {
+    // A joule of slack: the counter is read in millijoules. Total energy
+    // counts "since the driver was last reloaded" (nvml.h,
+    // nvmlDeviceGetTotalEnergyConsumption) and no NVML call sets it.
     if let (Some(a), Some(b)) = (old.energy_joules, new.energy_joules) {
         if b + 1.0 < a {
             return Some("the energy counter started again");
-        }
-    }
-    let volatile = |r: &GpuReadings, error| {
-        r.ecc_errors
-            .iter()
-            .find(|e| {
-                e.error == error && e.scope == EccScope::Volatile && e.location == EccLocation::All
-            })
-            .map(|e| e.count)
-    };
-    for error in EccError::ALL {
-        if let (Some(a), Some(b)) = (volatile(old, *error), volatile(new, *error)) {
-            if b < a {
-                return Some("the volatile ECC counters started again");
-            }
         }
     }
     if old.remapped_rows.is_some_and(|m| m.pending) && new.remapped_rows.is_some_and(|m| !m.pending)
@@ -226,8 +215,17 @@ fn record(
             tracing::info!(gpu = slot.index, "GPU answers again after being lost");
             *was_lost = false;
             Some("the GPU answers again after being lost")
+        } else if let Some(old) = &st.readings {
+            reset_evidence(old, &r)
         } else {
-            st.readings.as_ref().and_then(|old| reset_evidence(old, &r))
+            // The first sample: against what an earlier run of this boot
+            // last read (`crate::state`).
+            st.baseline
+                .take()
+                .and_then(|old| reset_evidence(&old, &r))
+                .map(|_| {
+                    "readings only a reset changes back changed while the exporter was stopped"
+                })
         };
         if let Some(evidence) = evidence {
             drop(st);
@@ -235,6 +233,9 @@ fn record(
             st = lock(&slot.state);
         }
         st.mig_enabled = r.mig_mode.is_some_and(|m| m.current);
+        if r.remapped_rows.is_some_and(|m| m.failed) {
+            st.remembered.remap_failed = true;
+        }
         st.health = Some(Health::Up);
         st.readings = Some(r);
         st.last_sample = Some(SystemTime::now());
@@ -279,9 +280,11 @@ mod tests {
         let mut after = before.clone();
         after.energy_joules = Some(12.0);
         assert!(reset_evidence(&before, &after).is_some_and(|e| e.contains("energy")));
+        // Volatile ECC counters back at 0: `nvidia-smi -p 0` does that
+        // without a reset.
         let mut after = before.clone();
         after.ecc_errors = vec![volatile(0)];
-        assert!(reset_evidence(&before, &after).is_some_and(|e| e.contains("ECC")));
+        assert_eq!(reset_evidence(&before, &after), None);
         let mut after = before.clone();
         after.remapped_rows = after.remapped_rows.map(|r| RemappedRows {
             pending: false,

@@ -92,4 +92,26 @@ impl Sim {
         g.sram_threshold_exceeded = exceeded;
         Ok(format!("GPU {gpu} SRAM threshold exceeded: {exceeded}"))
     }
+
+    /// The GPU recovery action the driver reports (field 230), set by hand:
+    /// what the driver asks, pending repairs or not.
+    pub(super) fn recovery_action(&mut self, gpu: u32, value: u32) -> String {
+        let g = &mut self.gpus[gpu as usize];
+        g.recovery_action = Some(crate::value::Val::Is(value));
+        g.reset_pending_at_start = true;
+        format!("GPU {gpu} recovery action {value}")
+    }
+
+    /// `nvidia-smi -p 0`: the volatile ECC counters set to 0 at once
+    /// (`nvmlDeviceClearEccErrorCounts`); aggregate counters stay.
+    pub(super) fn clear_ecc(&mut self, gpu: u32) -> Result<String, String> {
+        let g = &mut self.gpus[gpu as usize];
+        if !g.model.ecc {
+            return Err(format!("GPU {gpu} ({}) has no ECC", g.model.name));
+        }
+        for et in 0..2 {
+            g.ecc[et][0] = [0; 8];
+        }
+        Ok(format!("GPU {gpu} volatile ECC counters cleared"))
+    }
 }

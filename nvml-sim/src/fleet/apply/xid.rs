@@ -6,13 +6,15 @@ use super::super::{Event, Sim};
 use nvml_wrapper_sys::bindings::nvmlEventTypeXidCriticalError;
 
 impl Sim {
-    /// `instance`: the GPU instance and compute instance it names, if any.
+    /// `instance`: the GPU instance and compute instance it names, if any;
+    /// `detail`: the text after the code in the kernel log's line.
     pub(super) fn xid(
         &mut self,
         gpu: u32,
         code: u64,
         instance: (Option<u32>, Option<u32>),
         log_only: bool,
+        detail: Option<&str>,
     ) -> Result<String, String> {
         let (gpu_instance, compute_instance) = instance;
         let g = &self.gpus[gpu as usize];
@@ -26,7 +28,14 @@ impl Sim {
             .iter()
             .find(|p| gpu_instance.is_none_or(|gi| p.mig.is_some_and(|(i, _)| i == gi)))
             .map(|p| (p.pid, p.name.as_str()));
-        crate::kmsg::xid(&g.pci, code, gpu_instance, compute_instance, process);
+        crate::kmsg::xid(
+            &g.pci,
+            code,
+            gpu_instance,
+            compute_instance,
+            process,
+            detail,
+        );
         if log_only {
             return Ok(format!("XID {code} on GPU {gpu} (kernel log only)"));
         }

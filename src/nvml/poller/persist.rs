@@ -1,0 +1,214 @@
+//! A GPU slot to and from the state file's record (`crate::state`): the
+//! XID counts, what the verdict reads, the reset known, what is remembered
+//! until boot, and the readings only a reset changes back. Times are kept
+//! as seconds since boot, the kernel log's clock, which outlives the
+//! process (an `Instant` does not).
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::{SlotState, XidKey};
+use crate::snapshot::{GpuReadings, RemappedRows, XidOther};
+use crate::state::{GpuRecord, LatestRecord, OtherRecord, XidCountRecord};
+use crate::verdict::XidClass;
+
+/// Our clock against the boot's: `now` is `uptime` seconds after boot.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    now: Instant,
+    uptime: f64,
+}
+
+impl Clock {
+    /// `None` where `/proc/uptime` cannot be read: times are then not
+    /// kept.
+    pub fn read() -> Option<Clock> {
+        Some(Clock {
+            now: Instant::now(),
+            uptime: crate::kmsg::uptime()?,
+        })
+    }
+
+    /// Seconds since boot at `at`.
+    pub fn since_boot(&self, at: Instant) -> f64 {
+        if at <= self.now {
+            self.uptime - (self.now - at).as_secs_f64()
+        } else {
+            self.uptime + (at - self.now).as_secs_f64()
+        }
+    }
+
+    /// The instant `s` seconds after boot.
+    pub fn instant(&self, s: f64) -> Instant {
+        let ago = self.uptime - s;
+        let d = Duration::try_from_secs_f64(ago.abs()).unwrap_or(Duration::ZERO);
+        if ago >= 0.0 {
+            self.now.checked_sub(d).unwrap_or(self.now)
+        } else {
+            self.now + d
+        }
+    }
+}
+
+pub fn class_name(class: XidClass) -> &'static str {
+    match class {
+        XidClass::Code => "code",
+        XidClass::Nvlink5Fatal => "nvlink5_fatal",
+        XidClass::Nvlink5Nothing => "nvlink5_nothing",
+        XidClass::Nvlink5Undecoded => "nvlink5_undecoded",
+    }
+}
+
+pub fn class_of(name: &str) -> Option<XidClass> {
+    Some(match name {
+        "code" => XidClass::Code,
+        "nvlink5_fatal" => XidClass::Nvlink5Fatal,
+        "nvlink5_nothing" => XidClass::Nvlink5Nothing,
+        "nvlink5_undecoded" => XidClass::Nvlink5Undecoded,
+        _ => return None,
+    })
+}
+
+pub fn unix(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+pub fn system_time(s: f64) -> SystemTime {
+    Duration::try_from_secs_f64(s).map_or(UNIX_EPOCH, |d| UNIX_EPOCH + d)
+}
+
+/// The record of a slot whose UUID is known.
+pub fn record(st: &SlotState, clock: Option<&Clock>) -> Option<GpuRecord> {
+    let uuid = st.uuid.clone()?;
+    let readings = st.readings.as_ref().or(st.baseline.as_ref());
+    Some(GpuRecord {
+        uuid,
+        xids: st
+            .xids
+            .iter()
+            .map(|(&(code, gi, ci), &(count, last))| XidCountRecord {
+                code,
+                gpu_instance: gi,
+                compute_instance: ci,
+                count,
+                last_seen: unix(last),
+            })
+            .collect(),
+        other: st.xid_other.as_ref().map(|o| OtherRecord {
+            out_of_range: o.out_of_range,
+            over_limit: o.over_limit,
+            last_seen: unix(o.last_seen),
+        }),
+        latest: clock.map_or_else(Vec::new, |c| {
+            st.xid_latest
+                .iter()
+                .map(|(&((code, gi, ci), class), &at)| LatestRecord {
+                    code,
+                    class: class_name(class).into(),
+                    gpu_instance: gi,
+                    compute_instance: ci,
+                    at_s: c.since_boot(at),
+                })
+                .collect()
+        }),
+        last_reset_s: clock.zip(st.last_reset).map(|(c, at)| c.since_boot(at)),
+        remap_failed: st.remembered.remap_failed,
+        mig_remap_failure: st.remembered.mig_remap_failure,
+        remap_pending: readings.and_then(|r| r.remapped_rows).map(|m| m.pending),
+        retirement_pending: readings.and_then(|r| r.retired_pages_pending),
+    })
+}
+
+/// Adds an earlier run's record to a slot: counts add up (events the slot
+/// counted before its UUID was read are this run's), the latest and the
+/// reset are the later of the two, what is remembered stays, and the
+/// pending repairs become the baseline the first sample is compared with.
+/// Not the energy counter: it counts since the driver loaded (nvml.h), and
+/// whether a GPU reset starts it again is not documented.
+pub fn restore(st: &mut SlotState, rec: &GpuRecord, clock: Option<&Clock>) {
+    for x in &rec.xids {
+        let key: XidKey = (x.code, x.gpu_instance, x.compute_instance);
+        let seen = system_time(x.last_seen);
+        let c = st.xids.entry(key).or_insert((0, seen));
+        c.0 += x.count;
+        c.1 = c.1.max(seen);
+    }
+    if let Some(o) = &rec.other {
+        let seen = system_time(o.last_seen);
+        let mine = st.xid_other.get_or_insert(XidOther {
+            out_of_range: 0,
+            over_limit: 0,
+            last_seen: seen,
+        });
+        mine.out_of_range += o.out_of_range;
+        mine.over_limit += o.over_limit;
+        mine.last_seen = mine.last_seen.max(seen);
+    }
+    if let Some(c) = clock {
+        for l in &rec.latest {
+            let Some(class) = class_of(&l.class) else {
+                continue;
+            };
+            let key: XidKey = (l.code, l.gpu_instance, l.compute_instance);
+            st.note_latest(key, class, c.instant(l.at_s));
+        }
+        if let Some(s) = rec.last_reset_s {
+            let at = c.instant(s);
+            st.last_reset = st.last_reset.max(Some(at));
+        }
+    }
+    st.remembered.remap_failed |= rec.remap_failed;
+    st.remembered.mig_remap_failure |= rec.mig_remap_failure;
+    st.baseline = Some(GpuReadings {
+        remapped_rows: rec.remap_pending.map(|pending| RemappedRows {
+            correctable: 0,
+            uncorrectable: 0,
+            pending,
+            failed: false,
+        }),
+        retired_pages_pending: rec.retirement_pending,
+        ..GpuReadings::default()
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_comes_back_as_it_was() {
+        let clock = Clock::read().expect("/proc/uptime");
+        let earlier = clock.now.checked_sub(Duration::from_secs(30)).unwrap();
+        let mut st = SlotState {
+            uuid: Some("GPU-1".into()),
+            ..SlotState::default()
+        };
+        st.xids.insert((48, None, None), (3, system_time(1.7e9)));
+        st.note_latest((48, None, None), XidClass::Code, earlier);
+        st.note_latest((149, None, None), XidClass::Nvlink5Fatal, earlier);
+        st.last_reset = Some(earlier.checked_sub(Duration::from_secs(5)).unwrap());
+        st.remembered.mig_remap_failure = true;
+        st.readings = Some(GpuReadings {
+            retired_pages_pending: Some(true),
+            ..GpuReadings::default()
+        });
+        let rec = record(&st, Some(&clock)).unwrap();
+        let json = serde_json::to_string(&rec).unwrap();
+        let rec: GpuRecord = serde_json::from_str(&json).unwrap();
+
+        let mut back = SlotState::default();
+        // One event counted before the UUID was read: it adds up.
+        back.xids.insert((48, None, None), (1, system_time(1.8e9)));
+        restore(&mut back, &rec, Some(&clock));
+        assert_eq!(back.xids[&(48, None, None)].0, 4);
+        assert_eq!(back.xid_latest.len(), 2);
+        let at = back.xid_latest[&((149, None, None), XidClass::Nvlink5Fatal)];
+        assert!(
+            at.max(earlier) - at.min(earlier) < Duration::from_millis(5),
+            "the time comes back"
+        );
+        assert!(back.last_reset.is_some() && back.remembered.mig_remap_failure);
+        let base = back.baseline.unwrap();
+        assert_eq!(base.retired_pages_pending, Some(true));
+    }
+}

@@ -1,0 +1,104 @@
+"""scripts/device-check on the simulated driver, as a GPU host would run it.
+
+The lead runs `scripts/device-check` on a real GPU (tests/device/ keeps what
+it found); here it runs with `--simulate` on the debug build, so the script
+is known to work before a GPU is at hand, and what it measures on the
+simulator holds the exporter to the real driver's sampling (nvml-sim models
+the H200's ring, tests/device/h200-580.159.04):
+
+- every step is ok, or skipped for the reason it states (no nvidia-smi on
+  the simulator, not root);
+- the exporter on the replay of the simulator's own capture serves the same
+  values as on the simulator itself, series by series (GPM activity, a
+  rate between two samples, is what a capture cannot hold);
+- the sampling experiment's bursty loads (1 s busy / 6 s idle, 0.5 s / 3 s)
+  and two time-sliced processes are billed within 10 % of their busy time
+  at the default interval, the two processes about evenly;
+- the simulated ring is the H200's: 71 samples, 200 ms apart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+H200 = ROOT / "tests" / "device" / "h200-580.159.04" / "summary.json"
+
+# Why a step may be skipped on the simulator, by step.
+SKIPS = {
+    "nvidia-smi": "the simulator has no nvidia-smi",
+    "nvml-sim import": "no nvidia-smi capture",
+    "replay of nvidia-smi -q -x": "no nvidia-smi-q.xml",
+    "capture unprivileged": "not root",
+    "exporter unprivileged": "not root",
+}
+# What a capture cannot hold: GPM activity is a rate between two samples.
+NOT_CAPTURED = {"nvidia_gpu_activity_ratio", "nvidia_gpu_mig_activity_ratio"}
+LOADS = ["burst-1s-6s", "burst-0.5s-3s", "two-processes"]
+
+
+@pytest.fixture(scope="module")
+def report(target_dir, tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("device-check")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVML_SIM_")}
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "device-check"), "--simulate", "--bursts", "2",
+         "--bin", str(target_dir), str(out)],
+        capture_output=True, text=True, timeout=240, env=env)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert (out / "report.md").read_text().startswith("# device-check")
+    return summary
+
+
+def test_every_step_is_ok_or_skipped_for_its_reason(report):
+    for name, step in report["steps"].items():
+        if step["status"] == "skipped":
+            assert name in SKIPS and SKIPS[name] in step["why"], (name, step)
+        else:
+            assert step["status"] == "ok", (name, step)
+    for name in ["host", "capture", "exporter on the driver", "replay of the capture",
+                 "sampling experiment"]:
+        assert report["steps"][name]["status"] == "ok", name
+
+
+def test_the_replay_of_the_simulators_own_capture_is_equal_value_by_value(report):
+    d = report["diff_capture"]
+    assert d["differs"] == [], d["differs"][:10]
+    assert d["only_replay"] == [], d["only_replay"][:10]
+    assert {s.split("{")[0] for s in d["only_real"]} <= NOT_CAPTURED, d["only_real"][:10]
+    assert d["series_replay"] > 500, "a whole simulated DGX H100 compared"
+
+
+@pytest.mark.parametrize("load", LOADS)
+def test_each_load_is_billed_within_10_percent_of_its_busy_time(report, load):
+    row = next(r for r in report["experiment"] if r["name"] == load)
+    truth = row["busy_seconds_measured"]
+    billed = row["exporter_total_sm_seconds"]
+    assert truth > 0.9
+    assert billed == pytest.approx(truth, rel=0.10), row
+    assert billed == pytest.approx(row["device_samples_busy_seconds"], rel=0.10), row
+    if load == "two-processes":
+        # Time-sliced at 100 % each: about half each, a few samples apart.
+        parts = list(row["exporter_workload_sm_seconds"].values())
+        assert len(parts) == 2, row
+        for part in parts:
+            assert part == pytest.approx(billed / 2, rel=0.15), row
+
+
+def test_mps_is_a_real_hosts_experiment(report):
+    row = next(r for r in report["experiment"] if r["name"] == "mps")
+    assert "MPS" in row["skipped"]
+
+
+def test_the_simulated_ring_is_the_h200s(report):
+    real = json.loads(H200.read_text())["utilization_ring"]
+    ring = report["utilization_ring"]
+    assert ring["samples_max"] == real["samples_max"] == 71
+    assert ring["period_ms_median"] == real["period_ms_median"] == 200.0
