@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
+use nvml_exporter::compat::{Compat, Generation};
 use nvml_exporter::exposition;
 use nvml_exporter::family::FamilySet;
 use nvml_exporter::metric::BuildInfo;
@@ -52,6 +53,10 @@ fn sample(scenario: &str) -> Arc<Snapshot> {
         },
         interval: Duration::from_millis(200),
         stuck_deadline: Duration::from_secs(5),
+        schedule: nvml_exporter::schedule::Schedule::shared(
+            FamilySet::all(),
+            Duration::from_millis(200),
+        ),
         families: FamilySet::all(),
         xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
         kernel_log: None,
@@ -73,6 +78,17 @@ fn bench_render(c: &mut Criterion) {
     let ctx = RenderContext {
         families: FamilySet::all(),
         build: BuildInfo::current(),
+        ..RenderContext::default()
+    };
+    // The same with dcgm-exporter's default names served beside ours
+    // (--compat.dcgm=4.8): what the compatibility output adds to a poll.
+    let with_compat = RenderContext {
+        compat: Some(std::sync::Arc::new(Compat::new(
+            Generation::V4_8,
+            false,
+            Some("node-1".into()),
+        ))),
+        ..ctx.clone()
     };
     for &scenario in SCENARIOS {
         let snap = sample(scenario);
@@ -100,6 +116,9 @@ fn bench_render(c: &mut Criterion) {
         // compressing each at the exporter's level.
         g.bench_function("encode_both_plain", |b| {
             b.iter(|| render::encode(std::hint::black_box(&snap), &ctx, SystemTime::now()))
+        });
+        g.bench_function("encode_both_plain_with_compat_dcgm", |b| {
+            b.iter(|| render::encode(std::hint::black_box(&snap), &with_compat, SystemTime::now()))
         });
         for (name, plain) in [("text", &expo.text), ("openmetrics", &expo.openmetrics)] {
             g.bench_with_input(BenchmarkId::new("gzip", name), plain, |b, plain| {

@@ -11,7 +11,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
@@ -21,14 +21,16 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::cli::{Config, Library, ListenAddress};
-use crate::family::Family;
+use crate::config::{ConfigError, Runtime};
+use crate::config_check;
+use crate::family::{Family, FamilySet};
 use crate::http::{self, HttpStats, Published, Router, ServerConfig};
 use crate::kmsg::KernelLog;
 use crate::kubernetes::Attribution;
 use crate::logging;
 use crate::metric::BuildInfo;
 use crate::nvml::{self, LibrarySource, PollerConfig};
-use crate::render::{self, RenderContext};
+use crate::render;
 use crate::selfstat::SelfStats;
 use crate::snapshot::Snapshot;
 use crate::web_config::{WebConfigError, WebConfigWatcher};
@@ -60,6 +62,10 @@ pub enum AppError {
     #[error(transparent)]
     WebConfig(#[from] WebConfigError),
     #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Check(#[from] config_check::CheckError),
+    #[error(transparent)]
     SystemdSocket(#[from] http::systemd::SystemdSocketError),
     #[error("a start-up task failed: {0}")]
     StartTask(String),
@@ -83,6 +89,13 @@ pub enum AppError {
 /// config), or until the HTTP server fails.
 pub fn run(config: Config) -> Result<(), AppError> {
     logging::init(config.log_level, config.log_format);
+    if let Some(path) = config.config_check.clone() {
+        let report = config_check::check(&config, &path, |families, tick| {
+            sample_for_check(&config, families, tick)
+        })?;
+        print!("{report}");
+        return Ok(());
+    }
     for name in &config.unknown_env {
         tracing::warn!(
             variable = %name,
@@ -149,10 +162,21 @@ impl Signals {
         })
     }
 
-    /// Waits for SIGTERM or SIGINT; reloads the web config on each SIGHUP
-    /// meanwhile, as Prometheus and its exporters do.
-    async fn until_stop(&mut self, web: Option<Arc<WebConfigWatcher>>) -> &'static str {
-        let reload = move || reload_web_config(web.clone());
+    /// Waits for SIGTERM or SIGINT; reloads the web config and the
+    /// selection file on each SIGHUP meanwhile, as Prometheus and its
+    /// exporters do.
+    async fn until_stop(
+        &mut self,
+        web: Option<Arc<WebConfigWatcher>>,
+        runtime: Runtime,
+    ) -> &'static str {
+        let reload = move || {
+            let (web, runtime) = (web.clone(), runtime.clone());
+            async move {
+                reload_web_config(web).await;
+                reload_selection(runtime).await;
+            }
+        };
         until_stop(&mut self.term, &mut self.int, &mut self.hup, reload).await
     }
 
@@ -226,6 +250,14 @@ async fn reload_web_config(web: Option<Arc<WebConfigWatcher>>) {
     let _ = tokio::task::spawn_blocking(move || web.reload_now()).await;
 }
 
+async fn reload_selection(runtime: Runtime) {
+    if runtime.status().is_none() {
+        return;
+    }
+    // Logged and counted by the runtime; the last good selection stays.
+    let _ = tokio::task::spawn_blocking(move || runtime.reload_now()).await;
+}
+
 /// What ended the serving.
 #[derive(Debug, PartialEq, Eq)]
 enum Stop {
@@ -271,6 +303,22 @@ async fn serve_until_signal(
         }
         None => None,
     };
+    // The selection file, read like the web config: a bad one stops the
+    // start with an error naming its line.
+    let settings = config_check::runtime_settings(&config);
+    let runtime = match signals
+        .or_stop(tokio::task::spawn_blocking(move || {
+            Runtime::start(settings)
+        }))
+        .await
+    {
+        Ok(Ok(loaded)) => loaded?,
+        Ok(Err(e)) => return Err(AppError::StartTask(e.to_string())),
+        Err(signal) => {
+            tracing::info!(signal, "stopped while reading the selection file");
+            return Ok((None, Ok(())));
+        }
+    };
     let listeners = listeners(&config).await?;
     let addresses: Vec<SocketAddr> = listeners
         .iter()
@@ -287,12 +335,10 @@ async fn serve_until_signal(
     if let Some(w) = &workloads {
         tokio::spawn(w.clone().run(stop_rx.clone()));
     }
-    let mut sampled = config.families.clone();
-    if workloads.is_none() {
-        // Per-workload use needs workloads to charge it to: without
-        // --workloads its NVML calls are not made.
-        sampled.set(Family::WorkloadUsage, false);
-    }
+    // What is sampled comes from the selection (the flags, the file, and
+    // the families the DCGM fields read); without --workloads it leaves
+    // per-workload use out.
+    let sampled = runtime.sampled();
     let own = Arc::new(SelfStats::default());
     tokio::spawn(refresh_self_stats(
         own.clone(),
@@ -304,7 +350,11 @@ async fn serve_until_signal(
         .state
         .as_ref()
         .and_then(|s| crate::state::Store::open(&s.path, &s.procfs));
-    let kernel_log = match config.kernel_log.clone() {
+    let kernel_log = match config
+        .kernel_log
+        .clone()
+        .filter(|_| sampled.contains(Family::Xid) && sampled.contains(Family::XidKmsg))
+    {
         Some(mut cfg) => {
             // Resume after what an earlier run of this boot counted.
             cfg.resume_after = state
@@ -319,8 +369,9 @@ async fn serve_until_signal(
     let poller = nvml::start(
         PollerConfig {
             library: library_source(&config.library),
-            interval: config.collect_interval,
+            interval: runtime.tick(),
             stuck_deadline: config.stuck_deadline,
+            schedule: runtime.schedule(),
             families: sampled,
             xid_max_codes: config.xid_max_codes,
             kernel_log: kernel_log.clone(),
@@ -328,13 +379,13 @@ async fn serve_until_signal(
             state: state.map(|s| Arc::new(std::sync::Mutex::new(s))),
         },
         publisher(
-            &config,
             latest.clone(),
             Joined {
                 attribution,
                 workloads,
                 own,
                 http: http_stats.clone(),
+                runtime: runtime.clone(),
             },
         ),
     )?;
@@ -363,13 +414,15 @@ async fn serve_until_signal(
         version = build.version,
         revision = build.revision,
         addresses = %addresses.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
-        collectors = %config.families.enabled_names().join(","),
+        collectors = %runtime.render_context().load().families.enabled_names().join(","),
         interval = ?config.collect_interval,
+        compat_dcgm = config.compat.as_ref().map_or("off", |c| c.generation.as_str()),
+        config_file = %config.config_file.as_ref().map_or(String::new(), |p| p.display().to_string()),
         tls = web.as_ref().is_some_and(|w| w.tls_acceptor().is_some()),
         "nvml-exporter started"
     );
 
-    match supervise(&mut server, signals.until_stop(web)).await {
+    match supervise(&mut server, signals.until_stop(web, runtime)).await {
         Stop::Signal(signal) => {
             tracing::info!(signal, "shutting down");
             let _ = stop_tx.send(());
@@ -501,6 +554,55 @@ fn library_source(library: &Library) -> LibrarySource {
     }
 }
 
+/// `--config.check`'s sampling: `families` read every `tick` (at most a
+/// second: what is counted does not depend on how often it is read), the
+/// snapshot once every GPU has been read three times (GPM activity and
+/// the DCGM rates need two reads), at most a minute.
+fn sample_for_check(
+    config: &Config,
+    families: FamilySet,
+    tick: Duration,
+) -> Result<Arc<Snapshot>, String> {
+    type Latest = Mutex<(usize, Option<Arc<Snapshot>>)>;
+    let latest: Arc<Latest> = Arc::default();
+    let sink = latest.clone();
+    let tick = tick.min(Duration::from_secs(1));
+    let poller = nvml::start(
+        PollerConfig {
+            library: library_source(&config.library),
+            interval: tick,
+            stuck_deadline: config.stuck_deadline,
+            schedule: crate::schedule::Schedule::shared(families.clone(), tick),
+            families,
+            xid_max_codes: config.xid_max_codes,
+            kernel_log: None,
+            restart_app_window: config.restart_app_window,
+            // A check reads; it keeps nothing for the exporter's next start.
+            state: None,
+        },
+        Arc::new(move |s: Arc<Snapshot>| {
+            let mut l = sink.lock().unwrap_or_else(PoisonError::into_inner);
+            let complete = s.ready && s.gpus.iter().all(|g| g.readings.is_some());
+            l.0 = if complete { l.0 + 1 } else { 0 };
+            l.1 = Some(s);
+        }),
+    )
+    .map_err(|e| e.to_string())?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let last = loop {
+        let (complete, last) = {
+            let l = latest.lock().unwrap_or_else(PoisonError::into_inner);
+            (l.0, l.1.clone())
+        };
+        if complete > 2 || std::time::Instant::now() >= deadline {
+            break last;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    poller.shutdown(Duration::from_secs(5));
+    last.ok_or_else(|| "no snapshot of the GPUs within a minute: NVML did not come up".to_string())
+}
+
 /// What the publish step joins onto each snapshot, each kept up to date
 /// off the sampler's and the scrapes' paths.
 struct Joined {
@@ -508,6 +610,8 @@ struct Joined {
     workloads: Option<Arc<Workloads>>,
     own: Arc<SelfStats>,
     http: Arc<HttpStats>,
+    /// The selection in force: the render context, the file's status.
+    runtime: Runtime,
 }
 
 /// The callback the sampler calls after every poll round: encode once, swap
@@ -516,7 +620,6 @@ struct Joined {
 const GIVE_BACK_AFTER_POLLS: u32 = 3;
 
 fn publisher(
-    config: &Config,
     latest: Arc<ArcSwapOption<Published>>,
     joined: Joined,
 ) -> Arc<dyn Fn(Arc<Snapshot>) + Send + Sync> {
@@ -525,11 +628,9 @@ fn publisher(
         workloads,
         own,
         http,
+        runtime,
     } = joined;
-    let ctx = RenderContext {
-        families: config.families.clone(),
-        build: BuildInfo::current(),
-    };
+    let ctx = runtime.render_context();
     let was_ready = AtomicBool::new(false);
     let ready_polls = AtomicU32::new(0);
     Arc::new(move |snapshot: Arc<Snapshot>| {
@@ -546,8 +647,9 @@ fn publisher(
         };
         snapshot.process = own.latest();
         snapshot.http = Some(http.counts());
+        snapshot.config = runtime.status();
         let snapshot = Arc::new(snapshot);
-        let exposition = render::render(&snapshot, &ctx);
+        let exposition = render::render(&snapshot, &ctx.load());
         latest.store(Some(Arc::new(Published {
             exposition: Arc::new(exposition),
             ready: snapshot.ready,

@@ -16,6 +16,7 @@ use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, ValueEnum};
 
+use crate::compat::Generation;
 use crate::family::{Family, FamilySet};
 use crate::kmsg::{self, KernelLogConfig};
 use crate::kubernetes::{self, AttributionConfig};
@@ -507,6 +508,65 @@ struct Flags {
     )]
     container_engine_sockets: Vec<PathBuf>,
 
+    /// Also serve dcgm-exporter's DCGM series (DCGM_FI_DEV_GPU_UTIL, ...),
+    /// named as dcgm-exporter GENERATION names them: 4.8 (4.8.3 and 4.8.4,
+    /// the default when bare), 4.8.2 (and earlier: host label Hostname) or
+    /// 4.9 (DCGM 4.7's names, in base units). See
+    /// docs/migrating-from-dcgm-exporter.md.
+    #[arg(
+        long = "compat.dcgm",
+        env = "NVML_EXPORTER_COMPAT_DCGM",
+        num_args = 0..=1,
+        require_equals = false,
+        default_missing_value = "4.8",
+        value_parser = parse_generation,
+        value_name = "GENERATION"
+    )]
+    compat_dcgm: Option<Generation>,
+
+    /// Serve the DCGM series instead of this exporter's nvidia_* families
+    /// (its own nvml_exporter_*, process_* and promhttp_* stay). Needs
+    /// --compat.dcgm.
+    #[arg(
+        long = "compat.dcgm.only",
+        env = "NVML_EXPORTER_COMPAT_DCGM_ONLY",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
+    )]
+    compat_dcgm_only: bool,
+
+    /// The value of the DCGM series' host label (dcgm-exporter's
+    /// NODE_NAME); empty: no host label [default: the kernel's host name].
+    #[arg(
+        long = "compat.dcgm.hostname",
+        env = "NVML_EXPORTER_COMPAT_DCGM_HOSTNAME",
+        value_name = "NAME"
+    )]
+    compat_dcgm_hostname: Option<String>,
+
+    /// Selection file: families and metrics allowed and denied, labels
+    /// dropped, an interval per family, and the DCGM fields served (YAML,
+    /// version 1; or a dcgm-exporter counters CSV). Re-read on SIGHUP and
+    /// when it changes; a bad one keeps the last good one
+    /// (docs/operations.md).
+    #[arg(
+        long = "config.file",
+        env = "NVML_EXPORTER_CONFIG_FILE",
+        value_name = "PATH"
+    )]
+    config_file: Option<PathBuf>,
+
+    /// Check a selection file and print the series it yields per GPU and
+    /// per node on this host (or on --simulate SCENARIO), beside the flags
+    /// alone; then exit (0 if the file is valid).
+    #[arg(
+        long = "config.check",
+        env = "NVML_EXPORTER_CONFIG_CHECK",
+        value_name = "FILE",
+        conflicts_with = "config_file"
+    )]
+    config_check: Option<PathBuf>,
+
     /// Least severe log level written.
     #[arg(
         long = "log.level",
@@ -614,8 +674,37 @@ pub struct Config {
     pub kubernetes: Option<AttributionConfig>,
     /// Workload attribution, when `--workloads` or a mapping dir is given.
     pub workloads: Option<WorkloadsConfig>,
+    /// dcgm-exporter's names (`--compat.dcgm`), when on.
+    pub compat: Option<CompatConfig>,
+    /// `--config.file`.
+    pub config_file: Option<PathBuf>,
+    /// `--config.check FILE`: check it and exit.
+    pub config_check: Option<PathBuf>,
     pub log_level: LogLevel,
     pub log_format: LogFormat,
+}
+
+/// `--compat.dcgm` and its options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompatConfig {
+    pub generation: Generation,
+    pub only: bool,
+    /// `--compat.dcgm.hostname`: `None` for the kernel's host name,
+    /// `Some("")` for no host label.
+    pub hostname: Option<String>,
+}
+
+fn parse_generation(s: &str) -> Result<Generation, String> {
+    Generation::parse(s.trim()).ok_or_else(|| {
+        format!(
+            "{s:?} is not a dcgm-exporter generation: {}",
+            Generation::ALL
+                .iter()
+                .map(|g| g.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
 }
 
 /// `--state.path`: any path, or empty for none (clap's own path parser
@@ -746,6 +835,12 @@ where
              (drop --no-collector.processes)",
         ));
     }
+    if flags.compat_dcgm_only && flags.compat_dcgm.is_none() {
+        return Err(cmd.error(
+            ErrorKind::MissingRequiredArgument,
+            "--compat.dcgm.only serves the DCGM series instead of this exporter's: it needs --compat.dcgm",
+        ));
+    }
     if families.contains(Family::WorkloadUsage)
         && flags.collect_interval > MAX_WORKLOAD_USAGE_INTERVAL
     {
@@ -791,6 +886,13 @@ where
         health_without_auth: flags.health_without_auth,
         kubernetes,
         workloads,
+        compat: flags.compat_dcgm.map(|generation| CompatConfig {
+            generation,
+            only: flags.compat_dcgm_only,
+            hostname: flags.compat_dcgm_hostname,
+        }),
+        config_file: flags.config_file,
+        config_check: flags.config_check,
         log_level: flags.log_level,
         log_format: flags.log_format,
     })

@@ -76,7 +76,12 @@ impl Family {
     /// `None` for a top-level family.
     pub fn parent(self) -> Option<Family> {
         let (parent, _) = self.name().split_once('.')?;
-        Family::ALL.iter().copied().find(|f| f.name() == parent)
+        Family::from_name(parent)
+    }
+
+    /// The family `--collector.<name>` names.
+    pub fn from_name(name: &str) -> Option<Family> {
+        Family::ALL.iter().copied().find(|f| f.name() == name)
     }
 }
 
@@ -93,6 +98,20 @@ impl FamilySet {
 
     pub fn all() -> Self {
         FamilySet(Family::ALL.iter().copied().collect())
+    }
+
+    pub fn empty() -> Self {
+        FamilySet(BTreeSet::new())
+    }
+
+    /// Every family on in either set.
+    pub fn union(&self, other: &FamilySet) -> FamilySet {
+        FamilySet(self.0.union(&other.0).copied().collect())
+    }
+
+    /// The families switched on, in `Family::ALL` order.
+    pub fn iter(&self) -> impl Iterator<Item = Family> + '_ {
+        self.0.iter().copied()
     }
 
     pub fn contains(&self, family: Family) -> bool {

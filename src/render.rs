@@ -3,9 +3,12 @@
 //! place that knows both the list of families (`crate::collectors`) and the
 //! formats (`crate::exposition`), so that neither knows the other.
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::collectors::COLLECTORS;
+use crate::compat::{self, Compat};
 use crate::exposition::{Exposition, Writer};
 use crate::family::FamilySet;
 use crate::metric::{BuildInfo, SampleSink, Scope};
@@ -16,6 +19,30 @@ pub struct RenderContext {
     /// Families switched off here are left out of the output.
     pub families: FamilySet,
     pub build: BuildInfo,
+    /// The selection file's metric allow- and deny-lists and label drops;
+    /// `None`: everything of the families on, whole.
+    pub filter: Option<Arc<Filter>>,
+    /// dcgm-exporter's names (`--compat.dcgm`); `None`: off, and nothing
+    /// of it is built.
+    pub compat: Option<Arc<Compat>>,
+}
+
+/// Which metrics of the families on are written, and which labels left
+/// out (`--config.file`'s `metrics:` and `labels:`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Only these metric names, when given.
+    pub allow: Option<BTreeSet<String>>,
+    pub deny: BTreeSet<String>,
+    /// Left out of every series.
+    pub drop_labels: Option<Arc<[String]>>,
+}
+
+impl Filter {
+    /// Whether the metric named `name` is written.
+    pub fn keeps(&self, name: &str) -> bool {
+        self.allow.as_ref().is_none_or(|a| a.contains(name)) && !self.deny.contains(name)
+    }
 }
 
 /// Encodes `snapshot` in both formats, plain and gzipped.
@@ -44,16 +71,29 @@ pub fn encode(snapshot: &Snapshot, ctx: &RenderContext, now: SystemTime) -> (Vec
     // by location and 18 NVLinks dominate); a larger output regrows once
     // or twice. The published buffers are cut to their length at the end.
     let mut w = Writer::with_capacity(4096 + snapshot.gpus.len() * 16 * 1024);
+    w.drop_labels = ctx.filter.as_ref().and_then(|f| f.drop_labels.clone());
+    // With --compat.dcgm.only the DCGM series replace the device families;
+    // the exporter's own self-metrics stay.
+    let replace = ctx.compat.as_ref().is_some_and(|c| c.replace_native);
     let mut sink = SampleSink::new();
     for collector in COLLECTORS {
         if !collector.family.is_none_or(|f| ctx.families.contains(f)) {
             continue;
         }
         for metric in collector.metrics {
+            if replace && metric.name.starts_with("nvidia_") {
+                continue;
+            }
+            if ctx.filter.as_ref().is_some_and(|f| !f.keeps(metric.name)) {
+                continue;
+            }
             sink.clear();
             (metric.collect)(&scope, &mut sink);
             w.family(metric, &mut sink);
         }
+    }
+    if let Some(c) = &ctx.compat {
+        compat::encode(snapshot, c, &mut w);
     }
     w.finish();
     (w.text, w.openmetrics)
@@ -91,6 +131,7 @@ mod tests {
                 version: "1.2.3",
                 revision: "abc",
             },
+            ..RenderContext::default()
         };
         String::from_utf8(encode(s, &ctx, UNIX_EPOCH).0).unwrap()
     }

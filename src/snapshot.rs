@@ -44,9 +44,26 @@ pub struct Snapshot {
     pub http: Option<HttpCounts>,
     /// Present when the kernel log is read for XIDs (`--collector.xid.kmsg`).
     pub kernel_log: Option<KernelLogStatus>,
+    /// Present when a selection file is followed (`--config.file`).
+    pub config: Option<ConfigStatus>,
     /// When the XID event thread last completed a wait on NVML's event
     /// set; absent while it does not run (NVML down, `xid` off).
     pub xid_last_wait: Option<SystemTime>,
+}
+
+/// How loading the selection file (`--config.file`) has gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConfigStatus {
+    /// The last load of the file succeeded (false while a bad file waits
+    /// to be fixed; the last good selection stays in force).
+    pub last_reload_successful: bool,
+    /// When a load last succeeded (the start, at first).
+    pub last_success: SystemTime,
+    /// Reloads since start that put a new selection in force.
+    pub reloads: u64,
+    /// Failed loads since start, each distinct error once (and each
+    /// SIGHUP that found the file still bad).
+    pub failures: u64,
 }
 
 /// The exporter process, as client libraries' `process_*` metrics show

@@ -124,6 +124,9 @@ impl Collector for Oracle {
                 let kind = match metric.kind {
                     Kind::Counter => MetricType::Counter,
                     Kind::Gauge => MetricType::Gauge,
+                    // Only the DCGM compatibility output has these; it is
+                    // not one of the collectors compared here.
+                    Kind::ForeignCounter => unreachable!("{} is ours", metric.name),
                 };
                 let mut family_encoder =
                     encoder.encode_descriptor(base, metric.help, unit.as_ref(), kind)?;
@@ -134,6 +137,7 @@ impl Collector for Oracle {
                         (Kind::Counter, Value::Float(f)) => ConstCounter::new(f).encode(e)?,
                         (Kind::Gauge, Value::Uint(n)) => ConstGauge::new(n).encode(e)?,
                         (Kind::Gauge, Value::Float(f)) => ConstGauge::new(f).encode(e)?,
+                        (Kind::ForeignCounter, _) => unreachable!(),
                     }
                 }
             }
@@ -415,6 +419,7 @@ fn context() -> RenderContext {
     RenderContext {
         families: FamilySet::all(),
         build: BuildInfo::current(),
+        ..RenderContext::default()
     }
 }
 

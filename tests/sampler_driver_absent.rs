@@ -22,6 +22,10 @@ fn config(library: LibrarySource) -> PollerConfig {
         library,
         interval: Duration::from_millis(50),
         stuck_deadline: Duration::from_secs(1),
+        schedule: nvml_exporter::schedule::Schedule::shared(
+            FamilySet::defaults(),
+            Duration::from_millis(50),
+        ),
         families: FamilySet::defaults(),
         xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
         kernel_log: None,

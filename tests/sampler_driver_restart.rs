@@ -46,6 +46,10 @@ fn driver_absent_then_present_then_restarted() {
             library: LibrarySource::Path(lib.clone()),
             interval: Duration::from_millis(100),
             stuck_deadline: Duration::from_secs(5),
+            schedule: nvml_exporter::schedule::Schedule::shared(
+                FamilySet::defaults(),
+                Duration::from_millis(100),
+            ),
             families: FamilySet::defaults(),
             xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
             kernel_log: None,

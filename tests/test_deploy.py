@@ -118,6 +118,15 @@ VALUE_SETS = {
     "kernel-log-unprivileged": {"kernelLog": {"enabled": True, "privileged": False},
                                 "migMonitor": {"enabled": True}},
     "workloads": {"workloads": {"enabled": True, "slurmMappingDir": "/run/dcgm-job-map"}},
+    # What replaces a dcgm-exporter deployment (docs/migrating-from-dcgm-exporter.md).
+    "dcgm-compat": {
+        "podAttribution": {"enabled": True},
+        "dcgmCompat": {"generation": "4.9", "only": True, "exportedPodLabels": True,
+                       "counters": "# dcgm-exporter's -f file\nDCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"
+                                   "DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Graphics engine activity.\n"
+                                   "DCGM_FI_DRIVER_VERSION, label, Driver version\n"},
+        "selection": "version: 1\nintervals:\n  ecc: 60s\ndcgm:\n  counters_file: counters.csv\n",
+    },
     "everything-on": {
         "runtimeClassName": "nvidia",
         "priorityClassName": "system-node-critical",
@@ -737,3 +746,84 @@ def test_exporter_starts_with_the_systemd_env_file(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_dcgm_compat_values_replace_a_dcgm_exporter_deployment(tmp_path):
+    """The chart's DCGM values render what the exporter reads, and the
+    exporter started as the pod would be (its environment, the ConfigMap's
+    files) serves dcgm-exporter's series from dcgm-exporter's counters."""
+    import time
+    import urllib.request
+
+    objects = render(VALUE_SETS["dcgm-compat"])
+    ds = next(o for o in objects if o["kind"] == "DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NVML_EXPORTER_COMPAT_DCGM"]["value"] == "4.9"
+    assert env["NVML_EXPORTER_COMPAT_DCGM_ONLY"]["value"] == "true"
+    assert env["NVML_EXPORTER_COMPAT_DCGM_HOSTNAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert env["NVML_EXPORTER_CONFIG_FILE"]["value"] == "/etc/nvml-exporter-selection/selection.yml"
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "selection")
+    assert "subPath" not in mount, "a subPath mount never sees an edited ConfigMap"
+    (cm,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-selection")]
+    assert set(cm["data"]) == {"selection.yml", "counters.csv"}
+    sm = next(o for o in objects if o["kind"] == "ServiceMonitor")
+    relabel = sm["spec"]["endpoints"][0]["metricRelabelings"]
+    assert {r["targetLabel"] for r in relabel} == {"exported_pod", "exported_namespace", "exported_container"}
+
+    # The pod, on the simulator: its variables, the ConfigMap's files.
+    files = tmp_path / "selection"
+    files.mkdir()
+    for name, text in cm["data"].items():
+        (files / name).write_text(text)
+    run_env = {k: v for k, v in os.environ.items() if not k.startswith("NVML_")}
+    for name, e in env.items():
+        if "value" in e:
+            run_env[name] = e["value"].replace("/etc/nvml-exporter-selection", str(files))
+    run_env["NVML_EXPORTER_COMPAT_DCGM_HOSTNAME"] = "gpu-node-1"
+    del run_env["NVML_EXPORTER_KUBERNETES_POD_RESOURCES_SOCKET"]
+    with socket_port() as port:
+        run_env["NVML_EXPORTER_WEB_LISTEN_ADDRESS"] = f"127.0.0.1:{port}"
+    run_env["NVML_EXPORTER_SIMULATE"] = "hgx-b200"
+    log = tmp_path / "exporter.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([str(exporter_binary())], env=run_env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        body = ""
+        while "DCGM_FI_PROF_GR_ENGINE_ACTIVE{" not in body:
+            assert proc.poll() is None, f"the exporter exited:\n{log.read_text()}"
+            assert time.monotonic() < deadline, f"no DCGM series within 60s:\n{body}\n{log.read_text()}"
+            time.sleep(0.3)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    body = r.read().decode()
+            except OSError:
+                pass
+        names = {line.split("{")[0].split(" ")[0] for line in body.splitlines() if line and not line.startswith("#")}
+        dcgm = {n for n in names if n.startswith("DCGM_")}
+        # The counters' fields under the names they are written with (the
+        # name decides the unit, whatever the generation), and nothing else;
+        # no nvidia_* family (dcgmCompat.only).
+        assert dcgm == {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"}, dcgm
+        assert 'DCGM_FI_DRIVER_VERSION="' in body
+        assert not any(n.startswith("nvidia_") for n in names)
+        assert 'hostname="gpu-node-1"' in body
+        assert "nvml_exporter_config_last_reload_successful 1" in body.splitlines()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+class socket_port:
+    """A free loopback port."""
+
+    def __enter__(self):
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    def __exit__(self, *exc):
+        return False

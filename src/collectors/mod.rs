@@ -12,6 +12,7 @@
 //! path is in `docs/design.md`.
 
 mod clocks;
+mod config;
 mod ecc;
 mod ecc_location;
 mod exporter;
@@ -77,6 +78,7 @@ pub static COLLECTORS: &[&Collector] = &[
     &workloads::COLLECTOR,
     &workload_usage::COLLECTOR,
     &exporter::COLLECTOR,
+    &config::COLLECTOR,
     &http::COLLECTOR,
     &process::COLLECTOR,
 ];

@@ -10,7 +10,9 @@ use super::format::{
     write_escaped_help_openmetrics, write_escaped_help_text, write_escaped_label_value, write_f64,
     write_u64,
 };
-use crate::metric::{Kind, LabelValue, Metric, SampleSink, Value};
+use std::sync::Arc;
+
+use crate::metric::{LabelValue, Metric, SampleSink, Value};
 
 /// The two outputs of one render, plus scratch space.
 #[derive(Debug, Default)]
@@ -18,6 +20,9 @@ pub struct Writer {
     pub text: Vec<u8>,
     pub openmetrics: Vec<u8>,
     lines: Vec<u8>,
+    /// Label names left out of every sample (the selection file's
+    /// `labels.drop`); `None` when nothing is dropped.
+    pub drop_labels: Option<Arc<[String]>>,
 }
 
 impl Writer {
@@ -26,6 +31,7 @@ impl Writer {
             text: Vec::with_capacity(bytes),
             openmetrics: Vec::with_capacity(bytes),
             lines: Vec::with_capacity(bytes.min(1 << 16)),
+            drop_labels: None,
         }
     }
 
@@ -33,7 +39,7 @@ impl Writer {
     /// no samples is left out entirely, metadata included, so that a
     /// feature a GPU lacks leaves no trace.
     pub fn family(&mut self, metric: &Metric, samples: &mut SampleSink<'_>) {
-        if metric.kind == Kind::Counter {
+        if metric.kind.is_counter() {
             // A NaN or negative counter is a bad reading, and strict
             // OpenMetrics parsers reject the whole exposition for one.
             samples.retain_values(|v| !matches!(v, Value::Float(f) if f.is_nan() || f < 0.0));
@@ -58,7 +64,7 @@ impl Writer {
         om.extend_from_slice(b"# TYPE ");
         om.extend_from_slice(base.as_bytes());
         om.push(b' ');
-        om.extend_from_slice(metric.kind.as_str().as_bytes());
+        om.extend_from_slice(metric.kind.as_openmetrics_str().as_bytes());
         om.push(b'\n');
         if let Some(unit) = metric.unit() {
             om.extend_from_slice(b"# UNIT ");
@@ -75,7 +81,10 @@ impl Writer {
 
         let lines = &mut self.lines;
         lines.clear();
-        samples.for_each_sorted(|labels, value| write_sample(lines, metric.name, labels, value));
+        let drop: &[String] = self.drop_labels.as_deref().unwrap_or(&[]);
+        samples.for_each_sorted(|labels, value| {
+            write_sample(lines, metric.name, labels, value, drop);
+        });
         self.text.extend_from_slice(lines);
         self.openmetrics.extend_from_slice(lines);
     }
@@ -91,11 +100,12 @@ fn write_sample(
     name: &str,
     labels: &[(&'static str, LabelValue<'_>)],
     value: Value,
+    drop: &[String],
 ) {
     out.extend_from_slice(name.as_bytes());
     let mut first = true;
     for (label, v) in labels {
-        if v.is_empty() {
+        if v.is_empty() || (!drop.is_empty() && drop.iter().any(|d| d == label)) {
             continue;
         }
         out.push(if first { b'{' } else { b',' });
@@ -122,7 +132,7 @@ fn write_sample(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metric::Scope;
+    use crate::metric::{Kind, Scope};
 
     fn nothing(_: &Scope<'_>, _: &mut SampleSink<'_>) {}
 

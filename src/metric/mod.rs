@@ -21,14 +21,34 @@ pub use sample::{LabelValue, SampleBuilder, SampleSink, Value};
 pub enum Kind {
     Gauge,
     Counter,
+    /// A counter under another tool's name, which does not end in
+    /// `_total` (dcgm-exporter's `DCGM_FI_DEV_PCIE_REPLAY_COUNTER`): typed
+    /// `counter` in the text format, as that tool types it, and `unknown`
+    /// in OpenMetrics, where a counter's samples must end in `_total`.
+    ForeignCounter,
 }
 
 impl Kind {
+    /// The type in the Prometheus text format 0.0.4.
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Gauge => "gauge",
-            Kind::Counter => "counter",
+            Kind::Counter | Kind::ForeignCounter => "counter",
         }
+    }
+
+    /// The type in OpenMetrics.
+    pub fn as_openmetrics_str(self) -> &'static str {
+        match self {
+            Kind::ForeignCounter => "unknown",
+            k => k.as_str(),
+        }
+    }
+
+    /// Whether samples are counts that only grow (a NaN or negative one is
+    /// a bad reading).
+    pub fn is_counter(self) -> bool {
+        matches!(self, Kind::Counter | Kind::ForeignCounter)
     }
 }
 
@@ -53,7 +73,7 @@ impl Metric {
     pub fn family_name(&self) -> &'static str {
         match self.kind {
             Kind::Counter => self.name.strip_suffix("_total").unwrap_or(self.name),
-            Kind::Gauge => self.name,
+            Kind::Gauge | Kind::ForeignCounter => self.name,
         }
     }
 

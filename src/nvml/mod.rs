@@ -87,6 +87,7 @@ use std::time::{Duration, Instant};
 
 use crate::family::FamilySet;
 use crate::kmsg::KernelLog;
+use crate::schedule::SharedSchedule;
 use crate::snapshot::Snapshot;
 
 pub use library::{SIM_LIBRARY_ENV, SIM_SCENARIO_ENV};
@@ -111,7 +112,12 @@ pub struct PollerConfig {
     pub interval: Duration,
     /// How long one driver call may block before its GPU is reported hung.
     pub stuck_deadline: Duration,
+    /// The families switched on at start (whether the XID event thread
+    /// runs).
     pub families: FamilySet,
+    /// What each poll reads (`crate::schedule`); `interval` is its tick.
+    /// Swapped on a reload of the selection file.
+    pub schedule: SharedSchedule,
     /// Distinct XID label sets (code and MIG instance) per GPU before
     /// further ones are folded into `xid="other"`.
     pub xid_max_codes: usize,

@@ -3,11 +3,8 @@
 //! file on every request; we poll in the background instead so a request
 //! never waits on the file system, and a bad edit keeps the last good config.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -18,9 +15,10 @@ use super::auth::{self, AuthCache, AuthDecision, Cached};
 use super::gate::{BcryptGate, Ticket};
 use super::rate::Bucket;
 use super::{reader, WebConfig, WebConfigError, READ_DEADLINE};
+use crate::reload::{self, PollState, Trigger};
 
 /// How often the files are checked by default.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(3);
+pub const DEFAULT_POLL_INTERVAL: Duration = reload::DEFAULT_POLL_INTERVAL;
 
 /// Shared by all connections; every query is a lock-free load of the current
 /// config (plus one bcrypt run for an uncached login).
@@ -41,14 +39,6 @@ struct Shared {
     poll: Mutex<PollState>,
 }
 
-#[derive(Default)]
-struct PollState {
-    fingerprint: u64,
-    /// The last reload error, logged once; while set, every poll retries
-    /// (a missing certificate may appear without the config file changing).
-    last_error: Option<String>,
-}
-
 impl WebConfigWatcher {
     /// Loads `path` (an error here should stop the exporter) and starts
     /// watching it on a background thread.
@@ -62,13 +52,14 @@ impl WebConfigWatcher {
     ) -> Result<WebConfigWatcher, WebConfigError> {
         let watcher = Self::new_unwatched(path)?;
         let weak = Arc::downgrade(&watcher.shared);
-        std::thread::Builder::new()
-            .name("web-config-watch".into())
-            .spawn(move || poll_loop(weak, interval))
-            .map_err(|source| WebConfigError::Read {
-                path: path.to_path_buf(),
-                source,
-            })?;
+        // Errors were logged by check(); the last good config stays.
+        reload::spawn_follower("web-config-watch", weak, interval, |shared| {
+            let _ = shared.check(Trigger::Change);
+        })
+        .map_err(|source| WebConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Ok(watcher)
     }
 
@@ -88,7 +79,7 @@ impl WebConfigWatcher {
         };
         let fingerprint = shared.fingerprint(&shared.current.load());
         if let Ok(mut poll) = shared.poll.lock() {
-            poll.fingerprint = fingerprint;
+            *poll = PollState::new(fingerprint);
         }
         Ok(WebConfigWatcher {
             shared: Arc::new(shared),
@@ -176,55 +167,13 @@ impl WebConfigWatcher {
     }
 }
 
-/// Why a config is being (re)loaded, for the log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Trigger {
-    Start,
-    /// The poll saw the file or a file it names change.
-    Change,
-    Sighup,
-}
-
-impl Trigger {
-    fn name(self) -> &'static str {
-        match self {
-            Trigger::Start => "start",
-            Trigger::Change => "change",
-            Trigger::Sighup => "SIGHUP",
-        }
-    }
-}
-
 impl Shared {
-    /// Hashes the metadata of the config file and of every file it names:
-    /// device, inode, size, and modification and change times. Not mtime
-    /// alone, which a rotation tool may preserve: the inode changes with a
-    /// rename and ctime with every write, whatever the tool does. Not the
-    /// content: a stat costs the same for any file, so a 300 MB file or a
-    /// link to /dev/zero swapped in is never read by the check (the loader
-    /// refuses it, bounded), and a stat on a hung mount is abandoned at the
-    /// read deadline like any read.
+    /// The fingerprint of the config file and of every file it names
+    /// (`crate::reload::fingerprint`).
     fn fingerprint(&self, config: &WebConfig) -> u64 {
-        let mut h = DefaultHasher::new();
         let mut files = vec![self.path.clone()];
         files.extend(config.referenced_files());
-        for f in files {
-            f.hash(&mut h);
-            match reader().metadata(&f, READ_DEADLINE) {
-                Ok(m) => (
-                    m.dev(),
-                    m.ino(),
-                    m.len(),
-                    m.mtime(),
-                    m.mtime_nsec(),
-                    m.ctime(),
-                    m.ctime_nsec(),
-                )
-                    .hash(&mut h),
-                Err(e) => e.to_string().hash(&mut h),
-            }
-        }
-        h.finish()
+        reload::fingerprint(reader(), &files, READ_DEADLINE)
     }
 
     fn check(&self, trigger: Trigger) -> Result<bool, WebConfigError> {
@@ -233,8 +182,7 @@ impl Shared {
         };
         let current = self.current.load_full();
         let fp = self.fingerprint(&current);
-        let forced = trigger == Trigger::Sighup;
-        if fp == poll.fingerprint && poll.last_error.is_none() && !forced {
+        if !poll.must_load(fp, trigger) {
             return Ok(false);
         }
         let result = WebConfig::load(&self.path).and_then(|new| {
@@ -260,8 +208,7 @@ impl Shared {
                 if !same_bucket {
                     self.bucket.store(limit.map(|r| Arc::new(Bucket::new(r))));
                 }
-                poll.fingerprint = self.fingerprint(&new);
-                poll.last_error = None;
+                poll.loaded(self.fingerprint(&new));
                 let new = Arc::new(new);
                 self.current.store(new.clone());
                 // Logged once in force, so "loaded" in the log means served.
@@ -269,10 +216,9 @@ impl Shared {
                 Ok(true)
             }
             Err(e) => {
-                let msg = e.to_string();
-                if forced || poll.last_error.as_deref() != Some(msg.as_str()) {
+                if poll.failed(fp, e.to_string(), trigger) {
                     tracing::error!(
-                        error = %msg,
+                        error = %e,
                         trigger = trigger.name(),
                         "web config reload failed; keeping the last good config"
                     );
@@ -282,8 +228,6 @@ impl Shared {
                         "web config still invalid as logged; keeping the last good config"
                     );
                 }
-                poll.last_error = Some(msg);
-                poll.fingerprint = fp;
                 Err(e)
             }
         }
@@ -303,15 +247,4 @@ fn log_loaded(config: &WebConfig, trigger: Trigger) {
         trigger = trigger.name(),
         "web config loaded"
     );
-}
-
-fn poll_loop(shared: Weak<Shared>, interval: Duration) {
-    loop {
-        std::thread::sleep(interval);
-        let Some(shared) = shared.upgrade() else {
-            return; // the watcher was dropped
-        };
-        // Errors were logged by check(); the last good config stays.
-        let _ = shared.check(Trigger::Change);
-    }
 }

@@ -136,13 +136,22 @@ class Exporter(Process):
 class Prometheus(Process):
     def __init__(self, workdir: Path, scrape_targets: dict[str, list[str]],
                  rule_files: list[Path] | None = None, alertmanager: str | None = None,
-                 interval: str = "1s", remote_write: str | None = None):
+                 interval: str = "1s", remote_write: str | None = None,
+                 target_labels: dict[str, dict[str, str]] | None = None,
+                 job_options: dict[str, dict] | None = None):
+        """`target_labels`: labels a job's targets carry (as Kubernetes
+        service discovery gives a target its pod's), by job; `job_options`:
+        further settings of a job's scrape config (metric_relabel_configs)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        labels = target_labels or {}
+        options = job_options or {}
         config = {
             "global": {"scrape_interval": interval, "scrape_timeout": interval,
                        "evaluation_interval": interval},
-            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": targets}]}
+            "scrape_configs": [{"job_name": job, "static_configs": [
+                {"targets": targets, **({"labels": labels[job]} if job in labels else {})}],
+                **options.get(job, {})}
                                for job, targets in scrape_targets.items()],
         }
         if rule_files:

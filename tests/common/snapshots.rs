@@ -358,6 +358,7 @@ pub fn dgx_fleet() -> Snapshot {
         process: None,
         http: None,
         kernel_log: None,
+        config: None,
         xid_last_wait: None,
     }
 }
@@ -373,6 +374,12 @@ pub fn fully_populated() -> Snapshot {
         start_time_seconds: Some(1_700_000_000.25),
         open_fds: Some(14),
         max_fds: Some(1024),
+    });
+    s.config = Some(ConfigStatus {
+        last_reload_successful: false,
+        last_success: UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        reloads: 2,
+        failures: 1,
     });
     s.http = Some(HttpCounts {
         scrapes: vec![(200, 40), (503, 1)],
@@ -655,6 +662,7 @@ pub fn workstation() -> Snapshot {
         process: None,
         http: None,
         kernel_log: None,
+        config: None,
         xid_last_wait: None,
     }
 }

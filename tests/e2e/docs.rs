@@ -66,6 +66,10 @@ fn documented_families_equal_emitted_families() {
     )
     .unwrap();
     let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
+    // A selection file that selects what the flags do: its status series.
+    let selection = dir.path().join("selection.yml");
+    std::fs::write(&selection, "version: 1\n").unwrap();
+    let config_flag = format!("--config.file={}", selection.display());
     let e = Exporter::simulate_env(
         "dgx-h100",
         &[
@@ -76,6 +80,7 @@ fn documented_families_equal_emitted_families() {
             "--collector.mig.memory-free",
             "--collector.xid.kmsg",
             &kmsg_flag,
+            &config_flag,
             "--collect.stuck-deadline=500ms",
             // No process of the simulated fleet exists in an empty procfs:
             // each is attributed as `unknown`, and counted as a read error.

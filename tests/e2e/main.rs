@@ -18,6 +18,8 @@ mod tls;
 
 mod budget;
 mod cli;
+mod compat;
+mod config_file;
 mod docs;
 mod driver_faults;
 mod drivers;

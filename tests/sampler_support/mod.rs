@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use nvml_exporter::family::FamilySet;
 use nvml_exporter::nvml::{self, LibrarySource, Poller, PollerConfig};
+use nvml_exporter::schedule::{Schedule, SharedSchedule};
 use nvml_exporter::snapshot::{GpuReadings, GpuState, Health, Snapshot};
 
 pub fn sim_library() -> PathBuf {
@@ -106,6 +107,19 @@ pub fn start_sim(
     stuck_deadline: Duration,
     families: FamilySet,
 ) -> (Poller, Snapshots) {
+    let schedule = Schedule::shared(families.clone(), interval);
+    start_scheduled(scenario, interval, stuck_deadline, families, schedule)
+}
+
+/// [`start_sim`] with the schedule given: the test keeps it, and may swap
+/// another in while the poller runs (a reload of the selection file).
+pub fn start_scheduled(
+    scenario: &str,
+    interval: Duration,
+    stuck_deadline: Duration,
+    families: FamilySet,
+    schedule: SharedSchedule,
+) -> (Poller, Snapshots) {
     std::env::set_var("NVML_SIM_LIBRARY", sim_library());
     let snaps = Snapshots::default();
     let sink = snaps.clone();
@@ -116,6 +130,7 @@ pub fn start_sim(
             },
             interval,
             stuck_deadline,
+            schedule,
             families,
             xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
             kernel_log: None,

@@ -124,6 +124,7 @@ pub fn build_snapshot(
         process: None,
         http: None,
         kernel_log: None,
+        config: None,
         xid_last_wait: if nvml_up {
             *lock(&shared.xid_last_wait)
         } else {

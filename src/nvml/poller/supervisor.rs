@@ -369,10 +369,10 @@ impl Supervisor {
                 continue;
             }
             let (n, g, s) = (up.nvml.clone(), up.generation.clone(), slot.clone());
-            let (families, interval) = (self.cfg.families.clone(), self.cfg.interval);
+            let (schedule, interval) = (self.cfg.schedule.clone(), self.cfg.interval);
             let branch = up.branch;
             match spawn(&format!("nvml-gpu{}", slot.index), move || {
-                worker::run(n, s, g, families, branch, interval)
+                worker::run(n, s, g, schedule, branch, interval)
             }) {
                 Ok(h) => *lock(&slot.worker) = Some(h),
                 Err(e) => {

@@ -15,7 +15,7 @@ use super::super::fields::DriverBranch;
 use super::super::sampler::GpuSampler;
 use super::super::watchdog::lock;
 use super::{Generation, GpuSlot};
-use crate::family::FamilySet;
+use crate::schedule::SharedSchedule;
 use crate::snapshot::{GpuIdentity, GpuReadings, Health};
 
 /// The missing MIG privilege is the process's: said once, not per GPU.
@@ -25,7 +25,7 @@ pub fn run(
     nvml: Arc<Nvml>,
     slot: Arc<GpuSlot>,
     generation: Arc<Generation>,
-    families: FamilySet,
+    schedule: SharedSchedule,
     branch: DriverBranch,
     interval: Duration,
 ) {
@@ -33,7 +33,7 @@ pub fn run(
     let Some(device) = open(nvml, &slot, &generation, interval) else {
         return;
     };
-    let mut sampler = GpuSampler::new(nvml, device, slot.index, families, branch, &slot.tracker);
+    let mut sampler = GpuSampler::new(nvml, device, slot.index, branch, &slot.tracker);
     sampler.calls.errors = lock(&slot.state).errors.clone();
     // Read again after every (re-)initialization: a driver reload may have
     // renumbered the GPUs.
@@ -46,7 +46,7 @@ pub fn run(
         if !identity_known {
             identity_known = read_identity(&mut sampler, &slot);
         }
-        let readings = sampler.sample();
+        let readings = sampler.sample(&schedule.load());
         let took = started.elapsed();
         if readings.as_ref().and_then(|r| r.mig_privileged) == Some(false)
             && !MIG_UNPRIVILEGED_LOGGED.swap(true, Ordering::Relaxed)

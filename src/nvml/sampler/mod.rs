@@ -7,6 +7,7 @@
 //! family arrive in one batched call first (`scalar.rs`); a family falls
 //! back to its own calls only for what the batch did not deliver.
 
+mod carry;
 mod clocks;
 mod ecc;
 mod fabric;
@@ -34,7 +35,8 @@ use super::calls::Calls;
 use super::fields::DriverBranch;
 use super::raw::{self, DeviceHandle};
 use super::watchdog::CallTracker;
-use crate::family::{Family, FamilySet};
+use crate::family::Family;
+use crate::schedule::Schedule;
 use crate::snapshot::{GpuIdentity, GpuReadings};
 
 /// The GPU being sampled, as every family's sampling sees it: the device,
@@ -54,7 +56,6 @@ pub struct GpuSampler<'n> {
     driver: DriverBranch,
     device: Device<'n>,
     handle: DeviceHandle,
-    families: FamilySet,
     pub calls: Calls<'n>,
     poll: u64,
     architecture: Option<DeviceArchitecture>,
@@ -71,6 +72,9 @@ pub struct GpuSampler<'n> {
     fabric: fabric::State,
     processes: processes::State,
     workload_usage: workload_usage::State,
+    /// The last poll's readings, kept only while the schedule has families
+    /// that skip polls (their readings are carried from here).
+    last: Option<GpuReadings>,
 }
 
 impl<'n> GpuSampler<'n> {
@@ -78,7 +82,6 @@ impl<'n> GpuSampler<'n> {
         nvml: &'n Nvml,
         device: Device<'n>,
         index: u32,
-        families: FamilySet,
         driver: DriverBranch,
         tracker: &'n CallTracker,
     ) -> Self {
@@ -88,7 +91,6 @@ impl<'n> GpuSampler<'n> {
             driver,
             device,
             handle,
-            families,
             calls: Calls::new(index, tracker),
             poll: 0,
             architecture: None,
@@ -105,6 +107,7 @@ impl<'n> GpuSampler<'n> {
             fabric: fabric::State::default(),
             processes: processes::State::default(),
             workload_usage: workload_usage::State::default(),
+            last: None,
         }
     }
 
@@ -124,15 +127,21 @@ impl<'n> GpuSampler<'n> {
         (uuid, identity)
     }
 
-    /// One poll of every enabled family. `None` when the GPU is lost or the
-    /// driver went away during the poll.
-    pub fn sample(&mut self) -> Option<GpuReadings> {
+    /// One poll: every family `schedule` has due now, the others it
+    /// switches on carried from the last poll. `None` when the GPU is lost
+    /// or the driver went away during the poll.
+    pub fn sample(&mut self, schedule: &Schedule) -> Option<GpuReadings> {
+        // Without per-family intervals every family is due: borrowed, so a
+        // poll allocates no set. After a failed poll (or a new schedule
+        // that skips) nothing is left to carry: read every family once.
+        let skipping = schedule.skips() && self.last.is_some();
+        let due_now = skipping.then(|| schedule.due(self.poll));
+        let due = due_now.as_ref().unwrap_or(schedule.families());
         let GpuSampler {
             nvml,
             driver,
             device,
             handle,
-            families,
             calls,
             poll,
             architecture,
@@ -149,8 +158,9 @@ impl<'n> GpuSampler<'n> {
             fabric,
             processes,
             workload_usage,
+            last,
         } = self;
-        let families = &*families;
+        let families = due;
         let on = |f: Family| families.contains(f);
         calls.begin_sample(*poll);
         let mut g = Gpu {
@@ -231,10 +241,15 @@ impl<'n> GpuSampler<'n> {
             let with_gpm = on(Family::Gpm) && gpm.supported(&mut g);
             r.mig = mig.sample(&mut *g.calls, with_gpm.then_some(gpm_ids.as_slice()));
         }
+        if let Some(last) = last.as_ref().filter(|_| schedule.skips()) {
+            carry::carry_skipped(schedule, families, mig_enabled, last, r);
+        }
         *poll += 1;
         if calls.halted() {
+            *last = None;
             None
         } else {
+            *last = schedule.skips().then(|| r.clone());
             Some(std::mem::take(r))
         }
     }

@@ -1,0 +1,841 @@
+//! The name map: every DCGM field dcgm-exporter can serve that this
+//! exporter knows, with both names it goes by, the unit each name reports
+//! in, where its value comes from here, and whether dcgm-exporter serves it
+//! by default. One table: the encoder reads it, the selection file and the
+//! counters CSV are checked against it, `docs/migrating-from-dcgm-exporter.md`
+//! prints it (`tests/e2e/compat.rs` keeps the two equal).
+//!
+//! Sources, each cited where a row depends on it:
+//! - Field ids, the names before DCGM 4.7 and the DCGM 4.7 names that only
+//!   rename a field: NVIDIA/DCGM `dcgmlib/dcgm_fields.h` at 72fa3fe (DCGM
+//!   4.6.0), its "renamed per DCGM Field Naming Standard" alias block.
+//! - What dcgm-exporter serves by default before 4.9: NVIDIA/dcgm-exporter
+//!   `etc/default-counters.csv` at d5e5f51 (4.8.2, the newest snapshot
+//!   reachable here); 4.8.3 and 4.8.4 did not change it (their release
+//!   notes list no counter change).
+//! - 4.9.0: its release notes (newreleases.io, NVIDIA/dcgm-exporter 4.9.0)
+//!   say it renames the 23 default and profiling-preset fields DCGM 4.7
+//!   deprecates, 11 of them to base units (clocks to hertz, energy to
+//!   joules, utilization to a 0-1 ratio, memory to bytes, NVLink
+//!   throughput to bytes per second), renames the driver-version label to
+//!   DCGM_FI_SYSTEM_DRIVER_VERSION and adds DCGM_FI_DEV_FB_CAPACITY_BYTES
+//!   to the defaults. Its `etc/default-counters.csv` could not be read
+//!   here: the 11 base-unit names are DCGM 4.7's, as NVIDIA's Field
+//!   Identifiers reference names them (quoted in jackliusr/research,
+//!   `dcgm` guide, section 4.2, read 2026-09-19), not read from NVIDIA's
+//!   own file. A name that proves wrong is one cell of this table.
+//! - How DCGM computes a value where that decides ours: NVIDIA/DCGM
+//!   `dcgmlib/src/DcgmCacheManager.cpp` at 72fa3fe (framebuffer in whole
+//!   MiB, rounded down; NVLink bandwidth as KiB/s over the last interval,
+//!   divided by 1000).
+
+use crate::family::Family;
+use crate::snapshot::{
+    Clock, EccError, EccLocation, EccScope, GpmMetric, GpuReadings, GpuState, MigGpuInstance,
+    NvLinkError, PowerLimit, Sensor, Snapshot, SpareRows, Threshold, ThrottleReason,
+};
+
+/// The unit a DCGM name reports in. Readings here are in base units
+/// (hertz, bytes, ratios, joules, seconds, watts, celsius); each unit says
+/// how one converts, the way DCGM computes its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// A count, state, code or bitmask, as NVML gives it.
+    Count,
+    Celsius,
+    Watts,
+    /// Whole MHz (NVML's clock unit).
+    Megahertz,
+    Hertz,
+    /// Whole MiB, rounded down (DCGM divides bytes by 1024 * 1024).
+    Mebibytes,
+    Bytes,
+    /// Whole percent, 0 to 100 (NVML's utilization unit).
+    Percent,
+    /// 0 to 1.
+    Ratio,
+    /// Whole millijoules (NVML's energy unit).
+    Millijoules,
+    Joules,
+    /// Whole nanoseconds (NVML's violation time unit).
+    Nanoseconds,
+    /// DCGM's NVLink bandwidth: KiB per second divided by 1000, whole.
+    MegabytesPerSecond,
+    BytesPerSecond,
+    /// Not a series: a label on every series.
+    Label,
+}
+
+impl Unit {
+    /// A reading in base units, in this unit.
+    pub fn convert(self, base: f64) -> f64 {
+        match self {
+            Unit::Count | Unit::Celsius | Unit::Hertz | Unit::Bytes => base.round(),
+            Unit::Watts | Unit::Ratio | Unit::Joules | Unit::BytesPerSecond | Unit::Label => base,
+            Unit::Megahertz => (base / 1e6).round(),
+            Unit::Mebibytes => (base / 1_048_576.0).floor(),
+            Unit::Percent => (base * 100.0).round(),
+            Unit::Millijoules => (base * 1e3).round(),
+            Unit::Nanoseconds => (base * 1e9).round(),
+            Unit::MegabytesPerSecond => (base / 1024.0 / 1000.0).trunc(),
+        }
+    }
+
+    /// How the docs name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unit::Count => "count",
+            Unit::Celsius => "°C",
+            Unit::Watts => "W",
+            Unit::Megahertz => "MHz",
+            Unit::Hertz => "Hz",
+            Unit::Mebibytes => "MiB",
+            Unit::Bytes => "bytes",
+            Unit::Percent => "%",
+            Unit::Ratio => "ratio",
+            Unit::Millijoules => "mJ",
+            Unit::Joules => "J",
+            Unit::Nanoseconds => "ns",
+            Unit::MegabytesPerSecond => "MB/s",
+            Unit::BytesPerSecond => "bytes/s",
+            Unit::Label => "label",
+        }
+    }
+}
+
+/// What dcgm-exporter declares a field as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    Gauge,
+    Counter,
+    /// A label on every series of the entity, not a series.
+    Label,
+}
+
+impl FieldKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FieldKind::Gauge => "gauge",
+            FieldKind::Counter => "counter",
+            FieldKind::Label => "label",
+        }
+    }
+}
+
+/// Where a field's value comes from.
+#[derive(Clone, Copy)]
+pub enum Source {
+    /// A reading of the GPU. A MIG GPU instance's series carries its GPU's
+    /// value, as dcgm-exporter's does: DCGM answers a device field of a
+    /// GPU instance from its GPU.
+    Gpu(fn(&GpuReadings) -> Option<f64>),
+    /// The GPU's reading, or a MIG GPU instance's own.
+    Instance {
+        gpu: fn(&GpuReadings) -> Option<f64>,
+        mig: fn(&MigGpuInstance) -> Option<f64>,
+    },
+    /// Bytes per second over the last poll interval, from a cumulative
+    /// byte counter of the GPU (DCGM derives its throughput fields the
+    /// same way from NVML's counters).
+    Rate(fn(&GpuReadings) -> Option<u64>),
+    /// The code of the GPU's most recent XID.
+    LastXid,
+    /// A label value.
+    Label(for<'a> fn(&'a Snapshot, &'a GpuState) -> Option<&'a str>),
+    /// None here, and why: the field is known, and always absent.
+    None(&'static str),
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self {
+            Source::Gpu(_) => "gpu",
+            Source::Instance { .. } => "instance",
+            Source::Rate(_) => "rate",
+            Source::LastXid => "last_xid",
+            Source::Label(_) => "label",
+            Source::None(why) => why,
+        };
+        f.write_str(kind)
+    }
+}
+
+/// A measured per-workload value dcgm-exporter's per-process mode serves
+/// per pod of a shared GPU (`--kubernetes-virtual-gpus`): here from
+/// `--workloads`' measurements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PerPod {
+    /// The pod's SM time over the last interval, of the whole GPU.
+    SmTime,
+    /// Memory the pod's processes use on the GPU.
+    Memory,
+}
+
+/// One DCGM field.
+#[derive(Debug)]
+pub struct Field {
+    /// DCGM's field id.
+    pub id: u16,
+    /// The name dcgm-exporter serves it under up to 4.8 (go-dcgm's), and
+    /// that name's unit.
+    pub legacy: &'static str,
+    pub legacy_unit: Unit,
+    /// The DCGM 4.7 name (dcgm-exporter 4.9) and its unit; the legacy ones
+    /// where DCGM 4.7 did not rename the field.
+    pub current: &'static str,
+    pub current_unit: Unit,
+    pub kind: FieldKind,
+    /// Served by default by dcgm-exporter before 4.9 (legacy) and by 4.9
+    /// (current).
+    pub default_legacy: bool,
+    pub default_current: bool,
+    /// The family whose readings it needs; the compat output switches that
+    /// family's sampling on.
+    pub family: Option<Family>,
+    pub help: &'static str,
+    pub source: Source,
+    pub per_pod: Option<PerPod>,
+}
+
+/// A field is its DCGM id.
+impl PartialEq for Field {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+/// Which of a field's two names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Variant {
+    Legacy,
+    Current,
+}
+
+impl Field {
+    pub fn name(&self, v: Variant) -> &'static str {
+        match v {
+            Variant::Legacy => self.legacy,
+            Variant::Current => self.current,
+        }
+    }
+
+    pub fn unit(&self, v: Variant) -> Unit {
+        match v {
+            Variant::Legacy => self.legacy_unit,
+            Variant::Current => self.current_unit,
+        }
+    }
+
+    pub fn is_default(&self, v: Variant) -> bool {
+        match v {
+            Variant::Legacy => self.default_legacy,
+            Variant::Current => self.default_current,
+        }
+    }
+
+    /// Whether this exporter has a value for it at all.
+    pub fn has_source(&self) -> bool {
+        !matches!(self.source, Source::None(_))
+    }
+}
+
+/// A field by either of its names.
+pub fn lookup(name: &str) -> Option<(&'static Field, Variant)> {
+    FIELDS.iter().find_map(|f| {
+        if f.legacy == name {
+            Some((f, Variant::Legacy))
+        } else if f.current == name {
+            Some((f, Variant::Current))
+        } else {
+            None
+        }
+    })
+}
+
+/// dcgm-exporter's own families (not DCGM fields), which a counters CSV
+/// may list: known, never served here, each with where to look instead.
+pub const EXPORTER_FIELDS: &[(&str, &str)] = &[
+    ("DCGM_EXP_XID_ERRORS_COUNT", "dcgm-exporter counts XIDs in a time window of its own; nvidia_gpu_xid_errors_total counts every XID"),
+    ("DCGM_EXP_XID_ERRORS_TOTAL", "dcgm-exporter's own XID counter; nvidia_gpu_xid_errors_total counts every XID, from NVML and the kernel log"),
+    ("DCGM_EXP_CLOCK_EVENTS_COUNT", "dcgm-exporter counts clock events in a time window of its own; nvidia_gpu_clock_throttle_seconds_total times them"),
+    ("DCGM_EXP_CLOCK_EVENTS_TOTAL", "dcgm-exporter's own clock event counter; nvidia_gpu_clock_throttle_seconds_total times them"),
+    ("DCGM_EXP_GPU_HEALTH_STATUS", "DCGM's health checks; nvidia_gpu_recommended_action is this exporter's verdict"),
+    ("DCGM_EXP_P2P_STATUS", "DCGM's peer-to-peer probe; NVML has no equivalent"),
+];
+
+// Readers: one small function per reading, so that the table stays one
+// line per field.
+
+fn clock(r: &GpuReadings, c: Clock) -> Option<f64> {
+    r.clocks_hertz
+        .iter()
+        .find(|(k, _)| *k == c)
+        .map(|(_, v)| *v)
+}
+
+fn max_clock(r: &GpuReadings, c: Clock) -> Option<f64> {
+    r.max_clocks_hertz
+        .iter()
+        .find(|(k, _)| *k == c)
+        .map(|(_, v)| *v)
+}
+
+fn temperature(r: &GpuReadings, s: Sensor) -> Option<f64> {
+    r.temperatures
+        .iter()
+        .find(|(k, _)| *k == s)
+        .map(|(_, v)| *v)
+}
+
+fn threshold(r: &GpuReadings, t: Threshold) -> Option<f64> {
+    r.temperature_thresholds
+        .iter()
+        .find(|(k, _)| *k == t)
+        .map(|(_, v)| *v)
+}
+
+fn power_limit(r: &GpuReadings, l: PowerLimit) -> Option<f64> {
+    r.power_limits
+        .iter()
+        .find(|(k, _)| *k == l)
+        .map(|(_, v)| *v)
+}
+
+fn utilization(r: &GpuReadings, e: crate::snapshot::Engine) -> Option<f64> {
+    r.utilization.iter().find(|(k, _)| *k == e).map(|(_, v)| *v)
+}
+
+fn activity(r: &GpuReadings, m: GpmMetric) -> Option<f64> {
+    r.activity.iter().find(|(k, _)| *k == m).map(|(_, v)| *v)
+}
+
+fn mig_activity(gi: &MigGpuInstance, m: GpmMetric) -> Option<f64> {
+    gi.activity.iter().find(|(k, _)| *k == m).map(|(_, v)| *v)
+}
+
+/// NVML's total over every memory location.
+fn ecc(r: &GpuReadings, e: EccError, s: EccScope) -> Option<f64> {
+    r.ecc_errors
+        .iter()
+        .find(|c| c.error == e && c.scope == s && c.location == EccLocation::All)
+        .map(|c| c.count as f64)
+}
+
+fn retired(r: &GpuReadings, c: crate::snapshot::RetirementCause) -> Option<f64> {
+    r.retired_pages
+        .iter()
+        .find(|(k, _)| *k == c)
+        .map(|(_, v)| *v as f64)
+}
+
+fn banks(r: &GpuReadings, s: SpareRows) -> Option<f64> {
+    r.remapper_banks
+        .iter()
+        .find(|(k, _)| *k == s)
+        .map(|(_, v)| *v as f64)
+}
+
+/// The sum over the links that report the kind; absent where none does.
+fn nvlink_errors(r: &GpuReadings, e: NvLinkError) -> Option<f64> {
+    let mut any = false;
+    let sum: u64 = r
+        .nvlinks
+        .iter()
+        .flat_map(|l| &l.errors)
+        .filter(|(k, _)| *k == e)
+        .map(|(_, v)| {
+            any = true;
+            *v
+        })
+        .sum();
+    any.then_some(sum as f64)
+}
+
+fn nvlink_bytes(r: &GpuReadings, tx: bool, rx: bool) -> Option<u64> {
+    let mut any = false;
+    let mut sum = 0u64;
+    for l in &r.nvlinks {
+        for v in [tx.then_some(l.tx_bytes), rx.then_some(l.rx_bytes)]
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            any = true;
+            sum = sum.wrapping_add(v);
+        }
+    }
+    any.then_some(sum)
+}
+
+fn throttle_seconds(r: &GpuReadings, t: ThrottleReason) -> Option<f64> {
+    r.throttle_seconds
+        .iter()
+        .find(|(k, _)| *k == t)
+        .map(|(_, v)| *v)
+}
+
+/// The current clock event reasons as NVML's bitmask
+/// (`nvmlClocksEventReason*`, the same bits as DCGM_CLOCKS_EVENT_REASON_*):
+/// a reason the GPU does not support is never active, so the reasons it
+/// supports give the whole mask.
+fn clock_event_mask(r: &GpuReadings) -> Option<f64> {
+    if r.throttle_active.is_empty() {
+        return None;
+    }
+    let bit = |t: ThrottleReason| -> u64 {
+        match t {
+            ThrottleReason::GpuIdle => 0x1,
+            ThrottleReason::ApplicationsClocks => 0x2,
+            ThrottleReason::SwPowerCap => 0x4,
+            ThrottleReason::HwSlowdown => 0x8,
+            ThrottleReason::SyncBoost => 0x10,
+            ThrottleReason::SwThermal => 0x20,
+            ThrottleReason::HwThermal => 0x40,
+            ThrottleReason::HwPowerBrake => 0x80,
+            ThrottleReason::DisplayClocks => 0x100,
+            ThrottleReason::Thermal => 0,
+        }
+    };
+    let mask = r
+        .throttle_active
+        .iter()
+        .filter(|(_, on)| *on)
+        .fold(0u64, |m, (t, _)| m | bit(*t));
+    Some(mask as f64)
+}
+
+fn flag(b: Option<bool>) -> Option<f64> {
+    b.map(|b| f64::from(u8::from(b)))
+}
+
+fn mig_fb(gi: &MigGpuInstance, f: fn(&crate::snapshot::MigMemory) -> u64) -> Option<f64> {
+    gi.memory.as_ref().map(|m| f(m) as f64)
+}
+
+fn driver_version<'a>(s: &'a Snapshot, _: &'a GpuState) -> Option<&'a str> {
+    s.driver.as_ref().map(|d| d.driver_version.as_str())
+}
+
+fn nvml_version<'a>(s: &'a Snapshot, _: &'a GpuState) -> Option<&'a str> {
+    s.driver.as_ref().map(|d| d.nvml_version.as_str())
+}
+
+fn brand<'a>(_: &'a Snapshot, g: &'a GpuState) -> Option<&'a str> {
+    g.identity.brand.as_deref()
+}
+
+fn serial<'a>(_: &'a Snapshot, g: &'a GpuState) -> Option<&'a str> {
+    g.identity.serial.as_deref()
+}
+
+fn vbios<'a>(_: &'a Snapshot, g: &'a GpuState) -> Option<&'a str> {
+    g.identity.vbios_version.as_deref()
+}
+
+use crate::snapshot::Engine;
+use crate::snapshot::RetirementCause as Rc;
+use FieldKind::{Counter, Gauge, Label};
+#[allow(clippy::enum_glob_use)] // the table's unit column reads as units
+use Unit::*;
+
+/// A field DCGM 4.7 did not rename.
+#[allow(clippy::too_many_arguments)]
+const fn same(
+    id: u16,
+    name: &'static str,
+    unit: Unit,
+    kind: FieldKind,
+    default: bool,
+    family: Option<Family>,
+    help: &'static str,
+    source: Source,
+) -> Field {
+    Field {
+        id,
+        legacy: name,
+        legacy_unit: unit,
+        current: name,
+        current_unit: unit,
+        kind,
+        default_legacy: default,
+        default_current: default,
+        family,
+        help,
+        source,
+        per_pod: None,
+    }
+}
+
+/// A field DCGM 4.7 renamed (its unit changing or not).
+#[allow(clippy::too_many_arguments)]
+const fn renamed(
+    id: u16,
+    legacy: &'static str,
+    legacy_unit: Unit,
+    current: &'static str,
+    current_unit: Unit,
+    kind: FieldKind,
+    default: bool,
+    family: Option<Family>,
+    help: &'static str,
+    source: Source,
+) -> Field {
+    Field {
+        id,
+        legacy,
+        legacy_unit,
+        current,
+        current_unit,
+        kind,
+        default_legacy: default,
+        default_current: default,
+        family,
+        help,
+        source,
+        per_pod: None,
+    }
+}
+
+const fn pod(f: Field, p: PerPod) -> Field {
+    Field {
+        per_pod: Some(p),
+        ..f
+    }
+}
+
+const F_CLOCKS: Option<Family> = Some(Family::Clocks);
+const F_TEMP: Option<Family> = Some(Family::Temperature);
+const F_POWER: Option<Family> = Some(Family::Power);
+const F_UTIL: Option<Family> = Some(Family::Utilization);
+const F_MEM: Option<Family> = Some(Family::Memory);
+const F_PCIE: Option<Family> = Some(Family::Pcie);
+const F_ECC: Option<Family> = Some(Family::Ecc);
+const F_RET: Option<Family> = Some(Family::Retirement);
+const F_NVLINK: Option<Family> = Some(Family::Nvlink);
+const F_THROTTLE: Option<Family> = Some(Family::Throttle);
+const F_GPM: Option<Family> = Some(Family::Gpm);
+const F_GPM_ALL: Option<Family> = Some(Family::GpmAllMetrics);
+const F_MODE: Option<Family> = Some(Family::Mode);
+const F_MIG: Option<Family> = Some(Family::Mig);
+const F_FAN: Option<Family> = Some(Family::Fan);
+const F_XID: Option<Family> = Some(Family::Xid);
+
+/// Every field, in dcgm-exporter's counters CSV order (clocks,
+/// temperature, power, PCIe, utilization, errors, memory, ECC, retired
+/// pages, NVLink, remapped rows, labels, profiling), the fields of its
+/// extended sets after the defaults of each group. One row per field,
+/// unformatted, so that the table reads as one.
+#[rustfmt::skip]
+pub static FIELDS: &[Field] = &[
+    // Clocks
+    renamed(100, "DCGM_FI_DEV_SM_CLOCK", Megahertz, "DCGM_FI_DEV_SM_CLOCK_HERTZ", Hertz, Gauge, true, F_CLOCKS,
+        "SM clock frequency.", Source::Gpu(|r| clock(r, Clock::Sm))),
+    renamed(101, "DCGM_FI_DEV_MEM_CLOCK", Megahertz, "DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", Hertz, Gauge, true, F_CLOCKS,
+        "Memory clock frequency.", Source::Gpu(|r| clock(r, Clock::Memory))),
+    renamed(102, "DCGM_FI_DEV_VIDEO_CLOCK", Megahertz, "DCGM_FI_DEV_VIDEO_CLOCK_HERTZ", Hertz, Gauge, false, F_CLOCKS,
+        "Video engine clock frequency.", Source::Gpu(|r| clock(r, Clock::Video))),
+    same(113, "DCGM_FI_DEV_MAX_SM_CLOCK", Megahertz, Gauge, false, F_CLOCKS,
+        "Maximum SM clock frequency.", Source::Gpu(|r| max_clock(r, Clock::Sm))),
+    same(114, "DCGM_FI_DEV_MAX_MEM_CLOCK", Megahertz, Gauge, false, F_CLOCKS,
+        "Maximum memory clock frequency.", Source::Gpu(|r| max_clock(r, Clock::Memory))),
+    same(115, "DCGM_FI_DEV_MAX_VIDEO_CLOCK", Megahertz, Gauge, false, F_CLOCKS,
+        "Maximum video engine clock frequency.", Source::Gpu(|r| max_clock(r, Clock::Video))),
+    renamed(112, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", Count, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", Count, Gauge, false, F_THROTTLE,
+        "Current clock event (throttle) reasons, NVML's bitmask.", Source::Gpu(clock_event_mask)),
+    same(190, "DCGM_FI_DEV_PSTATE", Count, Gauge, false, F_CLOCKS,
+        "Performance state, 0 (P0) to 15.", Source::Gpu(|r| r.performance_state.map(f64::from))),
+    // Temperature
+    renamed(140, "DCGM_FI_DEV_MEMORY_TEMP", Celsius, "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS", Celsius, Gauge, true, F_TEMP,
+        "Memory temperature.", Source::Gpu(|r| temperature(r, Sensor::Memory))),
+    renamed(150, "DCGM_FI_DEV_GPU_TEMP", Celsius, "DCGM_FI_DEV_GPU_TEMP_CELSIUS", Celsius, Gauge, true, F_TEMP,
+        "GPU temperature.", Source::Gpu(|r| temperature(r, Sensor::Gpu))),
+    renamed(151, "DCGM_FI_DEV_MEM_MAX_OP_TEMP", Celsius, "DCGM_FI_DEV_MEMORY_MAX_OP_TEMP_CELSIUS", Celsius, Gauge, false, F_TEMP,
+        "Maximum operating temperature of the memory.", Source::Gpu(|r| threshold(r, Threshold::MemoryMax))),
+    renamed(152, "DCGM_FI_DEV_GPU_MAX_OP_TEMP", Celsius, "DCGM_FI_DEV_GPU_MAX_OP_TEMP_CELSIUS", Celsius, Gauge, false, F_TEMP,
+        "Maximum operating temperature of the GPU.", Source::Gpu(|r| threshold(r, Threshold::GpuMax))),
+    renamed(153, "DCGM_FI_DEV_GPU_TEMP_LIMIT", Celsius, "DCGM_FI_DEV_GPU_TEMP_MARGIN_CELSIUS", Celsius, Gauge, false, F_TEMP,
+        "Degrees the GPU is below its T.Limit temperature.", Source::Gpu(|r| r.temperature_margin)),
+    renamed(158, "DCGM_FI_DEV_SLOWDOWN_TEMP", Celsius, "DCGM_FI_DEV_GPU_TEMP_SLOWDOWN_CELSIUS", Celsius, Gauge, false, F_TEMP,
+        "Temperature at which the GPU slows down.", Source::Gpu(|r| threshold(r, Threshold::Slowdown))),
+    renamed(159, "DCGM_FI_DEV_SHUTDOWN_TEMP", Celsius, "DCGM_FI_DEV_GPU_TEMP_SHUTDOWN_CELSIUS", Celsius, Gauge, false, F_TEMP,
+        "Temperature at which the GPU shuts down.", Source::Gpu(|r| threshold(r, Threshold::Shutdown))),
+    same(191, "DCGM_FI_DEV_FAN_SPEED", Percent, Gauge, false, F_FAN,
+        "Speed of the GPU's first fan (nvmlDeviceGetFanSpeed).", Source::Gpu(|r| r.fan_speeds.iter().find(|(i, _)| *i == 0).map(|(_, v)| *v))),
+    // Power
+    renamed(155, "DCGM_FI_DEV_POWER_USAGE", Watts, "DCGM_FI_DEV_BOARD_POWER_WATTS", Watts, Gauge, true, F_POWER,
+        "Power draw.", Source::Gpu(|r| r.power_usage_watts)),
+    renamed(156, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Millijoules, "DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL", Joules, Counter, true, F_POWER,
+        "Energy used since the driver was loaded.", Source::Gpu(|r| r.energy_joules)),
+    renamed(160, "DCGM_FI_DEV_POWER_MGMT_LIMIT", Watts, "DCGM_FI_DEV_BOARD_POWER_LIMIT_REQUESTED_WATTS", Watts, Gauge, false, F_POWER,
+        "Power management limit.", Source::Gpu(|r| power_limit(r, PowerLimit::Management))),
+    renamed(161, "DCGM_FI_DEV_POWER_MGMT_LIMIT_MIN", Watts, "DCGM_FI_DEV_BOARD_POWER_LIMIT_MIN_WATTS", Watts, Gauge, false, F_POWER,
+        "Lowest power limit that can be set.", Source::Gpu(|r| power_limit(r, PowerLimit::Min))),
+    renamed(162, "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", Watts, "DCGM_FI_DEV_BOARD_POWER_LIMIT_MAX_WATTS", Watts, Gauge, false, F_POWER,
+        "Highest power limit that can be set.", Source::Gpu(|r| power_limit(r, PowerLimit::Max))),
+    renamed(163, "DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF", Watts, "DCGM_FI_DEV_BOARD_POWER_LIMIT_DEFAULT_WATTS", Watts, Gauge, false, F_POWER,
+        "Default power limit.", Source::Gpu(|r| power_limit(r, PowerLimit::Default))),
+    renamed(164, "DCGM_FI_DEV_ENFORCED_POWER_LIMIT", Watts, "DCGM_FI_DEV_BOARD_POWER_LIMIT_ENFORCED_WATTS", Watts, Gauge, false, F_POWER,
+        "Power limit the GPU enforces.", Source::Gpu(|r| power_limit(r, PowerLimit::Enforced))),
+    // PCIe
+    renamed(202, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Count, "DCGM_FI_DEV_PCIE_REPLAY_TOTAL", Count, Counter, true, F_PCIE,
+        "PCIe replays (retries).", Source::Gpu(|r| r.pcie.replay_errors.map(|v| v as f64))),
+    same(235, "DCGM_FI_DEV_PCIE_MAX_LINK_GEN", Count, Gauge, false, F_PCIE,
+        "Maximum PCIe link generation.", Source::Gpu(|r| r.pcie.link_generation_max.map(f64::from))),
+    same(236, "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", Count, Gauge, false, F_PCIE,
+        "Maximum PCIe link width, lanes.", Source::Gpu(|r| r.pcie.link_width_max.map(f64::from))),
+    same(237, "DCGM_FI_DEV_PCIE_LINK_GEN", Count, Gauge, false, F_PCIE,
+        "Current PCIe link generation.", Source::Gpu(|r| r.pcie.link_generation_current.map(f64::from))),
+    same(238, "DCGM_FI_DEV_PCIE_LINK_WIDTH", Count, Gauge, false, F_PCIE,
+        "Current PCIe link width, lanes.", Source::Gpu(|r| r.pcie.link_width_current.map(f64::from))),
+    // Utilization (NVML reports none on a MIG-enabled GPU)
+    pod(renamed(203, "DCGM_FI_DEV_GPU_UTIL", Percent, "DCGM_FI_DEV_GPU_UTIL_RATIO", Ratio, Gauge, true, F_UTIL,
+        "GPU utilization: time a kernel ran over the sample period.", Source::Gpu(|r| utilization(r, Engine::Gpu))), PerPod::SmTime),
+    renamed(204, "DCGM_FI_DEV_MEM_COPY_UTIL", Percent, "DCGM_FI_DEV_MEMORY_UTIL_RATIO", Ratio, Gauge, true, F_UTIL,
+        "Memory utilization: time the memory was read or written.", Source::Gpu(|r| utilization(r, Engine::Memory))),
+    renamed(206, "DCGM_FI_DEV_ENC_UTIL", Percent, "DCGM_FI_DEV_ENC_UTIL_RATIO", Ratio, Gauge, true, F_UTIL,
+        "Encoder utilization.", Source::Gpu(|r| utilization(r, Engine::Encoder))),
+    renamed(207, "DCGM_FI_DEV_DEC_UTIL", Percent, "DCGM_FI_DEV_DEC_UTIL_RATIO", Ratio, Gauge, true, F_UTIL,
+        "Decoder utilization.", Source::Gpu(|r| utilization(r, Engine::Decoder))),
+    // Errors and violations
+    renamed(230, "DCGM_FI_DEV_XID_ERRORS", Count, "DCGM_FI_DEV_XID_ERROR", Count, Gauge, true, F_XID,
+        "Code of the most recent XID since the exporter started; absent before the first.", Source::LastXid),
+    same(240, "DCGM_FI_DEV_POWER_VIOLATION", Nanoseconds, Counter, false, F_THROTTLE,
+        "Time held below its clocks by the power limit (NVML perf policy power).", Source::Gpu(|r| throttle_seconds(r, ThrottleReason::SwPowerCap))),
+    same(241, "DCGM_FI_DEV_THERMAL_VIOLATION", Nanoseconds, Counter, false, F_THROTTLE,
+        "Time held below its clocks by thermal limits (NVML perf policy thermal; drivers before R575).", Source::Gpu(|r| throttle_seconds(r, ThrottleReason::Thermal))),
+    same(242, "DCGM_FI_DEV_SYNC_BOOST_VIOLATION", Nanoseconds, Counter, false, F_THROTTLE,
+        "Time held below its clocks by sync boost.", Source::Gpu(|r| throttle_seconds(r, ThrottleReason::SyncBoost))),
+    same(243, "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION", Nanoseconds, Counter, false, None,
+        "Board limit violation time.", Source::None("NVML's board limit policy time is not read here")),
+    same(244, "DCGM_FI_DEV_LOW_UTIL_VIOLATION", Nanoseconds, Counter, false, None,
+        "Low utilization violation time.", Source::None("NVML's low utilization policy time is not read here")),
+    same(245, "DCGM_FI_DEV_RELIABILITY_VIOLATION", Nanoseconds, Counter, false, None,
+        "Reliability violation time.", Source::None("NVML's reliability policy time is not read here")),
+    // Memory
+    // Not a default before 4.9; 4.9 serves the capacity in bytes by default.
+    Field { default_current: true, ..renamed(250, "DCGM_FI_DEV_FB_TOTAL", Mebibytes, "DCGM_FI_DEV_FB_CAPACITY_BYTES", Bytes, Gauge, false, F_MEM,
+        "Total frame buffer memory (of the GPU instance, on MIG).", Source::Instance { gpu: |r| r.memory.map(|m| m.total_bytes as f64), mig: |gi| mig_fb(gi, |m| m.total_bytes) }) },
+    renamed(251, "DCGM_FI_DEV_FB_FREE", Mebibytes, "DCGM_FI_DEV_FB_FREE_BYTES", Bytes, Gauge, true, F_MEM,
+        "Free frame buffer memory (of the GPU instance, on MIG).", Source::Instance { gpu: |r| r.memory.map(|m| m.free_bytes as f64), mig: |gi| mig_fb(gi, |m| m.free_bytes) }),
+    pod(renamed(252, "DCGM_FI_DEV_FB_USED", Mebibytes, "DCGM_FI_DEV_FB_USED_BYTES", Bytes, Gauge, true, F_MEM,
+        "Used frame buffer memory (of the GPU instance, on MIG).", Source::Instance { gpu: |r| r.memory.map(|m| m.used_bytes as f64), mig: |gi| mig_fb(gi, |m| m.used_bytes) }), PerPod::Memory),
+    renamed(253, "DCGM_FI_DEV_FB_RESERVED", Mebibytes, "DCGM_FI_DEV_FB_RESERVED_BYTES", Bytes, Gauge, true, F_MEM,
+        "Frame buffer memory the driver reserves.", Source::Gpu(|r| r.memory.and_then(|m| m.reserved_bytes).map(|v| v as f64))),
+    renamed(254, "DCGM_FI_DEV_FB_USED_PERCENT", Ratio, "DCGM_FI_DEV_FB_USED_RATIO", Ratio, Gauge, false, F_MEM,
+        "Used over total less reserved frame buffer memory, 0 to 1.", Source::Gpu(fb_used_ratio)),
+    same(90, "DCGM_FI_DEV_BAR1_TOTAL", Mebibytes, Gauge, false, F_MEM,
+        "Total BAR1 memory.", Source::Gpu(|r| r.bar1.map(|b| b.total_bytes as f64))),
+    same(92, "DCGM_FI_DEV_BAR1_USED", Mebibytes, Gauge, false, F_MEM,
+        "Used BAR1 memory.", Source::Gpu(|r| r.bar1.map(|b| b.used_bytes as f64))),
+    same(93, "DCGM_FI_DEV_BAR1_FREE", Mebibytes, Gauge, false, F_MEM,
+        "Free BAR1 memory.", Source::Gpu(|r| r.bar1.map(|b| b.total_bytes.saturating_sub(b.used_bytes) as f64))),
+    // ECC
+    renamed(300, "DCGM_FI_DEV_ECC_CURRENT", Count, "DCGM_FI_DEV_ECC_MODE", Count, Gauge, false, F_ECC,
+        "1 if ECC is on.", Source::Gpu(|r| flag(r.ecc_mode.map(|m| m.current)))),
+    same(301, "DCGM_FI_DEV_ECC_PENDING", Count, Gauge, false, F_ECC,
+        "1 if ECC is on after the next reboot.", Source::Gpu(|r| flag(r.ecc_mode.map(|m| m.pending)))),
+    same(310, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", Count, Counter, false, F_ECC,
+        "Corrected (single-bit) ECC errors since the driver was loaded.", Source::Gpu(|r| ecc(r, EccError::Corrected, EccScope::Volatile))),
+    same(311, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", Count, Counter, false, F_ECC,
+        "Uncorrected (double-bit) ECC errors since the driver was loaded.", Source::Gpu(|r| ecc(r, EccError::Uncorrected, EccScope::Volatile))),
+    same(312, "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", Count, Counter, false, F_ECC,
+        "Corrected (single-bit) ECC errors over the GPU's life.", Source::Gpu(|r| ecc(r, EccError::Corrected, EccScope::Aggregate))),
+    same(313, "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", Count, Counter, false, F_ECC,
+        "Uncorrected (double-bit) ECC errors over the GPU's life.", Source::Gpu(|r| ecc(r, EccError::Uncorrected, EccScope::Aggregate))),
+    // Retired pages (before Ampere)
+    renamed(390, "DCGM_FI_DEV_RETIRED_SBE", Count, "DCGM_FI_DEV_PAGE_RETIRED_SBE_TOTAL", Count, Counter, false, F_RET,
+        "Pages retired after single-bit errors.", Source::Gpu(|r| retired(r, Rc::SingleBitEcc))),
+    renamed(391, "DCGM_FI_DEV_RETIRED_DBE", Count, "DCGM_FI_DEV_PAGE_RETIRED_DBE_TOTAL", Count, Counter, false, F_RET,
+        "Pages retired after double-bit errors.", Source::Gpu(|r| retired(r, Rc::DoubleBitEcc))),
+    renamed(392, "DCGM_FI_DEV_RETIRED_PENDING", Count, "DCGM_FI_DEV_PAGE_RETIRED_PENDING", Count, Counter, false, F_RET,
+        "1 if a page waits to be retired at the next reboot.", Source::Gpu(|r| flag(r.retired_pages_pending))),
+    // NVLink (up to NVLink4: NVML calls these counters unsupported on NVLink5)
+    renamed(409, "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", Count, "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_TOTAL", Count, Counter, false, F_NVLINK,
+        "NVLink flow-control CRC errors, all links.", Source::Gpu(|r| nvlink_errors(r, NvLinkError::CrcFlit))),
+    renamed(419, "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", Count, "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_TOTAL", Count, Counter, false, F_NVLINK,
+        "NVLink data CRC errors, all links.", Source::Gpu(|r| nvlink_errors(r, NvLinkError::CrcData))),
+    renamed(429, "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", Count, "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_TOTAL", Count, Counter, false, F_NVLINK,
+        "NVLink replays, all links.", Source::Gpu(|r| nvlink_errors(r, NvLinkError::Replay))),
+    renamed(439, "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", Count, "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_TOTAL", Count, Counter, false, F_NVLINK,
+        "NVLink recoveries, all links.", Source::Gpu(|r| nvlink_errors(r, NvLinkError::Recovery))),
+    renamed(449, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", MegabytesPerSecond, "DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND", BytesPerSecond, Counter, true, F_NVLINK,
+        "NVLink traffic received and sent, all links, over the last interval.", Source::Rate(|r| nvlink_bytes(r, true, true))),
+    // vGPU
+    same(526, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", Count, Gauge, true, None,
+        "vGPU licence status.", Source::None("vGPU is not read here (docs/nvidia-smi.md)")),
+    // Remapped rows (Ampere and newer; not on a MIG-enabled GPU)
+    renamed(393, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", Count, "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", Count, Counter, true, F_RET,
+        "Rows remapped after uncorrectable errors.", Source::Gpu(|r| r.remapped_rows.map(|m| m.uncorrectable as f64))),
+    renamed(394, "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", Count, "DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL", Count, Counter, true, F_RET,
+        "Rows remapped after correctable errors.", Source::Gpu(|r| r.remapped_rows.map(|m| m.correctable as f64))),
+    renamed(395, "DCGM_FI_DEV_ROW_REMAP_FAILURE", Count, "DCGM_FI_DEV_ROW_REMAP_FAILED", Count, Gauge, true, F_RET,
+        "1 if a row remap failed.", Source::Gpu(|r| flag(r.remapped_rows.map(|m| m.failed)))),
+    same(396, "DCGM_FI_DEV_ROW_REMAP_PENDING", Count, Gauge, false, F_RET,
+        "1 if a row remap waits for a GPU reset.", Source::Gpu(|r| flag(r.remapped_rows.map(|m| m.pending)))),
+    renamed(385, "DCGM_FI_DEV_BANKS_REMAP_ROWS_AVAIL_MAX", Count, "DCGM_FI_DEV_BANK_REMAP_AVAIL_MAX", Count, Gauge, false, F_RET,
+        "Memory banks with every spare row left.", Source::Gpu(|r| banks(r, SpareRows::Max))),
+    renamed(386, "DCGM_FI_DEV_BANKS_REMAP_ROWS_AVAIL_HIGH", Count, "DCGM_FI_DEV_BANK_REMAP_AVAIL_HIGH", Count, Gauge, false, F_RET,
+        "Memory banks with many spare rows left.", Source::Gpu(|r| banks(r, SpareRows::High))),
+    renamed(387, "DCGM_FI_DEV_BANKS_REMAP_ROWS_AVAIL_PARTIAL", Count, "DCGM_FI_DEV_BANK_REMAP_AVAIL_PARTIAL", Count, Gauge, false, F_RET,
+        "Memory banks with some spare rows left.", Source::Gpu(|r| banks(r, SpareRows::Partial))),
+    renamed(388, "DCGM_FI_DEV_BANKS_REMAP_ROWS_AVAIL_LOW", Count, "DCGM_FI_DEV_BANK_REMAP_AVAIL_LOW", Count, Gauge, false, F_RET,
+        "Memory banks with few spare rows left.", Source::Gpu(|r| banks(r, SpareRows::Low))),
+    renamed(389, "DCGM_FI_DEV_BANKS_REMAP_ROWS_AVAIL_NONE", Count, "DCGM_FI_DEV_BANK_REMAP_AVAIL_NONE", Count, Gauge, false, F_RET,
+        "Memory banks with no spare row left.", Source::Gpu(|r| banks(r, SpareRows::Exhausted))),
+    renamed(1523, "DCGM_FI_DEV_GET_GPU_RECOVERY_ACTION", Count, "DCGM_FI_DEV_GPU_RECOVERY_ACTION", Count, Gauge, false, F_RET,
+        "Recovery the driver asks for (NVML's code: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset).", Source::Gpu(|r| r.recovery_action.map(f64::from))),
+    // Modes
+    renamed(66, "DCGM_FI_DEV_PERSISTENCE_MODE", Count, "DCGM_FI_DEV_GPU_PERSISTENCE_MODE", Count, Gauge, false, F_MODE,
+        "1 if persistence mode is on.", Source::Gpu(|r| flag(r.persistence_mode))),
+    same(67, "DCGM_FI_DEV_MIG_MODE", Count, Gauge, false, F_MIG,
+        "1 if MIG mode is on.", Source::Gpu(|r| flag(r.mig_mode.map(|m| m.current)))),
+    // Static configuration, as labels on every series
+    renamed(1, "DCGM_FI_DRIVER_VERSION", Unit::Label, "DCGM_FI_SYSTEM_DRIVER_VERSION", Unit::Label, Label, true, None,
+        "Driver version.", Source::Label(driver_version)),
+    renamed(2, "DCGM_FI_NVML_VERSION", Unit::Label, "DCGM_FI_SYSTEM_NVML_VERSION", Unit::Label, Label, false, None,
+        "NVML version.", Source::Label(nvml_version)),
+    renamed(51, "DCGM_FI_DEV_BRAND", Unit::Label, "DCGM_FI_DEV_GPU_BRAND", Unit::Label, Label, false, None,
+        "Device brand.", Source::Label(brand)),
+    renamed(53, "DCGM_FI_DEV_SERIAL", Unit::Label, "DCGM_FI_DEV_BOARD_SERIAL", Unit::Label, Label, false, None,
+        "Device serial number.", Source::Label(serial)),
+    same(85, "DCGM_FI_DEV_VBIOS_VERSION", Unit::Label, Label, false, None,
+        "VBIOS version.", Source::Label(vbios)),
+    renamed(56, "DCGM_FI_DEV_OEM_INFOROM_VER", Unit::Label, "DCGM_FI_DEV_INFOROM_OEM_VERSION", Unit::Label, Label, false, None,
+        "OEM inforom version.", Source::None("inforom versions are not read here")),
+    renamed(80, "DCGM_FI_DEV_ECC_INFOROM_VER", Unit::Label, "DCGM_FI_DEV_INFOROM_ECC_VERSION", Unit::Label, Label, false, None,
+        "ECC inforom version.", Source::None("inforom versions are not read here")),
+    renamed(81, "DCGM_FI_DEV_POWER_INFOROM_VER", Unit::Label, "DCGM_FI_DEV_INFOROM_POWER_VERSION", Unit::Label, Label, false, None,
+        "Power inforom version.", Source::None("inforom versions are not read here")),
+    renamed(82, "DCGM_FI_DEV_INFOROM_IMAGE_VER", Unit::Label, "DCGM_FI_DEV_INFOROM_IMAGE_VERSION", Unit::Label, Label, false, None,
+        "Inforom image version.", Source::None("inforom versions are not read here")),
+    // Profiling (DCP). Here from GPM: Hopper and newer, per GPU and per MIG
+    // GPU instance; absent on Volta, Ampere and Ada, where only DCGM's own
+    // profiling module measures them.
+    pod(renamed(1001, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", Ratio, "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", Ratio, Gauge, true, F_GPM,
+        "Time the graphics or compute engine was active, 0 to 1 (GPM).", Source::Instance { gpu: |r| activity(r, GpmMetric::Graphics), mig: |gi| mig_activity(gi, GpmMetric::Graphics) }), PerPod::SmTime),
+    renamed(1002, "DCGM_FI_PROF_SM_ACTIVE", Ratio, "DCGM_FI_PROF_SM_UTIL_RATIO", Ratio, Gauge, false, F_GPM,
+        "Time an SM had at least one warp, averaged over the SMs, 0 to 1 (GPM).", Source::Instance { gpu: |r| activity(r, GpmMetric::Sm), mig: |gi| mig_activity(gi, GpmMetric::Sm) }),
+    renamed(1003, "DCGM_FI_PROF_SM_OCCUPANCY", Ratio, "DCGM_FI_PROF_SM_OCCUPANCY_RATIO", Ratio, Gauge, false, F_GPM_ALL,
+        "Warps resident on an SM over the most it holds, 0 to 1 (GPM).", Source::Instance { gpu: |r| activity(r, GpmMetric::SmOccupancy), mig: |gi| mig_activity(gi, GpmMetric::SmOccupancy) }),
+    renamed(1004, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", Ratio, "DCGM_FI_PROF_TENSOR_UTIL_RATIO", Ratio, Gauge, true, F_GPM,
+        "Time the tensor pipe was active, 0 to 1 (GPM).", Source::Instance { gpu: |r| activity(r, GpmMetric::Tensor), mig: |gi| mig_activity(gi, GpmMetric::Tensor) }),
+    renamed(1005, "DCGM_FI_PROF_DRAM_ACTIVE", Ratio, "DCGM_FI_PROF_DRAM_UTIL_RATIO", Ratio, Gauge, true, F_GPM,
+        "Time the memory interface was busy, 0 to 1 (GPM).", Source::Instance { gpu: |r| activity(r, GpmMetric::Dram), mig: |gi| mig_activity(gi, GpmMetric::Dram) }),
+    renamed(1006, "DCGM_FI_PROF_PIPE_FP64_ACTIVE", Ratio, "DCGM_FI_PROF_FP64_UTIL_RATIO", Ratio, Gauge, false, F_GPM_ALL,
+        "Time the FP64 pipe was active, 0 to 1 (GPM).", Source::Instance { gpu: |r| activity(r, GpmMetric::Fp64), mig: |gi| mig_activity(gi, GpmMetric::Fp64) }),
+    renamed(1007, "DCGM_FI_PROF_PIPE_FP32_ACTIVE", Ratio, "DCGM_FI_PROF_FP32_UTIL_RATIO", Ratio, Gauge, false, F_GPM_ALL,
+        "Time the FP32 pipe was active, 0 to 1 (GPM).", Source::Instance { gpu: |r| activity(r, GpmMetric::Fp32), mig: |gi| mig_activity(gi, GpmMetric::Fp32) }),
+    renamed(1008, "DCGM_FI_PROF_PIPE_FP16_ACTIVE", Ratio, "DCGM_FI_PROF_FP16_UTIL_RATIO", Ratio, Gauge, false, F_GPM_ALL,
+        "Time the FP16 pipe was active, 0 to 1 (GPM).", Source::Instance { gpu: |r| activity(r, GpmMetric::Fp16), mig: |gi| mig_activity(gi, GpmMetric::Fp16) }),
+    renamed(1016, "DCGM_FI_PROF_PIPE_INT_ACTIVE", Ratio, "DCGM_FI_PROF_INT_UTIL_RATIO", Ratio, Gauge, false, F_GPM_ALL,
+        "Time the integer pipe was active, 0 to 1 (GPM).", Source::Instance { gpu: |r| activity(r, GpmMetric::Integer), mig: |gi| mig_activity(gi, GpmMetric::Integer) }),
+    same(1009, "DCGM_FI_PROF_PCIE_TX_BYTES", BytesPerSecond, Gauge, true, F_PCIE,
+        "PCIe bytes sent per second over the last interval (NVML's PCIe byte counters, R555+).", Source::Rate(|r| r.pcie.tx_bytes)),
+    same(1010, "DCGM_FI_PROF_PCIE_RX_BYTES", BytesPerSecond, Gauge, true, F_PCIE,
+        "PCIe bytes received per second over the last interval (NVML's PCIe byte counters, R555+).", Source::Rate(|r| r.pcie.rx_bytes)),
+    same(1011, "DCGM_FI_PROF_NVLINK_TX_BYTES", BytesPerSecond, Gauge, false, F_NVLINK,
+        "NVLink bytes sent per second over the last interval, all links.", Source::Rate(|r| nvlink_bytes(r, true, false))),
+    same(1012, "DCGM_FI_PROF_NVLINK_RX_BYTES", BytesPerSecond, Gauge, false, F_NVLINK,
+        "NVLink bytes received per second over the last interval, all links.", Source::Rate(|r| nvlink_bytes(r, false, true))),
+];
+
+/// DCGM's used-frame-buffer ratio: used over total less reserved.
+fn fb_used_ratio(r: &GpuReadings) -> Option<f64> {
+    let m = r.memory?;
+    let usable = m.total_bytes.saturating_sub(m.reserved_bytes.unwrap_or(0));
+    (usable > 0).then(|| m.used_bytes as f64 / usable as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn names_and_ids_are_unique_and_shaped_like_dcgm_s() {
+        let mut names = BTreeSet::new();
+        let mut ids = BTreeSet::new();
+        for f in FIELDS {
+            assert!(ids.insert(f.id), "field id {} twice", f.id);
+            for n in [f.legacy, f.current] {
+                assert!(
+                    n.starts_with("DCGM_FI_")
+                        && n.bytes()
+                            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_'),
+                    "{n}"
+                );
+            }
+            assert!(names.insert(f.legacy), "{} twice", f.legacy);
+            if f.current != f.legacy {
+                assert!(names.insert(f.current), "{} twice", f.current);
+            }
+            assert!(f.help.ends_with('.'), "{}: help", f.legacy);
+            assert_eq!(
+                f.kind == FieldKind::Label,
+                f.legacy_unit == Unit::Label,
+                "{}",
+                f.legacy
+            );
+            assert_eq!(
+                f.legacy_unit == Unit::Label,
+                f.current_unit == Unit::Label,
+                "{}",
+                f.legacy
+            );
+        }
+        for (n, why) in EXPORTER_FIELDS {
+            assert!(n.starts_with("DCGM_EXP_") && !why.is_empty());
+            assert!(lookup(n).is_none());
+        }
+    }
+
+    #[test]
+    fn the_4_9_renames_are_the_23_defaults_11_of_them_to_base_units() {
+        // dcgm-exporter 4.9.0's release notes: 23 default and
+        // profiling-preset fields renamed (the driver-version label among
+        // them), 11 of them to base units; the capacity in bytes joins the
+        // defaults.
+        let renamed: Vec<_> = FIELDS
+            .iter()
+            .filter(|f| f.default_legacy && f.legacy != f.current)
+            .collect();
+        assert_eq!(
+            renamed.len(),
+            23,
+            "{:?}",
+            renamed.iter().map(|f| f.legacy).collect::<Vec<_>>()
+        );
+        let rescaled = renamed
+            .iter()
+            .filter(|f| f.legacy_unit != f.current_unit)
+            .count();
+        assert_eq!(rescaled, 11);
+        let defaults_legacy = FIELDS.iter().filter(|f| f.default_legacy).count();
+        let defaults_current = FIELDS.iter().filter(|f| f.default_current).count();
+        // default-counters.csv before 4.9: 26 uncommented rows; 4.9 adds
+        // the capacity in bytes.
+        assert_eq!(defaults_legacy, 26);
+        assert_eq!(defaults_current, defaults_legacy + 1);
+    }
+
+    #[test]
+    fn units_convert_as_dcgm_computes_them() {
+        assert_eq!(Megahertz.convert(1_980_000_000.0), 1980.0);
+        assert_eq!(Mebibytes.convert(3.0 * 1_048_576.0 - 1.0), 2.0);
+        assert_eq!(Percent.convert(0.37), 37.0);
+        assert_eq!(Millijoules.convert(3277.357), 3_277_357.0);
+        assert_eq!(Nanoseconds.convert(1.5), 1.5e9);
+        // 100 MiB/s of NVLink traffic: 102400 KiB/s, DCGM's 102.
+        assert_eq!(MegabytesPerSecond.convert(100.0 * 1_048_576.0), 102.0);
+        assert_eq!(Ratio.convert(0.25), 0.25);
+    }
+
+    #[test]
+    fn either_name_finds_the_field() {
+        let (f, v) = lookup("DCGM_FI_DEV_FB_USED").unwrap();
+        assert_eq!((f.id, v), (252, Variant::Legacy));
+        let (f, v) = lookup("DCGM_FI_DEV_FB_USED_BYTES").unwrap();
+        assert_eq!((f.id, v, f.unit(v)), (252, Variant::Current, Bytes));
+        assert!(lookup("DCGM_FI_DEV_NOT_A_FIELD").is_none());
+    }
+}

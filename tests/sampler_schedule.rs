@@ -1,0 +1,85 @@
+//! Per-group intervals on the real poller and the simulated driver: a
+//! family given a longer interval costs the driver its calls only on the
+//! polls that read it, its series stay in every snapshot in between
+//! (carried), and a schedule swapped in while the poller runs (a reload
+//! of the selection file) is followed from the next poll.
+
+// Sets the simulator's variables before this process's first NVML init.
+#![allow(clippy::disallowed_methods)]
+
+mod sampler_support;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nvml_exporter::family::{Family, FamilySet};
+use nvml_exporter::schedule::Schedule;
+use sampler_support::*;
+
+/// NVML calls of `function` per call of nvmlDeviceGetPowerUsage (one per
+/// GPU poll) over `polls` ticks.
+fn ratio(socket: &Path, function: &str, tick: Duration, polls: u32) -> f64 {
+    control(socket, r#"{ action = "reset-calls" }"#);
+    std::thread::sleep(tick * polls);
+    let calls = parse_calls(&control(socket, r#"{ action = "calls" }"#));
+    let power = calls.get("nvmlDeviceGetPowerUsage").copied().unwrap_or(0);
+    assert!(
+        power >= 8 * u64::from(polls / 2),
+        "{power} GPU polls counted"
+    );
+    calls.get(function).copied().unwrap_or(0) as f64 / power as f64
+}
+
+#[test]
+fn a_slow_family_is_read_every_nth_poll_carried_between_and_reloadable() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("control.sock");
+    std::env::set_var("NVML_SIM_CONTROL", &socket);
+    let tick = Duration::from_millis(200);
+    let families = FamilySet::defaults();
+    let slow_ecc = Schedule::new(families.clone(), tick, tick, &[(Family::Ecc, tick * 4)]);
+    let schedule = Arc::new(arc_swap::ArcSwap::from_pointee(slow_ecc));
+    let (poller, snaps) = start_scheduled(
+        "dgx-h100",
+        tick,
+        Duration::from_secs(5),
+        families.clone(),
+        schedule.clone(),
+    );
+    snaps.wait_for("ready", Duration::from_secs(30), |s| {
+        all_up_with_readings(s, 8)
+    });
+    let from = snaps.len();
+
+    // nvmlDeviceGetEccMode is ECC's one call of its own per poll.
+    let slow = ratio(&socket, "nvmlDeviceGetEccMode", tick, 16);
+    assert!(
+        (0.15..=0.4).contains(&slow),
+        "ECC read on {slow:.2} of the polls, want about 1 in 4"
+    );
+    // Every snapshot since ready has every GPU's ECC readings: the polls
+    // that skip ECC carry the last ones.
+    let later = snaps.all();
+    for s in &later[from..] {
+        for g in s.gpus.iter().filter(|g| g.readings.is_some()) {
+            let r = readings(g);
+            assert!(r.ecc_mode.is_some(), "GPU {} lost its ECC mode", g.index);
+            assert!(
+                !r.ecc_errors.is_empty(),
+                "GPU {} lost its ECC counts",
+                g.index
+            );
+        }
+    }
+
+    // A reload puts ECC back on every poll.
+    schedule.store(Arc::new(Schedule::uniform(families, tick)));
+    std::thread::sleep(tick * 2);
+    let every = ratio(&socket, "nvmlDeviceGetEccMode", tick, 8);
+    assert!(
+        (0.9..=1.1).contains(&every),
+        "ECC read on {every:.2} of the polls after the reload, want every one"
+    );
+    poller.shutdown(Duration::from_secs(5));
+}
