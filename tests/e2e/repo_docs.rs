@@ -250,7 +250,7 @@ fn missing_paths(root: &std::path::Path, relative: &std::path::Path, text: &str)
                 let starts = i == 0
                     || !(bytes[i - 1].is_ascii_alphanumeric()
                         || b"./:~@-_".contains(&bytes[i - 1]));
-                let placeholder = ["NAME", "foo", "TIME", "OUTDIR"]
+                let placeholder = ["NAME", "KEY", "foo", "TIME", "OUTDIR"]
                     .iter()
                     .any(|p| line[i..end].contains(p))
                     || matches!(bytes.get(end), Some(b'*' | b'<' | b'{'));
