@@ -36,13 +36,13 @@ const SKIP_READY: usize = 2;
 fn sample(scenario: &str) -> Arc<Snapshot> {
     let (tx, rx) = mpsc::sync_channel::<Arc<Snapshot>>(1);
     let state = Mutex::new((0usize, Some(tx)));
-    let publish = Arc::new(move |snap: Arc<Snapshot>| {
+    let publish = Arc::new(move |snap: Snapshot| {
         if snap.ready {
             let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
             st.0 += 1;
             if st.0 > SKIP_READY {
                 if let Some(tx) = st.1.take() {
-                    let _ = tx.send(snap);
+                    let _ = tx.send(Arc::new(snap));
                 }
             }
         }
@@ -61,7 +61,6 @@ fn sample(scenario: &str) -> Arc<Snapshot> {
         xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
         kernel_log: None,
         state: None,
-        restart_app_window: nvml_exporter::verdict::DEFAULT_RESTART_APP_WINDOW,
     };
     let poller = nvml::start(cfg, publish)
         .unwrap_or_else(|e| panic!("cannot start the sampler on scenario {scenario}: {e}"));
