@@ -36,13 +36,13 @@ const SKIP_READY: usize = 2;
 fn sample(scenario: &str) -> Arc<Snapshot> {
     let (tx, rx) = mpsc::sync_channel::<Arc<Snapshot>>(1);
     let state = Mutex::new((0usize, Some(tx)));
-    let publish = Arc::new(move |snap: Arc<Snapshot>| {
+    let publish = Arc::new(move |snap: Snapshot| {
         if snap.ready {
             let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
             st.0 += 1;
             if st.0 > SKIP_READY {
                 if let Some(tx) = st.1.take() {
-                    let _ = tx.send(snap);
+                    let _ = tx.send(Arc::new(snap));
                 }
             }
         }
@@ -61,7 +61,6 @@ fn sample(scenario: &str) -> Arc<Snapshot> {
         xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
         kernel_log: None,
         state: None,
-        restart_app_window: nvml_exporter::verdict::DEFAULT_RESTART_APP_WINDOW,
     };
     let poller = nvml::start(cfg, publish)
         .unwrap_or_else(|e| panic!("cannot start the sampler on scenario {scenario}: {e}"));
@@ -129,12 +128,49 @@ fn bench_render(c: &mut Criterion) {
     }
 }
 
+/// What the join step saves a poll (BENCHMARKS.md, "The join step"):
+/// before it, each poll copied every GPU's readings out of its slot and
+/// then the whole snapshot once more (twice more with pod attribution and
+/// `--workloads`); now the readings are shared (`Arc`) and the snapshot is
+/// moved. `deep_copy` is the cost of one such copy of the real sampled
+/// snapshot; `judge` what the verdicts cost, which moved from the sampler
+/// to the join step.
+fn bench_join(c: &mut Criterion) {
+    for &scenario in SCENARIOS {
+        let snap = sample(scenario);
+        let mut g = c.benchmark_group(format!("join/{scenario}"));
+        g.bench_function("deep_copy", |b| {
+            b.iter(|| {
+                let mut copy = Snapshot::clone(std::hint::black_box(&snap));
+                for gpu in &mut copy.gpus {
+                    gpu.readings = gpu.readings.as_deref().map(|r| Arc::new(r.clone()));
+                }
+                copy
+            })
+        });
+        g.bench_function("shared_copy", |b| {
+            b.iter(|| Snapshot::clone(std::hint::black_box(&snap)))
+        });
+        let mut judged = Snapshot::clone(&snap);
+        g.bench_function("judge", |b| {
+            b.iter(|| {
+                nvml_exporter::join::judge(
+                    std::hint::black_box(&mut judged),
+                    std::time::Instant::now(),
+                    nvml_exporter::verdict::DEFAULT_RESTART_APP_WINDOW,
+                );
+            })
+        });
+        g.finish();
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .sample_size(50)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(4));
-    targets = bench_render
+    targets = bench_render, bench_join
 }
 criterion_main!(benches);

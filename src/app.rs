@@ -1,6 +1,7 @@
-//! Wires the parts together: the sampler publishes snapshots, each is
-//! encoded once on the sampler's thread and swapped into `latest`, and the
-//! HTTP server answers every scrape from `latest`.
+//! Wires the parts together: the sampler publishes snapshots, the join
+//! step (`crate::join`) completes each in place and encodes it once on the
+//! sampler's thread, swapping it into `latest`, and the HTTP server answers
+//! every scrape from `latest`.
 //!
 //! Startup fails fast, with a typed error, only on configuration problems
 //! (an address that cannot be bound, a `--nvml.library` that does not
@@ -10,7 +11,6 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -25,12 +25,12 @@ use crate::config::{ConfigError, Runtime};
 use crate::config_check;
 use crate::family::{Family, FamilySet};
 use crate::http::{self, HttpStats, Published, Router, ServerConfig};
+use crate::join::{self, Join};
 use crate::kmsg::KernelLog;
 use crate::kubernetes::Attribution;
 use crate::logging;
 use crate::metric::BuildInfo;
 use crate::nvml::{self, LibrarySource, PollerConfig};
-use crate::render;
 use crate::selfstat::SelfStats;
 use crate::snapshot::Snapshot;
 use crate::web_config::{WebConfigError, WebConfigWatcher};
@@ -375,19 +375,17 @@ async fn serve_until_signal(
             families: sampled,
             xid_max_codes: config.xid_max_codes,
             kernel_log: kernel_log.clone(),
-            restart_app_window: config.restart_app_window,
             state: state.map(|s| Arc::new(std::sync::Mutex::new(s))),
         },
-        publisher(
-            latest.clone(),
-            Joined {
-                attribution,
-                workloads,
-                own,
-                http: http_stats.clone(),
-                runtime: runtime.clone(),
-            },
-        ),
+        Join {
+            attribution,
+            workloads,
+            own,
+            http: http_stats.clone(),
+            runtime: runtime.clone(),
+            restart_app_window: config.restart_app_window,
+        }
+        .publish(latest.clone()),
     )?;
 
     let router = Arc::new(Router::new(
@@ -557,13 +555,15 @@ fn library_source(library: &Library) -> LibrarySource {
 /// `--config.check`'s sampling: `families` read every `tick` (at most a
 /// second: what is counted does not depend on how often it is read), the
 /// snapshot once every GPU has been read three times (GPM activity and
-/// the DCGM rates need two reads), at most a minute.
+/// the DCGM rates need two reads), at most a minute, with its verdicts
+/// judged as the join step judges them (no attribution: a check counts
+/// the GPUs' series).
 fn sample_for_check(
     config: &Config,
     families: FamilySet,
     tick: Duration,
-) -> Result<Arc<Snapshot>, String> {
-    type Latest = Mutex<(usize, Option<Arc<Snapshot>>)>;
+) -> Result<Snapshot, String> {
+    type Latest = Mutex<(usize, Option<Snapshot>)>;
     let latest: Arc<Latest> = Arc::default();
     let sink = latest.clone();
     let tick = tick.min(Duration::from_secs(1));
@@ -576,11 +576,10 @@ fn sample_for_check(
             families,
             xid_max_codes: config.xid_max_codes,
             kernel_log: None,
-            restart_app_window: config.restart_app_window,
             // A check reads; it keeps nothing for the exporter's next start.
             state: None,
         },
-        Arc::new(move |s: Arc<Snapshot>| {
+        Arc::new(move |s: Snapshot| {
             let mut l = sink.lock().unwrap_or_else(PoisonError::into_inner);
             let complete = s.ready && s.gpus.iter().all(|g| g.readings.is_some());
             l.0 = if complete { l.0 + 1 } else { 0 };
@@ -590,84 +589,24 @@ fn sample_for_check(
     .map_err(|e| e.to_string())?;
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let last = loop {
-        let (complete, last) = {
-            let l = latest.lock().unwrap_or_else(PoisonError::into_inner);
-            (l.0, l.1.clone())
-        };
-        if complete > 2 || std::time::Instant::now() >= deadline {
-            break last;
+        {
+            let mut l = latest.lock().unwrap_or_else(PoisonError::into_inner);
+            if l.0 > 2 || std::time::Instant::now() >= deadline {
+                break l.1.take();
+            }
         }
         std::thread::sleep(Duration::from_millis(50));
     };
     poller.shutdown(Duration::from_secs(5));
-    last.ok_or_else(|| "no snapshot of the GPUs within a minute: NVML did not come up".to_string())
-}
-
-/// What the publish step joins onto each snapshot, each kept up to date
-/// off the sampler's and the scrapes' paths.
-struct Joined {
-    attribution: Option<Arc<Attribution>>,
-    workloads: Option<Arc<Workloads>>,
-    own: Arc<SelfStats>,
-    http: Arc<HttpStats>,
-    /// The selection in force: the render context, the file's status.
-    runtime: Runtime,
-}
-
-/// The callback the sampler calls after every poll round: encode once, swap
-/// in. Readiness changes are logged once each, not every poll.
-/// Ready polls before [`crate::footprint::give_back_start_up_code`].
-const GIVE_BACK_AFTER_POLLS: u32 = 3;
-
-fn publisher(
-    latest: Arc<ArcSwapOption<Published>>,
-    joined: Joined,
-) -> Arc<dyn Fn(Arc<Snapshot>) + Send + Sync> {
-    let Joined {
-        attribution,
-        workloads,
-        own,
-        http,
-        runtime,
-    } = joined;
-    let ctx = runtime.render_context();
-    let was_ready = AtomicBool::new(false);
-    let ready_polls = AtomicU32::new(0);
-    Arc::new(move |snapshot: Arc<Snapshot>| {
-        // Attribution joins here, after sampling and before encoding, so
-        // neither the sampler nor a scrape ever waits on the kubelet or
-        // on /proc.
-        let snapshot = match &attribution {
-            Some(a) => Arc::new(a.apply(&snapshot)),
-            None => snapshot,
-        };
-        let mut snapshot = match &workloads {
-            Some(w) => w.apply(&snapshot),
-            None => (*snapshot).clone(),
-        };
-        snapshot.process = own.latest();
-        snapshot.http = Some(http.counts());
-        snapshot.config = runtime.status();
-        let snapshot = Arc::new(snapshot);
-        let exposition = render::render(&snapshot, &ctx.load());
-        latest.store(Some(Arc::new(Published {
-            exposition: Arc::new(exposition),
-            ready: snapshot.ready,
-        })));
-        // A few polls into serving, every path a poll and a scrape take has
-        // run: what start-up alone touched can go (crate::footprint).
-        if snapshot.ready && ready_polls.fetch_add(1, Ordering::Relaxed) == GIVE_BACK_AFTER_POLLS {
-            let mappings = crate::footprint::give_back_start_up_code();
-            tracing::debug!(mappings, "gave back the pages of start-up code");
-        }
-        if was_ready.swap(snapshot.ready, Ordering::Relaxed) != snapshot.ready {
-            if snapshot.ready {
-                tracing::info!(gpus = snapshot.gpus.len(), "ready");
-            } else {
-                tracing::warn!(nvml_up = snapshot.nvml_up, "not ready");
-            }
-        }
-    })
+    let mut last = last.ok_or_else(|| {
+        "no snapshot of the GPUs within a minute: NVML did not come up".to_string()
+    })?;
+    join::judge(
+        &mut last,
+        std::time::Instant::now(),
+        config.restart_app_window,
+    );
+    Ok(last)
 }
 
 #[cfg(test)]
@@ -705,7 +644,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_reload_that_never_ends_does_not_hold_up_sigterm() {
-        use std::sync::atomic::AtomicUsize;
+        use std::sync::atomic::{AtomicUsize, Ordering};
         let (term_tx, mut term) = chan();
         let (_int_tx, mut int) = chan();
         let (hup_tx, mut hup) = chan();

@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
 use crate::cli::{Config, Library};
 use crate::config::{self, ConfigError, Runtime, RuntimeSettings};
@@ -118,7 +117,7 @@ impl Count {
 pub fn check(
     config: &Config,
     path: &Path,
-    sample: impl FnOnce(crate::family::FamilySet, std::time::Duration) -> Result<Arc<Snapshot>, String>,
+    sample: impl FnOnce(crate::family::FamilySet, std::time::Duration) -> Result<Snapshot, String>,
 ) -> Result<String, CheckError> {
     let mut settings = runtime_settings(config);
     settings.path = Some(path.to_path_buf());

@@ -1,7 +1,8 @@
 //! The process's resident memory, where only the C library and the kernel
 //! can help: the exporter's one use of `unsafe` besides NVML's FFI layer
 //! (`nvml/raw.rs`), two calls into libc. What each saves on the simulated
-//! dgx-h100 is measured in BENCHMARKS.md ("Footprint").
+//! dgx-h100 is measured in BENCHMARKS.md ("Steady memory: where each MiB
+//! goes").
 //!
 //! - [`one_malloc_arena`]: glibc gives every thread that allocates an arena
 //!   of its own (up to eight per core). With a sampler thread per GPU, the

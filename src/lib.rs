@@ -4,15 +4,17 @@
 //! 1. [`nvml`]: samples every GPU through NVML on background threads (the
 //!    only module that imports `nvml_wrapper`) and publishes a
 //! 2. [`snapshot::Snapshot`]: plain data, everything known about every GPU
-//!    at one moment; the boundary between sampling and encoding. Pod
-//!    attribution ([`kubernetes`]) and workload attribution
-//!    ([`workloads`]) are joined onto it.
-//! 3. [`render`]: once per poll, walks every enabled collector
+//!    at one moment; the boundary between sampling and encoding. Handed
+//!    over by value to
+//! 3. [`join`]: the join step, which completes it in place: pod
+//!    attribution ([`kubernetes`]), workload attribution ([`workloads`]),
+//!    the process's own statistics, the verdicts ([`verdict`]); then
+//! 4. [`render`]: once per poll, walks every enabled collector
 //!    ([`collectors`], one file per family, each a [`metric::Collector`] of
 //!    [`metric::Metric`]s) over the snapshot into
-//! 4. [`exposition`]: the text 0.0.4 and OpenMetrics writers and gzip,
+//! 5. [`exposition`]: the text 0.0.4 and OpenMetrics writers and gzip,
 //!    giving an [`exposition::Exposition`] of prepared bytes that
-//! 5. [`http`] serves to every scrape without touching NVML.
+//! 6. [`http`] serves to every scrape without touching NVML.
 //!
 //! Around it: [`family::Family`] (what `--[no-]collector.<name>` switches),
 //! [`xid_catalog`] (NVIDIA's XID catalog, the one table behind the XID
@@ -34,6 +36,7 @@ pub mod family;
 pub mod footprint;
 pub mod fsread;
 pub mod http;
+pub mod join;
 pub mod kmsg;
 pub mod kubernetes;
 pub mod logging;

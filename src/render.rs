@@ -115,11 +115,12 @@ mod tests {
             last_sample: None,
             sample_duration: None,
             stuck_call: None,
-            readings,
+            readings: readings.map(std::sync::Arc::new),
             xids: vec![],
             xid_other: None,
             nvml_errors: vec![],
             pods: vec![],
+            evidence: None,
             verdicts: vec![],
         }
     }
@@ -199,9 +200,9 @@ mod tests {
         let t = text(&s, FamilySet::all());
         assert!(!t.contains("nvidia_gpu_energy_joules_total"), "{t}");
         assert!(t.contains("nvidia_gpu_power_usage_watts{gpu=\"3\",uuid=\"GPU-x\"} NaN\n"));
-        s.gpus[0].readings.as_mut().unwrap().energy_joules = Some(-1.0);
+        s.gpus[0].readings_mut().energy_joules = Some(-1.0);
         assert!(!text(&s, FamilySet::all()).contains("energy"));
-        s.gpus[0].readings.as_mut().unwrap().energy_joules = Some(0.0);
+        s.gpus[0].readings_mut().energy_joules = Some(0.0);
         assert!(text(&s, FamilySet::all())
             .contains("nvidia_gpu_energy_joules_total{gpu=\"3\",uuid=\"GPU-x\"} 0\n"));
     }

@@ -4,7 +4,7 @@
 //! read from `/proc/self` and `/proc/stat`.
 //!
 //! Read by a background task through the exporter's own reader threads
-//! (src/fsread.rs), never by a scrape; the publish step joins the latest
+//! (src/fsread.rs), never by a scrape; the join step (src/join.rs) copies the latest
 //! reading onto the snapshot.
 
 use std::path::Path;

@@ -13,8 +13,15 @@
 //!   in its `Vec`. It is never 0. The encoders emit exactly what is present.
 //! - Labelled readings are `Vec<(Label, value)>` with a small enum for the
 //!   label so its spelling lives in one place (`as_label`).
+//!
+//! The sampler hands its snapshot over by value; the join step
+//! (`crate::join`) completes it in place (pod and workload attribution,
+//! the process's own statistics, the verdicts judged from the evidence
+//! below) and renders it once. A GPU's readings are shared with its
+//! sampler's slot (`Arc`), not copied out of it each poll.
 
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 /// Everything the exporter knows at one moment. Built once per poll, encoded
 /// once per poll, then served to every scrape until the next one.
@@ -101,10 +108,31 @@ pub struct KernelLogStatus {
     /// the XIDs (`--collector.xid.max-codes` codes per switch, the rest
     /// under `sxid: None`, i.e. `sxid="other"`).
     pub sxids: Vec<SxidCount>,
-    /// Verdicts of GPUs the exporter cannot name, by the PCI address the
-    /// log's XIDs give (`crate::nvml`, "unnamed"); only while some GPU is
-    /// lost, failing or hung without a known address.
+    /// What the verdicts of GPUs the exporter cannot name are judged from:
+    /// the XIDs the log gives per PCI address (`crate::nvml`, "unnamed");
+    /// present only while some GPU is lost, failing or hung without a
+    /// known address.
+    pub unnamed_evidence: Option<UnnamedEvidence>,
+    /// Their verdicts, judged from `unnamed_evidence` by the join step.
     pub unnamed_gpus: Vec<UnnamedGpuVerdict>,
+}
+
+/// The kernel-log XIDs of addresses no GPU the exporter can name has.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UnnamedEvidence {
+    pub gpus: Vec<UnnamedGpuXids>,
+    /// The latest load of the NVIDIA module the log shows: every GPU was
+    /// reset then.
+    pub last_reset: Option<Instant>,
+}
+
+/// One unnamed address and the latest XID of each code and class its log
+/// lines gave.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnnamedGpuXids {
+    /// As NVML writes it: `00000000:3A:00.0`.
+    pub pci_bus_id: String,
+    pub xids: Vec<XidSeen>,
 }
 
 /// The verdict of a GPU known only by the address its kernel-log lines
@@ -170,8 +198,10 @@ pub struct GpuState {
     /// longer than the stuck-call deadline.
     pub stuck_call: Option<StuckCall>,
     /// `None` while the GPU is lost, hung or failing: its measurement series
-    /// are withdrawn, its info and `up` series stay.
-    pub readings: Option<GpuReadings>,
+    /// are withdrawn, its info and `up` series stay. Shared with the GPU's
+    /// slot in the sampler, which keeps the last readings while it is hung
+    /// or slow: a poll shares them rather than copies them.
+    pub readings: Option<Arc<GpuReadings>>,
     /// XID events counted since the exporter started. Kept outside
     /// `readings` so the counts survive every fault.
     pub xids: Vec<XidCount>,
@@ -185,11 +215,77 @@ pub struct GpuState {
     /// Kubernetes pods that hold this GPU or one of its MIG devices, when
     /// pod attribution is on.
     pub pods: Vec<PodAttribution>,
+    /// What the verdict is judged from besides `health` and `readings`, as
+    /// the sampler knew it when it built the snapshot; `None` while NVML is
+    /// down (every GPU then reads failing, which says nothing of it).
+    pub evidence: Option<VerdictEvidence>,
     /// What to do with this GPU now: the GPU's verdict first, then one per
-    /// MIG instance whose own fault decides something. Empty where the
-    /// exporter cannot judge (NVML down, the GPU not sampled yet, denied
-    /// or failing every call).
+    /// MIG instance whose own fault decides something. Judged from
+    /// `evidence` by the join step (`crate::join`, `crate::verdict`). Empty
+    /// where the exporter cannot judge (NVML down, the GPU not sampled yet,
+    /// denied or failing every call).
     pub verdicts: Vec<Verdict>,
+}
+
+/// What a GPU's verdict is judged from besides its health and readings
+/// (`crate::verdict::judge_gpu`, called by the join step).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VerdictEvidence {
+    /// The latest XID of each code, class and MIG instance that asks for
+    /// something.
+    pub xids: Vec<XidSeen>,
+    pub remembered: Remembered,
+    /// The MIG instances of the GPU's last readings (kept while it is
+    /// hung), (GPU instance, compute instance): an XID naming another is
+    /// judged on the GPU.
+    pub instances: Vec<(u32, u32)>,
+    /// The latest GPU reset known.
+    pub last_reset: Option<Instant>,
+}
+
+/// How an XID event is judged: by its code's catalog bucket, or, for the
+/// NVLink5 codes 144-150, by what its kernel-log line says, read through
+/// NVIDIA's decode sheet (`crate::xid_catalog::nvlink5`, decided in
+/// `crate::verdict::nvlink5_class`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum XidClass {
+    /// Its code's bucket decides.
+    Code,
+    /// NVLink5: the sheet's row says `RESET_GPU`, or no row matched and the
+    /// line says `Fatal`.
+    Nvlink5Fatal,
+    /// NVLink5: the sheet says `IGNORE` or `XID_154_EVAL` (the driver's
+    /// recovery action then carries any need), or no row matched and the
+    /// line says `Nonfatal`.
+    Nvlink5Nothing,
+    /// NVLink5 without its line (NVML's event alone carries only the code;
+    /// a line of another shape): judged as fatal, the choice that never
+    /// leaves a fatal link fault in service.
+    Nvlink5Undecoded,
+}
+
+/// The latest XID of one code, class (and MIG instance) on a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XidSeen {
+    pub code: u64,
+    pub class: XidClass,
+    pub gpu_instance: Option<u32>,
+    pub compute_instance: Option<u32>,
+    /// When it happened (for XIDs from the kernel log: when logged).
+    pub at: Instant,
+}
+
+/// What the exporter remembers of a GPU until the next boot because NVML
+/// may stop saying it: on a MIG-enabled GPU NVML hides the row remapper's
+/// flags ("On MIG-enabled GPUs with active instances, querying the number
+/// of remapped rows is not supported", cuda-python
+/// `device_get_remapped_rows`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Remembered {
+    /// NVML's remap-failure flag was seen set.
+    pub remap_failed: bool,
+    /// XID 64 (a row remap failed) on the GPU while MIG was enabled.
+    pub mig_remap_failure: bool,
 }
 
 /// One verdict: the action, and the signal that decided it.
@@ -257,13 +353,19 @@ impl GpuState {
             last_sample: None,
             sample_duration: None,
             stuck_call: None,
-            readings: Some(readings),
+            readings: Some(Arc::new(readings)),
             xids: vec![],
             xid_other: None,
             nvml_errors: vec![],
             pods: vec![],
+            evidence: None,
             verdicts: vec![],
         }
+    }
+
+    /// For unit tests: the readings to change (copied first if shared).
+    pub fn readings_mut(&mut self) -> &mut GpuReadings {
+        Arc::make_mut(self.readings.as_mut().expect("a GPU with readings"))
     }
 }
 

@@ -30,7 +30,6 @@ fn config(library: LibrarySource) -> PollerConfig {
         xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
         kernel_log: None,
         state: None,
-        restart_app_window: nvml_exporter::verdict::DEFAULT_RESTART_APP_WINDOW,
     }
 }
 
@@ -69,7 +68,7 @@ fn a_driver_that_fails_to_initialize_publishes_nvml_down_and_keeps_going() {
     let sink = seen.clone();
     let poller = nvml::start(
         config(LibrarySource::Path(sim_library())),
-        Arc::new(move |s| sink.lock().unwrap().push(s)),
+        Arc::new(move |s| sink.lock().unwrap().push(Arc::new(s))),
     )
     .expect("a driver that fails to initialize is not a start error");
 

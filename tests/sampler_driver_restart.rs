@@ -54,9 +54,8 @@ fn driver_absent_then_present_then_restarted() {
             xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
             kernel_log: None,
             state: None,
-            restart_app_window: nvml_exporter::verdict::DEFAULT_RESTART_APP_WINDOW,
         },
-        Arc::new(move |s: Arc<Snapshot>| sink.push(s)),
+        Arc::new(move |s: Snapshot| sink.push(Arc::new(s))),
     )
     .expect("an unusable driver is not a start error");
 

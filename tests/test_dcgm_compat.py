@@ -20,16 +20,15 @@ dcgm-exporter on that fleet would give none either."""
 from __future__ import annotations
 
 import json
-import urllib.parse
 from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 import queries
 from fake_kubelet import FakeKubelet, Pod
-from promstack import Exporter, Prometheus, http_get, wait_until
+from promstack import Exporter, Prometheus, wait_until
+from promstack import scrape_families as scrape
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "compat"
@@ -66,12 +65,6 @@ FLEETS = {
         "empty": {},
     },
 }
-
-
-def scrape(exporter: Exporter) -> dict[str, list]:
-    status, body = http_get(f"http://{exporter.address}/metrics")
-    assert status == 200
-    return {f.name: f.samples for f in text_string_to_metric_families(body.decode())}
 
 
 def pods_for(metrics: dict) -> list[Pod]:

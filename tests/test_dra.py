@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 import dra_node
 from fake_https import FakeKubernetes, PodMeta, SliceDevice
 from fake_kubelet import Claim, ClaimDevice, FakeKubelet, Pod
-from promstack import Exporter, Prometheus, http_get, wait_until
+from promstack import Exporter, Prometheus, pick, wait_until
+from promstack import scrape_samples as scrape
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -44,17 +44,6 @@ ERRORS = "nvml_exporter_kubernetes_read_errors_total"
 
 def uid(n: int) -> str:
     return f"0c1d2e3f-4a5b-4c6d-8e7f-{n:012d}"
-
-
-def scrape(exporter: Exporter) -> list:
-    status, body = http_get(f"http://{exporter.address}/metrics")
-    assert status == 200
-    return [s for f in text_string_to_metric_families(body.decode()) for s in f.samples]
-
-
-def pick(samples: list, name: str, **labels) -> list:
-    return [s for s in samples
-            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
 
 
 def value(samples: list, name: str, **labels) -> float | None:

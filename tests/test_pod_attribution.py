@@ -12,23 +12,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 import queries
 from fake_kubelet import FakeKubelet, Pod
 from promstack import Exporter, Prometheus, http_get, wait_until
+from promstack import scrape_families as scrape
 
 HERE = Path(__file__).resolve().parent
 
 REFRESH = "300ms"
 METRICS_DOC = HERE.parent / "docs" / "metrics.md"
 DASHBOARD = HERE.parent / "dashboards" / "kubernetes.json"
-
-
-def scrape(exporter: Exporter) -> dict[str, list]:
-    status, body = http_get(f"http://{exporter.address}/metrics")
-    assert status == 200
-    return {f.name: f.samples for f in text_string_to_metric_families(body.decode())}
 
 
 def samples(metrics: dict, name: str) -> list:

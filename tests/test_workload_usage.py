@@ -36,10 +36,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from fake_kubelet import FakeKubelet, Pod
-from promstack import Exporter, Prometheus, http_get, wait_until
+from promstack import Exporter, Prometheus, pick, wait_until
+from promstack import scrape_samples as scrape
 from promstack import sim_control as sim
 
 HERE = Path(__file__).resolve().parent
@@ -55,17 +55,6 @@ HELD = "nvidia_gpu_workload_held_seconds_total"
 IDLE = "nvidia_gpu_workload_held_idle_seconds"
 # One 200 ms sample of the driver's ring (nvml-sim/src/fleet/usage.rs).
 SAMPLE = 0.2
-
-
-def scrape(exporter: Exporter) -> list:
-    status, body = http_get(f"http://{exporter.address}/metrics")
-    assert status == 200
-    return [s for f in text_string_to_metric_families(body.decode()) for s in f.samples]
-
-
-def pick(samples: list, name: str, **labels) -> list:
-    return [s for s in samples
-            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
 
 
 def one(samples: list, name: str, **labels) -> float:

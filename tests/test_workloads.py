@@ -19,15 +19,14 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-import time
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 import queries
-from promstack import EXPORTER, Exporter, Process, Prometheus, free_port, http_get, wait_until
+from promstack import EXPORTER, Exporter, Process, Prometheus, free_port, wait_until
+from promstack import scrape_families as scrape
 from promstack import sim_control as sim
 
 HERE = Path(__file__).resolve().parent
@@ -37,12 +36,6 @@ INTERVAL = "300ms"
 MIB = 1 << 20
 SHARES = ("nvidia_gpu_workload_share_ratio", "nvidia_gpu_mig_workload_share_ratio")
 DEVICE_LABELS = ("gpu", "uuid", "gpu_instance", "compute_instance")
-
-
-def scrape(exporter: Exporter) -> dict[str, list]:
-    status, body = http_get(f"http://{exporter.address}/metrics")
-    assert status == 200
-    return {f.name: f.samples for f in text_string_to_metric_families(body.decode())}
 
 
 

@@ -85,7 +85,7 @@ impl Entity<'_> {
 /// The entities of a snapshot, in GPU order.
 fn entities(snapshot: &Snapshot) -> impl Iterator<Item = Entity<'_>> {
     snapshot.gpus.iter().flat_map(|g| {
-        let r = g.readings.as_ref();
+        let r = g.readings.as_deref();
         let instances = r.map_or(&[][..], |r| r.mig.as_slice());
         let whole = instances.is_empty().then_some(Entity {
             gpu: g,
@@ -573,7 +573,7 @@ mod tests {
         text(&s, &c);
         let g = &mut s.gpus[0];
         g.last_sample = Some(UNIX_EPOCH + Duration::from_secs(102));
-        g.readings.as_mut().unwrap().pcie.tx_bytes = Some(5000);
+        g.readings_mut().pcie.tx_bytes = Some(5000);
         let t = text(&s, &c);
         assert!(
             line(&t, "DCGM_FI_PROF_PCIE_TX_BYTES")[0].ends_with("} 2000"),
@@ -583,7 +583,7 @@ mod tests {
         assert!(line(&text(&s, &c), "DCGM_FI_PROF_PCIE_TX_BYTES")[0].ends_with("} 2000"));
         let g = &mut s.gpus[0];
         g.last_sample = Some(UNIX_EPOCH + Duration::from_secs(104));
-        g.readings.as_mut().unwrap().pcie.tx_bytes = Some(10);
+        g.readings_mut().pcie.tx_bytes = Some(10);
         assert!(!text(&s, &c).contains("DCGM_FI_PROF_PCIE_TX_BYTES"));
     }
 

@@ -266,51 +266,41 @@ pub const EXPORTER_FIELDS: &[(&str, &str)] = &[
 // Readers: one small function per reading, so that the table stays one
 // line per field.
 
+/// The value a labelled reading has for `key`.
+fn by_label<K: PartialEq, V: Copy>(readings: &[(K, V)], key: K) -> Option<V> {
+    readings.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+}
+
 fn clock(r: &GpuReadings, c: Clock) -> Option<f64> {
-    r.clocks_hertz
-        .iter()
-        .find(|(k, _)| *k == c)
-        .map(|(_, v)| *v)
+    by_label(&r.clocks_hertz, c)
 }
 
 fn max_clock(r: &GpuReadings, c: Clock) -> Option<f64> {
-    r.max_clocks_hertz
-        .iter()
-        .find(|(k, _)| *k == c)
-        .map(|(_, v)| *v)
+    by_label(&r.max_clocks_hertz, c)
 }
 
 fn temperature(r: &GpuReadings, s: Sensor) -> Option<f64> {
-    r.temperatures
-        .iter()
-        .find(|(k, _)| *k == s)
-        .map(|(_, v)| *v)
+    by_label(&r.temperatures, s)
 }
 
 fn threshold(r: &GpuReadings, t: Threshold) -> Option<f64> {
-    r.temperature_thresholds
-        .iter()
-        .find(|(k, _)| *k == t)
-        .map(|(_, v)| *v)
+    by_label(&r.temperature_thresholds, t)
 }
 
 fn power_limit(r: &GpuReadings, l: PowerLimit) -> Option<f64> {
-    r.power_limits
-        .iter()
-        .find(|(k, _)| *k == l)
-        .map(|(_, v)| *v)
+    by_label(&r.power_limits, l)
 }
 
 fn utilization(r: &GpuReadings, e: crate::snapshot::Engine) -> Option<f64> {
-    r.utilization.iter().find(|(k, _)| *k == e).map(|(_, v)| *v)
+    by_label(&r.utilization, e)
 }
 
 fn activity(r: &GpuReadings, m: GpmMetric) -> Option<f64> {
-    r.activity.iter().find(|(k, _)| *k == m).map(|(_, v)| *v)
+    by_label(&r.activity, m)
 }
 
 fn mig_activity(gi: &MigGpuInstance, m: GpmMetric) -> Option<f64> {
-    gi.activity.iter().find(|(k, _)| *k == m).map(|(_, v)| *v)
+    by_label(&gi.activity, m)
 }
 
 /// NVML's total over every memory location.
@@ -322,17 +312,11 @@ fn ecc(r: &GpuReadings, e: EccError, s: EccScope) -> Option<f64> {
 }
 
 fn retired(r: &GpuReadings, c: crate::snapshot::RetirementCause) -> Option<f64> {
-    r.retired_pages
-        .iter()
-        .find(|(k, _)| *k == c)
-        .map(|(_, v)| *v as f64)
+    by_label(&r.retired_pages, c).map(|v| v as f64)
 }
 
 fn banks(r: &GpuReadings, s: SpareRows) -> Option<f64> {
-    r.remapper_banks
-        .iter()
-        .find(|(k, _)| *k == s)
-        .map(|(_, v)| *v as f64)
+    by_label(&r.remapper_banks, s).map(|v| v as f64)
 }
 
 /// The sum over the links that report the kind; absent where none does.
@@ -368,10 +352,7 @@ fn nvlink_bytes(r: &GpuReadings, tx: bool, rx: bool) -> Option<u64> {
 }
 
 fn throttle_seconds(r: &GpuReadings, t: ThrottleReason) -> Option<f64> {
-    r.throttle_seconds
-        .iter()
-        .find(|(k, _)| *k == t)
-        .map(|(_, v)| *v)
+    by_label(&r.throttle_seconds, t)
 }
 
 /// The current clock event reasons as NVML's bitmask

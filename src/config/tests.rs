@@ -26,6 +26,13 @@ fn error(text: &str, compat: Option<Generation>) -> ConfigError {
     load_text(text, compat).unwrap_err()
 }
 
+/// `text` is refused at `line` with a message that says `says`.
+fn refused(text: &str, compat: Option<Generation>, line: Option<usize>, says: &str) {
+    let e = error(text, compat);
+    assert_eq!(e.line, line, "{text:?}: {e}");
+    assert!(e.message.contains(says), "{text:?}: {e}");
+}
+
 const FULL: &str = "\
 # What one GPU team collects
 version: 1
@@ -108,23 +115,26 @@ fn each_mistake_is_an_error_naming_its_line() {
     assert!(e.to_string().contains("\"fna\" is not a family"), "{e}");
     assert!(e.to_string().starts_with("config file "), "{e}");
 
-    let e = error(
+    refused(
         "version: 1\nmetrics:\n  allow: [nvidia_gpu_up, nvidia_gpu_upp]\n",
         None,
+        Some(3),
+        "nvidia_gpu_upp",
     );
-    assert_eq!(e.line, Some(3));
-    assert!(e.message.contains("nvidia_gpu_upp"));
 
-    let e = error("version: 1\nintervals:\n  ecc: 60\n", None);
-    assert_eq!(e.line, Some(3));
-    assert!(e.message.contains("intervals.ecc"), "{e}");
+    refused(
+        "version: 1\nintervals:\n  ecc: 60\n",
+        None,
+        Some(3),
+        "intervals.ecc",
+    );
 
-    let e = error(
+    refused(
         "version: 1\nintervals:\n  utilization: 1s\n  processes: 60s\n",
         None,
+        Some(4),
+        "every poll",
     );
-    assert_eq!(e.line, Some(4));
-    assert!(e.message.contains("every poll"), "{e}");
 
     let e = error(
         "version: 1\nfamilies:\n  deny: [fan]\nintervals:\n  fan: 10s\n",
@@ -146,9 +156,12 @@ fn each_mistake_is_an_error_naming_its_line() {
     assert!(e.message.contains("workload_usage"), "{e}");
     assert!(load(&path, &base(None)).is_ok());
 
-    let e = error("version: 1\nlabels:\n  drop: [gpu]\n", None);
-    assert_eq!(e.line, Some(3));
-    assert!(e.message.contains("identifies series"), "{e}");
+    refused(
+        "version: 1\nlabels:\n  drop: [gpu]\n",
+        None,
+        Some(3),
+        "identifies series",
+    );
 
     // Unknown keys are refused by the parser, which names the line.
     let e = error("version: 1\nfamilys:\n  deny: [fan]\n", None);
@@ -158,9 +171,7 @@ fn each_mistake_is_an_error_naming_its_line() {
     assert!(error("families:\n  deny: [fan]\n", None)
         .message
         .contains("`version: 1` is missing"));
-    let e = error("version: 2\n", None);
-    assert_eq!(e.line, Some(1));
-    assert!(e.message.contains("version 2"));
+    refused("version: 2\n", None, Some(1), "version 2");
     assert!(error("", None).message.contains("empty"));
     assert!(error("version: 1\nfamilies: [a, b]\n", None).line.is_some());
 }
@@ -172,18 +183,18 @@ fn dcgm_names_need_the_compat_output() {
         None,
     );
     assert!(e.message.contains("--compat.dcgm"), "{e}");
-    let e = error(
+    refused(
         "version: 1\ndcgm:\n  fields: [DCGM_FI_DEV_GPU_UTIL]\n",
         None,
+        Some(2),
+        "--compat.dcgm",
     );
-    assert_eq!(e.line, Some(2));
-    assert!(e.message.contains("--compat.dcgm"), "{e}");
-    let e = error(
+    refused(
         "version: 1\ndcgm:\n  fields: [DCGM_FI_DEV_GPU_UTIL, DCGM_FI_DEV_GPU_UTILS]\n",
         Some(Generation::V4_9),
+        Some(3),
+        "DCGM_FI_DEV_GPU_UTILS",
     );
-    assert_eq!(e.line, Some(3));
-    assert!(e.message.contains("DCGM_FI_DEV_GPU_UTILS"));
 }
 
 #[test]

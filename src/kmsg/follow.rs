@@ -330,10 +330,7 @@ impl Reader<'_> {
 
     fn follow_file(&mut self, path: &Path, mut file: File, meta: &Metadata) {
         let identity = (meta.dev(), meta.ino());
-        let mut head: Vec<u8> = Vec::with_capacity(HEAD);
-        let mut offset: u64 = 0;
-        let mut partial: Vec<u8> = Vec::with_capacity(MAX_RECORD);
-        let mut skipping = false;
+        let mut place = Place::default();
         let mut chunk = vec![0u8; CHUNK];
         // After a wait at the end, whether the file was cut (and perhaps
         // refilled past where we were) is asked before reading on: a read
@@ -341,18 +338,11 @@ impl Reader<'_> {
         let mut woke = false;
         while self.wait_for_room() {
             if std::mem::take(&mut woke) {
-                match cut(&file, offset, &head) {
-                    Some(true) => {
-                        if !self.truncated(&mut file) {
-                            return;
-                        }
-                        (offset, skipping) = (0, false);
-                        partial.clear();
-                        head.clear();
-                        continue;
-                    }
-                    Some(false) => {}
-                    None => return,
+                let Some(restarted) = self.restart_if_cut(&mut file, &mut place) else {
+                    return;
+                };
+                if restarted {
+                    continue;
                 }
             }
             let n = match self.shared.timed_read(|| file.read(&mut chunk)) {
@@ -367,30 +357,19 @@ impl Reader<'_> {
                 }
             };
             if n > 0 {
-                if head.len() < HEAD && offset == head.len() as u64 {
-                    let more = (HEAD - head.len()).min(n);
-                    head.extend_from_slice(&chunk[..more]);
-                }
-                offset += n as u64;
-                self.lines(&chunk[..n], &mut partial, &mut skipping);
+                place.read(&chunk[..n]);
+                self.lines(&chunk[..n], &mut place.partial, &mut place.skipping);
                 if self.paused() {
                     return;
                 }
                 continue;
             }
             // At the end: has the file been cut short, or replaced?
-            match cut(&file, offset, &head) {
-                Some(true) => {
-                    if !self.truncated(&mut file) {
-                        return;
-                    }
-                    (offset, skipping) = (0, false);
-                    partial.clear();
-                    head.clear();
-                    continue;
-                }
-                Some(false) => {}
-                None => return,
+            let Some(restarted) = self.restart_if_cut(&mut file, &mut place) else {
+                return;
+            };
+            if restarted {
+                continue;
             }
             if std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) != identity) {
                 self.shared.problem(
@@ -406,13 +385,19 @@ impl Reader<'_> {
         }
     }
 
-    /// Counts a cut file and goes back to its start; false when that fails.
-    fn truncated(&self, file: &mut File) -> bool {
+    /// Whether the file was cut since `place` (then counted, and read
+    /// again from its start); `None` when it can no longer be followed.
+    fn restart_if_cut(&self, file: &mut File, place: &mut Place) -> Option<bool> {
+        if !cut(file, place.offset, &place.head)? {
+            return Some(false);
+        }
         self.shared.problem(
             Problem::Truncated,
             "the kernel log file shrank or was refilled with other records: reading it again from its start (records already read are skipped)",
         );
-        file.seek(SeekFrom::Start(0)).is_ok()
+        file.seek(SeekFrom::Start(0)).ok()?;
+        *place = Place::default();
+        Some(true)
     }
 
     /// Splits a chunk into lines; a line is never held beyond the record
@@ -659,6 +644,40 @@ impl Reader<'_> {
             self.skew = now - logged;
         }
         Duration::try_from_secs_f64(now - logged - self.skew).unwrap_or(Duration::ZERO)
+    }
+}
+
+/// How far a regular file has been read, and what of it is held.
+struct Place {
+    offset: u64,
+    /// The file's first bytes (up to `HEAD`): a file refilled with other
+    /// records past `offset` starts differently.
+    head: Vec<u8>,
+    /// A line not ended yet.
+    partial: Vec<u8>,
+    /// Skipping the rest of an oversized line.
+    skipping: bool,
+}
+
+impl Default for Place {
+    fn default() -> Self {
+        Place {
+            offset: 0,
+            head: Vec::with_capacity(HEAD),
+            partial: Vec::with_capacity(MAX_RECORD),
+            skipping: false,
+        }
+    }
+}
+
+impl Place {
+    /// Moves past `chunk`, just read at `offset`, keeping the file's head.
+    fn read(&mut self, chunk: &[u8]) {
+        if self.head.len() < HEAD && self.offset == self.head.len() as u64 {
+            let more = (HEAD - self.head.len()).min(chunk.len());
+            self.head.extend_from_slice(&chunk[..more]);
+        }
+        self.offset += chunk.len() as u64;
     }
 }
 

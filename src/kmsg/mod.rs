@@ -164,6 +164,8 @@ impl KernelLog {
                     })
                 })
                 .collect(),
+            // The sampler's (`crate::nvml`), then the join step's.
+            unnamed_evidence: None,
             unnamed_gpus: Vec::new(),
         }
     }

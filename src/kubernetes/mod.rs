@@ -7,8 +7,8 @@
 //! server.
 //!
 //! A background task asks the kubelet every `refresh_interval` and keeps the
-//! answer; the sampler's publish step copies it onto the snapshot
-//! ([`Attribution::apply`]). A scrape never talks to the kubelet, and an
+//! answer; the join step (`crate::join`) writes it onto each snapshot, in
+//! place ([`Attribution::apply`]). A scrape never talks to the kubelet, and an
 //! unreachable kubelet is `nvml_exporter_kubernetes_up 0` plus one log line,
 //! never a failed scrape. Whatever else cannot be read (a CDI spec, the
 //! API server, a kubelet without the DRA fields) is logged once, counted in
@@ -146,7 +146,7 @@ struct Carried {
 }
 
 /// The latest attribution, shared between the refresh task (writer) and
-/// the publish step (reader).
+/// the join step (reader, `crate::join`).
 pub struct Attribution {
     config: AttributionConfig,
     known: ArcSwap<Known>,
@@ -502,15 +502,14 @@ impl Attribution {
         }
     }
 
-    /// A copy of `snapshot` with each GPU's pods and the kubelet's status
-    /// filled in.
-    pub fn apply(&self, snapshot: &Snapshot) -> Snapshot {
+    /// Fills in each GPU's pods and the kubelet's status, in place (the
+    /// join step's, `crate::join`).
+    pub fn apply(&self, snapshot: &mut Snapshot) {
         let known = self.known.load();
         let fresh = known
             .at
             .is_some_and(|at| at.elapsed() <= self.config.refresh_interval * STALE_AFTER_INTERVALS);
-        let mut out = snapshot.clone();
-        for gpu in &mut out.gpus {
+        for gpu in &mut snapshot.gpus {
             gpu.pods = if fresh {
                 holders::attribute(gpu, &known.holders, &known.labels)
             } else {
@@ -518,7 +517,7 @@ impl Attribution {
             };
         }
         let health = self.health();
-        out.kubernetes = Some(KubernetesStatus {
+        snapshot.kubernetes = Some(KubernetesStatus {
             up: health.up,
             refresh_errors: health.refresh_errors,
             last_refresh: health.last_refresh,
@@ -529,7 +528,6 @@ impl Attribution {
                 .map(|((s, r), n)| (*s, *r, *n))
                 .collect(),
         });
-        out
     }
 }
 
@@ -554,14 +552,15 @@ mod tests {
             last_sample: None,
             sample_duration: None,
             stuck_call: None,
-            readings: Some(GpuReadings {
+            readings: Some(Arc::new(GpuReadings {
                 mig,
                 ..Default::default()
-            }),
+            })),
             xids: vec![],
             xid_other: None,
             nvml_errors: vec![],
             pods: vec![],
+            evidence: None,
             verdicts: vec![],
         }
     }
@@ -734,12 +733,18 @@ mod tests {
             labels: HashMap::new(),
             at: Instant::now().checked_sub(Duration::from_secs(1)),
         }));
-        let snapshot = Snapshot {
+        let mut snapshot = Snapshot {
             gpus: vec![gpu(0, "GPU-0", vec![])],
             ..Default::default()
         };
-        let out = attribution.apply(&snapshot);
-        assert!(out.gpus[0].pods.is_empty());
-        assert_eq!(out.kubernetes.map(|k| k.up), Some(false));
+        snapshot.gpus[0].pods = holders::attribute(
+            &snapshot.gpus[0],
+            &attribution.known.load().holders,
+            &HashMap::new(),
+        );
+        assert_eq!(snapshot.gpus[0].pods.len(), 1, "attributed while fresh");
+        attribution.apply(&mut snapshot);
+        assert!(snapshot.gpus[0].pods.is_empty());
+        assert_eq!(snapshot.kubernetes.map(|k| k.up), Some(false));
     }
 }

@@ -164,7 +164,7 @@ impl<'a> Scope<'a> {
         self.snapshot
             .gpus
             .iter()
-            .filter_map(|g| g.readings.as_ref().map(|r| (g, r)))
+            .filter_map(|g| g.readings.as_deref().map(|r| (g, r)))
     }
 
     pub fn gpus(&self) -> impl Iterator<Item = &'a GpuState> + 'a {

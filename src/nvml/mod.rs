@@ -7,7 +7,8 @@
 //! # Modules
 //! - `library`: which libnvidia-ml to load, and loading it;
 //! - `poller/`: the threads (supervisor, one worker per GPU, XID events)
-//!   and the snapshot they publish;
+//!   and the snapshot they publish, by value, with the evidence its
+//!   verdicts are judged from;
 //! - `sampler/`: one GPU's poll, one file per family group, named like its
 //!   collector in `src/collectors/`;
 //! - `calls`: how every NVML call is made, counted and cached;
@@ -124,8 +125,6 @@ pub struct PollerConfig {
     /// The kernel log reader (`--collector.xid.kmsg`): its XIDs are counted
     /// with NVML's, each event once.
     pub kernel_log: Option<Arc<KernelLog>>,
-    /// How long an application XID asks for a restart (the verdict).
-    pub restart_app_window: Duration,
     /// The state kept across restarts (`--state.path`), where it can be.
     pub state: Option<Arc<std::sync::Mutex<crate::state::Store>>>,
 }
@@ -164,12 +163,14 @@ pub struct Poller {
 }
 
 /// Starts sampling in background threads and returns at once. `publish`
-/// gets a fresh snapshot after every poll round, also while NVML is down
-/// (`nvml_up: false`). Only configuration errors are `Err`; a driver that
-/// fails to load or initialize is retried with backoff.
+/// gets a fresh snapshot, by value, after every poll round, also while
+/// NVML is down (`nvml_up: false`); its verdicts are not judged yet (the
+/// join step judges the evidence it carries, `crate::join`). Only
+/// configuration errors are `Err`; a driver that fails to load or
+/// initialize is retried with backoff.
 pub fn start(
     cfg: PollerConfig,
-    publish: Arc<dyn Fn(Arc<Snapshot>) + Send + Sync>,
+    publish: Arc<dyn Fn(Snapshot) + Send + Sync>,
 ) -> Result<Poller, StartError> {
     if cfg.interval.is_zero() {
         return Err(StartError::ZeroInterval);

@@ -32,32 +32,24 @@
 //! XIDs that name a MIG instance decide that instance's verdict when their
 //! action is restart_app (the instance's application); from reset_gpu up
 //! they decide the GPU's, since a reset takes the whole GPU.
+//!
+//! The sampler publishes the evidence (`snapshot::VerdictEvidence` per GPU,
+//! `snapshot::UnnamedEvidence` for addresses only the kernel log names);
+//! the join step (`crate::join`) judges it here once per snapshot
+//! ([`judge_gpu`], [`judge_unnamed`]).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::snapshot::{Action, FabricHealth, GpuReadings, Health, SpareRows, Verdict};
+use crate::snapshot::{
+    Action, FabricHealth, GpuReadings, GpuState, Health, Remembered, SpareRows, UnnamedEvidence,
+    UnnamedGpuVerdict, Verdict, XidClass, XidSeen,
+};
 use crate::xid_catalog::{self, Bucket};
 
-/// How an XID event is judged: by its code's catalog bucket, or, for the
-/// NVLink5 codes 144-150, by what its kernel-log line says, read through
-/// NVIDIA's decode sheet (`crate::xid_catalog::nvlink5`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum XidClass {
-    /// Its code's bucket decides.
-    Code,
-    /// NVLink5: the sheet's row says `RESET_GPU`, or no row matched and the
-    /// line says `Fatal`.
-    Nvlink5Fatal,
-    /// NVLink5: the sheet says `IGNORE` or `XID_154_EVAL` (the driver's
-    /// recovery action then carries any need), or no row matched and the
-    /// line says `Nonfatal`.
-    Nvlink5Nothing,
-    /// NVLink5 without its line (NVML's event alone carries only the code;
-    /// a line of another shape): judged as fatal, the choice that never
-    /// leaves a fatal link fault in service.
-    Nvlink5Undecoded,
-}
+/// Unnamed addresses given a verdict: a node has at most 16 GPUs, and a
+/// log that names more is not describing them.
+pub const MAX_UNNAMED: usize = 16;
 
 /// The NVLink5 codes, judged per event.
 pub fn is_nvlink5(code: u64) -> bool {
@@ -165,30 +157,6 @@ pub fn xid_class_action(code: u64, class: XidClass) -> Option<(Action, &'static 
     }
 }
 
-/// The latest XID of one code, class (and MIG instance) on a GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct XidSeen {
-    pub code: u64,
-    pub class: XidClass,
-    pub gpu_instance: Option<u32>,
-    pub compute_instance: Option<u32>,
-    /// When it happened (for XIDs from the kernel log: when logged).
-    pub at: Instant,
-}
-
-/// What the exporter remembers of a GPU until the next boot because NVML
-/// may stop saying it: on a MIG-enabled GPU NVML hides the row remapper's
-/// flags ("On MIG-enabled GPUs with active instances, querying the number
-/// of remapped rows is not supported", cuda-python
-/// `device_get_remapped_rows`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Remembered {
-    /// NVML's remap-failure flag was seen set.
-    pub remap_failed: bool,
-    /// XID 64 (a row remap failed) on the GPU while MIG was enabled.
-    pub mig_remap_failure: bool,
-}
-
 /// What the verdict of one GPU is judged from.
 pub struct Inputs<'a> {
     pub health: Health,
@@ -256,6 +224,64 @@ pub fn judge(i: &Inputs<'_>) -> Vec<Verdict> {
             .into_iter()
             .map(|((gi, ci), w)| w.verdict(Some(gi), ci)),
     );
+    out
+}
+
+/// The verdicts of one GPU of a snapshot, judged at `now` from its health,
+/// readings and the evidence its sampler published; empty without
+/// evidence (NVML down).
+pub fn judge_gpu(g: &GpuState, now: Instant, restart_app_window: Duration) -> Vec<Verdict> {
+    let Some(e) = &g.evidence else {
+        return Vec::new();
+    };
+    judge(&Inputs {
+        health: g.health,
+        readings: g.readings.as_deref(),
+        xids: &e.xids,
+        remembered: e.remembered,
+        instances: &e.instances,
+        last_reset: e.last_reset,
+        now,
+        restart_app_window,
+    })
+}
+
+/// One verdict per unnamed address whose XIDs still ask for something,
+/// worst first, at most `MAX_UNNAMED`. An unnamed GPU is judged on its
+/// log lines alone: no readings, no MIG instances, nothing remembered.
+pub fn judge_unnamed(
+    e: &UnnamedEvidence,
+    now: Instant,
+    restart_app_window: Duration,
+) -> Vec<UnnamedGpuVerdict> {
+    let mut out: Vec<UnnamedGpuVerdict> = e
+        .gpus
+        .iter()
+        .filter_map(|g| {
+            let v = judge(&Inputs {
+                health: Health::Up,
+                readings: None,
+                xids: &g.xids,
+                remembered: Remembered::default(),
+                instances: &[],
+                last_reset: e.last_reset,
+                now,
+                restart_app_window,
+            });
+            let v = v.first()?;
+            (v.action != Action::None).then(|| UnnamedGpuVerdict {
+                pci_bus_id: g.pci_bus_id.clone(),
+                action: v.action,
+                reason: v.reason,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.action
+            .cmp(&a.action)
+            .then(a.pci_bus_id.cmp(&b.pci_bus_id))
+    });
+    out.truncate(MAX_UNNAMED);
     out
 }
 

@@ -4,8 +4,8 @@
 //!
 //! The core type is [`Workloads`]. A background task resolves the pids of
 //! the latest snapshot through the host's procfs (`cgroup` and `status`,
-//! [`cgroup::classify`]) and keeps the answers; the sampler's publish step
-//! joins them onto the snapshot ([`Workloads::apply`]) as
+//! [`cgroup::classify`]) and keeps the answers; the join step
+//! (`crate::join`) writes them onto each snapshot ([`Workloads::apply`]) as
 //! [`WorkloadAttribution`]. A scrape never reads `/proc`, and an entry that
 //! vanishes, refuses or holds garbage is a counted read error, never a
 //! failed poll.
@@ -85,7 +85,7 @@ struct Known {
 }
 
 /// The latest resolution, shared between the refresh task (writer) and
-/// the publish step (reader).
+/// the join step (reader, `crate::join`).
 pub struct Workloads {
     config: WorkloadsConfig,
     /// The host's procfs and files, read with deadlines.
@@ -380,8 +380,9 @@ impl Workloads {
         jobs
     }
 
-    /// A copy of `snapshot` with the workloads of its processes joined on.
-    pub fn apply(&self, snapshot: &Snapshot) -> Snapshot {
+    /// Joins the workloads of the snapshot's processes onto it, in place
+    /// (the join step's, `crate::join`).
+    pub fn apply(&self, snapshot: &mut Snapshot) {
         let live = live_pids(&snapshot.gpus);
         let known = self.known.load();
         {
@@ -447,15 +448,13 @@ impl Workloads {
                 count,
             })
             .collect();
-        let mut out = snapshot.clone();
-        out.workloads = Some(WorkloadAttribution {
+        snapshot.workloads = Some(WorkloadAttribution {
             holdings,
             dropped: dropped as u64,
             read_errors,
             usage,
             last_refresh: known.completed,
         });
-        out
     }
 }
 
@@ -678,7 +677,7 @@ mod tests {
             ],
             vec![],
         );
-        let r = g.readings.as_mut().unwrap();
+        let r = g.readings_mut();
         r.usage = Some(crate::snapshot::UsageReadings {
             mps_clients: vec![677, 678],
             ..Default::default()
@@ -774,7 +773,7 @@ mod tests {
         std::fs::create_dir_all(root.join("etc")).unwrap();
         std::fs::write(root.join("etc/passwd"), "alice:x:1000:1000::/:/bin/sh\n").unwrap();
         let w = Workloads::new(config(&root, 2));
-        let snapshot = Snapshot {
+        let mut snapshot = Snapshot {
             gpus: vec![gpu(
                 0,
                 // pid 4 has no entry at all: it exited.
@@ -783,13 +782,14 @@ mod tests {
             )],
             ..Default::default()
         };
-        let first = w.apply(&snapshot);
+        w.apply(&mut snapshot);
         assert!(
-            first.workloads.unwrap().holdings.is_empty(),
+            snapshot.workloads.as_ref().unwrap().holdings.is_empty(),
             "not resolved yet"
         );
         w.refresh();
-        let out = w.apply(&snapshot).workloads.unwrap();
+        w.apply(&mut snapshot);
+        let out = snapshot.workloads.unwrap();
         let kinds: Vec<_> = out
             .holdings
             .iter()

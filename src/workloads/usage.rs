@@ -1,7 +1,7 @@
 //! Measured use per workload: SM (and memory, encoder, decoder) busy
 //! seconds, the workload's part of its GPU's energy in two views,
 //! device-seconds held, and how long a holding has been idle. Counters
-//! kept here, in the publish step, from one snapshot to the next: they
+//! kept here, in the join step (`crate::join`), from one snapshot to the next: they
 //! grow by what each poll measured, survive scrape gaps, and start at 0
 //! when the exporter does (a counter reset to Prometheus).
 //!
@@ -1019,7 +1019,7 @@ mod tests {
         assert_eq!(account(&u, &a).sm_seconds, Some(0.9));
         // A new sampler (epoch 2) starts its totals from 0: counted afresh.
         let mut g = gpu(3.0, &[], &[(1, 0.2)], 300.0);
-        g.readings.as_mut().unwrap().usage.as_mut().unwrap().epoch = 2;
+        g.readings_mut().usage.as_mut().unwrap().epoch = 2;
         let u = upd(&mut acc, &[g], &[], &gone);
         assert!((account(&u, &a).sm_seconds.unwrap() - 1.1).abs() < 1e-9);
     }
@@ -1088,7 +1088,7 @@ mod tests {
     /// the server's SM seconds so far.
     fn mps_gpu(t: f64, server_sm: f64, energy: f64) -> GpuState {
         let mut g = gpu(t, &[9, 1, 2], &[(9, server_sm)], energy);
-        let u = g.readings.as_mut().unwrap().usage.as_mut().unwrap();
+        let u = g.readings_mut().usage.as_mut().unwrap();
         u.mps_clients = vec![1, 2];
         g
     }
@@ -1205,7 +1205,7 @@ mod tests {
 
     fn mig_gpu(t: f64, activity: Option<[f64; 2]>, energy: f64) -> GpuState {
         let mut g = gpu(t, &[], &[], energy);
-        let r = g.readings.as_mut().unwrap();
+        let r = g.readings_mut();
         r.compute_processes = Some(vec![process(1, Some(1))]);
         r.usage = Some(UsageReadings {
             epoch: 1,

@@ -38,6 +38,25 @@ def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
         return e.code, e.read()
 
 
+def scrape_families(exporter) -> dict[str, list]:
+    """The exporter's /metrics, parsed: family name -> its samples."""
+    from prometheus_client.parser import text_string_to_metric_families
+    status, body = http_get(f"http://{exporter.address}/metrics")
+    assert status == 200, (status, body[:200])
+    return {f.name: f.samples for f in text_string_to_metric_families(body.decode())}
+
+
+def scrape_samples(exporter) -> list:
+    """The exporter's /metrics, parsed: every sample, in order."""
+    return [s for samples in scrape_families(exporter).values() for s in samples]
+
+
+def pick(samples: list, name: str, **labels) -> list:
+    """The samples of `name` whose labels include `labels`."""
+    return [s for s in samples
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
+
+
 def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):
     deadline = time.monotonic() + timeout
     last_err = None

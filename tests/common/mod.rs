@@ -745,6 +745,53 @@ fn parse_labels(mut s: &str) -> Option<(Vec<(String, String)>, &str)> {
     }
 }
 
+/// The value of the first series of `name` whose labels include `labels`.
+pub fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    samples(text)
+        .into_iter()
+        .find(|s| s.name == name && labels.iter().all(|(k, v)| s.label(k) == Some(v)))
+        .map(|s| s.value.parse().unwrap())
+}
+
+/// XIDs counted per GPU: (gpu, xid) -> count.
+pub fn xid_counts(text: &str) -> std::collections::BTreeMap<(String, String), f64> {
+    samples(text)
+        .into_iter()
+        .filter(|s| s.name == "nvidia_gpu_xid_errors_total")
+        .map(|s| {
+            (
+                (
+                    s.label("gpu").unwrap().to_string(),
+                    s.label("xid").unwrap().to_string(),
+                ),
+                s.value.parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// gpu -> (action, reason) of each named GPU's own verdict (not its MIG
+/// instances', not an unnamed address's).
+pub fn gpu_verdicts(text: &str) -> std::collections::BTreeMap<String, (String, String)> {
+    samples(text)
+        .into_iter()
+        .filter(|s| {
+            s.name == "nvidia_gpu_recommended_action"
+                && s.label("gpu_instance").is_none()
+                && s.label("gpu").is_some()
+        })
+        .map(|s| {
+            (
+                s.label("gpu").unwrap().to_string(),
+                (
+                    s.label("action").unwrap().to_string(),
+                    s.label("reason").unwrap().to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
 /// Metric family names declared by `# TYPE` lines.
 pub fn families(text: &str) -> std::collections::BTreeSet<String> {
     text.lines()

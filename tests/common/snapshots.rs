@@ -267,11 +267,12 @@ fn gpu(i: u32, health: Health, readings: Option<GpuReadings>) -> GpuState {
         last_sample: Some(ago(1.0 + f64::from(i) * 0.001)),
         sample_duration: Some(Duration::from_micros(1500 + u64::from(i))),
         stuck_call: None,
-        readings,
+        readings: readings.map(std::sync::Arc::new),
         xids: vec![],
         xid_other: None,
         nvml_errors: vec![],
         pods: vec![],
+        evidence: None,
         verdicts: vec![],
     }
 }
@@ -388,7 +389,7 @@ pub fn fully_populated() -> Snapshot {
             (HttpRefusal::ConnectionLimit, 1),
         ],
     });
-    if let Some(r) = s.gpus[0].readings.as_mut() {
+    if let Some(r) = s.gpus[0].readings.as_mut().map(std::sync::Arc::make_mut) {
         r.fan_speeds = vec![(0, 0.45), (1, 0.5)];
     }
     // Pod attribution: a GPU shared by two containers and a MIG device,
@@ -417,6 +418,7 @@ pub fn fully_populated() -> Snapshot {
     // The kernel log read with --collector.xid.kmsg: SXIDs of one switch,
     // one of them folded, and a few problems.
     s.kernel_log = Some(KernelLogStatus {
+        unnamed_evidence: None,
         up: true,
         problems: vec![
             (KernelLogProblem::Malformed, 2),
@@ -469,7 +471,7 @@ pub fn fully_populated() -> Snapshot {
     });
     // One MIG GPU seen without MIG privileges, and a GPU this process may
     // not open.
-    if let Some(r) = mig_gpu.readings.as_mut() {
+    if let Some(r) = mig_gpu.readings.as_mut().map(std::sync::Arc::make_mut) {
         r.mig_privileged = Some(false);
     }
     let mut denied = gpu(8, Health::Denied, None);
@@ -490,7 +492,7 @@ pub fn fully_populated() -> Snapshot {
         read_errors: vec![(KubernetesSource::Cdi, KubernetesReadError::Malformed, 1)],
     });
     // Per-process use as sampled on GPU 3, with entries left out.
-    if let Some(r) = s.gpus[3].readings.as_mut() {
+    if let Some(r) = s.gpus[3].readings.as_mut().map(std::sync::Arc::make_mut) {
         r.usage = Some(UsageReadings {
             epoch: 1,
             pids: Some(vec![]),

@@ -11,7 +11,7 @@ use std::io::Read;
 use nvml_exporter::exposition::{OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE};
 use nvml_exporter::family::{Family, FamilySet};
 use nvml_exporter::render::{encode, render_at, RenderContext};
-use nvml_exporter::snapshot::{GpuReadings, Health, Snapshot};
+use nvml_exporter::snapshot::{Health, Snapshot};
 
 #[derive(Debug, Clone)]
 struct Sample {
@@ -277,7 +277,7 @@ fn absent_readings_are_never_written_as_zero() {
     let mut s = snapshots::dgx_fleet();
     for g in &mut s.gpus {
         if g.readings.is_some() {
-            g.readings = Some(GpuReadings::default());
+            g.readings = Some(std::sync::Arc::default());
         }
         g.xids.clear();
         g.nvml_errors.clear();
@@ -452,7 +452,7 @@ fn output_is_deterministic_whatever_order_the_sampler_listed_things_in() {
     for g in &mut b.gpus {
         g.xids.reverse();
         g.nvml_errors.reverse();
-        if let Some(r) = g.readings.as_mut() {
+        if let Some(r) = g.readings.as_mut().map(std::sync::Arc::make_mut) {
             r.utilization.reverse();
             r.ecc_errors.reverse();
             r.nvlinks.reverse();

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{samples, Exporter};
+use common::{gpu_verdicts, samples, value, xid_counts, Exporter};
 use nvml_exporter::kmsg;
 
 /// A /dev/kmsg record logged `ago` seconds before now.
@@ -62,47 +62,6 @@ fn scenario(dir: &Path, timeline: &str) -> String {
     path.display().to_string()
 }
 
-/// (gpu, xid) -> count.
-fn xids(text: &str) -> BTreeMap<(String, String), f64> {
-    samples(text)
-        .into_iter()
-        .filter(|s| s.name == "nvidia_gpu_xid_errors_total")
-        .map(|s| {
-            (
-                (
-                    s.label("gpu").unwrap().to_string(),
-                    s.label("xid").unwrap().to_string(),
-                ),
-                s.value.parse().unwrap(),
-            )
-        })
-        .collect()
-}
-
-/// gpu -> (action, reason) of each GPU's own verdict.
-fn verdicts(text: &str) -> BTreeMap<String, (String, String)> {
-    samples(text)
-        .into_iter()
-        .filter(|s| s.name == "nvidia_gpu_recommended_action" && s.label("gpu_instance").is_none())
-        .map(|s| {
-            (
-                s.label("gpu").unwrap().to_string(),
-                (
-                    s.label("action").unwrap().to_string(),
-                    s.label("reason").unwrap().to_string(),
-                ),
-            )
-        })
-        .collect()
-}
-
-fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    samples(text)
-        .into_iter()
-        .find(|s| s.name == name && labels.iter().all(|(k, v)| s.label(k) == Some(v)))
-        .map(|s| s.value.parse().unwrap())
-}
-
 fn verdict(action: &str, reason: &str) -> (String, String) {
     (action.to_string(), reason.to_string())
 }
@@ -130,7 +89,9 @@ fn xids_from_before_the_start_from_the_log_alone_and_from_both_sources_each_coun
     exporter.wait_ready();
 
     // Logged before the exporter started: counted, on the right GPUs.
-    let text = exporter.scrape_until("the XIDs logged before the start", |t| xids(t).len() >= 2);
+    let text = exporter.scrape_until("the XIDs logged before the start", |t| {
+        xid_counts(t).len() >= 2
+    });
     let info = |gpu: &str| {
         samples(&text)
             .into_iter()
@@ -157,7 +118,7 @@ fn xids_from_before_the_start_from_the_log_alone_and_from_both_sources_each_coun
         std::thread::sleep(Duration::from_millis(20));
     };
     exporter.scrape_until("the log-only XID 120 of GPU 6", |t| {
-        xids(t).contains_key(&("6".into(), "120".into()))
+        xid_counts(t).contains_key(&("6".into(), "120".into()))
     });
     // A poll (200 ms) and a follow period (250 ms) are enough; the bound
     // is far above them so that a loaded CI machine cannot fail it, and
@@ -173,7 +134,7 @@ fn xids_from_before_the_start_from_the_log_alone_and_from_both_sources_each_coun
     // polls give a second count, if there were one, time to show.
     exporter.wait_polls(2);
     let text = exporter.scrape();
-    let got = xids(&text);
+    let got = xid_counts(&text);
     let key = |g: &str, x: &str| (g.to_string(), x.to_string());
     assert_eq!(
         got,
@@ -218,7 +179,7 @@ fn xids_from_before_the_start_from_the_log_alone_and_from_both_sources_each_coun
     // The verdict: a reboot for the GPU off the bus, a reset for the GSP
     // timeouts and the ECC error, a restart of the application only for the
     // application fault, nothing for the healthy GPU.
-    let v = verdicts(&text);
+    let v = gpu_verdicts(&text);
     assert_eq!(v["2"], verdict("reboot", "xid_restart_bm"));
     assert_eq!(v["3"], verdict("reset_gpu", "xid_reset_gpu"));
     assert_eq!(v["4"], verdict("restart_app", "xid_restart_app"));
@@ -245,17 +206,17 @@ fn without_the_kernel_log_nvml_alone_never_sees_log_only_xids() {
     );
     let exporter = Exporter::simulate_env(&node, &[], &[("NVML_SIM_KMSG", kmsg.to_str().unwrap())]);
     exporter.wait_ready();
-    exporter.scrape_until("XID 48 through NVML", |t| !xids(t).is_empty());
+    exporter.scrape_until("XID 48 through NVML", |t| !xid_counts(t).is_empty());
     // Logged with XID 48: two polls after 48, a 120 would have shown.
     exporter.wait_polls(2);
     let text = exporter.scrape();
     assert_eq!(
-        xids(&text).keys().cloned().collect::<Vec<_>>(),
+        xid_counts(&text).keys().cloned().collect::<Vec<_>>(),
         [("5".to_string(), "48".to_string())],
         "79, 119 and 120 reach only the log"
     );
     assert_eq!(value(&text, "nvml_exporter_kernel_log_up", &[]), None);
-    assert_eq!(verdicts(&text)["6"], verdict("none", "none"));
+    assert_eq!(gpu_verdicts(&text)["6"], verdict("none", "none"));
 }
 
 #[test]
@@ -283,19 +244,25 @@ fn each_action_clears_when_it_should() {
     );
     exporter.wait_ready();
     let text = exporter.scrape_until("the application fault's verdict", |t| {
-        verdicts(t).get("4") == Some(&verdict("restart_app", "xid_restart_app"))
+        gpu_verdicts(t).get("4") == Some(&verdict("restart_app", "xid_restart_app"))
     });
-    assert_eq!(verdicts(&text)["3"], verdict("reset_gpu", "xid_reset_gpu"));
+    assert_eq!(
+        gpu_verdicts(&text)["3"],
+        verdict("reset_gpu", "xid_reset_gpu")
+    );
     // The window passes: the application is the application's business.
     exporter.scrape_until("restart_app to clear after the window", |t| {
-        verdicts(t).get("4") == Some(&verdict("none", "none"))
+        gpu_verdicts(t).get("4") == Some(&verdict("none", "none"))
     });
     // The driver reload resets every GPU: GPU 3's GSP timeout no longer
     // asks for a reset; GPU 2's fall off the bus still asks for a reboot.
     let text = exporter.scrape_until("the reset to clear GPU 3", |t| {
-        verdicts(t).get("3") == Some(&verdict("none", "none"))
+        gpu_verdicts(t).get("3") == Some(&verdict("none", "none"))
     });
-    assert_eq!(verdicts(&text)["2"], verdict("reboot", "xid_restart_bm"));
+    assert_eq!(
+        gpu_verdicts(&text)["2"],
+        verdict("reboot", "xid_restart_bm")
+    );
     assert!(
         std::fs::read_to_string(&kmsg)
             .unwrap()
@@ -314,9 +281,9 @@ fn a_restarted_exporter_counts_since_boot_and_honours_a_reset_done_while_it_was_
     let args = ["--collector.xid.kmsg", kmsg_flag.as_str()];
     let mut first = Exporter::simulate("dgx-h100", &args);
     first.wait_ready();
-    let before = first.scrape_until("the logged XIDs", |t| xids(t).len() == 2);
+    let before = first.scrape_until("the logged XIDs", |t| xid_counts(t).len() == 2);
     assert_eq!(
-        verdicts(&before)["3"],
+        gpu_verdicts(&before)["3"],
         verdict("reset_gpu", "xid_reset_gpu")
     );
     first.terminate(Duration::from_secs(10));
@@ -329,16 +296,19 @@ fn a_restarted_exporter_counts_since_boot_and_honours_a_reset_done_while_it_was_
     );
     let second = Exporter::simulate("dgx-h100", &args);
     second.wait_ready();
-    let after = second.scrape_until("the logged XIDs again", |t| xids(t).len() == 2);
+    let after = second.scrape_until("the logged XIDs again", |t| xid_counts(t).len() == 2);
     assert_eq!(
-        xids(&after),
-        xids(&before),
+        xid_counts(&after),
+        xid_counts(&before),
         "since boot: the same counts after a restart"
     );
     let after = second.scrape_until("GPU 3's reset to be read", |t| {
-        verdicts(t).get("3") == Some(&verdict("none", "none"))
+        gpu_verdicts(t).get("3") == Some(&verdict("none", "none"))
     });
-    assert_eq!(verdicts(&after)["2"], verdict("reboot", "xid_restart_bm"));
+    assert_eq!(
+        gpu_verdicts(&after)["2"],
+        verdict("reboot", "xid_restart_bm")
+    );
 }
 
 /// A record of priority `priority` (facility times 8 plus level).
@@ -390,9 +360,9 @@ fn nvlink5_xids_are_decoded_from_their_line_by_the_drivers_encoding() {
     );
     exporter.wait_ready();
     let text = exporter.scrape_until("the NVLink5 events of GPUs 6 and 7 judged", |t| {
-        verdicts(t).get("7").is_some_and(|v| v.0 != "none")
+        gpu_verdicts(t).get("7").is_some_and(|v| v.0 != "none")
     });
-    let v = verdicts(&text);
+    let v = gpu_verdicts(&text);
     assert_eq!(v["1"], verdict("none", "none"), "IGNORE");
     assert_eq!(v["2"], verdict("none", "none"), "XID_154_EVAL");
     assert_eq!(
@@ -411,7 +381,7 @@ fn nvlink5_xids_are_decoded_from_their_line_by_the_drivers_encoding() {
         verdict("reset_gpu", "xid_nvlink5_undecoded"),
         "a line without the words: judged as fatal"
     );
-    let got = xids(&text);
+    let got = xid_counts(&text);
     for (gpu, code) in [
         ("1", "145"),
         ("2", "145"),
@@ -446,10 +416,10 @@ fn a_non_fatal_rlw_remap_on_a_b200_asks_for_nothing_and_a_fatal_one_for_a_reset(
     let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
     let exporter = Exporter::simulate("hgx-b200", &["--collector.xid.kmsg", &kmsg_flag]);
     exporter.wait_ready();
-    let text = exporter.scrape_until("both lines counted", |t| xids(t).len() == 2);
-    assert_eq!(verdicts(&text)["1"], verdict("none", "none"));
+    let text = exporter.scrape_until("both lines counted", |t| xid_counts(t).len() == 2);
+    assert_eq!(gpu_verdicts(&text)["1"], verdict("none", "none"));
     assert_eq!(
-        verdicts(&text)["2"],
+        gpu_verdicts(&text)["2"],
         verdict("reset_gpu", "xid_nvlink5_fatal")
     );
 }
@@ -486,10 +456,10 @@ fn bus_fall_lines_count_as_79_and_user_space_records_do_not_count() {
     let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
     let exporter = Exporter::simulate("dgx-h100", &["--collector.xid.kmsg", &kmsg_flag]);
     exporter.wait_ready();
-    let text = exporter.scrape_until("the falls counted", |t| xids(t).len() >= 4);
+    let text = exporter.scrape_until("the falls counted", |t| xid_counts(t).len() >= 4);
     let key = |g: &str, x: &str| (g.to_string(), x.to_string());
     assert_eq!(
-        xids(&text),
+        xid_counts(&text),
         BTreeMap::from([
             (key("2", "79"), 1.0),
             (key("3", "79"), 1.0),
@@ -499,7 +469,7 @@ fn bus_fall_lines_count_as_79_and_user_space_records_do_not_count() {
         "log:\n{}",
         exporter.log()
     );
-    let v = verdicts(&text);
+    let v = gpu_verdicts(&text);
     for gpu in ["2", "3", "4"] {
         assert_eq!(v[gpu], verdict("reboot", "xid_restart_bm"), "GPU {gpu}");
     }
@@ -524,7 +494,7 @@ fn bus_fall_lines_count_as_79_and_user_space_records_do_not_count() {
         &record_at(12, 11, 0.0, "nvml-exporter: GPU reset (PCI:0000:ba:00)"),
     );
     exporter.scrape_until("the user-space reset marker to clear GPU 6", |t| {
-        verdicts(t).get("6") == Some(&verdict("none", "none"))
+        gpu_verdicts(t).get("6") == Some(&verdict("none", "none"))
     });
 }
 
@@ -554,7 +524,7 @@ fn verdict_series_are_bounded_by_the_instances_the_gpu_has() {
     let exporter = Exporter::simulate("dgx-h100", &["--collector.xid.kmsg", &kmsg_flag]);
     exporter.wait_ready();
     let text = exporter.scrape_until("GPU 0's application faults", |t| {
-        verdicts(t).get("0") == Some(&verdict("restart_app", "xid_restart_app"))
+        gpu_verdicts(t).get("0") == Some(&verdict("restart_app", "xid_restart_app"))
     });
     let series: Vec<_> = samples(&text)
         .into_iter()
@@ -668,14 +638,14 @@ fn a_file_of_garbage_is_read_on_slowly_and_a_refilled_file_again() {
     let exporter = Exporter::simulate("dgx-h100", &["--collector.xid.kmsg", &kmsg_flag]);
     exporter.wait_ready();
     exporter.scrape_until("the first record", |t| {
-        xids(t).get(&("2".to_string(), "94".to_string())) == Some(&1.0)
+        xid_counts(t).get(&("2".to_string(), "94".to_string())) == Some(&1.0)
     });
     let refill: String = (2..=7)
         .map(|seq| record(seq, 0.0, "NVRM: Xid (PCI:0000:3a:00): 94, pid=1, name=x, Contained: SM (0x1). RST: No, D-RST: No"))
         .collect();
     std::fs::write(&kmsg, refill).unwrap();
     let text = exporter.scrape_until("all six refilled records", |t| {
-        xids(t).get(&("2".to_string(), "94".to_string())) == Some(&7.0)
+        xid_counts(t).get(&("2".to_string(), "94".to_string())) == Some(&7.0)
     });
     assert_eq!(
         value(
@@ -728,7 +698,7 @@ fn a_restart_on_a_wrapped_kernel_log_keeps_the_counts_with_the_state_file() {
 
     let mut first = Exporter::simulate("dgx-h100", &args);
     first.wait_ready();
-    first.scrape_until("the four XIDs", |t| xids(t).get(&key) == Some(&4.0));
+    first.scrape_until("the four XIDs", |t| xid_counts(t).get(&key) == Some(&4.0));
     first.terminate(Duration::from_secs(10));
     let saved = std::fs::read_to_string(&state).unwrap();
     assert!(saved.contains("\"read_to\":4"), "{saved}");
@@ -737,17 +707,17 @@ fn a_restart_on_a_wrapped_kernel_log_keeps_the_counts_with_the_state_file() {
     std::fs::write(&kmsg, lines[2..].concat()).unwrap();
     let mut second = Exporter::simulate("dgx-h100", &args);
     second.wait_ready();
-    second.scrape_until("GPU 3's verdict", |t| verdicts(t).contains_key("3"));
+    second.scrape_until("GPU 3's verdict", |t| gpu_verdicts(t).contains_key("3"));
     second.wait_polls(2);
     let text = second.scrape();
     assert_eq!(
-        xids(&text).get(&key),
+        xid_counts(&text).get(&key),
         Some(&4.0),
         "never lower:\n{}",
         second.log()
     );
     assert_eq!(
-        verdicts(&text)["3"],
+        gpu_verdicts(&text)["3"],
         verdict("reset_gpu", "xid_workflow_nvlink_err")
     );
     assert!(
@@ -769,8 +739,8 @@ fn a_restart_on_a_wrapped_kernel_log_keeps_the_counts_with_the_state_file() {
     // Without a state file: the counter comes back lower, as before.
     let third = Exporter::simulate("dgx-h100", &["--collector.xid.kmsg", kmsg_flag.as_str()]);
     third.wait_ready();
-    let text = third.scrape_until("the two XIDs left", |t| xids(t).contains_key(&key));
-    assert_eq!(xids(&text).get(&key), Some(&2.0));
+    let text = third.scrape_until("the two XIDs left", |t| xid_counts(t).contains_key(&key));
+    assert_eq!(xid_counts(&text).get(&key), Some(&2.0));
 }
 
 /// Issue 28, item 2: a GPU reset made while the exporter was stopped, by
@@ -807,8 +777,8 @@ fn resets_by_other_tools_while_stopped_are_known_and_a_new_boot_starts_clean() {
     // GPU 5 also has a row remap waiting for a reset.
     common::sim_control(&socket, &["remap-row", "--gpu", "5", "--pending", "true"]);
     let text = first.scrape_until("both resets asked for", |t| {
-        verdicts(t).get("3") == Some(&verdict("reset_gpu", "xid_reset_gpu"))
-            && verdicts(t).get("5") == Some(&verdict("reset_gpu", "remap_pending"))
+        gpu_verdicts(t).get("3") == Some(&verdict("reset_gpu", "xid_reset_gpu"))
+            && gpu_verdicts(t).get("5") == Some(&verdict("reset_gpu", "remap_pending"))
     });
     let uuid3 = uuid(&text, "3");
     first.wait_polls(2);
@@ -829,10 +799,15 @@ fn resets_by_other_tools_while_stopped_are_known_and_a_new_boot_starts_clean() {
     let second = Exporter::simulate("dgx-h100", &args);
     second.wait_ready();
     let text = second.scrape_until("the resets known", |t| {
-        verdicts(t).get("3") == Some(&verdict("none", "none"))
-            && verdicts(t).get("5") == Some(&verdict("none", "none"))
+        gpu_verdicts(t).get("3") == Some(&verdict("none", "none"))
+            && gpu_verdicts(t).get("5") == Some(&verdict("none", "none"))
     });
-    assert_eq!(xids(&text).len(), 2, "still counted: {:?}", xids(&text));
+    assert_eq!(
+        xid_counts(&text).len(),
+        2,
+        "still counted: {:?}",
+        xid_counts(&text)
+    );
     let log = second.log();
     assert!(log.contains("NVSentinel"), "{log}");
     assert!(
@@ -848,7 +823,7 @@ fn resets_by_other_tools_while_stopped_are_known_and_a_new_boot_starts_clean() {
     );
     let third = Exporter::simulate("dgx-h100", &[args[0], args[1], args[2], procfs.as_str()]);
     third.wait_ready();
-    third.scrape_until("the log read from its start", |t| xids(t).len() == 2);
+    third.scrape_until("the log read from its start", |t| xid_counts(t).len() == 2);
     assert!(
         third.log().contains("of an earlier boot: starting clean"),
         "{}",

@@ -209,3 +209,32 @@ fn no_two_files_of_a_folder_import_each_other() {
     }
     assert!(found.is_empty(), "file import circles: {found:#?}");
 }
+
+#[test]
+fn the_sampler_hands_over_and_the_join_step_completes() {
+    let graph = imports();
+    // The sampler publishes plain data: it knows nothing of what is joined
+    // onto it (attribution, the process's statistics) nor of the step
+    // that joins it, so a slow kubelet or /proc never reaches a poll.
+    for later in [
+        "join",
+        "kubernetes",
+        "workloads",
+        "selfstat",
+        "render",
+        "http",
+    ] {
+        assert!(!graph["nvml"].contains(later), "nvml imports {later}");
+    }
+    // The join step is the one place a snapshot is completed and rendered.
+    for module in ["join", "app"] {
+        assert!(graph.contains_key(module), "{graph:?}");
+    }
+    for step in ["kubernetes", "workloads", "verdict", "render"] {
+        assert!(graph["join"].contains(step), "join does not import {step}");
+    }
+    // Wiring starts the attribution tasks, but judges and renders nothing.
+    for step in ["verdict", "render"] {
+        assert!(!graph["app"].contains(step), "app imports {step}");
+    }
+}

@@ -5,7 +5,7 @@
 //! never go back.
 
 use crate::common::{
-    self, repo_root, run_to_exit, samples, sim_cli, sim_control, sim_library, Exporter,
+    self, repo_root, run_to_exit, sim_cli, sim_control, sim_library, value, Exporter,
 };
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -206,14 +206,6 @@ fn a_file_that_is_neither_scenario_nor_capture_is_named_for_what_it_looks_like()
             && out.contains("it looks like `nvidia-smi --query-gpu` CSV"),
         "{out}"
     );
-}
-
-/// A device series' value in a scrape.
-fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    samples(text)
-        .into_iter()
-        .find(|s| s.name == name && labels.iter().all(|(k, v)| s.label(k) == Some(v)))
-        .map(|s| s.value.parse().unwrap())
 }
 
 #[test]

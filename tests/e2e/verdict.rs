@@ -4,36 +4,14 @@
 
 use crate::common;
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use common::{samples, sim_control, Exporter};
+use common::{gpu_verdicts, samples, sim_control, xid_counts, Exporter};
 use nvml_exporter::kmsg;
 
-/// gpu -> (action, reason) of each GPU's own verdict.
-fn verdicts(text: &str) -> BTreeMap<String, (String, String)> {
-    samples(text)
-        .into_iter()
-        .filter(|s| {
-            s.name == "nvidia_gpu_recommended_action"
-                && s.label("gpu_instance").is_none()
-                && s.label("gpu").is_some()
-        })
-        .map(|s| {
-            (
-                s.label("gpu").unwrap().to_string(),
-                (
-                    s.label("action").unwrap().to_string(),
-                    s.label("reason").unwrap().to_string(),
-                ),
-            )
-        })
-        .collect()
-}
-
 fn is(text: &str, gpu: &str, action: &str, reason: &str) -> bool {
-    verdicts(text).get(gpu) == Some(&(action.to_string(), reason.to_string()))
+    gpu_verdicts(text).get(gpu) == Some(&(action.to_string(), reason.to_string()))
 }
 
 fn controlled(dir: &Path, scenario: &str, extra: &[&str]) -> (Exporter, std::path::PathBuf) {
@@ -89,11 +67,13 @@ fn a_failed_remap_on_a_mig_gpu_is_remembered_until_boot() {
     sim_control(&socket, &["driver-unload"]);
     sim_control(&socket, &["driver-load"]);
     e.wait_log("NVML recovered", std::time::Duration::from_secs(60));
-    let text = e.scrape_until("the verdicts after the reload", |t| verdicts(t).len() == 8);
+    let text = e.scrape_until("the verdicts after the reload", |t| {
+        gpu_verdicts(t).len() == 8
+    });
     assert!(
         is(&text, "0", "check_hardware", "remap_failed_mig"),
         "{:?}\n{}",
-        verdicts(&text),
+        gpu_verdicts(&text),
         e.log()
     );
     assert!(is(&text, "3", "rma", "remap_failed"));
@@ -124,7 +104,7 @@ fn clearing_the_ecc_counters_is_not_a_reset() {
     assert!(
         is(&text, "5", "reset_gpu", "xid_workflow_xid_48"),
         "{:?}\n{}",
-        verdicts(&text),
+        gpu_verdicts(&text),
         e.log()
     );
     assert!(
@@ -152,7 +132,7 @@ fn power_smoothing_xids_ask_for_what_their_runbook_text_says() {
         assert!(
             is(&text, gpu, "none", "none"),
             "GPU {gpu}: {:?}",
-            verdicts(&text)
+            gpu_verdicts(&text)
         );
     }
 }
@@ -207,23 +187,6 @@ fn a_gpu_lost_before_the_start_gets_a_reboot_verdict_by_its_address() {
         (Some("reboot"), Some("xid_restart_bm"), None, "3")
     );
     common::promtool_check(&text).unwrap();
-}
-
-/// XIDs of the GPU in `text`: (gpu, xid) -> count.
-fn xid_counts(text: &str) -> BTreeMap<(String, String), f64> {
-    samples(text)
-        .into_iter()
-        .filter(|s| s.name == "nvidia_gpu_xid_errors_total")
-        .map(|s| {
-            (
-                (
-                    s.label("gpu").unwrap().to_string(),
-                    s.label("xid").unwrap().to_string(),
-                ),
-                s.value.parse().unwrap(),
-            )
-        })
-        .collect()
 }
 
 fn counted(text: &str, gpu: &str, xid: &str) -> bool {

@@ -135,9 +135,8 @@ pub fn start_scheduled(
             xid_max_codes: nvml_exporter::cli::DEFAULT_XID_MAX_CODES,
             kernel_log: None,
             state: None,
-            restart_app_window: nvml_exporter::verdict::DEFAULT_RESTART_APP_WINDOW,
         },
-        Arc::new(move |s| sink.0.lock().unwrap().push(s)),
+        Arc::new(move |s| sink.0.lock().unwrap().push(Arc::new(s))),
     )
     .expect("poller starts on the simulator");
     (poller, snaps)

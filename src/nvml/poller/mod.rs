@@ -1,7 +1,9 @@
 //! The sampling threads and the state they share: one supervisor
 //! (`supervisor.rs`: initializes NVML with backoff, starts workers,
 //! publishes snapshots), one worker per GPU (`worker.rs`), one XID event
-//! thread (`xid.rs`). `publish.rs` turns the shared state into a snapshot.
+//! thread (`xid.rs`). `publish.rs` turns the shared state into a snapshot,
+//! with the evidence the verdict is judged from (judged later, in the join
+//! step: `crate::join`).
 //!
 //! A worker is only ever spawned for a GPU whose previous worker has
 //! finished, so a GPU stuck in a driver call holds exactly one thread.
@@ -22,8 +24,11 @@ use std::time::{Duration, Instant, SystemTime};
 use super::errors::ErrorBook;
 use super::watchdog::{lock, CallTracker};
 use crate::kmsg::PciAddress;
-use crate::snapshot::{GpuIdentity, GpuReadings, Health, StuckCall, XidOther, MAX_XID_CODE};
-use crate::verdict::{self, Remembered, XidClass, XidSeen};
+use crate::snapshot::{
+    GpuIdentity, GpuReadings, Health, Remembered, StuckCall, XidClass, XidOther, XidSeen,
+    MAX_XID_CODE,
+};
+use crate::verdict;
 
 pub use supervisor::supervise;
 
@@ -164,7 +169,10 @@ struct SlotState {
     health: Option<Health>,
     last_sample: Option<SystemTime>,
     sample_duration: Option<Duration>,
-    readings: Option<GpuReadings>,
+    /// Shared with the snapshots that show them: a poll publishes the
+    /// readings without copying them, and they stay here while the GPU is
+    /// hung or slow.
+    readings: Option<Arc<GpuReadings>>,
     mig_enabled: bool,
     errors: ErrorBook,
     xids: BTreeMap<XidKey, (u64, SystemTime)>,

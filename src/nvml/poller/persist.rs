@@ -7,9 +7,9 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::{SlotState, XidKey};
+use crate::snapshot::XidClass;
 use crate::snapshot::{GpuReadings, RemappedRows, XidOther};
 use crate::state::{GpuRecord, LatestRecord, OtherRecord, XidCountRecord};
-use crate::verdict::XidClass;
 
 /// Our clock against the boot's: `now` is `uptime` seconds after boot.
 #[derive(Debug, Clone, Copy)]
@@ -80,7 +80,7 @@ pub fn system_time(s: f64) -> SystemTime {
 /// The record of a slot whose UUID is known.
 pub fn record(st: &SlotState, clock: Option<&Clock>) -> Option<GpuRecord> {
     let uuid = st.uuid.clone()?;
-    let readings = st.readings.as_ref().or(st.baseline.as_ref());
+    let readings = st.readings.as_deref().or(st.baseline.as_ref());
     Some(GpuRecord {
         uuid,
         xids: st
@@ -188,10 +188,10 @@ mod tests {
         st.note_latest((149, None, None), XidClass::Nvlink5Fatal, earlier);
         st.last_reset = Some(earlier.checked_sub(Duration::from_secs(5)).unwrap());
         st.remembered.mig_remap_failure = true;
-        st.readings = Some(GpuReadings {
+        st.readings = Some(std::sync::Arc::new(GpuReadings {
             retired_pages_pending: Some(true),
             ..GpuReadings::default()
-        });
+        }));
         let rec = record(&st, Some(&clock)).unwrap();
         let json = serde_json::to_string(&rec).unwrap();
         let rec: GpuRecord = serde_json::from_str(&json).unwrap();

@@ -1,24 +1,22 @@
 //! Turns what the threads know into the published `Snapshot`: health per
 //! GPU (hung, lost, failing, pending or up), readings only for GPUs that
-//! are up, XID and error counts always, and readiness.
+//! are up, XID and error counts always, the evidence each GPU's verdict is
+//! judged from (by the join step, `crate::join`), and readiness.
 
 use std::time::{Duration, Instant};
 
 use super::super::watchdog::lock;
 use super::Shared;
-use crate::snapshot::{DriverInfo, GpuState, Health, Snapshot, XidCount};
-use crate::verdict;
+use crate::snapshot::{DriverInfo, GpuState, Health, Snapshot, VerdictEvidence, XidCount};
 
 /// `device_count` is `None` while NVML is down; `deadline` is the
-/// stuck-call deadline, `interval` the collect interval, `restart_app_window`
-/// how long an application XID asks for a restart.
+/// stuck-call deadline, `interval` the collect interval.
 pub fn build_snapshot(
     shared: &Shared,
     device_count: Option<u32>,
     driver: Option<DriverInfo>,
     deadline: Duration,
     interval: Duration,
-    restart_app_window: Duration,
 ) -> Snapshot {
     let now = Instant::now();
     let nvml_up = device_count.is_some();
@@ -51,10 +49,12 @@ pub fn build_snapshot(
             )
         };
         // NVML down: every GPU reads failing, which says nothing of it.
-        let verdicts = if nvml_up {
+        let evidence = nvml_up.then(|| VerdictEvidence {
+            xids: st.xids_seen(),
+            remembered: st.remembered,
             // The instances of the last readings (kept while hung): an XID
             // naming another is judged on the GPU.
-            let instances: Vec<(u32, u32)> = st
+            instances: st
                 .readings
                 .iter()
                 .flat_map(|r| &r.mig)
@@ -63,20 +63,9 @@ pub fn build_snapshot(
                         .iter()
                         .map(|ci| (gi.gpu_instance, ci.compute_instance))
                 })
-                .collect();
-            verdict::judge(&verdict::Inputs {
-                health,
-                readings: readings.as_ref(),
-                xids: &st.xids_seen(),
-                remembered: st.remembered,
-                instances: &instances,
-                last_reset: st.last_reset,
-                now,
-                restart_app_window,
-            })
-        } else {
-            Vec::new()
-        };
+                .collect(),
+            last_reset: st.last_reset,
+        });
         gpus.push(GpuState {
             index: slot.index,
             uuid: st.uuid.clone().unwrap_or_default(),
@@ -100,7 +89,8 @@ pub fn build_snapshot(
             xid_other: st.xid_other.clone(),
             nvml_errors: st.errors.counts(),
             pods: Vec::new(),
-            verdicts,
+            evidence,
+            verdicts: Vec::new(),
         });
     }
     let ready = match device_count {
@@ -151,10 +141,10 @@ mod tests {
                 let mut st = lock(&slot.state);
                 st.uuid = Some(format!("GPU-{i}"));
                 st.health = Some(Health::Up);
-                st.readings = Some(GpuReadings {
+                st.readings = Some(Arc::new(GpuReadings {
                     power_usage_watts: Some(100.0),
                     ..Default::default()
-                });
+                }));
             }
             lock(&shared.slots).push(slot);
         }
@@ -175,16 +165,33 @@ mod tests {
                 None,
                 Duration::from_secs(5),
                 Duration::from_secs(1),
-                Duration::from_secs(600),
             )
         };
         let snap = round(Some(2));
         assert!(snap.nvml_up && snap.ready);
         assert_eq!(snap.gpus[0].health, Health::Up);
         assert!(snap.gpus[0].readings.is_some());
+        assert!(
+            Arc::ptr_eq(
+                snap.gpus[0].readings.as_ref().unwrap(),
+                lock(&shared.slots)[0]
+                    .state
+                    .lock()
+                    .unwrap()
+                    .readings
+                    .as_ref()
+                    .unwrap()
+            ),
+            "the snapshot shares the slot's readings"
+        );
         assert_eq!(snap.gpus[1].health, Health::Hung);
         assert!(snap.gpus[1].readings.is_none());
-        let verdict = |g: &GpuState| g.verdicts.first().map(|v| (v.action, v.reason));
+        // As the join step judges the evidence.
+        let verdict = |g: &GpuState| {
+            crate::verdict::judge_gpu(g, Instant::now(), Duration::from_secs(600))
+                .first()
+                .map(|v| (v.action, v.reason))
+        };
         assert_eq!(verdict(&snap.gpus[0]), Some((Action::None, "none")));
         assert_eq!(verdict(&snap.gpus[1]), Some((Action::ResetGpu, "hung")));
         assert_eq!(snap.gpus[1].uuid, "GPU-1");
@@ -207,6 +214,7 @@ mod tests {
         assert!(down
             .gpus
             .iter()
-            .all(|g| g.health == Health::Failing && g.readings.is_none() && g.verdicts.is_empty()));
+            .all(|g| g.health == Health::Failing && g.readings.is_none() && g.evidence.is_none()));
+        assert!(down.gpus.iter().all(|g| verdict(g).is_none()));
     }
 }

@@ -21,15 +21,16 @@ use super::unnamed::Unnamed;
 use super::{spawn, worker, xid, Generation, GpuSlot, Shared, XidEvent, XidSource};
 use crate::family::Family;
 use crate::kmsg::{LogEvent, PciAddress};
-use crate::snapshot::{DriverInfo, Health, KernelLogProblem, Snapshot};
+use crate::snapshot::{DriverInfo, Health, KernelLogProblem, Snapshot, XidClass};
 use crate::state::{GpuRecord, KernelLogPosition, StateFile};
-use crate::verdict::{self, XidClass};
+use crate::verdict;
 use std::collections::BTreeMap;
 
 const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 const BACKOFF_CAP: Duration = Duration::from_secs(30);
 
-pub type Publish = Arc<dyn Fn(Arc<Snapshot>) + Send + Sync>;
+/// Takes each snapshot by value: the join step completes it in place.
+pub type Publish = Arc<dyn Fn(Snapshot) + Send + Sync>;
 
 /// Runs until `shared.stop`: publishes a snapshot every round, also while
 /// NVML is down.
@@ -493,8 +494,10 @@ impl Supervisor {
         self.kernel_log_read_to = read_to.or(self.kernel_log_read_to);
     }
 
-    /// Step 4: publishes a snapshot. Returns each GPU's sample count as of
-    /// just before it was built, so the next round can wait for newer ones.
+    /// Step 4: publishes a snapshot, by value, with the evidence its
+    /// verdicts are judged from (the join step judges them). Returns each
+    /// GPU's sample count as of just before it was built, so the next round
+    /// can wait for newer ones.
     fn publish(&mut self) -> Vec<(Arc<GpuSlot>, u64)> {
         self.restore_named();
         self.take_kernel_log();
@@ -524,7 +527,6 @@ impl Supervisor {
             self.info.clone(),
             self.cfg.stuck_deadline,
             self.cfg.interval,
-            self.cfg.restart_app_window,
         );
         snapshot.kernel_log = self.cfg.kernel_log.as_ref().map(|log| {
             let mut status = log.status();
@@ -534,11 +536,11 @@ impl Supervisor {
                 g.identity.pci_bus_id.is_none()
                     && matches!(g.health, Health::Lost | Health::Failing | Health::Hung)
             }) {
-                status.unnamed_gpus = self.unnamed.verdicts(now, self.cfg.restart_app_window);
+                status.unnamed_evidence = Some(self.unnamed.evidence());
             }
             status
         });
-        (self.publish)(Arc::new(snapshot));
+        (self.publish)(snapshot);
         self.save_state(false);
         published
     }

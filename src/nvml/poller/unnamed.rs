@@ -5,26 +5,26 @@
 //! failing every call since before the exporter started, whose XID 79 is
 //! the one line that says what to do with it. Their events wait here,
 //! bounded: counted on the GPU once NVML names it, and, while some GPU
-//! stays unnamed, judged into a verdict keyed by the address
-//! (`nvidia_gpu_recommended_action{pci_bus_id=...}`), so that the GPU that
-//! needs a reboot is not the one without a verdict.
+//! stays unnamed, published as evidence keyed by the address, which the
+//! join step judges into a verdict
+//! (`nvidia_gpu_recommended_action{pci_bus_id=...}`, `crate::verdict::judge_unnamed`),
+//! so that the GPU that needs a reboot is not the one without a verdict.
 
-use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Instant;
 
 use super::persist::{class_name, unix, Clock};
 use super::XidEvent;
 use crate::kmsg::PciAddress;
-use crate::snapshot::{Action, Health, UnnamedGpuVerdict};
+use crate::snapshot::{UnnamedEvidence, UnnamedGpuXids, XidClass, XidSeen};
 use crate::state::UnnamedRecord;
-use crate::verdict::{self, Remembered, XidSeen};
+
+/// The latest event of each code and class.
+type LatestByCode = BTreeMap<(u64, XidClass), Instant>;
 
 /// Events kept; past this the oldest go (they are counted as `unknown_gpu`
 /// problems already).
 const MAX_EVENTS: usize = 1024;
-/// Addresses given a verdict: a node has at most 16 GPUs, and a log that
-/// names more is not describing them.
-const MAX_ADDRESSES: usize = 16;
 
 #[derive(Debug, Default)]
 pub struct Unnamed {
@@ -72,55 +72,42 @@ impl Unnamed {
         self.last_reset = self.last_reset.max(Some(at));
     }
 
-    /// One verdict per address whose events still ask for something, worst
-    /// first, at most `MAX_ADDRESSES`.
-    pub fn verdicts(&self, now: Instant, restart_app_window: Duration) -> Vec<UnnamedGpuVerdict> {
-        let mut addresses: Vec<PciAddress> = Vec::new();
-        for (a, _) in &self.events {
-            if !addresses.iter().any(|b| b.same_device(a)) {
-                addresses.push(*a);
-            }
+    /// What the verdicts of the unnamed addresses are judged from: per
+    /// address (in the order first seen), the latest event of each code
+    /// and class, which is all the verdict reads of them (a later event of
+    /// a code holds whenever an earlier one does).
+    pub fn evidence(&self) -> UnnamedEvidence {
+        let mut gpus: Vec<(PciAddress, LatestByCode)> = Vec::new();
+        for (a, e) in &self.events {
+            let i = match gpus.iter().position(|(b, _)| b.same_device(a)) {
+                Some(i) => i,
+                None => {
+                    gpus.push((*a, BTreeMap::new()));
+                    gpus.len() - 1
+                }
+            };
+            let at = gpus[i].1.entry((e.code, e.class)).or_insert(e.at);
+            *at = (*at).max(e.at);
         }
-        let mut out: Vec<UnnamedGpuVerdict> = addresses
-            .iter()
-            .filter_map(|a| {
-                let xids: Vec<XidSeen> = self
-                    .events
-                    .iter()
-                    .filter(|(b, _)| b.same_device(a))
-                    .map(|(_, e)| XidSeen {
-                        code: e.code,
-                        class: e.class,
-                        gpu_instance: None,
-                        compute_instance: None,
-                        at: e.at,
-                    })
-                    .collect();
-                let v = verdict::judge(&verdict::Inputs {
-                    health: Health::Up,
-                    readings: None,
-                    xids: &xids,
-                    remembered: Remembered::default(),
-                    instances: &[],
-                    last_reset: self.last_reset,
-                    now,
-                    restart_app_window,
-                });
-                let v = v.first()?;
-                (v.action != Action::None).then(|| UnnamedGpuVerdict {
-                    pci_bus_id: nvml_bus_id(*a),
-                    action: v.action,
-                    reason: v.reason,
+        UnnamedEvidence {
+            gpus: gpus
+                .into_iter()
+                .map(|(a, latest)| UnnamedGpuXids {
+                    pci_bus_id: nvml_bus_id(a),
+                    xids: latest
+                        .into_iter()
+                        .map(|((code, class), at)| XidSeen {
+                            code,
+                            class,
+                            gpu_instance: None,
+                            compute_instance: None,
+                            at,
+                        })
+                        .collect(),
                 })
-            })
-            .collect();
-        out.sort_by(|a, b| {
-            b.action
-                .cmp(&a.action)
-                .then(a.pci_bus_id.cmp(&b.pci_bus_id))
-        });
-        out.truncate(MAX_ADDRESSES);
-        out
+                .collect(),
+            last_reset: self.last_reset,
+        }
     }
 }
 
@@ -139,8 +126,14 @@ fn nvml_bus_id(a: PciAddress) -> String {
 mod tests {
     use super::*;
     use crate::nvml::poller::XidSource;
-    use crate::verdict::XidClass;
-    use std::time::SystemTime;
+    use crate::snapshot::{Action, UnnamedGpuVerdict};
+    use crate::verdict::{judge_unnamed, MAX_UNNAMED};
+    use std::time::{Duration, SystemTime};
+
+    /// As the join step judges them.
+    fn verdicts(u: &Unnamed, now: Instant, window: Duration) -> Vec<UnnamedGpuVerdict> {
+        judge_unnamed(&u.evidence(), now, window)
+    }
 
     fn event(code: u64, at: Instant) -> XidEvent {
         XidEvent {
@@ -164,7 +157,7 @@ mod tests {
         u.push(other, event(13, now));
         u.push(other, event(43, now));
         let window = Duration::from_secs(600);
-        let v = u.verdicts(now, window);
+        let v = verdicts(&u, now, window);
         assert_eq!(v.len(), 2);
         assert_eq!(
             (v[0].pci_bus_id.as_str(), v[0].action, v[0].reason),
@@ -174,12 +167,12 @@ mod tests {
         // Named at last: its events leave for its slot.
         let taken = u.take(PciAddress::parse("00000000:3A:00.0").unwrap());
         assert_eq!(taken.len(), 1);
-        assert_eq!(u.verdicts(now, window).len(), 1);
+        assert_eq!(verdicts(&u, now, window).len(), 1);
         // A driver load resets what a reset clears.
         u.push(other, event(119, now));
-        assert_eq!(u.verdicts(now, window)[0].action, Action::ResetGpu);
+        assert_eq!(verdicts(&u, now, window)[0].action, Action::ResetGpu);
         u.reset_before(now + Duration::from_secs(1));
-        assert_eq!(u.verdicts(now, window)[0].action, Action::RestartApp);
+        assert_eq!(verdicts(&u, now, window)[0].action, Action::RestartApp);
     }
 
     #[test]
@@ -200,6 +193,10 @@ mod tests {
             }
         }
         assert_eq!(u.events.len(), MAX_EVENTS);
-        assert_eq!(u.verdicts(now, Duration::from_secs(1)).len(), MAX_ADDRESSES);
+        // The last 1024 events, 8 per address: one entry per address, one
+        // XID each.
+        assert_eq!(u.evidence().gpus.len(), MAX_EVENTS / 8);
+        assert!(u.evidence().gpus.iter().all(|g| g.xids.len() == 1));
+        assert_eq!(verdicts(&u, now, Duration::from_secs(1)).len(), MAX_UNNAMED);
     }
 }

@@ -237,7 +237,7 @@ fn record(
             st.remembered.remap_failed = true;
         }
         st.health = Some(Health::Up);
-        st.readings = Some(r);
+        st.readings = Some(Arc::new(r));
         st.last_sample = Some(SystemTime::now());
         st.sample_duration = Some(took);
     }

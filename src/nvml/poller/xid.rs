@@ -31,7 +31,8 @@ use nvml_wrapper::Nvml;
 use super::super::raw::{self, EventSet, RawEvent};
 use super::super::watchdog::lock;
 use super::{Generation, GpuSlot, Shared, XidEvent, XidSource};
-use crate::verdict::{self, XidClass};
+use crate::snapshot::XidClass;
+use crate::verdict;
 
 const WAIT_MS: u32 = 200;
 /// After a swap of event sets, how long an event the old set delivered
