@@ -17,52 +17,51 @@
 //!   conversions, error classes, stuck-call detection, retry delays.
 //!
 //! # Threads
-//! `nvml-poller` (initializes NVML with backoff 1 s doubling to 30 s,
-//! spawns workers, takes the kernel log's XIDs, publishes a snapshot every
-//! interval), one `nvml-gpuN` per GPU, one `nvml-xid` (event set, 200 ms
-//! waits), and a short-lived `nvml-init` per initialization attempt. The
-//! `kmsg` thread (`crate::kmsg`) is the app's, not the poller's. A worker is spawned only for a
-//! GPU whose previous worker has finished.
+//! `nvml-poller` (initializes NVML with backoff 1 s doubling to 30 s, spawns
+//! workers, takes the kernel log's XIDs, publishes a snapshot every interval),
+//! one `nvml-gpuN` per GPU, one `nvml-xid` (event set, 200 ms waits), and a
+//! short-lived `nvml-init` per initialization attempt. The `kmsg` thread
+//! (`crate::kmsg`) is the app's, not the poller's. A worker is spawned only for
+//! a GPU whose previous worker has finished.
 //!
 //! # NVML calls per GPU per poll (default families)
-//! Whole GPU: one `nvmlDeviceGetFieldValues` with the scalar fields
-//! (memory temperature, PCIe tx/rx bytes and replay counter, energy, ECC
-//! totals, retired pages, remapped rows, recovery action, throttle
-//! durations, module and memory power by scope id, power smoothing
-//! lifetime; per-location ECC counters only with `ecc.by-location`), one `nvmlDeviceGetFieldValues`
-//! with the per-link NVLink fields (state, traffic, and the error counters
-//! of the GPU's NVLink generation: replay, recovery, CRC up to Hopper, link
-//! recovery, effective and symbol errors on Blackwell; scope id = link), persistence/display/compute mode (3), MIG mode (1),
-//! utilization rates/encoder/decoder/JPEG/OFA (5), `nvmlGpmSampleGet` +
-//! `nvmlGpmMetricsGet` (2, Hopper+; the four default metrics, all only
-//! with `gpm.all-metrics`), memory v2 + BAR1 (2), temperature
-//! (1: `nvmlDeviceGetTemperatureV` where exported; plus the T.Limit margin
-//! where no absolute slowdown threshold is reported), power usage/enforced/management limit (3), clocks (4) and P-state
+//! Whole GPU: one `nvmlDeviceGetFieldValues` with the scalar fields (memory
+//! temperature, PCIe tx/rx bytes and replay counter, energy, ECC totals,
+//! retired pages, remapped rows, recovery action, throttle durations, module
+//! and memory power by scope id, power smoothing lifetime; per-location ECC
+//! counters only with `ecc.by-location`), one `nvmlDeviceGetFieldValues` with
+//! the per-link NVLink fields (state, traffic, and the error counters of the
+//! GPU's NVLink generation: replay, recovery, CRC up to Hopper, link recovery,
+//! effective and symbol errors on Blackwell; scope id = link),
+//! persistence/display/compute mode (3), MIG mode (1), utilization
+//! rates/encoder/decoder/JPEG/OFA (5), `nvmlGpmSampleGet` + `nvmlGpmMetricsGet`
+//! (2, Hopper+; the four default metrics, all only with `gpm.all-metrics`),
+//! memory v2 + BAR1 (2), temperature (1: `nvmlDeviceGetTemperatureV` where
+//! exported; plus the T.Limit margin where no absolute slowdown threshold is
+//! reported), power usage/enforced/management limit (3), clocks (4) and P-state
 //! (1), current clock event reasons (1, the ClocksEventReasons call where
-//! exported), PCIe current generation/width (2),
-//! ECC mode (1) and, with `ecc.by-location` only,
-//! `nvmlDeviceGetMemoryErrorCounter` for location counters the field batch
-//! lacks (SRAM on H100: 4; `tests/sampler_detail_calls.rs`), processes (compute and
-//! graphics, 1 call each, more only when a list outgrows the first buffer:
-//! `RunningProcessDetailList` where the branch exports it, else the `_v3`
-//! list in a buffer sized for R535's larger entries), the row remapper
-//! histogram, SRAM error
-//! status and fabric info (3: RMA signals and NVSwitch registration and
-//! health, which no field id carries; fabric info through
-//! `nvmlDeviceGetGpuFabricInfoV`, v3 then v2, the version that answered
-//! kept). Values that only change on reconfiguration
-//! (thresholds, max clocks, power limit default/min/max, maximum PCIe link,
-//! supported throttle reasons, fan count, NVLink link count, GPM support,
-//! T.Limit margin thresholds and module power limits where read)
-//! are re-read every 60 polls; calls that answered "not supported" are
-//! skipped until then. A MIG GPU skips the utilization calls (NVML does
-//! not support them there) and adds `nvmlDeviceGetMigDeviceHandleByIndex`
-//! per MIG slot, UUID per MIG device, memory per GPU instance and two GPM
-//! calls per GPU instance; instance ids and names are read once per MIG
-//! device UUID. Identity (9 calls) is read once per GPU and per NVML
-//! initialization. The simulator's counters put the dgx-h100 fleet (GPUs 0
-//! and 1 in MIG mode) at about 38 calls per GPU per poll on average
-//! (`tests/sampler_call_counts.rs` prints the breakdown).
+//! exported), PCIe current generation/width (2), ECC mode (1) and, with
+//! `ecc.by-location` only, `nvmlDeviceGetMemoryErrorCounter` for location
+//! counters the field batch lacks (SRAM on H100: 4;
+//! `tests/sampler_detail_calls.rs`), processes (compute and graphics, 1 call
+//! each, more only when a list outgrows the first buffer:
+//! `RunningProcessDetailList` where the branch exports it, else the `_v3` list
+//! in a buffer sized for R535's larger entries), the row remapper histogram,
+//! SRAM error status and fabric info (3: RMA signals and NVSwitch registration
+//! and health, which no field id carries; fabric info through
+//! `nvmlDeviceGetGpuFabricInfoV`, v3 then v2, the version that answered kept).
+//! Values that only change on reconfiguration (thresholds, max clocks, power
+//! limit default/min/max, maximum PCIe link, supported throttle reasons, fan
+//! count, NVLink link count, GPM support, T.Limit margin thresholds and module
+//! power limits where read) are re-read every 60 polls; calls that answered
+//! "not supported" are skipped until then. A MIG GPU skips the utilization
+//! calls (NVML does not support them there) and adds
+//! `nvmlDeviceGetMigDeviceHandleByIndex` per MIG slot, UUID per MIG device,
+//! memory per GPU instance and two GPM calls per GPU instance; instance ids and
+//! names are read once per MIG device UUID. Identity (9 calls) is read once per
+//! GPU and per NVML initialization. The simulator's counters put the dgx-h100
+//! fleet (GPUs 0 and 1 in MIG mode) at about 38 calls per GPU per poll on
+//! average (`tests/sampler_call_counts.rs` prints the breakdown).
 //!
 //! # Counters
 //! Counters are exported as NVML reports them, never rebased. They go
