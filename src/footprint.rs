@@ -63,11 +63,15 @@ fn clean_file_mappings(smaps: &str) -> Vec<Mapping> {
             ) else {
                 continue;
             };
-            let perms = fields.next().unwrap_or("");
+            let perms = fields.next().unwrap_or("").as_bytes();
             let inode = fields.nth(2).unwrap_or("0");
             let path = fields.next().unwrap_or("");
-            if perms.starts_with('r')
-                && perms.as_bytes().get(1) == Some(&b'-')
+            // Private (`p`): a shared read-only mapping may be of a file in
+            // memory (`/dev/shm`, a memfd), whose pages would go to swap.
+            if end > start
+                && perms.first() == Some(&b'r')
+                && perms.get(1) == Some(&b'-')
+                && perms.get(3) == Some(&b'p')
                 && inode != "0"
                 && path.starts_with('/')
             {
@@ -84,14 +88,13 @@ fn clean_file_mappings(smaps: &str) -> Vec<Mapping> {
 }
 
 /// Gives back the pages of code and read-only data run or read only at
-/// start (see the module doc). Returns how many mappings were advised.
-pub fn give_back_start_up_code() -> usize {
+/// start (see the module doc), given this process's `/proc/self/smaps`
+/// (read by the caller, with a deadline: `crate::selfstat`). Returns how
+/// many mappings were advised.
+pub fn give_back_start_up_code(smaps: &str) -> usize {
     #[cfg(target_os = "linux")]
     {
-        let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
-            return 0;
-        };
-        let mappings = clean_file_mappings(&smaps);
+        let mappings = clean_file_mappings(smaps);
         for m in &mappings {
             let (addr, len) = (m.start as *mut libc::c_void, m.end - m.start);
             // SAFETY: the range is a mapping of this process, read-only and
@@ -106,7 +109,10 @@ pub fn give_back_start_up_code() -> usize {
         mappings.len()
     }
     #[cfg(not(target_os = "linux"))]
-    0
+    {
+        let _ = smaps;
+        0
+    }
 }
 
 #[cfg(test)]
@@ -164,7 +170,7 @@ Anonymous:             0 kB
         let found = clean_file_mappings(&smaps);
         assert!(!found.is_empty(), "{smaps}");
         // And advising them leaves the process running this code.
-        assert_eq!(give_back_start_up_code(), found.len());
+        assert_eq!(give_back_start_up_code(&smaps), found.len());
         assert_eq!(clean_file_mappings(&smaps).len(), found.len());
     }
 }

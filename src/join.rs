@@ -80,7 +80,10 @@ impl Join {
             if snapshot.ready
                 && ready_polls.fetch_add(1, Ordering::Relaxed) == GIVE_BACK_AFTER_POLLS
             {
-                let mappings = crate::footprint::give_back_start_up_code();
+                let mappings = self
+                    .own
+                    .smaps()
+                    .map_or(0, |smaps| crate::footprint::give_back_start_up_code(&smaps));
                 tracing::debug!(mappings, "gave back the pages of start-up code");
             }
             if was_ready.swap(snapshot.ready, Ordering::Relaxed) != snapshot.ready {

@@ -22,6 +22,8 @@ const USER_HZ: f64 = 100.0;
 
 const DEADLINE: Duration = Duration::from_secs(1);
 const MAX_FILE: u64 = 64 * 1024;
+/// About 20,000 mappings' worth; the exporter has a few hundred.
+const MAX_SMAPS: u64 = 8 * 1024 * 1024;
 
 /// The latest statistics, refreshed in the background.
 pub struct SelfStats {
@@ -43,6 +45,17 @@ impl SelfStats {
     /// where `/proc` cannot be read.
     pub fn latest(&self) -> Option<ProcessStats> {
         self.latest.load().as_deref().cloned()
+    }
+
+    /// `/proc/self/smaps` (for `crate::footprint`), read on this reader:
+    /// bounded by the deadline and at most 8 MiB, `None` past either, so
+    /// that a cut-off text is never taken for the whole.
+    pub fn smaps(&self) -> Option<String> {
+        let bytes = self
+            .reader
+            .read(Path::new("/proc/self/smaps"), MAX_SMAPS, DEADLINE)
+            .ok()?;
+        String::from_utf8(bytes).ok()
     }
 
     /// Reads `/proc/self` now (blocking, bounded by deadlines).

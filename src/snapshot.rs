@@ -364,6 +364,7 @@ impl GpuState {
     }
 
     /// For unit tests: the readings to change (copied first if shared).
+    #[cfg(test)]
     pub fn readings_mut(&mut self) -> &mut GpuReadings {
         Arc::make_mut(self.readings.as_mut().expect("a GPU with readings"))
     }
