@@ -128,14 +128,6 @@ impl Compat {
             state: Arc::default(),
         }
     }
-
-    /// The same output with other fields (a reloaded selection).
-    pub fn with_fields(&self, fields: Vec<Selected>) -> Compat {
-        Compat {
-            fields,
-            ..self.clone()
-        }
-    }
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ pub use runtime::{ConfigStatusSource, Runtime, RuntimeSettings};
 use crate::collectors;
 use crate::compat::{self, fields, Generation, Selected};
 use crate::family::{Family, FamilySet};
-use crate::fsread::{ReadError, Reader};
+use crate::fsread::Reader;
 use crate::render::Filter;
 use crate::schedule::{Schedule, SCHEDULABLE};
 
@@ -223,13 +223,7 @@ fn read_text(config: &Path, file: &Path) -> Result<String, ConfigError> {
             } else {
                 format!("cannot read {}", file.display())
             };
-            match e {
-                ReadError::TooLarge { limit } => err(format!("{what}: larger than {limit} bytes")),
-                ReadError::NotRegular(kind) => {
-                    err(format!("{what}: not a regular file (a {kind})"))
-                }
-                e => err(format!("{what}: {e}")),
-            }
+            err(format!("{what}: {e}"))
         })?;
     String::from_utf8(bytes).map_err(|e| err(format!("not UTF-8: {e}")))
 }
@@ -317,11 +311,12 @@ struct Lines<'t>(&'t str);
 
 impl Lines<'_> {
     fn of(&self, section: &str, token: &str) -> Option<usize> {
+        let key = format!("{section}:");
         let mut inside = false;
         for (i, line) in self.0.lines().enumerate() {
             let top = !line.starts_with([' ', '\t', '-', '#']) && !line.trim().is_empty();
             if top {
-                inside = line.trim_start().starts_with(&format!("{section}:"));
+                inside = line.trim_start().starts_with(&key);
             }
             if inside && has_word(line, token) {
                 return Some(i + 1);
@@ -564,17 +559,18 @@ fn dcgm_fields(
         (Some(names), None) => {
             let mut out: Vec<Selected> = Vec::new();
             let mut absent = Vec::new();
+            // The line is looked for only to name it in an error: a scan of
+            // the file per name would make a long list quadratic.
             for name in names {
-                let line = lines.of("dcgm", name);
                 let Some((f, v)) = fields::lookup(name) else {
                     return Err(DcgmError::Here((
-                        line,
+                        lines.of("dcgm", name),
                         format!("dcgm.fields: {name:?} is not a DCGM field this exporter knows"),
                     )));
                 };
                 if out.iter().any(|(g, _)| g.id == f.id) {
                     return Err(DcgmError::Here((
-                        line,
+                        lines.of("dcgm", name),
                         format!("dcgm.fields: field {} ({name}) is listed twice", f.id),
                     )));
                 }

@@ -26,6 +26,17 @@ fn error(text: &str, compat: Option<Generation>) -> ConfigError {
     load_text(text, compat).unwrap_err()
 }
 
+/// How many DCGM fields the selection in force serves.
+fn dcgm_fields(rt: &Runtime) -> usize {
+    rt.render_context()
+        .load()
+        .compat
+        .as_ref()
+        .unwrap()
+        .fields
+        .len()
+}
+
 /// `text` is refused at `line` with a message that says `says`.
 fn refused(text: &str, compat: Option<Generation>, line: Option<usize>, says: &str) {
     let e = error(text, compat);
@@ -326,31 +337,13 @@ fn what_needs_a_restart_is_refused_on_reload() {
     write(dir.path(), "c.csv", "DCGM_FI_DEV_SM_CLOCK, gauge, x\n");
     rewrite(&path, "version: 1\ndcgm:\n  counters_file: c.csv\n");
     assert!(rt.check_now().unwrap());
-    assert_eq!(
-        rt.render_context()
-            .load()
-            .compat
-            .as_ref()
-            .unwrap()
-            .fields
-            .len(),
-        1
-    );
+    assert_eq!(dcgm_fields(&rt), 1);
     rewrite(
         &dir.path().join("c.csv"),
         "DCGM_FI_DEV_SM_CLOCK, gauge, x\nDCGM_FI_DEV_GPU_UTIL, gauge, y\n",
     );
     assert!(rt.check_now().unwrap());
-    assert_eq!(
-        rt.render_context()
-            .load()
-            .compat
-            .as_ref()
-            .unwrap()
-            .fields
-            .len(),
-        2
-    );
+    assert_eq!(dcgm_fields(&rt), 2);
 }
 
 #[test]
@@ -365,13 +358,7 @@ fn without_a_file_the_flags_decide_and_no_status_is_served() {
     assert_eq!(rt.tick(), Duration::from_secs(5));
     // The DCGM defaults of the generation.
     assert_eq!(
-        rt.render_context()
-            .load()
-            .compat
-            .as_ref()
-            .unwrap()
-            .fields
-            .len(),
+        dcgm_fields(&rt),
         compat::default_fields(Generation::V4_8).len()
     );
 }

@@ -111,7 +111,9 @@ impl Unnamed {
     }
 }
 
-/// As NVML and `nvidia_gpu_info` write it: `00000000:3A:00.0`.
+/// As NVML and `nvidia_gpu_info` write it: `00000000:3A:00.0`. An XID
+/// line names only domain, bus and device (`PCI:0000:3a:00`); a GPU is
+/// function 0 of its device, the function NVML names it by.
 fn nvml_bus_id(a: PciAddress) -> String {
     format!(
         "{:08X}:{:02X}:{:02X}.{}",
