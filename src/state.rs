@@ -238,10 +238,6 @@ impl Store {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Writes `f` (its boot id and version filled in) unless it is what
     /// was last written. A failure is logged once, with what it costs.
     pub fn save(&mut self, mut f: StateFile) {
@@ -276,17 +272,22 @@ impl Store {
 
 /// The file at `path`; `Ok(None)` when there is none.
 fn read(path: &Path) -> Result<Option<StateFile>, StateError> {
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
+    // Asked before opening: opening a FIFO waits for a writer.
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(StateError::Read(e)),
     };
-    let meta = file.metadata().map_err(StateError::Read)?;
     if !meta.is_file() {
         return Err(StateError::Read(std::io::Error::other(
             "not a regular file",
         )));
     }
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StateError::Read(e)),
+    };
     let mut bytes = Vec::new();
     file.take(MAX_BYTES + 1)
         .read_to_end(&mut bytes)

@@ -44,7 +44,8 @@ impl Clock {
         if ago >= 0.0 {
             self.now.checked_sub(d).unwrap_or(self.now)
         } else {
-            self.now + d
+            // A file's time past what an Instant holds is not believed.
+            self.now.checked_add(d).unwrap_or(self.now)
         }
     }
 }
@@ -74,7 +75,10 @@ pub fn unix(t: SystemTime) -> f64 {
 }
 
 pub fn system_time(s: f64) -> SystemTime {
-    Duration::try_from_secs_f64(s).map_or(UNIX_EPOCH, |d| UNIX_EPOCH + d)
+    Duration::try_from_secs_f64(s)
+        .ok()
+        .and_then(|d| UNIX_EPOCH.checked_add(d))
+        .unwrap_or(UNIX_EPOCH)
 }
 
 /// The record of a slot whose UUID is known.
@@ -130,7 +134,7 @@ pub fn restore(st: &mut SlotState, rec: &GpuRecord, clock: Option<&Clock>) {
         let key: XidKey = (x.code, x.gpu_instance, x.compute_instance);
         let seen = system_time(x.last_seen);
         let c = st.xids.entry(key).or_insert((0, seen));
-        c.0 += x.count;
+        c.0 = c.0.saturating_add(x.count);
         c.1 = c.1.max(seen);
     }
     if let Some(o) = &rec.other {
@@ -140,8 +144,8 @@ pub fn restore(st: &mut SlotState, rec: &GpuRecord, clock: Option<&Clock>) {
             over_limit: 0,
             last_seen: seen,
         });
-        mine.out_of_range += o.out_of_range;
-        mine.over_limit += o.over_limit;
+        mine.out_of_range = mine.out_of_range.saturating_add(o.out_of_range);
+        mine.over_limit = mine.over_limit.saturating_add(o.over_limit);
         mine.last_seen = mine.last_seen.max(seen);
     }
     if let Some(c) = clock {

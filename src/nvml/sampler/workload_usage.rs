@@ -35,7 +35,7 @@
 //! only sets the start: it would average samples from before the exporter
 //! was watching, or over time the ring no longer holds.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -104,8 +104,10 @@ struct DeviceSamples {
 }
 
 impl DeviceSamples {
-    /// Adds samples newer than the newest read; `Err` for a percent above
-    /// 100 (left out).
+    /// Adds samples newer than the newest read; a percent above 100 is
+    /// left out and counted. Samples older than any window that can still
+    /// take them are let go, so answers whose entries are all dropped
+    /// (then no window takes the samples) cannot pile them up.
     fn push(&mut self, samples: Vec<(u64, u32)>, dropped: &mut BTreeMap<UsageDrop, u64>) {
         for (at, percent) in samples {
             if at <= self.seen {
@@ -122,6 +124,13 @@ impl DeviceSamples {
             };
             self.pending.push_back((at, percent, covers as f64 / 1e6));
             self.seen = at;
+        }
+        // A window is at most MAX_WINDOW_US long and ends at an entry the
+        // driver's ring still held (MAX_WINDOW_US back at most): nothing
+        // older than twice that is ever taken.
+        let oldest = self.seen.saturating_sub(2 * MAX_WINDOW_US);
+        while self.pending.front().is_some_and(|&(at, _, _)| at < oldest) {
+            self.pending.pop_front();
         }
     }
 
@@ -397,9 +406,9 @@ impl State {
     /// Drops pids that NVML no longer lists and has not sampled for a
     /// while.
     fn forget(&mut self, now: u64) {
-        let listed: HashSet<u32> = self.listed.keys().copied().collect();
+        let listed = &self.listed;
         self.totals.retain(|pid, t| {
-            listed.contains(pid) || now.saturating_sub(t.last_sample_us) < FORGET_AFTER_US
+            listed.contains_key(pid) || now.saturating_sub(t.last_sample_us) < FORGET_AFTER_US
         });
     }
 }
