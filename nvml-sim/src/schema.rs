@@ -26,6 +26,11 @@ pub fn at<T>(value: T) -> Spanned<T> {
     Spanned::new(0..0, value)
 }
 
+/// More GPUs than any node holds (NVML indexes them in 32 bits, but a
+/// scenario or capture asking for billions would exhaust memory building
+/// them).
+pub const MAX_GPUS: usize = 64;
+
 /// A scenario file (README.md, "Scenario file format").
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -84,6 +84,19 @@ fn the_scenario_written_is_deterministic_and_loads_as_a_file() {
 }
 
 #[test]
+fn a_capture_of_more_gpus_than_a_node_holds_is_refused_before_they_are_read() {
+    let gpu =
+        "<gpu id=\"00000000:18:00.0\"><product_name>NVIDIA H100 80GB HBM3</product_name></gpu>\n";
+    let text = format!(
+        "<?xml version=\"1.0\" ?>\n<nvidia_smi_log>\n<driver_version>580.95.05</driver_version>\n{}</nvidia_smi_log>\n",
+        gpu.repeat(100_000)
+    );
+    let e = import::import(&text, "x").unwrap_err();
+    assert!(e.message.contains("more than 64 <gpu>"), "{e}");
+    assert_eq!(e.line, 4 + 64, "the 65th GPU's line: {e}");
+}
+
+#[test]
 fn a_malformed_capture_names_its_line_and_element() {
     let h100 = std::fs::read_to_string(corpus().join("k8s-test-infra/qx-h100.xml")).unwrap();
     // Cut inside the fourth GPU: refused whole, never three GPUs served.

@@ -5,7 +5,7 @@
 use super::gpu::read_gpu;
 use super::read::{fail, is_na, number, slug};
 use super::{Format, Imported, Node, ParseError};
-use crate::schema::{at, GpuFile, ScenarioFile};
+use crate::schema::{at, GpuFile, ScenarioFile, MAX_GPUS};
 
 /// The scenario that replays `root` (an `nvidia_smi_log`), with the notes
 /// the import makes.
@@ -14,6 +14,14 @@ pub fn to_scenario(root: &Node, name: &str, format: Format) -> Result<Imported, 
     let gpus: Vec<&Node> = root.children_named("gpu").collect();
     if gpus.is_empty() {
         return Err(fail(root, "the capture has no <gpu>"));
+    }
+    // Refused before each GPU is read (and its board looked up), as the
+    // scenario reader would refuse the result.
+    if let Some(g) = gpus.get(MAX_GPUS) {
+        return Err(fail(
+            g,
+            format!("the capture holds more than {MAX_GPUS} <gpu>, more than any node"),
+        ));
     }
     let attached = root
         .child("attached_gpus")

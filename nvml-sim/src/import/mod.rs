@@ -68,6 +68,10 @@ impl Node {
     }
 }
 
+/// Deeper than any capture (nvidia-smi nests 6 levels): a bound on both
+/// readers' recursion, so no input can exhaust the stack.
+const MAX_DEPTH: usize = 64;
+
 /// What is wrong with a capture, and where.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParseError {

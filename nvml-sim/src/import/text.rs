@@ -11,7 +11,7 @@
 //! `topo -m`...): the **first** log is read, up to the next `####` banner
 //! or the next log.
 
-use super::{Node, ParseError};
+use super::{Node, ParseError, MAX_DEPTH};
 
 /// `(parent element, label, element path)`: where a label's element is
 /// not the label lower-cased with `_` for spaces. A path with `/` puts the
@@ -349,8 +349,9 @@ fn split(content: &str) -> (String, Option<String>) {
     (t.trim().to_string(), None)
 }
 
-/// Nests lines by indentation.
-fn nest(lines: Vec<Line>) -> Vec<Line> {
+/// Nests lines by indentation, at most `MAX_DEPTH` deep (what nests
+/// deeper is refused: the converter recurses once per level).
+fn nest(lines: Vec<Line>) -> Result<Vec<Line>, ParseError> {
     let mut stack: Vec<Line> = Vec::new();
     let mut top = Vec::new();
     for l in lines {
@@ -361,6 +362,13 @@ fn nest(lines: Vec<Line>) -> Vec<Line> {
                 None => top.push(done),
             }
         }
+        if stack.len() >= MAX_DEPTH {
+            return Err(ParseError {
+                line: l.number,
+                element: Some(slug(&l.label)),
+                message: format!("lines indented more than {MAX_DEPTH} levels deep"),
+            });
+        }
         stack.push(l);
     }
     while let Some(done) = stack.pop() {
@@ -369,7 +377,7 @@ fn nest(lines: Vec<Line>) -> Vec<Line> {
             None => top.push(done),
         }
     }
-    top
+    Ok(top)
 }
 
 fn leaf(name: &str, text: &str, line: usize) -> Node {
@@ -509,7 +517,7 @@ pub fn parse(text: &str) -> Result<Node, ParseError> {
         });
     }
     let mut root = leaf("nvidia_smi_log", "", start + 1);
-    for top in nest(lines) {
+    for top in nest(lines)? {
         // `GPU 00000000:18:00.0`: a GPU's section, named by its bus id.
         if top.value.is_none() {
             if let Some(bus) = top.label.strip_prefix("GPU ") {
@@ -650,6 +658,19 @@ GPU 00000000:00:09.0
         assert_eq!(procs[1].child("type").unwrap().text, "C+G");
         assert_eq!(procs[0].child("compute_instance_id").unwrap().text, "1");
         assert_eq!(procs[0].child("used_memory").unwrap().line, 35);
+    }
+
+    #[test]
+    fn deep_indentation_is_refused_not_a_stack_overflow() {
+        let mut text =
+            String::from("==============NVSMI LOG==============\n\nGPU 00000000:00:09.0\n");
+        for depth in 1..=200 {
+            text.push_str(&"\t".repeat(depth));
+            text.push_str("Section\n");
+        }
+        let e = parse(&text).unwrap_err();
+        assert!(e.message.contains("indented more than 64 levels"), "{e}");
+        assert_eq!(e.line, 3 + 64, "the first line too deep: {e}");
     }
 
     #[test]

@@ -6,11 +6,7 @@
 //! was in. No namespaces, no external entities: a capture never has them,
 //! and an entity that expands is a way to make a small file huge.
 
-use super::{Node, ParseError};
-
-/// Deeper than any capture (nvidia-smi nests 6 levels): a bound on the
-/// reader's recursion, so no input can exhaust the stack.
-const MAX_DEPTH: usize = 64;
+use super::{Node, ParseError, MAX_DEPTH};
 
 struct Reader<'a> {
     text: &'a str,

@@ -314,9 +314,7 @@ fn capture_line(scenario: &str, line: usize, gpu_lines: &[usize]) -> Option<usiz
     None
 }
 
-/// More GPUs than any node holds (NVML indexes them in 32 bits, but a
-/// scenario asking for billions would exhaust memory building them).
-pub const MAX_GPUS: usize = 64;
+pub use crate::schema::MAX_GPUS;
 
 /// How deep `base` chains of boards may go (a loop is refused before).
 const MAX_BOARD_DEPTH: usize = 8;
