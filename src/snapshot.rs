@@ -594,6 +594,10 @@ pub struct WorkloadReadErrors {
 /// NVML does not support it on this GPU or the call failed.
 #[derive(Debug, Clone, Default)]
 pub struct GpuReadings {
+    /// Families not read this poll (their own interval, the selection
+    /// file's `intervals:`): their readings are the last poll's, carried
+    /// forward. A rate over two polls skips them.
+    pub carried: Vec<crate::family::Family>,
     pub utilization: Vec<(Engine, f64)>,
     /// GPM metrics (Hopper and newer), ratios 0..=1.
     pub activity: Vec<(GpmMetric, f64)>,

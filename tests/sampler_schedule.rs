@@ -61,9 +61,17 @@ fn a_slow_family_is_read_every_nth_poll_carried_between_and_reloadable() {
     // Every snapshot since ready has every GPU's ECC readings: the polls
     // that skip ECC carry the last ones.
     let later = snaps.all();
+    let mut carried = 0;
     for s in &later[from..] {
         for g in s.gpus.iter().filter(|g| g.readings.is_some()) {
             let r = readings(g);
+            // Said so, for whoever derives a rate (the DCGM output).
+            assert!(
+                r.carried.iter().all(|f| *f == Family::Ecc),
+                "{:?}",
+                r.carried
+            );
+            carried += usize::from(r.carried.contains(&Family::Ecc));
             assert!(r.ecc_mode.is_some(), "GPU {} lost its ECC mode", g.index);
             assert!(
                 !r.ecc_errors.is_empty(),
@@ -72,6 +80,8 @@ fn a_slow_family_is_read_every_nth_poll_carried_between_and_reloadable() {
             );
         }
     }
+
+    assert!(carried > 0, "no snapshot says ECC was carried forward");
 
     // A reload puts ECC back on every poll.
     schedule.store(Arc::new(Schedule::uniform(families, tick)));

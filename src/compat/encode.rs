@@ -321,6 +321,12 @@ impl State {
                 continue;
             };
             for (f, _) in fields {
+                // A counter carried forward from an earlier poll is not a
+                // new reading: the rate over the last read stands until
+                // the family is read again.
+                if f.family.is_some_and(|family| r.carried.contains(&family)) {
+                    continue;
+                }
                 if let Source::Rate(read) = f.source {
                     self.observe_counter(g.index, f.id, at, read(r));
                 }
@@ -456,6 +462,7 @@ mod tests {
     use super::*;
     use crate::compat::{fields, Generation};
     use crate::exposition::Writer;
+    use crate::family::Family;
     use crate::snapshot::{
         Clock, DriverInfo, Engine, GpmMetric, GpuIdentity, Memory, MigMemory, Pcie, XidCount,
     };
@@ -585,6 +592,42 @@ mod tests {
         g.last_sample = Some(UNIX_EPOCH + Duration::from_secs(104));
         g.readings_mut().pcie.tx_bytes = Some(10);
         assert!(!text(&s, &c).contains("DCGM_FI_PROF_PCIE_TX_BYTES"));
+    }
+
+    #[test]
+    fn a_family_read_less_often_than_each_poll_keeps_its_rate_between_reads() {
+        // `intervals: {pcie: ...}`: the polls between two reads carry the
+        // counter forward; 0 there and a spike at the next read would both
+        // be wrong.
+        let c = compat(Generation::V4_8);
+        let mut s = snapshot(vec![gpu(0, readings())]);
+        text(&s, &c);
+        let poll = |s: &mut Snapshot, at: u64, bytes: u64, carried: bool| {
+            let g = &mut s.gpus[0];
+            g.last_sample = Some(UNIX_EPOCH + Duration::from_secs(at));
+            let r = g.readings_mut();
+            r.pcie.tx_bytes = Some(bytes);
+            r.carried = if carried { vec![Family::Pcie] } else { vec![] };
+            text(s, &c)
+        };
+        let rate = |t: &str| {
+            line(t, "DCGM_FI_PROF_PCIE_TX_BYTES")[0]
+                .rsplit(' ')
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(rate(&poll(&mut s, 102, 5000, false)), "2000");
+        assert_eq!(
+            rate(&poll(&mut s, 104, 5000, true)),
+            "2000",
+            "carried: the last rate"
+        );
+        assert_eq!(
+            rate(&poll(&mut s, 106, 13000, false)),
+            "2000",
+            "over the 4 s since the read"
+        );
     }
 
     #[test]

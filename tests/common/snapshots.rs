@@ -49,6 +49,7 @@ fn process(pid: u32, name: &str, bytes: u64, mig: Option<(u32, u32)>) -> Process
 pub fn h100_readings(i: u32) -> GpuReadings {
     let f = f64::from(i);
     GpuReadings {
+        carried: vec![],
         utilization: Engine::ALL
             .iter()
             .enumerate()

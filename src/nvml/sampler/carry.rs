@@ -23,6 +23,7 @@ pub fn carry_skipped(
                 continue;
             }
             carry(f, from, to);
+            to.carried.push(f);
         }
     }
 }
