@@ -534,8 +534,6 @@ impl Reader<'_> {
             wall: SystemTime::now()
                 .checked_sub(age)
                 .unwrap_or_else(SystemTime::now),
-            seq: record.seq,
-            ts_us: record.ts_us,
             driver_major,
         };
         let event = match message {
@@ -578,21 +576,10 @@ impl Reader<'_> {
             }
             Message::DriverLoaded { major } => {
                 self.driver_major = major;
-                LogEvent::DriverLoaded {
-                    at,
-                    ts_us: record.ts_us,
-                }
+                LogEvent::DriverLoaded { at }
             }
-            Message::GpuReset(gpu) => LogEvent::GpuReset {
-                gpu,
-                at,
-                ts_us: record.ts_us,
-            },
-            Message::GpuResetUuid(uuid) => LogEvent::GpuResetUuid {
-                uuid,
-                at,
-                ts_us: record.ts_us,
-            },
+            Message::GpuReset(gpu) => LogEvent::GpuReset { gpu, at },
+            Message::GpuResetUuid(uuid) => LogEvent::GpuResetUuid { uuid, at },
         };
         self.shared.push(event);
     }

@@ -68,29 +68,24 @@ pub enum LogEvent {
         xid: Xid,
         at: Instant,
         wall: SystemTime,
-        /// The record's sequence number and kernel timestamp
-        /// (microseconds since boot): where the log stands, for the state
-        /// kept across restarts.
-        seq: u64,
-        ts_us: u64,
         /// The major version of the driver that printed it, from the last
         /// module load line before it (NVLink5 lines changed encoding at
         /// R575); `None` where the log kept no load line.
         driver_major: Option<u32>,
     },
     /// The NVIDIA kernel module loaded: every GPU was initialized afresh.
-    DriverLoaded { at: Instant, ts_us: u64 },
+    DriverLoaded {
+        at: Instant,
+    },
     /// A reset procedure recorded a GPU reset (`RESET_MARKER`), by PCI
     /// address or (NVSentinel) by UUID.
     GpuReset {
         gpu: PciAddress,
         at: Instant,
-        ts_us: u64,
     },
     GpuResetUuid {
         uuid: String,
         at: Instant,
-        ts_us: u64,
     },
 }
 

@@ -504,19 +504,19 @@ impl Supervisor {
         // NVLink5 events NVML delivered wait for their log line while the
         // log is followed (it comes within the pairing window), else are
         // judged at once.
-        let wait = match &self.cfg.kernel_log {
-            Some(log) if log.status().up => super::DEDUPE_WINDOW,
+        // Read once a round: the status is built anew at each call.
+        let log_status = self.cfg.kernel_log.as_ref().map(|log| log.status());
+        let wait = match &log_status {
+            Some(status) if status.up => super::DEDUPE_WINDOW,
             _ => Duration::ZERO,
         };
         let now = Instant::now();
-        for slot in self.shared.slots(self.device_count().unwrap_or(0)) {
-            lock(&slot.state).settle(now, wait);
-        }
         let published: Vec<(Arc<GpuSlot>, u64)> = self
             .shared
             .slots(self.device_count().unwrap_or(0))
             .into_iter()
             .map(|slot| {
+                lock(&slot.state).settle(now, wait);
                 let n = slot.samples.load(Ordering::SeqCst);
                 (slot, n)
             })
@@ -528,8 +528,7 @@ impl Supervisor {
             self.cfg.stuck_deadline,
             self.cfg.interval,
         );
-        snapshot.kernel_log = self.cfg.kernel_log.as_ref().map(|log| {
-            let mut status = log.status();
+        snapshot.kernel_log = log_status.map(|mut status| {
             // Only while some GPU cannot be named: otherwise the address is
             // no GPU of this node's.
             if snapshot.gpus.iter().any(|g| {
