@@ -239,19 +239,20 @@ impl Store {
     }
 
     /// Writes `f` (its boot id and version filled in) unless it is what
-    /// was last written. A failure is logged once, with what it costs.
-    pub fn save(&mut self, mut f: StateFile) {
+    /// was last written. A failure is logged once, with what it costs;
+    /// returns whether the file now says `f` (false: try again).
+    pub fn save(&mut self, mut f: StateFile) -> bool {
         f.version = VERSION;
         f.boot_id.clone_from(&self.boot_id);
         let bytes = match serde_json::to_vec(&f) {
             Ok(b) => b,
             Err(e) => {
                 tracing::error!(error = %e, "cannot encode the state");
-                return;
+                return false;
             }
         };
         if self.last_written.as_deref() == Some(bytes.as_slice()) {
-            return;
+            return true;
         }
         match write_atomically(&self.path, &bytes) {
             Ok(()) => {
@@ -259,12 +260,14 @@ impl Store {
                     tracing::info!(state_path = %self.path.display(), "the state file is written again");
                 }
                 self.last_written = Some(bytes);
+                true
             }
             Err(e) => {
                 if !std::mem::replace(&mut self.failing, true) {
                     tracing::warn!(state_path = %self.path.display(), error = %e,
                         "cannot write the state file: after a restart XID counters start again and kernel-log XIDs are read again (old ones may page anew), and a GPU reset made while the exporter is stopped is known only from the kernel log; give the exporter a writable --state.path (docs/operations.md, \"Restarts\"). Retrying every round");
                 }
+                false
             }
         }
     }
@@ -399,11 +402,18 @@ mod tests {
         let proc_a = procfs(dir.path(), "boot-a");
         let missing = dir.path().join("no/such/dir/state.json");
         let mut store = Store::open(&missing, &proc_a).unwrap();
-        store.save(StateFile::default());
+        assert!(
+            !store.save(StateFile::default()),
+            "the caller is told to retry"
+        );
         assert!(store.failing);
         std::fs::create_dir_all(missing.parent().unwrap()).unwrap();
-        store.save(StateFile::default());
+        assert!(store.save(StateFile::default()));
         assert!(!store.failing);
+        assert!(
+            store.save(StateFile::default()),
+            "unchanged: nothing to retry"
+        );
         assert!(missing.exists());
         assert!(!missing.with_extension("json.tmp").exists());
     }

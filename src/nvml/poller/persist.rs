@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::{SlotState, XidKey};
 use crate::snapshot::XidClass;
-use crate::snapshot::{GpuReadings, RemappedRows, XidOther};
+use crate::snapshot::{GpuReadings, RemappedRows, XidOther, MAX_XID_CODE};
 use crate::state::{GpuRecord, LatestRecord, OtherRecord, XidCountRecord};
 
 /// Our clock against the boot's: `now` is `uptime` seconds after boot.
@@ -129,13 +129,39 @@ pub fn record(st: &SlotState, clock: Option<&Clock>) -> Option<GpuRecord> {
 /// pending repairs become the baseline the first sample is compared with.
 /// Not the energy counter: it counts since the driver loaded (nvml.h), and
 /// whether a GPU reset starts it again is not documented.
-pub fn restore(st: &mut SlotState, rec: &GpuRecord, clock: Option<&Clock>) {
+///
+/// The file is held to what counting holds live XIDs to: codes in NVIDIA's
+/// range and at most `max_codes` label sets (`--collector.xid.max-codes`,
+/// perhaps lower now than when the file was written); the rest is counted
+/// under `xid="other"`.
+pub fn restore(st: &mut SlotState, rec: &GpuRecord, clock: Option<&Clock>, max_codes: usize) {
+    let (mut out_of_range, mut over_limit, mut folded_seen) = (0u64, 0u64, UNIX_EPOCH);
     for x in &rec.xids {
         let key: XidKey = (x.code, x.gpu_instance, x.compute_instance);
         let seen = system_time(x.last_seen);
+        if !(1..=MAX_XID_CODE).contains(&x.code) {
+            out_of_range = out_of_range.saturating_add(x.count);
+            folded_seen = folded_seen.max(seen);
+            continue;
+        }
+        if !st.xids.contains_key(&key) && st.xids.len() >= max_codes {
+            over_limit = over_limit.saturating_add(x.count);
+            folded_seen = folded_seen.max(seen);
+            continue;
+        }
         let c = st.xids.entry(key).or_insert((0, seen));
         c.0 = c.0.saturating_add(x.count);
         c.1 = c.1.max(seen);
+    }
+    if out_of_range.saturating_add(over_limit) > 0 {
+        let other = st.xid_other.get_or_insert(XidOther {
+            out_of_range: 0,
+            over_limit: 0,
+            last_seen: folded_seen,
+        });
+        other.out_of_range = other.out_of_range.saturating_add(out_of_range);
+        other.over_limit = other.over_limit.saturating_add(over_limit);
+        other.last_seen = other.last_seen.max(folded_seen);
     }
     if let Some(o) = &rec.other {
         let seen = system_time(o.last_seen);
@@ -180,6 +206,57 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_file_is_held_to_the_bounds_of_live_counting_and_never_panics() {
+        let xid = |code, count| XidCountRecord {
+            code,
+            gpu_instance: None,
+            compute_instance: None,
+            count,
+            last_seen: 1.7e9,
+        };
+        // Written under a larger --collector.xid.max-codes, with a code
+        // outside NVIDIA's range and counts and times no clock holds.
+        let rec = GpuRecord {
+            uuid: "GPU-1".into(),
+            xids: vec![
+                xid(13, u64::MAX),
+                xid(13, 5),
+                xid(31, 1),
+                xid(43, 2),
+                xid(0, 7),
+            ],
+            other: Some(OtherRecord {
+                out_of_range: u64::MAX,
+                over_limit: 0,
+                last_seen: 1e300,
+            }),
+            ..GpuRecord::default()
+        };
+        let clock = Clock::read().expect("/proc/uptime");
+        let mut st = SlotState::default();
+        restore(&mut st, &rec, Some(&clock), 2);
+        assert_eq!(st.xids.len(), 2, "{:?}", st.xids);
+        assert_eq!(
+            st.xids[&(13, None, None)].0,
+            u64::MAX,
+            "saturated, not wrapped"
+        );
+        let other = st.xid_other.expect("the rest under xid=\"other\"");
+        assert_eq!(other.over_limit, 2);
+        assert_eq!(other.out_of_range, u64::MAX);
+        assert_eq!(
+            clock.instant(clock.uptime + 1.8e19),
+            clock.now,
+            "a time past any Instant"
+        );
+        assert_eq!(
+            system_time(1.8e19),
+            UNIX_EPOCH,
+            "a time past any SystemTime"
+        );
+    }
+
+    #[test]
     fn a_slot_comes_back_as_it_was() {
         let clock = Clock::read().expect("/proc/uptime");
         let earlier = clock.now.checked_sub(Duration::from_secs(30)).unwrap();
@@ -203,7 +280,7 @@ mod tests {
         let mut back = SlotState::default();
         // One event counted before the UUID was read: it adds up.
         back.xids.insert((48, None, None), (1, system_time(1.8e9)));
-        restore(&mut back, &rec, Some(&clock));
+        restore(&mut back, &rec, Some(&clock), 64);
         assert_eq!(back.xids[&(48, None, None)].0, 4);
         assert_eq!(back.xid_latest.len(), 2);
         let at = back.xid_latest[&((149, None, None), XidClass::Nvlink5Fatal)];

@@ -169,7 +169,7 @@ impl Supervisor {
             let Some(rec) = st.uuid.as_ref().and_then(|u| self.restored.remove(u)) else {
                 continue;
             };
-            persist::restore(&mut st, &rec, clock.as_ref());
+            persist::restore(&mut st, &rec, clock.as_ref(), self.cfg.xid_max_codes);
             // Sampled before the record was found: compare now.
             let evidence = match (&st.readings, &st.baseline) {
                 (Some(now), Some(before)) => worker::reset_evidence(before, now),
@@ -216,8 +216,9 @@ impl Supervisor {
         // GPUs not named in this run keep what an earlier one knew.
         file.gpus.extend(self.restored.values().cloned());
         file.gpus.truncate(crate::state::MAX_GPUS);
-        if force || self.saved.as_ref() != Some(&file) {
-            lock(&store).save(file.clone());
+        // What was written is not written again; what failed is retried
+        // next round, as the log line says.
+        if (force || self.saved.as_ref() != Some(&file)) && lock(&store).save(file.clone()) {
             self.saved = Some(file);
         }
     }
