@@ -931,11 +931,18 @@ fn kubernetes_config(
                 std::env::var("KUBERNETES_SERVICE_PORT"),
             ) {
                 (Ok(host), Ok(port)) => {
-                    let host = if host.contains(':') { format!("[{host}]") } else { host };
+                    let host = if host.contains(':') {
+                        format!("[{host}]")
+                    } else {
+                        host
+                    };
                     url("KUBERNETES_SERVICE_HOST", &format!("https://{host}:{port}"))
                 }
-                _ => Err("the API server is not known: set --kubernetes.api-server (outside a pod,                           KUBERNETES_SERVICE_HOST and _PORT are not set)"
-                    .into()),
+                _ => Err(
+                    "the API server is not known: set --kubernetes.api-server (outside a pod, \
+                     KUBERNETES_SERVICE_HOST and _PORT are not set)"
+                        .into(),
+                ),
             },
         }
     };
@@ -957,7 +964,8 @@ fn kubernetes_config(
                 let u = flags.kubelet_url.as_deref().ok_or_else(|| {
                     invalid(
                         cmd,
-                        "--kubernetes.pod-labels.source=kubelet needs --kubernetes.kubelet-url                          (https://<node IP>:10250)"
+                        "--kubernetes.pod-labels.source=kubelet needs --kubernetes.kubelet-url \
+                         (https://<node IP>:10250)"
                             .into(),
                     )
                 })?;
@@ -1569,10 +1577,24 @@ mod tests {
             assert!(e.contains(says), "{args:?}: {e}");
         };
         refused(&["--kubernetes.pod-labels=team"], "add --kubernetes");
+        // The whole sentence, so that a line continuation that lost its
+        // backslash (a run of spaces in the middle) shows.
         refused(
             &["--kubernetes", "--kubernetes.pod-labels=team"],
-            "--kubernetes.kubelet-url",
+            "--kubernetes.pod-labels.source=kubelet needs --kubernetes.kubelet-url \
+             (https://<node IP>:10250)",
         );
+        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_none() {
+            refused(
+                &[
+                    "--kubernetes",
+                    "--kubernetes.resource-slices",
+                    "--kubernetes.node-name=node-1",
+                ],
+                "the API server is not known: set --kubernetes.api-server (outside a pod, \
+                 KUBERNETES_SERVICE_HOST and _PORT are not set)",
+            );
+        }
         refused(
             &[
                 "--kubernetes",

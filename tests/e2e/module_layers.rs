@@ -238,3 +238,40 @@ fn the_sampler_hands_over_and_the_join_step_completes() {
         assert!(!graph["app"].contains(step), "app imports {step}");
     }
 }
+
+/// The exporter's files that allow `unsafe` are exactly those that
+/// `Cargo.toml`'s lint comment names: a reviewer reads the list there, so a
+/// file that starts allowing `unsafe` must say so in it.
+#[test]
+fn cargo_toml_names_every_file_that_allows_unsafe() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let comment: String = manifest
+        .lines()
+        .skip_while(|l| !l.contains("unsafe is allowed"))
+        .take_while(|l| l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(!comment.is_empty(), "Cargo.toml lost its unsafe comment");
+    let mut files = vec![root.join("src")];
+    let mut allowing = BTreeSet::new();
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else if path.extension().is_some_and(|e| e == "rs")
+            && std::fs::read_to_string(&path)
+                .unwrap()
+                .contains("allow(unsafe_code)")
+        {
+            let rel = path.strip_prefix(root).unwrap();
+            allowing.insert(rel.to_str().unwrap().to_string());
+        }
+    }
+    assert!(!allowing.is_empty(), "the FFI layer allows unsafe");
+    for file in &allowing {
+        assert!(
+            comment.contains(file.as_str()),
+            "{file} allows unsafe but Cargo.toml's comment does not name it: {comment}"
+        );
+    }
+}
