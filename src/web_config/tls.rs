@@ -172,6 +172,45 @@ fn curve_by_go_name(name: &str) -> Option<Option<&'static dyn SupportedKxGroup>>
     })
 }
 
+/// Resolves a list of the toolkit's names (cipher suites, curves) as the
+/// toolkit does when it decodes the file: an unknown name is refused, one
+/// the toolkit knows but rustls does not offer is dropped with a warning,
+/// repeats and those `keep` turns down are dropped. `None` when the list is
+/// absent or empty (the library's defaults apply).
+fn resolve_names<T: Copy>(
+    field: &'static str,
+    names: Option<&[String]>,
+    lookup: fn(&str) -> Option<Option<T>>,
+    unknown: impl Fn(&str) -> String,
+    keep: impl Fn(&T) -> bool,
+    same: impl Fn(&T, &T) -> bool,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Vec<T>>, Problem> {
+    let Some(names) = names.filter(|n| !n.is_empty()) else {
+        return Ok(None);
+    };
+    let mut chosen: Vec<T> = Vec::new();
+    let mut skipped = Vec::new();
+    for name in names {
+        match lookup(name) {
+            None => return Err(Problem::new(field, unknown(name))),
+            Some(None) => skipped.push(name.as_str()),
+            Some(Some(v)) => {
+                if keep(&v) && !chosen.iter().any(|c| same(c, &v)) {
+                    chosen.push(v);
+                }
+            }
+        }
+    }
+    if !skipped.is_empty() {
+        warnings.push(format!(
+            "{field}: {} not supported by this exporter's TLS library, ignored",
+            skipped.join(", ")
+        ));
+    }
+    Ok(Some(chosen))
+}
+
 /// `tls_server_config` after the checks that need no file: every name known,
 /// the combination coherent.
 #[derive(Debug, Clone)]
@@ -218,77 +257,37 @@ pub(crate) fn settings(
         Some(s) => TlsVersion::parse("tls_server_config.max_version", s)?,
         None => TlsVersion::Tls13,
     };
-    let mut tls12_suites = None;
-    if let Some(names) = &raw.cipher_suites {
-        let mut chosen = Vec::new();
-        let mut skipped = Vec::new();
-        for name in names {
-            match cipher_by_go_name(name) {
-                None => {
-                    return Err(Problem::new(
-                        "tls_server_config.cipher_suites",
-                        format!(
-                            "unknown cipher suite {name:?} (supported: {})",
-                            supported_cipher_names().join(", ")
-                        ),
-                    ))
-                }
-                Some(None) => skipped.push(name.as_str()),
-                Some(Some(suite)) => {
-                    // Go ignores cipher_suites for TLS 1.3; so do we.
-                    if suite.tls13().is_none() && !chosen.contains(&suite) {
-                        chosen.push(suite);
-                    }
-                }
-            }
-        }
-        if !skipped.is_empty() {
-            warnings.push(format!(
-                "tls_server_config.cipher_suites: {} not supported by this exporter's TLS library, ignored",
-                skipped.join(", ")
-            ));
-        }
-        if !names.is_empty() {
-            tls12_suites = Some(chosen);
-        }
-    }
-    let mut kx_groups = None;
-    if let Some(names) = &raw.curve_preferences {
-        let mut chosen: Vec<&'static dyn SupportedKxGroup> = Vec::new();
-        let mut skipped = Vec::new();
-        for name in names {
-            match curve_by_go_name(name) {
-                None => {
-                    return Err(Problem::new(
-                        "tls_server_config.curve_preferences",
-                        format!(
-                            "unknown curve {name:?} (expected CurveP256, CurveP384, CurveP521 or X25519)"
-                        ),
-                    ))
-                }
-                Some(None) => skipped.push(name.as_str()),
-                Some(Some(group)) => {
-                    if !chosen.iter().any(|g| g.name() == group.name()) {
-                        chosen.push(group);
-                    }
-                }
-            }
-        }
-        if !skipped.is_empty() {
-            warnings.push(format!(
-                "tls_server_config.curve_preferences: {} not supported by this exporter's TLS library, ignored",
-                skipped.join(", ")
-            ));
-        }
-        if !names.is_empty() {
-            if chosen.is_empty() {
-                return Err(Problem::new(
-                    "tls_server_config.curve_preferences",
-                    "none of the listed curves is supported (supported: CurveP256, CurveP384, X25519)",
-                ));
-            }
-            kx_groups = Some(chosen);
-        }
+    // Go ignores cipher_suites for TLS 1.3; so do we.
+    let tls12_suites = resolve_names(
+        "tls_server_config.cipher_suites",
+        raw.cipher_suites.as_deref(),
+        cipher_by_go_name,
+        |name| {
+            format!(
+                "unknown cipher suite {name:?} (supported: {})",
+                supported_cipher_names().join(", ")
+            )
+        },
+        |suite| suite.tls13().is_none(),
+        |a, b| a == b,
+        warnings,
+    )?;
+    let kx_groups = resolve_names(
+        "tls_server_config.curve_preferences",
+        raw.curve_preferences.as_deref(),
+        curve_by_go_name,
+        |name| {
+            format!("unknown curve {name:?} (expected CurveP256, CurveP384, CurveP521 or X25519)")
+        },
+        |_| true,
+        |a, b| a.name() == b.name(),
+        warnings,
+    )?;
+    if kx_groups.as_ref().is_some_and(Vec::is_empty) {
+        return Err(Problem::new(
+            "tls_server_config.curve_preferences",
+            "none of the listed curves is supported (supported: CurveP256, CurveP384, X25519)",
+        ));
     }
 
     let cert = match (non_empty(&raw.cert_file), non_empty(&raw.cert)) {
