@@ -772,11 +772,14 @@ def gpu_detail() -> dict:
                        (f"nvidia_gpu_retired_pages_pending{{{SEL}}}", "GPU {{gpu}} pending")),
                thresholds((None, "green"), (1, "orange"))), 6, 6)
     L.add(stat("Recovery action", "Recovery action the driver asks for: 0 none, 1 GPU reset, "
-               "2 node reboot, 3 drain peer-to-peer, 4 drain and reset.", "none",
+               "2 node reboot, 3 drain peer-to-peer, 4 drain and reset, 5 recover the IMEX domain, "
+               "6 PCIe bus reset, 7 system reboot.", "none",
                targets((f"nvidia_gpu_recovery_action{{{SEL}}}", "GPU {{gpu}}")),
                thresholds((None, "green"), (1, "red")),
                value_map([(0, "none", "green"), (1, "GPU reset", "red"), (2, "node reboot", "red"),
-                          (3, "drain P2P", "orange"), (4, "drain and reset", "red")])), 6, 6)
+                          (3, "drain P2P", "orange"), (4, "drain and reset", "red"),
+                          (5, "recover IMEX domain", "red"), (6, "PCIe bus reset", "red"),
+                          (7, "system reboot", "red")])), 6, 6)
     # NVML answers NOT_SUPPORTED to nvmlDeviceGetRemappedRows on a GPU in MIG
     # mode: the remap panels above stay empty and the remap alerts cannot
     # fire there. Say which GPUs are blind rather than let "no data" read

@@ -733,7 +733,10 @@ fn disable_id(f: Family) -> String {
 pub fn command() -> clap::Command {
     let mut cmd = Flags::command().long_version(BuildInfo::long_version());
     for &f in Family::ALL {
-        let default = if f.enabled_by_default() {
+        let default = if f == Family::XidKmsg {
+            // Switched on below the family table (`parse`).
+            "enabled, except with --simulate"
+        } else if f.enabled_by_default() {
             "enabled"
         } else {
             "disabled"
@@ -793,6 +796,7 @@ where
         path: state_path,
         procfs: flags.procfs.clone(),
     });
+    let simulated = flags.simulate.is_some();
     let library = match (flags.simulate, flags.nvml_library) {
         (Some(scenario), _) if scenario.is_empty() => {
             return Err(cmd.error(
@@ -823,6 +827,14 @@ where
     // Measured use comes with --workloads, unless switched off by name.
     if workloads.is_some() && switched(&matches, Family::WorkloadUsage).is_none() {
         families.set(Family::WorkloadUsage, true);
+    }
+    // The kernel log is read unless switched off by name (issue 36): the
+    // verdict of NVLink5 XIDs and the codes NVML does not deliver need it.
+    // Not with --simulate unless asked: this host's log is not the
+    // simulated fleet's. A log that cannot be opened is said at start and
+    // in nvml_exporter_kernel_log_up, and the exporter runs on without it.
+    if switched(&matches, Family::XidKmsg).is_none() {
+        families.set(Family::XidKmsg, !simulated);
     }
 
     if workloads.is_some()
@@ -1245,7 +1257,10 @@ mod tests {
         assert_eq!(c.collect_interval, Duration::from_secs(5));
         assert_eq!(c.stuck_deadline, Duration::from_secs(15));
         assert_eq!(c.library, Library::System);
-        assert_eq!(c.families, FamilySet::defaults());
+        // The family table's defaults, and the kernel log (issue 36).
+        let mut families = FamilySet::defaults();
+        families.set(Family::XidKmsg, true);
+        assert_eq!(c.families, families);
         assert_eq!(c.log_level, LogLevel::Info);
         assert_eq!(c.log_format, LogFormat::Logfmt);
     }
@@ -1367,8 +1382,21 @@ mod tests {
     }
 
     #[test]
-    fn the_kernel_log_is_read_only_with_its_switch_and_the_xid_family() {
-        assert_eq!(parse(&[]).unwrap().kernel_log, None);
+    fn the_kernel_log_is_read_by_default_with_the_xid_family_but_not_with_simulate() {
+        assert_eq!(
+            parse(&[]).unwrap().kernel_log.map(|k| k.path),
+            Some(PathBuf::from("/dev/kmsg")),
+            "read by default (issue 36)"
+        );
+        assert_eq!(
+            parse(&["--no-collector.xid.kmsg"]).unwrap().kernel_log,
+            None
+        );
+        assert_eq!(parse(&["--simulate"]).unwrap().kernel_log, None);
+        assert!(parse(&["--simulate", "--collector.xid.kmsg"])
+            .unwrap()
+            .kernel_log
+            .is_some());
         let c = parse(&["--collector.xid.kmsg", "--collector.xid.max-codes=9"]).unwrap();
         assert_eq!(
             c.kernel_log,

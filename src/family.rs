@@ -64,7 +64,7 @@ families! {
     EccByLocation => "ecc.by-location", default false, "ECC error counters by memory location (L1, L2, DRAM, register file, ...), beside the totals.";
     NvlinkPerLink => "nvlink.per-link", default false, "NVLink state, errors and traffic per link (and bit error rates on NVLink5), beside the per-GPU sums (H100: 120 series per GPU).";
     MigMemoryFree => "mig.memory-free", default false, "Free memory per MIG GPU instance (total minus used).";
-    XidKmsg => "xid.kmsg", default false, "XIDs (and NVSwitch SXIDs) from the kernel log at --path.kmsg as well, since boot: the codes NVML does not deliver (79, 119, 120) and those from before the exporter started; each event counted once. Needs CAP_SYSLOG where kernel.dmesg_restrict is 1.";
+    XidKmsg => "xid.kmsg", default false, "XIDs (and NVSwitch SXIDs) from the kernel log at --path.kmsg as well, since boot: the codes NVML does not deliver (79, 119, 120) and those from before the exporter started; each event counted once. Needs CAP_SYSLOG where kernel.dmesg_restrict is 1; without the log, NVLink5 XIDs (144-150) ask for nothing of their own and the driver's recovery action decides.";
 }
 
 /// The set of enabled families.

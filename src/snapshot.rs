@@ -258,10 +258,26 @@ pub enum XidClass {
     /// recovery action then carries any need), or no row matched and the
     /// line says `Nonfatal`.
     Nvlink5Nothing,
-    /// NVLink5 without its line (NVML's event alone carries only the code;
-    /// a line of another shape): judged as fatal, the choice that never
-    /// leaves a fatal link fault in service.
+    /// NVLink5 with a kernel-log line of another shape (no severity word
+    /// before `XC<n>`, no registers): asks for nothing on the XID, the
+    /// driver's recovery action and XID 154 carry any need; the verdict's
+    /// reason says the line could not be read.
     Nvlink5Undecoded,
+    /// NVLink5 from NVML's event alone (it carries only the code; the
+    /// kernel log not read, unreadable, or its line never came): asks for
+    /// nothing on the XID, as the sheet's `XID_154_EVAL` rows do; the
+    /// verdict's reason says the kernel log was missing.
+    Nvlink5NoKernelLog,
+    /// NVLink5 whose line says the fault was injected (`i1`): counted,
+    /// judged as a test (nothing asked; the reason says so).
+    Nvlink5Injected,
+    /// XID 74 whose registers NVIDIA's workflow reads as nothing to do
+    /// (`xid_catalog::nvlink_err`).
+    NvlinkErrNothing,
+    /// XID 74 whose registers ask for a report to NVIDIA.
+    NvlinkErrReport,
+    /// XID 74 whose registers ask for the link to be checked.
+    NvlinkErrCheckLink,
 }
 
 /// The latest XID of one code, class (and MIG instance) on a GPU.

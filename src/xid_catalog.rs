@@ -1,4 +1,4 @@
-//! NVIDIA's XID catalog, every code from 1 to 172, with the resolution
+//! NVIDIA's XID catalog, every code from 1 to 176, with the resolution
 //! bucket that decides what we do about it: the one table behind the XID
 //! alert rules (`alerts/nvidia-gpu.rules.yml`: which rule's regular
 //! expression holds a code), the runbook's severity table
@@ -12,8 +12,11 @@
 //! Source: *Analyzing Xid Errors with the Xid Catalog*
 //! (<https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html>),
 //! Ampere and newer: mnemonic, description and "Resolution Bucket
-//! (Immediate Action)" per code. The catalog gives no bucket for 162-172;
-//! for those the table says which bucket we chose and why. Codes the
+//! (Immediate Action)" per code. The catalog gives no bucket for 162-176;
+//! for those the table says which bucket we chose and why. Codes 173-176
+//! are the driver's (`nverror.h` of NVIDIA/open-gpu-kernel-modules up to
+//! the 595 branch, kept in `xid_catalog/nverror_defines.txt` with its
+//! source; a test fails while one of its codes has no row here). Codes the
 //! catalog marks "Unused" on every Ampere-and-newer product are
 //! CONTACT_SUPPORT there: seen at all, they are worth a ticket.
 //!
@@ -21,6 +24,7 @@
 //! Decode" (`nvlink5.rs`), not by code.
 
 pub mod nvlink5;
+pub mod nvlink_err;
 
 /// The catalog's "Resolution Bucket (Immediate Action)" values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -82,7 +86,9 @@ impl Bucket {
     /// The severities a code of this bucket may get, unless the table
     /// says it departs: a bucket that says the GPU needs nothing never
     /// pages, one that says reset never goes to chat only. The catalog's
-    /// workflows for 48 and 74 start with a reset, and RESTART_BM (79) asks
+    /// workflow for 48 starts with a reset, 74's checks the link or reports
+    /// by register bit (`nvlink_err`: the verdict decides per event, the
+    /// rule pages for a person to read the bits), and RESTART_BM (79) asks
     /// for more: a node reboot. The NVLink5 workflow decides per event.
     pub fn severities(self) -> &'static [Severity] {
         use Severity::{Critical, Info, Warning};
@@ -239,7 +245,7 @@ const fn unused(code: u16, mnemonic: &'static str) -> Xid {
 
 use Source::{Catalog, Departs, Ours};
 
-/// Every code of the catalog, 1 to 172, in order.
+/// Every code of the catalog, 1 to 176, in order.
 pub const CATALOG: &[Xid] = &[
     unused(1, "ROBUST_CHANNEL_FIFO_ERROR_FIFO_METHOD"),
     unused(2, "ROBUST_CHANNEL_FIFO_ERROR_SW_METHOD"),
@@ -530,7 +536,7 @@ pub const CATALOG: &[Xid] = &[
         "NVLink error",
         Catalog(Bucket::WorkflowNvlinkErr),
         XidAlert::Critical,
-        "drain; check NVLink error counters; reset; RMA if recurring (the remote end may be the faulty one)",
+        "read the seven registers of its kernel-log line: NVIDIA's workflow checks the link's mechanical connections and runs field diagnostics for hardware bits, reports other bits (some only when repeated), ignores the rest; it never asks for a GPU reset, and the remote end may be the faulty one (the verdict decodes each event)",
     ),
     xid(
         75,
@@ -1197,10 +1203,43 @@ pub const CATALOG: &[Xid] = &[
         XidAlert::Critical,
         "as XID 48, which it accompanies: drain, reset; check the SRAM threshold flag for RMA (the catalog gives no bucket; ours: XID 48's)",
     ),
+    xid(
+        173,
+        "C2C_FATAL_LINK_FAILURE",
+        "Grace to GPU NVLink-C2C link failed (GB200, GB300; driver 580.105.08 and newer)",
+        Ours(Bucket::RestartBm),
+        XidAlert::Critical,
+        "drain, reboot the node: the GPU lost its link to the Grace CPU, which only a node reset retrains; check the board if it recurs (the catalog gives no bucket; ours: a reboot, as gpud decides RebootSystem)",
+    ),
+    xid(
+        174,
+        "ROBUST_CHANNEL_RESETCHANNEL_KILL_PROCESS_SILENT",
+        "A channel reset ended its process without an error to it (driver 590.44.01 and newer)",
+        Ours(Bucket::RestartApp),
+        XidAlert::Application,
+        "restart the application; nothing for the GPU (the catalog gives no bucket; ours: as the other channel errors that end one process)",
+    ),
+    xid(
+        175,
+        "MEMORY_SUBSYSTEM_ERROR",
+        "GSP RPC timeout caused by a memory subsystem error (driver 595.44.02 and newer)",
+        Ours(Bucket::ResetGpu),
+        XidAlert::Critical,
+        "drain, reset; check ECC and remapped rows, RMA if it recurs (the catalog gives no bucket; ours: XID 119's, the timeout it refines, which the driver reports as 175 when a memory error caused it)",
+    ),
+    xid(
+        176,
+        "PCIE_CORRECTABLE_ERROR_FAULT",
+        "PCIe correctable errors past the driver's fault threshold (driver 595.44.02 and newer)",
+        Ours(Bucket::CheckMechanicals),
+        XidAlert::Warning,
+        "the link still works: check the slot, riser, retimers and cables at the next window; nvidia_gpu_pcie_replay_errors_total shows the trend (the catalog gives no bucket; ours: a degrading link is a mechanical check)",
+    ),
 ];
 
-/// The highest code in the catalog this table follows.
-pub const LAST_CODE: u16 = 172;
+/// The highest code the driver defines (`ROBUST_CHANNEL_LAST_ERROR` of
+/// `nverror.h`, 595 branch).
+pub const LAST_CODE: u16 = 176;
 
 /// The catalog's entry for a code.
 pub fn lookup(code: u64) -> Option<&'static Xid> {
@@ -1232,7 +1271,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     #[test]
-    fn every_code_from_1_to_172_once_in_order() {
+    fn every_code_from_1_to_176_once_in_order() {
         assert_eq!(CATALOG.len(), usize::from(LAST_CODE));
         for (i, x) in CATALOG.iter().enumerate() {
             assert_eq!(usize::from(x.code), i + 1, "{x:?}");
@@ -1248,7 +1287,7 @@ mod tests {
             Some("ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS")
         );
         assert_eq!(lookup(0), None);
-        assert_eq!(lookup(173), None);
+        assert_eq!(lookup(177), None);
     }
 
     #[test]
@@ -1288,7 +1327,7 @@ mod tests {
             .filter(|x| x.catalog_bucket().is_none())
             .map(|x| x.code)
             .collect();
-        assert_eq!(ours, (162..=172).collect::<Vec<u16>>());
+        assert_eq!(ours, (162..=176).collect::<Vec<u16>>());
         for x in CATALOG.iter().filter(|x| x.catalog_bucket().is_none()) {
             assert!(
                 x.action.contains("the catalog gives no bucket; ours"),
@@ -1323,6 +1362,37 @@ mod tests {
         assert_eq!(alert(95), XidAlert::Critical);
         assert_eq!(alert(8), XidAlert::StoppedProcessing);
         assert_eq!(alert(13), XidAlert::Application);
+    }
+
+    /// Issue 36, F4: every code the newest driver defines (`nverror.h`,
+    /// copied with its source) has a row, and the catalog ends where the
+    /// driver does.
+    #[test]
+    fn the_catalog_reaches_the_drivers_newest_code() {
+        let defines: Vec<(&str, u16)> = include_str!("xid_catalog/nverror_defines.txt")
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.strip_prefix("#define ")?.split_whitespace();
+                let name = w.next()?;
+                let n = w.next()?.strip_prefix('(')?.strip_suffix(')')?;
+                Some((name, n.parse().ok()?))
+            })
+            .collect();
+        let last = defines
+            .iter()
+            .find(|(name, _)| *name == "ROBUST_CHANNEL_LAST_ERROR")
+            .map(|(_, n)| *n)
+            .expect("ROBUST_CHANNEL_LAST_ERROR");
+        assert_eq!(LAST_CODE, last, "the catalog ends where the driver does");
+        assert!(defines.len() > 100);
+        for (name, code) in defines {
+            assert!(
+                lookup(u64::from(code)).is_some(),
+                "{name} ({code}): no catalog row"
+            );
+        }
+        assert_eq!(lookup(173).map(|x| x.bucket()), Some(Bucket::RestartBm));
+        assert_eq!(lookup(175).map(|x| x.bucket()), Some(Bucket::ResetGpu));
     }
 
     #[test]

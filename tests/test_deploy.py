@@ -25,7 +25,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 CHART = REPO / "deploy" / "kubernetes" / "nvml-exporter"
 UNIT = REPO / "deploy" / "systemd" / "nvml-exporter.service"
-KERNEL_LOG_DROP_IN = REPO / "deploy" / "systemd" / "kernel-log.conf"
+NO_KERNEL_LOG_DROP_IN = REPO / "deploy" / "systemd" / "no-kernel-log.conf"
 ENV_FILE = REPO / "deploy" / "systemd" / "nvml-exporter.env"
 # The oldest Kubernetes the chart declares (Chart.yaml kubeVersion) and the
 # newest the validator knows; both must accept every core object.
@@ -107,17 +107,23 @@ def validate_monitoring(objects: list[dict], tmp_path: Path) -> subprocess.Compl
 # Value sets that exercise every branch of the templates.
 VALUE_SETS = {
     "defaults": None,
-    "pod-attribution": {"podAttribution": {"enabled": True}},
+    # Without the kernel log (on by default since issue 36), whose
+    # privileges test_kernel_log_mounts_the_device_read_only_and_adds_only_syslog checks.
+    "pod-attribution": {"podAttribution": {"enabled": True}, "kernelLog": {"enabled": False}},
     "dra": {"podAttribution": {"enabled": True, "dra": {"enabled": True, "resourceSlices": True},
                                "podLabels": ["team", "app.kubernetes.io/*"]}},
     "dra-labels-from-api-server": {"podAttribution": {"enabled": True, "podLabels": ["team"],
                                                       "podLabelsSource": "api-server"},
                                    "workloads": {"enabled": True}},
-    "mig-monitor": {"migMonitor": {"enabled": True}},
+    "mig-monitor": {"migMonitor": {"enabled": True}, "kernelLog": {"enabled": False}},
+    # Issue 36: the kernel log is read by default; this is the locked-down
+    # opt-out.
+    "no-kernel-log": {"kernelLog": {"enabled": False}},
     "kernel-log": {"kernelLog": {"enabled": True}},
     "kernel-log-unprivileged": {"kernelLog": {"enabled": True, "privileged": False},
                                 "migMonitor": {"enabled": True}},
-    "workloads": {"workloads": {"enabled": True, "slurmMappingDir": "/run/dcgm-job-map"}},
+    "workloads": {"workloads": {"enabled": True, "slurmMappingDir": "/run/dcgm-job-map"},
+                  "kernelLog": {"enabled": False}},
     # What replaces a dcgm-exporter deployment (docs/migrating-from-dcgm-exporter.md).
     "dcgm-compat": {
         "podAttribution": {"enabled": True},
@@ -193,7 +199,9 @@ def test_monitoring_validator_rejects_bad_objects(tmp_path):
 
 
 def test_daemonset_runs_locked_down_on_gpu_nodes():
-    ds = by_kind(render())["DaemonSet"]
+    # Without the kernel log (on by default since issue 36, which needs
+    # root: test_kernel_log_mounts_the_device_read_only_and_adds_only_syslog).
+    ds = by_kind(render(VALUE_SETS["no-kernel-log"]))["DaemonSet"]
     pod = ds["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     # Issue 16: every taint, NoExecute remediation taints included.
@@ -232,6 +240,7 @@ def test_daemonset_runs_locked_down_on_gpu_nodes():
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["NVML_EXPORTER_WEB_LISTEN_ADDRESS"] == ":9445"
     assert env["NVML_EXPORTER_STATE_PATH"] == "/var/lib/nvml-exporter/state.json"
+    assert env["NVML_EXPORTER_COLLECTOR_XID_KMSG"] == "false", "off as asked: the exporter's default is on"
     assert {"name": "state", "mountPath": "/var/lib/nvml-exporter"} in container["volumeMounts"]
     assert "args" not in container
 
@@ -243,7 +252,10 @@ def test_state_is_kept_on_the_node_or_nowhere():
     assert {"name": "state", "hostPath": {"path": "/var/lib/nvml-exporter", "type": "DirectoryOrCreate"}} \
         in pod["volumes"]
     # Off: no host path, and the exporter told to keep nothing.
-    pod = by_kind(render({"state": {"enabled": False}}))["DaemonSet"]["spec"]["template"]["spec"]
+    # (The kernel log, on by default since issue 36, is a host path of its
+    # own: switched off here.)
+    pod = by_kind(render({"state": {"enabled": False}, "kernelLog": {"enabled": False}}))["DaemonSet"]["spec"][
+        "template"]["spec"]
     assert "initContainers" not in pod
     assert all("hostPath" not in v for v in pod["volumes"])
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
@@ -408,8 +420,11 @@ def test_kernel_log_mounts_the_device_read_only_and_adds_only_syslog():
         # Kubernetes refuses privileged with allowPrivilegeEscalation false.
         assert sc.get("allowPrivilegeEscalation") is (None if privileged else False)
         assert not pod.get("hostPID") and not pod.get("hostNetwork")
+    # Issue 36: on by default, privileged.
     default = by_kind(render())["DaemonSet"]["spec"]["template"]["spec"]
-    assert "NVML_EXPORTER_COLLECTOR_XID_KMSG" not in {e["name"] for e in default["containers"][0]["env"]}
+    env = {e["name"]: e["value"] for e in default["containers"][0]["env"]}
+    assert env["NVML_EXPORTER_COLLECTOR_XID_KMSG"] == "true"
+    assert default["containers"][0]["securityContext"]["privileged"] is True
 
 
 def test_disabled_parts_are_not_rendered():
@@ -620,13 +635,19 @@ def verify_with_drop_in(drop_in: str, tmp_path: Path) -> subprocess.CompletedPro
     """The unit with a drop-in beside it, where systemd-analyze verify reads it."""
     d = tmp_path / "nvml-exporter.service.d"
     d.mkdir()
-    (d / "kernel-log.conf").write_text(drop_in)
+    (d / "no-kernel-log.conf").write_text(drop_in)
     return systemd_verify(UNIT.read_text(), tmp_path)
 
 
-def test_kernel_log_drop_in_verifies_and_grants_syslog_and_the_device_only(tmp_path):
-    """Issue 23: the systemd side of --collector.xid.kmsg."""
-    text = KERNEL_LOG_DROP_IN.read_text()
+def test_the_unit_reads_the_kernel_log_and_the_drop_in_takes_it_back(tmp_path):
+    """Issue 23, then issue 36: the unit grants what --collector.xid.kmsg
+    (on by default) needs, CAP_SYSLOG and /dev/kmsg read-only and nothing
+    else; the opt-out drop-in switches reading off and holds nothing."""
+    s = unit_settings()
+    assert s["ProtectKernelLogs"] == ["no"]
+    assert "/dev/kmsg r" in s["DeviceAllow"]
+    assert s["CapabilityBoundingSet"] == ["CAP_SYSLOG"] and s["AmbientCapabilities"] == ["CAP_SYSLOG"]
+    text = NO_KERNEL_LOG_DROP_IN.read_text()
     result = verify_with_drop_in(text, tmp_path)
     assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
     bad = tmp_path / "bad"
@@ -639,15 +660,15 @@ def test_kernel_log_drop_in_verifies_and_grants_syslog_and_the_device_only(tmp_p
             key, _, value = line.partition("=")
             settings.setdefault(key, []).append(value)
     assert settings == {
-        "Environment": ["NVML_EXPORTER_COLLECTOR_XID_KMSG=true"],
-        "ProtectKernelLogs": ["no"],
-        "DeviceAllow": ["/dev/kmsg r"],
-        "CapabilityBoundingSet": ["CAP_SYSLOG"],
-        "AmbientCapabilities": ["CAP_SYSLOG"],
+        "Environment": ["NVML_EXPORTER_COLLECTOR_XID_KMSG=false"],
+        "ProtectKernelLogs": ["yes"],
+        "CapabilityBoundingSet": [""],
+        "AmbientCapabilities": [""],
     }
     help_text = subprocess.run([str(exporter_binary()), "--help"], capture_output=True, text=True,
                                timeout=30).stdout
     assert "NVML_EXPORTER_COLLECTOR_XID_KMSG" in help_text and "NVML_EXPORTER_PATH_KMSG" in help_text
+    assert "enabled, except with --simulate" in help_text
 
 
 def test_systemd_verify_catches_mistakes(tmp_path):
@@ -677,13 +698,13 @@ def test_systemd_unit_is_hardened():
         "PrivateTmp": "yes",
         "NoNewPrivileges": "yes",
         "DevicePolicy": "closed",
-        "CapabilityBoundingSet": "",
+        "CapabilityBoundingSet": "CAP_SYSLOG",
         "RestrictNamespaces": "yes",
         "SystemCallArchitectures": "native",
     }.items():
         assert s.get(key) == [value], f"{key}={s.get(key)}"
     devices = [d.split()[0] for d in s["DeviceAllow"]]
-    assert devices and all(d.startswith("char-nvidia") for d in devices), devices
+    assert devices and all(d.startswith("char-nvidia") or d == "/dev/kmsg" for d in devices), devices
     # Issue 28: the state kept across restarts lives where the exporter's
     # default --state.path points, the unit's own state directory.
     assert s["StateDirectory"] == ["nvml-exporter"] and s["StateDirectoryMode"] == ["0700"]

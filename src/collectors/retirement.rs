@@ -54,7 +54,7 @@ pub static COLLECTOR: Collector = Collector {
         },
         Metric {
             name: "nvidia_gpu_recovery_action",
-            help: "Recovery the driver asks for: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset.",
+            help: "Recovery the driver asks for (NVML's nvmlGpuRecoveryAction_t): 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset, 5 recover the IMEX domain, 6 PCIe bus reset, 7 system reboot.",
             kind: Kind::Gauge,
             collect: recovery,
         },

@@ -664,7 +664,7 @@ pub static FIELDS: &[Field] = &[
     renamed(389, "DCGM_FI_DEV_BANKS_REMAP_ROWS_AVAIL_NONE", Count, "DCGM_FI_DEV_BANK_REMAP_AVAIL_NONE", Count, Gauge, false, F_RET,
         "Memory banks with no spare row left.", Source::Gpu(|r| banks(r, SpareRows::Exhausted))),
     renamed(1523, "DCGM_FI_DEV_GET_GPU_RECOVERY_ACTION", Count, "DCGM_FI_DEV_GPU_RECOVERY_ACTION", Count, Gauge, false, F_RET,
-        "Recovery the driver asks for (NVML's code: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset).", Source::Gpu(|r| r.recovery_action.map(f64::from))),
+        "Recovery the driver asks for (NVML's code: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset, 5 recover the IMEX domain, 6 PCIe bus reset, 7 system reboot).", Source::Gpu(|r| r.recovery_action.map(f64::from))),
     // Modes
     renamed(66, "DCGM_FI_DEV_PERSISTENCE_MODE", Count, "DCGM_FI_DEV_GPU_PERSISTENCE_MODE", Count, Gauge, false, F_MODE,
         "1 if persistence mode is on.", Source::Gpu(|r| flag(r.persistence_mode))),

@@ -570,6 +570,7 @@ impl Reader<'_> {
                         compute_instance: None,
                         code: 79,
                         nvlink5: None,
+                        nvlink_err: None,
                     },
                     self.driver_major,
                 )

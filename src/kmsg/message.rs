@@ -79,12 +79,22 @@ pub struct Xid {
     /// The words of an NVLink5 XID (144-150) that decide what it asks for;
     /// `None` for other codes and for NVLink5 lines without them.
     pub nvlink5: Option<Nvlink5Words>,
+    /// The seven registers of an XID 74 line (`NVLink: fatal error
+    /// detected on link 14(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)`);
+    /// `None` for other codes and for 74 lines without them.
+    pub nvlink_err: Option<[u32; 7]>,
 }
 
-/// From an NVLink5 XID line: its severity word and the first two registers.
+/// From an NVLink5 XID line: its unit, severity word, whether the driver
+/// says it was injected, and the first two registers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Nvlink5Words {
+    /// The unit as NVIDIA's sheet names it (`None`: a unit the sheet does
+    /// not name, e.g. `MSE degraded`).
+    pub unit: Option<&'static str>,
     pub fatal: bool,
+    /// `i1`: an injected fault (a drill), `i0` a real one.
+    pub injected: bool,
     pub intr_info: u32,
     pub error_status: u32,
 }
@@ -112,9 +122,14 @@ pub fn classify(message: &str) -> Result<Message, Malformed> {
                 compute_instance = Some(instance_id(n, MAX_COMPUTE_INSTANCE_ID)?);
             }
         }
+        let after_code = rest.split_once("):").map(|(_, after)| after);
         let nvlink5 = if (144..=150).contains(&code) {
-            rest.split_once("):")
-                .and_then(|(_, after)| nvlink5_words(after))
+            after_code.and_then(nvlink5_words)
+        } else {
+            None
+        };
+        let nvlink_err = if code == 74 {
+            after_code.and_then(nvlink_err_registers)
         } else {
             None
         };
@@ -124,6 +139,7 @@ pub fn classify(message: &str) -> Result<Message, Malformed> {
             compute_instance,
             code,
             nvlink5,
+            nvlink_err,
         }));
     }
     if let Some(rest) = m.strip_prefix("NVRM: GPU ") {
@@ -206,36 +222,72 @@ fn instance_id(s: &str, max: u32) -> Result<u32, Malformed> {
 }
 
 /// From what follows an NVLink5 XID's code: `[, pid=P, name=N], UNIT
-/// (Fatal|Nonfatal) XC0 i0 Link 08 (0xINTRINFO 0xERRORSTATUS ...)`.
+/// (Fatal|Nonfatal) XC<n> i<n> Link <nn> (0xINTRINFO 0xERRORSTATUS ...)`,
+/// read by its grammar from the right, as NVRM prints it
+/// (`"%s %s XC%01u i%01u Link %02d (0x%08x ..."`): the registers in the
+/// last parentheses, before them `Link <nn>`, `i<n>` (injected or not),
+/// `XC<n>`, the severity word, and the unit, which is every word back to
+/// the process fields (the last word ending in a comma): a process name
+/// may hold commas and spaces, a unit two words (`MSE degraded`).
 /// `None` where the line does not have that shape (the event is then
 /// judged undecoded).
 fn nvlink5_words(after_code: &str) -> Option<Nvlink5Words> {
-    // Skip `CODE,` and the process, whose name may hold anything but a
-    // comma.
-    let mut rest = after_code.trim_start().split_once(',')?.1.trim_start();
-    for field in ["pid=", "name="] {
-        if rest.starts_with(field) {
-            rest = rest.split_once(',')?.1.trim_start();
-        }
-    }
-    let (words, registers) = rest.split_once('(')?;
-    let mut words = words.split_whitespace();
-    let _unit = words.next()?;
-    let fatal = match words.next()? {
+    let (words, registers) = after_code.rsplit_once('(')?;
+    let words: Vec<&str> = words.split_whitespace().collect();
+    let [.., severity, xc, injected, link, _link_number] = words.as_slice() else {
+        return None;
+    };
+    let fatal = match *severity {
         "Fatal" => true,
         "Nonfatal" => false,
         _ => return None,
     };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if *link != "Link" || !xc.strip_prefix("XC").is_some_and(digits) {
+        return None;
+    }
+    let injected = match injected.strip_prefix('i')? {
+        "0" => false,
+        n if digits(n) => true,
+        _ => return None,
+    };
+    // The unit: the words between the last one ending in a comma (the
+    // code or the process's name) and the severity.
+    let before = &words[..words.len() - 5];
+    let from = before
+        .iter()
+        .rposition(|w| w.ends_with(','))
+        .map_or(0, |i| i + 1);
+    let unit = before[from..].join(" ");
+    if unit.is_empty() {
+        return None;
+    }
     let mut registers = registers.split(|c: char| c.is_whitespace() || c == ')');
     let mut hex = || {
         let r = registers.next()?;
         u32::from_str_radix(r.strip_prefix("0x")?, 16).ok()
     };
     Some(Nvlink5Words {
+        unit: crate::xid_catalog::nvlink5::unit_name(&unit),
         fatal,
+        injected,
         intr_info: hex()?,
         error_status: hex()?,
     })
+}
+
+/// The seven registers at the end of an XID 74 line: `... link 14(0x0,
+/// 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)`; `None` unless all seven read.
+fn nvlink_err_registers(after_code: &str) -> Option<[u32; 7]> {
+    let (_, inside) = after_code.trim_end().rsplit_once('(')?;
+    let inside = inside.strip_suffix(')')?;
+    let mut out = [0u32; 7];
+    let mut fields = inside.split(',');
+    for slot in &mut out {
+        let f = fields.next()?.trim();
+        *slot = u32::from_str_radix(f.strip_prefix("0x").or(f.strip_prefix("0X"))?, 16).ok()?;
+    }
+    fields.next().is_none().then_some(out)
 }
 
 /// From ` (DEVICE...): CODE[, ...]`: what is inside the parentheses, and
@@ -374,19 +426,38 @@ mod tests {
         // Real GB200 lines (gpud's kmsg tests).
         assert_eq!(
             words("NVRM: Xid (PCI:0018:01:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"),
-            Some(Nvlink5Words { fatal: true, intr_info: 0x0045_05c6, error_status: 0 })
+            Some(Nvlink5Words { unit: Some("NETIR_LINK_EVT"), fatal: true, injected: false, intr_info: 0x0045_05c6, error_status: 0 })
         );
         assert_eq!(
             words("NVRM: Xid (PCI:0018:01:00): 145, pid=876767, name=ray::WorkerDict, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x00000001 0x00000000 0x00100000 0x00000004)"),
-            Some(Nvlink5Words { fatal: false, intr_info: 0x0409_a0c2, error_status: 8 })
+            Some(Nvlink5Words { unit: Some("RLW_RXPIPE"), fatal: false, injected: false, intr_info: 0x0409_a0c2, error_status: 8 })
         );
         assert_eq!(
             words("NVRM: Xid (PCI:0009:01:00): 149, NETIR_LINK_EVT  Fatal   XC0 i0 Link 15 (0x0215e5c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"),
-            Some(Nvlink5Words { fatal: true, intr_info: 0x0215_e5c6, error_status: 0 })
+            Some(Nvlink5Words { unit: Some("NETIR_LINK_EVT"), fatal: true, injected: false, intr_info: 0x0215_e5c6, error_status: 0 })
         );
         assert_eq!(
             words("NVRM: Xid (PCI:0000:2a:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 08 (0x00000004 0x00000100 0x00000000 0x00000000 0x00000000 0x00000000)"),
-            Some(Nvlink5Words { fatal: false, intr_info: 4, error_status: 0x100 })
+            Some(Nvlink5Words { unit: Some("RLW_REMAP"), fatal: false, injected: false, intr_info: 4, error_status: 0x100 })
+        );
+        // Issue 36, F5: read by its grammar. A process name with commas
+        // and spaces, NVIDIA's two-word unit, an injected event.
+        assert_eq!(
+            words("NVRM: Xid (PCI:0018:01:00): 145, pid=876767, name=a,b c, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x00000001 0x00000000 0x00100000 0x00000004)"),
+            Some(Nvlink5Words { unit: Some("RLW_RXPIPE"), fatal: false, injected: false, intr_info: 0x0409_a0c2, error_status: 8 })
+        );
+        assert_eq!(
+            words("NVRM: Xid (PCI:0000:5d:00): 150, MSE degraded Nonfatal XC0 i0 Link -1 (0x00000000 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"),
+            Some(Nvlink5Words { unit: None, fatal: false, injected: false, intr_info: 0, error_status: 0 })
+        );
+        assert_eq!(
+            words("NVRM: Xid (PCI:0000:5d:00): 149, NETIR_LINK_EVT Fatal XC0 i1 Link 04 (0x004505c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"),
+            Some(Nvlink5Words { unit: Some("NETIR_LINK_EVT"), fatal: true, injected: true, intr_info: 0x0045_05c6, error_status: 0 })
+        );
+        // The severity is the word before XC<n>, not the second one.
+        assert_eq!(
+            words("NVRM: Xid (PCI:0000:5d:00): 145, RLW_RXPIPE Fatal Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008)").map(|w| w.fatal),
+            Some(false)
         );
         // An NVLink5 code without those words, and another code: none.
         assert_eq!(
@@ -396,6 +467,20 @@ mod tests {
         assert_eq!(words("NVRM: Xid (PCI:0008:06:00): 149"), None);
         assert_eq!(
             words("NVRM: Xid (PCI:0008:06:00): 74, NVLINK Fatal XC0 i0 Link 08 (0x1 0x2)"),
+            None
+        );
+        // Issue 36, F3: XID 74's seven registers.
+        assert_eq!(
+            xid("NVRM: Xid (PCI:0003:00:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error detected on link 14(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)").nvlink_err,
+            Some([0, 0, 0x10000, 0, 0, 0, 0])
+        );
+        assert_eq!(
+            xid("NVRM: Xid (PCI:0000:5d:00): 74, pid=1, name=x, NVLink: fatal error detected on link 3").nvlink_err,
+            None
+        );
+        assert_eq!(
+            xid("NVRM: Xid (PCI:0000:5d:00): 74, NVLink: fatal error detected on link 3(0x1, 0x0)")
+                .nvlink_err,
             None
         );
         // MIG instance ids at the driver's maximum are read.

@@ -11,15 +11,22 @@
 //! | `remapper_exhausted` | rma | a memory bank has no spare rows | never |
 //! | `sram_threshold` | rma | uncorrectable SRAM errors past NVIDIA's threshold | NVML clears the flag |
 //! | `remap_failed_mig` | check_hardware | XID 64 (row remap failure) on a MIG-enabled GPU, whose remap flags NVML hides | the next boot |
-//! | `recovery_action_recover_imex_domain`, `recovery_action_unknown` | check_hardware | NVML's recovery action 5 (recover the IMEX domain: no action of ours), or a value newer than ours | NVML says 0 |
+//! | `recovery_action_unknown` | check_hardware | NVML's recovery action past 7, newer than ours | NVML says 0 |
 //! | `lost` | reboot | NVML: GPU is lost (fell off the bus) | the GPU answers again |
 //! | `hung` | reset_gpu | a driver call blocked past the deadline | the call returns |
-//! | `recovery_action` | reset_gpu or reboot | NVML's recovery action (R570+): 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset, 6 PCIe bus reset, 7 system reboot | NVML says 0 |
+//! | `recovery_action`, `recovery_action_bus_reset` | reset_gpu or reboot | NVML's recovery action (R570+): 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset, 7 system reboot; 6 (`BUS_RESET`, "reset the GPU's PCIe bus") a reboot with its own reason | NVML says 0 |
+//! | `recovery_action_recover_imex_domain` | none | NVML's recovery action 5 (`RECOVER_IMEX_DOMAIN`): the IMEX domain is to be recovered, which no drain of this node does; the reason names it while nothing else asks for an action, and NvidiaGpuRecoveryActionRequired pages | NVML says 0 |
 //! | `remap_pending` | reset_gpu | a row remap waits for a reset | NVML says no longer pending |
 //! | `retirement_pending` | reset_gpu | a page retirement waits for a reset | NVML says no longer pending |
 //! | `fabric` | check_hardware, or reset_gpu | NVML's fabric health summary says unhealthy (R580+: trays, switches, cables); fabric registration completed with a failure | the summary is healthy again; registration succeeds |
 //! | `xid_<bucket>` | the bucket's (`bucket_action`) | an XID whose code NVIDIA's catalog lists (`crate::xid_catalog`, the table the alert rules and the runbook are rendered from) | restart_app: a window after the last such XID; reset_gpu: a GPU reset after it; reboot, check_hardware: the next boot |
-//! | `xid_nvlink5_fatal`, `xid_nvlink5_undecoded` | reset_gpu | an NVLink5 XID (144-150) that NVIDIA's decode sheet resolves to `RESET_GPU` (`crate::xid_catalog::nvlink5`), or one without the kernel-log line that decodes it | a GPU reset after it |
+//! | `xid_nvlink5_fatal` | reset_gpu | an NVLink5 XID (144-150) whose kernel-log line NVIDIA's decode sheet resolves to `RESET_GPU` (`crate::xid_catalog::nvlink5`) | a GPU reset after it |
+//! | `xid_workflow_nvlink_err` | check_hardware | an XID 74 whose registers NVIDIA's `WORKFLOW_NVLINK_ERR` reads as a hardware issue ("check link mechanical connections ... run diags"; `crate::xid_catalog::nvlink_err`) | the next boot |
+//! | `xid_nvlink_err_report`, `xid_nvlink_err_undecoded` | none | an XID 74 whose registers ask for a report to NVIDIA (a bit it does not expect, sympathetic bits alone), or one without its registers (NVML's event alone, a line without them): never a reset, which NVIDIA's workflow does not ask for | a GPU reset after it |
+//! | `xid_update_swfw` | none | XID 78 (`UPDATE_SWFW`: a vGPU host/guest driver mismatch): a driver or firmware update, which no reset or reboot fixes | a GPU reset after it (the driver reloaded) |
+//! | `xid_workflow_xid_45` | none | a lone XID 45 (no other XID within 10 s) on an NVSwitch system: the catalog's `WORKFLOW_XID_45` asks for the fabric manager to be restarted | the restart_app window |
+//! | `xid_nvlink5_injected` | none | an NVLink5 XID the driver marks injected (`i1`: a drill): counted, judged as a test | a GPU reset after it |
+//! | `xid_nvlink5_no_kernel_log`, `xid_nvlink5_undecoded` | none | an NVLink5 XID without the evidence that decodes it: NVML's event alone (the kernel log not read or unreadable, or its line never came), or a line that cannot be read. Never a reset on the bare code: the driver announces any need through NVML's recovery action (`recovery_action`) and XID 154, as for the sheet's `XID_154_EVAL` rows; the reason, shown only while nothing else asks for an action, says which evidence was missing | a GPU reset after it |
 //!
 //! A GPU reset is known from what NVML shows while the exporter runs (the
 //! energy or volatile ECC counters starting again, a pending remap or
@@ -41,6 +48,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::kmsg::Nvlink5Words;
 use crate::snapshot::{
     Action, FabricHealth, GpuReadings, GpuState, Health, Remembered, SpareRows, UnnamedEvidence,
     UnnamedGpuVerdict, Verdict, XidClass, XidSeen,
@@ -56,25 +64,63 @@ pub fn is_nvlink5(code: u64) -> bool {
     (144..=150).contains(&code)
 }
 
-/// How an NVLink5 line is judged: by the sheet's row for its registers,
+/// Codes whose events are decided by their kernel-log line: NVML's event
+/// waits for it (NVLink5's decode sheet, 74's registers).
+pub fn decided_by_line(code: u64) -> bool {
+    is_nvlink5(code) || code == 74
+}
+
+/// The class of such an event whose line never came.
+pub fn class_without_line(code: u64) -> XidClass {
+    if is_nvlink5(code) {
+        XidClass::Nvlink5NoKernelLog
+    } else {
+        XidClass::Code
+    }
+}
+
+/// How an XID 74 line is judged: by NVIDIA's workflow on its registers
+/// (`xid_catalog::nvlink_err`); without them, by its code (nothing of its
+/// own, the reason says the registers were missing).
+pub fn nvlink_err_class(registers: Option<[u32; 7]>) -> XidClass {
+    use xid_catalog::nvlink_err::{decide, Decision};
+    match registers.map(|r| decide(&r)) {
+        None => XidClass::Code,
+        Some(Decision::Nothing) => XidClass::NvlinkErrNothing,
+        Some(Decision::Report) => XidClass::NvlinkErrReport,
+        Some(Decision::CheckLink) => XidClass::NvlinkErrCheckLink,
+    }
+}
+
+/// How an NVLink5 line is judged: an injected fault (`i1`, a drill) as a
+/// test, asking for nothing; else by the sheet's row for its registers,
 /// read with the driver's encoding (`driver_major`; `None`: unknown, then
-/// the severity word alone decides), else by its severity word.
-pub fn nvlink5_class(
-    code: u64,
-    fatal: bool,
-    intr_info: u32,
-    error_status: u32,
-    driver_major: Option<u32>,
-) -> XidClass {
-    use xid_catalog::nvlink5::{decode, Resolution};
-    let row = u16::try_from(code)
-        .ok()
-        .zip(driver_major)
-        .and_then(|(xid, major)| decode(xid, intr_info, error_status, major));
+/// the severity word alone decides) and naming the line's unit (a row of
+/// another unit means the encoding was misread: the other encoding's row
+/// is taken where its unit agrees, as gpud's `unitMatches` requires);
+/// else by its severity word.
+pub fn nvlink5_class(code: u64, words: &Nvlink5Words, driver_major: Option<u32>) -> XidClass {
+    use xid_catalog::nvlink5::{decode, unit_agrees, Resolution, V2_FROM_MAJOR};
+    if words.injected {
+        return XidClass::Nvlink5Injected;
+    }
+    let agrees = |major: u32| {
+        let xid = u16::try_from(code).ok()?;
+        decode(xid, words.intr_info, words.error_status, major)
+            .filter(|d| words.unit.is_some_and(|u| unit_agrees(d.rule, u)))
+    };
+    let other = |major: u32| {
+        if major >= V2_FROM_MAJOR {
+            V2_FROM_MAJOR - 1
+        } else {
+            V2_FROM_MAJOR
+        }
+    };
+    let row = driver_major.and_then(|major| agrees(major).or_else(|| agrees(other(major))));
     match row.map(|r| r.resolution) {
         Some(Resolution::ResetGpu) => XidClass::Nvlink5Fatal,
         Some(Resolution::Ignore | Resolution::Xid154Eval) => XidClass::Nvlink5Nothing,
-        None if fatal => XidClass::Nvlink5Fatal,
+        None if words.fatal => XidClass::Nvlink5Fatal,
         None => XidClass::Nvlink5Nothing,
     }
 }
@@ -95,16 +141,28 @@ pub fn bucket_action(bucket: Bucket) -> (Action, &'static str) {
         Bucket::CheckUvm => (Action::RestartApp, "xid_check_uvm"),
         Bucket::ResetGpu => (Action::ResetGpu, "xid_reset_gpu"),
         Bucket::WorkflowXid48 => (Action::ResetGpu, "xid_workflow_xid_48"),
-        Bucket::WorkflowNvlinkErr => (Action::ResetGpu, "xid_workflow_nvlink_err"),
+        // Decided per event by its registers (`nvlink_err_class`): NVIDIA's
+        // workflow never asks for a GPU reset. Judged by the code alone
+        // (NVML's event, a line without registers), it defers to the
+        // driver: nothing, the reason says the registers were missing.
+        Bucket::WorkflowNvlinkErr => (Action::None, "xid_nvlink_err_undecoded"),
         // Decided per event (`XidClass`); a code judged by its bucket alone
-        // is an event without its line.
-        Bucket::WorkflowNvlink5Err => (Action::ResetGpu, "xid_nvlink5_undecoded"),
+        // is an event without its line: the driver's recovery action and
+        // XID 154 carry any need.
+        Bucket::WorkflowNvlink5Err => (Action::None, "xid_nvlink5_no_kernel_log"),
         Bucket::RestartBm => (Action::Reboot, "xid_restart_bm"),
         Bucket::RestartVm => (Action::Reboot, "xid_restart_vm"),
-        Bucket::UpdateSwFw => (Action::Reboot, "xid_update_swfw"),
+        // A driver or firmware update (78: a vGPU host/guest driver
+        // mismatch), which no reset or reboot of ours fixes: asked for by
+        // the reason, without draining (issue 36).
+        Bucket::UpdateSwFw => (Action::None, "xid_update_swfw"),
         Bucket::CheckMechanicals => (Action::CheckHardware, "xid_check_mechanicals"),
         Bucket::ContactSupport => (Action::CheckHardware, "xid_contact_support"),
-        Bucket::Ignore | Bucket::WorkflowXid45 | Bucket::Xid154 => (Action::None, "none"),
+        // The catalog: "Solo: RESTART_FM, Not Solo: IGNORE"; judged in
+        // `judge` (a lone 45 on an NVSwitch system points at the fabric
+        // manager).
+        Bucket::WorkflowXid45 => (Action::None, "xid_workflow_xid_45"),
+        Bucket::Ignore | Bucket::Xid154 => (Action::None, "none"),
     }
 }
 
@@ -120,6 +178,7 @@ pub const REASONS: &[&str] = &[
     "lost",
     "hung",
     "recovery_action",
+    "recovery_action_bus_reset",
     "remap_pending",
     "retirement_pending",
     "fabric",
@@ -128,11 +187,16 @@ pub const REASONS: &[&str] = &[
     "xid_reset_gpu",
     "xid_workflow_xid_48",
     "xid_workflow_nvlink_err",
+    "xid_nvlink_err_undecoded",
+    "xid_nvlink_err_report",
     "xid_nvlink5_fatal",
     "xid_nvlink5_undecoded",
+    "xid_nvlink5_no_kernel_log",
+    "xid_nvlink5_injected",
     "xid_restart_bm",
     "xid_restart_vm",
     "xid_update_swfw",
+    "xid_workflow_xid_45",
     "xid_check_mechanicals",
     "xid_contact_support",
 ];
@@ -153,8 +217,35 @@ pub fn xid_class_action(code: u64, class: XidClass) -> Option<(Action, &'static 
         XidClass::Code => xid_catalog::lookup(code).map(|x| bucket_action(x.bucket())),
         XidClass::Nvlink5Fatal => Some((Action::ResetGpu, "xid_nvlink5_fatal")),
         XidClass::Nvlink5Nothing => Some((Action::None, "none")),
-        XidClass::Nvlink5Undecoded => Some((Action::ResetGpu, "xid_nvlink5_undecoded")),
+        XidClass::Nvlink5Undecoded => Some((Action::None, "xid_nvlink5_undecoded")),
+        XidClass::Nvlink5NoKernelLog => Some((Action::None, "xid_nvlink5_no_kernel_log")),
+        XidClass::Nvlink5Injected => Some((Action::None, "xid_nvlink5_injected")),
+        XidClass::NvlinkErrNothing => Some((Action::None, "none")),
+        XidClass::NvlinkErrReport => Some((Action::None, "xid_nvlink_err_report")),
+        XidClass::NvlinkErrCheckLink => Some((Action::CheckHardware, "xid_workflow_nvlink_err")),
     }
+}
+
+/// Reasons given at action none: an event that asks for nothing by itself
+/// but says which evidence the verdict lacked.
+pub const NOTES: &[&str] = &[
+    "recovery_action_recover_imex_domain",
+    "xid_nvlink5_no_kernel_log",
+    "xid_nvlink5_undecoded",
+    "xid_nvlink5_injected",
+    "xid_update_swfw",
+    "xid_workflow_xid_45",
+    "xid_nvlink_err_undecoded",
+    "xid_nvlink_err_report",
+];
+
+/// XIDs within this of a 45 make it not solo (the catalog's "Not Solo":
+/// the other XID's resolution decides).
+pub const XID_45_SOLO_WINDOW: Duration = Duration::from_secs(10);
+
+/// Whether `reason` is one of [`NOTES`].
+pub fn is_note(reason: &str) -> bool {
+    NOTES.contains(&reason)
 }
 
 /// What the verdict of one GPU is judged from.
@@ -199,6 +290,12 @@ pub fn judge(i: &Inputs<'_>) -> Vec<Verdict> {
         let Some((action, reason)) = xid_class_action(x.code, x.class) else {
             continue;
         };
+        if action == Action::None && is_note(reason) {
+            if note_holds(x, reason, i) {
+                gpu.note(reason);
+            }
+            continue;
+        }
         if !holds(action, x.at, i) {
             continue;
         }
@@ -285,6 +382,22 @@ pub fn judge_unnamed(
     out
 }
 
+/// Whether a note (`NOTES`) still says something now: as long as a reset
+/// would have been asked for; a 45 only where it is solo on an NVSwitch
+/// system (fabric state known) and recent, as the catalog's workflow
+/// asks the fabric manager be restarted then.
+fn note_holds(x: &XidSeen, reason: &str, i: &Inputs<'_>) -> bool {
+    if reason != "xid_workflow_xid_45" {
+        return holds(Action::ResetGpu, x.at, i);
+    }
+    let nvswitch = i.readings.is_some_and(|r| r.fabric.is_some());
+    let solo = !i.xids.iter().any(|o| {
+        o.code != x.code
+            && o.at.max(x.at).saturating_duration_since(o.at.min(x.at)) < XID_45_SOLO_WINDOW
+    });
+    nvswitch && solo && holds(Action::RestartApp, x.at, i)
+}
+
 /// Whether an XID's action still holds now.
 fn holds(action: Action, at: Instant, i: &Inputs<'_>) -> bool {
     match action {
@@ -301,6 +414,9 @@ fn holds(action: Action, at: Instant, i: &Inputs<'_>) -> bool {
 #[derive(Default)]
 struct Worst {
     best: Option<(Action, &'static str)>,
+    /// The first note (`NOTES`) offered: the reason while the action is
+    /// none.
+    note: Option<&'static str>,
 }
 
 impl Worst {
@@ -308,6 +424,10 @@ impl Worst {
         if action != Action::None && self.best.is_none_or(|(a, _)| action > a) {
             self.best = Some((action, reason));
         }
+    }
+
+    fn note(&mut self, reason: &'static str) {
+        self.note.get_or_insert(reason);
     }
 
     /// The signals NVML reports, in the order of the module's table.
@@ -325,17 +445,23 @@ impl Worst {
         if r.sram_threshold_exceeded == Some(true) {
             self.offer(Action::Rma, "sram_threshold");
         }
-        // nvmlGpuRecoveryAction_t (nvml.h; 5-7 from R610, cuda-python's
-        // DeviceGpuRecoveryAction): 1 reset, 2 node reboot, 3 drain P2P,
-        // 4 drain and reset, 5 recover the IMEX domain, 6 "reset the GPU's
-        // PCIe bus", 7 "reboot the system". 6 is a reboot here: the
-        // runbook's reset (`nvidia-smi -r`) is not a bus reset, a reboot
-        // is one. A value we do not know is looked at, never ignored.
+        // nvmlGpuRecoveryAction_t (nvml.h: 0 NONE, 1 GPU_RESET, 2
+        // NODE_REBOOT, 3 DRAIN_P2P, 4 DRAIN_AND_RESET, 5
+        // RECOVER_IMEX_DOMAIN; 6 BUS_RESET "reset the GPU's PCIe bus" and
+        // 7 SYSTEM_REBOOT "reboot the system" added between NVML v610 and
+        // v615, cuda-python's DeviceGpuRecoveryAction). Each named as
+        // NVIDIA names it (issue 36): 6 is a reboot here, with its own
+        // reason, since the runbook's reset (`nvidia-smi -r`) is not a bus
+        // reset and a reboot is one; 5 is a recovery of the IMEX domain,
+        // not of this GPU or node: no drain of ours does it, the reason
+        // names it and NvidiaGpuRecoveryActionRequired pages. A value we
+        // do not know is looked at, never ignored.
         match r.recovery_action {
             None | Some(0) => {}
-            Some(2 | 6 | 7) => self.offer(Action::Reboot, "recovery_action"),
+            Some(2 | 7) => self.offer(Action::Reboot, "recovery_action"),
+            Some(6) => self.offer(Action::Reboot, "recovery_action_bus_reset"),
             Some(1 | 3 | 4) => self.offer(Action::ResetGpu, "recovery_action"),
-            Some(5) => self.offer(Action::CheckHardware, "recovery_action_recover_imex_domain"),
+            Some(5) => self.note("recovery_action_recover_imex_domain"),
             Some(_) => self.offer(Action::CheckHardware, "recovery_action_unknown"),
         }
         if remap.is_some_and(|m| m.pending) {
@@ -359,7 +485,9 @@ impl Worst {
     }
 
     fn verdict(&self, gpu_instance: Option<u32>, compute_instance: Option<u32>) -> Verdict {
-        let (action, reason) = self.best.unwrap_or((Action::None, "none"));
+        let (action, reason) = self
+            .best
+            .unwrap_or((Action::None, self.note.unwrap_or("none")));
         Verdict {
             gpu_instance,
             compute_instance,

@@ -246,9 +246,13 @@ fn every_bucket_has_an_action_and_every_reason_is_listed() {
         let (action, reason) = bucket_action(*bucket);
         assert!(REASONS.contains(&reason), "{reason}");
         // The reason names the bucket it came from; NVLink5's, judged by
-        // code alone, is an event without its decoding line.
+        // code alone, is an event without its decoding line: no action,
+        // the reason says the kernel log was missing.
         if *bucket == crate::xid_catalog::Bucket::WorkflowNvlink5Err {
-            assert_eq!(reason, "xid_nvlink5_undecoded");
+            assert_eq!(
+                (action, reason),
+                (Action::None, "xid_nvlink5_no_kernel_log")
+            );
         } else if action != Action::None {
             assert_eq!(reason, format!("xid_{}", bucket.as_str().to_lowercase()));
         }
@@ -275,8 +279,9 @@ fn recovery_actions_of_newer_drivers_and_unknown_ones_ask_for_something() {
         (2, ("reboot", "recovery_action")),
         (3, ("reset_gpu", "recovery_action")),
         (4, ("reset_gpu", "recovery_action")),
-        (5, ("check_hardware", "recovery_action_recover_imex_domain")),
-        (6, ("reboot", "recovery_action")),
+        // Issue 36, F8: named as NVIDIA names them.
+        (5, ("none", "recovery_action_recover_imex_domain")),
+        (6, ("reboot", "recovery_action_bus_reset")),
         (7, ("reboot", "recovery_action")),
         (8, ("check_hardware", "recovery_action_unknown")),
         (u32::MAX, ("check_hardware", "recovery_action_unknown")),
@@ -322,8 +327,17 @@ fn nvlink5_events_ask_for_what_their_line_says() {
         ("none", "none"),
         "a non-fatal event asks for nothing"
     );
+    // Without the line (issue 36): never a reset on the bare code; the
+    // reason says which evidence was missing, until a reset.
+    add(&mut g, 2, XidClass::Nvlink5NoKernelLog);
+    assert_eq!(g.gpu(2), ("none", "xid_nvlink5_no_kernel_log"));
+    // What the driver announces decides.
+    g.readings.recovery_action = Some(1);
+    assert_eq!(g.gpu(2), ("reset_gpu", "recovery_action"));
+    g.readings.recovery_action = Some(0);
+    g.xids.clear();
     add(&mut g, 2, XidClass::Nvlink5Undecoded);
-    assert_eq!(g.gpu(2), ("reset_gpu", "xid_nvlink5_undecoded"));
+    assert_eq!(g.gpu(2), ("none", "xid_nvlink5_undecoded"));
     g.reset(3);
     assert_eq!(g.gpu(3), ("none", "none"));
     let at = g.at(4);
@@ -337,7 +351,24 @@ fn nvlink5_events_ask_for_what_their_line_says() {
     assert_eq!(g.gpu(4), ("reset_gpu", "xid_nvlink5_fatal"));
     // The sheet decides, by the driver's encoding; without a row, the
     // line's own word.
-    let class = |xid, fatal, intr, status, major| nvlink5_class(xid, fatal, intr, status, major);
+    let class = |xid, fatal, intr, status, major: Option<u32>| {
+        // The unit the row of the driver's encoding names, as the line
+        // would (none where no row matches: the word decides).
+        let unit = u16::try_from(xid)
+            .ok()
+            .and_then(|x| {
+                crate::xid_catalog::nvlink5::decode(x, intr, status, major.unwrap_or(580))
+            })
+            .map(|d| d.rule.unit.split('/').next().unwrap());
+        let words = Nvlink5Words {
+            unit,
+            fatal,
+            injected: false,
+            intr_info: intr,
+            error_status: status,
+        };
+        nvlink5_class(xid, &words, major)
+    };
     assert_eq!(
         class(145, false, 0x4, 0x100, Some(580)),
         XidClass::Nvlink5Nothing
@@ -371,6 +402,63 @@ fn nvlink5_events_ask_for_what_their_line_says() {
     );
 }
 
+/// Issue 36, F5 and F9: the line's unit must agree with the decoded row;
+/// an injected event is judged as a test.
+#[test]
+fn nvlink5_lines_are_judged_by_their_unit_and_injection() {
+    let words = |unit, fatal, injected, intr_info, error_status| Nvlink5Words {
+        unit,
+        fatal,
+        injected,
+        intr_info,
+        error_status,
+    };
+    // NVIDIA's `MSE degraded` is not the sheet's MSE_WATCHDOG row (all
+    // zeros, RESET_GPU): the word decides.
+    assert_eq!(
+        nvlink5_class(150, &words(None, false, false, 0, 0), Some(580)),
+        XidClass::Nvlink5Nothing
+    );
+    assert_eq!(
+        nvlink5_class(
+            150,
+            &words(Some("MSE_WATCHDOG"), true, false, 0, 0),
+            Some(580)
+        ),
+        XidClass::Nvlink5Fatal
+    );
+    // A V1 line (RLW_SRC_TRACK 0x8, XID_154_EVAL) under a V2 driver's
+    // version: the V2 row would be another unit's; the V1 row agrees.
+    assert_eq!(
+        nvlink5_class(
+            145,
+            &words(Some("RLW_SRC_TRACK"), true, false, 0x0409_88e2, 0x8),
+            Some(580)
+        ),
+        XidClass::Nvlink5Nothing
+    );
+    // A unit that agrees with no row under either encoding: the word.
+    assert_eq!(
+        nvlink5_class(
+            145,
+            &words(Some("TREX"), true, false, 0x0000_0004, 0x100),
+            Some(580)
+        ),
+        XidClass::Nvlink5Fatal
+    );
+    // Injected: counted elsewhere, judged as a test, whatever it says.
+    let injected = nvlink5_class(
+        149,
+        &words(Some("NETIR"), true, true, 0x000f_e406, 0),
+        Some(570),
+    );
+    assert_eq!(injected, XidClass::Nvlink5Injected);
+    assert_eq!(
+        xid_class_action(149, injected),
+        Some((Action::None, "xid_nvlink5_injected"))
+    );
+}
+
 #[test]
 fn only_instances_the_gpu_has_get_their_own_series() {
     let mut g = Gpu::new();
@@ -388,4 +476,65 @@ fn only_instances_the_gpu_has_get_their_own_series() {
         ],
         "instances the GPU lacks fold into the GPU's verdict"
     );
+}
+
+/// Issue 36, F9: 78 asks for an update, not a reboot; a lone 45 on an
+/// NVSwitch system points at the fabric manager, a 45 with company or
+/// without NVSwitches at nothing.
+#[test]
+fn update_swfw_and_a_lone_45_are_named_without_a_drain() {
+    let mut g = Gpu::new();
+    g.xid(1, 78, None);
+    assert_eq!(g.gpu(2), ("none", "xid_update_swfw"));
+    assert_eq!(
+        bucket_action(crate::xid_catalog::Bucket::UpdateSwFw).0,
+        Action::None
+    );
+    let mut g = Gpu::new();
+    g.xid(1, 45, None);
+    assert_eq!(g.gpu(2), ("none", "none"), "no NVSwitch: nothing");
+    g.readings.fabric = Some(Fabric {
+        state: 3,
+        registered: true,
+        health_summary: Some(FabricHealth::Healthy),
+        health_issues: Vec::new(),
+        partition: None,
+    });
+    assert_eq!(
+        g.gpu(2),
+        ("none", "xid_workflow_xid_45"),
+        "solo on NVSwitch"
+    );
+    assert_eq!(g.gpu(1000), ("none", "none"), "past the window");
+    // With another XID within 10 s it is not solo: that one's resolution.
+    g.xid(3, 78, None);
+    assert_eq!(g.gpu(4), ("none", "xid_update_swfw"), "not solo");
+}
+
+/// Issue 36, F3: XID 74 by NVIDIA's workflow on its registers, never a
+/// reset.
+#[test]
+fn xid_74_asks_for_what_its_registers_say() {
+    let class = |r| nvlink_err_class(Some(r));
+    let at = |class| xid_class_action(74, class);
+    assert_eq!(
+        at(class([1, 0, 0, 0, 0, 0, 0])),
+        Some((Action::None, "none"))
+    );
+    assert_eq!(
+        at(class([1 << 8, 0, 0, 0, 0, 0, 0])),
+        Some((Action::CheckHardware, "xid_workflow_nvlink_err"))
+    );
+    assert_eq!(
+        at(class([0, 0, 0, 1 << 18, 0, 0, 0])),
+        Some((Action::None, "xid_nvlink_err_report"))
+    );
+    assert_eq!(
+        at(nvlink_err_class(None)),
+        Some((Action::None, "xid_nvlink_err_undecoded"))
+    );
+    assert_eq!(xid_action(74).map(|a| a.0), Some(Action::None));
+    let mut g = Gpu::new();
+    g.xid(1, 74, None);
+    assert_eq!(g.gpu(2), ("none", "xid_nvlink_err_undecoded"));
 }

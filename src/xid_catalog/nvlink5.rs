@@ -5,13 +5,19 @@
 //!
 //! Source: the sheet "XID 144-150 Decode" of NVIDIA's XID catalog
 //! (`Xid-Catalog.xlsx`, <https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html>),
-//! as leptonai/gpud carries it generated (Apache-2.0):
-//! `components/accelerator/nvidia/xid/catalog_generated.go`, `nvlinkRules`,
-//! commit b9842de2b11177a482560391805f1691c9ef9607 (generated 2025-10-29
-//! from the catalog page). NVIDIA/NVSentinel reads the same sheet from the
-//! embedded workbook (`health-monitors/syslog-health-monitor/pkg/common/common.go`,
+//! kept as a data file beside this one (`nvlink5_sheet.tsv`, its header
+//! cites the machine-readable copy it was taken from: leptonai/gpud's
+//! `catalog_generated.go` at commit b9842de2b11177a482560391805f1691c9ef9607,
+//! Apache-2.0) and turned into [`RULES`] by `nvlink5_gen.py`
+//! (`nvlink5_table.rs`); a test keeps the two equal. NVIDIA/NVSentinel
+//! reads the same sheet from the embedded workbook
+//! (`health-monitors/syslog-health-monitor/pkg/common/common.go`,
 //! `loadNVL5DecodingRules`). Every row is here, in the sheet's order: 94
-//! rows, 45 `IGNORE`, 41 `RESET_GPU`, 8 `XID_154_EVAL`.
+//! rows, 45 `IGNORE`, 41 `RESET_GPU`, 8 `XID_154_EVAL`, three of them
+//! (`RLW_RXPIPE` 0x1, 0x2, 0x4) with the sheet's second pattern pair and
+//! its "Action 2", `RESET_GPU` when IntrInfo bit 10 (V1) or 7 (V2) is set.
+//! A blank "Error Status" cell (NETIR/NETIR_INT, every NETIR_LINK_EVT row)
+//! matches any status, as NVSentinel reads it.
 //!
 //! A pattern is the register's 32 bits, most significant first: `0` and
 //! `1` must match, `-` is free. The sheet gives two: V1 for drivers
@@ -54,18 +60,40 @@ pub struct Rule {
     /// IntrInfo before R575 (V1) and from R575 on (V2).
     pub v1: &'static str,
     pub v2: &'static str,
-    pub error_status: u32,
+    /// `None`: the sheet's cell is blank, any status matches.
+    pub error_status: Option<u32>,
     pub resolution: Resolution,
+    /// The sheet's "Decode for action 2" pair and "Action 2": where the
+    /// register matches these instead, the row asks for this.
+    pub action2: Option<Action2>,
     pub severity: &'static str,
 }
 
+/// A row's second pattern pair and the action it asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Action2 {
+    pub v1: &'static str,
+    pub v2: &'static str,
+    pub resolution: Resolution,
+}
+
+/// What an event decodes to: its row, and the resolution of the pattern
+/// that matched (the row's, or its Action 2's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decoded {
+    pub rule: &'static Rule,
+    pub resolution: Resolution,
+}
+
+#[allow(clippy::too_many_arguments)]
 const fn r(
     xid: u16,
     unit: &'static str,
     v1: &'static str,
     v2: &'static str,
-    error_status: u32,
+    error_status: Option<u32>,
     resolution: Resolution,
+    action2: Option<Action2>,
     severity: &'static str,
 ) -> Rule {
     Rule {
@@ -75,112 +103,39 @@ const fn r(
         v2,
         error_status,
         resolution,
+        action2,
         severity,
     }
 }
 
+const fn a2(v1: &'static str, v2: &'static str, resolution: Resolution) -> Action2 {
+    Action2 { v1, v2, resolution }
+}
+
 use Resolution::{Ignore, ResetGpu, Xid154Eval};
 
-/// The sheet, row by row: one line each, error statuses in the sheet's
-/// eight hex digits.
-#[rustfmt::skip]
+// `RULES`, generated from the data file.
 #[allow(clippy::unreadable_literal)]
-pub const RULES: &[Rule] = &[
-    r(144, "SAW_MVB", "------000000----------0000100001", "------000000-------------0000001", 0x00000001, Ignore, "Non-fatal"),
-    r(144, "SAW_MVB", "------000000----------0000100001", "------000000-------------0000001", 0x00000002, ResetGpu, "Fatal"),
-    r(144, "SAW_MVB", "------000000----------0000100001", "------000000-------------0000001", 0x00000004, Ignore, "Non-fatal"),
-    r(144, "SAW_MVB", "------000000----------0000100001", "------000000-------------0000001", 0x00000008, Ignore, "Non-fatal"),
-    r(144, "SAW_MVB", "------000000----------0000100001", "------000000-------------0000001", 0x00000010, ResetGpu, "Fatal"),
-    r(144, "SAW_MVB", "------000000----------0000100001", "------000000-------------0000001", 0x00000020, Ignore, "Non-fatal"),
-    r(145, "RLW_CTRL", "------000000----------0001100010", "------000000-------------0000011", 0x80000000, Ignore, "Non-fatal"),
-    r(145, "RLW_REMAP", "------000000----------0010000010", "------000000-------------0000100", 0x00000001, Xid154Eval, "Non-fatal"),
-    r(145, "RLW_REMAP", "------000000----------0010000010", "------000000-------------0000100", 0x00000002, Xid154Eval, "Non-fatal"),
-    r(145, "RLW_REMAP", "------000000----------0010000010", "------000000-------------0000100", 0x00000004, Xid154Eval, "Non-fatal"),
-    r(145, "RLW_REMAP", "------000000----------0010000010", "------000000-------------0000100", 0x00000008, Xid154Eval, "Non-fatal"),
-    r(145, "RLW_REMAP", "------000000----------0010000010", "------000000-------------0000100", 0x00000010, Xid154Eval, "Non-fatal"),
-    r(145, "RLW_REMAP", "------000000----------0010000010", "------000000-------------0000100", 0x00000020, Xid154Eval, "Non-fatal"),
-    r(145, "RLW_REMAP", "------000000----------0010000010", "------000000-------------0000100", 0x00000040, ResetGpu, "Fatal"),
-    r(145, "RLW_REMAP", "------000000----------0010000010", "------000000-------------0000100", 0x00000080, ResetGpu, "Fatal"),
-    r(145, "RLW_REMAP", "------000000----------0010000010", "------000000-------------0000100", 0x00000100, Ignore, "Non-fatal"),
-    r(145, "RLW_REMAP", "------000000----------0010000010", "------000000-------------0000100", 0x00000200, Ignore, "Non-fatal"),
-    r(145, "RLW_REMAP", "------000000----------0010000010", "------000000-------------0000100", 0x80000000, Ignore, "Non-fatal"),
-    r(145, "RLW_RSPCOL", "------000000----------0010100010", "------000000-------------0000101", 0x00000001, Ignore, "Non-fatal"),
-    r(145, "RLW_RSPCOL", "------000000----------0010100010", "------000000-------------0000101", 0x00000002, ResetGpu, "Fatal"),
-    r(145, "RLW_RSPCOL", "------000000----------0010100010", "------000000-------------0000101", 0x80000000, Ignore, "Non-fatal"),
-    r(145, "RLW_RXPIPE", "------000000---------00011000010", "------000000------------00000110", 0x00000001, Ignore, "Non-fatal*"),
-    r(145, "RLW_RXPIPE", "------000000---------00011000010", "------000000------------00000110", 0x00000002, Ignore, "Non-fatal*"),
-    r(145, "RLW_RXPIPE", "------000000---------00011000010", "------000000------------00000110", 0x00000004, Ignore, "Non-fatal*"),
-    r(145, "RLW_RXPIPE", "------000000----------0011000010", "------000000-------------0000110", 0x00000008, Ignore, "Non-fatal"),
-    r(145, "RLW_RXPIPE", "------000000----------0011000010", "------000000-------------0000110", 0x80000000, Ignore, "Non-fatal"),
-    r(145, "RLW_SRC_TRACK", "------000000----------0011100010", "------000000-------------0000111", 0x00000001, ResetGpu, "Fatal"),
-    r(145, "RLW_SRC_TRACK", "------000000----------0011100010", "------000000-------------0000111", 0x00000002, Ignore, "Non-fatal"),
-    r(145, "RLW_SRC_TRACK", "------000000----------0011100010", "------000000-------------0000111", 0x00000004, Xid154Eval, "Non-fatal"),
-    r(145, "RLW_SRC_TRACK", "------000000----------0011100010", "------000000-------------0000111", 0x00000008, Xid154Eval, "Non-fatal"),
-    r(145, "RLW_SRC_TRACK", "------000000----------0011100010", "------000000-------------0000111", 0x00000010, ResetGpu, "Fatal"),
-    r(145, "RLW_SRC_TRACK", "------000000----------0011100010", "------000000-------------0000111", 0x00000020, ResetGpu, "Fatal"),
-    r(145, "RLW_SRC_TRACK", "------000000----------0011100010", "------000000-------------0000111", 0x80000000, Ignore, "Non-fatal"),
-    r(145, "RLW_TAGSTATE", "------000000----------0100000010", "------000000-------------0001000", 0x00000001, Ignore, "Non-fatal"),
-    r(145, "RLW_TAGSTATE", "------000000----------0100000010", "------000000-------------0001000", 0x00000002, ResetGpu, "Fatal"),
-    r(145, "RLW_TAGSTATE", "------000000----------0100000010", "------000000-------------0001000", 0x00010000, Ignore, "Non-fatal"),
-    r(145, "RLW_TAGSTATE", "------000000----------0100000010", "------000000-------------0001000", 0x00020000, ResetGpu, "Fatal"),
-    r(145, "RLW_TAGSTATE", "------000000----------0100000010", "------000000-------------0001000", 0x00100000, ResetGpu, "Fatal"),
-    r(145, "RLW_TAGSTATE", "------000000----------0100000010", "------000000-------------0001000", 0x80000000, Ignore, "Non-fatal"),
-    r(146, "TLW_CTRL", "------000000----------0100100011", "------000000-------------0001001", 0x00000001, Ignore, "Non-fatal"),
-    r(146, "TLW_CTRL", "------000000----------0100100011", "------000000-------------0001001", 0x00000002, Ignore, "Non-fatal"),
-    r(146, "TLW_CTRL", "------000000----------0100100011", "------000000-------------0001001", 0x00000004, ResetGpu, "Fatal"),
-    r(146, "TLW_CTRL", "------000000----------0100100011", "------000000-------------0001001", 0x80000000, Ignore, "Non-fatal"),
-    r(146, "TLW_RX/TLW_RX_PIPE0", "------000000----------0101000011", "------000000-------------0001010", 0x00000001, Ignore, "Non-fatal"),
-    r(146, "TLW_RX/TLW_RX_PIPE0", "------000000----------0101000011", "------000000-------------0001010", 0x00000002, Ignore, "Non-fatal"),
-    r(146, "TLW_RX/TLW_RX_PIPE0", "------000000----------0101000011", "------000000-------------0001010", 0x00000004, ResetGpu, "Fatal"),
-    r(146, "TLW_RX/TLW_RX_PIPE0", "------000000----------0101000011", "------000000-------------0001010", 0x80000000, Ignore, "Non-fatal"),
-    r(146, "TLW_RX/TLW_RX_PIPE1", "------000000----------0101000011", "------000000-------------0001011", 0x00000001, Ignore, "Non-fatal"),
-    r(146, "TLW_RX/TLW_RX_PIPE1", "------000000----------0101000011", "------000000-------------0001011", 0x00000002, Ignore, "Non-fatal"),
-    r(146, "TLW_RX/TLW_RX_PIPE1", "------000000----------0101000011", "------000000-------------0001011", 0x00000004, ResetGpu, "Fatal"),
-    r(146, "TLW_RX/TLW_RX_PIPE1", "------000000----------0101000011", "------000000-------------0001011", 0x80000000, Ignore, "Non-fatal"),
-    r(146, "TLW_TX/TLW_TX_PIPE0", "------000000----------0101100011", "------000000-------------0001100", 0x00000001, Ignore, "Non-fatal"),
-    r(146, "TLW_TX/TLW_TX_PIPE0", "------000000----------0101100011", "------000000-------------0001100", 0x00000002, Ignore, "Non-fatal"),
-    r(146, "TLW_TX/TLW_TX_PIPE0", "------000000----------0101100011", "------000000-------------0001100", 0x00000004, ResetGpu, "Fatal"),
-    r(146, "TLW_TX/TLW_TX_PIPE0", "------000000----------0101100011", "------000000-------------0001100", 0x80000000, Ignore, "Non-fatal"),
-    r(146, "TLW_TX/TLW_TX_PIPE1", "------000000----------0101100011", "------000000-------------0001101", 0x00000001, Ignore, "Non-fatal"),
-    r(146, "TLW_TX/TLW_TX_PIPE1", "------000000----------0101100011", "------000000-------------0001101", 0x00000002, Ignore, "Non-fatal"),
-    r(146, "TLW_TX/TLW_TX_PIPE1", "------000000----------0101100011", "------000000-------------0001101", 0x00000004, ResetGpu, "Fatal"),
-    r(146, "TLW_TX/TLW_TX_PIPE1", "------000000----------0101100011", "------000000-------------0001101", 0x80000000, Ignore, "Non-fatal"),
-    r(147, "TREX", "------000000----------0110000100", "------000000-------------0001110", 0x00000001, Ignore, "Non-fatal"),
-    r(147, "TREX", "------000000----------0110000100", "------000000-------------0001110", 0x80000000, Ignore, "Non-fatal"),
-    r(148, "NVLPW_CTRL/NVLPW", "------000000----------0000000101", "------000000-------------0001111", 0x80000000, Ignore, "Non-fatal"),
-    r(149, "NETIR/NETIR_INT", "------000000----------0000000110", "------000000-------------0011000", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_BER_EVENT", "------000000----------1000100110", "------000000-------------0010011", 0x00000000, Ignore, "Non-fatal"),
-    r(149, "NETIR_BER_EVENT", "------000000----------1000100110", "------000000-------------0010011", 0x00000001, Ignore, "Non-fatal"),
-    r(149, "NETIR_BER_EVENT", "------000000----------1000100110", "------000000-------------0010011", 0x00000002, Ignore, "Non-fatal"),
-    r(149, "NETIR_BER_EVENT", "------000000----------1000100110", "------000000-------------0010011", 0x00000003, Ignore, "Non-fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------000000----------0111000110", "------000000-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------000001----------0111000110", "------000001-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------000010----------0111000110", "------000010-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------000100----------0111000110", "------000100-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------001010----------0111000110", "------001010-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------001111----------0111000110", "------001111-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------010000----------0111000110", "------010000-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------010001----------0111000110", "------010001-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------010010----------0111000110", "------010010-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------010101----------0111000110", "------010101-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------010110----------0111000110", "------010110-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------100000----------0111000110", "------100000-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------100001----------0111000110", "------100001-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------100010----------0111000110", "------100010-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------100011----------0111000110", "------100011-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------100100----------0111000110", "------100100-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------100101----------0111000110", "------100101-------------0010001", 0x00000000, ResetGpu, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------100110----------0111000110", "------100110-------------0010001", 0x00000000, Ignore, "Link Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------101000----------0111000110", "------101000-------------0010001", 0x00000000, Ignore, "Fatal"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------101010----------0111000110", "------101010-------------0010001", 0x00000000, ResetGpu, "Link Fatal?"),
-    r(149, "NETIR_LINK_EVT/NETIR_LINK_DOWN", "------101011----------0111000110", "------101011-------------0010001", 0x00000000, ResetGpu, "Link Fatal?"),
-    r(149, "NETIR_MFDE_EVENT", "------000000----------1001000110", "------000000-------------0010100", 0x00000001, ResetGpu, "Fatal**"),
-    r(149, "NETIR_MFDE_EVENT", "------000000----------1001000110", "------000000-------------0010100", 0x00000003, Ignore, "Non-fatal"),
-    r(149, "NETIR_MFDE_EVENT", "------000000----------1001000110", "------000000-------------0010100", 0x00000004, ResetGpu, "Fatal**"),
-    r(149, "NETIR_MFDE_EVENT", "------000000----------1001000110", "------000000-------------0010100", 0x00000005, ResetGpu, "Fatal**"),
-    r(149, "NETIR_MFDE_EVENT", "------000000----------1001000110", "------000000-------------0010100", 0x00000007, ResetGpu, "Fatal**"),
-    r(150, "MSE_WATCHDOG", "------000000----------0000000000", "------000000-------------0000000", 0x00000000, ResetGpu, "Fatal"),
-];
+mod table {
+    use super::*;
+    include!("nvlink5_table.rs");
+}
+pub use table::RULES;
+
+/// The sheet's name for a unit a kernel-log line names (`NETIR_LINK_EVT`,
+/// `TLW_RX_PIPE0`: either side of a row's `V1 name/V2 name`); `None` for a
+/// unit the sheet does not name.
+pub fn unit_name(word: &str) -> Option<&'static str> {
+    RULES
+        .iter()
+        .flat_map(|r| r.unit.split('/'))
+        .find(|name| *name == word)
+}
+
+/// Whether a row is the one a line naming `unit` describes.
+pub fn unit_agrees(rule: &Rule, unit: &str) -> bool {
+    rule.unit.split('/').any(|name| name == unit)
+}
 
 /// The first encoding of the newer drivers (V2).
 pub const V2_FROM_MAJOR: u32 = 575;
@@ -199,18 +154,27 @@ pub fn matches(pattern: &str, value: u32) -> bool {
 }
 
 /// The sheet's row for an event, read with the encoding of `driver_major`
-/// (V1 before R575, V2 from it); `None` where no row matches.
-pub fn decode(
-    xid: u16,
-    intr_info: u32,
-    error_status: u32,
-    driver_major: u32,
-) -> Option<&'static Rule> {
+/// (V1 before R575, V2 from it), and the resolution of the pattern that
+/// matched; `None` where no row matches.
+pub fn decode(xid: u16, intr_info: u32, error_status: u32, driver_major: u32) -> Option<Decoded> {
     let v2 = driver_major >= V2_FROM_MAJOR;
-    RULES.iter().find(|rule| {
-        rule.xid == xid
-            && rule.error_status == error_status
-            && matches(if v2 { rule.v2 } else { rule.v1 }, intr_info)
+    RULES.iter().find_map(|rule| {
+        if rule.xid != xid || rule.error_status.is_some_and(|s| s != error_status) {
+            return None;
+        }
+        let pick = |v1_pattern, v2_pattern| if v2 { v2_pattern } else { v1_pattern };
+        if matches(pick(rule.v1, rule.v2), intr_info) {
+            return Some(Decoded {
+                rule,
+                resolution: rule.resolution,
+            });
+        }
+        rule.action2
+            .filter(|a| matches(pick(a.v1, a.v2), intr_info))
+            .map(|a| Decoded {
+                rule,
+                resolution: a.resolution,
+            })
     })
 }
 
@@ -226,9 +190,31 @@ mod tests {
             (count(Ignore), count(ResetGpu), count(Xid154Eval)),
             (45, 41, 8)
         );
+        // Action 2: the three RLW_RXPIPE rows, RESET_GPU.
+        let action2: Vec<_> = RULES
+            .iter()
+            .filter_map(|r| Some((r.unit, r.error_status?, r.action2?.resolution)))
+            .collect();
+        assert_eq!(
+            action2,
+            [
+                ("RLW_RXPIPE", 0x1, ResetGpu),
+                ("RLW_RXPIPE", 0x2, ResetGpu),
+                ("RLW_RXPIPE", 0x4, ResetGpu)
+            ]
+        );
+        // Blank error status: NETIR/NETIR_INT and the 21 NETIR_LINK_EVT rows.
+        assert_eq!(
+            RULES.iter().filter(|r| r.error_status.is_none()).count(),
+            22
+        );
         for rule in RULES {
             assert!((144..=150).contains(&rule.xid), "{rule:?}");
-            for p in [rule.v1, rule.v2] {
+            let a = rule.action2.map(|a| [a.v1, a.v2]);
+            for p in [rule.v1, rule.v2]
+                .into_iter()
+                .chain(a.into_iter().flatten())
+            {
                 assert!(
                     p.len() == 32 && p.bytes().all(|c| b"01-".contains(&c)),
                     "{rule:?}"
@@ -237,11 +223,115 @@ mod tests {
         }
     }
 
+    /// The data file, parsed as the generator reads it.
+    fn sheet() -> Vec<Vec<&'static str>> {
+        include_str!("nvlink5_sheet.tsv")
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(|l| l.split('\t').collect())
+            .collect()
+    }
+
+    #[test]
+    fn the_table_is_the_data_file() {
+        let rows = sheet();
+        assert_eq!(
+            rows.len(),
+            RULES.len(),
+            "run src/xid_catalog/nvlink5_gen.py"
+        );
+        for (row, rule) in rows.iter().zip(RULES) {
+            let status = (!row[4].is_empty())
+                .then(|| u32::from_str_radix(row[4].trim_start_matches("0x"), 16).unwrap());
+            let action2 = (!row[8].is_empty()).then(|| (row[6], row[7], row[8]));
+            assert_eq!(
+                (
+                    row[0].parse::<u16>().unwrap(),
+                    row[1],
+                    row[2],
+                    row[3],
+                    status,
+                    row[5],
+                    action2,
+                    row[9]
+                ),
+                (
+                    rule.xid,
+                    rule.unit,
+                    rule.v1,
+                    rule.v2,
+                    rule.error_status,
+                    rule.resolution.as_str(),
+                    rule.action2.map(|a| (a.v1, a.v2, a.resolution.as_str())),
+                    rule.severity
+                ),
+                "run src/xid_catalog/nvlink5_gen.py"
+            );
+        }
+    }
+
+    /// A register value a pattern matches, its free bits all `fill`.
+    fn value(pattern: &str, fill: bool) -> u32 {
+        pattern.bytes().fold(0, |v, c| {
+            (v << 1) | u32::from(c == b'1' || (c == b'-' && fill))
+        })
+    }
+
+    /// Every row of the sheet, Action 2 included, by both encodings: an
+    /// event with that row's register and status decodes to that row and
+    /// its resolution (a blank status to any).
+    #[test]
+    fn every_row_decodes_to_itself() {
+        for rule in RULES {
+            let statuses = match rule.error_status {
+                Some(s) => vec![s],
+                None => vec![0, 1, 0x8000_0000],
+            };
+            let mut patterns = vec![(rule.v1, rule.v2, rule.resolution)];
+            patterns.extend(rule.action2.map(|a| (a.v1, a.v2, a.resolution)));
+            for (v1, v2, resolution) in patterns {
+                for (pattern, major) in [(v1, 570), (v2, 580)] {
+                    for fill in [false, true] {
+                        for &status in &statuses {
+                            let got = decode(rule.xid, value(pattern, fill), status, major)
+                                .unwrap_or_else(|| panic!("{rule:?} {pattern} {status:#x}"));
+                            // V1 gives TLW_RX/TX's two pipes one pattern:
+                            // the sheet cannot tell them apart, and both
+                            // resolve alike.
+                            let same_pattern = [got.rule.v1, got.rule.v2]
+                                .into_iter()
+                                .chain(got.rule.action2.into_iter().flat_map(|a| [a.v1, a.v2]))
+                                .any(|p| p == pattern);
+                            assert!(
+                                got.resolution == resolution
+                                    && (std::ptr::eq(got.rule, rule) || same_pattern),
+                                "{rule:?} {pattern} fill {fill} status {status:#x}: {got:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Issue 36, F1 and F6: the cases the review reproduced.
+    #[test]
+    fn action_2_and_blank_statuses_decode_as_nvidia_wrote_them() {
+        let d = |xid, intr, status, major| decode(xid, intr, status, major).map(|r| r.resolution);
+        // RLW_RXPIPE with IntrInfo bit 10 (V1) / bit 7 (V2): RESET_GPU.
+        assert_eq!(d(145, 0x0409_84c2, 0x1, 570), Some(ResetGpu));
+        assert_eq!(d(145, 0x0000_0086, 0x1, 580), Some(ResetGpu));
+        assert_eq!(d(145, 0x0409_80c2, 0x1, 570), Some(Ignore));
+        assert_eq!(d(145, 0x0000_0006, 0x4, 580), Some(Ignore));
+        // NETIR_LINK_EVT reason 0x26 with a non-zero status: still IGNORE.
+        assert_eq!(d(149, 0x0260_01c6, 1, 570), Some(Ignore));
+    }
+
     #[test]
     fn real_lines_decode_to_the_sheets_rows() {
         // GB200 lines before R575 (gpud's kernel-log tests): V1.
         let d = |xid, intr, status, major| {
-            decode(xid, intr, status, major).map(|r| (r.unit, r.resolution))
+            decode(xid, intr, status, major).map(|r| (r.rule.unit, r.resolution))
         };
         assert_eq!(
             d(145, 0x0409_88e2, 0x8, 570),

@@ -318,8 +318,8 @@ fn record_at(priority: u8, seq: u64, ago: f64, message: &str) -> String {
 }
 
 /// Issue 28, item 1: an NVLink5 XID asks for what NVIDIA's decode sheet
-/// says of its line, by the driver's encoding; NVML's event alone is
-/// judged undecoded (a reset). hgx-b200's buses: GPU 1 2a, 2 3a, 3 5d,
+/// says of its line, by the driver's encoding; a line that cannot be read
+/// asks for nothing of its own (issue 36: once a reset). hgx-b200's buses: GPU 1 2a, 2 3a, 3 5d,
 /// 4 9a, 5 ab.
 #[test]
 fn nvlink5_xids_are_decoded_from_their_line_by_the_drivers_encoding() {
@@ -360,7 +360,7 @@ fn nvlink5_xids_are_decoded_from_their_line_by_the_drivers_encoding() {
     );
     exporter.wait_ready();
     let text = exporter.scrape_until("the NVLink5 events of GPUs 6 and 7 judged", |t| {
-        gpu_verdicts(t).get("7").is_some_and(|v| v.0 != "none")
+        gpu_verdicts(t).get("7").is_some_and(|v| v.1 != "none")
     });
     let v = gpu_verdicts(&text);
     assert_eq!(v["1"], verdict("none", "none"), "IGNORE");
@@ -378,8 +378,8 @@ fn nvlink5_xids_are_decoded_from_their_line_by_the_drivers_encoding() {
     );
     assert_eq!(
         v["7"],
-        verdict("reset_gpu", "xid_nvlink5_undecoded"),
-        "a line without the words: judged as fatal"
+        verdict("none", "xid_nvlink5_undecoded"),
+        "a line without the words: nothing of its own, the reason says why (issue 36)"
     );
     let got = xid_counts(&text);
     for (gpu, code) in [
@@ -716,9 +716,11 @@ fn a_restart_on_a_wrapped_kernel_log_keeps_the_counts_with_the_state_file() {
         "never lower:\n{}",
         second.log()
     );
+    // A 74 line without its registers asks for nothing of its own (issue
+    // 36: NVIDIA's workflow never asks for a GPU reset).
     assert_eq!(
         gpu_verdicts(&text)["3"],
-        verdict("reset_gpu", "xid_workflow_nvlink_err")
+        verdict("none", "xid_nvlink_err_undecoded")
     );
     assert!(
         second.log().contains("state of this boot restored"),
@@ -865,5 +867,194 @@ fn a_garbage_or_unwritable_state_file_is_said_and_survived() {
         e.wait_log("cannot write the state file", Duration::from_secs(10)),
         "{}",
         e.log()
+    );
+}
+
+/// Issue 36, F1 and F6: NVIDIA's sheet as written. RLW_RXPIPE with IntrInfo
+/// bit 10 set (V1) is the sheet's "Action 2", RESET_GPU (read as no row
+/// before); a NETIR_LINK_EVT whose status cell the sheet leaves blank
+/// matches any status (required 0 before: a reset). hgx-b200's buses:
+/// GPU 1 2a, 2 3a, 3 5d.
+#[test]
+fn the_nvlink5_sheets_action_2_and_blank_statuses_decide() {
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    let lines = [
+        record(1, 300.0, "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.133.20  Release Build"),
+        record(2, 200.0, "NVRM: Xid (PCI:0000:2a:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x040984c2 0x00000001 0x00000000 0x00000000 0x00000000 0x00000000)"),
+        record(3, 190.0, "NVRM: Xid (PCI:0000:3a:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x040980c2 0x00000001 0x00000000 0x00000000 0x00000000 0x00000000)"),
+        record(4, 180.0, "NVRM: Xid (PCI:0000:5d:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 0x00000001 0x00000000 0x00000000 0x00000000 0x00000000)"),
+    ];
+    append(&kmsg, &lines.concat());
+    let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
+    let exporter = Exporter::simulate("hgx-b200", &["--collector.xid.kmsg", &kmsg_flag]);
+    exporter.wait_ready();
+    let text = exporter.scrape_until("the three lines counted", |t| xid_counts(t).len() == 3);
+    let v = gpu_verdicts(&text);
+    assert_eq!(
+        v["1"],
+        verdict("reset_gpu", "xid_nvlink5_fatal"),
+        "Action 2"
+    );
+    assert_eq!(
+        v["2"],
+        verdict("none", "none"),
+        "the row's own pattern: IGNORE"
+    );
+    assert_eq!(
+        v["3"],
+        verdict("none", "none"),
+        "blank status: reason 0x26, IGNORE"
+    );
+}
+
+/// Issue 36, F7: the kernel log read again from its start after a restart
+/// (its path changed, or reading newly switched on) counts nothing the
+/// state file counted already.
+#[test]
+fn a_log_read_again_after_a_restart_counts_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    let state = dir.path().join("state.json");
+    let state_flag = format!("--state.path={}", state.display());
+    append(
+        &kmsg,
+        &[
+            record(
+                1,
+                300.0,
+                "NVRM: Xid (PCI:0000:2a:00): 13, pid=1, name=x, Graphics Exception",
+            ),
+            record(
+                2,
+                200.0,
+                "NVRM: Xid (PCI:0000:2a:00): 13, pid=1, name=x, Graphics Exception",
+            ),
+            record(
+                3,
+                100.0,
+                "NVRM: Xid (PCI:0000:ab:00): 48, An uncorrectable double bit error",
+            ),
+        ]
+        .concat(),
+    );
+    let run = |log: &Path| {
+        let flag = format!("--path.kmsg={}", log.display());
+        let mut e = Exporter::simulate(
+            "dgx-h100",
+            &["--collector.xid.kmsg", &flag, state_flag.as_str()],
+        );
+        e.wait_ready();
+        e.scrape_until("the logged XIDs", |t| xid_counts(t).len() == 2);
+        e.wait_polls(2);
+        let text = e.scrape();
+        e.terminate(Duration::from_secs(10));
+        text
+    };
+    let first = xid_counts(&run(&kmsg));
+    assert_eq!(first.values().sum::<f64>(), 3.0, "{first:?}");
+    // The same records under another name (a log path changed within a
+    // boot): read from their start, counted once.
+    let renamed = dir.path().join("kmsg.renamed");
+    std::fs::rename(&kmsg, &renamed).unwrap();
+    let second = xid_counts(&run(&renamed));
+    assert_eq!(
+        second, first,
+        "counters unchanged after reading the renamed log"
+    );
+
+    // Reading newly switched on: the first run counted NVML's event, the
+    // simulator wrote its line to the log the second run reads.
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    let state = dir.path().join("state.json");
+    let state_flag = format!("--state.path={}", state.display());
+    let socket = dir.path().join("sim.sock");
+    let env = [
+        ("NVML_SIM_KMSG", kmsg.to_str().unwrap()),
+        ("NVML_SIM_CONTROL", socket.to_str().unwrap()),
+    ];
+    let key = ("3".to_string(), "48".to_string());
+    let mut e = Exporter::simulate_env("dgx-h100", &[state_flag.as_str()], &env);
+    e.wait_ready();
+    common::sim_control(&socket, &["xid", "--gpu", "3", "--code", "48"]);
+    e.scrape_until("NVML's XID 48", |t| xid_counts(t).get(&key) == Some(&1.0));
+    e.terminate(Duration::from_secs(10));
+    assert!(std::fs::read_to_string(&kmsg).unwrap().contains("): 48,"));
+    let flag = format!("--path.kmsg={}", kmsg.display());
+    let mut e = Exporter::simulate_env(
+        "dgx-h100",
+        &["--collector.xid.kmsg", &flag, state_flag.as_str()],
+        &env,
+    );
+    e.wait_ready();
+    e.scrape_until("the restored count", |t| xid_counts(t).contains_key(&key));
+    e.wait_polls(3);
+    let text = e.scrape();
+    assert_eq!(
+        xid_counts(&text).get(&key),
+        Some(&1.0),
+        "the log's line of the event counted before is not counted again:\n{}",
+        e.log()
+    );
+    e.terminate(Duration::from_secs(10));
+}
+
+/// Issue 36, F3: XID 74 decided by NVIDIA's workflow on its registers
+/// (once reset_gpu whatever they said). dgx-h100's buses: GPU 1 2a, 2 3a,
+/// 3 5d. GPU 4's event comes through NVML and the log both: NVML's waits
+/// for the line's registers.
+#[test]
+fn xid_74_is_decided_by_its_registers() {
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    append(
+        &kmsg,
+        &[
+            // Only bit 0 of the first register: "can be safely ignored".
+            record(1, 60.0, "NVRM: Xid (PCI:0000:2a:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error detected on link 14(0x1, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)"),
+            // Bit 8: check the link's mechanical connections.
+            record(2, 50.0, "NVRM: Xid (PCI:0000:3a:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error detected on link 2(0x100, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)"),
+            // Fifth register, an ECC threshold: continue operation.
+            record(3, 40.0, "NVRM: Xid (PCI:0000:5d:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error detected on link 3(0x0, 0x0, 0x0, 0x0, 0x100000, 0x0, 0x0)"),
+        ]
+        .concat(),
+    );
+    let node = dir.path().join("h100.toml");
+    std::fs::write(
+        &node,
+        "name = \"h100\"\nbase = \"dgx-h100\"\n\
+         [[timeline]]\nat = 2\naction = \"xid\"\ngpu = 4\ncode = 74\n\
+         detail = \"NVLink: fatal error detected on link 5(0x800000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)\"\n",
+    )
+    .unwrap();
+    let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
+    let exporter = Exporter::simulate_env(
+        node.to_str().unwrap(),
+        &["--collector.xid.kmsg", &kmsg_flag],
+        &[("NVML_SIM_KMSG", kmsg.to_str().unwrap())],
+    );
+    exporter.wait_ready();
+    exporter.scrape_until("the four XID 74s counted", |t| {
+        xid_counts(t).values().sum::<f64>() == 4.0
+    });
+    exporter.wait_polls(2);
+    let text = exporter.scrape();
+    let v = gpu_verdicts(&text);
+    assert_eq!(v["1"], verdict("none", "none"), "safely ignored");
+    assert_eq!(
+        v["2"],
+        verdict("check_hardware", "xid_workflow_nvlink_err"),
+        "check the link"
+    );
+    assert_eq!(v["3"], verdict("none", "none"), "continue operation");
+    assert_eq!(
+        v["4"],
+        verdict("none", "none"),
+        "NVML's event waited for its line: bit 23, safely ignored"
+    );
+    assert!(
+        !text.contains("action=\"reset_gpu\""),
+        "no XID 74 asks for a reset:\n{text}"
     );
 }

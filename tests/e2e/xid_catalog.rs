@@ -43,7 +43,7 @@ fn runbook_table() -> String {
         ));
     }
     out.push_str(
-        "| any other | not in the catalog up to 172 | | NvidiaGpuXidUnlisted | warning | look it up in NVIDIA's catalog; add it to src/xid_catalog.rs and run scripts/regenerate |\n",
+        "| any other | not in the catalog up to 176 | | NvidiaGpuXidUnlisted | warning | look it up in NVIDIA's catalog; add it to src/xid_catalog.rs and run scripts/regenerate |\n",
     );
     out
 }
@@ -57,23 +57,41 @@ fn nvlink5_table() -> String {
     let mut out = String::new();
     out.push_str("| XID | Unit | IntrInfo V1 (< R575) | IntrInfo V2 (>= R575) | Error status | NVIDIA's resolution | Severity | Ours |\n");
     out.push_str("|---|---|---|---|---|---|---|---|\n");
+    let ours = |res| match res {
+        Resolution::ResetGpu => "reset_gpu",
+        Resolution::Ignore => "none",
+        Resolution::Xid154Eval => "none; the recovery action decides",
+    };
     for r in RULES {
-        let ours = match r.resolution {
-            Resolution::ResetGpu => "reset_gpu",
-            Resolution::Ignore => "none",
-            Resolution::Xid154Eval => "none; the recovery action decides",
-        };
-        out.push_str(&format!(
-            "| {} | {} | `{}` | `{}` | `{:#010x}` | {} | {} | {} |\n",
+        let status = r
+            .error_status
+            .map_or_else(|| "any (blank)".to_string(), |s| format!("`{s:#010x}`"));
+        let mut line = format!(
+            "| {} | {} | `{}` | `{}` | {} | {} | {} | {} |\n",
             r.xid,
             r.unit,
             r.v1,
             r.v2,
-            r.error_status,
+            status,
             r.resolution.as_str(),
             r.severity.replace('*', "\\*"),
-            ours
-        ));
+            ours(r.resolution)
+        );
+        // The sheet's "Action 2": a second pattern pair on the same row.
+        if let Some(a) = r.action2 {
+            line.push_str(&format!(
+                "| {} | {}, action 2 | `{}` | `{}` | {} | {} | {} | {} |\n",
+                r.xid,
+                r.unit,
+                a.v1,
+                a.v2,
+                status,
+                a.resolution.as_str(),
+                r.severity.replace('*', "\\*"),
+                ours(a.resolution)
+            ));
+        }
+        out.push_str(&line);
     }
     out
 }
@@ -185,7 +203,13 @@ fn the_table_marks_where_the_bucket_is_ours_or_departs() {
 #[test]
 fn the_nvlink5_table_has_every_row_of_the_sheet() {
     let table = nvlink5_table();
-    assert_eq!(table.lines().count(), 2 + RULES.len());
+    let action2 = RULES.iter().filter(|r| r.action2.is_some()).count();
+    assert_eq!(action2, 3);
+    assert_eq!(table.lines().count(), 2 + RULES.len() + action2);
+    assert!(table.contains(
+        "| 145 | RLW_RXPIPE, action 2 | `------000000---------10011000010` | `------000000------------10000110` | `0x00000001` | RESET_GPU | Non-fatal\\* | reset_gpu |"
+    ));
+    assert!(table.contains("| 149 | NETIR/NETIR_INT | `------000000----------0000000110` | `------000000-------------0011000` | any (blank) | RESET_GPU |"));
     assert!(table.contains(
         "| 145 | RLW_REMAP | `------000000----------0010000010` | `------000000-------------0000100` | `0x00000100` | IGNORE | Non-fatal | none |"
     ));

@@ -193,9 +193,32 @@ struct SlotState {
     /// Restored from an earlier run of this boot: the readings only a
     /// reset changes back, which the first sample is compared with.
     baseline: Option<GpuReadings>,
+    /// Where the kernel log is read again from its start after a restart
+    /// (`Supervisor::log_read_again`): per code, the latest event the
+    /// restored counts hold. A log record of that code no later is one
+    /// they counted already.
+    counted_through: BTreeMap<XidKey, SystemTime>,
 }
 
+/// A log record dated this little after the latest counted event of its
+/// code is the same event: the kernel's timestamp and NVML's arrival time
+/// of one event differ by milliseconds.
+const COUNTED_SLACK: Duration = Duration::from_secs(2);
+
 impl SlotState {
+    /// Records what `rec`'s counts hold, so that the kernel log read again
+    /// does not count it twice.
+    fn skip_counted(&mut self, rec: &crate::state::GpuRecord) {
+        for x in &rec.xids {
+            let seen = persist::system_time(x.last_seen);
+            let t = self
+                .counted_through
+                .entry((x.code, x.gpu_instance, x.compute_instance))
+                .or_insert(seen);
+            *t = (*t).max(seen);
+        }
+    }
+
     /// The GPU's PCI address, once its identity has been read.
     fn pci_address(&self) -> Option<PciAddress> {
         self.identity
@@ -221,9 +244,11 @@ impl SlotState {
 
     /// Keeps the latest event of a code and class the verdict may act on.
     fn note_latest(&mut self, key: XidKey, class: XidClass, at: Instant) {
-        if verdict::xid_class_action(key.0, class)
-            .is_none_or(|(a, _)| a == crate::snapshot::Action::None)
-        {
+        // Kept too: an event at action none whose reason says what
+        // evidence it lacked (NVLink5 without its line).
+        if verdict::xid_class_action(key.0, class).is_none_or(|(a, reason)| {
+            a == crate::snapshot::Action::None && !verdict::is_note(reason)
+        }) {
             return;
         }
         let full = self.xid_latest.len() >= LATEST_MAX;
@@ -237,14 +262,14 @@ impl SlotState {
     }
 
     /// NVLink5 events NVML delivered at least `wait` ago whose line never
-    /// came are judged undecoded.
+    /// came are judged without the kernel log.
     fn settle(&mut self, now: Instant, wait: Duration) {
         while let Some(&(key, at)) = self.awaiting.front() {
             if now.saturating_duration_since(at) < wait {
                 break;
             }
             self.awaiting.pop_front();
-            self.note_latest(key, XidClass::Nvlink5Undecoded, at);
+            self.note_latest(key, verdict::class_without_line(key.0), at);
         }
     }
 
@@ -338,11 +363,23 @@ impl GpuSlot {
             // the one sign of a failed remap there (`verdict::Remembered`).
             st.remembered.mig_remap_failure = true;
         }
-        let nvlink5_from_nvml = e.source == XidSource::Nvml && verdict::is_nvlink5(e.code);
+        if e.source == XidSource::KernelLog
+            && st
+                .counted_through
+                .get(&key)
+                .is_some_and(|t| e.wall <= *t + COUNTED_SLACK)
+        {
+            // Counted by an earlier run of this boot, whose restored
+            // counts hold it.
+            return;
+        }
+        // NVML's event of a code decided by its line (NVLink5, 74) waits
+        // for that line.
+        let nvlink5_from_nvml = e.source == XidSource::Nvml && verdict::decided_by_line(e.code);
         if let Some(partner) = st.pair(key, &e) {
             // Counted already. The log's line of an NVLink5 event NVML
             // delivered first decodes it.
-            if partner.source == XidSource::Nvml && verdict::is_nvlink5(e.code) {
+            if partner.source == XidSource::Nvml && verdict::decided_by_line(e.code) {
                 if let Some(i) = st
                     .awaiting
                     .iter()
@@ -357,7 +394,7 @@ impl GpuSlot {
         if nvlink5_from_nvml {
             if st.awaiting.len() >= AWAITING_MAX {
                 if let Some((k, at)) = st.awaiting.pop_front() {
-                    st.note_latest(k, XidClass::Nvlink5Undecoded, at);
+                    st.note_latest(k, verdict::class_without_line(k.0), at);
                 }
             }
             st.awaiting.push_back((key, e.at));
@@ -597,7 +634,7 @@ mod tests {
     }
 
     #[test]
-    fn an_nvlink5_event_from_nvml_waits_for_its_log_line_then_is_judged_undecoded() {
+    fn an_nvlink5_event_from_nvml_waits_for_its_log_line_then_is_judged_without_it() {
         use XidSource::{KernelLog, Nvml};
         let slot = GpuSlot::new(0);
         let now = Instant::now();
@@ -607,7 +644,7 @@ mod tests {
         };
         // NVML first: nothing decided yet; the log's non-fatal line pairs
         // with it and decides: nothing to do.
-        slot.record_xid(nvlink5(Nvml, XidClass::Nvlink5Undecoded, now), 64);
+        slot.record_xid(nvlink5(Nvml, XidClass::Nvlink5NoKernelLog, now), 64);
         assert!(lock(&slot.state).xids_seen().is_empty());
         slot.record_xid(nvlink5(KernelLog, XidClass::Nvlink5Nothing, now), 64);
         lock(&slot.state).settle(now + DEDUPE_WINDOW * 2, DEDUPE_WINDOW);
@@ -615,19 +652,20 @@ mod tests {
         assert_eq!(count(&slot, 145), 1);
         // A fatal line decides a reset.
         let later = now + Duration::from_secs(60);
-        slot.record_xid(nvlink5(Nvml, XidClass::Nvlink5Undecoded, later), 64);
+        slot.record_xid(nvlink5(Nvml, XidClass::Nvlink5NoKernelLog, later), 64);
         slot.record_xid(nvlink5(KernelLog, XidClass::Nvlink5Fatal, later), 64);
         let seen = lock(&slot.state).xids_seen();
         assert_eq!(seen.len(), 1);
         assert_eq!(seen[0].class, XidClass::Nvlink5Fatal);
-        // No line within the window: undecoded, a reset.
+        // No line within the window: judged without the kernel log (kept
+        // for its reason, asking for nothing).
         let last = later + Duration::from_secs(60);
-        slot.record_xid(nvlink5(Nvml, XidClass::Nvlink5Undecoded, last), 64);
+        slot.record_xid(nvlink5(Nvml, XidClass::Nvlink5NoKernelLog, last), 64);
         lock(&slot.state).settle(last + Duration::from_secs(1), DEDUPE_WINDOW);
         assert_eq!(lock(&slot.state).xids_seen().len(), 1, "still waiting");
         lock(&slot.state).settle(last + DEDUPE_WINDOW, DEDUPE_WINDOW);
         let seen = lock(&slot.state).xids_seen();
-        assert!(seen.iter().any(|x| x.class == XidClass::Nvlink5Undecoded));
+        assert!(seen.iter().any(|x| x.class == XidClass::Nvlink5NoKernelLog));
         assert_eq!(count(&slot, 145), 3);
     }
 

@@ -56,6 +56,11 @@ pub fn class_name(class: XidClass) -> &'static str {
         XidClass::Nvlink5Fatal => "nvlink5_fatal",
         XidClass::Nvlink5Nothing => "nvlink5_nothing",
         XidClass::Nvlink5Undecoded => "nvlink5_undecoded",
+        XidClass::Nvlink5NoKernelLog => "nvlink5_no_kernel_log",
+        XidClass::Nvlink5Injected => "nvlink5_injected",
+        XidClass::NvlinkErrNothing => "nvlink_err_nothing",
+        XidClass::NvlinkErrReport => "nvlink_err_report",
+        XidClass::NvlinkErrCheckLink => "nvlink_err_check_link",
     }
 }
 
@@ -65,6 +70,11 @@ pub fn class_of(name: &str) -> Option<XidClass> {
         "nvlink5_fatal" => XidClass::Nvlink5Fatal,
         "nvlink5_nothing" => XidClass::Nvlink5Nothing,
         "nvlink5_undecoded" => XidClass::Nvlink5Undecoded,
+        "nvlink5_no_kernel_log" => XidClass::Nvlink5NoKernelLog,
+        "nvlink5_injected" => XidClass::Nvlink5Injected,
+        "nvlink_err_nothing" => XidClass::NvlinkErrNothing,
+        "nvlink_err_report" => XidClass::NvlinkErrReport,
+        "nvlink_err_check_link" => XidClass::NvlinkErrCheckLink,
         _ => return None,
     })
 }

@@ -92,6 +92,11 @@ struct Supervisor {
     restored: BTreeMap<String, GpuRecord>,
     /// What the state file was last written with.
     saved: Option<StateFile>,
+    /// The kernel log is read from its start though an earlier run of this
+    /// boot counted (its position did not carry over: `--path.kmsg`
+    /// changed, or reading is newly switched on): what the restored counts
+    /// hold is not counted again (issue 36).
+    log_read_again: bool,
     /// Our clock against the boot's, read once: times in the state file
     /// are seconds since boot, the same each time they are written.
     clock: Option<persist::Clock>,
@@ -115,6 +120,7 @@ impl Supervisor {
             kernel_log_read_to: None,
             restored: BTreeMap::new(),
             saved: None,
+            log_read_again: false,
             clock: persist::Clock::read(),
         }
         .restoring()
@@ -130,6 +136,12 @@ impl Supervisor {
         else {
             return self;
         };
+        // The reader resumes only on the same path (`app::run`).
+        self.log_read_again = self.cfg.kernel_log.as_ref().is_some_and(|log| {
+            file.kernel_log
+                .as_ref()
+                .is_none_or(|k| std::path::Path::new(&k.path) != log.path())
+        });
         self.kernel_log_read_to = file.kernel_log.map(|k| k.read_to);
         if let Some(c) = &self.clock {
             for u in &file.unnamed {
@@ -170,6 +182,9 @@ impl Supervisor {
                 continue;
             };
             persist::restore(&mut st, &rec, clock.as_ref(), self.cfg.xid_max_codes);
+            if self.log_read_again {
+                st.skip_counted(&rec);
+            }
             // Sampled before the record was found: compare now.
             let evidence = match (&st.readings, &st.baseline) {
                 (Some(now), Some(before)) => worker::reset_evidence(before, now),
@@ -435,14 +450,11 @@ impl Supervisor {
                     ..
                 } => {
                     let class = match xid.nvlink5 {
+                        _ if xid.code == 74 => verdict::nvlink_err_class(xid.nvlink_err),
                         _ if !verdict::is_nvlink5(xid.code) => XidClass::Code,
-                        Some(w) => verdict::nvlink5_class(
-                            xid.code,
-                            w.fatal,
-                            w.intr_info,
-                            w.error_status,
-                            driver_major.or(nvml_major),
-                        ),
+                        Some(w) => {
+                            verdict::nvlink5_class(xid.code, &w, driver_major.or(nvml_major))
+                        }
                         None => XidClass::Nvlink5Undecoded,
                     };
                     let e = XidEvent {

@@ -179,7 +179,7 @@ impl Events {
                     // NVML's event carries the code alone; an NVLink5 code
                     // waits for its log line (`GpuSlot::record_xid`).
                     class: if verdict::is_nvlink5(e.data) {
-                        XidClass::Nvlink5Undecoded
+                        XidClass::Nvlink5NoKernelLog
                     } else {
                         XidClass::Code
                     },
