@@ -49,9 +49,10 @@ commands:
                  no-partition|insufficient-nvlinks|incompatible-gpu-fw|invalid-location|
                  gpu-state-invalid]
   power-smoothing --gpu N --lifetime-percent P
+  power-limit --gpu N --watts W
   sram-threshold --gpu N [--exceeded true|false]
   pcie --gpu N [--width LANES] [--replays N]
-  calls | reset-calls | status
+  calls | driver-time | reset-calls | status
   raw '{ action = \"...\", ... }'
 
 offline (no socket):
@@ -127,7 +128,7 @@ fn request(args: &[String]) -> Result<String, String> {
         table.insert(key, v);
     }
     let line = toml::Value::Table(table.clone()).to_string();
-    if !matches!(action.as_str(), "calls" | "reset-calls" | "status") {
+    if !matches!(action.as_str(), "calls" | "driver-time" | "reset-calls" | "status") {
         // Validate here so mistakes get a message before anything is sent.
         Fault::from_table(table)?;
     }
