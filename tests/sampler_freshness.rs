@@ -57,7 +57,12 @@ fn settings_are_read_at_the_slow_cadence_and_a_change_is_seen_within_it() {
     let socket = dir.path().join("control.sock");
     std::env::set_var("NVML_SIM_CONTROL", &socket);
     let tick = Duration::from_millis(150);
-    let (poller, snaps) = start_sim("dgx-h100", tick, Duration::from_secs(5), FamilySet::defaults());
+    let (poller, snaps) = start_sim(
+        "dgx-h100",
+        tick,
+        Duration::from_secs(5),
+        FamilySet::defaults(),
+    );
     snaps.wait_for("ready", Duration::from_secs(30), |s| {
         all_up_with_readings(s, 8)
     });
@@ -67,7 +72,10 @@ fn settings_are_read_at_the_slow_cadence_and_a_change_is_seen_within_it() {
     // draw every poll.
     let polls = 3 * SLOW_REFRESH_POLLS as u32;
     let (gpu_polls, ratio) = per_poll(&socket, tick, polls);
-    assert!(gpu_polls >= 8 * u64::from(polls) / 2, "{gpu_polls} GPU polls counted");
+    assert!(
+        gpu_polls >= 8 * u64::from(polls) / 2,
+        "{gpu_polls} GPU polls counted"
+    );
     let most = 2.0 / SLOW_REFRESH_POLLS as f64;
     for f in [
         "nvmlDeviceGetEnforcedPowerLimit",
@@ -78,16 +86,24 @@ fn settings_are_read_at_the_slow_cadence_and_a_change_is_seen_within_it() {
         "nvmlDeviceGetEccMode",
     ] {
         let r = ratio(f);
-        assert!(r > 0.0 && r <= most, "{f}: {r:.3} calls per GPU poll, want at most {most:.3}");
+        assert!(
+            r > 0.0 && r <= most,
+            "{f}: {r:.3} calls per GPU poll, want at most {most:.3}"
+        );
     }
     assert!((0.9..=1.1).contains(&ratio("nvmlDeviceGetPerformanceState")));
 
     // An operator's `nvidia-smi -pl 500`: seen within the slow period.
     let from = SystemTime::now();
-    control(&socket, r#"{ action = "power-limit", gpu = 0, watts = 500.0 }"#);
-    snaps.wait_for("GPU 0's new limit", tick * (SLOW_REFRESH_POLLS as u32 + 8), |s| {
-        enforced_watts(s, 0) == Some(500.0)
-    });
+    control(
+        &socket,
+        r#"{ action = "power-limit", gpu = 0, watts = 500.0 }"#,
+    );
+    snaps.wait_for(
+        "GPU 0's new limit",
+        tick * (SLOW_REFRESH_POLLS as u32 + 8),
+        |s| enforced_watts(s, 0) == Some(500.0),
+    );
     let took = polls_since(&snaps, 0, from);
     assert!(
         took <= SLOW_REFRESH_POLLS as usize + 1,
@@ -96,12 +112,23 @@ fn settings_are_read_at_the_slow_cadence_and_a_change_is_seen_within_it() {
 
     // The same change with the power cap engaging: read at the next poll.
     let from = SystemTime::now();
-    control(&socket, r#"{ action = "power-limit", gpu = 1, watts = 400.0 }"#);
-    control(&socket, r#"{ action = "throttle", gpu = 1, reasons = ["sw-power-cap"] }"#);
-    snaps.wait_for("GPU 1's new limit", tick * (SLOW_REFRESH_POLLS as u32 + 8), |s| {
-        enforced_watts(s, 1) == Some(400.0)
-    });
+    control(
+        &socket,
+        r#"{ action = "power-limit", gpu = 1, watts = 400.0 }"#,
+    );
+    control(
+        &socket,
+        r#"{ action = "throttle", gpu = 1, reasons = ["sw-power-cap"] }"#,
+    );
+    snaps.wait_for(
+        "GPU 1's new limit",
+        tick * (SLOW_REFRESH_POLLS as u32 + 8),
+        |s| enforced_watts(s, 1) == Some(400.0),
+    );
     let took = polls_since(&snaps, 1, from);
-    assert!(took <= 2, "the new limit took {took} polls with the power cap engaged");
+    assert!(
+        took <= 2,
+        "the new limit took {took} polls with the power cap engaged"
+    );
     poller.shutdown(Duration::from_secs(5));
 }

@@ -67,7 +67,10 @@ impl Profile {
                 .ok()
                 .filter(|v: &f64| v.is_finite() && *v >= 0.0)
                 .ok_or_else(|| {
-                    format!("line {}: {want} {raw:?} is not a number of microseconds", n + 1)
+                    format!(
+                        "line {}: {want} {raw:?} is not a number of microseconds",
+                        n + 1
+                    )
                 })?;
             match name {
                 "" => return Err(format!("line {}: no function name", n + 1)),
@@ -129,7 +132,11 @@ fn load() -> Result<Option<Profile>, String> {
     let stat = match crate::settings::latency_stat().as_deref() {
         None | Some("median") => Stat::Median,
         Some("p90") => Stat::P90,
-        Some(s) => return Err(format!("NVML_SIM_LATENCY_STAT={s:?} is neither median nor p90")),
+        Some(s) => {
+            return Err(format!(
+                "NVML_SIM_LATENCY_STAT={s:?} is neither median nor p90"
+            ))
+        }
     };
     let text = match BUILT_IN.iter().find(|(name, _)| *name == spec) {
         Some((_, text)) => (*text).to_string(),
@@ -228,8 +235,8 @@ mod tests {
 
     #[test]
     fn a_bad_profile_names_its_line() {
-        let e = Profile::parse("function\tmedian_us\nnvmlInit_v2\tfast\n", Stat::Median)
-            .unwrap_err();
+        let e =
+            Profile::parse("function\tmedian_us\nnvmlInit_v2\tfast\n", Stat::Median).unwrap_err();
         assert!(e.contains("line 2") && e.contains("fast"), "{e}");
         let e = Profile::parse("fn\tmedian_us\n", Stat::Median).unwrap_err();
         assert!(e.contains("`function`"), "{e}");
@@ -247,7 +254,9 @@ mod tests {
         assert_eq!(p.call("nvmlDeviceGetMaxClockInfo"), 1360.7);
         let near = |a: f64, b: f64| (a - b).abs() / b < 0.05;
         assert!(near(p.batch([82, 91, 92, 230]), 24.6));
-        let pinned = [75, 76, 74, 83, 197, 198, 251, 252, 253, 258, 263, 269, 270, 271];
+        let pinned = [
+            75, 76, 74, 83, 197, 198, 251, 252, 253, 258, 263, 269, 270, 271,
+        ];
         let scoped = (185..=192).flat_map(|f| [f, f, f]);
         assert!(near(p.batch(pinned.into_iter().chain(scoped)), 2985.2));
         // The thresholds as nvmlDeviceGetTemperatureThreshold costs (the

@@ -41,7 +41,11 @@ fn calls_are_charged_the_h200s_latencies_and_slept() {
     let started = Instant::now();
     d.enforced_power_limit().unwrap();
     d.enforced_power_limit().unwrap();
-    assert!(started.elapsed().as_micros() >= 4000, "{:?}", started.elapsed());
+    assert!(
+        started.elapsed().as_micros() >= 4000,
+        "{:?}",
+        started.elapsed()
+    );
     // A field batch: base 24.6 us, each ECC total 0.4 us, the energy
     // counter (83) the default 77.9 us.
     common::raw_fields(&nvml, &d, &[(3, 0), (4, 0), (83, 0)]);

@@ -368,7 +368,10 @@ mod tests {
                 Got::Value(poll as u32)
             });
         }
-        assert_eq!(reads, [0, 5, 5 + SLOW_REFRESH_POLLS, 5 + 2 * SLOW_REFRESH_POLLS]);
+        assert_eq!(
+            reads,
+            [0, 5, 5 + SLOW_REFRESH_POLLS, 5 + 2 * SLOW_REFRESH_POLLS]
+        );
     }
 
     #[test]

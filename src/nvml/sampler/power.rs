@@ -61,16 +61,16 @@ impl State {
         let over = matches!((usage, self.enforced.peek()), (Some(u), Some(&l)) if u > l);
         let moved = moved || over;
         let every = SLOW_REFRESH_POLLS;
-        let enforced = self
-            .enforced
-            .get_every(poll, every, moved, || c.run(fam, || d.enforced_power_limit()));
+        let enforced = self.enforced.get_every(poll, every, moved, || {
+            c.run(fam, || d.enforced_power_limit())
+        });
         if let Some(v) = enforced {
             r.power_limits
                 .push((PowerLimit::Enforced, milliwatts_to_watts(v)));
         }
-        let management = self
-            .management
-            .get_every(poll, every, moved, || c.run(fam, || d.power_management_limit()));
+        let management = self.management.get_every(poll, every, moved, || {
+            c.run(fam, || d.power_management_limit())
+        });
         if let Some(v) = management {
             r.power_limits
                 .push((PowerLimit::Management, milliwatts_to_watts(v)));
