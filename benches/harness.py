@@ -387,6 +387,12 @@ def sim_calls(control: Path) -> dict[str, int]:
     return {k: int(v) for k, v in re.findall(r"([A-Za-z0-9_]+)\s*=\s*(\d+)", reply)}
 
 
+def sim_driver_time(control: Path) -> dict[str, float]:
+    """Simulated driver time per function, microseconds (NVML_SIM_LATENCY)."""
+    reply = sim_request(control, '{ action = "driver-time" }')
+    return {k: float(v) for k, v in re.findall(r"([A-Za-z0-9_]+)\s*=\s*([0-9.]+)", reply)}
+
+
 def sim_reset_calls(control: Path) -> None:
     sim_request(control, '{ action = "reset-calls" }')
 

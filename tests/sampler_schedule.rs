@@ -38,8 +38,8 @@ fn a_slow_family_is_read_every_nth_poll_carried_between_and_reloadable() {
     std::env::set_var("NVML_SIM_CONTROL", &socket);
     let tick = Duration::from_millis(200);
     let families = FamilySet::defaults();
-    let slow_ecc = Schedule::new(families.clone(), tick, tick, &[(Family::Ecc, tick * 4)]);
-    let schedule = Arc::new(arc_swap::ArcSwap::from_pointee(slow_ecc));
+    let slow_clocks = Schedule::new(families.clone(), tick, tick, &[(Family::Clocks, tick * 4)]);
+    let schedule = Arc::new(arc_swap::ArcSwap::from_pointee(slow_clocks));
     let (poller, snaps) = start_scheduled(
         "dgx-h100",
         tick,
@@ -52,14 +52,16 @@ fn a_slow_family_is_read_every_nth_poll_carried_between_and_reloadable() {
     });
     let from = snaps.len();
 
-    // nvmlDeviceGetEccMode is ECC's one call of its own per poll.
-    let slow = ratio(&socket, "nvmlDeviceGetEccMode", tick, 16);
+    // nvmlDeviceGetPerformanceState is one of the clocks family's calls
+    // of every poll (the ECC mode this test counted before is read at the
+    // slow cadence of settings, SLOW_REFRESH_POLLS).
+    let slow = ratio(&socket, "nvmlDeviceGetPerformanceState", tick, 16);
     assert!(
         (0.15..=0.4).contains(&slow),
-        "ECC read on {slow:.2} of the polls, want about 1 in 4"
+        "clocks read on {slow:.2} of the polls, want about 1 in 4"
     );
-    // Every snapshot since ready has every GPU's ECC readings: the polls
-    // that skip ECC carry the last ones.
+    // Every snapshot since ready has every GPU's clock readings: the polls
+    // that skip clocks carry the last ones.
     let later = snaps.all();
     let mut carried = 0;
     for s in &later[from..] {
@@ -67,29 +69,33 @@ fn a_slow_family_is_read_every_nth_poll_carried_between_and_reloadable() {
             let r = readings(g);
             // Said so, for whoever derives a rate (the DCGM output).
             assert!(
-                r.carried.iter().all(|f| *f == Family::Ecc),
+                r.carried.iter().all(|f| *f == Family::Clocks),
                 "{:?}",
                 r.carried
             );
-            carried += usize::from(r.carried.contains(&Family::Ecc));
-            assert!(r.ecc_mode.is_some(), "GPU {} lost its ECC mode", g.index);
+            carried += usize::from(r.carried.contains(&Family::Clocks));
             assert!(
-                !r.ecc_errors.is_empty(),
-                "GPU {} lost its ECC counts",
+                r.performance_state.is_some(),
+                "GPU {} lost its P-state",
+                g.index
+            );
+            assert!(
+                !r.clocks_hertz.is_empty(),
+                "GPU {} lost its clocks",
                 g.index
             );
         }
     }
 
-    assert!(carried > 0, "no snapshot says ECC was carried forward");
+    assert!(carried > 0, "no snapshot says clocks were carried forward");
 
-    // A reload puts ECC back on every poll.
+    // A reload puts clocks back on every poll.
     schedule.store(Arc::new(Schedule::uniform(families, tick)));
     std::thread::sleep(tick * 2);
-    let every = ratio(&socket, "nvmlDeviceGetEccMode", tick, 8);
+    let every = ratio(&socket, "nvmlDeviceGetPerformanceState", tick, 8);
     assert!(
         (0.9..=1.1).contains(&every),
-        "ECC read on {every:.2} of the polls after the reload, want every one"
+        "clocks read on {every:.2} of the polls after the reload, want every one"
     );
     poller.shutdown(Duration::from_secs(5));
 }

@@ -14,7 +14,9 @@ the H200's ring, tests/device/h200-580.159.04):
 - the sampling experiment's bursty loads (1 s busy / 6 s idle, 0.5 s / 3 s)
   and two time-sliced processes are billed within 10 % of their busy time
   at the default interval, the two processes about evenly;
-- the simulated ring is the H200's: 71 samples, 200 ms apart.
+- the simulated ring is the H200's: 71 samples, 200 ms apart;
+- the capture writes a latency profile with each field id timed alone, and
+  the exporter's driver time per poll is measured and modelled from it.
 """
 
 from __future__ import annotations
@@ -54,7 +56,18 @@ def report(target_dir, tmp_path_factory) -> dict:
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert (out / "report.md").read_text().startswith("# device-check")
+    summary["_out"] = str(out)
     return summary
+
+
+@pytest.fixture(scope="module")
+def profile_rows(report) -> dict[str, tuple[int, float]]:
+    """nvml-latency.tsv: function or field row to (calls, median us)."""
+    rows = {}
+    for line in (Path(report["_out"]) / "nvml-latency.tsv").read_text().splitlines()[1:]:
+        name, calls, _mn, med, _p90, _mx = line.split("\t")
+        rows[name] = (int(calls), float(med))
+    return rows
 
 
 def test_every_step_is_ok_or_skipped_for_its_reason(report):
@@ -64,7 +77,7 @@ def test_every_step_is_ok_or_skipped_for_its_reason(report):
         else:
             assert step["status"] == "ok", (name, step)
     for name in ["host", "capture", "exporter on the driver", "replay of the capture",
-                 "sampling experiment"]:
+                 "driver time per poll", "sampling experiment"]:
         assert report["steps"][name]["status"] == "ok", name
 
 
@@ -102,3 +115,24 @@ def test_the_simulated_ring_is_the_h200s(report):
     ring = report["utilization_ring"]
     assert ring["samples_max"] == real["samples_max"] == 71
     assert ring["period_ms_median"] == real["period_ms_median"] == 200.0
+
+
+def test_the_capture_writes_a_profile_and_the_poll_is_priced_by_it(report):
+    facts = report["driver_time"]
+    # On the simulator a poll costs microseconds; measured all the same.
+    assert facts["after_ms"] is not None and facts["after_ms"] > 0
+    model = facts["model"]
+    assert model["polls"] >= 5 and model["gpus"] == 8, model
+    # The profile is the simulator's own timings (no latency simulated),
+    # microseconds a call: a poll of dozens of calls costs well under 50 ms
+    # and more than nothing, and the field batches are among its costs.
+    assert 0 < model["ms_per_gpu_per_poll"] < 50, model
+    assert "nvmlDeviceGetFieldValues" in model["top_ms"], model
+
+
+def test_the_profile_has_a_row_per_field_id_timed_alone(profile_rows):
+    assert "field:base" in profile_rows and "field:default" in profile_rows
+    # Every ECC total and the energy counter, timed alone on GPU 0.
+    for fid in (3, 4, 5, 6, 83, 197, 198):
+        assert f"field:{fid}" in profile_rows, fid
+        assert profile_rows[f"field:{fid}"][0] == 5  # five times each

@@ -57,8 +57,10 @@ pub fn handle(line: &str) -> Result<String, String> {
         .ok_or("request has no `action`")?;
     match action {
         "calls" => Ok(crate::calls::to_inline()),
+        "driver-time" => Ok(crate::latency::to_inline()),
         "reset-calls" => {
             crate::calls::reset();
+            crate::latency::reset();
             Ok("call counters cleared".into())
         }
         "status" => {

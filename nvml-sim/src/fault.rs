@@ -365,6 +365,12 @@ pub enum Fault {
         gpu: u32,
         lifetime_percent: f64,
     },
+    /// An operator sets the power limit (`nvidia-smi -pl WATTS`): the
+    /// management limit, and the enforced one with it.
+    PowerLimit {
+        gpu: u32,
+        watts: f64,
+    },
     /// Uncorrectable SRAM errors cross (or, `exceeded = false`, no longer
     /// cross) NVIDIA's RMA threshold.
     SramThreshold {
@@ -506,6 +512,7 @@ impl Fault {
             | Fault::Fabric { gpu, .. }
             | Fault::FabricHealth { gpu, .. }
             | Fault::PowerSmoothing { gpu, .. }
+            | Fault::PowerLimit { gpu, .. }
             | Fault::SramThreshold { gpu, .. } => Some(*gpu),
             Fault::DriverUnload
             | Fault::DriverLoad

@@ -17,6 +17,7 @@ pub mod host;
 pub mod identity;
 pub mod import;
 pub mod kmsg;
+pub mod latency;
 pub mod model;
 pub mod personality;
 pub mod scenario;

@@ -65,6 +65,29 @@ pub fn call_log() -> Option<PathBuf> {
     std::env::var_os("NVML_SIM_CALL_LOG").map(PathBuf::from)
 }
 
+/// `NVML_SIM_LATENCY`: a latency profile, a built-in name (`h200`) or a
+/// file path (`latency.rs`); unset or empty, calls cost nothing.
+pub fn latency_profile() -> Option<String> {
+    std::env::var("NVML_SIM_LATENCY")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// `NVML_SIM_LATENCY_STAT`: which column of the profile a call costs,
+/// `median` (default) or `p90` (`latency.rs` checks which).
+pub fn latency_stat() -> Option<String> {
+    std::env::var("NVML_SIM_LATENCY_STAT")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// `NVML_SIM_LATENCY_SLEEP=1`: each call also waits its cost out for real
+/// (default: the cost is only counted).
+pub fn latency_sleep() -> bool {
+    static SLEEP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SLEEP.get_or_init(|| std::env::var("NVML_SIM_LATENCY_SLEEP").is_ok_and(|v| v.trim() == "1"))
+}
+
 /// `NVML_SIM_KMSG`: the file the fleet appends its XIDs to, as kernel log
 /// records (`kmsg.rs`).
 pub fn kernel_log() -> Option<PathBuf> {

@@ -14,6 +14,13 @@ use super::watchdog::CallTracker;
 /// "not supported" are skipped until then.
 pub const STATIC_REFRESH_POLLS: u64 = 60;
 
+/// Values that change only when an operator or a fault acts (persistence,
+/// display and compute mode, ECC mode, the power limits in force) are
+/// re-read this often (in polls: 60 s at the default 5 s interval), and at
+/// once when a reading made every poll says they may have moved
+/// (`Cached::get_every`'s `moved`). docs/metrics.md, "Freshness".
+pub const SLOW_REFRESH_POLLS: u64 = 12;
+
 /// Whether `poll` re-reads static values and retries unsupported calls.
 pub fn is_refresh(poll: u64) -> bool {
     poll.is_multiple_of(STATIC_REFRESH_POLLS)
@@ -63,6 +70,10 @@ pub struct Calls<'a> {
     /// Calls with a field-value alternative that answered "not supported";
     /// skipped until the next static refresh.
     absent: HashSet<&'static str>,
+    /// Field-batch entries (field id, scope id) the driver answered "not
+    /// supported" or did not know: left out of the batch until the next
+    /// static refresh, each costing the driver time to refuse.
+    pub absent_fields: HashSet<(u32, u32)>,
 }
 
 impl<'a> Calls<'a> {
@@ -77,6 +88,7 @@ impl<'a> Calls<'a> {
             answered_this_sample: 0,
             aggregate_withheld: false,
             absent: HashSet::new(),
+            absent_fields: HashSet::new(),
         }
     }
 
@@ -88,6 +100,7 @@ impl<'a> Calls<'a> {
         self.aggregate_withheld = false;
         if is_refresh(poll) {
             self.absent.clear();
+            self.absent_fields.clear();
         }
     }
 
@@ -268,15 +281,32 @@ impl<T> Default for Cached<T> {
 
 impl<T: Clone> Cached<T> {
     pub fn get(&mut self, poll: u64, read: impl FnOnce() -> Got<T>) -> Option<T> {
-        if poll >= self.next_read {
+        self.get_every(poll, STATIC_REFRESH_POLLS, false, read)
+    }
+
+    /// The value held, without reading.
+    pub fn peek(&self) -> Option<&T> {
+        self.value.as_ref()
+    }
+
+    /// Re-read every `period` polls, at once when `moved`, or on the next
+    /// poll after a failure.
+    pub fn get_every(
+        &mut self,
+        poll: u64,
+        period: u64,
+        moved: bool,
+        read: impl FnOnce() -> Got<T>,
+    ) -> Option<T> {
+        if poll >= self.next_read || moved {
             match read() {
                 Got::Value(v) => {
                     self.value = Some(v);
-                    self.next_read = poll + STATIC_REFRESH_POLLS;
+                    self.next_read = poll + period;
                 }
                 Got::Absent => {
                     self.value = None;
-                    self.next_read = poll + STATIC_REFRESH_POLLS;
+                    self.next_read = poll + period;
                 }
                 Got::Failed => {
                     self.value = None;
@@ -325,6 +355,23 @@ mod tests {
             Some(9)
         );
         assert_eq!(reads, 3);
+    }
+
+    #[test]
+    fn a_slow_value_is_re_read_on_its_period_or_at_once_when_it_moved() {
+        let mut c: Cached<u32> = Cached::default();
+        let mut reads = Vec::new();
+        for poll in 0..30 {
+            let moved = poll == 5;
+            c.get_every(poll, SLOW_REFRESH_POLLS, moved, || {
+                reads.push(poll);
+                Got::Value(poll as u32)
+            });
+        }
+        assert_eq!(
+            reads,
+            [0, 5, 5 + SLOW_REFRESH_POLLS, 5 + 2 * SLOW_REFRESH_POLLS]
+        );
     }
 
     #[test]

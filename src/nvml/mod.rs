@@ -90,6 +90,7 @@ use crate::kmsg::KernelLog;
 use crate::schedule::SharedSchedule;
 use crate::snapshot::Snapshot;
 
+pub use calls::SLOW_REFRESH_POLLS;
 pub use library::{SIM_LIBRARY_ENV, SIM_SCENARIO_ENV};
 
 #[derive(Debug, Clone, PartialEq, Eq)]

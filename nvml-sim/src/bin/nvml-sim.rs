@@ -49,9 +49,10 @@ commands:
                  no-partition|insufficient-nvlinks|incompatible-gpu-fw|invalid-location|
                  gpu-state-invalid]
   power-smoothing --gpu N --lifetime-percent P
+  power-limit --gpu N --watts W
   sram-threshold --gpu N [--exceeded true|false]
   pcie --gpu N [--width LANES] [--replays N]
-  calls | reset-calls | status
+  calls | driver-time | reset-calls | status
   raw '{ action = \"...\", ... }'
 
 offline (no socket):
@@ -60,7 +61,8 @@ offline (no socket):
   capture [--library PATH] [--name NAME] [--timings FILE]
                        walk a real NVML (default libnvidia-ml.so.1, as the dynamic loader finds it)
                        with the calls the exporter makes and write the scenario that replays it;
-                       --timings: each function's call count and latency (microseconds) to FILE
+                       --timings: each function's call count and latency (microseconds) to FILE,
+                       and each field id's timed alone: a latency profile (README)
   import CAPTURE       write the scenario that replays a capture of a real host
                        (`nvidia-smi -q -x > host.xml` or `nvidia-smi -q > host.txt`) to stdout;
                        notes (identifiers made unique, an excerpt...) on stderr
@@ -127,7 +129,10 @@ fn request(args: &[String]) -> Result<String, String> {
         table.insert(key, v);
     }
     let line = toml::Value::Table(table.clone()).to_string();
-    if !matches!(action.as_str(), "calls" | "reset-calls" | "status") {
+    if !matches!(
+        action.as_str(),
+        "calls" | "driver-time" | "reset-calls" | "status"
+    ) {
         // Validate here so mistakes get a message before anything is sent.
         Fault::from_table(table)?;
     }

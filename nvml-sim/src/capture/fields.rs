@@ -50,7 +50,49 @@ fn key(id: u32, scope: u32) -> String {
     }
 }
 
+/// The field ids `capture` times alone on the first GPU, for a latency
+/// profile: every id the exporter reads on some branch (its scalar batch,
+/// its per-link NVLink batch asked for link 0) and those the capture reads.
+const FIELD_PROBE: &[u32] = &[
+    3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
+    28, 29, 30, 31, 39, 60, 61, 74, 75, 76, 82, 83, 91, 92, 94, 138, 139, 142, 143, 144, 145, 161,
+    162, 163, 185, 186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 196, 197, 198, 213, 214, 215,
+    216, 217, 218, 219, 220, 221, 222, 230, 251, 252, 253, 258, 263, 269, 270, 271,
+];
+
+/// Times each field is asked alone: the first answers of a function cost
+/// more than the next (BENCHMARKS.md, "Real hardware"), so each is asked
+/// this many times.
+const FIELD_REPEATS: usize = 5;
+
 impl Walker {
+    /// Times `nvmlDeviceGetFieldValues` with each of `FIELD_PROBE` alone on
+    /// GPU `index` (its own timings, not the function's).
+    pub(super) fn time_fields(&mut self, index: u32) {
+        let mut d: nvmlDevice_t = std::ptr::null_mut();
+        if call!(self, nvmlDeviceGetHandleByIndex_v2(index, &raw mut d)).is_err() {
+            return;
+        }
+        let Ok(get) = self.lib.nvmlDeviceGetFieldValues.as_ref().map(|f| *f) else {
+            return;
+        };
+        for &id in FIELD_PROBE {
+            for _ in 0..FIELD_REPEATS {
+                // SAFETY: a plain C struct; zero is a valid value.
+                let mut v: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
+                v.fieldId = id;
+                let started = Instant::now();
+                // SAFETY: one entry, a handle NVML gave us.
+                let code = unsafe { get(d, 1, &raw mut v) };
+                let took = started.elapsed();
+                if code != 0 {
+                    break;
+                }
+                self.fields.entry(id).or_default().push(took);
+            }
+        }
+    }
+
     /// The answers to `wanted` (field id, scope id), each its value or its
     /// `nvmlReturn_t`; none where the call itself failed.
     pub(super) fn fields(

@@ -78,6 +78,9 @@ struct Walker {
     /// How long each call took, by function: `scripts/device-check` keeps
     /// these as the real driver's latencies (BENCHMARKS.md).
     timings: BTreeMap<&'static str, Vec<Duration>>,
+    /// How long `nvmlDeviceGetFieldValues` took with each field id alone,
+    /// on the first GPU (`fields::FIELD_PROBE`).
+    fields: BTreeMap<u32, Vec<Duration>>,
 }
 
 /// What `capture` found: the scenario text and the time each NVML call
@@ -85,26 +88,58 @@ struct Walker {
 pub struct Captured {
     pub scenario: String,
     pub timings: BTreeMap<&'static str, Vec<Duration>>,
+    pub fields: BTreeMap<u32, Vec<Duration>>,
+}
+
+/// Minimum, median, 90th percentile and maximum, microseconds.
+fn stats(d: &[Duration]) -> [f64; 4] {
+    let mut us: Vec<f64> = d.iter().map(|d| d.as_secs_f64() * 1e6).collect();
+    us.sort_by(f64::total_cmp);
+    let at = |q: f64| us[((us.len() - 1) as f64 * q).round() as usize];
+    [at(0.0), at(0.5), at(0.9), at(1.0)]
 }
 
 impl Captured {
     /// One line per function: calls, then the minimum, median, 90th
     /// percentile and maximum in microseconds, tab separated, with a header.
+    ///
+    /// The table is a latency profile (nvml-sim README, "Latency
+    /// profiles"): after the functions, `field:base` (the cheapest field
+    /// timed alone), one `field:<id>` row per field id timed alone, less
+    /// the base, and `field:default` (the median field's).
     pub fn timings_table(&self) -> String {
         let mut out = String::from("function\tcalls\tmin_us\tmedian_us\tp90_us\tmax_us\n");
-        for (f, d) in &self.timings {
-            let mut us: Vec<f64> = d.iter().map(|d| d.as_secs_f64() * 1e6).collect();
-            us.sort_by(f64::total_cmp);
-            let at = |q: f64| us[((us.len() - 1) as f64 * q).round() as usize];
+        let mut row = |name: &str, calls: usize, s: [f64; 4]| {
             out.push_str(&format!(
-                "{f}\t{}\t{:.1}\t{:.1}\t{:.1}\t{:.1}\n",
-                us.len(),
-                at(0.0),
-                at(0.5),
-                at(0.9),
-                at(1.0)
+                "{name}\t{calls}\t{:.1}\t{:.1}\t{:.1}\t{:.1}\n",
+                s[0], s[1], s[2], s[3]
             ));
+        };
+        for (f, d) in &self.timings {
+            row(f, d.len(), stats(d));
         }
+        let alone: Vec<(u32, usize, [f64; 4])> = self
+            .fields
+            .iter()
+            .filter(|(_, d)| !d.is_empty())
+            .map(|(id, d)| (*id, d.len(), stats(d)))
+            .collect();
+        let Some(base) = alone
+            .iter()
+            .map(|(_, _, s)| *s)
+            .min_by(|a, b| a[1].total_cmp(&b[1]))
+        else {
+            return out;
+        };
+        row("field:base", 0, base);
+        let mut medians = Vec::new();
+        for (id, calls, s) in &alone {
+            let added = [0, 1, 2, 3].map(|i| (s[i] - base[i]).max(0.0));
+            medians.push(added);
+            row(&format!("field:{id}"), *calls, added);
+        }
+        medians.sort_by(|a, b| a[1].total_cmp(&b[1]));
+        row("field:default", 0, medians[medians.len() / 2]);
         out
     }
 }
@@ -214,6 +249,7 @@ pub fn capture(library: &Path, name: &str) -> Result<Captured, String> {
         lib,
         absent: BTreeSet::new(),
         timings: BTreeMap::new(),
+        fields: BTreeMap::new(),
     };
     call!(w, nvmlInit_v2()).map_err(|e| format!("nvmlInit_v2 failed: NVML error {e}"))?;
     let mut doc = ScenarioFile {
@@ -266,6 +302,9 @@ pub fn capture(library: &Path, name: &str) -> Result<Captured, String> {
             ..out.gpu
         }));
     }
+    if count > 0 && !denied.contains(&0) {
+        w.time_fields(0);
+    }
     let _ = call!(w, nvmlShutdown());
     if !denied.is_empty() {
         doc.denied = Some(at(denied));
@@ -282,6 +321,7 @@ pub fn capture(library: &Path, name: &str) -> Result<Captured, String> {
             comments.join("\n")
         ),
         timings: w.timings,
+        fields: w.fields,
     })
 }
 

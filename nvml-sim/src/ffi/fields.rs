@@ -499,6 +499,8 @@ nvml_fn! {
             return Err(INVALID_ARGUMENT);
         }
         let entries = std::slice::from_raw_parts_mut(values, valuesCount as usize);
+        // A batch costs a real driver by its fields (latency.rs).
+        crate::latency::batch(entries.iter().map(|e| e.fieldId));
         let driver = crate::driver::current();
         with_gpu(device, |g, t| {
             let ts = now_us() as i64;

@@ -1,4 +1,5 @@
-//! The NVML C ABI. Every export counts its call, runs inside
+//! The NVML C ABI. Every export counts its call (and charges its simulated
+//! cost, `latency.rs`), runs inside
 //! `catch_unwind` (a panic across `extern "C"` would abort the host) and
 //! maps `Err(code)` to the `nvmlReturn_t` it returns.
 //!
@@ -82,7 +83,9 @@ macro_rules! nvml_fn {
             if crate::driver::deprecated(stringify!($name)) {
                 return crate::ffi::DEPRECATED;
             }
-            crate::ffi::guard(move || -> crate::ffi::R { $body })
+            let ret = crate::ffi::guard(move || -> crate::ffi::R { $body });
+            crate::latency::charge(stringify!($name));
+            ret
         }
     };
 }

@@ -100,6 +100,7 @@ impl Sim {
                 gpu,
                 lifetime_percent,
             } => self.power_smoothing(*gpu, *lifetime_percent),
+            Fault::PowerLimit { gpu, watts } => self.power_limit(*gpu, *watts),
             Fault::ProcessStart {
                 gpu,
                 pid,

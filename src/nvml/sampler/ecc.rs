@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError, MemoryLocation};
 use nvml_wrapper::enums::device::DeviceArchitecture;
 
-use super::super::calls::{is_refresh, Got};
+use super::super::calls::{is_refresh, Cached, Got, SLOW_REFRESH_POLLS};
 use super::super::fields;
 use super::scalar::Scalar;
 use super::Gpu;
@@ -23,6 +23,10 @@ pub struct State {
     /// (error, scope, location) combinations the GPU answered "not
     /// supported" for; skipped until the next static refresh.
     unsupported: HashSet<(u8, u8, u8)>,
+    /// The ECC mode (current, pending): it changes only when an operator
+    /// sets it (`nvidia-smi -e`) and the GPU is reset, and costs an H200
+    /// 0.45 ms a call, so it is re-read every `SLOW_REFRESH_POLLS` polls.
+    mode: Cached<(bool, bool)>,
 }
 
 impl State {
@@ -39,14 +43,15 @@ impl State {
         }
         let fam = Family::Ecc.name();
         let (d, c) = (g.device, &mut *g.calls);
-        let Some(mode) = c.run(fam, || d.is_ecc_enabled()).value() else {
+        let mode = self.mode.get_every(g.poll, SLOW_REFRESH_POLLS, false, || {
+            c.run(fam, || d.is_ecc_enabled())
+                .map(|m| (m.currently_enabled, m.pending_enabled))
+        });
+        let Some((current, pending)) = mode else {
             return;
         };
-        r.ecc_mode = Some(ModePair {
-            current: mode.currently_enabled,
-            pending: mode.pending_enabled,
-        });
-        if !mode.currently_enabled {
+        r.ecc_mode = Some(ModePair { current, pending });
+        if !current {
             return;
         }
         let errors = [

@@ -63,6 +63,7 @@ pub struct GpuSampler<'n> {
     mig: mig::State<'n>,
     temperature: temperature::State,
     fan: fan::State,
+    mode: mode::State,
     power: power::State,
     clocks: clocks::State,
     throttle: throttle::State,
@@ -98,6 +99,7 @@ impl<'n> GpuSampler<'n> {
             mig: mig::State::new(nvml, handle),
             temperature: temperature::State::default(),
             fan: fan::State::default(),
+            mode: mode::State::default(),
             power: power::State::default(),
             clocks: clocks::State::default(),
             throttle: throttle::State::default(),
@@ -149,6 +151,7 @@ impl<'n> GpuSampler<'n> {
             mig,
             temperature,
             fan,
+            mode,
             power,
             clocks,
             throttle,
@@ -175,7 +178,7 @@ impl<'n> GpuSampler<'n> {
         let gpm_ids = gpm::request_ids(on(Family::GpmAllMetrics), *driver);
         let scalar = scalar::sample(&mut g, families);
         if on(Family::Mode) {
-            mode::sample(&mut g, r);
+            mode.sample(&mut g, r);
         }
         // MIG mode decides whether MIG devices are enumerated.
         let mig_enabled = on(Family::Mig) && mig::mode(&mut g, r);
@@ -196,14 +199,17 @@ impl<'n> GpuSampler<'n> {
         if on(Family::Fan) {
             fan.sample(&mut g, r);
         }
+        // Before power: a change in the power throttle reasons has power
+        // re-read its limits at once.
+        if on(Family::Throttle) {
+            throttle.sample(&mut g, &scalar, r);
+        }
         if on(Family::Power) {
-            power.sample(&mut g, &scalar, r);
+            let moved = on(Family::Throttle) && throttle.power_moved;
+            power.sample(&mut g, &scalar, moved, r);
         }
         if on(Family::Clocks) {
             clocks.sample(&mut g, r);
-        }
-        if on(Family::Throttle) {
-            throttle.sample(&mut g, &scalar, r);
         }
         if on(Family::Pcie) {
             pcie.sample(&mut g, &scalar, r);

@@ -1,6 +1,8 @@
 //! NVLink state, errors and traffic per link (`nvidia_gpu_nvlink_*`): one
 //! more batched field-values call, with the link as scope id. The link
-//! count is cached.
+//! count is cached; what a link does not support, and the KiB counters
+//! where the byte counters answer, leave the batch until the static
+//! refresh.
 //!
 //! The error counters depend on the NVLink generation: up to NVLink4
 //! (Hopper) the DL replay, recovery and CRC counters (161-163, plus the
@@ -9,12 +11,12 @@
 //! counters (213-222). A GPU whose architecture this build does not know
 //! is asked both.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use nvml_wrapper::enums::device::DeviceArchitecture;
 use nvml_wrapper::error::NvmlError;
 
-use super::super::calls::{Cached, Got};
+use super::super::calls::{is_refresh, Cached, Got};
 use super::super::fields;
 use super::super::raw::{self, FieldValue};
 use super::super::units::kib_to_bytes;
@@ -26,6 +28,12 @@ use crate::snapshot::{GpuReadings, NvLink, NvLinkBer, NvLinkError};
 #[derive(Default)]
 pub struct State {
     links: Cached<u32>,
+    /// Requests left out of the batch until the next static refresh: those
+    /// the driver answered "not supported" (or did not know), and the KiB
+    /// traffic counters of a link whose exact byte counters answered (the
+    /// same traffic, asked twice). Each entry costs the driver time, and
+    /// this batch has one per link and counter (a DGX H100: 162).
+    skip: HashSet<(u32, u32)>,
 }
 
 /// Which error counters a GPU's NVLink generation has.
@@ -133,10 +141,14 @@ impl State {
             return;
         };
         let generations = Generations::of(architecture);
+        if is_refresh(g.poll) {
+            self.skip.clear();
+        }
         let mut requests = Vec::new();
         for link in 0..links {
             generations.requests(link, per_link, &mut requests);
         }
+        requests.retain(|r| !self.skip.contains(r));
         let Some(results) = c.run(fam, || raw::field_values(nvml, h, &requests)).value() else {
             return;
         };
@@ -146,9 +158,24 @@ impl State {
                 Ok(v) => {
                     answers.insert(request, v);
                 }
-                Err(NvmlError::InvalidArg) => {}
+                Err(NvmlError::InvalidArg) => {
+                    self.skip.insert(request);
+                }
                 Err(e) => {
+                    if matches!(e, NvmlError::NotSupported) {
+                        self.skip.insert(request);
+                    }
                     let _ = c.failure::<()>(fam, &e);
+                }
+            }
+        }
+        for (exact, kib) in [
+            (fields::NVLINK_TX_BYTES, fields::NVLINK_TX_KIB),
+            (fields::NVLINK_RX_BYTES, fields::NVLINK_RX_KIB),
+        ] {
+            for link in 0..links {
+                if answers.contains_key(&(exact, link)) {
+                    self.skip.insert((kib, link));
                 }
             }
         }

@@ -5,7 +5,7 @@
 //! the power smoothing circuitry's lifetime. Energy, scoped draw and the
 //! lifetime come from the field batch; the limits are cached.
 
-use super::super::calls::{Batch, Cached};
+use super::super::calls::{Batch, Cached, SLOW_REFRESH_POLLS};
 use super::super::fields;
 use super::super::raw::FieldValue;
 use super::super::units::{millijoules_to_joules, milliwatts_to_watts, percent_to_ratio};
@@ -16,6 +16,12 @@ use crate::snapshot::{GpuReadings, PowerLimit};
 
 #[derive(Default)]
 pub struct State {
+    /// The limit in force and the one set (an operator's `nvidia-smi -pl`,
+    /// or out of band): 2.0 and 0.2 ms a call on an H200, so read every
+    /// `SLOW_REFRESH_POLLS` polls, and at once when the draw passes the
+    /// cached limit or the power throttle reasons change.
+    enforced: Cached<u32>,
+    management: Cached<u32>,
     static_limits: Cached<Vec<(PowerLimit, f64)>>,
     module_limits: Cached<Vec<(PowerLimit, f64)>>,
 }
@@ -38,18 +44,34 @@ fn watts(v: FieldValue) -> Option<f64> {
 }
 
 impl State {
-    pub fn sample(&mut self, g: &mut Gpu<'_, '_>, scalar: &Scalar, r: &mut GpuReadings) {
+    /// `moved`: the power throttle reasons changed this poll.
+    pub fn sample(
+        &mut self,
+        g: &mut Gpu<'_, '_>,
+        scalar: &Scalar,
+        moved: bool,
+        r: &mut GpuReadings,
+    ) {
         let fam = Family::Power.name();
-        let (d, c) = (g.device, &mut *g.calls);
-        r.power_usage_watts = c
-            .run(fam, || d.power_usage())
-            .value()
-            .map(milliwatts_to_watts);
-        if let Some(v) = c.run(fam, || d.enforced_power_limit()).value() {
+        let (d, c, poll) = (g.device, &mut *g.calls, g.poll);
+        let usage = c.run(fam, || d.power_usage()).value();
+        r.power_usage_watts = usage.map(milliwatts_to_watts);
+        // A draw above the limit in force says the limit moved (a short
+        // excursion re-reads it once more, at 2 ms: cheap insurance).
+        let over = matches!((usage, self.enforced.peek()), (Some(u), Some(&l)) if u > l);
+        let moved = moved || over;
+        let every = SLOW_REFRESH_POLLS;
+        let enforced = self.enforced.get_every(poll, every, moved, || {
+            c.run(fam, || d.enforced_power_limit())
+        });
+        if let Some(v) = enforced {
             r.power_limits
                 .push((PowerLimit::Enforced, milliwatts_to_watts(v)));
         }
-        if let Some(v) = c.run(fam, || d.power_management_limit()).value() {
+        let management = self.management.get_every(poll, every, moved, || {
+            c.run(fam, || d.power_management_limit())
+        });
+        if let Some(v) = management {
             r.power_limits
                 .push((PowerLimit::Management, milliwatts_to_watts(v)));
         }

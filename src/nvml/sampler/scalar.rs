@@ -1,6 +1,8 @@
 //! One batched `nvmlDeviceGetFieldValues` call per poll for the scalar
 //! fields of every enabled family; each family then reads its values from
-//! the batch and makes its own calls only for what the batch lacks.
+//! the batch and makes its own calls only for what the batch lacks. A
+//! field the driver answered "not supported" (or does not know) leaves the
+//! batch until the static refresh: each entry costs the driver time.
 
 use std::collections::HashMap;
 
@@ -138,7 +140,10 @@ fn requests(g: &Gpu<'_, '_>, families: &FamilySet) -> Vec<Request> {
 }
 
 pub fn sample(g: &mut Gpu<'_, '_>, families: &FamilySet) -> Scalar {
-    let ids = requests(g, families);
+    let mut ids = requests(g, families);
+    // What the driver said it does not have is not asked again before the
+    // static refresh: the families fall back as when it answered so.
+    ids.retain(|&(id, scope, _)| !g.calls.absent_fields.contains(&(id, scope)));
     let mut out = Scalar::default();
     if ids.is_empty() {
         return out;
@@ -161,7 +166,13 @@ pub fn sample(g: &mut Gpu<'_, '_>, families: &FamilySet) -> Scalar {
             }
             // An id this driver does not know comes back as an invalid
             // argument: absent, like "not supported".
-            Err(NvmlError::InvalidArg) => {}
+            Err(NvmlError::InvalidArg) => {
+                g.calls.absent_fields.insert((id, scope));
+            }
+            Err(e @ NvmlError::NotSupported) => {
+                let _ = g.calls.failure::<()>(family, &e);
+                g.calls.absent_fields.insert((id, scope));
+            }
             Err(e) => {
                 let _ = g.calls.failure::<()>(family, &e);
             }

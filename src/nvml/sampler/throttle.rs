@@ -14,9 +14,18 @@ use super::Gpu;
 use crate::family::Family;
 use crate::snapshot::{GpuReadings, ThrottleReason};
 
+/// The reasons a change of the power limit in force shows in: the software
+/// power cap engaging or letting go, the hardware slowdown and power brake.
+const POWER_REASONS: u64 = 0x4 | 0x8 | 0x80;
+
 #[derive(Default)]
 pub struct State {
     supported: Cached<u64>,
+    /// The power reasons active at the last poll that read them.
+    power_reasons: Option<u64>,
+    /// Whether they changed at this poll: the power limits, read at a slow
+    /// cadence (`power.rs`), are re-read at once.
+    pub power_moved: bool,
 }
 
 impl State {
@@ -38,7 +47,11 @@ impl State {
         } else {
             c.run(fam, || d.current_throttle_reasons().map(|b| b.bits()))
         };
-        if let (Some(supported), Some(current)) = (supported, current.value()) {
+        let current = current.value();
+        let power_reasons = current.map(|bits| bits & POWER_REASONS);
+        self.power_moved = power_reasons.is_some() && power_reasons != self.power_reasons;
+        self.power_reasons = power_reasons.or(self.power_reasons);
+        if let (Some(supported), Some(current)) = (supported, current) {
             r.throttle_active = flags(supported, current);
         }
         let mut from_fields = vec![

@@ -21,6 +21,22 @@ impl Sim {
         Ok(format!("GPU {gpu} throttle reasons {mask:#x}"))
     }
 
+    pub(super) fn power_limit(&mut self, gpu: u32, watts: f64) -> Result<String, String> {
+        let g = &mut self.gpus[gpu as usize];
+        let (min, max) = (g.model.power_min_mw, g.model.power_max_mw);
+        let mw = watts * 1000.0;
+        if !mw.is_finite() || mw < f64::from(min) || mw > f64::from(max) {
+            return Err(format!(
+                "watts {watts} is outside GPU {gpu}'s limits ({} to {} W)",
+                f64::from(min) / 1000.0,
+                f64::from(max) / 1000.0
+            ));
+        }
+        g.settings.power_limit_mw = Some(mw.round() as u32);
+        g.settings.enforced_power_limit_mw = None;
+        Ok(format!("GPU {gpu} power limit {watts} W"))
+    }
+
     pub(super) fn power_smoothing(
         &mut self,
         gpu: u32,

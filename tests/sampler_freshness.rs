@@ -1,0 +1,134 @@
+//! Settings read at the slow cadence (docs/metrics.md, "Freshness"): an
+//! operator's change reaches the readings within `SLOW_REFRESH_POLLS` polls,
+//! at once when the power throttle reasons say the limit moved, and the
+//! calls behind them are made about once per that many polls, not every
+//! poll.
+
+// Sets the simulator's variables before this process's first NVML init.
+#![allow(clippy::disallowed_methods)]
+
+mod sampler_support;
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use nvml_exporter::family::FamilySet;
+use nvml_exporter::nvml::SLOW_REFRESH_POLLS;
+use nvml_exporter::snapshot::{PowerLimit, Snapshot};
+use sampler_support::*;
+
+fn enforced_watts(s: &Snapshot, gpu: usize) -> Option<f64> {
+    let g = s.gpus.get(gpu)?;
+    let r = g.readings.as_ref()?;
+    r.power_limits
+        .iter()
+        .find(|(l, _)| *l == PowerLimit::Enforced)
+        .map(|(_, w)| *w)
+}
+
+/// GPU `gpu`'s polls published after `from` (their sample times).
+fn polls_since(snaps: &Snapshots, gpu: usize, from: SystemTime) -> usize {
+    let mut times: Vec<SystemTime> = snaps
+        .all()
+        .iter()
+        .filter_map(|s| s.gpus.get(gpu).and_then(|g| g.last_sample))
+        .filter(|t| *t > from)
+        .collect();
+    times.sort();
+    times.dedup();
+    times.len()
+}
+
+/// Calls of `function` per GPU poll (nvmlDeviceGetPowerUsage: one per GPU
+/// poll) over `polls` ticks.
+fn per_poll(socket: &Path, tick: Duration, polls: u32) -> (u64, impl Fn(&str) -> f64) {
+    control(socket, r#"{ action = "reset-calls" }"#);
+    std::thread::sleep(tick * polls);
+    let calls = parse_calls(&control(socket, r#"{ action = "calls" }"#));
+    let gpu_polls = calls.get("nvmlDeviceGetPowerUsage").copied().unwrap_or(0);
+    (gpu_polls, move |f: &str| {
+        calls.get(f).copied().unwrap_or(0) as f64 / gpu_polls.max(1) as f64
+    })
+}
+
+#[test]
+fn settings_are_read_at_the_slow_cadence_and_a_change_is_seen_within_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("control.sock");
+    std::env::set_var("NVML_SIM_CONTROL", &socket);
+    let tick = Duration::from_millis(150);
+    let (poller, snaps) = start_sim(
+        "dgx-h100",
+        tick,
+        Duration::from_secs(5),
+        FamilySet::defaults(),
+    );
+    snaps.wait_for("ready", Duration::from_secs(30), |s| {
+        all_up_with_readings(s, 8)
+    });
+    assert_eq!(enforced_watts(&snaps.latest().unwrap(), 0), Some(700.0));
+
+    // Over 3 slow periods each setting is read about once a period, the
+    // draw every poll.
+    let polls = 3 * SLOW_REFRESH_POLLS as u32;
+    let (gpu_polls, ratio) = per_poll(&socket, tick, polls);
+    assert!(
+        gpu_polls >= 8 * u64::from(polls) / 2,
+        "{gpu_polls} GPU polls counted"
+    );
+    let most = 2.0 / SLOW_REFRESH_POLLS as f64;
+    for f in [
+        "nvmlDeviceGetEnforcedPowerLimit",
+        "nvmlDeviceGetPowerManagementLimit",
+        "nvmlDeviceGetDisplayActive",
+        "nvmlDeviceGetPersistenceMode",
+        "nvmlDeviceGetComputeMode",
+        "nvmlDeviceGetEccMode",
+    ] {
+        let r = ratio(f);
+        assert!(
+            r > 0.0 && r <= most,
+            "{f}: {r:.3} calls per GPU poll, want at most {most:.3}"
+        );
+    }
+    assert!((0.9..=1.1).contains(&ratio("nvmlDeviceGetPerformanceState")));
+
+    // An operator's `nvidia-smi -pl 500`: seen within the slow period.
+    let from = SystemTime::now();
+    control(
+        &socket,
+        r#"{ action = "power-limit", gpu = 0, watts = 500.0 }"#,
+    );
+    snaps.wait_for(
+        "GPU 0's new limit",
+        tick * (SLOW_REFRESH_POLLS as u32 + 8),
+        |s| enforced_watts(s, 0) == Some(500.0),
+    );
+    let took = polls_since(&snaps, 0, from);
+    assert!(
+        took <= SLOW_REFRESH_POLLS as usize + 1,
+        "the new limit took {took} polls, more than the {SLOW_REFRESH_POLLS} documented"
+    );
+
+    // The same change with the power cap engaging: read at the next poll.
+    let from = SystemTime::now();
+    control(
+        &socket,
+        r#"{ action = "power-limit", gpu = 1, watts = 400.0 }"#,
+    );
+    control(
+        &socket,
+        r#"{ action = "throttle", gpu = 1, reasons = ["sw-power-cap"] }"#,
+    );
+    snaps.wait_for(
+        "GPU 1's new limit",
+        tick * (SLOW_REFRESH_POLLS as u32 + 8),
+        |s| enforced_watts(s, 1) == Some(400.0),
+    );
+    let took = polls_since(&snaps, 1, from);
+    assert!(
+        took <= 2,
+        "the new limit took {took} polls with the power cap engaged"
+    );
+    poller.shutdown(Duration::from_secs(5));
+}
