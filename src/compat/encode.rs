@@ -27,7 +27,7 @@
 use std::sync::PoisonError;
 use std::time::SystemTime;
 
-use super::fields::{Field, FieldKind, PerPod, Source, Unit, Variant};
+use super::fields::{Field, FieldKind, PerPod, Source, Unit};
 use super::{Compat, Selected};
 use crate::exposition::Writer;
 use crate::metric::{Kind, Metric, SampleBuilder, SampleSink, Scope, Value};
@@ -116,8 +116,8 @@ pub fn encode(snapshot: &Snapshot, compat: &Compat, w: &mut Writer) {
     let labels: Vec<(&'static str, &Field)> = compat
         .fields
         .iter()
-        .filter(|(f, _)| f.kind == FieldKind::Label && f.has_source())
-        .map(|(f, v)| (f.name(*v), *f))
+        .filter(|s| s.field.kind == FieldKind::Label && s.field.has_source())
+        .map(|s| (s.name, s.field))
         .collect();
     let ctx = Ctx {
         snapshot,
@@ -126,16 +126,16 @@ pub fn encode(snapshot: &Snapshot, compat: &Compat, w: &mut Writer) {
         labels: &labels,
     };
     let mut sink = SampleSink::new();
-    for &(field, variant) in &compat.fields {
-        if field.kind == FieldKind::Label || !field.has_source() {
+    for s in &compat.fields {
+        if s.field.kind == FieldKind::Label || !s.field.has_source() {
             continue;
         }
         sink.clear();
-        ctx.collect(field, variant, &mut sink);
+        ctx.collect(s.field, s.unit, &mut sink);
         let metric = Metric {
-            name: field.name(variant),
-            help: field.help,
-            kind: match field.kind {
+            name: s.name,
+            help: s.help,
+            kind: match s.kind {
                 FieldKind::Counter => Kind::ForeignCounter,
                 FieldKind::Gauge | FieldKind::Label => Kind::Gauge,
             },
@@ -155,8 +155,7 @@ struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    fn collect(&self, field: &'static Field, variant: Variant, out: &mut SampleSink<'a>) {
-        let unit = field.unit(variant);
+    fn collect(&self, field: &'static Field, unit: Unit, out: &mut SampleSink<'a>) {
         for e in entities(self.snapshot) {
             let Some(v) = self.value(field, &e) else {
                 continue;
@@ -188,7 +187,13 @@ impl<'a> Ctx<'a> {
         let mut b = b
             .label("gpu", g.index)
             .label("UUID", &g.uuid)
-            .label_opt("pci_bus_id", g.identity.pci_bus_id.as_deref())
+            .label_opt(
+                "pci_bus_id",
+                g.identity
+                    .pci_bus_id
+                    .as_deref()
+                    .filter(|_| self.compat.generation.has_pci_bus_id()),
+            )
             .label_opt("device", device)
             .label_opt("modelName", g.identity.name.as_deref());
         if let Some(gi) = e.instance {
@@ -320,7 +325,7 @@ impl State {
             let (Some(r), Some(at)) = (g.readings.as_ref(), g.last_sample) else {
                 continue;
             };
-            for (f, _) in fields {
+            for f in fields.iter().map(|s| s.field) {
                 // A counter carried forward from an earlier poll is not a
                 // new reading: the rate over the last read stands until
                 // the family is read again.
@@ -334,7 +339,7 @@ impl State {
         }
         if fields
             .iter()
-            .any(|(f, _)| f.per_pod == Some(PerPod::SmTime))
+            .any(|s| s.field.per_pod == Some(PerPod::SmTime))
         {
             self.observe_pods(snapshot);
         }
@@ -745,7 +750,10 @@ mod tests {
             "DCGM_FI_DEV_SERIAL",
         ]
         .iter()
-        .map(|n| fields::lookup(n).unwrap())
+        .map(|n| {
+            let (f, v) = fields::lookup(n).unwrap();
+            Selected::of(f, v)
+        })
         .collect();
         let mut r = readings();
         r.ecc_errors = vec![crate::snapshot::EccCount {

@@ -61,6 +61,8 @@ pub enum Unit {
     Nanoseconds,
     /// DCGM's NVLink bandwidth: KiB per second divided by 1000, whole.
     MegabytesPerSecond,
+    /// Whole KiB per second (NVML's PCIe throughput unit).
+    KibibytesPerSecond,
     BytesPerSecond,
     /// Not a series: a label on every series.
     Label,
@@ -78,6 +80,7 @@ impl Unit {
             Unit::Millijoules => (base * 1e3).round(),
             Unit::Nanoseconds => (base * 1e9).round(),
             Unit::MegabytesPerSecond => (base / 1024.0 / 1000.0).trunc(),
+            Unit::KibibytesPerSecond => (base / 1024.0).trunc(),
         }
     }
 
@@ -97,6 +100,7 @@ impl Unit {
             Unit::Joules => "J",
             Unit::Nanoseconds => "ns",
             Unit::MegabytesPerSecond => "MB/s",
+            Unit::KibibytesPerSecond => "KiB/s",
             Unit::BytesPerSecond => "bytes/s",
             Unit::Label => "label",
         }
@@ -250,6 +254,87 @@ pub fn lookup(name: &str) -> Option<(&'static Field, Variant)> {
             None
         }
     })
+}
+
+/// What a DCGM field name asks this exporter for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Resolved {
+    /// A field served here, under the name asked for, in the unit that
+    /// name reports in.
+    Served {
+        field: &'static Field,
+        name: &'static str,
+        unit: Unit,
+    },
+    /// A field DCGM knows (its id) that is never served here, and why.
+    NotServed { id: u16, why: &'static str },
+}
+
+/// What `name` asks for when the output imitates `generation`: any name
+/// DCGM or go-dcgm knows (`super::names`, generated from their sources)
+/// resolves, as dcgm-exporter resolves it (go-dcgm's `GetFieldID`); `None`
+/// for a name neither knows.
+///
+/// In order: the table's name before DCGM 4.7; under 4.9, the table's 4.9
+/// name; a DCGM or go-dcgm name, by its field id, in the unit DCGM serves
+/// that id in (a deprecated alias keeps the unit of the field it names:
+/// DCGM 4.6's `DCGM_FI_DEV_GPU_UTIL_RATIO` is field 203, in percent,
+/// `dcgm_fields.h` l. 775; go-dcgm 4.6.1's base-unit fields 1600-1612 are
+/// their own ids, each the value of an older field in base units); last,
+/// a 4.9 name under an older generation, in its own unit.
+pub fn resolve(name: &str, generation: super::Generation) -> Option<Resolved> {
+    let served = |field: &'static Field, name: &'static str, unit: Unit| {
+        Some(match field.source {
+            Source::None(why) => Resolved::NotServed { id: field.id, why },
+            _ => Resolved::Served { field, name, unit },
+        })
+    };
+    if let Some(f) = FIELDS.iter().find(|f| f.legacy == name) {
+        return served(f, f.legacy, f.legacy_unit);
+    }
+    let current = FIELDS.iter().find(|f| f.current == name);
+    if generation.variant() == Variant::Current {
+        if let Some(f) = current {
+            return served(f, f.current, f.current_unit);
+        }
+    }
+    if let Some((known, id)) = super::names::lookup(name) {
+        let base = super::names::BASE_UNIT
+            .iter()
+            .find(|(b, _)| *b == id)
+            .map(|(_, of)| *of);
+        let row = FIELDS.iter().find(|f| f.id == base.unwrap_or(id));
+        return match (row, base) {
+            (Some(f), Some(_)) => served(f, known, base_unit(known).unwrap_or(f.legacy_unit)),
+            (Some(f), None) => served(f, known, f.legacy_unit),
+            (None, _) => Some(Resolved::NotServed {
+                id,
+                why: why_not_served(id),
+            }),
+        };
+    }
+    current.and_then(|f| served(f, f.current, f.current_unit))
+}
+
+/// The unit a go-dcgm base-unit field's name says it is in.
+fn base_unit(name: &str) -> Option<Unit> {
+    [
+        ("_HERTZ", Unit::Hertz),
+        ("_BYTES", Unit::Bytes),
+        ("_JOULES_TOTAL", Unit::Joules),
+        ("_RATIO", Unit::Ratio),
+    ]
+    .iter()
+    .find(|(suffix, _)| name.ends_with(suffix))
+    .map(|(_, u)| *u)
+}
+
+/// Why a DCGM field the table has no row for is not served.
+fn why_not_served(id: u16) -> &'static str {
+    match id {
+        1000..=1099 => "a DCGM profiling metric that NVML's GPM does not measure",
+        _ => "no NVML reading of this exporter gives this DCGM field",
+    }
 }
 
 /// dcgm-exporter's own families (not DCGM fields), which a counters CSV
@@ -560,6 +645,14 @@ pub static FIELDS: &[Field] = &[
     // PCIe
     renamed(202, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Count, "DCGM_FI_DEV_PCIE_REPLAY_TOTAL", Count, Counter, true, F_PCIE,
         "PCIe replays (retries).", Source::Gpu(|r| r.pcie.replay_errors.map(|v| v as f64))),
+    // Defaults of dcgm-exporter 2.2.9 to 3.3.6, which DCGM deprecates for
+    // the two PCIE_*_BYTES fields below; DCGM reads them from
+    // nvmlDeviceGetPcieThroughput (KB/s over 20 ms), here the same bytes
+    // from NVML's PCIe byte counters over the poll interval.
+    same(200, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", KibibytesPerSecond, Counter, false, F_PCIE,
+        "PCIe KiB sent per second over the last interval (NVML's PCIe byte counters, R555+).", Source::Rate(|r| r.pcie.tx_bytes)),
+    same(201, "DCGM_FI_DEV_PCIE_RX_THROUGHPUT", KibibytesPerSecond, Counter, false, F_PCIE,
+        "PCIe KiB received per second over the last interval (NVML's PCIe byte counters, R555+).", Source::Rate(|r| r.pcie.rx_bytes)),
     same(235, "DCGM_FI_DEV_PCIE_MAX_LINK_GEN", Count, Gauge, false, F_PCIE,
         "Maximum PCIe link generation.", Source::Gpu(|r| r.pcie.link_generation_max.map(f64::from))),
     same(236, "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", Count, Gauge, false, F_PCIE,

@@ -382,6 +382,7 @@ pub fn fully_populated() -> Snapshot {
         last_success: UNIX_EPOCH + Duration::from_secs(1_700_000_000),
         reloads: 2,
         failures: 1,
+        dcgm_not_served: 3,
     });
     s.http = Some(HttpCounts {
         scrapes: vec![(200, 40), (503, 1)],
