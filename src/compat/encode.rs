@@ -223,7 +223,7 @@ impl<'a> Ctx<'a> {
                 None => e.readings.and_then(gpu),
             },
             Source::Rate(_) => e.readings.and(self.state.rate(e.gpu.index, field.id)),
-            Source::LastXid => last_xid(e.gpu),
+            Source::LastXid => last_xid(e.gpu, e.instance.map(|gi| gi.gpu_instance)),
             Source::Label(_) | Source::None(_) => None,
         }
     }
@@ -278,11 +278,26 @@ const DCGM_LABELS: &[&str] = &[
     "err_msg",
 ];
 
-/// The code of the GPU's most recent XID; `None` before the first, and
-/// when the most recent was one folded into `xid="other"` (its code is
-/// then not known).
-fn last_xid(g: &GpuState) -> Option<f64> {
-    let newest = g.xids.iter().max_by_key(|x| x.last_seen)?;
+/// The code of the most recent XID of the entity; `None` before the
+/// first, and when the most recent was one folded into `xid="other"` (its
+/// code is then not known).
+///
+/// A MIG GPU instance's series carries the XIDs NVML reported for that
+/// instance (or for one of its compute instances) and those of the whole
+/// GPU, never a sibling instance's: DCGM records an XID that names a GPU or
+/// compute instance on that entity only (NVIDIA/DCGM
+/// `dcgmlib/src/DcgmCacheManager.cpp` at 72fa3fe, event loop l. 7876-7893,
+/// `RecordXidForGpuInstance`, `RecordXidForComputeInstance`), so an alert by
+/// `pod` names the tenant whose instance faulted. An XID of the whole GPU
+/// stays on every instance: it stops them all (DCGM keeps it on the GPU
+/// entity, which dcgm-exporter does not watch on a MIG GPU; there it has
+/// no series at all).
+fn last_xid(g: &GpuState, gpu_instance: Option<u32>) -> Option<f64> {
+    let newest = g
+        .xids
+        .iter()
+        .filter(|x| x.gpu_instance.is_none() || x.gpu_instance == gpu_instance)
+        .max_by_key(|x| x.last_seen)?;
     if g.xid_other
         .as_ref()
         .is_some_and(|o| o.last_seen > newest.last_seen)
@@ -635,6 +650,16 @@ mod tests {
         );
     }
 
+    fn mig(gpu_instance: u32) -> MigGpuInstance {
+        MigGpuInstance {
+            gpu_instance,
+            profile: "1g.10gb".into(),
+            memory: None,
+            activity: vec![],
+            compute_instances: vec![],
+        }
+    }
+
     #[test]
     fn a_mig_gpu_has_one_series_per_gpu_instance() {
         let mut r = readings();
@@ -739,6 +764,41 @@ mod tests {
             "{}",
             x[0]
         );
+    }
+
+    #[test]
+    fn a_mig_instance_s_xid_is_on_that_instance_only() {
+        let mut r = readings();
+        r.mig = vec![mig(1), mig(5)];
+        let mut g = gpu(0, r);
+        let at = |s| UNIX_EPOCH + Duration::from_secs(s);
+        g.xids = vec![XidCount {
+            xid: 31,
+            gpu_instance: Some(5),
+            compute_instance: Some(0),
+            count: 1,
+            last_seen: at(50),
+        }];
+        let t = text(&snapshot(vec![g.clone()]), &compat(Generation::V4_8));
+        let x = line(&t, "DCGM_FI_DEV_XID_ERRORS");
+        assert_eq!(x.len(), 1, "{t}");
+        assert!(
+            x[0].contains("GPU_I_ID=\"5\"") && x[0].ends_with("} 31"),
+            "{}",
+            x[0]
+        );
+        // An XID of the whole GPU is every instance's.
+        g.xids.push(XidCount {
+            xid: 79,
+            gpu_instance: None,
+            compute_instance: None,
+            count: 1,
+            last_seen: at(60),
+        });
+        let t = text(&snapshot(vec![g]), &compat(Generation::V4_8));
+        let x = line(&t, "DCGM_FI_DEV_XID_ERRORS");
+        assert_eq!(x.len(), 2, "{t}");
+        assert!(x.iter().all(|l| l.ends_with("} 79")), "{x:?}");
     }
 
     #[test]

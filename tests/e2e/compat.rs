@@ -517,3 +517,46 @@ fn dcgm_exporter_s_own_version_strings_pick_that_release_s_labels() {
         "{out}"
     );
 }
+
+#[test]
+fn a_mig_instance_s_xid_carries_only_that_instance_s_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("sim.sock");
+    let e = Exporter::simulate_env(
+        "dgx-h100",
+        &["--compat.dcgm", "--compat.dcgm.only"],
+        &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
+    );
+    e.wait_ready();
+    common::sim_control(
+        &socket,
+        &[
+            "xid",
+            "--gpu",
+            "1",
+            "--code",
+            "31",
+            "--gpu-instance",
+            "5",
+            "--compute-instance",
+            "0",
+        ],
+    );
+    let text = e.scrape_until("the MIG XID", |t| t.contains("DCGM_FI_DEV_XID_ERRORS{"));
+    let s = samples(&text);
+    let instances = s
+        .iter()
+        .filter(|s| s.name == "DCGM_FI_DEV_FB_USED" && s.label("gpu") == Some("1"))
+        .count();
+    assert!(
+        instances > 1,
+        "GPU 1 is a MIG GPU with several instances: {text}"
+    );
+    let xids: Vec<_> = s
+        .iter()
+        .filter(|s| s.name == "DCGM_FI_DEV_XID_ERRORS")
+        .collect();
+    assert_eq!(xids.len(), 1, "{xids:#?}");
+    assert_eq!(xids[0].label("GPU_I_ID"), Some("5"));
+    assert_eq!(xids[0].label("err_code"), Some("31"));
+}
