@@ -820,6 +820,10 @@ pub struct MigMemory {
     pub total_bytes: u64,
     pub used_bytes: u64,
     pub free_bytes: u64,
+    /// Memory the driver reserves in the instance
+    /// (`nvmlDeviceGetMemoryInfo_v2` on its handle); `None` where only the
+    /// v1 call answers.
+    pub reserved_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

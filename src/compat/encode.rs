@@ -672,6 +672,7 @@ mod tests {
                     total_bytes: 40 << 30,
                     used_bytes: 10 << 20,
                     free_bytes: (40 << 30) - (10 << 20),
+                    reserved_bytes: None,
                 }),
                 activity: vec![(GpmMetric::Graphics, 0.25)],
                 compute_instances: vec![],

@@ -693,10 +693,12 @@ pub static FIELDS: &[Field] = &[
         "Free frame buffer memory (of the GPU instance, on MIG).", Source::Instance { gpu: |r| r.memory.map(|m| m.free_bytes as f64), mig: |gi| mig_fb(gi, |m| m.free_bytes) }),
     pod(renamed(252, "DCGM_FI_DEV_FB_USED", Mebibytes, "DCGM_FI_DEV_FB_USED_BYTES", Bytes, Gauge, true, F_MEM,
         "Used frame buffer memory (of the GPU instance, on MIG).", Source::Instance { gpu: |r| r.memory.map(|m| m.used_bytes as f64), mig: |gi| mig_fb(gi, |m| m.used_bytes) }), PerPod::Memory),
+    // DCGM reads a GPU instance's frame buffer from the instance's own
+    // handle (DcgmCacheManager.cpp ReadAndCacheFBMemoryInfo, l. 14162ff).
     renamed(253, "DCGM_FI_DEV_FB_RESERVED", Mebibytes, "DCGM_FI_DEV_FB_RESERVED_BYTES", Bytes, Gauge, true, F_MEM,
-        "Frame buffer memory the driver reserves.", Source::Gpu(|r| r.memory.and_then(|m| m.reserved_bytes).map(|v| v as f64))),
+        "Frame buffer memory the driver reserves (of the GPU instance, on MIG).", Source::Instance { gpu: |r| r.memory.and_then(|m| m.reserved_bytes).map(|v| v as f64), mig: |gi| gi.memory.and_then(|m| m.reserved_bytes).map(|v| v as f64) }),
     renamed(254, "DCGM_FI_DEV_FB_USED_PERCENT", Ratio, "DCGM_FI_DEV_FB_USED_RATIO", Ratio, Gauge, false, F_MEM,
-        "Used over total less reserved frame buffer memory, 0 to 1.", Source::Gpu(fb_used_ratio)),
+        "Used over total less reserved frame buffer memory, 0 to 1 (of the GPU instance, on MIG).", Source::Instance { gpu: fb_used_ratio, mig: mig_fb_used_ratio }),
     same(90, "DCGM_FI_DEV_BAR1_TOTAL", Mebibytes, Gauge, false, F_MEM,
         "Total BAR1 memory.", Source::Gpu(|r| r.bar1.map(|b| b.total_bytes as f64))),
     same(92, "DCGM_FI_DEV_BAR1_USED", Mebibytes, Gauge, false, F_MEM,
@@ -816,6 +818,13 @@ pub static FIELDS: &[Field] = &[
 /// DCGM's used-frame-buffer ratio: used over total less reserved.
 fn fb_used_ratio(r: &GpuReadings) -> Option<f64> {
     let m = r.memory?;
+    let usable = m.total_bytes.saturating_sub(m.reserved_bytes.unwrap_or(0));
+    (usable > 0).then(|| m.used_bytes as f64 / usable as f64)
+}
+
+/// The same of a MIG GPU instance, from its own memory.
+fn mig_fb_used_ratio(gi: &MigGpuInstance) -> Option<f64> {
+    let m = gi.memory?;
     let usable = m.total_bytes.saturating_sub(m.reserved_bytes.unwrap_or(0));
     (usable > 0).then(|| m.used_bytes as f64 / usable as f64)
 }

@@ -236,6 +236,7 @@ fn mig_readings(i: u32) -> GpuReadings {
                 total_bytes: 10_468_982_784,
                 used_bytes: 13_631_488,
                 free_bytes: 10_455_351_296,
+                reserved_bytes: None,
             }),
             activity: vec![
                 (GpmMetric::Sm, 0.25),
@@ -686,6 +687,7 @@ pub fn large_fleet() -> Snapshot {
                         total_bytes: 10_468_982_784,
                         used_bytes: 13_631_488,
                         free_bytes: 10_455_351_296,
+                        reserved_bytes: None,
                     }),
                     activity: GpmMetric::ALL.iter().map(|&m| (m, 0.5)).collect(),
                     compute_instances: vec![MigComputeInstance {

@@ -560,3 +560,59 @@ fn a_mig_instance_s_xid_carries_only_that_instance_s_series() {
     assert_eq!(xids[0].label("GPU_I_ID"), Some("5"));
     assert_eq!(xids[0].label("err_code"), Some("31"));
 }
+
+#[test]
+fn a_mig_instance_s_reserved_and_used_percent_are_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("counters.csv");
+    std::fs::write(
+        &csv,
+        "DCGM_FI_DEV_FB_FREE, gauge, x\nDCGM_FI_DEV_FB_USED, gauge, x\n\
+         DCGM_FI_DEV_FB_RESERVED, gauge, x\nDCGM_FI_DEV_FB_USED_PERCENT, gauge, x\n",
+    )
+    .unwrap();
+    let e = Exporter::ready(
+        "hgx-h200",
+        &[
+            "--compat.dcgm=4.8.2",
+            "--compat.dcgm.only",
+            &format!("--config.file={}", csv.display()),
+        ],
+    );
+    let text = e.scrape();
+    let s = samples(&text);
+    let of = |name: &str, gi: Option<&str>| -> f64 {
+        s.iter()
+            .find(|x| x.name == name && x.label("gpu") == Some("0") && x.label("GPU_I_ID") == gi)
+            .unwrap_or_else(|| panic!("{name} {gi:?}: {text}"))
+            .value
+            .parse()
+            .unwrap()
+    };
+    let instances: BTreeSet<&str> = s
+        .iter()
+        .filter(|x| x.name == "DCGM_FI_DEV_FB_RESERVED" && x.label("gpu") == Some("0"))
+        .filter_map(|x| x.label("GPU_I_ID"))
+        .collect();
+    assert!(instances.len() > 1, "{text}");
+    // The whole GPU reserves 614 MiB (GPU 1, not in MIG mode, shows it):
+    // an instance's series carries what its own handle says, not that.
+    let whole = s
+        .iter()
+        .find(|x| x.name == "DCGM_FI_DEV_FB_RESERVED" && x.label("GPU_I_ID").is_none())
+        .unwrap();
+    assert_eq!(whole.value, "614");
+    for gi in instances {
+        let reserved = of("DCGM_FI_DEV_FB_RESERVED", Some(gi));
+        assert!(reserved < 614.0, "GI {gi}: {reserved}");
+        let used = of("DCGM_FI_DEV_FB_USED", Some(gi));
+        let free = of("DCGM_FI_DEV_FB_FREE", Some(gi));
+        let pct = of("DCGM_FI_DEV_FB_USED_PERCENT", Some(gi));
+        // Used over the instance's usable memory (whole MiB above: 2 MiB slack).
+        let want = used / (used + free);
+        assert!(
+            (pct - want).abs() < 2.0 / (used + free),
+            "GI {gi}: {pct} vs {want}"
+        );
+    }
+}
