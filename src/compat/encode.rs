@@ -222,7 +222,9 @@ impl<'a> Ctx<'a> {
                 Some(gi) => mig(gi),
                 None => e.readings.and_then(gpu),
             },
-            Source::Rate(_) => e.readings.and(self.state.rate(e.gpu.index, field.id)),
+            Source::Rate(_) | Source::LinkRate { .. } => {
+                e.readings.and(self.state.rate(e.gpu.index, field.id))
+            }
             Source::LastXid => last_xid(e.gpu, e.instance.map(|gi| gi.gpu_instance)),
             Source::Label(_) | Source::None(_) => None,
         }
@@ -347,8 +349,15 @@ impl State {
                 if f.family.is_some_and(|family| r.carried.contains(&family)) {
                     continue;
                 }
-                if let Source::Rate(read) = f.source {
-                    self.observe_counter(g.index, f.id, at, read(r));
+                match f.source {
+                    Source::Rate(read) => self.observe_counter(g.index, f.id, at, read(r)),
+                    Source::LinkRate { link, tx, rx } => self.observe_counter(
+                        g.index,
+                        f.id,
+                        at,
+                        super::fields::link_bytes(r, link, tx, rx),
+                    ),
+                    _ => {}
                 }
             }
         }

@@ -142,6 +142,8 @@ pub enum Source {
     /// byte counter of the GPU (DCGM derives its throughput fields the
     /// same way from NVML's counters).
     Rate(fn(&GpuReadings) -> Option<u64>),
+    /// The same over one NVLink's byte counters: sent, received or both.
+    LinkRate { link: u32, tx: bool, rx: bool },
     /// The code of the GPU's most recent XID.
     LastXid,
     /// A label value.
@@ -155,7 +157,7 @@ impl std::fmt::Debug for Source {
         let kind = match self {
             Source::Gpu(_) => "gpu",
             Source::Instance { .. } => "instance",
-            Source::Rate(_) => "rate",
+            Source::Rate(_) | Source::LinkRate { .. } => "rate",
             Source::LastXid => "last_xid",
             Source::Label(_) => "label",
             Source::None(why) => why,
@@ -289,7 +291,7 @@ pub fn resolve(name: &str, generation: super::Generation) -> Option<Resolved> {
             _ => Resolved::Served { field, name, unit },
         })
     };
-    if let Some(f) = FIELDS.iter().find(|f| f.legacy == name) {
+    if let Some(f) = all().find(|f| f.legacy == name) {
         return served(f, f.legacy, f.legacy_unit);
     }
     let current = FIELDS.iter().find(|f| f.current == name);
@@ -303,7 +305,7 @@ pub fn resolve(name: &str, generation: super::Generation) -> Option<Resolved> {
             .iter()
             .find(|(b, _)| *b == id)
             .map(|(_, of)| *of);
-        let row = FIELDS.iter().find(|f| f.id == base.unwrap_or(id));
+        let row = all().find(|f| f.id == base.unwrap_or(id));
         return match (row, base) {
             (Some(f), Some(_)) => served(f, known, base_unit(known).unwrap_or(f.legacy_unit)),
             (Some(f), None) => served(f, known, f.legacy_unit),
@@ -315,6 +317,79 @@ pub fn resolve(name: &str, generation: super::Generation) -> Option<Resolved> {
     }
     current.and_then(|f| served(f, f.current, f.current_unit))
 }
+
+/// The table and the per-link NVLink fields.
+fn all() -> impl Iterator<Item = &'static Field> {
+    FIELDS.iter().chain(LINK_FIELDS.iter())
+}
+
+/// Bytes a link sent, received or both, as NVML counts them.
+pub fn link_bytes(r: &GpuReadings, link: u32, tx: bool, rx: bool) -> Option<u64> {
+    let l = r.nvlinks.iter().find(|l| l.link == link)?;
+    let mut any = false;
+    let mut sum = 0u64;
+    for v in [tx.then_some(l.tx_bytes), rx.then_some(l.rx_bytes)]
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        any = true;
+        sum = sum.wrapping_add(v);
+    }
+    any.then_some(sum)
+}
+
+/// One link's DCGM bandwidth (`DCGM_FI_DEV_NVLINK_BANDWIDTH_L<n>`): as the
+/// total's, over that link (DcgmCacheManager.cpp ReadAndCacheNvLinkBandwidth).
+const fn link_bandwidth(id: u16, name: &'static str, link: u32) -> Field {
+    same(
+        id,
+        name,
+        MegabytesPerSecond,
+        Counter,
+        false,
+        F_NVLINK,
+        "NVLink traffic received and sent over one link, over the last interval.",
+        Source::LinkRate {
+            link,
+            tx: true,
+            rx: true,
+        },
+    )
+}
+
+/// One link's bytes per second, sent or received (`DCGM_FI_PROF_NVLINK_L<n>_TX_BYTES`).
+const fn link_prof(id: u16, name: &'static str, link: u32, tx: bool) -> Field {
+    same(
+        id,
+        name,
+        BytesPerSecond,
+        Gauge,
+        false,
+        F_NVLINK,
+        "NVLink bytes per second over one link, over the last interval.",
+        Source::LinkRate { link, tx, rx: !tx },
+    )
+}
+
+macro_rules! links {
+    ($($l:literal: $bw:literal, $tx:literal;)*) => {
+        &[$(
+            link_bandwidth($bw, concat!("DCGM_FI_DEV_NVLINK_BANDWIDTH_L", $l), $l),
+            link_prof($tx, concat!("DCGM_FI_PROF_NVLINK_L", $l, "_TX_BYTES"), $l, true),
+            link_prof($tx + 1, concat!("DCGM_FI_PROF_NVLINK_L", $l, "_RX_BYTES"), $l, false),
+        )*]
+    };
+}
+
+/// The per-link NVLink fields, from the byte counters the sampler reads per
+/// link; ids from DCGM's dcgm_fields.h (`super::names`, checked there).
+#[rustfmt::skip]
+pub static LINK_FIELDS: &[Field] = links! {
+    0: 440, 1040; 1: 441, 1042; 2: 442, 1044; 3: 443, 1046; 4: 444, 1048; 5: 445, 1050;
+    6: 475, 1052; 7: 476, 1054; 8: 477, 1056; 9: 478, 1058; 10: 479, 1060; 11: 480, 1062;
+    12: 446, 1064; 13: 447, 1066; 14: 448, 1068; 15: 494, 1070; 16: 495, 1072; 17: 496, 1074;
+};
 
 /// The unit a go-dcgm base-unit field's name says it is in.
 fn base_unit(name: &str) -> Option<Unit> {
@@ -899,6 +974,19 @@ mod tests {
         // the capacity in bytes.
         assert_eq!(defaults_legacy, 26);
         assert_eq!(defaults_current, defaults_legacy + 1);
+    }
+
+    #[test]
+    fn the_per_link_fields_have_dcgm_s_ids() {
+        assert_eq!(LINK_FIELDS.len(), 54);
+        for f in LINK_FIELDS {
+            assert_eq!(
+                super::super::names::lookup(f.legacy).map(|(_, id)| id),
+                Some(f.id),
+                "{}",
+                f.legacy
+            );
+        }
     }
 
     #[test]

@@ -616,3 +616,56 @@ fn a_mig_instance_s_reserved_and_used_percent_are_its_own() {
         );
     }
 }
+
+#[test]
+fn per_link_nvlink_fields_add_up_to_the_gpu_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("counters.csv");
+    let mut text = String::from(
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, counter, x\nDCGM_FI_PROF_NVLINK_TX_BYTES, gauge, x\n",
+    );
+    for l in 0..18 {
+        text += &format!("DCGM_FI_DEV_NVLINK_BANDWIDTH_L{l}, counter, x\n");
+        text += &format!("DCGM_FI_PROF_NVLINK_L{l}_TX_BYTES, gauge, x\n");
+    }
+    std::fs::write(&csv, text).unwrap();
+    let e = Exporter::simulate(
+        "dgx-h100",
+        &[
+            "--compat.dcgm",
+            "--compat.dcgm.only",
+            &format!("--config.file={}", csv.display()),
+        ],
+    );
+    let text = scrape(&e, "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0");
+    let s = samples(&text);
+    // A GPU not in MIG mode: one series per field.
+    let gpu = s
+        .iter()
+        .find(|x| x.name == "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL" && x.label("GPU_I_ID").is_none())
+        .and_then(|x| x.label("gpu"))
+        .expect("a whole GPU");
+    let on_gpu0 = |prefix: &str, suffix: &str| -> (usize, f64) {
+        let v: Vec<f64> = s
+            .iter()
+            .filter(|x| {
+                x.name.starts_with(prefix)
+                    && x.name.ends_with(suffix)
+                    && x.label("gpu") == Some(gpu)
+            })
+            .map(|x| x.value.parse().unwrap())
+            .collect();
+        (v.len(), v.iter().sum())
+    };
+    let (links, per_link) = on_gpu0("DCGM_FI_DEV_NVLINK_BANDWIDTH_L", "");
+    assert_eq!(links, 18, "H100's 18 links: {text}");
+    let total = value_of(&text, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", gpu);
+    assert!(total > 0.0);
+    // Each value is whole (DCGM truncates): the links' sum is within one
+    // per link of the total's.
+    assert!((total - per_link).abs() <= 18.0, "{total} vs {per_link}");
+    let (n, tx) = on_gpu0("DCGM_FI_PROF_NVLINK_L", "_TX_BYTES");
+    assert_eq!(n, 18);
+    let all = value_of(&text, "DCGM_FI_PROF_NVLINK_TX_BYTES", gpu);
+    assert!((all - tx).abs() <= all * 1e-9 + 1.0, "{all} vs {tx}");
+}
