@@ -510,9 +510,11 @@ struct Flags {
 
     /// Also serve dcgm-exporter's DCGM series (DCGM_FI_DEV_GPU_UTIL, ...),
     /// named as dcgm-exporter GENERATION names them: 4.8 (4.8.3 and 4.8.4,
-    /// the default when bare), 4.8.2 (and earlier: host label Hostname) or
-    /// 4.9 (DCGM 4.7's names, in base units). See
-    /// docs/migrating-from-dcgm-exporter.md.
+    /// the default when bare: what GPU Operator v26.7 ships), 4.8.2 (3.5.0
+    /// to 4.8.2: host label Hostname), 3.4 (3.4.2 and earlier: no
+    /// pci_bus_id) or 4.9 (DCGM 4.7's names, in base units); or the
+    /// release as dcgm-exporter names it (4.5.1-4.8.0, 4.8.4, an image
+    /// tag). See docs/migrating-from-dcgm-exporter.md.
     #[arg(
         long = "compat.dcgm",
         env = "NVML_EXPORTER_COMPAT_DCGM",
@@ -697,7 +699,7 @@ pub struct CompatConfig {
 fn parse_generation(s: &str) -> Result<Generation, String> {
     Generation::parse(s.trim()).ok_or_else(|| {
         format!(
-            "{s:?} is not a dcgm-exporter generation: {}",
+            "{s:?} is not a dcgm-exporter generation ({}) nor a dcgm-exporter release from 2.x to 4.9 (4.5.1-4.8.0, 4.8.4, 3.3.5-3.4.1-ubuntu22.04)",
             Generation::ALL
                 .iter()
                 .map(|g| g.as_str())

@@ -207,7 +207,7 @@ fn report(
             c.generation.as_str(),
             c.fields
                 .iter()
-                .map(|(f, v)| f.name(*v))
+                .map(|s| s.name)
                 .collect::<Vec<_>>()
                 .join(", ")
         );

@@ -71,6 +71,9 @@ pub struct ConfigStatus {
     /// Failed loads since start, each distinct error once (and each
     /// SIGHUP that found the file still bad).
     pub failures: u64,
+    /// DCGM fields the selection in force lists that are not served here
+    /// (each named with its reason in the log at load).
+    pub dcgm_not_served: u64,
 }
 
 /// The exporter process, as client libraries' `process_*` metrics show
@@ -833,6 +836,10 @@ pub struct MigMemory {
     pub total_bytes: u64,
     pub used_bytes: u64,
     pub free_bytes: u64,
+    /// Memory the driver reserves in the instance
+    /// (`nvmlDeviceGetMemoryInfo_v2` on its handle); `None` where only the
+    /// v1 call answers.
+    pub reserved_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

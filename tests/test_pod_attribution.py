@@ -191,3 +191,27 @@ def test_sum_by_namespace_and_the_kubernetes_dashboard_in_prometheus(fleet, tmp_
         assert not empty, "Kubernetes dashboard panels without data:\n" + "\n".join(empty)
     finally:
         prometheus.stop()
+
+
+def test_gke_device_ids_attribute_gpus_and_mig_instances(fleet):
+    """GKE's device plugin names devices by node (`nvidia<minor>`), MIG GPU
+    instances `nvidia<minor>/gi<id>`, shared ones with `/vgpu<n>`: as
+    dcgm-exporter parses them, so GKE pods are attributed."""
+    exporter, kubelet = fleet
+    _, migs = identities(scrape(exporter))
+    mig = next(m for m in migs if m["gpu"] == "0")
+    kubelet.set_pods([
+        Pod("ml", "trainer-0", "main", "nvidia.com/gpu", ["nvidia2"]),
+        Pod("ml", "notebook-a", "jupyter", "nvidia.com/gpu", ["nvidia3/vgpu0"]),
+        Pod("infer", "server-0", "triton", "nvidia.com/gpu", [f"nvidia0/gi{mig['gpu_instance']}"]),
+    ])
+    kubelet.start()
+    metrics = wait_until(
+        lambda: (m := scrape(exporter)) and len(samples(m, "nvidia_gpu_pod_share_ratio")) == 2
+        and samples(m, "nvidia_gpu_mig_pod_share_ratio") and m,
+        15, "the GKE-named devices attributed")
+    whole = {(s.labels["gpu"], s.labels["pod"]) for s in samples(metrics, "nvidia_gpu_pod_share_ratio")}
+    assert whole == {("2", "trainer-0"), ("3", "notebook-a")}
+    held = samples(metrics, "nvidia_gpu_mig_pod_share_ratio")
+    assert {(s.labels["gpu"], s.labels["gpu_instance"], s.labels["pod"]) for s in held} >= {
+        ("0", mig["gpu_instance"], "server-0")}

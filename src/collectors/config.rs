@@ -27,6 +27,12 @@ pub static COLLECTOR: Collector = Collector {
             kind: Kind::Counter,
             collect: reloads,
         },
+        Metric {
+            name: "nvml_exporter_config_dcgm_fields_not_served",
+            help: "DCGM fields the selection in force lists (a dcgm-exporter counters CSV, dcgm.fields) that are not served here: each is logged at load with the reason, and the exporter starts, as dcgm-exporter does.",
+            kind: Kind::Gauge,
+            collect: dcgm_not_served,
+        },
     ],
 };
 
@@ -43,6 +49,12 @@ fn last_success<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
         .and_then(|c| unix_seconds(c.last_success))
     {
         out.sample().set(t);
+    }
+}
+
+fn dcgm_not_served<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    if let Some(c) = &scope.snapshot.config {
+        out.sample().set(c.dcgm_not_served);
     }
 }
 

@@ -27,7 +27,7 @@
 use std::sync::PoisonError;
 use std::time::SystemTime;
 
-use super::fields::{Field, FieldKind, PerPod, Source, Unit, Variant};
+use super::fields::{Field, FieldKind, PerPod, Source, Unit};
 use super::{Compat, Selected};
 use crate::exposition::Writer;
 use crate::metric::{Kind, Metric, SampleBuilder, SampleSink, Scope, Value};
@@ -116,8 +116,8 @@ pub fn encode(snapshot: &Snapshot, compat: &Compat, w: &mut Writer) {
     let labels: Vec<(&'static str, &Field)> = compat
         .fields
         .iter()
-        .filter(|(f, _)| f.kind == FieldKind::Label && f.has_source())
-        .map(|(f, v)| (f.name(*v), *f))
+        .filter(|s| s.field.kind == FieldKind::Label && s.field.has_source())
+        .map(|s| (s.name, s.field))
         .collect();
     let ctx = Ctx {
         snapshot,
@@ -126,16 +126,16 @@ pub fn encode(snapshot: &Snapshot, compat: &Compat, w: &mut Writer) {
         labels: &labels,
     };
     let mut sink = SampleSink::new();
-    for &(field, variant) in &compat.fields {
-        if field.kind == FieldKind::Label || !field.has_source() {
+    for s in &compat.fields {
+        if s.field.kind == FieldKind::Label || !s.field.has_source() {
             continue;
         }
         sink.clear();
-        ctx.collect(field, variant, &mut sink);
+        ctx.collect(s.field, s.unit, &mut sink);
         let metric = Metric {
-            name: field.name(variant),
-            help: field.help,
-            kind: match field.kind {
+            name: s.name,
+            help: s.help,
+            kind: match s.kind {
                 FieldKind::Counter => Kind::ForeignCounter,
                 FieldKind::Gauge | FieldKind::Label => Kind::Gauge,
             },
@@ -155,8 +155,7 @@ struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    fn collect(&self, field: &'static Field, variant: Variant, out: &mut SampleSink<'a>) {
-        let unit = field.unit(variant);
+    fn collect(&self, field: &'static Field, unit: Unit, out: &mut SampleSink<'a>) {
         for e in entities(self.snapshot) {
             let Some(v) = self.value(field, &e) else {
                 continue;
@@ -188,7 +187,13 @@ impl<'a> Ctx<'a> {
         let mut b = b
             .label("gpu", g.index)
             .label("UUID", &g.uuid)
-            .label_opt("pci_bus_id", g.identity.pci_bus_id.as_deref())
+            .label_opt(
+                "pci_bus_id",
+                g.identity
+                    .pci_bus_id
+                    .as_deref()
+                    .filter(|_| self.compat.generation.has_pci_bus_id()),
+            )
             .label_opt("device", device)
             .label_opt("modelName", g.identity.name.as_deref());
         if let Some(gi) = e.instance {
@@ -217,8 +222,10 @@ impl<'a> Ctx<'a> {
                 Some(gi) => mig(gi),
                 None => e.readings.and_then(gpu),
             },
-            Source::Rate(_) => e.readings.and(self.state.rate(e.gpu.index, field.id)),
-            Source::LastXid => last_xid(e.gpu),
+            Source::Rate(_) | Source::LinkRate { .. } => {
+                e.readings.and(self.state.rate(e.gpu.index, field.id))
+            }
+            Source::LastXid => last_xid(e.gpu, e.instance.map(|gi| gi.gpu_instance)),
             Source::Label(_) | Source::None(_) => None,
         }
     }
@@ -273,11 +280,26 @@ const DCGM_LABELS: &[&str] = &[
     "err_msg",
 ];
 
-/// The code of the GPU's most recent XID; `None` before the first, and
-/// when the most recent was one folded into `xid="other"` (its code is
-/// then not known).
-fn last_xid(g: &GpuState) -> Option<f64> {
-    let newest = g.xids.iter().max_by_key(|x| x.last_seen)?;
+/// The code of the most recent XID of the entity; `None` before the
+/// first, and when the most recent was one folded into `xid="other"` (its
+/// code is then not known).
+///
+/// A MIG GPU instance's series carries the XIDs NVML reported for that
+/// instance (or for one of its compute instances) and those of the whole
+/// GPU, never a sibling instance's: DCGM records an XID that names a GPU or
+/// compute instance on that entity only (NVIDIA/DCGM
+/// `dcgmlib/src/DcgmCacheManager.cpp` at 72fa3fe, event loop l. 7876-7893,
+/// `RecordXidForGpuInstance`, `RecordXidForComputeInstance`), so an alert by
+/// `pod` names the tenant whose instance faulted. An XID of the whole GPU
+/// stays on every instance: it stops them all (DCGM keeps it on the GPU
+/// entity, which dcgm-exporter does not watch on a MIG GPU; there it has
+/// no series at all).
+fn last_xid(g: &GpuState, gpu_instance: Option<u32>) -> Option<f64> {
+    let newest = g
+        .xids
+        .iter()
+        .filter(|x| x.gpu_instance.is_none() || x.gpu_instance == gpu_instance)
+        .max_by_key(|x| x.last_seen)?;
     if g.xid_other
         .as_ref()
         .is_some_and(|o| o.last_seen > newest.last_seen)
@@ -320,21 +342,28 @@ impl State {
             let (Some(r), Some(at)) = (g.readings.as_ref(), g.last_sample) else {
                 continue;
             };
-            for (f, _) in fields {
+            for f in fields.iter().map(|s| s.field) {
                 // A counter carried forward from an earlier poll is not a
                 // new reading: the rate over the last read stands until
                 // the family is read again.
                 if f.family.is_some_and(|family| r.carried.contains(&family)) {
                     continue;
                 }
-                if let Source::Rate(read) = f.source {
-                    self.observe_counter(g.index, f.id, at, read(r));
+                match f.source {
+                    Source::Rate(read) => self.observe_counter(g.index, f.id, at, read(r)),
+                    Source::LinkRate { link, tx, rx } => self.observe_counter(
+                        g.index,
+                        f.id,
+                        at,
+                        super::fields::link_bytes(r, link, tx, rx),
+                    ),
+                    _ => {}
                 }
             }
         }
         if fields
             .iter()
-            .any(|(f, _)| f.per_pod == Some(PerPod::SmTime))
+            .any(|s| s.field.per_pod == Some(PerPod::SmTime))
         {
             self.observe_pods(snapshot);
         }
@@ -630,6 +659,16 @@ mod tests {
         );
     }
 
+    fn mig(gpu_instance: u32) -> MigGpuInstance {
+        MigGpuInstance {
+            gpu_instance,
+            profile: "1g.10gb".into(),
+            memory: None,
+            activity: vec![],
+            compute_instances: vec![],
+        }
+    }
+
     #[test]
     fn a_mig_gpu_has_one_series_per_gpu_instance() {
         let mut r = readings();
@@ -642,6 +681,7 @@ mod tests {
                     total_bytes: 40 << 30,
                     used_bytes: 10 << 20,
                     free_bytes: (40 << 30) - (10 << 20),
+                    reserved_bytes: None,
                 }),
                 activity: vec![(GpmMetric::Graphics, 0.25)],
                 compute_instances: vec![],
@@ -737,6 +777,41 @@ mod tests {
     }
 
     #[test]
+    fn a_mig_instance_s_xid_is_on_that_instance_only() {
+        let mut r = readings();
+        r.mig = vec![mig(1), mig(5)];
+        let mut g = gpu(0, r);
+        let at = |s| UNIX_EPOCH + Duration::from_secs(s);
+        g.xids = vec![XidCount {
+            xid: 31,
+            gpu_instance: Some(5),
+            compute_instance: Some(0),
+            count: 1,
+            last_seen: at(50),
+        }];
+        let t = text(&snapshot(vec![g.clone()]), &compat(Generation::V4_8));
+        let x = line(&t, "DCGM_FI_DEV_XID_ERRORS");
+        assert_eq!(x.len(), 1, "{t}");
+        assert!(
+            x[0].contains("GPU_I_ID=\"5\"") && x[0].ends_with("} 31"),
+            "{}",
+            x[0]
+        );
+        // An XID of the whole GPU is every instance's.
+        g.xids.push(XidCount {
+            xid: 79,
+            gpu_instance: None,
+            compute_instance: None,
+            count: 1,
+            last_seen: at(60),
+        });
+        let t = text(&snapshot(vec![g]), &compat(Generation::V4_8));
+        let x = line(&t, "DCGM_FI_DEV_XID_ERRORS");
+        assert_eq!(x.len(), 2, "{t}");
+        assert!(x.iter().all(|l| l.ends_with("} 79")), "{x:?}");
+    }
+
+    #[test]
     fn a_selection_of_extended_fields_is_served_under_the_names_it_gives() {
         let mut c = compat(Generation::V4_8);
         c.fields = [
@@ -745,7 +820,10 @@ mod tests {
             "DCGM_FI_DEV_SERIAL",
         ]
         .iter()
-        .map(|n| fields::lookup(n).unwrap())
+        .map(|n| {
+            let (f, v) = fields::lookup(n).unwrap();
+            Selected::of(f, v)
+        })
         .collect();
         let mut r = readings();
         r.ecc_errors = vec![crate::snapshot::EccCount {

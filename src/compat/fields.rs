@@ -61,6 +61,8 @@ pub enum Unit {
     Nanoseconds,
     /// DCGM's NVLink bandwidth: KiB per second divided by 1000, whole.
     MegabytesPerSecond,
+    /// Whole KiB per second (NVML's PCIe throughput unit).
+    KibibytesPerSecond,
     BytesPerSecond,
     /// Not a series: a label on every series.
     Label,
@@ -78,6 +80,7 @@ impl Unit {
             Unit::Millijoules => (base * 1e3).round(),
             Unit::Nanoseconds => (base * 1e9).round(),
             Unit::MegabytesPerSecond => (base / 1024.0 / 1000.0).trunc(),
+            Unit::KibibytesPerSecond => (base / 1024.0).trunc(),
         }
     }
 
@@ -97,6 +100,7 @@ impl Unit {
             Unit::Joules => "J",
             Unit::Nanoseconds => "ns",
             Unit::MegabytesPerSecond => "MB/s",
+            Unit::KibibytesPerSecond => "KiB/s",
             Unit::BytesPerSecond => "bytes/s",
             Unit::Label => "label",
         }
@@ -138,6 +142,8 @@ pub enum Source {
     /// byte counter of the GPU (DCGM derives its throughput fields the
     /// same way from NVML's counters).
     Rate(fn(&GpuReadings) -> Option<u64>),
+    /// The same over one NVLink's byte counters: sent, received or both.
+    LinkRate { link: u32, tx: bool, rx: bool },
     /// The code of the GPU's most recent XID.
     LastXid,
     /// A label value.
@@ -151,7 +157,7 @@ impl std::fmt::Debug for Source {
         let kind = match self {
             Source::Gpu(_) => "gpu",
             Source::Instance { .. } => "instance",
-            Source::Rate(_) => "rate",
+            Source::Rate(_) | Source::LinkRate { .. } => "rate",
             Source::LastXid => "last_xid",
             Source::Label(_) => "label",
             Source::None(why) => why,
@@ -250,6 +256,160 @@ pub fn lookup(name: &str) -> Option<(&'static Field, Variant)> {
             None
         }
     })
+}
+
+/// What a DCGM field name asks this exporter for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Resolved {
+    /// A field served here, under the name asked for, in the unit that
+    /// name reports in.
+    Served {
+        field: &'static Field,
+        name: &'static str,
+        unit: Unit,
+    },
+    /// A field DCGM knows (its id) that is never served here, and why.
+    NotServed { id: u16, why: &'static str },
+}
+
+/// What `name` asks for when the output imitates `generation`: any name
+/// DCGM or go-dcgm knows (`super::names`, generated from their sources)
+/// resolves, as dcgm-exporter resolves it (go-dcgm's `GetFieldID`); `None`
+/// for a name neither knows.
+///
+/// In order: the table's name before DCGM 4.7; under 4.9, the table's 4.9
+/// name; a DCGM or go-dcgm name, by its field id, in the unit DCGM serves
+/// that id in (a deprecated alias keeps the unit of the field it names:
+/// DCGM 4.6's `DCGM_FI_DEV_GPU_UTIL_RATIO` is field 203, in percent,
+/// `dcgm_fields.h` l. 775; go-dcgm 4.6.1's base-unit fields 1600-1612 are
+/// their own ids, each the value of an older field in base units); last,
+/// a 4.9 name under an older generation, in its own unit.
+pub fn resolve(name: &str, generation: super::Generation) -> Option<Resolved> {
+    let served = |field: &'static Field, name: &'static str, unit: Unit| {
+        Some(match field.source {
+            Source::None(why) => Resolved::NotServed { id: field.id, why },
+            _ => Resolved::Served { field, name, unit },
+        })
+    };
+    if let Some(f) = all().find(|f| f.legacy == name) {
+        return served(f, f.legacy, f.legacy_unit);
+    }
+    let current = FIELDS.iter().find(|f| f.current == name);
+    if generation.variant() == Variant::Current {
+        if let Some(f) = current {
+            return served(f, f.current, f.current_unit);
+        }
+    }
+    if let Some((known, id)) = super::names::lookup(name) {
+        let base = super::names::BASE_UNIT
+            .iter()
+            .find(|(b, _)| *b == id)
+            .map(|(_, of)| *of);
+        let row = all().find(|f| f.id == base.unwrap_or(id));
+        return match (row, base) {
+            (Some(f), Some(_)) => served(f, known, base_unit(known).unwrap_or(f.legacy_unit)),
+            (Some(f), None) => served(f, known, f.legacy_unit),
+            (None, _) => Some(Resolved::NotServed {
+                id,
+                why: why_not_served(id),
+            }),
+        };
+    }
+    current.and_then(|f| served(f, f.current, f.current_unit))
+}
+
+/// The table and the per-link NVLink fields.
+fn all() -> impl Iterator<Item = &'static Field> {
+    FIELDS.iter().chain(LINK_FIELDS.iter())
+}
+
+/// Bytes a link sent, received or both, as NVML counts them.
+pub fn link_bytes(r: &GpuReadings, link: u32, tx: bool, rx: bool) -> Option<u64> {
+    let l = r.nvlinks.iter().find(|l| l.link == link)?;
+    let mut any = false;
+    let mut sum = 0u64;
+    for v in [tx.then_some(l.tx_bytes), rx.then_some(l.rx_bytes)]
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        any = true;
+        sum = sum.wrapping_add(v);
+    }
+    any.then_some(sum)
+}
+
+/// One link's DCGM bandwidth (`DCGM_FI_DEV_NVLINK_BANDWIDTH_L<n>`): as the
+/// total's, over that link (DcgmCacheManager.cpp ReadAndCacheNvLinkBandwidth).
+const fn link_bandwidth(id: u16, name: &'static str, link: u32) -> Field {
+    same(
+        id,
+        name,
+        MegabytesPerSecond,
+        Counter,
+        false,
+        F_NVLINK,
+        "NVLink traffic received and sent over one link, over the last interval.",
+        Source::LinkRate {
+            link,
+            tx: true,
+            rx: true,
+        },
+    )
+}
+
+/// One link's bytes per second, sent or received (`DCGM_FI_PROF_NVLINK_L<n>_TX_BYTES`).
+const fn link_prof(id: u16, name: &'static str, link: u32, tx: bool) -> Field {
+    same(
+        id,
+        name,
+        BytesPerSecond,
+        Gauge,
+        false,
+        F_NVLINK,
+        "NVLink bytes per second over one link, over the last interval.",
+        Source::LinkRate { link, tx, rx: !tx },
+    )
+}
+
+macro_rules! links {
+    ($($l:literal: $bw:literal, $tx:literal;)*) => {
+        &[$(
+            link_bandwidth($bw, concat!("DCGM_FI_DEV_NVLINK_BANDWIDTH_L", $l), $l),
+            link_prof($tx, concat!("DCGM_FI_PROF_NVLINK_L", $l, "_TX_BYTES"), $l, true),
+            link_prof($tx + 1, concat!("DCGM_FI_PROF_NVLINK_L", $l, "_RX_BYTES"), $l, false),
+        )*]
+    };
+}
+
+/// The per-link NVLink fields, from the byte counters the sampler reads per
+/// link; ids from DCGM's dcgm_fields.h (`super::names`, checked there).
+#[rustfmt::skip]
+pub static LINK_FIELDS: &[Field] = links! {
+    0: 440, 1040; 1: 441, 1042; 2: 442, 1044; 3: 443, 1046; 4: 444, 1048; 5: 445, 1050;
+    6: 475, 1052; 7: 476, 1054; 8: 477, 1056; 9: 478, 1058; 10: 479, 1060; 11: 480, 1062;
+    12: 446, 1064; 13: 447, 1066; 14: 448, 1068; 15: 494, 1070; 16: 495, 1072; 17: 496, 1074;
+};
+
+/// The unit a go-dcgm base-unit field's name says it is in.
+fn base_unit(name: &str) -> Option<Unit> {
+    [
+        ("_HERTZ", Unit::Hertz),
+        ("_BYTES", Unit::Bytes),
+        ("_JOULES_TOTAL", Unit::Joules),
+        ("_RATIO", Unit::Ratio),
+    ]
+    .iter()
+    .find(|(suffix, _)| name.ends_with(suffix))
+    .map(|(_, u)| *u)
+}
+
+/// Why a DCGM field the table has no row for is not served.
+fn why_not_served(id: u16) -> &'static str {
+    match id {
+        1000..=1099 => "a DCGM profiling metric that NVML's GPM does not measure",
+        _ => "no NVML reading of this exporter gives this DCGM field",
+    }
 }
 
 /// dcgm-exporter's own families (not DCGM fields), which a counters CSV
@@ -560,6 +720,14 @@ pub static FIELDS: &[Field] = &[
     // PCIe
     renamed(202, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Count, "DCGM_FI_DEV_PCIE_REPLAY_TOTAL", Count, Counter, true, F_PCIE,
         "PCIe replays (retries).", Source::Gpu(|r| r.pcie.replay_errors.map(|v| v as f64))),
+    // Defaults of dcgm-exporter 2.2.9 to 3.3.6, which DCGM deprecates for
+    // the two PCIE_*_BYTES fields below; DCGM reads them from
+    // nvmlDeviceGetPcieThroughput (KB/s over 20 ms), here the same bytes
+    // from NVML's PCIe byte counters over the poll interval.
+    same(200, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", KibibytesPerSecond, Counter, false, F_PCIE,
+        "PCIe KiB sent per second over the last interval (NVML's PCIe byte counters, R555+).", Source::Rate(|r| r.pcie.tx_bytes)),
+    same(201, "DCGM_FI_DEV_PCIE_RX_THROUGHPUT", KibibytesPerSecond, Counter, false, F_PCIE,
+        "PCIe KiB received per second over the last interval (NVML's PCIe byte counters, R555+).", Source::Rate(|r| r.pcie.rx_bytes)),
     same(235, "DCGM_FI_DEV_PCIE_MAX_LINK_GEN", Count, Gauge, false, F_PCIE,
         "Maximum PCIe link generation.", Source::Gpu(|r| r.pcie.link_generation_max.map(f64::from))),
     same(236, "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", Count, Gauge, false, F_PCIE,
@@ -600,10 +768,12 @@ pub static FIELDS: &[Field] = &[
         "Free frame buffer memory (of the GPU instance, on MIG).", Source::Instance { gpu: |r| r.memory.map(|m| m.free_bytes as f64), mig: |gi| mig_fb(gi, |m| m.free_bytes) }),
     pod(renamed(252, "DCGM_FI_DEV_FB_USED", Mebibytes, "DCGM_FI_DEV_FB_USED_BYTES", Bytes, Gauge, true, F_MEM,
         "Used frame buffer memory (of the GPU instance, on MIG).", Source::Instance { gpu: |r| r.memory.map(|m| m.used_bytes as f64), mig: |gi| mig_fb(gi, |m| m.used_bytes) }), PerPod::Memory),
+    // DCGM reads a GPU instance's frame buffer from the instance's own
+    // handle (DcgmCacheManager.cpp ReadAndCacheFBMemoryInfo, l. 14162ff).
     renamed(253, "DCGM_FI_DEV_FB_RESERVED", Mebibytes, "DCGM_FI_DEV_FB_RESERVED_BYTES", Bytes, Gauge, true, F_MEM,
-        "Frame buffer memory the driver reserves.", Source::Gpu(|r| r.memory.and_then(|m| m.reserved_bytes).map(|v| v as f64))),
+        "Frame buffer memory the driver reserves (of the GPU instance, on MIG).", Source::Instance { gpu: |r| r.memory.and_then(|m| m.reserved_bytes).map(|v| v as f64), mig: |gi| gi.memory.and_then(|m| m.reserved_bytes).map(|v| v as f64) }),
     renamed(254, "DCGM_FI_DEV_FB_USED_PERCENT", Ratio, "DCGM_FI_DEV_FB_USED_RATIO", Ratio, Gauge, false, F_MEM,
-        "Used over total less reserved frame buffer memory, 0 to 1.", Source::Gpu(fb_used_ratio)),
+        "Used over total less reserved frame buffer memory, 0 to 1 (of the GPU instance, on MIG).", Source::Instance { gpu: fb_used_ratio, mig: mig_fb_used_ratio }),
     same(90, "DCGM_FI_DEV_BAR1_TOTAL", Mebibytes, Gauge, false, F_MEM,
         "Total BAR1 memory.", Source::Gpu(|r| r.bar1.map(|b| b.total_bytes as f64))),
     same(92, "DCGM_FI_DEV_BAR1_USED", Mebibytes, Gauge, false, F_MEM,
@@ -727,6 +897,13 @@ fn fb_used_ratio(r: &GpuReadings) -> Option<f64> {
     (usable > 0).then(|| m.used_bytes as f64 / usable as f64)
 }
 
+/// The same of a MIG GPU instance, from its own memory.
+fn mig_fb_used_ratio(gi: &MigGpuInstance) -> Option<f64> {
+    let m = gi.memory?;
+    let usable = m.total_bytes.saturating_sub(m.reserved_bytes.unwrap_or(0));
+    (usable > 0).then(|| m.used_bytes as f64 / usable as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -797,6 +974,19 @@ mod tests {
         // the capacity in bytes.
         assert_eq!(defaults_legacy, 26);
         assert_eq!(defaults_current, defaults_legacy + 1);
+    }
+
+    #[test]
+    fn the_per_link_fields_have_dcgm_s_ids() {
+        assert_eq!(LINK_FIELDS.len(), 54);
+        for f in LINK_FIELDS {
+            assert_eq!(
+                super::super::names::lookup(f.legacy).map(|(_, id)| id),
+                Some(f.id),
+                "{}",
+                f.legacy
+            );
+        }
     }
 
     #[test]

@@ -15,19 +15,31 @@
 
 pub mod encode;
 pub mod fields;
+#[rustfmt::skip] // generated (names/generate.py), kept as written
+pub mod names;
 
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
 
 pub use encode::encode;
 pub use fields::{Field, FieldKind, Source, Unit, Variant, FIELDS};
 
 use crate::family::FamilySet;
 
-/// Which dcgm-exporter the output looks like.
+/// Which dcgm-exporter the output looks like. `--compat.dcgm` also takes
+/// dcgm-exporter's own version strings (`4.5.1-4.8.0`, `4.8.4`, an image
+/// tag such as `3.3.5-3.4.1-ubuntu22.04`): [`Generation::parse`] says which
+/// generation each release is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Generation {
-    /// 4.8.2 and earlier: the names before DCGM 4.7, and the host name in
-    /// a label named `Hostname`.
+    /// 3.4.2 and earlier (2.x included): as 4.8.2, without the
+    /// `pci_bus_id` label, which 3.5.0 added (NVIDIA/dcgm-exporter
+    /// `pkg/dcgmexporter/pipeline.go`: absent at tag 3.3.6-3.4.2, present
+    /// at 3.3.7-3.5.0).
+    V3_4,
+    /// 3.5.0 to 4.8.2: the names before DCGM 4.7, and the host name in
+    /// a label named `Hostname` (`internal/pkg/rendermetrics/render_metrics.go`
+    /// at tag 4.5.3-4.8.2, 691c927).
     V4_8_2,
     /// 4.8.3 and 4.8.4: the same names; the host label renamed `hostname`
     /// (NVIDIA/dcgm-exporter#655).
@@ -38,26 +50,60 @@ pub enum Generation {
 }
 
 impl Generation {
-    pub const ALL: &'static [Generation] =
-        &[Generation::V4_8_2, Generation::V4_8, Generation::V4_9];
+    /// What the bare `--compat.dcgm` imitates: what the newest GPU
+    /// Operator ships, dcgm-exporter 4.6.0-4.8.3 (NVIDIA/gpu-operator
+    /// `deployments/gpu-operator/values.yaml` at v26.7.0).
+    pub const DEFAULT: Generation = Generation::V4_8;
+
+    pub const ALL: &'static [Generation] = &[
+        Generation::V3_4,
+        Generation::V4_8_2,
+        Generation::V4_8,
+        Generation::V4_9,
+    ];
 
     /// As `--compat.dcgm` takes it.
     pub fn as_str(self) -> &'static str {
         match self {
+            Generation::V3_4 => "3.4",
             Generation::V4_8_2 => "4.8.2",
             Generation::V4_8 => "4.8",
             Generation::V4_9 => "4.9",
         }
     }
 
+    /// A generation by its name, or the generation of a dcgm-exporter
+    /// release named as dcgm-exporter names it: `<DCGM>-<dcgm-exporter>`
+    /// (`4.5.1-4.8.0`), the exporter's version alone (`4.8.4`), or an image
+    /// tag (`4.5.3-4.8.2-ubuntu22.04`). `None` for 1.x (other names
+    /// altogether) and for releases after 4.9, unknown here.
     pub fn parse(s: &str) -> Option<Generation> {
-        Generation::ALL.iter().copied().find(|g| g.as_str() == s)
+        if let Some(g) = Generation::ALL.iter().copied().find(|g| g.as_str() == s) {
+            return Some(g);
+        }
+        let versions: Vec<(u32, u32, u32)> = s.split('-').filter_map(version).collect();
+        let exporter = match versions.as_slice() {
+            [e] | [_, e] => *e,
+            _ => return None,
+        };
+        match exporter {
+            (2, ..) | (3, 0..=4, _) => Some(Generation::V3_4),
+            (3, ..) | (4, 0..=7, _) | (4, 8, 0..=2) => Some(Generation::V4_8_2),
+            (4, 8, _) => Some(Generation::V4_8),
+            (4, 9, _) => Some(Generation::V4_9),
+            _ => None,
+        }
+    }
+
+    /// Whether its series carry `pci_bus_id`.
+    pub fn has_pci_bus_id(self) -> bool {
+        self != Generation::V3_4
     }
 
     /// Which names of the table this generation serves by default.
     pub fn variant(self) -> Variant {
         match self {
-            Generation::V4_8_2 | Generation::V4_8 => Variant::Legacy,
+            Generation::V3_4 | Generation::V4_8_2 | Generation::V4_8 => Variant::Legacy,
             Generation::V4_9 => Variant::Current,
         }
     }
@@ -65,15 +111,46 @@ impl Generation {
     /// The label carrying the host name.
     pub fn hostname_label(self) -> &'static str {
         match self {
-            Generation::V4_8_2 => "Hostname",
+            Generation::V3_4 | Generation::V4_8_2 => "Hostname",
             Generation::V4_8 | Generation::V4_9 => "hostname",
         }
     }
 }
 
-/// One served field: the row and the name it is served under (which
-/// decides its unit).
-pub type Selected = (&'static Field, Variant);
+/// `x.y.z`, each a number.
+fn version(s: &str) -> Option<(u32, u32, u32)> {
+    let mut parts = s.split('.').map(|p| p.parse::<u32>().ok());
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(Some(a)), Some(Some(b)), Some(Some(c)), None) => Some((a, b, c)),
+        _ => None,
+    }
+}
+
+/// One served field: the row, the name it is served under (which decides
+/// its unit), and the type and help it is served with (a counters CSV's,
+/// as dcgm-exporter serves them, or the table's).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Selected {
+    pub field: &'static Field,
+    pub name: &'static str,
+    pub unit: Unit,
+    /// Gauge or counter, or a label.
+    pub kind: FieldKind,
+    pub help: &'static str,
+}
+
+impl Selected {
+    /// The field under one of the table's two names, as the table types it.
+    pub fn of(field: &'static Field, variant: Variant) -> Selected {
+        Selected {
+            field,
+            name: field.name(variant),
+            unit: field.unit(variant),
+            kind: field.kind,
+            help: field.help,
+        }
+    }
+}
 
 /// What dcgm-exporter of this generation serves by default, less the
 /// fields this exporter has no source for.
@@ -82,16 +159,30 @@ pub fn default_fields(generation: Generation) -> Vec<Selected> {
     FIELDS
         .iter()
         .filter(|f| f.is_default(v) && f.has_source())
-        .map(|f| (f, v))
+        .map(|f| Selected::of(f, v))
         .collect()
+}
+
+/// `s` as a `&'static str`, each distinct text stored once for the life of
+/// the process: a counters CSV's help texts are served as its metric
+/// help, and a reload of the same file adds nothing.
+pub fn intern(s: &str) -> &'static str {
+    static TEXTS: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+    let mut texts = TEXTS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(t) = texts.get(s) {
+        return t;
+    }
+    let t: &'static str = Box::leak(s.to_owned().into_boxed_str());
+    texts.insert(t);
+    t
 }
 
 /// The families whose readings `fields` need: they are sampled even when
 /// their own series are switched off.
 pub fn families_needed(fields: &[Selected]) -> FamilySet {
     let mut set = FamilySet::empty();
-    for (f, _) in fields {
-        if let Some(family) = f.family {
+    for s in fields {
+        if let Some(family) = s.field.family {
             set.set(family, true);
             if let Some(parent) = family.parent() {
                 set.set(parent, true);
@@ -141,17 +232,41 @@ mod tests {
             assert_eq!(Generation::parse(g.as_str()), Some(*g));
         }
         assert_eq!(Generation::parse("4.7"), None);
+        // dcgm-exporter's own version strings, as users name them.
+        for (s, g) in [
+            ("4.5.1-4.8.0", Generation::V4_8_2),
+            ("4.5.3-4.8.2", Generation::V4_8_2),
+            ("4.8.0", Generation::V4_8_2),
+            ("4.6.0-4.8.3", Generation::V4_8),
+            ("4.8.4", Generation::V4_8),
+            ("3.3.9-3.6.1", Generation::V4_8_2),
+            ("3.3.7-3.5.0", Generation::V4_8_2),
+            ("3.3.5-3.4.1-ubuntu22.04", Generation::V3_4),
+            ("2.2.9-2.4.1", Generation::V3_4),
+            ("4.9.0", Generation::V4_9),
+        ] {
+            assert_eq!(Generation::parse(s), Some(g), "{s}");
+        }
+        for s in [
+            "1.1.0",
+            "4.10.0",
+            "5.0.0",
+            "4.8.x",
+            "latest",
+            "4.5.1-4.8.0-4.8.1",
+        ] {
+            assert_eq!(Generation::parse(s), None, "{s}");
+        }
+        assert!(!Generation::V3_4.has_pci_bus_id() && Generation::V4_8_2.has_pci_bus_id());
         let legacy = default_fields(Generation::V4_8);
         let current = default_fields(Generation::V4_9);
-        assert!(legacy
-            .iter()
-            .any(|(f, v)| f.name(*v) == "DCGM_FI_DEV_FB_USED"));
+        assert!(legacy.iter().any(|s| s.name == "DCGM_FI_DEV_FB_USED"));
         assert!(current
             .iter()
-            .any(|(f, v)| f.name(*v) == "DCGM_FI_DEV_FB_USED_BYTES"));
+            .any(|s| s.name == "DCGM_FI_DEV_FB_USED_BYTES"));
         // No source, no series: the vGPU licence is dcgm-exporter's default
         // but never served here.
-        assert!(!legacy.iter().any(|(f, _)| f.id == 526));
+        assert!(!legacy.iter().any(|s| s.field.id == 526));
         assert_eq!(current.len(), legacy.len() + 1);
     }
 
@@ -169,8 +284,8 @@ mod tests {
             assert!(needed.contains(f), "{f:?}");
         }
         assert!(!needed.contains(Family::Fan));
-        let occupancy = fields::lookup("DCGM_FI_PROF_SM_OCCUPANCY").unwrap();
-        let needed = families_needed(&[occupancy]);
+        let (f, v) = fields::lookup("DCGM_FI_PROF_SM_OCCUPANCY").unwrap();
+        let needed = families_needed(&[Selected::of(f, v)]);
         assert!(needed.contains(Family::GpmAllMetrics) && needed.contains(Family::Gpm));
     }
 }

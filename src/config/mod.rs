@@ -135,8 +135,12 @@ pub struct Selection {
     /// generation.
     pub dcgm_fields: Option<Vec<Selected>>,
     /// Accepted, but never served here (counters CSV lines of fields with
-    /// no source); logged when the file is loaded.
+    /// no source), or taken otherwise than written; logged when the file
+    /// is loaded.
     pub warnings: Vec<String>,
+    /// DCGM fields the selection lists that are not served here (counted
+    /// in `nvml_exporter_config_dcgm_fields_not_served`).
+    pub dcgm_not_served: u64,
     /// Files the selection reads besides itself (a counters CSV).
     pub referenced: Vec<PathBuf>,
 }
@@ -150,6 +154,7 @@ impl Selection {
             filter: None,
             dcgm_fields: None,
             warnings: Vec::new(),
+            dcgm_not_served: 0,
             referenced: Vec::new(),
         }
     }
@@ -163,9 +168,9 @@ impl Selection {
             .unwrap_or_else(|| compat::default_fields(generation));
         fields
             .into_iter()
-            .filter(|(f, v)| {
-                f.kind == fields::FieldKind::Label
-                    || self.filter.as_ref().is_none_or(|x| x.keeps(f.name(*v)))
+            .filter(|s| {
+                s.field.kind == fields::FieldKind::Label
+                    || self.filter.as_ref().is_none_or(|x| x.keeps(s.name))
             })
             .collect()
     }
@@ -192,11 +197,12 @@ impl Selection {
     }
 }
 
-/// Reads and validates the selection file at `path` (YAML, or a counters
-/// CSV when its name ends in `.csv`).
+/// Reads and validates the selection file at `path`: YAML, or a counters
+/// CSV when its name ends in `.csv` or its content reads as one (a
+/// ConfigMap's `metrics` key, mounted as a file, has no extension).
 pub fn load(path: &Path, base: &Base) -> Result<Selection, ConfigError> {
     let text = read_text(path, path)?;
-    if is_csv(path) {
+    if is_csv(path) || counters::looks_like_csv(&text) {
         from_counters(path, &text, base)
     } else {
         from_yaml(path, &text, base)
@@ -239,14 +245,16 @@ fn from_counters(path: &Path, text: &str, base: &Base) -> Result<Selection, Conf
                 .into(),
         });
     }
-    let c = counters::parse(text).map_err(|e| ConfigError {
+    let generation = base.compat.unwrap_or(Generation::DEFAULT);
+    let c = counters::parse(text, generation).map_err(|e| ConfigError {
         path: path.to_path_buf(),
         line: Some(e.line),
         message: e.message,
     })?;
     Ok(Selection {
         dcgm_fields: Some(c.fields),
-        warnings: c.absent,
+        dcgm_not_served: c.absent.len() as u64,
+        warnings: c.absent.into_iter().chain(c.notes).collect(),
         ..Selection::from_base(base)
     })
 }
@@ -293,10 +301,12 @@ fn from_yaml(path: &Path, text: &str, base: &Base) -> Result<Selection, ConfigEr
                 "dcgm: selects DCGM fields, which only --compat.dcgm serves".into(),
             ));
         }
-        let (fields, warnings, referenced) =
-            dcgm_fields(path, d, &lines).map_err(|e| e.into_error(path))?;
+        let generation = base.compat.unwrap_or(Generation::DEFAULT);
+        let (fields, absent, notes, referenced) =
+            dcgm_fields(path, d, &lines, generation).map_err(|e| e.into_error(path))?;
         sel.dcgm_fields = Some(fields);
-        sel.warnings = warnings;
+        sel.dcgm_not_served = absent.len() as u64;
+        sel.warnings = absent.into_iter().chain(notes).collect();
         sel.referenced = referenced;
     }
     Ok(sel)
@@ -440,7 +450,8 @@ fn known_metric(name: &str, base: &Base) -> Result<(), String> {
     if collectors::metric_names().any(|n| n == name) {
         return Ok(());
     }
-    match fields::lookup(name) {
+    let generation = base.compat.unwrap_or(Generation::DEFAULT);
+    match fields::resolve(name, generation) {
         Some(_) if base.compat.is_some() => Ok(()),
         Some(_) => Err(format!(
             "{name} is a DCGM name, which only --compat.dcgm serves"
@@ -539,13 +550,15 @@ impl DcgmError {
 }
 
 /// The fields a `dcgm:` section selects, the warnings for those never
-/// served, and the files it read.
-type DcgmSelection = (Vec<Selected>, Vec<String>, Vec<PathBuf>);
+/// served, notes on names taken otherwise than written, and the files it
+/// read.
+type DcgmSelection = (Vec<Selected>, Vec<String>, Vec<String>, Vec<PathBuf>);
 
 fn dcgm_fields(
     path: &Path,
     d: &raw::RawDcgm,
     lines: &Lines<'_>,
+    generation: Generation,
 ) -> Result<DcgmSelection, DcgmError> {
     match (&d.fields, &d.counters_file) {
         (Some(_), Some(_)) => Err(DcgmError::Here((
@@ -559,39 +572,45 @@ fn dcgm_fields(
         (Some(names), None) => {
             let mut out: Vec<Selected> = Vec::new();
             let mut absent = Vec::new();
+            let mut notes = Vec::new();
             // The line is looked for only to name it in an error: a scan of
             // the file per name would make a long list quadratic.
             for name in names {
-                let Some((f, v)) = fields::lookup(name) else {
-                    return Err(DcgmError::Here((
-                        lines.of("dcgm", name),
-                        format!("dcgm.fields: {name:?} is not a DCGM field this exporter knows"),
-                    )));
-                };
-                if out.iter().any(|(g, _)| g.id == f.id) {
-                    return Err(DcgmError::Here((
-                        lines.of("dcgm", name),
-                        format!("dcgm.fields: field {} ({name}) is listed twice", f.id),
-                    )));
-                }
-                match f.source {
-                    fields::Source::None(why) => {
-                        absent.push(format!("dcgm.fields: {name} is always absent here: {why}"))
+                match fields::resolve(name, generation) {
+                    None => {
+                        return Err(DcgmError::Here((
+                            lines.of("dcgm", name),
+                            format!("dcgm.fields: {name:?} is not a DCGM field name (neither DCGM 4.6's dcgm_fields.h nor go-dcgm 4.6.1 knows it)"),
+                        )))
                     }
-                    _ => out.push((f, v)),
+                    Some(fields::Resolved::NotServed { id, why }) => absent.push(format!(
+                        "dcgm.fields: {name} (DCGM field {id}) is not served here: {why}"
+                    )),
+                    Some(fields::Resolved::Served { name, .. })
+                        if out.iter().any(|s| s.name == name) =>
+                    {
+                        notes.push(format!("dcgm.fields: {name} is listed twice: served once"));
+                    }
+                    Some(fields::Resolved::Served { field, name, unit }) => out.push(Selected {
+                        field,
+                        name,
+                        unit,
+                        kind: field.kind,
+                        help: field.help,
+                    }),
                 }
             }
-            Ok((out, absent, Vec::new()))
+            Ok((out, absent, notes, Vec::new()))
         }
         (None, Some(file)) => {
             let csv = path.parent().unwrap_or(Path::new("")).join(file);
             let text = read_text(path, &csv).map_err(DcgmError::Read)?;
-            let c = counters::parse(&text).map_err(|e| DcgmError::Csv {
+            let c = counters::parse(&text, generation).map_err(|e| DcgmError::Csv {
                 file: csv.clone(),
                 line: e.line,
                 message: e.message,
             })?;
-            Ok((c.fields, c.absent, vec![csv]))
+            Ok((c.fields, c.absent, c.notes, vec![csv]))
         }
     }
 }

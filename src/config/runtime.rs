@@ -119,6 +119,7 @@ impl Runtime {
             log_loaded(path, &selection, &ctx, Trigger::Start);
         }
         let files = files(&settings, &selection);
+        let dcgm_not_served = selection.dcgm_not_served;
         let shared = Shared {
             tick,
             started: schedule.families().clone(),
@@ -136,6 +137,7 @@ impl Runtime {
                 last_success: SystemTime::now(),
                 reloads: 0,
                 failures: 0,
+                dcgm_not_served,
             }),
             settings,
         };
@@ -287,10 +289,12 @@ impl Shared {
                 // then finds its families sampled from the next poll on.
                 self.schedule.store(Arc::new(schedule));
                 self.render.store(Arc::new(ctx));
+                status.dcgm_not_served = new.dcgm_not_served;
                 self.selection.store(Arc::new(new));
                 status.last_reload_successful = true;
                 status.last_success = SystemTime::now();
                 status.reloads += 1;
+
                 Ok(true)
             }
             Err(e) => {

@@ -88,7 +88,7 @@ fn a_whole_file_selects_families_intervals_metrics_labels_and_fields() {
     let names: Vec<_> = s
         .compat_fields(Generation::V4_8)
         .iter()
-        .map(|(f, v)| f.name(*v))
+        .map(|s| s.name)
         .collect();
     assert_eq!(
         names,

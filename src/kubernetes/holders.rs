@@ -33,13 +33,30 @@ impl DeviceRef {
     /// A device plugin's device id. Time-slicing and MPS replicas are
     /// advertised as `<id>::<replica>`: every replica of a device is the
     /// same device.
+    ///
+    /// GKE's device plugin names a GPU by its device node, `nvidia<minor>`,
+    /// a MIG GPU instance `nvidia<minor>/gi<id>`, and a shared one with a
+    /// `/vgpu<n>` suffix, as dcgm-exporter parses them
+    /// (NVIDIA/dcgm-exporter `internal/pkg/transformation/kubernetes.go` at
+    /// d5e5f51, `gkeMigDeviceIDRegex`, `gkeVirtualGPUDeviceIDSeparator`);
+    /// the minor is matched to NVML's minor number, not to the index.
     pub fn parse(device_id: &str) -> Option<DeviceRef> {
         let id = device_id.split("::").next().unwrap_or(device_id).trim();
         if id.starts_with("GPU-") || id.starts_with("MIG-") {
-            Some(DeviceRef::Uuid(id.to_string()))
-        } else {
-            id.parse().ok().map(DeviceRef::Index)
+            return Some(DeviceRef::Uuid(id.to_string()));
         }
+        if let Some(gke) = id.strip_prefix("nvidia") {
+            let gke = gke.split("/vgpu").next().unwrap_or(gke);
+            return match gke.split_once("/gi") {
+                None => gke.parse().ok().map(DeviceRef::Minor),
+                Some((minor, gi)) => Some(DeviceRef::MigMinor {
+                    gpu_minor: minor.parse().ok()?,
+                    gpu_instance: gi.parse().ok()?,
+                    compute_instance: None,
+                }),
+            };
+        }
+        id.parse().ok().map(DeviceRef::Index)
     }
 }
 

@@ -631,6 +631,18 @@ mod tests {
         assert_eq!(DeviceRef::parse("2"), Some(DeviceRef::Index(2)));
         assert_eq!(DeviceRef::parse("2::1"), Some(DeviceRef::Index(2)));
         assert_eq!(DeviceRef::parse("eth0"), None);
+        // GKE's device plugin: device nodes, MIG GPU instances, sharing.
+        assert_eq!(DeviceRef::parse("nvidia3"), Some(DeviceRef::Minor(3)));
+        assert_eq!(DeviceRef::parse("nvidia3/vgpu2"), Some(DeviceRef::Minor(3)));
+        let gi = Some(DeviceRef::MigMinor {
+            gpu_minor: 0,
+            gpu_instance: 7,
+            compute_instance: None,
+        });
+        assert_eq!(DeviceRef::parse("nvidia0/gi7"), gi);
+        assert_eq!(DeviceRef::parse("nvidia0/gi7/vgpu1"), gi);
+        assert_eq!(DeviceRef::parse("nvidia"), None);
+        assert_eq!(DeviceRef::parse("nvidia0/gix"), None);
     }
 
     #[test]

@@ -236,6 +236,7 @@ fn mig_readings(i: u32) -> GpuReadings {
                 total_bytes: 10_468_982_784,
                 used_bytes: 13_631_488,
                 free_bytes: 10_455_351_296,
+                reserved_bytes: None,
             }),
             activity: vec![
                 (GpmMetric::Sm, 0.25),
@@ -382,6 +383,7 @@ pub fn fully_populated() -> Snapshot {
         last_success: UNIX_EPOCH + Duration::from_secs(1_700_000_000),
         reloads: 2,
         failures: 1,
+        dcgm_not_served: 3,
     });
     s.http = Some(HttpCounts {
         scrapes: vec![(200, 40), (503, 1)],
@@ -685,6 +687,7 @@ pub fn large_fleet() -> Snapshot {
                         total_bytes: 10_468_982_784,
                         used_bytes: 13_631_488,
                         free_bytes: 10_455_351_296,
+                        reserved_bytes: None,
                     }),
                     activity: GpmMetric::ALL.iter().map(|&m| (m, 0.5)).collect(),
                     compute_instances: vec![MigComputeInstance {

@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use common::{promtool_check, run_to_exit, samples, Exporter};
-use nvml_exporter::compat::fields::{Field, FieldKind, Source, Variant, FIELDS};
-use nvml_exporter::compat::{default_fields, Generation};
+use nvml_exporter::compat::fields::{FieldKind, Source, FIELDS};
+use nvml_exporter::compat::{default_fields, Generation, Selected};
 
 /// The lint rules promtool applies that DCGM's own names cannot pass:
 /// counters not ending in `_total` (`DCGM_FI_DEV_PCIE_REPLAY_COUNTER`),
@@ -62,8 +62,8 @@ fn scrape(e: &Exporter, rate: &str) -> String {
     })
 }
 
-fn names(fields: &[(&'static Field, Variant)]) -> BTreeSet<String> {
-    fields.iter().map(|(f, v)| f.name(*v).to_string()).collect()
+fn names(fields: &[Selected]) -> BTreeSet<String> {
+    fields.iter().map(|s| s.name.to_string()).collect()
 }
 
 #[test]
@@ -309,4 +309,363 @@ fn a_counters_csv_selects_what_is_served_and_is_followed() {
     });
     assert!(!text.contains("DCGM_FI_DEV_GPU_TEMP{"));
     assert!(text.contains("nvml_exporter_config_reloads_total{result=\"success\"} 1"));
+}
+
+/// The counters files of every dcgm-exporter release and the ConfigMaps
+/// users posted, as kept in tests/compat with their sources.
+fn real_counters_files() -> Vec<PathBuf> {
+    let root = common::repo_root().join("tests/compat");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("dcgm-exporter-counters"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "csv"))
+        .collect();
+    files.sort();
+    // 22 distinct files across dcgm-exporter's 45 tags and main (SOURCES.md).
+    assert_eq!(files.len(), 22, "{files:?}");
+    for f in [
+        "configmaps/issue-539_dcp-metrics.csv",
+        "configmaps/go-dcgm-pr-91_dcp-metrics.csv",
+        // A ConfigMap key mounted as a file: no .csv extension.
+        "configmaps/issue-317/metrics",
+    ] {
+        files.push(root.join(f));
+    }
+    files
+}
+
+#[test]
+fn every_counters_file_of_every_dcgm_exporter_release_and_real_configmaps_start() {
+    for file in real_counters_files() {
+        let (status, out) = run_to_exit(
+            &[
+                "--simulate",
+                "dgx-h100",
+                "--compat.dcgm",
+                "--config.check",
+                file.to_str().unwrap(),
+            ],
+            &[],
+        );
+        assert!(status.success(), "{}: {out}", file.display());
+        // Every field line is served, or named with why it is not: none
+        // is dropped without a word.
+        let text = std::fs::read_to_string(&file).unwrap();
+        let served = out
+            .lines()
+            .find_map(|l| l.strip_prefix("DCGM fields served ("))
+            .unwrap_or_else(|| panic!("{}: {out}", file.display()));
+        let served: BTreeSet<&str> = served.split_once("): ").unwrap().1.split(", ").collect();
+        for (i, line) in text.lines().enumerate() {
+            let l = line.trim();
+            if l.is_empty() || l.starts_with('#') {
+                continue;
+            }
+            let name = l.split(',').next().unwrap().trim();
+            assert!(
+                served.contains(name) || out.contains(&format!("note: line {}: {name} ", i + 1)),
+                "{}: line {}: {name} neither served nor named: {out}",
+                file.display(),
+                i + 1
+            );
+        }
+    }
+}
+
+#[test]
+fn the_field_name_table_is_what_its_upstream_sources_say() {
+    let script = common::repo_root().join("src/compat/names/generate.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg("--check")
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The value of the one series of `name` on GPU `gpu`.
+fn value_of(text: &str, name: &str, gpu: &str) -> f64 {
+    let s = samples(text);
+    let mut found = s
+        .iter()
+        .filter(|s| s.name == name && s.label("gpu") == Some(gpu));
+    let v = found
+        .next()
+        .unwrap_or_else(|| panic!("no {name} on gpu {gpu}"));
+    assert!(found.next().is_none(), "{name} twice on gpu {gpu}");
+    v.value.parse().unwrap()
+}
+
+#[test]
+fn a_configmap_of_any_dcgm_names_is_served_as_written_with_its_types_and_units() {
+    let dir = tempfile::tempdir().unwrap();
+    // Mounted from a ConfigMap's `metrics` key: no extension.
+    let csv = dir.path().join("metrics");
+    std::fs::write(
+        &csv,
+        "# Format\n\
+         DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).\n\
+         DCGM_FI_DEV_FB_USED_BYTES, gauge, Framebuffer memory used (in bytes).\n\
+         dcgm_sm_clock, gauge, 1.x name of the SM clock.\n\
+         DCGM_FI_DEV_SM_CLOCK, gauge, SM clock.\n\
+         DCGM_FI_DEV_SM_CLOCK_HERTZ, gauge, SM clock in hertz.\n\
+         DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n\
+         DCGM_FI_DEV_GPU_UTIL_RATIO, gauge, DCGM 4.6's name of field 203.\n\
+         DCGM_FI_PROF_PCIE_TX_BYTES, counter, PCIe bytes sent.\n\
+         DCGM_FI_DEV_PCIE_TX_THROUGHPUT, counter, PCIe TX (in KB).\n\
+         DCGM_FI_DEV_CPU_UTIL_RATIO, gauge, a Grace CPU field.\n",
+    )
+    .unwrap();
+    let e = Exporter::ready(
+        "workstation",
+        &[
+            "--compat.dcgm=4.8",
+            "--compat.dcgm.only",
+            &format!("--config.file={}", csv.display()),
+        ],
+    );
+    let text = scrape(&e, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT");
+    // The line's type and help, as dcgm-exporter serves them.
+    assert!(
+        text.contains("# TYPE DCGM_FI_PROF_PCIE_TX_BYTES counter\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# HELP DCGM_FI_PROF_PCIE_TX_BYTES PCIe bytes sent.\n"),
+        "{text}"
+    );
+    // Two names of one field side by side, each in its own unit.
+    let mib = value_of(&text, "DCGM_FI_DEV_FB_USED", "0");
+    let bytes = value_of(&text, "DCGM_FI_DEV_FB_USED_BYTES", "0");
+    assert!(
+        mib > 0.0 && (bytes / 1_048_576.0).floor() == mib,
+        "{mib} MiB, {bytes} bytes"
+    );
+    let mhz = value_of(&text, "DCGM_FI_DEV_SM_CLOCK", "0");
+    assert_eq!(value_of(&text, "dcgm_sm_clock", "0"), mhz);
+    assert_eq!(
+        value_of(&text, "DCGM_FI_DEV_SM_CLOCK_HERTZ", "0"),
+        mhz * 1e6
+    );
+    // DCGM 4.6 renamed field 203 without changing it: percent, as the old name.
+    let util = value_of(&text, "DCGM_FI_DEV_GPU_UTIL", "0");
+    assert!(util > 1.0, "{util}");
+    assert_eq!(value_of(&text, "DCGM_FI_DEV_GPU_UTIL_RATIO", "0"), util);
+    let kib = value_of(&text, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "0");
+    let b = value_of(&text, "DCGM_FI_PROF_PCIE_TX_BYTES", "0");
+    assert_eq!(kib, (b / 1024.0).trunc(), "{kib} KiB/s, {b} B/s");
+    // The field with no source here: logged with why, counted, not fatal.
+    assert!(!text.contains("DCGM_FI_DEV_CPU_UTIL_RATIO{"));
+    assert!(
+        text.contains("nvml_exporter_config_dcgm_fields_not_served 1\n"),
+        "{text}"
+    );
+    assert!(
+        e.log()
+            .contains("line 11: DCGM_FI_DEV_CPU_UTIL_RATIO (DCGM field"),
+        "{}",
+        e.log()
+    );
+}
+
+#[test]
+fn dcgm_exporter_s_own_version_strings_pick_that_release_s_labels() {
+    for (version, host, pci) in [
+        // GPU Operator v26.3.0/1 and v26.3.2/3 ship these two: Hostname.
+        ("4.5.1-4.8.0", "Hostname", true),
+        ("4.5.3-4.8.2", "Hostname", true),
+        // 4.8.3 renamed it (NVIDIA/dcgm-exporter#655).
+        ("4.8.4", "hostname", true),
+        // An image tag of a 3.4 release: no pci_bus_id yet.
+        ("3.3.5-3.4.1-ubuntu22.04", "Hostname", false),
+    ] {
+        let e = Exporter::ready(
+            "workstation",
+            &[
+                &format!("--compat.dcgm={version}"),
+                "--compat.dcgm.only",
+                "--compat.dcgm.hostname=node-7",
+            ],
+        );
+        let text = e.scrape();
+        let s = samples(&text);
+        let temp = s
+            .iter()
+            .find(|s| s.name == "DCGM_FI_DEV_GPU_TEMP")
+            .unwrap_or_else(|| panic!("{version}: {text}"));
+        assert_eq!(temp.label(host), Some("node-7"), "{version}: {temp:?}");
+        let other = if host == "Hostname" {
+            "hostname"
+        } else {
+            "Hostname"
+        };
+        assert_eq!(temp.label(other), None, "{version}: {temp:?}");
+        assert_eq!(
+            temp.label("pci_bus_id").is_some(),
+            pci,
+            "{version}: {temp:?}"
+        );
+    }
+    let (status, out) = run_to_exit(&["--simulate", "--compat.dcgm=4.10.0"], &[]);
+    assert!(!status.success());
+    assert!(
+        out.contains("4.10.0") && out.contains("4.5.1-4.8.0"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_mig_instance_s_xid_carries_only_that_instance_s_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("sim.sock");
+    let e = Exporter::simulate_env(
+        "dgx-h100",
+        &["--compat.dcgm", "--compat.dcgm.only"],
+        &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
+    );
+    e.wait_ready();
+    common::sim_control(
+        &socket,
+        &[
+            "xid",
+            "--gpu",
+            "1",
+            "--code",
+            "31",
+            "--gpu-instance",
+            "5",
+            "--compute-instance",
+            "0",
+        ],
+    );
+    let text = e.scrape_until("the MIG XID", |t| t.contains("DCGM_FI_DEV_XID_ERRORS{"));
+    let s = samples(&text);
+    let instances = s
+        .iter()
+        .filter(|s| s.name == "DCGM_FI_DEV_FB_USED" && s.label("gpu") == Some("1"))
+        .count();
+    assert!(
+        instances > 1,
+        "GPU 1 is a MIG GPU with several instances: {text}"
+    );
+    let xids: Vec<_> = s
+        .iter()
+        .filter(|s| s.name == "DCGM_FI_DEV_XID_ERRORS")
+        .collect();
+    assert_eq!(xids.len(), 1, "{xids:#?}");
+    assert_eq!(xids[0].label("GPU_I_ID"), Some("5"));
+    assert_eq!(xids[0].label("err_code"), Some("31"));
+}
+
+#[test]
+fn a_mig_instance_s_reserved_and_used_percent_are_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("counters.csv");
+    std::fs::write(
+        &csv,
+        "DCGM_FI_DEV_FB_FREE, gauge, x\nDCGM_FI_DEV_FB_USED, gauge, x\n\
+         DCGM_FI_DEV_FB_RESERVED, gauge, x\nDCGM_FI_DEV_FB_USED_PERCENT, gauge, x\n",
+    )
+    .unwrap();
+    let e = Exporter::ready(
+        "hgx-h200",
+        &[
+            "--compat.dcgm=4.8.2",
+            "--compat.dcgm.only",
+            &format!("--config.file={}", csv.display()),
+        ],
+    );
+    let text = e.scrape();
+    let s = samples(&text);
+    let of = |name: &str, gi: Option<&str>| -> f64 {
+        s.iter()
+            .find(|x| x.name == name && x.label("gpu") == Some("0") && x.label("GPU_I_ID") == gi)
+            .unwrap_or_else(|| panic!("{name} {gi:?}: {text}"))
+            .value
+            .parse()
+            .unwrap()
+    };
+    let instances: BTreeSet<&str> = s
+        .iter()
+        .filter(|x| x.name == "DCGM_FI_DEV_FB_RESERVED" && x.label("gpu") == Some("0"))
+        .filter_map(|x| x.label("GPU_I_ID"))
+        .collect();
+    assert!(instances.len() > 1, "{text}");
+    // The whole GPU reserves 614 MiB (GPU 1, not in MIG mode, shows it):
+    // an instance's series carries what its own handle says, not that.
+    let whole = s
+        .iter()
+        .find(|x| x.name == "DCGM_FI_DEV_FB_RESERVED" && x.label("GPU_I_ID").is_none())
+        .unwrap();
+    assert_eq!(whole.value, "614");
+    for gi in instances {
+        let reserved = of("DCGM_FI_DEV_FB_RESERVED", Some(gi));
+        assert!(reserved < 614.0, "GI {gi}: {reserved}");
+        let used = of("DCGM_FI_DEV_FB_USED", Some(gi));
+        let free = of("DCGM_FI_DEV_FB_FREE", Some(gi));
+        let pct = of("DCGM_FI_DEV_FB_USED_PERCENT", Some(gi));
+        // Used over the instance's usable memory (whole MiB above: 2 MiB slack).
+        let want = used / (used + free);
+        assert!(
+            (pct - want).abs() < 2.0 / (used + free),
+            "GI {gi}: {pct} vs {want}"
+        );
+    }
+}
+
+#[test]
+fn per_link_nvlink_fields_add_up_to_the_gpu_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("counters.csv");
+    let mut text = String::from(
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, counter, x\nDCGM_FI_PROF_NVLINK_TX_BYTES, gauge, x\n",
+    );
+    for l in 0..18 {
+        text += &format!("DCGM_FI_DEV_NVLINK_BANDWIDTH_L{l}, counter, x\n");
+        text += &format!("DCGM_FI_PROF_NVLINK_L{l}_TX_BYTES, gauge, x\n");
+    }
+    std::fs::write(&csv, text).unwrap();
+    let e = Exporter::simulate(
+        "dgx-h100",
+        &[
+            "--compat.dcgm",
+            "--compat.dcgm.only",
+            &format!("--config.file={}", csv.display()),
+        ],
+    );
+    let text = scrape(&e, "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0");
+    let s = samples(&text);
+    // A GPU not in MIG mode: one series per field.
+    let gpu = s
+        .iter()
+        .find(|x| x.name == "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL" && x.label("GPU_I_ID").is_none())
+        .and_then(|x| x.label("gpu"))
+        .expect("a whole GPU");
+    let on_gpu0 = |prefix: &str, suffix: &str| -> (usize, f64) {
+        let v: Vec<f64> = s
+            .iter()
+            .filter(|x| {
+                x.name.starts_with(prefix)
+                    && x.name.ends_with(suffix)
+                    && x.label("gpu") == Some(gpu)
+            })
+            .map(|x| x.value.parse().unwrap())
+            .collect();
+        (v.len(), v.iter().sum())
+    };
+    let (links, per_link) = on_gpu0("DCGM_FI_DEV_NVLINK_BANDWIDTH_L", "");
+    assert_eq!(links, 18, "H100's 18 links: {text}");
+    let total = value_of(&text, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", gpu);
+    assert!(total > 0.0);
+    // Each value is whole (DCGM truncates): the links' sum is within one
+    // per link of the total's.
+    assert!((total - per_link).abs() <= 18.0, "{total} vs {per_link}");
+    let (n, tx) = on_gpu0("DCGM_FI_PROF_NVLINK_L", "_TX_BYTES");
+    assert_eq!(n, 18);
+    let all = value_of(&text, "DCGM_FI_PROF_NVLINK_TX_BYTES", gpu);
+    assert!((all - tx).abs() <= all * 1e-9 + 1.0, "{all} vs {tx}");
 }

@@ -155,6 +155,7 @@ impl<'n> State<'n> {
                     total_bytes: m.total_bytes,
                     used_bytes: m.used_bytes,
                     free_bytes: m.free_bytes,
+                    reserved_bytes: m.reserved_bytes,
                 });
             }
         }
