@@ -21,6 +21,9 @@ const VOLATILE: &[&str] = &[
     "nvidia_gpu_activity_ratio",
     "nvidia_gpu_mig_activity_ratio",
     "nvidia_gpu_temperature_celsius",
+    // Follows the temperature (scenarios without an absolute slowdown
+    // threshold: hgx-b200 and others; not dgx-h100).
+    "nvidia_gpu_temperature_margin_celsius",
     "nvidia_gpu_fan_speed_ratio",
     "nvidia_gpu_power_usage_watts",
     "nvidia_gpu_memory_power_usage_watts",
