@@ -544,7 +544,9 @@ async fn bind(address: &ListenAddress) -> Result<TcpListener, AppError> {
 
 fn library_source(library: &Library) -> LibrarySource {
     match library {
-        Library::System => LibrarySource::System,
+        Library::System { rootfs } => LibrarySource::System {
+            rootfs: rootfs.clone(),
+        },
         Library::Path(p) => LibrarySource::Path(p.clone()),
         Library::Simulated { scenario } => LibrarySource::Simulated {
             scenario: scenario.clone(),

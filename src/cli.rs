@@ -437,7 +437,8 @@ struct Flags {
     procfs: PathBuf,
 
     /// The host's root file system; workload attribution reads user names
-    /// from its etc/passwd.
+    /// from its etc/passwd, and libnvidia-ml.so.1 is looked for in its
+    /// library directories when the dynamic loader does not find it.
     #[arg(
         long = "path.rootfs",
         env = "NVML_EXPORTER_PATH_ROOTFS",
@@ -605,9 +606,14 @@ pub enum LogFormat {
 /// Where NVML comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Library {
-    System,
+    /// The driver's libnvidia-ml, looked for also under `rootfs`.
+    System {
+        rootfs: PathBuf,
+    },
     Path(PathBuf),
-    Simulated { scenario: String },
+    Simulated {
+        scenario: String,
+    },
 }
 
 /// `--web.listen-address`, validated but not resolved: a host name is looked
@@ -808,7 +814,9 @@ where
         }
         (Some(scenario), _) => Library::Simulated { scenario },
         (None, Some(path)) => Library::Path(path),
-        (None, None) => Library::System,
+        (None, None) => Library::System {
+            rootfs: flags.rootfs.clone(),
+        },
     };
     let workloads = (flags.workloads
         || flags.slurm_mapping_dir.is_some()
@@ -1258,7 +1266,12 @@ mod tests {
         assert_eq!(c.telemetry_path, "/metrics");
         assert_eq!(c.collect_interval, Duration::from_secs(5));
         assert_eq!(c.stuck_deadline, Duration::from_secs(15));
-        assert_eq!(c.library, Library::System);
+        assert_eq!(
+            c.library,
+            Library::System {
+                rootfs: PathBuf::from("/")
+            }
+        );
         // The family table's defaults, and the kernel log (issue 36).
         let mut families = FamilySet::defaults();
         families.set(Family::XidKmsg, true);

@@ -848,3 +848,22 @@ class socket_port:
 
     def __exit__(self, *exc):
         return False
+
+
+def test_host_driver_mounts_the_library_directories_read_only_under_the_host_root():
+    # Grace nodes whose runtime does not inject libnvidia-ml (NVIDIA/dcgm-exporter#621):
+    # the host's /usr/lib (holding aarch64-linux-gnu) and the GPU operator's
+    # driver root, where src/nvml/library.rs looks under --path.rootfs.
+    pod = by_kind(render({"hostDriver": {"enabled": True}}))["DaemonSet"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["NVML_EXPORTER_PATH_ROOTFS"] == "/host"
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for i, path in enumerate(["/usr/lib", "/run/nvidia"]):
+        name = f"host-driver-{i}"
+        assert volumes[name] == {"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}
+        assert mounts[name] == {"name": name, "mountPath": f"/host{path}", "readOnly": True}
+    # Off by default: the container toolkit injects the library.
+    default = by_kind(render())["DaemonSet"]["spec"]["template"]["spec"]
+    assert not any(v["name"].startswith("host-driver-") for v in default["volumes"])

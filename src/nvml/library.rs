@@ -17,8 +17,13 @@ use crate::snapshot::DriverInfo;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResolvedLibrary {
-    /// `libnvidia-ml.so.1` through the dynamic loader's search path.
-    System,
+    /// `libnvidia-ml.so.1` through the dynamic loader's search path, else
+    /// the first of `search` that exists (looked at on each attempt: a
+    /// driver container may install the library after the exporter
+    /// started).
+    System {
+        search: Vec<PathBuf>,
+    },
     Path(PathBuf),
     /// nvml-sim at `path`, told `scenario` before each initialization
     /// through its own export: no environment variable is set, since the
@@ -32,7 +37,7 @@ pub enum ResolvedLibrary {
 impl ResolvedLibrary {
     pub fn describe(&self) -> String {
         match self {
-            ResolvedLibrary::System => "libnvidia-ml.so.1".to_string(),
+            ResolvedLibrary::System { .. } => SYSTEM_FILE.to_string(),
             ResolvedLibrary::Path(path) | ResolvedLibrary::Simulated { path, .. } => {
                 path.display().to_string()
             }
@@ -45,10 +50,96 @@ pub const SIM_LIBRARY_ENV: &str = "NVML_SIM_LIBRARY";
 /// the exporter itself never sets it (see `ResolvedLibrary::Simulated`).
 pub const SIM_SCENARIO_ENV: &str = "NVML_SIM_SCENARIO";
 const SIM_FILE: &str = "libnvml_sim.so";
+const SYSTEM_FILE: &str = "libnvidia-ml.so.1";
+
+/// Where the GPU Operator's driver container puts the driver's root file
+/// system on the host (and so in a pod that mounts the host's `/run/nvidia`
+/// there); the NVIDIA container toolkit's `driver-root` then points here.
+pub const OPERATOR_DRIVER_ROOT: &str = "/run/nvidia/driver";
+
+/// The directories, relative to a root, that drivers install
+/// libnvidia-ml into: Debian and Ubuntu's multiarch directory of this
+/// build's architecture (`/usr/lib/aarch64-linux-gnu` on Grace, which
+/// dcgm-exporter missed: NVIDIA/dcgm-exporter#621), RHEL and SUSE's
+/// `/usr/lib64`, the runfile installer's `/usr/lib`, and GKE's driver
+/// installer directory.
+fn library_dirs() -> [String; 4] {
+    [
+        format!("usr/lib/{}-linux-gnu", std::env::consts::ARCH),
+        "usr/lib64".to_string(),
+        "usr/lib".to_string(),
+        "home/kubernetes/bin/nvidia/lib64".to_string(),
+    ]
+}
+
+/// Where `libnvidia-ml.so.1` is looked for when the dynamic loader does not
+/// find it (a container the NVIDIA toolkit did not inject the library
+/// into, a host whose loader cache lacks the driver's directory), in
+/// order: under the host root `rootfs` (`--path.rootfs`, when not `/`),
+/// under the GPU Operator's driver root, under the driver root as the host
+/// root holds it, then under `/`.
+pub fn system_candidates(rootfs: &Path) -> Vec<PathBuf> {
+    let root = Path::new("/");
+    let mut bases = Vec::new();
+    if rootfs != root {
+        bases.push(rootfs.to_path_buf());
+    }
+    bases.push(PathBuf::from(OPERATOR_DRIVER_ROOT));
+    if rootfs != root {
+        bases.push(rootfs.join(OPERATOR_DRIVER_ROOT.trim_start_matches('/')));
+    }
+    bases.push(root.to_path_buf());
+    let mut out = Vec::new();
+    for r in &bases {
+        for d in library_dirs() {
+            let p = r.join(d).join(SYSTEM_FILE);
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// `path` with its symbolic links followed as if `root` were `/`: a host's
+/// `libnvidia-ml.so.1 -> /usr/lib64/libnvidia-ml.so.580.95.05` names a file
+/// of the host, not of this container. `None` when a link leads nowhere or
+/// the links loop.
+fn resolve_under(root: &Path, path: &Path) -> Option<PathBuf> {
+    let mut p = path.to_path_buf();
+    for _ in 0..16 {
+        let Ok(target) = std::fs::read_link(&p) else {
+            return p.is_file().then_some(p);
+        };
+        p = if target.is_absolute() {
+            root.join(target.strip_prefix("/").ok()?)
+        } else {
+            p.parent()?.join(target)
+        };
+    }
+    None
+}
+
+/// The first of `search` that is a library file, its links followed within
+/// the root it was found under.
+fn find_system(search: &[PathBuf]) -> Option<PathBuf> {
+    search.iter().find_map(|p| {
+        // The root is what is left of the path without its library
+        // directory: `<root>/usr/lib64/libnvidia-ml.so.1`.
+        let root = library_dirs().iter().find_map(|d| {
+            let dir = p.parent()?;
+            let s = dir.to_str()?.strip_suffix(d.as_str())?;
+            Some(PathBuf::from(if s.is_empty() { "/" } else { s }))
+        })?;
+        resolve_under(&root, p)
+    })
+}
 
 pub fn resolve(source: &LibrarySource) -> Result<ResolvedLibrary, StartError> {
     match source {
-        LibrarySource::System => Ok(ResolvedLibrary::System),
+        LibrarySource::System { rootfs } => Ok(ResolvedLibrary::System {
+            search: system_candidates(rootfs),
+        }),
         LibrarySource::Path(p) => {
             if !p.is_file() {
                 return Err(StartError::LibraryNotFound(p.clone()));
@@ -113,6 +204,9 @@ pub fn simulator_candidates(env: Option<PathBuf>, exe: Option<&Path>) -> Vec<Pat
 /// An initialized NVML and what it said about itself.
 pub struct Loaded {
     pub nvml: Nvml,
+    /// The file loaded, for the log (`libnvidia-ml.so.1` when the dynamic
+    /// loader found it).
+    pub library: String,
     pub driver: DriverInfo,
     /// The branch, for field ids and struct layouts that differ by branch.
     pub branch: DriverBranch,
@@ -122,8 +216,28 @@ pub struct Loaded {
 /// Loads and initializes the library; `Err` says why NVML is unavailable,
 /// in words for the log.
 pub fn initialize(lib: &ResolvedLibrary) -> Result<Loaded, String> {
+    let mut library = lib.describe();
     let result = match lib {
-        ResolvedLibrary::System => Nvml::init(),
+        ResolvedLibrary::System { search } => match Nvml::init() {
+            // Not found by the loader: the driver's own directories.
+            Err(NvmlError::LibloadingError(inner)) => match find_system(search) {
+                Some(p) => {
+                    library = p.display().to_string();
+                    Nvml::builder().lib_path(p.as_os_str()).init()
+                }
+                None => {
+                    return Err(format!(
+                        "cannot load {SYSTEM_FILE}: {inner}; not in {} either",
+                        search
+                            .iter()
+                            .map(|p| p.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                }
+            },
+            other => other,
+        },
         ResolvedLibrary::Path(p) => Nvml::builder().lib_path(p.as_os_str()).init(),
         ResolvedLibrary::Simulated { path, scenario } => {
             // Held until NVML has its own handle on the same library.
@@ -137,9 +251,9 @@ pub fn initialize(lib: &ResolvedLibrary) -> Result<Loaded, String> {
         }
     };
     let nvml = result.map_err(|e| match e {
-        NvmlError::LibloadingError(inner) => format!("cannot load {}: {inner}", lib.describe()),
+        NvmlError::LibloadingError(inner) => format!("cannot load {library}: {inner}"),
         NvmlError::FailedToLoadSymbol(s) => {
-            format!("{} is not a usable NVML library: {s}", lib.describe())
+            format!("{library} is not a usable NVML library: {s}")
         }
         other => format!("nvmlInit failed ({}): {other}", error_name(&other)),
     })?;
@@ -160,6 +274,7 @@ pub fn initialize(lib: &ResolvedLibrary) -> Result<Loaded, String> {
     let branch = DriverBranch::parse(&driver.driver_version);
     Ok(Loaded {
         nvml,
+        library,
         driver,
         branch,
         device_count,
@@ -189,6 +304,54 @@ mod tests {
             simulator_candidates(Some("".into()), None),
             Vec::<PathBuf>::new()
         );
+    }
+
+    #[test]
+    fn the_system_search_covers_the_host_root_and_the_operator_driver_root() {
+        let arch = format!("usr/lib/{}-linux-gnu", std::env::consts::ARCH);
+        let got = system_candidates(Path::new("/host"));
+        let want_first = [
+            format!("/host/{arch}/libnvidia-ml.so.1"),
+            "/host/usr/lib64/libnvidia-ml.so.1".into(),
+            "/host/usr/lib/libnvidia-ml.so.1".into(),
+            "/host/home/kubernetes/bin/nvidia/lib64/libnvidia-ml.so.1".into(),
+            format!("/run/nvidia/driver/{arch}/libnvidia-ml.so.1"),
+        ];
+        let got_text: Vec<String> = got.iter().map(|p| p.display().to_string()).collect();
+        assert_eq!(got_text[..5], want_first);
+        assert!(got_text.contains(&format!("/host/run/nvidia/driver/{arch}/libnvidia-ml.so.1")));
+        assert_eq!(
+            got_text.last().unwrap(),
+            "/home/kubernetes/bin/nvidia/lib64/libnvidia-ml.so.1"
+        );
+        // With `/` as the root, nothing is searched twice.
+        let plain = system_candidates(Path::new("/"));
+        assert_eq!(plain.len(), 8, "{plain:?}");
+        assert_eq!(
+            plain[0],
+            PathBuf::from(format!("/run/nvidia/driver/{arch}/libnvidia-ml.so.1"))
+        );
+    }
+
+    #[test]
+    fn links_are_followed_inside_the_root_they_were_found_under() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("usr/lib64");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("libnvidia-ml.so.580.95.05"), b"x").unwrap();
+        std::os::unix::fs::symlink(
+            "/usr/lib64/libnvidia-ml.so.580.95.05",
+            dir.join("libnvidia-ml.so.1"),
+        )
+        .unwrap();
+        let search = system_candidates(root.path());
+        assert_eq!(
+            find_system(&search),
+            Some(dir.join("libnvidia-ml.so.580.95.05"))
+        );
+        // A link that leads nowhere under the root is not a library.
+        std::fs::remove_file(dir.join("libnvidia-ml.so.580.95.05")).unwrap();
+        assert_eq!(find_system(&search[..4]), None);
     }
 
     #[test]

@@ -95,8 +95,10 @@ pub use library::{SIM_LIBRARY_ENV, SIM_SCENARIO_ENV};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LibrarySource {
-    /// Let nvml-wrapper find libnvidia-ml.so.1 the usual way.
-    System,
+    /// libnvidia-ml.so.1 through the dynamic loader, else at the places
+    /// drivers are installed under `rootfs` (`--path.rootfs`) and the GPU
+    /// Operator's driver root (`library::system_candidates`).
+    System { rootfs: PathBuf },
     /// `--nvml.library PATH`; must exist.
     Path(PathBuf),
     /// `--simulate [SCENARIO]`: the simulated driver, found through

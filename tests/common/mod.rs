@@ -163,8 +163,14 @@ impl Exporter {
     /// Starts the binary with exactly `args` (plus a loopback listen address
     /// and logfmt logs unless given) and `env`.
     pub fn start<S: AsRef<str>>(args: &[S], env: &[(&str, &str)]) -> Exporter {
+        Exporter::start_exe(Path::new(EXE), args, env)
+    }
+
+    /// `start` with another build of the exporter (scripts/cross: the
+    /// x86_64 one beside the aarch64 one under test).
+    pub fn start_exe<S: AsRef<str>>(exe: &Path, args: &[S], env: &[(&str, &str)]) -> Exporter {
         let args: Vec<&str> = args.iter().map(|s| s.as_ref()).collect();
-        let mut cmd = Command::new(EXE);
+        let mut cmd = Command::new(exe);
         // With an address given, readiness to accept is found by connecting
         // (the `listening` log line is info and may be filtered out).
         let given: Option<SocketAddr> = args

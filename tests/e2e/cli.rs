@@ -219,6 +219,13 @@ fn version_and_help() {
     for line in ["build date: 20", "rustc:      rustc 1.", "target:     "] {
         assert!(out.contains(line), "{line}: {out}");
     }
+    // The triple the binary was built for: what scripts/cross's aarch64
+    // build says under qemu, and what a fleet's package inventory reads.
+    let triple = format!("target:     {}-unknown-linux-gnu", std::env::consts::ARCH);
+    assert!(
+        out.lines().any(|l| l.trim_end() == format!("  {triple}")),
+        "{triple}: {out}"
+    );
     let e = Exporter::ready("workstation", &[]);
     assert!(
         e.scrape().contains(&format!(

@@ -32,6 +32,7 @@ mod gpm_engines;
 mod hostile;
 mod http;
 mod kmsg;
+mod library_search;
 mod module_layers;
 mod privilege;
 mod replay;

@@ -283,7 +283,7 @@ impl Supervisor {
     fn came_up(&mut self, loaded: Loaded) {
         let again = self.ever_up;
         tracing::info!(
-            library = %self.lib.describe(),
+            library = %loaded.library,
             driver_version = %loaded.driver.driver_version,
             gpus = loaded.device_count,
             "NVML {}",

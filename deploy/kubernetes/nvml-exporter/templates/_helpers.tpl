@@ -50,7 +50,7 @@ true
 
 {{/* Whether host paths are mounted under /host (--path.rootfs). */}}
 {{- define "nvml-exporter.hostRoot" -}}
-{{- if or .Values.workloads.enabled (and .Values.podAttribution.enabled .Values.podAttribution.dra.enabled) -}}
+{{- if or .Values.workloads.enabled (and .Values.podAttribution.enabled .Values.podAttribution.dra.enabled) .Values.hostDriver.enabled -}}
 true
 {{- end -}}
 {{- end -}}
