@@ -56,6 +56,9 @@ pub struct Snapshot {
     /// When the XID event thread last completed a wait on NVML's event
     /// set; absent while it does not run (NVML down, `xid` off).
     pub xid_last_wait: Option<SystemTime>,
+    /// Writes of the state file (`--state.path`) that failed since start;
+    /// absent where no state is kept.
+    pub state_write_errors: Option<u64>,
 }
 
 /// How loading the selection file (`--config.file`) has gone.

@@ -37,6 +37,7 @@ mod privilege;
 mod replay;
 mod repo_docs;
 mod scenarios;
+mod state_file;
 mod verdict;
 mod web_config_fuzz;
 mod web_config_tls;
