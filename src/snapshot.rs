@@ -71,8 +71,8 @@ pub struct ConfigStatus {
     pub last_success: SystemTime,
     /// Reloads since start that put a new selection in force.
     pub reloads: u64,
-    /// Failed loads since start, each distinct error once (and each
-    /// SIGHUP that found the file still bad).
+    /// Failed loads since start: each change, each SIGHUP and each retry
+    /// (once a minute) that found the file bad.
     pub failures: u64,
 }
 

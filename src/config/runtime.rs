@@ -295,8 +295,11 @@ impl Shared {
             }
             Err(e) => {
                 status.last_reload_successful = false;
+                // Every failed load counts, retries included (once a
+                // minute while the file stays bad); the log says each
+                // distinct error once.
+                status.failures += 1;
                 if poll.failed(fp, e.to_string(), trigger) {
-                    status.failures += 1;
                     tracing::error!(
                         error = %e,
                         trigger = trigger.name(),

@@ -267,7 +267,7 @@ impl CdiSpecs {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
     Yaml,
     Json,
@@ -295,6 +295,17 @@ fn reason(e: &ReadError) -> KubernetesReadError {
 }
 
 fn parse(bytes: &[u8], format: Format) -> Parsed {
+    if format == Format::Yaml {
+        if let Some(line) = crate::fsread::yaml_nesting_too_deep(bytes) {
+            return Err((
+                KubernetesReadError::Malformed,
+                format!(
+                    "line {line}: nested deeper than {} levels: refused before parsing",
+                    crate::fsread::MAX_YAML_NESTING
+                ),
+            ));
+        }
+    }
     let spec: Spec = match format {
         Format::Yaml => yaml_serde::from_slice(bytes).map_err(|e| e.to_string()),
         Format::Json => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
@@ -592,6 +603,19 @@ devices:
             let e = parse(bad, Format::Yaml).unwrap_err();
             assert_eq!(e.0, KubernetesReadError::Malformed, "{e:?}");
         }
+        // Issue 41 (probe 5, D5): 200,000 `[` parsed for about 45 s,
+        // stalling pod attribution; now refused before parsing.
+        let deep = format!(
+            "cdiVersion: 0.5.0\nkind: a/b\ndevices: {}",
+            "[".repeat(200_000)
+        );
+        let e = parse(deep.as_bytes(), Format::Yaml).unwrap_err();
+        assert_eq!(e.0, KubernetesReadError::Malformed);
+        assert!(
+            e.1.contains("line 3: nested deeper than 64 levels"),
+            "{}",
+            e.1
+        );
     }
 
     #[test]

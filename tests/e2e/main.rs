@@ -33,6 +33,7 @@ mod hostile;
 mod http;
 mod kmsg;
 mod module_layers;
+mod parser_bounds;
 mod privilege;
 mod replay;
 mod repo_docs;
