@@ -36,7 +36,10 @@ pub const NVIDIA_CLAIM_SPEC_PREFIX: &str = "k8s.gpu.nvidia.com-claim_";
 const MAX_SPEC_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Spec files read per directory: a node has one per prepared claim.
+/// NVIDIA's claim specs are kept first when a directory holds more.
 const MAX_SPEC_FILES: usize = 4096;
+/// Directory entries looked at per directory, to choose those files from.
+const MAX_LISTED: usize = 65_536;
 
 /// The MIG minors file lists 8 compute instances of 15 GPU instances for
 /// each possible GPU: some hundred kilobytes.
@@ -148,6 +151,9 @@ pub struct CdiSpecs {
     dirs: Vec<PathBuf>,
     reader: Reader,
     cache: HashMap<PathBuf, Cached>,
+    /// Files left out of each directory at the last scan, to say a cut
+    /// once, when it changes.
+    cut: HashMap<PathBuf, usize>,
 }
 
 impl CdiSpecs {
@@ -158,6 +164,7 @@ impl CdiSpecs {
             dirs: vec![rootfs.join("var/run/cdi"), rootfs.join("etc/cdi")],
             reader,
             cache: HashMap::new(),
+            cut: HashMap::new(),
         }
     }
 
@@ -169,7 +176,19 @@ impl CdiSpecs {
         let mut seen = Vec::new();
         for dir in self.dirs.clone() {
             let files = match self.list(&dir) {
-                Ok(files) => files,
+                Ok((files, cut)) => {
+                    if self.cut.insert(dir.clone(), cut).unwrap_or(0) != cut && cut > 0 {
+                        scan.problems.push(SpecProblem {
+                            path: dir.clone(),
+                            reason: KubernetesReadError::Dropped,
+                            detail: format!(
+                                "{cut} files past the {MAX_SPEC_FILES} read per directory were left out \
+                                 (NVIDIA's claim specs first): claims they define are unresolved"
+                            ),
+                        });
+                    }
+                    files
+                }
                 Err(ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {
                     scan.problems.push(SpecProblem {
@@ -218,17 +237,35 @@ impl CdiSpecs {
         scan
     }
 
-    fn list(&self, dir: &Path) -> Result<Vec<(String, PathBuf)>, ReadError> {
+    /// The spec files of `dir` to read, NVIDIA's claim specs first, then by
+    /// name, at most `MAX_SPEC_FILES`; and how many were left out.
+    fn list(&self, dir: &Path) -> Result<(Vec<(String, PathBuf)>, usize), ReadError> {
         let owned = dir.to_path_buf();
         self.reader.run(dir, FILE_DEADLINE, move || {
             let entries = std::fs::read_dir(&owned).map_err(ReadError::Io)?;
+            let mut listed = 0usize;
             let mut files: Vec<(String, PathBuf)> = entries
                 .flatten()
-                .take(MAX_SPEC_FILES)
-                .filter_map(|e| Some((e.file_name().to_str()?.to_string(), e.path())))
+                .take(MAX_LISTED)
+                .inspect(|_| listed += 1)
+                .filter_map(|e| {
+                    let name = e.file_name().to_str()?.to_string();
+                    Format::of(&name).map(|_| (name, e.path()))
+                })
                 .collect();
-            files.sort();
-            Ok(files)
+            // Sorted before the cut, not cut in directory order: NVIDIA's
+            // claims must not be left out for other files.
+            files.sort_by(|a, b| {
+                let theirs = |n: &str| !n.starts_with(NVIDIA_CLAIM_SPEC_PREFIX);
+                (theirs(&a.0), &a.0).cmp(&(theirs(&b.0), &b.0))
+            });
+            let mut cut = files.len().saturating_sub(MAX_SPEC_FILES);
+            files.truncate(MAX_SPEC_FILES);
+            if listed == MAX_LISTED {
+                // Entries past MAX_LISTED were not looked at: at least one.
+                cut += 1;
+            }
+            Ok((files, cut))
         })
     }
 
@@ -615,6 +652,55 @@ devices:
             e.1.contains("line 3: nested deeper than 64 levels"),
             "{}",
             e.1
+        );
+    }
+
+    /// Issue 41 (probe 5, D7): 10,000 other specs beside NVIDIA's claim
+    /// specs cut the listing in directory order: 7 of 8 claims unresolved,
+    /// and nothing said the directory was cut.
+    #[test]
+    fn nvidia_claim_specs_survive_a_cut_and_the_cut_is_said_once() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("var/run/cdi");
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..MAX_SPEC_FILES + 10 {
+            std::fs::write(dir.join(format!("aaa-junk-{i}.json")), "{}").unwrap();
+        }
+        for i in 0..8 {
+            std::fs::write(
+                dir.join(format!("k8s.gpu.nvidia.com-claim_u{i}.yaml")),
+                format!("cdiVersion: 0.5.0\nkind: k8s.gpu.nvidia.com/claim\ndevices:\n- name: u{i}-gpu-{i}\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia{i}\n"),
+            )
+            .unwrap();
+        }
+        let mut specs = CdiSpecs::new(root.path(), Reader::new("cdi-cut-test", 1));
+        let scan = specs.scan(true);
+        assert_eq!(scan.nvidia_claim_specs, 8);
+        for i in 0..8 {
+            assert!(
+                scan.devices
+                    .contains_key(&format!("k8s.gpu.nvidia.com/claim=u{i}-gpu-{i}")),
+                "claim {i} resolved"
+            );
+        }
+        let cut: Vec<_> = scan
+            .problems
+            .iter()
+            .filter(|p| p.reason == KubernetesReadError::Dropped)
+            .collect();
+        assert_eq!(cut.len(), 1, "{:?}", scan.problems);
+        assert!(
+            cut[0].detail.starts_with("18 files past the 4096"),
+            "{}",
+            cut[0].detail
+        );
+        let again = specs.scan(true);
+        assert!(
+            again
+                .problems
+                .iter()
+                .all(|p| p.reason != KubernetesReadError::Dropped),
+            "said once, not at every scan"
         );
     }
 
