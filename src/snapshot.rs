@@ -409,7 +409,7 @@ pub struct XidOther {
 impl XidOther {
     /// Every folded event: the value of the `xid="other"` series.
     pub fn count(&self) -> u64 {
-        self.out_of_range + self.over_limit
+        self.out_of_range.saturating_add(self.over_limit)
     }
 }
 

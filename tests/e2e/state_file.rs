@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::common::{free_port, run_to_exit, value, Exporter};
+use crate::common::{free_port, run_to_exit, sim_control, value, xid_counts, Exporter};
 
 fn mkfifo(path: &std::path::Path) {
     let made = std::process::Command::new("mkfifo").arg(path).status();
@@ -128,5 +128,47 @@ fn a_state_that_cannot_be_written_is_counted() {
             &[]
         ),
         None
+    );
+}
+
+/// Before: live counting wrapped, so a restored count at u64::MAX went to
+/// 0 at the next event (probe 5, D10).
+#[test]
+fn a_restored_count_at_its_most_saturates_instead_of_wrapping() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    let socket = dir.path().join("sim.sock");
+    let flag = format!("--state.path={}", state.display());
+    let env = [("NVML_SIM_CONTROL", socket.to_str().unwrap())];
+    let e = Exporter::simulate_env("dgx-h100", &[flag.as_str()], &env);
+    e.wait_ready();
+    let text = e.scrape();
+    let uuid = crate::common::samples(&text)
+        .into_iter()
+        .find(|s| s.name == "nvidia_gpu_info" && s.label("gpu") == Some("4"))
+        .and_then(|s| s.label("uuid").map(str::to_string))
+        .expect("GPU 4's uuid");
+    drop(e);
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    std::fs::write(
+        &state,
+        format!(
+            "{{\"version\":1,\"boot_id\":\"{}\",\"gpus\":[{{\"uuid\":\"{uuid}\",\"xids\":[{{\"code\":48,\"count\":{},\"last_seen\":1700000000.0}}],\"latest\":[]}}]}}",
+            boot.trim(),
+            u64::MAX
+        ),
+    )
+    .unwrap();
+    let e = Exporter::simulate_env("dgx-h100", &[flag.as_str()], &env);
+    e.wait_ready();
+    sim_control(&socket, &["xid", "--gpu", "4", "--code", "48"]);
+    sim_control(&socket, &["xid", "--gpu", "4", "--code", "31"]);
+    let text = e.scrape_until("both events counted", |t| {
+        xid_counts(t).get(&("4".to_string(), "31".to_string())) == Some(&1.0)
+    });
+    assert_eq!(
+        xid_counts(&text).get(&("4".to_string(), "48".to_string())),
+        Some(&(u64::MAX as f64)),
+        "saturated, not wrapped to 0"
     );
 }
