@@ -442,18 +442,22 @@ pub fn read_mig_minors(reader: &Reader, procfs: &Path) -> Result<MigMinors, Spec
 pub fn grants(nodes: &[Node], mig: Option<&MigMinors>) -> Result<Vec<Grant>, Unresolvable> {
     let mut gpus = Vec::new();
     let mut caps = Vec::new();
+    // Only the driver's own node paths, exactly: `../../etc/nvidia3` or
+    // `/dev/../x/nvidia3` is no GPU (a spec attributed them to GPU 3).
+    let digits = |n: &str| -> Option<u32> {
+        (!n.is_empty() && n.len() <= 6 && n.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| n.parse().ok())
+            .flatten()
+    };
     for node in nodes {
-        let Some(file) = node.path.rsplit('/').next() else {
-            continue;
-        };
-        if let Some(n) = file.strip_prefix("nvidia-cap") {
-            if let Some(minor) = node.minor.or_else(|| n.parse().ok()) {
+        if let Some(n) = node.path.strip_prefix("/dev/nvidia-caps/nvidia-cap") {
+            if let Some(minor) = node.minor.or_else(|| digits(n)) {
                 caps.push(minor);
             }
-        } else if let Some(n) = file.strip_prefix("nvidia") {
+        } else if let Some(n) = node.path.strip_prefix("/dev/nvidia") {
             // nvidia-modeset, nvidiactl (minors 254, 255) and nvidia-uvm
             // are not GPUs; neither are the DRM nodes.
-            if let Ok(minor) = n.parse::<u32>() {
+            if let Some(minor) = digits(n) {
                 if minor < 254 {
                     gpus.push(minor);
                 }
@@ -602,6 +606,14 @@ mod tests {
             node("/dev/nvidia255", None),
         ];
         assert_eq!(grants(&control, None), Err(Unresolvable::NoGpuNode));
+        // Issue 41 (probe 5, D13): any path ending in nvidiaN counted.
+        let junk = [
+            node("../../etc/nvidia3", None),
+            node("/dev/../../etc/nvidia3", None),
+            node("/dev/nvidia+3", None),
+            node("/tmp/nvidia-caps/nvidia-cap156", None),
+        ];
+        assert_eq!(grants(&junk, Some(&t)), Err(Unresolvable::NoGpuNode));
     }
 
     #[test]
