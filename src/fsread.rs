@@ -376,6 +376,30 @@ pub fn remaining(deadline: Instant) -> Duration {
         .max(Duration::from_millis(1))
 }
 
+/// How much of a message that may quote a file's content reaches the log.
+pub const MAX_EXCERPT_CHARS: usize = 240;
+
+/// `text` for a log line: control characters escaped, at most
+/// [`MAX_EXCERPT_CHARS`] characters, and how much was left out. A parser's
+/// message quotes what it read (a counters file pointed at a secret, a
+/// CDI spec linked to `/etc/passwd`, a 500,000-character metric name).
+pub fn excerpt(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    for c in chars.by_ref().take(MAX_EXCERPT_CHARS) {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    let left = chars.count();
+    if left > 0 {
+        out.push_str(&format!("... ({left} more characters)"));
+    }
+    out
+}
+
 /// How deep YAML flow collections (`[`, `{`) may nest in a file the
 /// exporter parses (selection file, web config, CDI specs): theirs nest a
 /// few levels. The YAML parser takes time quadratic in the nesting (100,000
@@ -566,5 +590,13 @@ mod tests {
         assert_eq!(yaml_nesting_too_deep(edge.as_bytes()), None);
         let over = format!("\n\nx: {}", "{".repeat(MAX_YAML_NESTING + 1));
         assert_eq!(yaml_nesting_too_deep(over.as_bytes()), Some(3));
+    }
+
+    #[test]
+    fn an_excerpt_is_bounded_and_escaped() {
+        assert_eq!(excerpt("a\tb"), "a\\tb");
+        let long = excerpt(&"x".repeat(500_000));
+        assert!(long.ends_with("... (499760 more characters)"), "{long}");
+        assert!(long.len() < 300);
     }
 }

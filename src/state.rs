@@ -488,7 +488,9 @@ fn take_lock(path: &Path) -> Result<Option<File>, OpenError> {
                 Some(libc::EROFS | libc::EACCES | libc::ENOENT | libc::EPERM)
             ) =>
         {
-            tracing::warn!(state_path = %path.display(), lock = %lock.display(), error = %e,
+            // The state cannot be written there either: that write's own
+            // warning says so, once.
+            tracing::debug!(state_path = %path.display(), lock = %lock.display(), error = %e,
                 "cannot create the state's lock file: nothing keeps a second exporter off this state");
             return Ok(None);
         }

@@ -107,7 +107,8 @@ impl fmt::Display for ConfigError {
         if let Some(line) = self.line {
             write!(f, ": line {line}")?;
         }
-        write!(f, ": {}", self.message)
+        // Bounded: a message may quote the file (or one it names).
+        write!(f, ": {}", crate::fsread::excerpt(&self.message))
     }
 }
 

@@ -347,6 +347,8 @@ fn parse(bytes: &[u8], format: Format) -> Parsed {
         Format::Yaml => yaml_serde::from_slice(bytes).map_err(|e| e.to_string()),
         Format::Json => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
     }
+    // The parser quotes what it read: a link to any file would be logged.
+    .map_err(|e| crate::fsread::excerpt(&e))
     .map_err(|e| (KubernetesReadError::Malformed, e))?;
     if !spec.kind.contains('/') {
         return Err((

@@ -39,3 +39,28 @@ fn a_deeply_nested_web_config_is_refused_by_line() {
         "{out}"
     );
 }
+
+/// Before: a 500,000-character metric name came back as one 500,203
+/// character log line (probe 5, D12); what a message quotes of a file is
+/// now a bounded, escaped excerpt.
+#[test]
+fn an_error_quotes_a_bounded_excerpt_of_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.yml");
+    let name = "x".repeat(500_000);
+    std::fs::write(
+        &path,
+        format!("version: 1\nmetrics:\n  deny: [\"{name}\"]\n"),
+    )
+    .unwrap();
+    let check = format!("--config.check={}", path.display());
+    let (status, out) = run_to_exit(&["--simulate", &check], &[]);
+    assert!(!status.success(), "{out}");
+    assert!(
+        out.contains("more characters)"),
+        "{}",
+        &out[..out.len().min(2000)]
+    );
+    let longest = out.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 2_000, "a line of {longest} characters");
+}
