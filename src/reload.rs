@@ -10,11 +10,11 @@
 //! validated whole; only a valid one replaces the one in force, so a bad
 //! edit keeps the last good configuration. A failure is logged once per
 //! distinct error (and every time on SIGHUP, which someone asked for).
-//! While one stands, files that did not change are loaded again only every
-//! `RETRY_FAILED_EVERY` checks (a certificate the bad file names may
-//! appear without any followed file changing), not at every check: a bad
-//! file can cost real CPU to parse, and it would cost it every few seconds
-//! for as long as nobody fixes it.
+//! While one stands, the web config's files are loaded again at every check
+//! (a certificate the bad file names may appear without any followed file
+//! changing); an unchanged selection file only every `RETRY_FAILED_EVERY`
+//! checks: a bad file can cost real CPU to parse, and it would cost it
+//! every few seconds for as long as nobody fixes it.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -86,6 +86,9 @@ pub struct PollState {
     last_error: Option<String>,
     /// Checks of unchanged files since the last failed load.
     checks_since_failure: u32,
+    /// Unchanged files are retried at every this many checks while a load
+    /// has failed.
+    retry_every: u32,
 }
 
 impl PollState {
@@ -94,6 +97,18 @@ impl PollState {
             fingerprint,
             last_error: None,
             checks_since_failure: 0,
+            retry_every: 1,
+        }
+    }
+
+    /// Like `new`, retrying a failed load of unchanged files only every
+    /// `RETRY_FAILED_EVERY` checks: the selection file, which names no
+    /// file that may appear later (the web config keeps retrying at every
+    /// check, for the certificates it names).
+    pub fn new_backing_off(fingerprint: u64) -> Self {
+        PollState {
+            retry_every: RETRY_FAILED_EVERY,
+            ..PollState::new(fingerprint)
         }
     }
 
@@ -108,7 +123,7 @@ impl PollState {
             return false;
         }
         self.checks_since_failure += 1;
-        self.checks_since_failure >= RETRY_FAILED_EVERY
+        self.checks_since_failure >= self.retry_every
     }
 
     /// A load of files at `fp` succeeded: that is what is in force now.
@@ -155,7 +170,7 @@ mod tests {
 
     #[test]
     fn a_failure_is_logged_once_per_message_and_always_on_sighup() {
-        let mut s = PollState::new(1);
+        let mut s = PollState::new_backing_off(1);
         assert!(!s.must_load(1, Trigger::Change));
         assert!(s.must_load(2, Trigger::Change));
         assert!(s.must_load(1, Trigger::Sighup));

@@ -126,7 +126,7 @@ impl Runtime {
             render: Arc::new(ArcSwap::from_pointee(ctx)),
             selection: ArcSwap::from_pointee(selection),
             compat_state,
-            poll: Mutex::new(PollState::new(reload::fingerprint(
+            poll: Mutex::new(PollState::new_backing_off(reload::fingerprint(
                 super::reader(),
                 &files,
                 READ_DEADLINE,

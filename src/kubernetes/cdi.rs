@@ -444,8 +444,9 @@ pub fn read_mig_minors(reader: &Reader, procfs: &Path) -> Result<MigMinors, Spec
 pub fn grants(nodes: &[Node], mig: Option<&MigMinors>) -> Result<Vec<Grant>, Unresolvable> {
     let mut gpus = Vec::new();
     let mut caps = Vec::new();
-    // Only the driver's own node paths, exactly: `../../etc/nvidia3` or
-    // `/dev/../x/nvidia3` is no GPU (a spec attributed them to GPU 3).
+    // Only the driver's own node paths, exactly: a relative path or one
+    // through `..` that ends in nvidia3 is no GPU (a spec attributed them
+    // to GPU 3).
     let digits = |n: &str| -> Option<u32> {
         (!n.is_empty() && n.len() <= 6 && n.bytes().all(|b| b.is_ascii_digit()))
             .then(|| n.parse().ok())
