@@ -69,6 +69,8 @@ pub enum AppError {
     SystemdSocket(#[from] http::systemd::SystemdSocketError),
     #[error("a start-up task failed: {0}")]
     StartTask(String),
+    #[error(transparent)]
+    State(#[from] crate::state::OpenError),
     #[error("cannot start the kernel log thread: {0}")]
     KernelLog(#[source] io::Error),
     #[error("cannot start the async runtime: {0}")]
@@ -346,10 +348,11 @@ async fn serve_until_signal(
         stop_rx.clone(),
     ));
     let http_stats = Arc::new(HttpStats::default());
-    let state = config
-        .state
-        .as_ref()
-        .and_then(|s| crate::state::Store::open(&s.path, &s.procfs));
+    let state = match &config.state {
+        Some(s) => crate::state::Store::open(&s.path, &s.procfs)?,
+        None => None,
+    };
+    let state_stats = state.as_ref().map(crate::state::Store::stats);
     let kernel_log = match config
         .kernel_log
         .clone()
@@ -384,6 +387,7 @@ async fn serve_until_signal(
             http: http_stats.clone(),
             runtime: runtime.clone(),
             restart_app_window: config.restart_app_window,
+            state: state_stats,
         }
         .publish(latest.clone()),
     )?;

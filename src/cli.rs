@@ -163,7 +163,8 @@ struct Flags {
     /// Where the exporter keeps, per boot, its XID counts, how far it has
     /// read the kernel log and what it knows of GPU resets, so that a
     /// restart neither lowers a counter nor pages an old event again
-    /// (written atomically, at most a few KiB per GPU). `--state.path=`
+    /// (written atomically, at most a few KiB per GPU). A file, not a
+    /// directory; `<PATH>.lock` keeps a second exporter off it. `--state.path=`
     /// (empty): nothing is kept. Default /var/lib/nvml-exporter/state.json;
     /// with --simulate, nothing unless given (a simulated fleet is not this
     /// host's).

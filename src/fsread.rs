@@ -376,6 +376,86 @@ pub fn remaining(deadline: Instant) -> Duration {
         .max(Duration::from_millis(1))
 }
 
+/// How much of a message that may quote a file's content reaches the log.
+pub const MAX_EXCERPT_CHARS: usize = 240;
+
+/// `text` for a log line: control characters escaped, at most
+/// [`MAX_EXCERPT_CHARS`] characters, and how much was left out. A parser's
+/// message quotes what it read (a counters file pointed at a secret, a
+/// CDI spec linked to `/etc/passwd`, a 500,000-character metric name).
+pub fn excerpt(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    for c in chars.by_ref().take(MAX_EXCERPT_CHARS) {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    let left = chars.count();
+    if left > 0 {
+        out.push_str(&format!("... ({left} more characters)"));
+    }
+    out
+}
+
+/// How deep YAML flow collections (`[`, `{`) may nest in a file the
+/// exporter parses (selection file, web config, CDI specs): theirs nest a
+/// few levels. The YAML parser takes time quadratic in the nesting (100,000
+/// `[` took 16 s), so a deeper file is refused before it is parsed.
+pub const MAX_YAML_NESTING: usize = 64;
+
+/// The 1-based line where `text`'s flow collections first nest deeper than
+/// [`MAX_YAML_NESTING`], if they do: one linear pass that skips comments
+/// and quoted scalars.
+pub fn yaml_nesting_too_deep(text: &[u8]) -> Option<usize> {
+    let (mut depth, mut line) = (0usize, 1usize);
+    let mut quote: Option<u8> = None;
+    let mut prev = b'\n';
+    let mut bytes = text.iter().copied();
+    while let Some(b) = bytes.next() {
+        if b == b'\n' {
+            line += 1;
+        }
+        match quote {
+            Some(b'"') if b == b'\\' => {
+                if bytes.next() == Some(b'\n') {
+                    line += 1;
+                }
+                continue;
+            }
+            Some(q) if b == q => quote = None,
+            Some(_) => {}
+            None => match b {
+                b'#' if prev.is_ascii_whitespace() => {
+                    // A comment, to the end of the line.
+                    if bytes.by_ref().any(|c| c == b'\n') {
+                        line += 1;
+                    }
+                    prev = b'\n';
+                    continue;
+                }
+                // A quote opens a scalar only where one may begin (`don't`
+                // is a plain scalar).
+                b'"' | b'\'' if prev.is_ascii_whitespace() || b"[{,:-".contains(&prev) => {
+                    quote = Some(b);
+                }
+                b'[' | b'{' => {
+                    depth += 1;
+                    if depth > MAX_YAML_NESTING {
+                        return Some(line);
+                    }
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+        prev = b;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -490,5 +570,33 @@ mod tests {
                 .custom_flags(0o4000)
                 .open(dir.path().join(format!("p{i}")));
         }
+    }
+
+    #[test]
+    fn deep_yaml_nesting_is_found_in_one_pass() {
+        let deep = format!(
+            "version: 1\nfamilies: {}{}",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert_eq!(yaml_nesting_too_deep(deep.as_bytes()), Some(2));
+        let ok = "a: [1, {b: [2, 3]}]\n# [[[[ a comment\nc: \"[[[[\"\nd: '{{{{'\ne: don't [x]\n";
+        assert_eq!(yaml_nesting_too_deep(ok.as_bytes()), None);
+        let edge = format!(
+            "x: {}{}",
+            "[".repeat(MAX_YAML_NESTING),
+            "]".repeat(MAX_YAML_NESTING)
+        );
+        assert_eq!(yaml_nesting_too_deep(edge.as_bytes()), None);
+        let over = format!("\n\nx: {}", "{".repeat(MAX_YAML_NESTING + 1));
+        assert_eq!(yaml_nesting_too_deep(over.as_bytes()), Some(3));
+    }
+
+    #[test]
+    fn an_excerpt_is_bounded_and_escaped() {
+        assert_eq!(excerpt("a\tb"), "a\\tb");
+        let long = excerpt(&"x".repeat(500_000));
+        assert!(long.ends_with("... (499760 more characters)"), "{long}");
+        assert!(long.len() < 300);
     }
 }

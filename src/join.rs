@@ -41,6 +41,8 @@ pub struct Join {
     pub runtime: Runtime,
     /// `--collector.verdict.restart-app-window`.
     pub restart_app_window: Duration,
+    /// How writing the state file goes, where one is kept.
+    pub state: Option<Arc<crate::state::WriteStats>>,
 }
 
 impl Join {
@@ -55,6 +57,7 @@ impl Join {
         snapshot.process = self.own.latest();
         snapshot.http = Some(self.http.counts());
         snapshot.config = self.runtime.status();
+        snapshot.state_write_errors = self.state.as_ref().map(|s| s.errors());
         judge(snapshot, Instant::now(), self.restart_app_window);
     }
 
@@ -213,6 +216,7 @@ mod tests {
             http: Arc::new(HttpStats::default()),
             runtime,
             restart_app_window: WINDOW,
+            state: None,
         };
         let now = Instant::now();
         let mut s = sampled(now);

@@ -9,9 +9,12 @@
 //! which refuses it, bounded). A file that changed is loaded and
 //! validated whole; only a valid one replaces the one in force, so a bad
 //! edit keeps the last good configuration. A failure is logged once per
-//! distinct error (and every time on SIGHUP, which someone asked for),
-//! and while one stands every check retries: a certificate may appear
-//! without the config file changing.
+//! distinct error (and every time on SIGHUP, which someone asked for).
+//! While one stands, the web config's files are loaded again at every check
+//! (a certificate the bad file names may appear without any followed file
+//! changing); an unchanged selection file only every `RETRY_FAILED_EVERY`
+//! checks: a bad file can cost real CPU to parse, and it would cost it
+//! every few seconds for as long as nobody fixes it.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -24,6 +27,9 @@ use crate::fsread::Reader;
 
 /// How often the files are checked by default.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(3);
+/// While a load has failed, unchanged files are loaded again at every this
+/// many checks: once a minute at the default interval.
+pub const RETRY_FAILED_EVERY: u32 = 20;
 
 /// Why a configuration is being (re)loaded, for the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,8 +81,14 @@ pub fn fingerprint(reader: &Reader, files: &[PathBuf], deadline: Duration) -> u6
 #[derive(Debug, Default)]
 pub struct PollState {
     fingerprint: u64,
-    /// The last reload error, logged once; while set, every check retries.
+    /// The last reload error, logged once; while set, unchanged files are
+    /// retried every `RETRY_FAILED_EVERY` checks.
     last_error: Option<String>,
+    /// Checks of unchanged files since the last failed load.
+    checks_since_failure: u32,
+    /// Unchanged files are retried at every this many checks while a load
+    /// has failed.
+    retry_every: u32,
 }
 
 impl PollState {
@@ -84,13 +96,34 @@ impl PollState {
         PollState {
             fingerprint,
             last_error: None,
+            checks_since_failure: 0,
+            retry_every: 1,
+        }
+    }
+
+    /// Like `new`, retrying a failed load of unchanged files only every
+    /// `RETRY_FAILED_EVERY` checks: the selection file, which names no
+    /// file that may appear later (the web config keeps retrying at every
+    /// check, for the certificates it names).
+    pub fn new_backing_off(fingerprint: u64) -> Self {
+        PollState {
+            retry_every: RETRY_FAILED_EVERY,
+            ..PollState::new(fingerprint)
         }
     }
 
     /// Whether a check with files now at `fp` must load them: they changed,
-    /// the last load failed, or SIGHUP asked.
-    pub fn must_load(&self, fp: u64, trigger: Trigger) -> bool {
-        fp != self.fingerprint || self.last_error.is_some() || trigger == Trigger::Sighup
+    /// SIGHUP asked, or the last load failed `RETRY_FAILED_EVERY` checks
+    /// ago.
+    pub fn must_load(&mut self, fp: u64, trigger: Trigger) -> bool {
+        if fp != self.fingerprint || trigger == Trigger::Sighup {
+            return true;
+        }
+        if self.last_error.is_none() {
+            return false;
+        }
+        self.checks_since_failure += 1;
+        self.checks_since_failure >= self.retry_every
     }
 
     /// A load of files at `fp` succeeded: that is what is in force now.
@@ -105,6 +138,7 @@ impl PollState {
     pub fn failed(&mut self, fp: u64, message: String, trigger: Trigger) -> bool {
         let log = trigger == Trigger::Sighup || self.last_error.as_deref() != Some(&message);
         self.last_error = Some(message);
+        self.checks_since_failure = 0;
         self.fingerprint = fp;
         log
     }
@@ -136,14 +170,20 @@ mod tests {
 
     #[test]
     fn a_failure_is_logged_once_per_message_and_always_on_sighup() {
-        let mut s = PollState::new(1);
+        let mut s = PollState::new_backing_off(1);
         assert!(!s.must_load(1, Trigger::Change));
         assert!(s.must_load(2, Trigger::Change));
         assert!(s.must_load(1, Trigger::Sighup));
         assert!(s.failed(2, "bad".into(), Trigger::Change));
-        // Unchanged files, but the last load failed: retried, not logged again.
+        // Unchanged files, but the last load failed: retried once in
+        // RETRY_FAILED_EVERY checks (not at each: issue 41, probe 5 D5, a
+        // bad file was parsed every 3 s), not logged again.
+        for _ in 1..RETRY_FAILED_EVERY {
+            assert!(!s.must_load(2, Trigger::Change));
+        }
         assert!(s.must_load(2, Trigger::Change));
         assert!(!s.failed(2, "bad".into(), Trigger::Change));
+        assert!(!s.must_load(2, Trigger::Change), "counted afresh");
         assert!(s.failed(2, "bad".into(), Trigger::Sighup));
         assert!(s.failed(3, "worse".into(), Trigger::Change));
         s.loaded(4);

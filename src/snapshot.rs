@@ -56,6 +56,9 @@ pub struct Snapshot {
     /// When the XID event thread last completed a wait on NVML's event
     /// set; absent while it does not run (NVML down, `xid` off).
     pub xid_last_wait: Option<SystemTime>,
+    /// Writes of the state file (`--state.path`) that failed since start;
+    /// absent where no state is kept.
+    pub state_write_errors: Option<u64>,
 }
 
 /// How loading the selection file (`--config.file`) has gone.
@@ -68,8 +71,8 @@ pub struct ConfigStatus {
     pub last_success: SystemTime,
     /// Reloads since start that put a new selection in force.
     pub reloads: u64,
-    /// Failed loads since start, each distinct error once (and each
-    /// SIGHUP that found the file still bad).
+    /// Failed loads since start: each change, each SIGHUP and each retry
+    /// (once a minute) that found the file bad.
     pub failures: u64,
     /// DCGM fields the selection in force lists that are not served here
     /// (each named with its reason in the log at load).
@@ -425,7 +428,7 @@ pub struct XidOther {
 impl XidOther {
     /// Every folded event: the value of the `xid="other"` series.
     pub fn count(&self) -> u64 {
-        self.out_of_range + self.over_limit
+        self.out_of_range.saturating_add(self.over_limit)
     }
 }
 

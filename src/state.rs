@@ -10,14 +10,23 @@
 //! starts clean, as the kernel log and the GPUs do.
 //!
 //! One typed schema (`StateFile`, JSON, unknown fields refused), written
-//! atomically (a temporary file beside it, synced, then renamed over it),
-//! and bounded: `MAX_BYTES` on read, `MAX_GPUS` GPUs and `MAX_ENTRIES`
-//! entries of each list. A file that is not that schema is moved aside to
-//! `<path>.bad`, said once, and the exporter starts clean: never a refusal
-//! to start, never the garbage silently overwritten.
+//! atomically (a temporary file beside it, created exclusively and without
+//! following a link, synced, then renamed over it) on a thread of its own,
+//! so a slow or hung file system never stops the poller, and bounded:
+//! `MAX_BYTES` on read, `MAX_GPUS` GPUs and `MAX_ENTRIES` entries of each
+//! list. A file that is not that schema is moved aside to `<path>.bad`,
+//! said once, and the exporter starts clean: never a refusal to start,
+//! never the garbage silently overwritten. Two things do refuse the start,
+//! because going on would lose or mix what is kept: a directory given as
+//! the path, and another exporter holding `<path>.lock` (flock).
 
+use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -185,6 +194,70 @@ pub fn boot_id(procfs: &Path) -> Option<String> {
     (!id.is_empty() && id.len() <= 64).then(|| id.to_string())
 }
 
+/// Why the state cannot be kept at all: the exporter does not start.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(
+        "--state.path {0} is a directory: give the path of the file to keep, e.g. {0}/state.json"
+    )]
+    Directory(PathBuf),
+    #[error("--state.path {path}: another exporter keeps its state there (it holds {lock}); give each exporter its own --state.path")]
+    Locked { path: PathBuf, lock: PathBuf },
+    #[error("--state.path {path}: cannot use the lock file {lock}: {source}")]
+    Lock {
+        path: PathBuf,
+        lock: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// How writing the state file goes, for `/metrics`
+/// (`nvml_exporter_state_write_errors_total`).
+#[derive(Debug, Default)]
+pub struct WriteStats {
+    errors: AtomicU64,
+    /// Unix seconds (`f64` bits) of the last write that succeeded; 0: none.
+    last_success: AtomicU64,
+}
+
+impl WriteStats {
+    /// Writes that failed since start.
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
+
+    /// When a write last succeeded, if one did.
+    pub fn last_success(&self) -> Option<f64> {
+        let bits = self.last_success.load(Ordering::Relaxed);
+        (bits != 0).then(|| f64::from_bits(bits))
+    }
+}
+
+/// How long a failed write waits before it is tried again (a newer state
+/// to write is tried at once).
+const RETRY: Duration = Duration::from_secs(5);
+
+/// What the poller hands the writer thread: only the newest state counts.
+#[derive(Debug, Default)]
+struct Pending {
+    next: Option<Vec<u8>>,
+    /// The writer is writing (or retrying) something.
+    busy: bool,
+    stop: bool,
+}
+
+#[derive(Debug)]
+struct Writer {
+    pending: Mutex<Pending>,
+    wake: Condvar,
+    stats: Arc<WriteStats>,
+}
+
+fn lock_pending(w: &Writer) -> std::sync::MutexGuard<'_, Pending> {
+    w.pending.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The state file of this boot: what an earlier run left, and where to
 /// write.
 #[derive(Debug)]
@@ -193,22 +266,29 @@ pub struct Store {
     boot_id: String,
     /// What an earlier run of this boot left; taken by the poller.
     pub restored: Option<StateFile>,
-    /// Whether the last write failed (said once, and again on recovery).
-    failing: bool,
-    last_written: Option<Vec<u8>>,
+    last_queued: Option<Vec<u8>>,
+    writer: Arc<Writer>,
+    /// `<path>.lock`, flocked for the life of the process (released by
+    /// the kernel when it ends, however it ends).
+    _lock: Option<File>,
 }
 
 impl Store {
-    /// Opens the state at `path` for the boot `procfs` names. `None`, said
-    /// at start, where the state cannot be kept: no boot id to tell this
-    /// boot's file from another's. A file of this boot that does not parse
-    /// is moved aside.
-    pub fn open(path: &Path, procfs: &Path) -> Option<Store> {
+    /// Opens the state at `path` for the boot `procfs` names. `Ok(None)`,
+    /// said at start, where the state cannot be kept: no boot id to tell
+    /// this boot's file from another's. A file of this boot that does not
+    /// parse is moved aside. A directory, or a state another exporter
+    /// holds, is an error.
+    pub fn open(path: &Path, procfs: &Path) -> Result<Option<Store>, OpenError> {
+        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            return Err(OpenError::Directory(path.to_path_buf()));
+        }
         let Some(boot_id) = boot_id(procfs) else {
             tracing::warn!(state_path = %path.display(), procfs = %procfs.display(),
                 "cannot read the boot id (sys/kernel/random/boot_id under --path.procfs): XID counts and the kernel log's position are not kept across restarts");
-            return None;
+            return Ok(None);
         };
+        let lock = take_lock(path)?;
         let restored = match read(path) {
             Ok(None) => None,
             Ok(Some(f)) if f.boot_id == boot_id => {
@@ -221,7 +301,7 @@ impl Store {
                 None
             }
             Err(e) => {
-                let aside = path.with_extension("json.bad");
+                let aside = sibling(path, ".bad");
                 let moved = std::fs::rename(path, &aside).is_ok();
                 tracing::error!(state_path = %path.display(), error = %e,
                     "the state file cannot be used: starting clean{}",
@@ -229,18 +309,39 @@ impl Store {
                 None
             }
         };
-        Some(Store {
+        let writer = Arc::new(Writer {
+            pending: Mutex::new(Pending::default()),
+            wake: Condvar::new(),
+            stats: Arc::default(),
+        });
+        let (w, p) = (writer.clone(), path.to_path_buf());
+        if let Err(e) = std::thread::Builder::new()
+            .name("state-writer".into())
+            .spawn(move || write_loop(&w, &p))
+        {
+            tracing::error!(error = %e, "cannot start the state writer thread: the state is not kept");
+            return Ok(None);
+        }
+        Ok(Some(Store {
             path: path.to_path_buf(),
             boot_id,
             restored,
-            failing: false,
-            last_written: None,
-        })
+            last_queued: None,
+            writer,
+            _lock: lock,
+        }))
     }
 
-    /// Writes `f` (its boot id and version filled in) unless it is what
-    /// was last written. A failure is logged once, with what it costs;
-    /// returns whether the file now says `f` (false: try again).
+    /// What `/metrics` says of the writes.
+    pub fn stats(&self) -> Arc<WriteStats> {
+        self.writer.stats.clone()
+    }
+
+    /// Hands `f` (its boot id and version filled in) to the writer thread
+    /// unless it is what was last handed over; never waits for the file
+    /// system. A failed write is retried by the writer (every `RETRY`, or
+    /// at once with a newer state) and logged once, with what it costs;
+    /// returns false only when `f` cannot be encoded.
     pub fn save(&mut self, mut f: StateFile) -> bool {
         f.version = VERSION;
         f.boot_id.clone_from(&self.boot_id);
@@ -251,46 +352,186 @@ impl Store {
                 return false;
             }
         };
-        if self.last_written.as_deref() == Some(bytes.as_slice()) {
+        if self.last_queued.as_deref() == Some(bytes.as_slice()) {
             return true;
         }
-        match write_atomically(&self.path, &bytes) {
-            Ok(()) => {
-                if std::mem::take(&mut self.failing) {
-                    tracing::info!(state_path = %self.path.display(), "the state file is written again");
+        lock_pending(&self.writer).next = Some(bytes.clone());
+        self.writer.wake.notify_all();
+        self.last_queued = Some(bytes);
+        true
+    }
+
+    /// Waits, at most `within`, for what was handed over to be written
+    /// (at shutdown); returns whether it was. The writer thread then
+    /// stops.
+    pub fn flush(&self, within: Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        let mut p = lock_pending(&self.writer);
+        loop {
+            if p.next.is_none() && !p.busy {
+                p.stop = true;
+                self.writer.wake.notify_all();
+                return true;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                tracing::warn!(state_path = %self.path.display(),
+                    "the state file was not written before the exit (a slow or failing file system): the next start restores the state written before");
+                return false;
+            }
+            p = self
+                .writer
+                .wake
+                .wait_timeout(p, left.min(Duration::from_millis(50)))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+impl Drop for Store {
+    /// Ends the writer thread once what was handed over is written.
+    fn drop(&mut self) {
+        lock_pending(&self.writer).stop = true;
+        self.writer.wake.notify_all();
+    }
+}
+
+/// The writer thread: writes the newest state handed over, retries a
+/// failed one, says a failure once and the recovery once.
+fn write_loop(w: &Writer, path: &Path) {
+    let mut failed: Option<Vec<u8>> = None;
+    let mut failing = false;
+    loop {
+        let bytes = {
+            let mut p = lock_pending(w);
+            loop {
+                if let Some(b) = p.next.take() {
+                    p.busy = true;
+                    break b;
                 }
-                self.last_written = Some(bytes);
-                true
+                if p.stop {
+                    return;
+                }
+                let Some(retry) = failed.take() else {
+                    p = w.wake.wait(p).unwrap_or_else(|e| e.into_inner());
+                    continue;
+                };
+                let (guard, waited) = w
+                    .wake
+                    .wait_timeout(p, RETRY)
+                    .unwrap_or_else(|e| e.into_inner());
+                p = guard;
+                if waited.timed_out() && p.next.is_none() && !p.stop {
+                    p.busy = true;
+                    break retry;
+                }
+                failed = Some(retry);
+            }
+        };
+        match write_atomically(path, &bytes) {
+            Ok(()) => {
+                failed = None;
+                let now = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                w.stats.last_success.store(now.to_bits(), Ordering::Relaxed);
+                if std::mem::take(&mut failing) {
+                    tracing::info!(state_path = %path.display(), "the state file is written again");
+                }
             }
             Err(e) => {
-                if !std::mem::replace(&mut self.failing, true) {
-                    tracing::warn!(state_path = %self.path.display(), error = %e,
-                        "cannot write the state file: after a restart XID counters start again and kernel-log XIDs are read again (old ones may page anew), and a GPU reset made while the exporter is stopped is known only from the kernel log; give the exporter a writable --state.path (docs/operations.md, \"Restarts\"). Retrying every round");
+                w.stats.errors.fetch_add(1, Ordering::Relaxed);
+                if !std::mem::replace(&mut failing, true) {
+                    tracing::warn!(state_path = %path.display(), error = %e,
+                        "cannot write the state file (counted in nvml_exporter_state_write_errors_total): after a restart XID counters start again (kernel-log XIDs counted again from what the ring still holds), and a GPU reset made while the exporter is stopped is known only from the kernel log; give the exporter a writable --state.path (docs/operations.md, \"Restarts\"). Retrying");
                 }
-                false
+                failed = Some(bytes);
             }
         }
+        lock_pending(w).busy = false;
+        w.wake.notify_all();
+    }
+}
+
+/// `path` with `suffix` appended to its file name: `state.json.tmp`.
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+/// Takes `<path>.lock` for the life of the process. `Ok(None)` where the
+/// lock file cannot be made because the directory is read-only or absent
+/// (the state cannot be written there either: said at the first write).
+fn take_lock(path: &Path) -> Result<Option<File>, OpenError> {
+    let lock = sibling(path, ".lock");
+    let fail = |source| OpenError::Lock {
+        path: path.to_path_buf(),
+        lock: lock.clone(),
+        source,
+    };
+    // No link followed, no FIFO waited on.
+    let file = match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(&lock)
+    {
+        Ok(f) => f,
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EROFS | libc::EACCES | libc::ENOENT | libc::EPERM)
+            ) =>
+        {
+            // The state cannot be written there either: that write's own
+            // warning says so, once.
+            tracing::debug!(state_path = %path.display(), lock = %lock.display(), error = %e,
+                "cannot create the state's lock file: nothing keeps a second exporter off this state");
+            return Ok(None);
+        }
+        Err(e) => return Err(fail(e)),
+    };
+    if !file.metadata().map_err(fail)?.is_file() {
+        return Err(fail(std::io::Error::other("not a regular file")));
+    }
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(file)),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(OpenError::Locked {
+            path: path.to_path_buf(),
+            lock,
+        }),
+        Err(e) => Err(fail(e.into())),
     }
 }
 
 /// The file at `path`; `Ok(None)` when there is none.
 fn read(path: &Path) -> Result<Option<StateFile>, StateError> {
-    // Asked before opening: opening a FIFO waits for a writer.
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
+    // Opened without waiting: a FIFO put there (or swapped in after a
+    // check) would wait for a writer.
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(StateError::Read(e)),
     };
+    let meta = file.metadata().map_err(StateError::Read)?;
     if !meta.is_file() {
         return Err(StateError::Read(std::io::Error::other(
             "not a regular file",
         )));
     }
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StateError::Read(e)),
-    };
+    // Said from the size before a byte is read.
+    if meta.len() > MAX_BYTES {
+        return Err(StateError::TooLarge);
+    }
     let mut bytes = Vec::new();
     file.take(MAX_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -303,14 +544,39 @@ fn read(path: &Path) -> Result<Option<StateFile>, StateError> {
 
 /// Writes `bytes` to a temporary file beside `path`, syncs it, and renames
 /// it over `path`: a reader (or a crash) sees the old file or the new one,
-/// never half of one.
+/// never half of one. The temporary file is created anew (`O_EXCL`, no link
+/// followed): whatever is left at its name (a crash's leftover, a FIFO, a
+/// link) is removed, never opened; a directory there is an error.
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
+    let tmp = sibling(path, ".tmp");
+    let create = || {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+    };
+    let mut f = match create() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            // unlink removes a link or a FIFO itself, not what it names.
+            std::fs::remove_file(&tmp).map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("{} is in the way and cannot be removed: {e}", tmp.display()),
+                )
+            })?;
+            create()?
+        }
+        other => other?,
+    };
+    let written = f.write_all(bytes).and_then(|()| f.sync_all());
     drop(f);
-    std::fs::rename(&tmp, path)
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -329,7 +595,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.json");
         let proc_a = procfs(&dir.path().join("a"), "boot-a");
-        let mut store = Store::open(&path, &proc_a).unwrap();
+        let mut store = Store::open(&path, &proc_a).unwrap().unwrap();
         assert!(store.restored.is_none());
         store.save(StateFile {
             kernel_log: Some(KernelLogPosition {
@@ -348,15 +614,25 @@ mod tests {
             }],
             ..StateFile::default()
         });
-        let again = Store::open(&path, &proc_a).unwrap();
-        let f = again.restored.expect("this boot's");
+        assert!(store.flush(Duration::from_secs(10)));
+        drop(store);
+        let again = Store::open(&path, &proc_a).unwrap().unwrap();
+        let mut again = again;
+        let f = again.restored.take().expect("this boot's");
         assert_eq!(f.boot_id, "boot-a");
         assert_eq!(f.kernel_log.unwrap().read_to, 42);
         assert_eq!(f.gpus[0].xids[0].count, 3);
+        drop(again);
         let proc_b = procfs(&dir.path().join("b"), "boot-b");
-        assert!(Store::open(&path, &proc_b).unwrap().restored.is_none());
+        assert!(Store::open(&path, &proc_b)
+            .unwrap()
+            .unwrap()
+            .restored
+            .is_none());
         // No boot id: nothing kept.
-        assert!(Store::open(&path, &dir.path().join("nowhere")).is_none());
+        assert!(Store::open(&path, &dir.path().join("nowhere"))
+            .unwrap()
+            .is_none());
     }
 
     #[test]
@@ -375,8 +651,9 @@ mod tests {
             std::fs::write(&path, bytes).unwrap();
             let err = read(&path).unwrap_err().to_string();
             assert!(err.contains(says), "{err}");
-            let store = Store::open(&path, &proc_a).unwrap();
+            let store = Store::open(&path, &proc_a).unwrap().unwrap();
             assert!(store.restored.is_none());
+            drop(store);
             assert_eq!(
                 std::fs::read(path.with_extension("json.bad")).unwrap(),
                 bytes,
@@ -396,25 +673,91 @@ mod tests {
         ));
     }
 
+    /// Waits until the writer is idle and returns its error count.
+    fn settled(store: &Store) -> u64 {
+        let p = lock_pending(&store.writer);
+        let _p = store
+            .writer
+            .wake
+            .wait_timeout_while(p, Duration::from_secs(10), |p| p.busy || p.next.is_some())
+            .unwrap();
+        store.stats().errors()
+    }
+
     #[test]
     fn a_write_that_fails_leaves_the_old_file_and_is_retried() {
         let dir = tempfile::tempdir().unwrap();
         let proc_a = procfs(dir.path(), "boot-a");
         let missing = dir.path().join("no/such/dir/state.json");
-        let mut store = Store::open(&missing, &proc_a).unwrap();
-        assert!(
-            !store.save(StateFile::default()),
-            "the caller is told to retry"
-        );
-        assert!(store.failing);
-        std::fs::create_dir_all(missing.parent().unwrap()).unwrap();
-        assert!(store.save(StateFile::default()));
-        assert!(!store.failing);
+        let mut store = Store::open(&missing, &proc_a).unwrap().unwrap();
         assert!(
             store.save(StateFile::default()),
-            "unchanged: nothing to retry"
+            "handed over, not waited for"
         );
+        assert_eq!(
+            settled(&store),
+            1,
+            "counted for nvml_exporter_state_write_errors_total"
+        );
+        assert!(store.stats().last_success().is_none());
+        std::fs::create_dir_all(missing.parent().unwrap()).unwrap();
+        // The writer retries on its own (after RETRY); a newer state is
+        // tried at once.
+        store.save(StateFile {
+            unnamed: vec![UnnamedRecord::default()],
+            ..StateFile::default()
+        });
+        assert_eq!(settled(&store), 1);
+        assert!(store.stats().last_success().is_some());
+        assert!(store.flush(Duration::from_secs(10)));
         assert!(missing.exists());
-        assert!(!missing.with_extension("json.tmp").exists());
+        assert!(!sibling(&missing, ".tmp").exists());
+    }
+
+    /// Issue 41 (probe 5, D4): a FIFO at the temporary file's name hung the
+    /// poller in open() for good; a link there had its target truncated
+    /// and overwritten.
+    #[test]
+    fn whatever_is_at_the_temporary_name_is_removed_never_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let tmp = sibling(&path, ".tmp");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        write_atomically(&path, b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert_eq!(std::fs::read(&path).unwrap(), b"{}");
+        std::fs::remove_file(&path).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(&tmp).status();
+        assert!(made.unwrap().success());
+        write_atomically(&path, b"{ }").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"{ }");
+        assert!(!tmp.exists());
+        // A directory in the way cannot be removed: an error naming it.
+        std::fs::create_dir(&tmp).unwrap();
+        let err = write_atomically(&path, b"{}").unwrap_err().to_string();
+        assert!(err.contains("state.json.tmp is in the way"), "{err}");
+    }
+
+    #[test]
+    fn a_directory_and_a_second_exporter_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc_a = procfs(dir.path(), "boot-a");
+        let err = Store::open(dir.path(), &proc_a).unwrap_err().to_string();
+        assert!(err.contains("is a directory"), "{err}");
+        assert!(dir.path().is_dir(), "left where it is");
+        let path = dir.path().join("state.json");
+        let first = Store::open(&path, &proc_a).unwrap().unwrap();
+        let err = Store::open(&path, &proc_a).unwrap_err().to_string();
+        assert!(
+            err.contains("another exporter keeps its state there"),
+            "{err}"
+        );
+        drop(first);
+        assert!(
+            Store::open(&path, &proc_a).unwrap().is_some(),
+            "free once it is gone"
+        );
     }
 }

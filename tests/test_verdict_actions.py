@@ -23,18 +23,29 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "deploy" / "verdict" / "nvml-gpu-verdict"
 NODE = "gpu-node-17"
 
-# kubectl as the script uses it: get the node's taint value, taint, untaint,
-# patch the status conditions (merged by type, as a strategic merge does).
+# kubectl as the script uses it: get the node's taint value or an
+# annotation (jsonpath; a missing key prints nothing, as kubectl's jsonpath
+# does), taint, untaint, annotate, patch the status conditions (merged by
+# type, as a strategic merge does). The node also keeps a cordon
+# (spec.unschedulable) that only a person sets here.
 FAKE_KUBECTL = r'''
 import json, sys
 state_path, argv = sys.argv[1], sys.argv[2:]
 state = json.load(open(state_path))
 state["calls"].append(["kubectl", *argv])
 node = state["node"]
+node.setdefault("annotations", {})
 if argv[:2] == ["get", "node"]:
     assert argv[2] == node["name"], argv
-    key = argv[4].split('@.key=="')[1].split('"')[0]
-    print(" ".join(t["value"] for t in node["taints"] if t["key"] == key), end="")
+    path = argv[4].removeprefix("jsonpath=")
+    if path.startswith("{.spec.taints[?(@.key=="):
+        key = path.split('@.key=="')[1].split('"')[0]
+        assert path.endswith(")].value}"), path
+        print(" ".join(t["value"] for t in node["taints"] if t["key"] == key), end="")
+    elif path.startswith("{.metadata.annotations."):
+        print(node["annotations"].get(path[len("{.metadata.annotations."):-1], ""), end="")
+    else:
+        sys.exit(f"unexpected jsonpath {path}")
 elif argv[:2] == ["taint", "node"]:
     spec = argv[3]
     if spec.endswith("-"):
@@ -49,6 +60,15 @@ elif argv[:2] == ["taint", "node"]:
             sys.exit("error: taint exists")
         node["taints"] = [t for t in node["taints"] if t["key"] != key] + [
             {"key": key, "value": value, "effect": effect}]
+elif argv[:2] == ["annotate", "node"]:
+    spec = argv[3]
+    if spec.endswith("-"):
+        node["annotations"].pop(spec[:-1], None)
+    else:
+        key, value = spec.split("=", 1)
+        if key in node["annotations"] and "--overwrite" not in argv:
+            sys.exit("error: annotation exists")
+        node["annotations"][key] = value
 elif argv[:2] == ["patch", "node"]:
     assert "--subresource=status" in argv and "--type=strategic" in argv, argv
     patch = json.loads(argv[argv.index("-p") + 1])
@@ -59,7 +79,10 @@ else:
 json.dump(state, open(state_path, "w"))
 '''
 
-# scontrol show node / update NodeName=... State=DRAIN|RESUME Reason=...
+# scontrol show node / update NodeName=... State=DRAIN|RESUME Reason=...,
+# keeping one State (a base state plus flags) and one Reason per node as
+# slurmctld does: a DRAIN replaces the reason, a RESUME lifts DRAIN and DOWN
+# and clears it, whoever set them.
 FAKE_SCONTROL = r'''
 import json, sys
 state_path, argv = sys.argv[1], sys.argv[2:]
@@ -67,14 +90,23 @@ state = json.load(open(state_path))
 state["calls"].append(["scontrol", *argv])
 node = state["slurm"]
 if argv[:2] == ["show", "node"]:
-    reason = f" Reason={node['reason']} [root@2026-11-24T01:00:00]" if node["reason"] else ""
-    print(f"NodeName={argv[2]} Arch=x86_64 CoresPerSocket=48\n   State={node['state']} ThreadsPerCore=2\n  {reason}")
+    reason = f"   Reason={node['reason']} [root@2026-11-24T01:00:00]\n" if node["reason"] else ""
+    print(f"NodeName={argv[2]} Arch=x86_64 CoresPerSocket=48\n   State={node['state']} ThreadsPerCore=2\n"
+          f"{reason}   Comment=(null)")
 elif argv[0] == "update":
     args = dict(a.split("=", 1) for a in argv[1:])
+    parts = node["state"].split("+")
     if args["State"] == "DRAIN":
-        node["state"], node["reason"] = "IDLE+DRAIN", args["Reason"]
+        assert args.get("Reason"), "slurm refuses a drain without a reason"
+        if "DRAIN" not in parts:
+            parts.append("DRAIN")
+        node["state"], node["reason"] = "+".join(parts), args["Reason"]
     elif args["State"] == "RESUME":
-        node["state"], node["reason"] = "IDLE", ""
+        base = "IDLE" if parts[0] == "DOWN" else parts[0]
+        node["state"] = "+".join([base] + [p for p in parts[1:] if p not in ("DRAIN", "DOWN")])
+        node["reason"] = ""
+    else:
+        sys.exit(f"unexpected State {args['State']}")
 else:
     sys.exit(f"unexpected scontrol {argv}")
 json.dump(state, open(state_path, "w"))
@@ -111,6 +143,17 @@ def node(tmp_path):
             s = self.state()
             s["slurm"] = {"state": st, "reason": reason}
             state.write_text(json.dumps(s))
+
+        def set_node(self, **fields):
+            """What a person does to the Kubernetes node: cordon, taints."""
+            s = self.state()
+            s["node"].update(fields)
+            state.write_text(json.dumps(s))
+
+        def updates_since(self, mark: int) -> list:
+            """The calls that changed something, after the mark-th call."""
+            return [c for c in self.state()["calls"][mark:]
+                    if c[1] in ("update", "taint", "annotate")]
 
     return Node()
 
@@ -152,6 +195,7 @@ def test_the_verdict_taints_and_drains_the_node_and_lifts_it_after_the_reset(tmp
         assert k8s.returncode == 0, k8s.stderr
         n = node.state()["node"]
         assert n["taints"] == [{"key": "nvml-exporter/gpu-action", "value": "reset_gpu", "effect": "NoSchedule"}]
+        assert n["annotations"] == {"nvml-exporter/gpu-action-taint": "reset_gpu"}, "the taint is marked ours"
         (cond,) = n["conditions"]
         assert (cond["type"], cond["status"], cond["reason"]) == ("GPUActionRequired", "True", "reset_gpu")
         assert cond["message"] == "GPU 3 reset_gpu (xid_reset_gpu)"
@@ -175,6 +219,7 @@ def test_the_verdict_taints_and_drains_the_node_and_lifts_it_after_the_reset(tmp
         assert node.run(url, "kubernetes").returncode == 0
         n = node.state()["node"]
         assert n["taints"] == []
+        assert n["annotations"] == {}
         assert [(c["type"], c["status"]) for c in n["conditions"]] == [("GPUActionRequired", "False")]
         assert node.run(url, "slurm").returncode == 0
         assert node.state()["slurm"] == {"state": "IDLE", "reason": ""}
@@ -244,5 +289,77 @@ def test_a_gpu_lost_before_the_exporter_started_drains_the_node_by_its_address(t
         assert "GPU PCI:00000000:3A:00.0 reboot (xid_restart_bm)" in check.stdout, check.stdout
         assert node.run(url, "slurm").returncode == 0
         assert node.state()["slurm"]["state"] == "IDLE+DRAIN"
+    finally:
+        exporter.stop()
+
+
+def test_what_a_person_did_to_the_node_stays_done(tmp_path, node):
+    """Issue 41, item 1: a node drained, cordoned or tainted by someone else
+    keeps that through a GPU fault and the reset that clears it. Before,
+    the Slurm mode replaced the administrator's reason with its own and
+    then, seeing its own prefix, resumed a node under maintenance; the
+    Kubernetes mode removed a taint of its key that a person had set."""
+    control = tmp_path / "sim.sock"
+    exporter = Exporter(tmp_path, "dgx-h100", interval="200ms",
+                        env={"NVML_SIM_CONTROL": str(control)})
+    key = "nvml-exporter/gpu-action"
+    theirs = [{"key": "example.com/maintenance", "value": "psu", "effect": "NoSchedule"},
+              {"key": key, "value": "rma", "effect": "NoSchedule"}]
+    try:
+        exporter.wait_ready()
+        url = f"http://{exporter.address}/metrics"
+        node.set_slurm("IDLE+DRAIN", "maintenance: PSU swap")
+        node.set_node(unschedulable=True, taints=theirs)
+
+        # A GPU fault: the node is already out, for the person's reasons.
+        sim_control(control, '{ action = "xid", gpu = 3, code = 119 }')
+        wait_until(lambda: verdict_of(exporter, "3") == "reset_gpu", 30, "GPU 3's verdict")
+        mark = len(node.state()["calls"])
+        slurm = node.run(url, "slurm")
+        assert slurm.returncode == 0, slurm.stderr
+        assert "for another reason (maintenance: PSU swap): left as it is" in slurm.stdout, slurm.stdout
+        k8s = node.run(url, "kubernetes")
+        assert k8s.returncode == 0, k8s.stderr
+        assert "set by someone else" in k8s.stdout, k8s.stdout
+        assert node.updates_since(mark) == [], "nothing of theirs rewritten"
+        assert node.state()["slurm"] == {"state": "IDLE+DRAIN", "reason": "maintenance: PSU swap"}
+        n = node.state()["node"]
+        assert (n["unschedulable"], n["taints"]) == (True, theirs)
+        assert [(c["type"], c["status"]) for c in n["conditions"]] == [("GPUActionRequired", "True")]
+
+        # A node down for another reason is left as well.
+        node.set_slurm("DOWN", "Not responding")
+        node.run(url, "slurm")
+        assert node.state()["slurm"] == {"state": "DOWN", "reason": "Not responding"}
+
+        # The person ends their work (resume, untaint their gpu-action
+        # taint, the cordon and the other taint stay): now the drain and
+        # the taint are the script's own.
+        node.set_slurm("IDLE", "")
+        node.set_node(taints=theirs[:1])
+        node.run(url, "slurm")
+        node.run(url, "kubernetes")
+        assert node.state()["slurm"] == {"state": "IDLE+DRAIN",
+                                         "reason": "nvml-exporter: GPU 3 reset_gpu (xid_reset_gpu)"}
+        n = node.state()["node"]
+        assert n["taints"] == theirs[:1] + [{"key": key, "value": "reset_gpu", "effect": "NoSchedule"}]
+        assert n["unschedulable"] is True
+
+        # A person drains the node again on top of ours: the drain is theirs.
+        node.set_slurm("IDLE+DRAIN", "maintenance: PSU swap")
+
+        # The reset clears the verdict: only the script's own taint goes;
+        # the person's drain, cordon and taint stay.
+        sim_control(control, '{ action = "driver-unload" }')
+        wait_until(lambda: b"nvml_exporter_nvml_up 0" in http_get(url)[1], 30, "NVML to go away")
+        sim_control(control, '{ action = "driver-load" }')
+        wait_until(lambda: verdict_of(exporter, "3") == "none", 60, "GPU 3's verdict to clear")
+        mark = len(node.state()["calls"])
+        assert node.run(url, "slurm").returncode == 0
+        assert node.run(url, "kubernetes").returncode == 0
+        assert node.state()["slurm"] == {"state": "IDLE+DRAIN", "reason": "maintenance: PSU swap"}
+        assert not [c for c in node.updates_since(mark) if c[0] == "scontrol"], "never resumed"
+        n = node.state()["node"]
+        assert (n["unschedulable"], n["taints"], n["annotations"]) == (True, theirs[:1], {})
     finally:
         exporter.stop()

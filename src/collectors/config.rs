@@ -23,7 +23,7 @@ pub static COLLECTOR: Collector = Collector {
         },
         Metric {
             name: "nvml_exporter_config_reloads_total",
-            help: "Reloads of --config.file since start, by result: success (a new selection in force), failure (each distinct error once, and each SIGHUP that found the file bad).",
+            help: "Reloads of --config.file since start, by result: success (a new selection in force), failure (each load that failed: a change, a SIGHUP, and the retry of an unchanged bad file once a minute).",
             kind: Kind::Counter,
             collect: reloads,
         },

@@ -57,6 +57,12 @@ pub static COLLECTOR: Collector = Collector {
             collect: mig_privileged,
         },
         Metric {
+            name: "nvml_exporter_state_write_errors_total",
+            help: "Writes of the state file (--state.path) that failed since start (each retried); present where a state is kept.",
+            kind: Kind::Counter,
+            collect: state_write_errors,
+        },
+        Metric {
             name: "nvml_exporter_stuck_call_seconds",
             help: "How long a driver call on the GPU has been blocked, as of the last poll; present only while one is stuck.",
             kind: Kind::Gauge,
@@ -121,6 +127,12 @@ fn mig_privileged<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
         if let Some(p) = g.readings.as_ref().and_then(|r| r.mig_privileged) {
             out.gpu(g).set(p);
         }
+    }
+}
+
+fn state_write_errors<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    if let Some(n) = scope.snapshot.state_write_errors {
+        out.sample().set(n);
     }
 }
 

@@ -107,7 +107,8 @@ impl fmt::Display for ConfigError {
         if let Some(line) = self.line {
             write!(f, ": line {line}")?;
         }
-        write!(f, ": {}", self.message)
+        // Bounded: a message may quote the file (or one it names).
+        write!(f, ": {}", crate::fsread::excerpt(&self.message))
     }
 }
 
@@ -265,6 +266,15 @@ fn from_yaml(path: &Path, text: &str, base: &Base) -> Result<Selection, ConfigEr
         line,
         message,
     };
+    if let Some(line) = crate::fsread::yaml_nesting_too_deep(text.as_bytes()) {
+        return Err(at(
+            Some(line),
+            format!(
+                "nested deeper than {} levels: refused before parsing",
+                crate::fsread::MAX_YAML_NESTING
+            ),
+        ));
+    }
     let raw: raw::RawConfig = match yaml_serde::from_str::<Option<raw::RawConfig>>(text) {
         Ok(Some(raw)) => raw,
         Ok(None) => return Err(at(None, "empty: it needs at least `version: 1`".into())),

@@ -127,7 +127,7 @@ impl Runtime {
             render: Arc::new(ArcSwap::from_pointee(ctx)),
             selection: ArcSwap::from_pointee(selection),
             compat_state,
-            poll: Mutex::new(PollState::new(reload::fingerprint(
+            poll: Mutex::new(PollState::new_backing_off(reload::fingerprint(
                 super::reader(),
                 &files,
                 READ_DEADLINE,
@@ -299,8 +299,11 @@ impl Shared {
             }
             Err(e) => {
                 status.last_reload_successful = false;
+                // Every failed load counts, retries included (once a
+                // minute while the file stays bad); the log says each
+                // distinct error once.
+                status.failures += 1;
                 if poll.failed(fp, e.to_string(), trigger) {
-                    status.failures += 1;
                     tracing::error!(
                         error = %e,
                         trigger = trigger.name(),

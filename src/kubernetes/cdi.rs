@@ -36,7 +36,10 @@ pub const NVIDIA_CLAIM_SPEC_PREFIX: &str = "k8s.gpu.nvidia.com-claim_";
 const MAX_SPEC_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Spec files read per directory: a node has one per prepared claim.
+/// NVIDIA's claim specs are kept first when a directory holds more.
 const MAX_SPEC_FILES: usize = 4096;
+/// Directory entries looked at per directory, to choose those files from.
+const MAX_LISTED: usize = 65_536;
 
 /// The MIG minors file lists 8 compute instances of 15 GPU instances for
 /// each possible GPU: some hundred kilobytes.
@@ -148,6 +151,9 @@ pub struct CdiSpecs {
     dirs: Vec<PathBuf>,
     reader: Reader,
     cache: HashMap<PathBuf, Cached>,
+    /// Files left out of each directory at the last scan, to say a cut
+    /// once, when it changes.
+    cut: HashMap<PathBuf, usize>,
 }
 
 impl CdiSpecs {
@@ -158,6 +164,7 @@ impl CdiSpecs {
             dirs: vec![rootfs.join("var/run/cdi"), rootfs.join("etc/cdi")],
             reader,
             cache: HashMap::new(),
+            cut: HashMap::new(),
         }
     }
 
@@ -169,7 +176,19 @@ impl CdiSpecs {
         let mut seen = Vec::new();
         for dir in self.dirs.clone() {
             let files = match self.list(&dir) {
-                Ok(files) => files,
+                Ok((files, cut)) => {
+                    if self.cut.insert(dir.clone(), cut).unwrap_or(0) != cut && cut > 0 {
+                        scan.problems.push(SpecProblem {
+                            path: dir.clone(),
+                            reason: KubernetesReadError::Dropped,
+                            detail: format!(
+                                "{cut} files past the {MAX_SPEC_FILES} read per directory were left out \
+                                 (NVIDIA's claim specs first): claims they define are unresolved"
+                            ),
+                        });
+                    }
+                    files
+                }
                 Err(ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {
                     scan.problems.push(SpecProblem {
@@ -218,17 +237,35 @@ impl CdiSpecs {
         scan
     }
 
-    fn list(&self, dir: &Path) -> Result<Vec<(String, PathBuf)>, ReadError> {
+    /// The spec files of `dir` to read, NVIDIA's claim specs first, then by
+    /// name, at most `MAX_SPEC_FILES`; and how many were left out.
+    fn list(&self, dir: &Path) -> Result<(Vec<(String, PathBuf)>, usize), ReadError> {
         let owned = dir.to_path_buf();
         self.reader.run(dir, FILE_DEADLINE, move || {
             let entries = std::fs::read_dir(&owned).map_err(ReadError::Io)?;
+            let mut listed = 0usize;
             let mut files: Vec<(String, PathBuf)> = entries
                 .flatten()
-                .take(MAX_SPEC_FILES)
-                .filter_map(|e| Some((e.file_name().to_str()?.to_string(), e.path())))
+                .take(MAX_LISTED)
+                .inspect(|_| listed += 1)
+                .filter_map(|e| {
+                    let name = e.file_name().to_str()?.to_string();
+                    Format::of(&name).map(|_| (name, e.path()))
+                })
                 .collect();
-            files.sort();
-            Ok(files)
+            // Sorted before the cut, not cut in directory order: NVIDIA's
+            // claims must not be left out for other files.
+            files.sort_by(|a, b| {
+                let theirs = |n: &str| !n.starts_with(NVIDIA_CLAIM_SPEC_PREFIX);
+                (theirs(&a.0), &a.0).cmp(&(theirs(&b.0), &b.0))
+            });
+            let mut cut = files.len().saturating_sub(MAX_SPEC_FILES);
+            files.truncate(MAX_SPEC_FILES);
+            if listed == MAX_LISTED {
+                // Entries past MAX_LISTED were not looked at: at least one.
+                cut += 1;
+            }
+            Ok((files, cut))
         })
     }
 
@@ -267,7 +304,7 @@ impl CdiSpecs {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
     Yaml,
     Json,
@@ -295,10 +332,23 @@ fn reason(e: &ReadError) -> KubernetesReadError {
 }
 
 fn parse(bytes: &[u8], format: Format) -> Parsed {
+    if format == Format::Yaml {
+        if let Some(line) = crate::fsread::yaml_nesting_too_deep(bytes) {
+            return Err((
+                KubernetesReadError::Malformed,
+                format!(
+                    "line {line}: nested deeper than {} levels: refused before parsing",
+                    crate::fsread::MAX_YAML_NESTING
+                ),
+            ));
+        }
+    }
     let spec: Spec = match format {
         Format::Yaml => yaml_serde::from_slice(bytes).map_err(|e| e.to_string()),
         Format::Json => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
     }
+    // The parser quotes what it read: a link to any file would be logged.
+    .map_err(|e| crate::fsread::excerpt(&e))
     .map_err(|e| (KubernetesReadError::Malformed, e))?;
     if !spec.kind.contains('/') {
         return Err((
@@ -394,18 +444,23 @@ pub fn read_mig_minors(reader: &Reader, procfs: &Path) -> Result<MigMinors, Spec
 pub fn grants(nodes: &[Node], mig: Option<&MigMinors>) -> Result<Vec<Grant>, Unresolvable> {
     let mut gpus = Vec::new();
     let mut caps = Vec::new();
+    // Only the driver's own node paths, exactly: a relative path or one
+    // through `..` that ends in nvidia3 is no GPU (a spec attributed them
+    // to GPU 3).
+    let digits = |n: &str| -> Option<u32> {
+        (!n.is_empty() && n.len() <= 6 && n.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| n.parse().ok())
+            .flatten()
+    };
     for node in nodes {
-        let Some(file) = node.path.rsplit('/').next() else {
-            continue;
-        };
-        if let Some(n) = file.strip_prefix("nvidia-cap") {
-            if let Some(minor) = node.minor.or_else(|| n.parse().ok()) {
+        if let Some(n) = node.path.strip_prefix("/dev/nvidia-caps/nvidia-cap") {
+            if let Some(minor) = node.minor.or_else(|| digits(n)) {
                 caps.push(minor);
             }
-        } else if let Some(n) = file.strip_prefix("nvidia") {
+        } else if let Some(n) = node.path.strip_prefix("/dev/nvidia") {
             // nvidia-modeset, nvidiactl (minors 254, 255) and nvidia-uvm
             // are not GPUs; neither are the DRM nodes.
-            if let Ok(minor) = n.parse::<u32>() {
+            if let Some(minor) = digits(n) {
                 if minor < 254 {
                     gpus.push(minor);
                 }
@@ -554,6 +609,14 @@ mod tests {
             node("/dev/nvidia255", None),
         ];
         assert_eq!(grants(&control, None), Err(Unresolvable::NoGpuNode));
+        // Issue 41 (probe 5, D13): any path ending in nvidiaN counted.
+        let junk = [
+            node("../../etc/nvidia3", None),
+            node("/dev/../../etc/nvidia3", None),
+            node("/dev/nvidia+3", None),
+            node("/tmp/nvidia-caps/nvidia-cap156", None),
+        ];
+        assert_eq!(grants(&junk, Some(&t)), Err(Unresolvable::NoGpuNode));
     }
 
     #[test]
@@ -592,6 +655,68 @@ devices:
             let e = parse(bad, Format::Yaml).unwrap_err();
             assert_eq!(e.0, KubernetesReadError::Malformed, "{e:?}");
         }
+        // Issue 41 (probe 5, D5): 200,000 `[` parsed for about 45 s,
+        // stalling pod attribution; now refused before parsing.
+        let deep = format!(
+            "cdiVersion: 0.5.0\nkind: a/b\ndevices: {}",
+            "[".repeat(200_000)
+        );
+        let e = parse(deep.as_bytes(), Format::Yaml).unwrap_err();
+        assert_eq!(e.0, KubernetesReadError::Malformed);
+        assert!(
+            e.1.contains("line 3: nested deeper than 64 levels"),
+            "{}",
+            e.1
+        );
+    }
+
+    /// Issue 41 (probe 5, D7): 10,000 other specs beside NVIDIA's claim
+    /// specs cut the listing in directory order: 7 of 8 claims unresolved,
+    /// and nothing said the directory was cut.
+    #[test]
+    fn nvidia_claim_specs_survive_a_cut_and_the_cut_is_said_once() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("var/run/cdi");
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..MAX_SPEC_FILES + 10 {
+            std::fs::write(dir.join(format!("aaa-junk-{i}.json")), "{}").unwrap();
+        }
+        for i in 0..8 {
+            std::fs::write(
+                dir.join(format!("k8s.gpu.nvidia.com-claim_u{i}.yaml")),
+                format!("cdiVersion: 0.5.0\nkind: k8s.gpu.nvidia.com/claim\ndevices:\n- name: u{i}-gpu-{i}\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia{i}\n"),
+            )
+            .unwrap();
+        }
+        let mut specs = CdiSpecs::new(root.path(), Reader::new("cdi-cut-test", 1));
+        let scan = specs.scan(true);
+        assert_eq!(scan.nvidia_claim_specs, 8);
+        for i in 0..8 {
+            assert!(
+                scan.devices
+                    .contains_key(&format!("k8s.gpu.nvidia.com/claim=u{i}-gpu-{i}")),
+                "claim {i} resolved"
+            );
+        }
+        let cut: Vec<_> = scan
+            .problems
+            .iter()
+            .filter(|p| p.reason == KubernetesReadError::Dropped)
+            .collect();
+        assert_eq!(cut.len(), 1, "{:?}", scan.problems);
+        assert!(
+            cut[0].detail.starts_with("18 files past the 4096"),
+            "{}",
+            cut[0].detail
+        );
+        let again = specs.scan(true);
+        assert!(
+            again
+                .problems
+                .iter()
+                .all(|p| p.reason != KubernetesReadError::Dropped),
+            "said once, not at every scan"
+        );
     }
 
     #[test]

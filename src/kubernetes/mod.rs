@@ -73,9 +73,50 @@ const STALE_AFTER_INTERVALS: u32 = 3;
 /// interval at the soonest.
 const SLICES_MAX_AGE: Duration = Duration::from_secs(300);
 
-/// Problems remembered to be logged once; past this, the memory starts
-/// over (and a persisting problem is logged again).
-const MAX_REMEMBERED: usize = 1024;
+/// Problems remembered to be logged (and counted) once. Past this, a new
+/// problem is neither logged nor counted one by one (said once): the
+/// memory never starts over, so nothing is logged again while it lasts.
+const MAX_REMEMBERED: usize = 65_536;
+/// A problem not seen for this many refreshes is gone: forgotten, and
+/// logged again if it comes back.
+const FORGET_AFTER_REFRESHES: u64 = 3;
+
+/// The problems logged once, with the refresh each was last seen in.
+#[derive(Default)]
+struct Logged {
+    seen: HashMap<String, u64>,
+    refresh: u64,
+    full_said: bool,
+}
+
+impl Logged {
+    /// A new refresh: problems not seen for a while are gone.
+    fn next_refresh(&mut self) {
+        self.refresh += 1;
+        let now = self.refresh;
+        self.seen
+            .retain(|_, last| now - *last <= FORGET_AFTER_REFRESHES);
+    }
+
+    /// Whether `key` is new (to be logged and counted); it is remembered.
+    fn first(&mut self, key: &str) -> bool {
+        if let Some(last) = self.seen.get_mut(key) {
+            *last = self.refresh;
+            return false;
+        }
+        if self.seen.len() >= MAX_REMEMBERED {
+            if !std::mem::replace(&mut self.full_said, true) {
+                tracing::warn!(
+                    remembered = MAX_REMEMBERED,
+                    "too many distinct pod-attribution problems at once: further ones are neither logged nor counted one by one"
+                );
+            }
+            return false;
+        }
+        self.seen.insert(key.to_string(), self.refresh);
+        true
+    }
+}
 
 /// Where pod labels are read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,8 +182,8 @@ struct Carried {
     labels: HashMap<(String, String), PodLabels>,
     labels_at: Option<Instant>,
     /// Problems already logged (and counted, for dropped labels), until
-    /// they clear.
-    logged: HashSet<String>,
+    /// they clear or are gone.
+    logged: Logged,
 }
 
 /// The latest attribution, shared between the refresh task (writer) and
@@ -173,7 +214,7 @@ impl Attribution {
                 slices_version: 0,
                 labels: HashMap::new(),
                 labels_at: None,
-                logged: HashSet::new(),
+                logged: Logged::default(),
             }),
             https: HttpsClient::new(
                 config.ca_file.clone(),
@@ -213,6 +254,9 @@ impl Attribution {
                 return;
             }
         };
+        // Problems not met again for a few refreshes are gone (counted and
+        // logged anew if they come back); only refreshes that look count.
+        self.carried().logged.next_refresh();
         let mut holders = holders::from_device_plugin(&response, &self.config.resource_names);
         let (claimed, any_dra) = dra::claimed_devices(&response);
         // CDI specs and the MIG minors are files: read off the runtime.
@@ -293,14 +337,10 @@ impl Attribution {
             .or_insert(0) += 1;
     }
 
-    /// Runs `log` the first time `key` is seen since it last cleared.
+    /// Runs `log` the first time `key` is seen since it last cleared or
+    /// was gone (not seen for `FORGET_AFTER_REFRESHES` refreshes).
     fn warn_once(&self, key: &str, log: impl FnOnce()) -> bool {
-        let mut carried = self.carried();
-        if carried.logged.len() >= MAX_REMEMBERED {
-            carried.logged.clear();
-        }
-        let first = carried.logged.insert(key.to_string());
-        drop(carried);
+        let first = self.carried().logged.first(key);
         if first {
             log();
         }
@@ -310,7 +350,7 @@ impl Attribution {
     /// Forgets `key`: the problem cleared, and is logged again if it comes
     /// back.
     fn cleared(&self, key: &str) {
-        self.carried().logged.remove(key);
+        self.carried().logged.seen.remove(key);
     }
 
     /// Resolves each claimed device of NVIDIA's driver from the CDI specs
@@ -758,5 +798,36 @@ mod tests {
         attribution.apply(&mut snapshot);
         assert!(snapshot.gpus[0].pods.is_empty());
         assert_eq!(snapshot.kubernetes.map(|k| k.up), Some(false));
+    }
+
+    /// Issue 41 (probe 5, D1): past 1,024 keys the whole set was cleared,
+    /// so every key was logged and counted again at each refresh.
+    #[test]
+    fn a_problem_is_logged_once_for_as_long_as_it_lasts() {
+        let mut logged = Logged::default();
+        let mut firsts = 0;
+        for _ in 0..5 {
+            logged.next_refresh();
+            firsts += (0..5_000)
+                .filter(|i| logged.first(&format!("dropped ns/p{i} k")))
+                .count();
+        }
+        assert_eq!(firsts, 5_000, "each once, across refreshes");
+        // Gone for a while, then back: new again.
+        for _ in 0..=FORGET_AFTER_REFRESHES {
+            logged.next_refresh();
+            assert!(!logged.first("dropped ns/p0 k"), "still there");
+        }
+        for _ in 0..=FORGET_AFTER_REFRESHES {
+            logged.next_refresh();
+        }
+        assert_eq!(logged.seen.len(), 0, "forgotten once gone");
+        assert!(logged.first("dropped ns/p0 k"));
+        // Bounded: past the cap a new key is not remembered, and not new.
+        for i in 0..MAX_REMEMBERED {
+            logged.first(&i.to_string());
+        }
+        assert!(!logged.first("one more"));
+        assert!(logged.seen.len() <= MAX_REMEMBERED);
     }
 }

@@ -210,9 +210,22 @@ impl Allowlist {
     pub fn select(&self, labels: &BTreeMap<String, String>) -> Selected {
         let mut out = Selected::default();
         let mut taken: BTreeMap<&'static str, String> = BTreeMap::new();
+        // Keys named outright come first: a pattern's match never takes
+        // their name nor their place under the limit (a dashboard selects
+        // on them; adding a pattern must not remove one).
+        let mut named: BTreeSet<&'static str> = BTreeSet::new();
+        for (key, value) in labels {
+            if let Some(name) = self.exact.get(key) {
+                taken.insert(name, clean_value(value));
+                named.insert(name);
+            }
+        }
         // BTreeMap: keys in order, so which of two colliding keys wins does
         // not depend on the answer's order.
         for (key, value) in labels {
+            if self.exact.contains_key(key) {
+                continue;
+            }
             match self.name_for(key) {
                 None => {}
                 Some(Err(())) => out.dropped.push(key.clone()),
@@ -225,12 +238,14 @@ impl Allowlist {
                 }
             }
         }
-        let mut names: BTreeSet<&'static str> = taken.keys().copied().collect();
-        while names.len() > MAX_LABELS_PER_POD {
-            if let Some(last) = names.pop_last() {
-                taken.remove(last);
-                out.dropped.push(last.to_string());
-            }
+        // Past the limit, the last pattern-matched names go (never more
+        // named keys than the limit: `parse` refuses that).
+        while taken.len() > MAX_LABELS_PER_POD {
+            let Some(last) = taken.keys().rev().find(|n| !named.contains(*n)).copied() else {
+                break;
+            };
+            taken.remove(last);
+            out.dropped.push(last.to_string());
         }
         out.labels = taken.into_iter().collect();
         out
@@ -418,6 +433,22 @@ mod tests {
         let got = allow.select(&many.into_iter().collect());
         assert_eq!(got.labels.len(), MAX_LABELS_PER_POD);
         assert_eq!(got.dropped.len(), 5);
+    }
+
+    /// Issue 41 (probe 5, D1): `team` named outright lost its place to
+    /// `app_kubernetes_io_*` names, which sort first.
+    #[test]
+    fn a_key_named_outright_wins_over_pattern_matches() {
+        let allow = list(&["team", "app.kubernetes.io/*"]).unwrap();
+        let mut many: Vec<(String, String)> = (0..15)
+            .map(|i| (format!("app.kubernetes.io/k{i:02}"), "v".to_string()))
+            .collect();
+        many.push(("team".into(), "ml".into()));
+        let got = allow.select(&many.into_iter().collect());
+        assert_eq!(got.labels.len(), MAX_LABELS_PER_POD);
+        assert!(got.labels.contains(&("team", "ml".to_string())), "{got:?}");
+        assert_eq!(got.dropped.len(), 6);
+        assert!(!got.dropped.contains(&"team".to_string()));
     }
 
     #[test]

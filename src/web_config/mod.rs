@@ -282,6 +282,15 @@ fn parse_raw(path: &Path, text: &[u8]) -> Result<raw::RawConfig, WebConfigError>
         message,
     };
     let text = std::str::from_utf8(text).map_err(|e| yaml_err(None, format!("not UTF-8: {e}")))?;
+    if let Some(line) = crate::fsread::yaml_nesting_too_deep(text.as_bytes()) {
+        return Err(yaml_err(
+            Some(line),
+            format!(
+                "nested deeper than {} levels: refused before parsing",
+                crate::fsread::MAX_YAML_NESTING
+            ),
+        ));
+    }
     // An empty file (or one holding only comments) is a valid, empty config.
     let parsed: Option<raw::RawConfig> = yaml_serde::from_str(text).map_err(|e| {
         yaml_err(

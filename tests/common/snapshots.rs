@@ -363,6 +363,7 @@ pub fn dgx_fleet() -> Snapshot {
         kernel_log: None,
         config: None,
         xid_last_wait: None,
+        state_write_errors: None,
     }
 }
 
@@ -370,6 +371,7 @@ pub fn dgx_fleet() -> Snapshot {
 /// set on some GPU, so every metric family is emitted.
 pub fn fully_populated() -> Snapshot {
     let mut s = dgx_fleet();
+    s.state_write_errors = Some(2);
     s.process = Some(ProcessStats {
         cpu_seconds: 12.5,
         resident_memory_bytes: Some(9 << 20),
@@ -669,6 +671,7 @@ pub fn workstation() -> Snapshot {
         kernel_log: None,
         config: None,
         xid_last_wait: None,
+        state_write_errors: None,
     }
 }
 

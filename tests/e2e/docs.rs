@@ -201,6 +201,14 @@ fn documented_families_equal_emitted_families() {
         "name = \"restricted\"\nbase = \"dgx-h100\"\ndenied = [3]\nprivileged = false\n",
     )
     .unwrap();
+    // A state file kept: how its writes go.
+    let state_flag = format!("--state.path={}", dir.path().join("state.json").display());
+    let state_e = Exporter::ready("dgx-h100", &[state_flag.as_str()]);
+    merge(
+        "state",
+        scrape_with(&state_e, &["nvml_exporter_state_write_errors_total"]),
+    );
+    drop(state_e);
     let e = Exporter::ready(scenario.to_str().unwrap(), &[]);
     merge(
         "restricted",

@@ -405,7 +405,9 @@ impl GpuSlot {
         let in_range = (1..=MAX_XID_CODE).contains(&xid);
         if in_range && (st.xids.contains_key(&key) || st.xids.len() < max_codes) {
             let c = st.xids.entry(key).or_insert((0, e.wall));
-            c.0 += 1;
+            // Saturates: a counter never goes backwards, even from a
+            // restored count at u64::MAX.
+            c.0 = c.0.saturating_add(1);
             c.1 = c.1.max(e.wall);
             return;
         }
@@ -418,13 +420,13 @@ impl GpuSlot {
         // Logged at the first fold of each kind, not per event: a driver
         // that floods codes must not flood the log instead.
         if in_range {
-            other.over_limit += 1;
+            other.over_limit = other.over_limit.saturating_add(1);
             if other.over_limit == 1 {
                 tracing::warn!(gpu = self.index, xid, max_codes,
                     "this GPU already has --collector.xid.max-codes XID label sets; further new codes are counted as xid=\"other\"");
             }
         } else {
-            other.out_of_range += 1;
+            other.out_of_range = other.out_of_range.saturating_add(1);
             if other.out_of_range == 1 {
                 tracing::warn!(gpu = self.index, xid,
                     "XID code outside NVIDIA's range (1 to {MAX_XID_CODE}); counted as xid=\"other\"");

@@ -115,6 +115,7 @@ pub fn build_snapshot(
         http: None,
         kernel_log: None,
         config: None,
+        state_write_errors: None,
         xid_last_wait: if nvml_up {
             *lock(&shared.xid_last_wait)
         } else {

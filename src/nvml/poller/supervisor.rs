@@ -236,6 +236,10 @@ impl Supervisor {
         if (force || self.saved.as_ref() != Some(&file)) && lock(&store).save(file.clone()) {
             self.saved = Some(file);
         }
+        if force {
+            // At exit: the write is on its own thread; wait for it, bounded.
+            lock(&store).flush(Duration::from_secs(2));
+        }
     }
 
     fn device_count(&self) -> Option<u32> {
