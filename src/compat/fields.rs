@@ -326,15 +326,23 @@ fn all() -> impl Iterator<Item = &'static Field> {
 /// Bytes a link sent, received or both, as NVML counts them.
 pub fn link_bytes(r: &GpuReadings, link: u32, tx: bool, rx: bool) -> Option<u64> {
     let l = r.nvlinks.iter().find(|l| l.link == link)?;
+    sum_link_bytes(std::slice::from_ref(l), tx, rx)
+}
+
+/// The bytes the links sent, received or both; `None` when NVML gave none
+/// of them (absent, never 0).
+fn sum_link_bytes(links: &[crate::snapshot::NvLink], tx: bool, rx: bool) -> Option<u64> {
     let mut any = false;
     let mut sum = 0u64;
-    for v in [tx.then_some(l.tx_bytes), rx.then_some(l.rx_bytes)]
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        any = true;
-        sum = sum.wrapping_add(v);
+    for l in links {
+        for v in [tx.then_some(l.tx_bytes), rx.then_some(l.rx_bytes)]
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            any = true;
+            sum = sum.wrapping_add(v);
+        }
     }
     any.then_some(sum)
 }
@@ -496,19 +504,7 @@ fn nvlink_errors(r: &GpuReadings, e: NvLinkError) -> Option<f64> {
 }
 
 fn nvlink_bytes(r: &GpuReadings, tx: bool, rx: bool) -> Option<u64> {
-    let mut any = false;
-    let mut sum = 0u64;
-    for l in &r.nvlinks {
-        for v in [tx.then_some(l.tx_bytes), rx.then_some(l.rx_bytes)]
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            any = true;
-            sum = sum.wrapping_add(v);
-        }
-    }
-    any.then_some(sum)
+    sum_link_bytes(&r.nvlinks, tx, rx)
 }
 
 fn throttle_seconds(r: &GpuReadings, t: ThrottleReason) -> Option<f64> {
