@@ -282,6 +282,9 @@ fn parse_raw(path: &Path, text: &[u8]) -> Result<raw::RawConfig, WebConfigError>
         message,
     };
     let text = std::str::from_utf8(text).map_err(|e| yaml_err(None, format!("not UTF-8: {e}")))?;
+    // A leading byte-order mark is allowed by YAML (1.2, 5.2); the parser
+    // would take it for a second document.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if let Some(line) = crate::fsread::yaml_nesting_too_deep(text.as_bytes()) {
         return Err(yaml_err(
             Some(line),
