@@ -309,7 +309,7 @@ fn parse_raw(path: &Path, text: &[u8]) -> Result<raw::RawConfig, WebConfigError>
 /// expected a mapping`), and in this file a scalar may be a password typed
 /// where a hash or a mapping belongs. Key names (in backticks) stay: they
 /// are what the reader needs to find the line.
-fn redact_values(message: &str) -> String {
+pub(crate) fn redact_values(message: &str) -> String {
     // serde's `Unexpected` wording for scalars, then how each value ends.
     const SCALARS: [(&str, char); 4] = [
         ("string \"", '"'),
