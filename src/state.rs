@@ -13,8 +13,10 @@
 //! atomically (a temporary file beside it, created exclusively and without
 //! following a link, synced, then renamed over it) on a thread of its own,
 //! so a slow or hung file system never stops the poller, and bounded:
-//! `MAX_BYTES` on read, `MAX_GPUS` GPUs and `MAX_ENTRIES` entries of each
-//! list. A file that is not that schema is moved aside to `<path>.bad`,
+//! `MAX_BYTES` on read (parsed as it is read) and on write, `MAX_GPUS` GPUs
+//! and `MAX_ENTRIES` entries of each list; the records of GPUs absent from
+//! this run are held to what live counting keeps (`hold_records`,
+//! `age_absent`), so that what the process holds fits its own limits. A file that is not that schema is moved aside to `<path>.bad`,
 //! said once, and the exporter starts clean: never a refusal to start,
 //! never the garbage silently overwritten. Two things do refuse the start,
 //! because going on would lose or mix what is kept: a directory given as
