@@ -386,11 +386,12 @@ def test_a_cdi_directory_over_the_cap_keeps_nvidias_claims_and_says_it_was_cut(t
     specs in one CDI directory, the listing was cut at 4,096 files in
     directory order, so 7 of 8 claims went unresolved, the log blamed
     missing mounts, and nothing said the directory was cut. NVIDIA's claim
-    specs are now kept first, and the cut is logged and counted."""
+    specs are now kept first, and the cut is logged and counted. 5,000 here:
+    reading the 4,096 kept takes seconds in a debug build on a busy machine."""
     node, kubelet, socket = cluster
     cdi = node.rootfs / "var" / "run" / "cdi"
     cdi.mkdir(parents=True, exist_ok=True)
-    for i in range(10_000):
+    for i in range(5_000):
         (cdi / f"junk-{i}.json").write_text(
             '{"cdiVersion":"0.5.0","kind":"example.com/junk","devices":[]}')
     claims = [Claim("ml", f"gpu-{g}", [ClaimDevice(
@@ -400,7 +401,7 @@ def test_a_cdi_directory_over_the_cap_keeps_nvidias_claims_and_says_it_was_cut(t
     exporter = start(tmp_path, node, socket)
     try:
         m = wait_until(lambda: (m := scrape(exporter)) and value(m, CLAIMED, state="resolved") == 3
-                       and m, 30, "every claim resolved")
+                       and m, 120, "every claim resolved")
         assert value(m, CLAIMED, state="unresolved") == 0
         assert value(m, ERRORS, source="cdi", reason="dropped") == 1
         log = full_log(exporter)
