@@ -348,7 +348,7 @@ async fn serve_until_signal(
         stop_rx.clone(),
     ));
     let http_stats = Arc::new(HttpStats::default());
-    let state = match &config.state {
+    let mut state = match &config.state {
         Some(s) => crate::state::Store::open(&s.path, &s.procfs)?,
         None => None,
     };
@@ -359,6 +359,7 @@ async fn serve_until_signal(
         .filter(|_| sampled.contains(Family::Xid) && sampled.contains(Family::XidKmsg))
     {
         Some(mut cfg) => {
+            forget_position_past_the_end(state.as_mut(), &cfg.path);
             // Resume after what an earlier run of this boot counted.
             cfg.resume_after = state
                 .as_ref()
@@ -544,6 +545,32 @@ async fn bind(address: &ListenAddress) -> Result<TcpListener, AppError> {
     Err(last.unwrap_or_else(|| AppError::NoAddress {
         address: address.clone(),
     }))
+}
+
+/// A saved kernel-log position past the newest record the log holds is of
+/// another log (a file recreated at the same path, a crafted or copied
+/// state file; `/dev/kmsg` never numbers backwards within a boot): resuming
+/// after it would skip every new record up to it, silently. It is dropped,
+/// with a line, so the log is read from its start and what the restored
+/// counts hold is not counted again (`log_read_again` of the poller).
+fn forget_position_past_the_end(state: Option<&mut crate::state::Store>, log: &std::path::Path) {
+    let Some(restored) = state.and_then(|s| s.restored.as_mut()) else {
+        return;
+    };
+    let Some(read_to) = restored
+        .kernel_log
+        .as_ref()
+        .filter(|k| std::path::Path::new(&k.path) == log)
+        .map(|k| k.read_to)
+    else {
+        return;
+    };
+    let Some(newest) = crate::kmsg::last_seq(log).filter(|&n| n < read_to) else {
+        return;
+    };
+    tracing::warn!(path = %log.display(), saved = read_to, newest,
+        "the state file's kernel-log position is past the newest record the log holds (another log at this path): reading the log from its start; XIDs the restored counts hold are not counted again");
+    restored.kernel_log = None;
 }
 
 fn library_source(library: &Library) -> LibrarySource {

@@ -13,8 +13,10 @@
 //! atomically (a temporary file beside it, created exclusively and without
 //! following a link, synced, then renamed over it) on a thread of its own,
 //! so a slow or hung file system never stops the poller, and bounded:
-//! `MAX_BYTES` on read, `MAX_GPUS` GPUs and `MAX_ENTRIES` entries of each
-//! list. A file that is not that schema is moved aside to `<path>.bad`,
+//! `MAX_BYTES` on read (parsed as it is read) and on write, `MAX_GPUS` GPUs
+//! and `MAX_ENTRIES` entries of each list; the records of GPUs absent from
+//! this run are held to what live counting keeps (`hold_records`,
+//! `age_absent`), so that what the process holds fits its own limits. A file that is not that schema is moved aside to `<path>.bad`,
 //! said once, and the exporter starts clean: never a refusal to start,
 //! never the garbage silently overwritten. Two things do refuse the start,
 //! because going on would lose or mix what is kept: a directory given as
@@ -35,13 +37,24 @@ pub const VERSION: u32 = 1;
 /// The default where no flag says otherwise: what the systemd unit's
 /// `StateDirectory=` and the Helm chart's hostPath provide.
 pub const DEFAULT_PATH: &str = "/var/lib/nvml-exporter/state.json";
-/// Past this the file is not read. At the defaults a GPU's record is a
-/// few KiB (64 XID label sets); `--collector.xid.max-codes` at its most
-/// (10,000) makes one under 1 MiB.
-pub const MAX_BYTES: u64 = 32 << 20;
+/// Past this the file is not read, and a state that would encode larger
+/// is not written: what the process holds must fit the Helm chart's and
+/// the systemd unit's 128 MiB (a valid 32 MiB file cost 164 MB resident,
+/// issue 41). At the defaults a GPU's record is a few KiB (64 XID label
+/// sets); `--collector.xid.max-codes` at its most (10,000) makes one under
+/// 1 MiB, so 16 GPUs at that most fit. The file is parsed as it is read,
+/// never held whole.
+pub const MAX_BYTES: u64 = 16 << 20;
 pub const MAX_GPUS: usize = 64;
 /// Entries of one list: `--collector.xid.max-codes` at its most.
 pub const MAX_ENTRIES: usize = 10_000;
+/// Records of GPUs absent from this run kept in the file (those with the
+/// latest events first): a node has at most 16 GPUs, so only another
+/// node's or a crafted file's records go.
+pub const MAX_ABSENT_GPUS: usize = 16;
+/// The latest events kept of an absent GPU: what live judging keeps of one
+/// GPU (`LATEST_MAX` of the poller).
+pub const MAX_ABSENT_LATEST: usize = 256;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -162,7 +175,16 @@ pub enum StateError {
 impl StateFile {
     /// Parses and checks a file's bytes.
     pub fn parse(bytes: &[u8]) -> Result<StateFile, StateError> {
+        if bytes.len() as u64 > MAX_BYTES {
+            return Err(StateError::TooLarge);
+        }
         let f: StateFile = serde_json::from_slice(bytes).map_err(StateError::Parse)?;
+        f.check()
+    }
+
+    /// The bounds a parsed file is held to.
+    fn check(self) -> Result<StateFile, StateError> {
+        let f = self;
         if f.version != VERSION {
             return Err(StateError::Version(f.version));
         }
@@ -178,6 +200,96 @@ impl StateFile {
             return Err(StateError::TooManyEntries("unnamed".into()));
         }
         Ok(f)
+    }
+}
+
+/// Holds the records of GPUs absent from this run (all of an earlier run's
+/// records until NVML names their GPUs) to what the process keeps of a GPU
+/// it counts, so that what is kept of them is bounded by the flags, not by
+/// the file: at most `max_codes` XID label sets (`--collector.xid.max-codes`;
+/// the rest counted under `xid="other"`, the sum kept), the
+/// `MAX_ABSENT_LATEST` latest events by label set (older ones kept under
+/// their code alone, as live judging does), and at most `MAX_ABSENT_GPUS`
+/// records, those with the latest events first. All go at the next boot
+/// (a file of another boot is not read). This is the first half, for
+/// every record as it is restored.
+pub fn hold_records(records: &mut std::collections::BTreeMap<String, GpuRecord>, max_codes: usize) {
+    for rec in records.values_mut() {
+        hold(rec, max_codes);
+    }
+}
+
+/// The second half of `hold_records`' rule, once NVML has named this run's
+/// GPUs: keeps the `MAX_ABSENT_GPUS` absent GPUs with the latest events.
+/// Returns how many records went.
+pub fn age_absent(records: &mut std::collections::BTreeMap<String, GpuRecord>) -> usize {
+    let over = records.len().saturating_sub(MAX_ABSENT_GPUS);
+    if over > 0 {
+        let mut by_age: Vec<(f64, String)> = records
+            .iter()
+            .map(|(uuid, r)| (newest(r), uuid.clone()))
+            .collect();
+        by_age.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        for (_, uuid) in by_age.into_iter().take(over) {
+            records.remove(&uuid);
+        }
+    }
+    over
+}
+
+/// Unix seconds of a record's latest counted event; 0 without one.
+fn newest(rec: &GpuRecord) -> f64 {
+    rec.xids
+        .iter()
+        .map(|x| x.last_seen)
+        .chain(rec.other.as_ref().map(|o| o.last_seen))
+        .filter(|t| t.is_finite())
+        .fold(0.0, f64::max)
+}
+
+/// One record held to `max_codes` label sets and `MAX_ABSENT_LATEST`
+/// latest events.
+fn hold(rec: &mut GpuRecord, max_codes: usize) {
+    if rec.xids.len() > max_codes {
+        let rest = rec.xids.split_off(max_codes);
+        let other = rec.other.get_or_insert_with(OtherRecord::default);
+        for x in rest {
+            if (1..=crate::snapshot::MAX_XID_CODE).contains(&x.code) {
+                other.over_limit = other.over_limit.saturating_add(x.count);
+            } else {
+                other.out_of_range = other.out_of_range.saturating_add(x.count);
+            }
+            if x.last_seen.is_finite() {
+                other.last_seen = other.last_seen.max(x.last_seen);
+            }
+        }
+        rec.xids.shrink_to_fit();
+    }
+    if rec.latest.len() > MAX_ABSENT_LATEST {
+        rec.latest
+            .sort_by(|a, b| b.at_s.total_cmp(&a.at_s).then_with(|| a.code.cmp(&b.code)));
+        let rest = rec.latest.split_off(MAX_ABSENT_LATEST);
+        let mut by_code: std::collections::HashMap<(u64, String), usize> = rec
+            .latest
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.gpu_instance.is_none() && l.compute_instance.is_none())
+            .map(|(i, l)| ((l.code, l.class.clone()), i))
+            .collect();
+        for l in rest {
+            match by_code.get(&(l.code, l.class.clone())) {
+                Some(&i) => rec.latest[i].at_s = rec.latest[i].at_s.max(l.at_s),
+                None => {
+                    by_code.insert((l.code, l.class.clone()), rec.latest.len());
+                    rec.latest.push(LatestRecord {
+                        gpu_instance: None,
+                        compute_instance: None,
+                        ..l
+                    });
+                }
+            }
+        }
+        rec.latest.shrink_to_fit();
     }
 }
 
@@ -266,7 +378,10 @@ pub struct Store {
     boot_id: String,
     /// What an earlier run of this boot left; taken by the poller.
     pub restored: Option<StateFile>,
-    last_queued: Option<Vec<u8>>,
+    /// The length and digest of what was last handed to the writer.
+    last_queued: Option<(usize, u64)>,
+    /// The state was last too large to write (said once).
+    too_large: bool,
     writer: Arc<Writer>,
     /// `<path>.lock`, flocked for the life of the process (released by
     /// the kernel when it ends, however it ends).
@@ -327,6 +442,7 @@ impl Store {
             boot_id,
             restored,
             last_queued: None,
+            too_large: false,
             writer,
             _lock: lock,
         }))
@@ -342,22 +458,40 @@ impl Store {
     /// system. A failed write is retried by the writer (every `RETRY`, or
     /// at once with a newer state) and logged once, with what it costs;
     /// returns false only when `f` cannot be encoded.
-    pub fn save(&mut self, mut f: StateFile) -> bool {
+    pub fn save(&mut self, f: &mut StateFile) -> bool {
         f.version = VERSION;
         f.boot_id.clone_from(&self.boot_id);
-        let bytes = match serde_json::to_vec(&f) {
+        let bytes = match serde_json::to_vec(&*f) {
             Ok(b) => b,
             Err(e) => {
                 tracing::error!(error = %e, "cannot encode the state");
                 return false;
             }
         };
-        if self.last_queued.as_deref() == Some(bytes.as_slice()) {
+        if bytes.len() as u64 > MAX_BYTES {
+            // Not written: the next start would refuse it, and what the
+            // process holds must fit its limits.
+            self.writer.stats.errors.fetch_add(1, Ordering::Relaxed);
+            if !std::mem::replace(&mut self.too_large, true) {
+                tracing::warn!(state_path = %self.path.display(), bytes = bytes.len(),
+                    "the state is larger than {MAX_BYTES} bytes and is not written (counted in nvml_exporter_state_write_errors_total): lower --collector.xid.max-codes");
+            }
+            return false;
+        }
+        self.too_large = false;
+        // What was handed over last is known by its digest, not kept twice.
+        let digest = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            bytes.hash(&mut h);
+            (bytes.len(), h.finish())
+        };
+        if self.last_queued == Some(digest) {
             return true;
         }
-        lock_pending(&self.writer).next = Some(bytes.clone());
+        lock_pending(&self.writer).next = Some(bytes);
         self.writer.wake.notify_all();
-        self.last_queued = Some(bytes);
+        self.last_queued = Some(digest);
         true
     }
 
@@ -532,14 +666,18 @@ fn read(path: &Path) -> Result<Option<StateFile>, StateError> {
     if meta.len() > MAX_BYTES {
         return Err(StateError::TooLarge);
     }
-    let mut bytes = Vec::new();
-    file.take(MAX_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(StateError::Read)?;
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(StateError::TooLarge);
-    }
-    StateFile::parse(&bytes).map(Some)
+    // Parsed as it is read: the bytes are never held whole beside what
+    // they parse to. A file grown past the cap since its size was asked
+    // ends early, and does not parse.
+    let reader = std::io::BufReader::with_capacity(64 << 10, file.take(MAX_BYTES));
+    let f: StateFile = serde_json::from_reader(reader).map_err(|e| {
+        if e.is_io() {
+            StateError::Read(e.into())
+        } else {
+            StateError::Parse(e)
+        }
+    })?;
+    f.check().map(Some)
 }
 
 /// Writes `bytes` to a temporary file beside `path`, syncs it, and renames
@@ -597,7 +735,7 @@ mod tests {
         let proc_a = procfs(&dir.path().join("a"), "boot-a");
         let mut store = Store::open(&path, &proc_a).unwrap().unwrap();
         assert!(store.restored.is_none());
-        store.save(StateFile {
+        store.save(&mut StateFile {
             kernel_log: Some(KernelLogPosition {
                 path: "/dev/kmsg".into(),
                 read_to: 42,
@@ -691,7 +829,7 @@ mod tests {
         let missing = dir.path().join("no/such/dir/state.json");
         let mut store = Store::open(&missing, &proc_a).unwrap().unwrap();
         assert!(
-            store.save(StateFile::default()),
+            store.save(&mut StateFile::default()),
             "handed over, not waited for"
         );
         assert_eq!(
@@ -703,7 +841,7 @@ mod tests {
         std::fs::create_dir_all(missing.parent().unwrap()).unwrap();
         // The writer retries on its own (after RETRY); a newer state is
         // tried at once.
-        store.save(StateFile {
+        store.save(&mut StateFile {
             unnamed: vec![UnnamedRecord::default()],
             ..StateFile::default()
         });
@@ -738,6 +876,111 @@ mod tests {
         std::fs::create_dir(&tmp).unwrap();
         let err = write_atomically(&path, b"{}").unwrap_err().to_string();
         assert!(err.contains("state.json.tmp is in the way"), "{err}");
+    }
+
+    fn xid(code: u64, count: u64, last_seen: f64) -> XidCountRecord {
+        XidCountRecord {
+            code,
+            count,
+            last_seen,
+            ..XidCountRecord::default()
+        }
+    }
+
+    /// Issue 41 (probe 5, D6): an earlier run's records of GPUs absent now
+    /// were kept whole, cloned and compared every round, whatever their
+    /// size: 25 of them at 10,000 entries each cost 164 MB resident.
+    #[test]
+    fn a_record_is_held_to_the_label_sets_and_latest_events_live_counting_keeps() {
+        let mut rec = GpuRecord {
+            uuid: "GPU-absent".into(),
+            xids: (1..=100).map(|c| xid(c, 2, 1.7e9 + c as f64)).collect(),
+            latest: (0..1_000u32)
+                .map(|i| LatestRecord {
+                    code: 1 + u64::from(i % 10),
+                    class: "code".into(),
+                    gpu_instance: Some(i),
+                    at_s: f64::from(i),
+                    ..LatestRecord::default()
+                })
+                .collect(),
+            ..GpuRecord::default()
+        };
+        rec.xids.push(xid(5_000, 7, 1.9e9));
+        let mut records = std::collections::BTreeMap::from([(rec.uuid.clone(), rec)]);
+        hold_records(&mut records, 64);
+        let rec = &records["GPU-absent"];
+        assert_eq!(rec.xids.len(), 64, "--collector.xid.max-codes label sets");
+        let other = rec.other.as_ref().expect("the rest under xid=\"other\"");
+        assert_eq!(other.over_limit, 36 * 2, "the sum kept");
+        assert_eq!(other.out_of_range, 7, "a code past NVIDIA's range");
+        assert_eq!(other.last_seen, 1.9e9);
+        // The 256 newest by label set, the older ones under their code.
+        let by_set = rec.latest.iter().filter(|l| l.gpu_instance.is_some());
+        assert_eq!(by_set.clone().count(), MAX_ABSENT_LATEST);
+        assert!(by_set.clone().all(|l| l.at_s >= 744.0));
+        let by_code: Vec<_> = rec
+            .latest
+            .iter()
+            .filter(|l| l.gpu_instance.is_none())
+            .collect();
+        assert_eq!(by_code.len(), 10, "one per code");
+        let code_1 = by_code.iter().find(|l| l.code == 1).unwrap();
+        assert_eq!(code_1.at_s, 740.0, "its latest older event");
+    }
+
+    #[test]
+    fn absent_gpus_past_the_cap_go_those_with_the_oldest_events_first() {
+        let mut records: std::collections::BTreeMap<String, GpuRecord> = (0..MAX_ABSENT_GPUS + 3)
+            .map(|i| {
+                let uuid = format!("GPU-{i:02}");
+                let rec = GpuRecord {
+                    uuid: uuid.clone(),
+                    // GPU-00 has the newest event, GPU-01 none at all.
+                    xids: if i == 1 {
+                        Vec::new()
+                    } else {
+                        vec![xid(48, 1, 2e9 - i as f64)]
+                    },
+                    ..GpuRecord::default()
+                };
+                (uuid, rec)
+            })
+            .collect();
+        assert_eq!(age_absent(&mut records), 3);
+        assert_eq!(records.len(), MAX_ABSENT_GPUS);
+        for gone in ["GPU-01", "GPU-18", "GPU-17"] {
+            assert!(!records.contains_key(gone), "{gone}");
+        }
+        assert!(records.contains_key("GPU-00") && records.contains_key("GPU-16"));
+        assert_eq!(age_absent(&mut records), 0, "within the cap: kept");
+    }
+
+    /// What a state could grow to is not written if the next start would
+    /// refuse it, and a file past the cap is refused from its size.
+    #[test]
+    fn a_state_past_the_cap_is_neither_written_nor_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc_a = procfs(dir.path(), "boot-a");
+        let path = dir.path().join("state.json");
+        let mut store = Store::open(&path, &proc_a).unwrap().unwrap();
+        let big = GpuRecord {
+            uuid: "GPU-1".into(),
+            xids: vec![xid(48, 1, 1.7e9); MAX_ENTRIES],
+            ..GpuRecord::default()
+        };
+        let mut f = StateFile {
+            gpus: vec![big; 64],
+            ..StateFile::default()
+        };
+        assert!(!store.save(&mut f));
+        assert_eq!(store.stats().errors(), 1, "counted");
+        assert!(store.flush(Duration::from_secs(10)));
+        assert!(!path.exists());
+        drop(store);
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(MAX_BYTES + 1).unwrap();
+        assert!(matches!(read(&path), Err(StateError::TooLarge)));
     }
 
     #[test]

@@ -379,3 +379,33 @@ def test_slices_and_pod_labels_over_tls_and_the_held_idle_alert_in_prometheus(tm
             prometheus.stop()
         exporter.stop()
         fake.stop()
+
+
+def test_a_cdi_directory_over_the_cap_keeps_nvidias_claims_and_says_it_was_cut(tmp_path, cluster):
+    """Issue 41 (probe 5, D7): with 10,000 other specs beside NVIDIA's claim
+    specs in one CDI directory, the listing was cut at 4,096 files in
+    directory order, so 7 of 8 claims went unresolved, the log blamed
+    missing mounts, and nothing said the directory was cut. NVIDIA's claim
+    specs are now kept first, and the cut is logged and counted. 5,000 here:
+    reading the 4,096 kept takes seconds in a debug build on a busy machine."""
+    node, kubelet, socket = cluster
+    cdi = node.rootfs / "var" / "run" / "cdi"
+    cdi.mkdir(parents=True, exist_ok=True)
+    for i in range(5_000):
+        (cdi / f"junk-{i}.json").write_text(
+            '{"cdiVersion":"0.5.0","kind":"example.com/junk","devices":[]}')
+    claims = [Claim("ml", f"gpu-{g}", [ClaimDevice(
+        f"gpu-{g}", dra_node.write_claim_spec(node.rootfs, uid(g), [dra_node.gpu_device(g)]))])
+        for g in (4, 5, 6)]
+    kubelet.set_pods([Pod("ml", f"trainer-{i}", "main", claims=[c]) for i, c in enumerate(claims)])
+    exporter = start(tmp_path, node, socket)
+    try:
+        m = wait_until(lambda: (m := scrape(exporter)) and value(m, CLAIMED, state="resolved") == 3
+                       and m, 120, "every claim resolved")
+        assert value(m, CLAIMED, state="unresolved") == 0
+        assert value(m, ERRORS, source="cdi", reason="dropped") == 1
+        log = full_log(exporter)
+        assert "files past the 4096 read per directory were left out" in log, log[-3000:]
+        assert "no CDI spec on the node defines it" not in log
+    finally:
+        exporter.stop()

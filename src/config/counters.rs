@@ -53,6 +53,23 @@ pub fn looks_like_csv(text: &str) -> bool {
 /// type (said at load).
 const TYPES: &[&str] = &["gauge", "counter", "label", "histogram", "summary"];
 
+/// `name` for a message: quoted when it could be a field name, else only
+/// described, so that a file that is no counters CSV (a path pointed at a
+/// secret, probe 5 D12) has none of its content echoed into the log.
+fn shown(name: &str, which: &str) -> String {
+    if !name.is_empty()
+        && name.len() <= 128
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        format!("{name:?}")
+    } else {
+        format!(
+            "the line's {which} (not quoted: {} characters, not a name)",
+            name.chars().count()
+        )
+    }
+}
+
 pub fn parse(text: &str, generation: Generation) -> Result<Counters, LineError> {
     let mut out = Counters::default();
     let mut seen: Vec<(&'static str, usize)> = Vec::new();
@@ -67,7 +84,8 @@ pub fn parse(text: &str, generation: Generation) -> Result<Counters, LineError> 
         let name = parts.next().unwrap_or("").trim();
         let kind = parts.next().map(str::trim).ok_or_else(|| {
             err(format!(
-                "{name:?}: expected `FIELD, type, help` (a type of gauge, counter or label)"
+                "{}: expected `FIELD, type, help` (a type of gauge, counter or label)",
+                shown(name, "first value")
             ))
         })?;
         let help = parts
@@ -76,7 +94,9 @@ pub fn parse(text: &str, generation: Generation) -> Result<Counters, LineError> 
         let kind = kind.to_ascii_lowercase();
         if !TYPES.contains(&kind.as_str()) {
             return Err(err(format!(
-                "{name}: type {kind:?} is not gauge, counter, label, histogram or summary"
+                "{}: type {} is not gauge, counter, label, histogram or summary",
+                shown(name, "first value"),
+                shown(&kind, "second value")
             )));
         }
         if let Some((_, why)) = EXPORTER_FIELDS.iter().find(|(n, _)| *n == name) {
@@ -94,7 +114,8 @@ pub fn parse(text: &str, generation: Generation) -> Result<Counters, LineError> 
             }
             None => {
                 return Err(err(format!(
-                    "{name:?} is not a DCGM field name (neither DCGM 4.6's dcgm_fields.h nor go-dcgm 4.6.1 knows it)"
+                    "{} is not a DCGM field name (neither DCGM 4.6's dcgm_fields.h nor go-dcgm 4.6.1 knows it)",
+                    shown(name, "first value")
                 )))
             }
         };
@@ -184,6 +205,21 @@ mod tests {
             "{:?}",
             c.absent
         );
+    }
+
+    /// Probe 5, D12: `dcgm.counters_file` pointed at a shadow-style file
+    /// quoted its first line, hash and all, in the exit's error.
+    #[test]
+    fn a_file_that_is_no_counters_csv_is_not_echoed() {
+        for text in [
+            "root:$6$SECRETHASH:19000:0:99999:7:::\n",
+            "root:$6$SECRETHASH, gauge, x\n",
+            "DCGM_FI_DEV_GPU_UTIL, $6$SECRETHASH\n",
+        ] {
+            let e = parse(text, Generation::V4_8).unwrap_err();
+            assert!(!e.message.contains("SECRET"), "{}", e.message);
+            assert_eq!(e.line, 1);
+        }
     }
 
     #[test]

@@ -232,7 +232,14 @@ fn read_text(config: &Path, file: &Path) -> Result<String, ConfigError> {
             };
             err(format!("{what}: {e}"))
         })?;
-    String::from_utf8(bytes).map_err(|e| err(format!("not UTF-8: {e}")))
+    let text = String::from_utf8(bytes).map_err(|e| err(format!("not UTF-8: {e}")))?;
+    // A byte-order mark, which Windows editors write: YAML allows one at
+    // the start of a stream (YAML 1.2, 5.2), yet the parser took it for a
+    // second document ("more than one document is not supported").
+    Ok(match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => text,
+    })
 }
 
 /// A counters CSV as the whole selection: the flags' families, and the

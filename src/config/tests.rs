@@ -363,3 +363,20 @@ fn without_a_file_the_flags_decide_and_no_status_is_served() {
         compat::default_fields(Generation::V4_8).len()
     );
 }
+
+/// Probe 5, D14: a selection file saved with a UTF-8 byte-order mark was
+/// refused as "more than one document", and a counters CSV with one as
+/// naming no DCGM field.
+#[test]
+fn a_byte_order_mark_is_read_past() {
+    let s = load_text(&format!("\u{feff}{FULL}"), Some(Generation::V4_8)).unwrap();
+    assert!(!s.families.contains(Family::Fan));
+    let dir = tempfile::tempdir().unwrap();
+    let csv = write(
+        dir.path(),
+        "counters.csv",
+        "\u{feff}DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n",
+    );
+    let s = load(&csv, &base(Some(Generation::V4_8))).unwrap();
+    assert_eq!(s.dcgm_fields.unwrap().len(), 1);
+}

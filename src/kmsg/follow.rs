@@ -130,6 +130,55 @@ pub fn run(path: &Path, shared: &Shared) {
     }
 }
 
+/// How much of the log `last_seq` reads at most: more than any kernel's
+/// ring (`log_buf_len` is at most 2 GiB in theory, a few MiB in practice);
+/// past it the answer is "not known".
+const LAST_SEQ_SCAN: usize = 64 << 20;
+
+/// The sequence number of the newest record the log at `path` holds now,
+/// read from its start without waiting (0 where it holds none); `None`
+/// where it cannot be read or is longer than `LAST_SEQ_SCAN`. A saved position
+/// past it is of another log (a different file at the same path, a
+/// crafted state file): `/dev/kmsg` numbers records from boot and never
+/// goes back within one.
+pub fn last_seq(path: &Path) -> Option<u64> {
+    let (mut file, _) = open(path).ok()?;
+    let mut buf = vec![0u8; 2 * MAX_RECORD];
+    let (mut pending, mut total, mut last) = (Vec::new(), 0usize, None);
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            // Overwritten while read: the next read has the oldest left.
+            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(_) => return None,
+        };
+        total += n;
+        if total > LAST_SEQ_SCAN {
+            return None;
+        }
+        pending.extend_from_slice(&buf[..n]);
+        let mut start = 0;
+        while let Some(end) = pending[start..].iter().position(|&b| b == b'\n') {
+            let line = String::from_utf8_lossy(&pending[start..start + end]);
+            if let Line::Record(r) = record::parse(&line) {
+                last = Some(r.seq);
+            }
+            start += end + 1;
+        }
+        pending.drain(..start);
+        if pending.len() > MAX_RECORD {
+            pending.clear();
+        }
+    }
+    if let Line::Record(r) = record::parse(&String::from_utf8_lossy(&pending)) {
+        last = Some(r.seq);
+    }
+    Some(last.unwrap_or(0))
+}
+
 fn open(path: &Path) -> Result<(File, Metadata), String> {
     let file = File::options()
         .read(true)

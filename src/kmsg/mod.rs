@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
+pub use follow::last_seq;
 pub use message::{
     Nvlink5Words, Xid, MAX_COMPUTE_INSTANCE_ID, MAX_GPU_INSTANCE_ID, NVSENTINEL_RESET_MARKER,
     RESET_MARKER,

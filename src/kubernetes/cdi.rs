@@ -347,13 +347,17 @@ fn parse(bytes: &[u8], format: Format) -> Parsed {
         Format::Yaml => yaml_serde::from_slice(bytes).map_err(|e| e.to_string()),
         Format::Json => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
     }
-    // The parser quotes what it read: a link to any file would be logged.
-    .map_err(|e| crate::fsread::excerpt(&e))
+    // The parser quotes what it read: a link to any file (`/etc/passwd`)
+    // would be logged. Its values are not shown, and the rest is bounded.
+    .map_err(|e| crate::fsread::excerpt(&crate::web_config::redact_values(&e)))
     .map_err(|e| (KubernetesReadError::Malformed, e))?;
     if !spec.kind.contains('/') {
         return Err((
             KubernetesReadError::Malformed,
-            format!("kind {:?} is not vendor/class", spec.kind),
+            format!(
+                "kind {:?} is not vendor/class",
+                crate::fsread::excerpt(&spec.kind)
+            ),
         ));
     }
     Ok(spec
@@ -655,6 +659,18 @@ devices:
             let e = parse(bad, Format::Yaml).unwrap_err();
             assert_eq!(e.0, KubernetesReadError::Malformed, "{e:?}");
         }
+        // Issue 41 (probe 5, D12): a spec linked to /etc/passwd logged a
+        // 1,650-character line of its content.
+        let passwd =
+            "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000:SECRET:/home/alice:/bin/sh\n";
+        let e = parse(passwd.as_bytes(), Format::Yaml).unwrap_err();
+        assert!(!e.1.contains("alice") && !e.1.contains("SECRET"), "{}", e.1);
+        let e = parse(
+            format!("kind: {}\n", "k".repeat(10_000)).as_bytes(),
+            Format::Yaml,
+        )
+        .unwrap_err();
+        assert!(e.1.len() < 400, "{}", e.1);
         // Issue 41 (probe 5, D5): 200,000 `[` parsed for about 45 s,
         // stalling pod attribution; now refused before parsing.
         let deep = format!(

@@ -282,6 +282,9 @@ fn parse_raw(path: &Path, text: &[u8]) -> Result<raw::RawConfig, WebConfigError>
         message,
     };
     let text = std::str::from_utf8(text).map_err(|e| yaml_err(None, format!("not UTF-8: {e}")))?;
+    // A leading byte-order mark is allowed by YAML (1.2, 5.2); the parser
+    // would take it for a second document.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if let Some(line) = crate::fsread::yaml_nesting_too_deep(text.as_bytes()) {
         return Err(yaml_err(
             Some(line),
@@ -306,7 +309,7 @@ fn parse_raw(path: &Path, text: &[u8]) -> Result<raw::RawConfig, WebConfigError>
 /// expected a mapping`), and in this file a scalar may be a password typed
 /// where a hash or a mapping belongs. Key names (in backticks) stay: they
 /// are what the reader needs to find the line.
-fn redact_values(message: &str) -> String {
+pub(crate) fn redact_values(message: &str) -> String {
     // serde's `Unexpected` wording for scalars, then how each value ends.
     const SCALARS: [(&str, char); 4] = [
         ("string \"", '"'),

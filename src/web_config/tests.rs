@@ -51,6 +51,15 @@ fn empty_and_comment_only_files_are_plain_http_without_auth() {
     }
 }
 
+/// A web config saved with a UTF-8 byte-order mark is read past it, as
+/// YAML allows (issue 41, probe 5 D14).
+#[test]
+fn a_byte_order_mark_is_read_past() {
+    let pki = Pki::new();
+    let c = pki.load(&format!("\u{feff}{TLS}")).unwrap();
+    assert!(c.tls_server_config().is_some());
+}
+
 #[test]
 fn toolkit_sample_file_loads_unchanged() {
     // docs/web-config.yml of exporter-toolkit, verbatim in structure.

@@ -1058,3 +1058,58 @@ fn xid_74_is_decided_by_its_registers() {
         "no XID 74 asks for a reset:\n{text}"
     );
 }
+
+/// Before: a state file whose kernel-log position lay past the newest
+/// record of the log at that path (another log recreated there, a copied
+/// or crafted file) made the reader skip every new record up to it: a new
+/// XID was never counted, and nothing was logged (issue 41; probe 5, D11).
+/// Now the position is dropped with a line, the log is read from its
+/// start, and what the restored counts hold is not counted twice.
+#[test]
+fn a_saved_position_past_the_end_of_the_log_does_not_skip_new_xids() {
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    let state = dir.path().join("state.json");
+    boot_log(&kmsg);
+    let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
+    let state_flag = format!("--state.path={}", state.display());
+    let args = [
+        "--collector.xid.kmsg",
+        kmsg_flag.as_str(),
+        state_flag.as_str(),
+    ];
+    let mut first = Exporter::simulate("dgx-h100", &args);
+    first.wait_ready();
+    let before = first.scrape_until("the logged XIDs", |t| xid_counts(t).len() == 2);
+    first.terminate(Duration::from_secs(10));
+    let mut saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    assert_eq!(saved["kernel_log"]["read_to"], 7, "the last record read");
+    saved["kernel_log"]["read_to"] = 1_000_000.into();
+    std::fs::write(&state, saved.to_string()).unwrap();
+    // A new XID on GPU 4 (bus 9a), numbered after the log's records.
+    append(
+        &kmsg,
+        &record(
+            9,
+            0.0,
+            "NVRM: Xid (PCI:0000:9a:00): 48, An uncorrectable double bit error",
+        ),
+    );
+    let second = Exporter::simulate("dgx-h100", &args);
+    second.wait_ready();
+    let after = second.scrape_until("the new XID counted", |t| xid_counts(t).len() == 3);
+    let counts = xid_counts(&after);
+    assert_eq!(counts[&("4".to_string(), "48".to_string())], 1.0);
+    for (key, n) in xid_counts(&before) {
+        assert_eq!(counts[&key], n, "{key:?} not counted twice");
+    }
+    assert!(
+        second.wait_log(
+            "kernel-log position is past the newest record",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        second.log()
+    );
+}

@@ -172,3 +172,172 @@ fn a_restored_count_at_its_most_saturates_instead_of_wrapping() {
         "saturated, not wrapped to 0"
     );
 }
+
+/// A state file of this boot whose records are all of GPUs absent from
+/// this run, `records` of them, each with `entries` XID label sets and as
+/// many latest events: valid, under `MAX_ENTRIES`.
+fn absent_gpus_state(records: usize, entries: usize) -> String {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let mut gpus = Vec::new();
+    for g in 0..records {
+        let mut xids = Vec::new();
+        let mut latest = Vec::new();
+        for i in 0..entries {
+            let (code, gi) = (1 + i % 999, i / 999);
+            xids.push(format!(
+                "{{\"code\":{code},\"gpu_instance\":{gi},\"count\":{},\"last_seen\":{}}}",
+                1 + i,
+                1.7e9 + i as f64
+            ));
+            latest.push(format!(
+                "{{\"code\":{code},\"class\":\"code\",\"gpu_instance\":{gi},\"at_s\":{}}}",
+                10.0 + i as f64
+            ));
+        }
+        gpus.push(format!(
+            "{{\"uuid\":\"GPU-absent-{g:04}\",\"xids\":[{}],\"latest\":[{}]}}",
+            xids.join(","),
+            latest.join(",")
+        ));
+    }
+    format!(
+        "{{\"version\":1,\"boot_id\":\"{}\",\"gpus\":[{}]}}",
+        boot.trim(),
+        gpus.join(",")
+    )
+}
+
+/// The most the process has held resident (VmHWM), in bytes.
+fn peak_resident(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status");
+    kb * 1024
+}
+
+/// Before: a valid 31.6 MB state file (25 absent GPUs of 10,000 entries
+/// each, under the 32 MiB cap) cost 164 MB resident, 183 MB at its peak,
+/// so the exporter was OOM-killed under the chart's 128 MiB limit at
+/// every start (probe 5, D6). The file is now read only up to 16 MiB,
+/// parsed as it is read, and absent GPUs' records are held to what live
+/// counting keeps: the whole process's peak stays under half the limit,
+/// for a file just under the cap and for one over it.
+#[test]
+fn a_large_valid_state_file_fits_the_charts_memory_limit() {
+    const CHART_LIMIT: u64 = 128 << 20;
+    for (records, over_the_cap) in [(13, false), (25, true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        std::fs::write(&state, absent_gpus_state(records, 10_000)).unwrap();
+        let size = std::fs::metadata(&state).unwrap().len();
+        assert_eq!(size > 16 << 20, over_the_cap, "{size} bytes");
+        let flag = format!("--state.path={}", state.display());
+        let e = Exporter::simulate("dgx-h100", &[flag.as_str(), "--collect.interval=100ms"]);
+        e.wait_ready();
+        e.wait_polls(5);
+        let peak = peak_resident(e.pid());
+        assert!(
+            peak < CHART_LIMIT / 2,
+            "{records} absent GPUs ({size} bytes): peak resident {peak} bytes\n{}",
+            e.log()
+        );
+        // The file written again: the 8 GPUs of this run and, held to the
+        // defaults, the absent ones (none of a file refused by its size).
+        e.scrape_until("the state written again", |_| {
+            std::fs::metadata(&state).is_ok_and(|m| m.len() < 2 << 20)
+        });
+        let text = std::fs::read_to_string(&state).unwrap();
+        let absent = text.matches("GPU-absent-").count();
+        assert_eq!(
+            absent,
+            if over_the_cap { 0 } else { records },
+            "{}",
+            e.log()
+        );
+        if over_the_cap {
+            assert!(
+                e.log().contains("larger than 16777216 bytes"),
+                "{}",
+                e.log()
+            );
+        }
+    }
+}
+
+/// Every path the exporter writes, given `--state.path P`: `P` itself
+/// (renamed over), `P.tmp` (created; the test above), `P.bad` (a file
+/// that cannot be used is renamed there) and `P.lock` (created and
+/// flocked). A FIFO or a link at each neither hangs the exporter nor is
+/// followed: what it would name stays as it was (issue 41: "a FIFO or
+/// symlink at every path the exporter writes neither hangs nor follows").
+#[test]
+fn a_fifo_or_a_link_at_any_path_the_state_uses_neither_hangs_nor_is_followed() {
+    let listen = || format!("--web.listen-address=127.0.0.1:{}", free_port());
+    for what in ["fifo", "link"] {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        let put = |at: &std::path::Path| {
+            std::fs::write(&victim, "an operator's file").unwrap();
+            if what == "fifo" {
+                mkfifo(at);
+            } else {
+                std::os::unix::fs::symlink(&victim, at).unwrap();
+            }
+        };
+        let untouched = || {
+            assert_eq!(
+                std::fs::read_to_string(&victim).unwrap(),
+                "an operator's file",
+                "{what}: the link's target is untouched"
+            );
+        };
+        let state = dir.path().join("state.json");
+        let flag = format!("--state.path={}", state.display());
+
+        // At the state path: not a state file, so moved aside (the entry,
+        // not what it names) and replaced by the exporter's file.
+        put(&state);
+        let e = Exporter::simulate("dgx-h100", &[flag.as_str()]);
+        e.wait_ready();
+        e.scrape_until("the state written", |_| {
+            std::fs::symlink_metadata(&state).is_ok_and(|m| m.is_file())
+        });
+        assert!(
+            e.log().contains("the state file cannot be used"),
+            "{}",
+            e.log()
+        );
+        let aside = std::fs::symlink_metadata(dir.path().join("state.json.bad")).unwrap();
+        assert!(!aside.is_file(), "{what}: the entry itself kept aside");
+        drop(e);
+        untouched();
+
+        // At the name a bad file is kept as: replaced, never followed.
+        std::fs::remove_file(dir.path().join("state.json.bad")).unwrap();
+        std::fs::write(&state, "not a state file").unwrap();
+        put(&dir.path().join("state.json.bad"));
+        let e = Exporter::simulate("dgx-h100", &[flag.as_str()]);
+        e.wait_ready();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("state.json.bad")).unwrap(),
+            "not a state file"
+        );
+        drop(e);
+        untouched();
+
+        // At the lock: refused by name at start, at once, not waited on.
+        let lock = dir.path().join("state.json.lock");
+        std::fs::remove_file(&lock).unwrap();
+        put(&lock);
+        let (status, out) = run_to_exit(&["--simulate", flag.as_str(), listen().as_str()], &[]);
+        assert!(!status.success(), "{what}: {out}");
+        assert!(
+            out.contains("cannot use the lock file") && out.contains("state.json.lock"),
+            "{what}: {out}"
+        );
+        untouched();
+    }
+}

@@ -90,8 +90,10 @@ struct Supervisor {
     /// Records of an earlier run of this boot, by UUID, until their GPU is
     /// named (kept in the file meanwhile).
     restored: BTreeMap<String, GpuRecord>,
-    /// What the state file was last written with.
+    /// What the state file was last written with, less `restored`.
     saved: Option<StateFile>,
+    /// `restored` changed since the state file was last written.
+    absent_changed: bool,
     /// The kernel log is read from its start though an earlier run of this
     /// boot counted (its position did not carry over: `--path.kmsg`
     /// changed, or reading is newly switched on): what the restored counts
@@ -120,6 +122,7 @@ impl Supervisor {
             kernel_log_read_to: None,
             restored: BTreeMap::new(),
             saved: None,
+            absent_changed: true,
             log_read_again: false,
             clock: persist::Clock::read(),
         }
@@ -165,6 +168,7 @@ impl Supervisor {
             }
         }
         self.restored = file.gpus.into_iter().map(|g| (g.uuid.clone(), g)).collect();
+        crate::state::hold_records(&mut self.restored, self.cfg.xid_max_codes);
         self
     }
 
@@ -181,6 +185,7 @@ impl Supervisor {
             let Some(rec) = st.uuid.as_ref().and_then(|u| self.restored.remove(u)) else {
                 continue;
             };
+            self.absent_changed = true;
             persist::restore(&mut st, &rec, clock.as_ref(), self.cfg.xid_max_codes);
             if self.log_read_again {
                 st.skip_counted(&rec);
@@ -228,12 +233,37 @@ impl Supervisor {
                 file.gpus.push(rec);
             }
         }
-        // GPUs not named in this run keep what an earlier one knew.
-        file.gpus.extend(self.restored.values().cloned());
-        file.gpus.truncate(crate::state::MAX_GPUS);
+        // GPUs not named in this run keep what an earlier one knew, within
+        // bounds (`crate::state::age_absent`), once NVML has named them.
+        if self.device_count().is_some() {
+            let gone = crate::state::age_absent(&mut self.restored);
+            if gone > 0 {
+                self.absent_changed = true;
+                tracing::info!(gone, kept = self.restored.len(),
+                    "records of GPUs absent from this run dropped from the state file: the {} with the latest events are kept",
+                    crate::state::MAX_ABSENT_GPUS);
+            }
+        }
         // What was written is not written again; what failed is retried
-        // next round, as the log line says.
-        if (force || self.saved.as_ref() != Some(&file)) && lock(&store).save(file.clone()) {
+        // next round, as the log line says. The absent GPUs' records are
+        // compared by whether they changed, and moved into the file for
+        // the write, not cloned each round.
+        if !force && !self.absent_changed && self.saved.as_ref() == Some(&file) {
+            return;
+        }
+        let present = file.gpus.len();
+        while file.gpus.len() < crate::state::MAX_GPUS {
+            let Some((_, rec)) = self.restored.pop_first() else {
+                break;
+            };
+            file.gpus.push(rec);
+        }
+        let saved = lock(&store).save(&mut file);
+        for rec in file.gpus.drain(present..) {
+            self.restored.insert(rec.uuid.clone(), rec);
+        }
+        self.absent_changed = !saved;
+        if saved {
             self.saved = Some(file);
         }
         if force {
