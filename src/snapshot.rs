@@ -950,6 +950,8 @@ label_enum!(
         Graphics => "graphics", Sm => "sm", SmOccupancy => "sm_occupancy",
         Tensor => "tensor", Dram => "dram", Fp64 => "fp64", Fp32 => "fp32",
         Fp16 => "fp16", Integer => "integer",
+        TensorDfma => "tensor_dfma", TensorHmma => "tensor_hmma",
+        TensorImma => "tensor_imma",
         NvDec => "nvdec", NvJpg => "nvjpg", NvOfa => "nvofa", NvEnc => "nvenc",
     }
 );

@@ -811,3 +811,56 @@ fn a_mig_instance_s_bar1_is_its_own() {
     }
     assert!(sum <= whole, "{sum} over {whole}");
 }
+
+/// Issue 38: the tensor pipe by instruction kind (DCGM's IMMA, HMMA and
+/// DFMA fields) comes from GPM as the whole pipe does, per GPU and per MIG
+/// instance; none can be busier than the pipe.
+#[test]
+fn tensor_sub_pipes_come_from_gpm() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("counters.csv");
+    std::fs::write(
+        &csv,
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, x\n\
+         DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE, gauge, x\n\
+         DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE, gauge, x\n\
+         DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE, gauge, x\n",
+    )
+    .unwrap();
+    let e = Exporter::simulate(
+        "dgx-h100",
+        &[
+            "--compat.dcgm",
+            "--compat.dcgm.only",
+            &format!("--config.file={}", csv.display()),
+        ],
+    );
+    let text = scrape(&e, "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE");
+    assert!(!text.contains("dcgm_fields_not_served 1"), "{text}");
+    let s = samples(&text);
+    let key = |x: &common::Sample| {
+        (
+            x.label("gpu").map(str::to_string),
+            x.label("GPU_I_ID").map(str::to_string),
+        )
+    };
+    let tensor: BTreeMap<_, f64> = s
+        .iter()
+        .filter(|x| x.name == "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")
+        .map(|x| (key(x), x.value.parse().unwrap()))
+        .collect();
+    for kind in ["IMMA", "HMMA", "DFMA"] {
+        let name = format!("DCGM_FI_PROF_PIPE_TENSOR_{kind}_ACTIVE");
+        let got: Vec<_> = s.iter().filter(|x| x.name == name).collect();
+        // Every entity the whole pipe is served for, MIG instances included.
+        assert_eq!(got.len(), tensor.len(), "{name}: {text}");
+        for x in got {
+            let v: f64 = x.value.parse().unwrap();
+            let all = tensor[&key(x)];
+            assert!(
+                (0.0..=all + 1e-9).contains(&v),
+                "{name} {v} over the pipe's {all}"
+            );
+        }
+    }
+}
