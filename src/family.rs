@@ -60,10 +60,13 @@ families! {
     ProcessMemory => "process_memory", default false, "Per-process memory (opt-in: one series per pid).";
     Mig => "mig", default true, "MIG mode, instances and per-instance memory (used, total).";
     WorkloadUsage => "workload_usage", default false, "Measured use per workload: SM and engine time, energy, device time held and held idle (on with --workloads unless switched off).";
-    GpmAllMetrics => "gpm.all-metrics", default false, "All GPM metrics (adds sm_occupancy, fp64, fp32, fp16, integer, nvdec, nvjpg, nvofa, nvenc to graphics, sm, tensor, dram), per GPU and per MIG GPU instance.";
+    GpmAllMetrics => "gpm.all-metrics", default false, "All GPM metrics (adds sm_occupancy, fp64, fp32, fp16, integer, tensor_dfma, tensor_hmma, tensor_imma, nvdec, nvjpg, nvofa, nvenc to graphics, sm, tensor, dram), per GPU and per MIG GPU instance.";
     EccByLocation => "ecc.by-location", default false, "ECC error counters by memory location (L1, L2, DRAM, register file, ...), beside the totals.";
     NvlinkPerLink => "nvlink.per-link", default false, "NVLink state, errors and traffic per link (and bit error rates on NVLink5), beside the per-GPU sums (H100: 120 series per GPU).";
     MigMemoryFree => "mig.memory-free", default false, "Free memory per MIG GPU instance (total minus used).";
+    MigBar1 => "mig.bar1", default false, "BAR1 memory per MIG GPU instance (total, used), from the instance's own handle.";
+    ClocksApplications => "clocks.applications", default false, "Applications clocks: the SM and memory clocks an operator set (nvidia-smi -ac), read every 12th poll.";
+    PowerInstant => "power.instant", default false, "Instantaneous power draw, beside the 1 s average of power.";
     XidKmsg => "xid.kmsg", default false, "XIDs (and NVSwitch SXIDs) from the kernel log at --path.kmsg as well, since boot: the codes NVML does not deliver (79, 119, 120) and those from before the exporter started; each event counted once. Needs CAP_SYSLOG where kernel.dmesg_restrict is 1; without the log, NVLink5 XIDs (144-150) ask for nothing of their own and the driver's recovery action decides.";
 }
 
@@ -172,8 +175,10 @@ mod tests {
             assert!(!f.enabled_by_default(), "{} must be opt-in", f.name());
             let detail = f.name().split_once('.').unwrap().1;
             assert!(
-                detail.chars().all(|c| c.is_ascii_lowercase() || c == '-'),
-                "{}: node_exporter style is lower-case-with-dashes",
+                detail
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+                "{}: node_exporter style is lower-case-with-dashes (digits as in `mig.bar1`)",
                 f.name()
             );
         }

@@ -636,6 +636,9 @@ pub struct GpuReadings {
     /// Fan index and speed as a ratio of maximum.
     pub fan_speeds: Vec<(u32, f64)>,
     pub power_usage_watts: Option<f64>,
+    /// Instantaneous draw (NVML_FI_DEV_POWER_INSTANT); family
+    /// `power.instant`.
+    pub power_instant_watts: Option<f64>,
     pub power_limits: Vec<(PowerLimit, f64)>,
     /// Energy since the driver was loaded (NVML total energy consumption).
     pub energy_joules: Option<f64>,
@@ -651,6 +654,9 @@ pub struct GpuReadings {
     pub performance_state: Option<u32>,
     pub clocks_hertz: Vec<(Clock, f64)>,
     pub max_clocks_hertz: Vec<(Clock, f64)>,
+    /// Applications clocks (the clock targets an operator set), sm and
+    /// memory; family `clocks.applications`.
+    pub applications_clocks_hertz: Vec<(Clock, f64)>,
     /// Only reasons the GPU supports appear; `true` while active.
     pub throttle_active: Vec<(ThrottleReason, bool)>,
     /// Cumulative time spent throttled per reason, where NVML reports it.
@@ -828,10 +834,23 @@ pub struct MigGpuInstance {
     pub gpu_instance: u32,
     /// GPU instance profile name, e.g. `3g.40gb`.
     pub profile: String,
+    /// The instance's GPU slices and memory in MiB, as NVML gives its
+    /// profile (`nvmlDeviceGetAttributes_v2` of a MIG device:
+    /// `gpuInstanceSliceCount`, `memorySizeMB`); what DCGM builds its own
+    /// profile name from.
+    pub size: Option<MigSize>,
     pub memory: Option<MigMemory>,
+    /// BAR1 of the instance (family `mig.bar1`).
+    pub bar1: Option<Bar1Memory>,
     /// GPM per GPU instance (Hopper and newer); empty on A100.
     pub activity: Vec<(GpmMetric, f64)>,
     pub compute_instances: Vec<MigComputeInstance>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MigSize {
+    pub slices: u32,
+    pub memory_mib: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -931,6 +950,8 @@ label_enum!(
         Graphics => "graphics", Sm => "sm", SmOccupancy => "sm_occupancy",
         Tensor => "tensor", Dram => "dram", Fp64 => "fp64", Fp32 => "fp32",
         Fp16 => "fp16", Integer => "integer",
+        TensorDfma => "tensor_dfma", TensorHmma => "tensor_hmma",
+        TensorImma => "tensor_imma",
         NvDec => "nvdec", NvJpg => "nvjpg", NvOfa => "nvofa", NvEnc => "nvenc",
     }
 );

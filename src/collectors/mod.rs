@@ -12,6 +12,7 @@
 //! path is in `docs/design.md`.
 
 mod clocks;
+mod clocks_applications;
 mod config;
 mod ecc;
 mod ecc_location;
@@ -24,12 +25,14 @@ mod info;
 mod kubernetes;
 mod memory;
 mod mig;
+mod mig_bar1;
 mod mig_memory_free;
 mod mode;
 mod nvlink;
 mod nvlink_link;
 mod pcie;
 mod power;
+mod power_instant;
 mod process;
 mod process_memory;
 mod processes;
@@ -74,6 +77,9 @@ pub static COLLECTORS: &[&Collector] = &[
     &process_memory::COLLECTOR,
     &mig::COLLECTOR,
     &mig_memory_free::COLLECTOR,
+    &mig_bar1::COLLECTOR,
+    &clocks_applications::COLLECTOR,
+    &power_instant::COLLECTOR,
     &kubernetes::COLLECTOR,
     &workloads::COLLECTOR,
     &workload_usage::COLLECTOR,

@@ -31,7 +31,7 @@ use super::fields::{Field, FieldKind, PerPod, Source, Unit};
 use super::{Compat, Selected};
 use crate::exposition::Writer;
 use crate::metric::{Kind, Metric, SampleBuilder, SampleSink, Scope, Value};
-use crate::snapshot::{GpuReadings, GpuState, MigGpuInstance, PodAttribution, Snapshot};
+use crate::snapshot::{GpuReadings, GpuState, MigGpuInstance, MigSize, PodAttribution, Snapshot};
 use crate::xid_catalog;
 
 /// What the output remembers from render to render: the counters behind
@@ -41,6 +41,9 @@ pub struct State {
     counters: Vec<Counter>,
     pods: Vec<PodCounter>,
     devices: Vec<String>,
+    /// DCGM's name of each GPU instance's profile, by GPU and instance,
+    /// with the size it was made from.
+    profiles: Vec<((u32, u32), MigSize, String)>,
 }
 
 /// A cumulative counter of a GPU (bytes) as last seen, and its rate over
@@ -197,8 +200,14 @@ impl<'a> Ctx<'a> {
             .label_opt("device", device)
             .label_opt("modelName", g.identity.name.as_deref());
         if let Some(gi) = e.instance {
+            let profile = self
+                .state
+                .profiles
+                .iter()
+                .find(|(k, ..)| *k == (g.index, gi.gpu_instance))
+                .map_or(gi.profile.as_str(), |(.., p)| p.as_str());
             b = b
-                .label("GPU_I_PROFILE", &gi.profile)
+                .label("GPU_I_PROFILE", profile)
                 .label("GPU_I_ID", gi.gpu_instance);
         }
         b = b.label_opt(
@@ -225,6 +234,7 @@ impl<'a> Ctx<'a> {
             Source::Rate(_) | Source::LinkRate { .. } => {
                 e.readings.and(self.state.rate(e.gpu.index, field.id))
             }
+            Source::Node(read) => read(self.snapshot),
             Source::LastXid => last_xid(e.gpu, e.instance.map(|gi| gi.gpu_instance)),
             Source::Label(_) | Source::None(_) => None,
         }
@@ -309,6 +319,19 @@ fn last_xid(g: &GpuState, gpu_instance: Option<u32>) -> Option<f64> {
     Some(newest.xid as f64)
 }
 
+/// A GPU instance's profile as DCGM names it, and dcgm-exporter labels
+/// it (`GPU_I_PROFILE` is DCGM's DCGM_FI_DEV_NAME of the GPU instance,
+/// NVIDIA/dcgm-exporter `internal/pkg/deviceinfo/device_info.go`
+/// `populateMigProfileNames`, in every release): `<slices>g.<GiB>gb`, the
+/// memory in MiB rounded up to whole GiB (NVIDIA/DCGM
+/// `dcgmlib/src/DcgmCacheManager.cpp` at 72fa3fe, l. 382-383): no `+me`
+/// or `-me` suffix, and the memory as NVML gives the instance's size,
+/// which NVML's own names round otherwise (an H200's `3g.71gb` has
+/// 71424 MiB: DCGM's `3g.70gb`).
+pub fn dcgm_profile(size: MigSize) -> String {
+    format!("{}g.{}gb", size.slices, size.memory_mib.div_ceil(1024))
+}
+
 /// Whether a measured workload is this container.
 fn is_holder(w: &crate::snapshot::Workload, p: &PodAttribution) -> bool {
     w.namespace.as_deref() == Some(p.namespace.as_str())
@@ -338,6 +361,7 @@ impl State {
         while self.devices.len() < indexes.unwrap_or(0) {
             self.devices.push(format!("nvidia{}", self.devices.len()));
         }
+        self.observe_profiles(snapshot);
         for g in &snapshot.gpus {
             let (Some(r), Some(at)) = (g.readings.as_ref(), g.last_sample) else {
                 continue;
@@ -366,6 +390,30 @@ impl State {
             .any(|s| s.field.per_pod == Some(PerPod::SmTime))
         {
             self.observe_pods(snapshot);
+        }
+    }
+
+    /// DCGM's profile names of the snapshot's GPU instances, kept while
+    /// they are unchanged (no allocation on a render that finds them).
+    fn observe_profiles(&mut self, snapshot: &Snapshot) {
+        let sizes = snapshot.gpus.iter().flat_map(|g| {
+            let mig = g.readings.as_deref().map_or(&[][..], |r| r.mig.as_slice());
+            mig.iter()
+                .filter_map(move |gi| Some(((g.index, gi.gpu_instance), gi.size?)))
+        });
+        let mut same = true;
+        let mut n = 0;
+        for (key, size) in sizes.clone() {
+            same &= self
+                .profiles
+                .get(n)
+                .is_some_and(|(k, sz, _)| *k == key && *sz == size);
+            n += 1;
+        }
+        if !same || n != self.profiles.len() {
+            self.profiles = sizes
+                .map(|(k, size)| (k, size, dcgm_profile(size)))
+                .collect();
         }
     }
 
@@ -557,6 +605,18 @@ mod tests {
     }
 
     #[test]
+    fn profiles_are_named_as_dcgm_names_them() {
+        let name = |slices, memory_mib| dcgm_profile(MigSize { slices, memory_mib });
+        // A100 40GB 1g.5gb (4864 MiB), H100 1g.10gb (9984 MiB) and its
+        // media-extension profile (NVML's `1g.10gb+me`), H100 7g.80gb.
+        assert_eq!(name(1, 4864), "1g.5gb");
+        assert_eq!(name(1, 9984), "1g.10gb");
+        assert_eq!(name(7, 80 * 1024), "7g.80gb");
+        // One MiB over a GiB rounds up, as DCGM's ceil does.
+        assert_eq!(name(2, 20 * 1024 + 1), "2g.21gb");
+    }
+
+    #[test]
     fn a_gpu_is_served_in_dcgm_s_units_and_labels() {
         let s = snapshot(vec![gpu(0, readings())]);
         let t = text(&s, &compat(Generation::V4_8));
@@ -663,6 +723,8 @@ mod tests {
         MigGpuInstance {
             gpu_instance,
             profile: "1g.10gb".into(),
+            size: None,
+            bar1: None,
             memory: None,
             activity: vec![],
             compute_instances: vec![],
@@ -677,6 +739,8 @@ mod tests {
             MigGpuInstance {
                 gpu_instance: 1,
                 profile: "3g.40gb".into(),
+                size: None,
+                bar1: None,
                 memory: Some(MigMemory {
                     total_bytes: 40 << 30,
                     used_bytes: 10 << 20,
@@ -689,6 +753,8 @@ mod tests {
             MigGpuInstance {
                 gpu_instance: 2,
                 profile: "4g.40gb".into(),
+                size: None,
+                bar1: None,
                 memory: None,
                 activity: vec![],
                 compute_instances: vec![],

@@ -144,6 +144,9 @@ pub enum Source {
     Rate(fn(&GpuReadings) -> Option<u64>),
     /// The same over one NVLink's byte counters: sent, received or both.
     LinkRate { link: u32, tx: bool, rx: bool },
+    /// A value of the node, the same on every series (DCGM's fields of no
+    /// entity, which dcgm-exporter serves on each GPU's series).
+    Node(fn(&Snapshot) -> Option<f64>),
     /// The code of the GPU's most recent XID.
     LastXid,
     /// A label value.
@@ -158,6 +161,7 @@ impl std::fmt::Debug for Source {
             Source::Gpu(_) => "gpu",
             Source::Instance { .. } => "instance",
             Source::Rate(_) | Source::LinkRate { .. } => "rate",
+            Source::Node(_) => "node",
             Source::LastXid => "last_xid",
             Source::Label(_) => "label",
             Source::None(why) => why,
@@ -201,6 +205,9 @@ pub struct Field {
     pub help: &'static str,
     pub source: Source,
     pub per_pod: Option<PerPod>,
+    /// A second family whose readings it needs (a MIG instance's own
+    /// reading beside the GPU's).
+    pub also: Option<Family>,
 }
 
 /// A field is its DCGM id.
@@ -600,6 +607,7 @@ const fn same(
         help,
         source,
         per_pod: None,
+        also: None,
     }
 }
 
@@ -630,6 +638,15 @@ const fn renamed(
         help,
         source,
         per_pod: None,
+        also: None,
+    }
+}
+
+/// BAR1, read per MIG instance by `mig.bar1`.
+const fn bar1(f: Field) -> Field {
+    Field {
+        also: Some(Family::MigBar1),
+        ..f
     }
 }
 
@@ -656,6 +673,8 @@ const F_MODE: Option<Family> = Some(Family::Mode);
 const F_MIG: Option<Family> = Some(Family::Mig);
 const F_FAN: Option<Family> = Some(Family::Fan);
 const F_XID: Option<Family> = Some(Family::Xid);
+const F_CLOCKS_APP: Option<Family> = Some(Family::ClocksApplications);
+const F_POWER_INSTANT: Option<Family> = Some(Family::PowerInstant);
 
 /// Every field, in dcgm-exporter's counters CSV order (clocks,
 /// temperature, power, PCIe, utilization, errors, memory, ECC, retired
@@ -677,6 +696,12 @@ pub static FIELDS: &[Field] = &[
         "Maximum memory clock frequency.", Source::Gpu(|r| max_clock(r, Clock::Memory))),
     same(115, "DCGM_FI_DEV_MAX_VIDEO_CLOCK", Megahertz, Gauge, false, F_CLOCKS,
         "Maximum video engine clock frequency.", Source::Gpu(|r| max_clock(r, Clock::Video))),
+    // DCGM reads both with nvmlDeviceGetApplicationsClock; here its nvml.h
+    // successor, nvmlDeviceGetClock(NVML_CLOCK_ID_APP_CLOCK_TARGET).
+    same(110, "DCGM_FI_DEV_APP_SM_CLOCK", Megahertz, Gauge, false, F_CLOCKS_APP,
+        "SM applications clock (the target set with nvidia-smi -ac).", Source::Gpu(|r| by_label(&r.applications_clocks_hertz, Clock::Sm))),
+    same(111, "DCGM_FI_DEV_APP_MEM_CLOCK", Megahertz, Gauge, false, F_CLOCKS_APP,
+        "Memory applications clock (the target set with nvidia-smi -ac).", Source::Gpu(|r| by_label(&r.applications_clocks_hertz, Clock::Memory))),
     renamed(112, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", Count, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", Count, Gauge, false, F_THROTTLE,
         "Current clock event (throttle) reasons, NVML's bitmask.", Source::Gpu(clock_event_mask)),
     same(190, "DCGM_FI_DEV_PSTATE", Count, Gauge, false, F_CLOCKS,
@@ -701,6 +726,9 @@ pub static FIELDS: &[Field] = &[
     // Power
     renamed(155, "DCGM_FI_DEV_POWER_USAGE", Watts, "DCGM_FI_DEV_BOARD_POWER_WATTS", Watts, Gauge, true, F_POWER,
         "Power draw.", Source::Gpu(|r| r.power_usage_watts)),
+    // NVML_FI_DEV_POWER_INSTANT, as DCGM reads it.
+    same(157, "DCGM_FI_DEV_POWER_USAGE_INSTANT", Watts, Gauge, false, F_POWER_INSTANT,
+        "Instantaneous power draw.", Source::Gpu(|r| r.power_instant_watts)),
     renamed(156, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Millijoules, "DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL", Joules, Counter, true, F_POWER,
         "Energy used since the driver was loaded.", Source::Gpu(|r| r.energy_joules)),
     renamed(160, "DCGM_FI_DEV_POWER_MGMT_LIMIT", Watts, "DCGM_FI_DEV_BOARD_POWER_LIMIT_REQUESTED_WATTS", Watts, Gauge, false, F_POWER,
@@ -770,12 +798,14 @@ pub static FIELDS: &[Field] = &[
         "Frame buffer memory the driver reserves (of the GPU instance, on MIG).", Source::Instance { gpu: |r| r.memory.and_then(|m| m.reserved_bytes).map(|v| v as f64), mig: |gi| gi.memory.and_then(|m| m.reserved_bytes).map(|v| v as f64) }),
     renamed(254, "DCGM_FI_DEV_FB_USED_PERCENT", Ratio, "DCGM_FI_DEV_FB_USED_RATIO", Ratio, Gauge, false, F_MEM,
         "Used over total less reserved frame buffer memory, 0 to 1 (of the GPU instance, on MIG).", Source::Instance { gpu: fb_used_ratio, mig: mig_fb_used_ratio }),
-    same(90, "DCGM_FI_DEV_BAR1_TOTAL", Mebibytes, Gauge, false, F_MEM,
-        "Total BAR1 memory.", Source::Gpu(|r| r.bar1.map(|b| b.total_bytes as f64))),
-    same(92, "DCGM_FI_DEV_BAR1_USED", Mebibytes, Gauge, false, F_MEM,
-        "Used BAR1 memory.", Source::Gpu(|r| r.bar1.map(|b| b.used_bytes as f64))),
-    same(93, "DCGM_FI_DEV_BAR1_FREE", Mebibytes, Gauge, false, F_MEM,
-        "Free BAR1 memory.", Source::Gpu(|r| r.bar1.map(|b| b.total_bytes.saturating_sub(b.used_bytes) as f64))),
+    // DCGM reads a GPU instance's BAR1 from its own handle too
+    // (DcgmCacheManager.cpp, BAR1 case, l. 11516).
+    bar1(same(90, "DCGM_FI_DEV_BAR1_TOTAL", Mebibytes, Gauge, false, F_MEM,
+        "Total BAR1 memory (of the GPU instance, on MIG).", Source::Instance { gpu: |r| r.bar1.map(|b| b.total_bytes as f64), mig: |gi| gi.bar1.map(|b| b.total_bytes as f64) })),
+    bar1(same(92, "DCGM_FI_DEV_BAR1_USED", Mebibytes, Gauge, false, F_MEM,
+        "Used BAR1 memory (of the GPU instance, on MIG).", Source::Instance { gpu: |r| r.bar1.map(|b| b.used_bytes as f64), mig: |gi| gi.bar1.map(|b| b.used_bytes as f64) })),
+    bar1(same(93, "DCGM_FI_DEV_BAR1_FREE", Mebibytes, Gauge, false, F_MEM,
+        "Free BAR1 memory (of the GPU instance, on MIG).", Source::Instance { gpu: |r| r.bar1.map(|b| b.total_bytes.saturating_sub(b.used_bytes) as f64), mig: |gi| gi.bar1.map(|b| b.total_bytes.saturating_sub(b.used_bytes) as f64) })),
     // ECC
     renamed(300, "DCGM_FI_DEV_ECC_CURRENT", Count, "DCGM_FI_DEV_ECC_MODE", Count, Gauge, false, F_ECC,
         "1 if ECC is on.", Source::Gpu(|r| flag(r.ecc_mode.map(|m| m.current)))),
@@ -809,7 +839,7 @@ pub static FIELDS: &[Field] = &[
         "NVLink traffic received and sent, all links, over the last interval.", Source::Rate(|r| nvlink_bytes(r, true, true))),
     // vGPU
     same(526, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", Count, Gauge, true, None,
-        "vGPU licence status.", Source::None("vGPU is not read here (docs/nvidia-smi.md)")),
+        "vGPU licence status.", Source::None("a vGPU guest's licence state (nvmlDeviceGetGridLicensableFeatures) is not read here (docs/nvidia-smi.md)")),
     // Remapped rows (Ampere and newer; not on a MIG-enabled GPU)
     renamed(393, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", Count, "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", Count, Counter, true, F_RET,
         "Rows remapped after uncorrectable errors.", Source::Gpu(|r| r.remapped_rows.map(|m| m.uncorrectable as f64))),
@@ -836,6 +866,10 @@ pub static FIELDS: &[Field] = &[
         "1 if persistence mode is on.", Source::Gpu(|r| flag(r.persistence_mode))),
     same(67, "DCGM_FI_DEV_MIG_MODE", Count, Gauge, false, F_MIG,
         "1 if MIG mode is on.", Source::Gpu(|r| flag(r.mig_mode.map(|m| m.current)))),
+    // Of the node, on every series: DCGM's count of the GPUs it sees, here
+    // NVML's (nvmlDeviceGetCount): every GPU known since start.
+    same(4, "DCGM_FI_DEV_COUNT", Count, Gauge, false, None,
+        "Number of GPUs on the node.", Source::Node(|s| Some(s.gpus.len() as f64))),
     // Static configuration, as labels on every series
     renamed(1, "DCGM_FI_DRIVER_VERSION", Unit::Label, "DCGM_FI_SYSTEM_DRIVER_VERSION", Unit::Label, Label, true, None,
         "Driver version.", Source::Label(driver_version)),
@@ -876,6 +910,12 @@ pub static FIELDS: &[Field] = &[
         "Time the FP16 pipe was active, 0 to 1 (GPM).", Source::Instance { gpu: |r| activity(r, GpmMetric::Fp16), mig: |gi| mig_activity(gi, GpmMetric::Fp16) }),
     renamed(1016, "DCGM_FI_PROF_PIPE_INT_ACTIVE", Ratio, "DCGM_FI_PROF_INT_UTIL_RATIO", Ratio, Gauge, false, F_GPM_ALL,
         "Time the integer pipe was active, 0 to 1 (GPM).", Source::Instance { gpu: |r| activity(r, GpmMetric::Integer), mig: |gi| mig_activity(gi, GpmMetric::Integer) }),
+    renamed(1013, "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE", Ratio, "DCGM_FI_PROF_IMMA_UTIL_RATIO", Ratio, Gauge, false, F_GPM_ALL,
+        "Time the tensor pipe ran integer (IMMA) instructions, 0 to 1 (GPM).", Source::Instance { gpu: |r| activity(r, GpmMetric::TensorImma), mig: |gi| mig_activity(gi, GpmMetric::TensorImma) }),
+    renamed(1014, "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", Ratio, "DCGM_FI_PROF_HMMA_UTIL_RATIO", Ratio, Gauge, false, F_GPM_ALL,
+        "Time the tensor pipe ran half-precision (HMMA) instructions, 0 to 1 (GPM).", Source::Instance { gpu: |r| activity(r, GpmMetric::TensorHmma), mig: |gi| mig_activity(gi, GpmMetric::TensorHmma) }),
+    renamed(1015, "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE", Ratio, "DCGM_FI_PROF_DFMA_UTIL_RATIO", Ratio, Gauge, false, F_GPM_ALL,
+        "Time the tensor pipe ran double-precision (DFMA) instructions, 0 to 1 (GPM).", Source::Instance { gpu: |r| activity(r, GpmMetric::TensorDfma), mig: |gi| mig_activity(gi, GpmMetric::TensorDfma) }),
     same(1009, "DCGM_FI_PROF_PCIE_TX_BYTES", BytesPerSecond, Gauge, true, F_PCIE,
         "PCIe bytes sent per second over the last interval (NVML's PCIe byte counters, R555+).", Source::Rate(|r| r.pcie.tx_bytes)),
     same(1010, "DCGM_FI_PROF_PCIE_RX_BYTES", BytesPerSecond, Gauge, true, F_PCIE,

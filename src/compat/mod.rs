@@ -182,7 +182,7 @@ pub fn intern(s: &str) -> &'static str {
 pub fn families_needed(fields: &[Selected]) -> FamilySet {
     let mut set = FamilySet::empty();
     for s in fields {
-        if let Some(family) = s.field.family {
+        for family in [s.field.family, s.field.also].into_iter().flatten() {
             set.set(family, true);
             if let Some(parent) = family.parent() {
                 set.set(parent, true);

@@ -609,6 +609,8 @@ mod tests {
         MigGpuInstance {
             gpu_instance: gi,
             profile: "1g.10gb".into(),
+            size: None,
+            bar1: None,
             memory: None,
             activity: vec![],
             compute_instances: vec![MigComputeInstance {

@@ -59,6 +59,7 @@ pub const ECC_FIELDS: [(u32, bool, bool, Option<usize>); 26] = [
 /// (NVIDIA/go-nvml gen/nvml/nvml.h at f420a32, lines 2277-2294; the scope
 /// constants `NVML_POWER_SCOPE_*` at 9da9e13:1586-1588). Milliwatts.
 pub const POWER_AVERAGE: u32 = 185; // NVML_FI_DEV_POWER_AVERAGE, over 1 s
+pub const POWER_INSTANT: u32 = 186; // NVML_FI_DEV_POWER_INSTANT, no averaging
 pub const POWER_CURRENT_LIMIT: u32 = 190; // enforced, out-of-band limits included
 pub const POWER_SCOPE_MODULE: u32 = 1;
 pub const POWER_SCOPE_MEMORY: u32 = 2;

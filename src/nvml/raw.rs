@@ -149,6 +149,17 @@ pub fn memory_v1(nvml: &Nvml, device: DeviceHandle) -> Result<(u64, u64, u64), N
     Ok((m.total, m.free, m.used))
 }
 
+/// `(total, used)` from `nvmlDeviceGetBAR1MemoryInfo` (a MIG device
+/// handle answers for its GPU instance).
+pub fn bar1(nvml: &Nvml, device: DeviceHandle) -> Result<(u64, u64), NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetBAR1MemoryInfo);
+    // SAFETY: POD out-parameter.
+    let mut m: nvmlBAR1Memory_t = unsafe { mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    nvml_try(unsafe { f(device, &raw mut m) })?;
+    Ok((m.bar1Total, m.bar1Used))
+}
+
 /// `(correctable, uncorrectable, pending, failure)`.
 pub fn remapped_rows(
     nvml: &Nvml,
@@ -221,6 +232,17 @@ pub fn mig_engine_counts(nvml: &Nvml, device: DeviceHandle) -> Result<[u32; 4], 
         a.sharedOfaCount,
         a.sharedEncoderCount,
     ])
+}
+
+/// A MIG device's GPU instance slices and memory in MiB
+/// (`nvmlDeviceGetAttributes_v2`: `gpuInstanceSliceCount`, `memorySizeMB`).
+pub fn mig_size(nvml: &Nvml, device: DeviceHandle) -> Result<(u32, u64), NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetAttributes_v2);
+    // SAFETY: POD; zeroed is a valid value.
+    let mut a: nvmlDeviceAttributes_t = unsafe { mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    nvml_try(unsafe { f(device, &raw mut a) })?;
+    Ok((a.gpuInstanceSliceCount, a.memorySizeMB))
 }
 
 pub fn compute_instance_id(nvml: &Nvml, device: DeviceHandle) -> Result<u32, NvmlError> {

@@ -1218,6 +1218,8 @@ mod tests {
             .map(|(i, (id, profile))| MigGpuInstance {
                 gpu_instance: *id,
                 profile: (*profile).into(),
+                size: None,
+                bar1: None,
                 memory: None,
                 activity: activity
                     .map(|a| vec![(GpmMetric::Graphics, a[i])])

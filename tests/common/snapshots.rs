@@ -85,6 +85,7 @@ pub fn h100_readings(i: u32) -> GpuReadings {
         ],
         fan_speeds: vec![],
         power_usage_watts: Some(312.625 + f),
+        power_instant_watts: Some(318.25 + f),
         power_limits: vec![
             (PowerLimit::Enforced, 700.0),
             (PowerLimit::Management, 700.0),
@@ -106,6 +107,10 @@ pub fn h100_readings(i: u32) -> GpuReadings {
         performance_state: Some(0),
         clocks_hertz: Clock::ALL.iter().map(|&c| (c, 1_755_000_000.0)).collect(),
         max_clocks_hertz: Clock::ALL.iter().map(|&c| (c, 1_980_000_000.0)).collect(),
+        applications_clocks_hertz: vec![
+            (Clock::Sm, 1_755_000_000.0),
+            (Clock::Memory, 2_619_000_000.0),
+        ],
         throttle_active: ThrottleReason::ALL
             .iter()
             .map(|&r| (r, r == ThrottleReason::SwPowerCap))
@@ -232,6 +237,11 @@ fn mig_readings(i: u32) -> GpuReadings {
         .map(|&(gi, profile, cis)| MigGpuInstance {
             gpu_instance: gi,
             profile: profile.into(),
+            size: None,
+            bar1: Some(Bar1Memory {
+                total_bytes: 16_777_216 * u64::from(cis + 1),
+                used_bytes: 4_194_304,
+            }),
             memory: Some(MigMemory {
                 total_bytes: 10_468_982_784,
                 used_bytes: 13_631_488,
@@ -686,6 +696,8 @@ pub fn large_fleet() -> Snapshot {
                 .map(|k| MigGpuInstance {
                     gpu_instance: 7 + k,
                     profile: "1g.10gb".into(),
+                    size: None,
+                    bar1: None,
                     memory: Some(MigMemory {
                         total_bytes: 10_468_982_784,
                         used_bytes: 13_631_488,

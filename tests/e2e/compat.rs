@@ -669,3 +669,198 @@ fn per_link_nvlink_fields_add_up_to_the_gpu_s() {
     let all = value_of(&text, "DCGM_FI_PROF_NVLINK_TX_BYTES", gpu);
     assert!((all - tx).abs() <= all * 1e-9 + 1.0, "{all} vs {tx}");
 }
+
+/// Issue 38: fields users' counters files ask for that NVML answers are
+/// served, not logged as missing: the applications clocks (also under
+/// go-dcgm's base-unit name), the instantaneous draw and the GPU count,
+/// each reading switched on only because the file asks for it.
+#[test]
+fn application_clocks_instant_power_and_the_gpu_count_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("counters.csv");
+    std::fs::write(
+        &csv,
+        "DCGM_FI_DEV_APP_SM_CLOCK, gauge, SM application clock.\n\
+         DCGM_FI_DEV_APP_MEM_CLOCK, gauge, Memory application clock.\n\
+         DCGM_FI_DEV_SM_APP_CLOCK_HERTZ, gauge, go-dcgm base-unit name.\n\
+         DCGM_FI_DEV_MAX_SM_CLOCK, gauge, Max SM clock.\n\
+         DCGM_FI_DEV_POWER_USAGE_INSTANT, gauge, Instant power.\n\
+         DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX, gauge, Max power limit.\n\
+         DCGM_FI_DEV_COUNT, gauge, GPUs.\n",
+    )
+    .unwrap();
+    let e = Exporter::ready(
+        "dgx-h100",
+        &["--compat.dcgm", &format!("--config.file={}", csv.display())],
+    );
+    let text = e.scrape();
+    assert!(
+        !text.contains("nvml_exporter_config_dcgm_fields_not_served 1"),
+        "{text}"
+    );
+    let s = samples(&text);
+    let count: Vec<(&str, &str)> = s
+        .iter()
+        .filter(|x| x.name == "DCGM_FI_DEV_COUNT")
+        .map(|x| (x.label("gpu").unwrap(), x.value.as_str()))
+        .collect();
+    // On every GPU's series, and every MIG instance's (dcgm-exporter serves
+    // a field of no entity on each entity it watches), the node's 8: 6
+    // whole GPUs and the 7 + 3 instances of GPUs 0 and 1.
+    assert_eq!(count.len(), 16, "{text}");
+    assert!(count.iter().all(|(_, v)| *v == "8"), "{count:?}");
+    let gpus: BTreeSet<&str> = count.iter().map(|(g, _)| *g).collect();
+    assert_eq!(gpus.len(), 8);
+    for gpu in ["2", "7"] {
+        let app = value_of(&text, "DCGM_FI_DEV_APP_SM_CLOCK", gpu);
+        let max = value_of(&text, "DCGM_FI_DEV_MAX_SM_CLOCK", gpu);
+        // An applications clock is a settable SM target: MHz, at most the max.
+        assert!(app > 100.0 && app <= max, "{app} MHz vs max {max}");
+        assert_eq!(
+            value_of(&text, "DCGM_FI_DEV_SM_APP_CLOCK_HERTZ", gpu),
+            app * 1e6
+        );
+        assert!(value_of(&text, "DCGM_FI_DEV_APP_MEM_CLOCK", gpu) > 100.0);
+        let watts = value_of(&text, "DCGM_FI_DEV_POWER_USAGE_INSTANT", gpu);
+        let limit = value_of(&text, "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", gpu);
+        assert!(
+            watts > 10.0 && watts <= limit * 1.1,
+            "{watts} W, limit {limit}"
+        );
+    }
+    // The readings behind them are this exporter's opt-in families,
+    // sampled because the file asks; their own series stay off.
+    for own in [
+        "nvidia_gpu_clock_applications_hertz",
+        "nvidia_gpu_power_instant_watts",
+    ] {
+        assert!(!text.contains(own), "{own}");
+    }
+}
+
+/// Issue 38: `GPU_I_PROFILE` as DCGM spells it, `<slices>g.<GiB rounded
+/// up>gb` from the instance's memory, not NVML's marketing name: on an
+/// H200 (3g.71gb of 71424 MiB, 2g.35gb of 33280 MiB, 1g.18gb of 16384 MiB,
+/// as `nvidia-smi mig -lgip` prints them) dcgm-exporter labels 3g.70gb,
+/// 2g.33gb and 1g.16gb, and queries copied from it select those.
+#[test]
+fn gpu_i_profile_is_dcgm_s_name_of_the_instance() {
+    let e = Exporter::ready("hgx-h200", &["--compat.dcgm=4.8.2", "--compat.dcgm.only"]);
+    let text = e.scrape();
+    let s = samples(&text);
+    let profiles: BTreeMap<&str, &str> = s
+        .iter()
+        .filter(|x| x.name == "DCGM_FI_DEV_FB_USED" && x.label("gpu") == Some("0"))
+        .filter_map(|x| Some((x.label("GPU_I_ID")?, x.label("GPU_I_PROFILE")?)))
+        .collect();
+    let want: BTreeMap<&str, &str> = [
+        ("2", "3g.70gb"),
+        ("3", "2g.33gb"),
+        ("9", "1g.16gb"),
+        ("10", "1g.16gb"),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(profiles, want, "{text}");
+}
+
+/// Issue 38: a MIG instance's BAR1 is its own, read from its handle as
+/// DCGM reads it, not the whole GPU's repeated on every instance: the
+/// instances' totals add up to at most the GPU's.
+#[test]
+fn a_mig_instance_s_bar1_is_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("counters.csv");
+    std::fs::write(
+        &csv,
+        "DCGM_FI_DEV_BAR1_TOTAL, gauge, x\nDCGM_FI_DEV_BAR1_USED, gauge, x\n\
+         DCGM_FI_DEV_BAR1_FREE, gauge, x\n",
+    )
+    .unwrap();
+    let e = Exporter::ready(
+        "hgx-h200",
+        &[
+            "--compat.dcgm=4.8.2",
+            "--compat.dcgm.only",
+            &format!("--config.file={}", csv.display()),
+        ],
+    );
+    let text = e.scrape();
+    let s = samples(&text);
+    let of = |name: &str, gpu: &str, gi: Option<&str>| -> Option<f64> {
+        s.iter()
+            .find(|x| x.name == name && x.label("gpu") == Some(gpu) && x.label("GPU_I_ID") == gi)
+            .map(|x| x.value.parse().unwrap())
+    };
+    // GPU 1 of the scenario is not in MIG mode: the board's BAR1.
+    let whole = of("DCGM_FI_DEV_BAR1_TOTAL", "1", None).expect("GPU 1's BAR1");
+    let instances: Vec<&str> = s
+        .iter()
+        .filter(|x| x.name == "DCGM_FI_DEV_BAR1_TOTAL" && x.label("gpu") == Some("0"))
+        .filter_map(|x| x.label("GPU_I_ID"))
+        .collect();
+    assert_eq!(instances.len(), 4, "{text}");
+    let mut sum = 0.0;
+    for gi in instances {
+        let total = of("DCGM_FI_DEV_BAR1_TOTAL", "0", Some(gi)).unwrap();
+        let used = of("DCGM_FI_DEV_BAR1_USED", "0", Some(gi)).unwrap();
+        let free = of("DCGM_FI_DEV_BAR1_FREE", "0", Some(gi)).unwrap();
+        assert!(total > 0.0 && total < whole, "GI {gi}: {total} of {whole}");
+        assert_eq!(used + free, total, "GI {gi}");
+        sum += total;
+    }
+    assert!(sum <= whole, "{sum} over {whole}");
+}
+
+/// Issue 38: the tensor pipe by instruction kind (DCGM's IMMA, HMMA and
+/// DFMA fields) comes from GPM as the whole pipe does, per GPU and per MIG
+/// instance; none can be busier than the pipe.
+#[test]
+fn tensor_sub_pipes_come_from_gpm() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("counters.csv");
+    std::fs::write(
+        &csv,
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, x\n\
+         DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE, gauge, x\n\
+         DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE, gauge, x\n\
+         DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE, gauge, x\n",
+    )
+    .unwrap();
+    let e = Exporter::simulate(
+        "dgx-h100",
+        &[
+            "--compat.dcgm",
+            "--compat.dcgm.only",
+            &format!("--config.file={}", csv.display()),
+        ],
+    );
+    let text = scrape(&e, "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE");
+    assert!(!text.contains("dcgm_fields_not_served 1"), "{text}");
+    let s = samples(&text);
+    let key = |x: &common::Sample| {
+        (
+            x.label("gpu").map(str::to_string),
+            x.label("GPU_I_ID").map(str::to_string),
+        )
+    };
+    let tensor: BTreeMap<_, f64> = s
+        .iter()
+        .filter(|x| x.name == "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")
+        .map(|x| (key(x), x.value.parse().unwrap()))
+        .collect();
+    for kind in ["IMMA", "HMMA", "DFMA"] {
+        let name = format!("DCGM_FI_PROF_PIPE_TENSOR_{kind}_ACTIVE");
+        let got: Vec<_> = s.iter().filter(|x| x.name == name).collect();
+        // Every entity the whole pipe is served for, MIG instances included.
+        assert_eq!(got.len(), tensor.len(), "{name}: {text}");
+        for x in got {
+            let v: f64 = x.value.parse().unwrap();
+            let all = tensor[&key(x)];
+            assert!(
+                (0.0..=all + 1e-9).contains(&v),
+                "{name} {v} over the pipe's {all}"
+            );
+        }
+    }
+}

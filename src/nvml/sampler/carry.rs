@@ -54,6 +54,7 @@ fn carry(family: Family, from: &GpuReadings, to: &mut GpuReadings) {
         Family::Fan => to.fan_speeds.clone_from(&from.fan_speeds),
         Family::Power => {
             to.power_usage_watts = from.power_usage_watts;
+            to.power_instant_watts = from.power_instant_watts;
             to.power_limits.clone_from(&from.power_limits);
             to.energy_joules = from.energy_joules;
             to.module_power_watts = from.module_power_watts;
@@ -65,6 +66,8 @@ fn carry(family: Family, from: &GpuReadings, to: &mut GpuReadings) {
             to.performance_state = from.performance_state;
             to.clocks_hertz.clone_from(&from.clocks_hertz);
             to.max_clocks_hertz.clone_from(&from.max_clocks_hertz);
+            to.applications_clocks_hertz
+                .clone_from(&from.applications_clocks_hertz);
         }
         Family::Throttle => {
             to.throttle_active.clone_from(&from.throttle_active);

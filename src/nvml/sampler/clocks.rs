@@ -1,10 +1,13 @@
 //! Clocks, maximum clocks and performance state (`nvidia_gpu_clock_hertz`,
-//! `nvidia_gpu_clock_max_hertz`, `nvidia_gpu_performance_state`). Maximum
-//! clocks are cached.
+//! `nvidia_gpu_clock_max_hertz`, `nvidia_gpu_performance_state`), and the
+//! applications clocks (`nvidia_gpu_clock_applications_hertz`, family
+//! `clocks.applications`). Maximum clocks are cached; applications clocks,
+//! which only an operator's `nvidia-smi -ac` moves, are re-read every
+//! `SLOW_REFRESH_POLLS` polls.
 
-use nvml_wrapper::enum_wrappers::device::{Clock as NvClock, PerformanceState};
+use nvml_wrapper::enum_wrappers::device::{Clock as NvClock, ClockId, PerformanceState};
 
-use super::super::calls::{Batch, Cached};
+use super::super::calls::{Batch, Cached, SLOW_REFRESH_POLLS};
 use super::super::units::mhz_to_hertz;
 use super::Gpu;
 use crate::family::Family;
@@ -13,6 +16,7 @@ use crate::snapshot::{Clock, GpuReadings};
 #[derive(Default)]
 pub struct State {
     max: Cached<Vec<(Clock, f64)>>,
+    applications: Cached<Vec<(Clock, f64)>>,
 }
 
 const KINDS: [(NvClock, Clock); 4] = [
@@ -23,7 +27,7 @@ const KINDS: [(NvClock, Clock); 4] = [
 ];
 
 impl State {
-    pub fn sample(&mut self, g: &mut Gpu<'_, '_>, r: &mut GpuReadings) {
+    pub fn sample(&mut self, g: &mut Gpu<'_, '_>, applications: bool, r: &mut GpuReadings) {
         let fam = Family::Clocks.name();
         let (d, c) = (g.device, &mut *g.calls);
         for (nv, ours) in KINDS {
@@ -47,6 +51,25 @@ impl State {
             .run(fam, || d.performance_state())
             .value()
             .and_then(pstate_number);
+        if applications {
+            r.applications_clocks_hertz = self
+                .applications
+                .get_every(g.poll, SLOW_REFRESH_POLLS, false, || {
+                    // nvmlDeviceGetClock with NVML_CLOCK_ID_APP_CLOCK_TARGET:
+                    // nvml.h names it the successor of
+                    // nvmlDeviceGetApplicationsClock, which R590 deprecates.
+                    let mut batch = Batch::new();
+                    for (nv, ours) in [(NvClock::SM, Clock::Sm), (NvClock::Memory, Clock::Memory)] {
+                        if let Some(v) =
+                            batch.take(c.run(fam, || d.clock(nv, ClockId::TargetAppClock)))
+                        {
+                            batch.push((ours, mhz_to_hertz(v)));
+                        }
+                    }
+                    batch.finish()
+                })
+                .unwrap_or_default();
+        }
     }
 }
 

@@ -185,6 +185,11 @@ fn metric_ids(metric: GpmMetric) -> RangeInclusive<u32> {
         GpmMetric::SmOccupancy => 3..=3,
         GpmMetric::Integer => 4..=4,
         GpmMetric::Tensor => 5..=5,
+        // The tensor pipe by instruction kind (nvml.h
+        // NVML_GPM_METRIC_DFMA_TENSOR_UTIL, _HMMA_, _IMMA_: 6, 7, 9).
+        GpmMetric::TensorDfma => 6..=6,
+        GpmMetric::TensorHmma => 7..=7,
+        GpmMetric::TensorImma => 9..=9,
         GpmMetric::Dram => 10..=10,
         GpmMetric::Fp64 => 11..=11,
         GpmMetric::Fp32 => 12..=12,
@@ -260,13 +265,13 @@ mod tests {
         // graphics, sm, tensor, dram
         assert_eq!(request_ids(false, r575), vec![1, 2, 5, 10]);
         let all = request_ids(true, r575);
-        assert_eq!(all.len(), 9 + 8 + 8 + 2 + 4);
-        for id in [3, 4, 11, 12, 13, 30, 37, 40, 47, 50, 51, 166, 169] {
+        assert_eq!(all.len(), 12 + 8 + 8 + 2 + 4);
+        for id in [3, 4, 6, 7, 9, 11, 12, 13, 30, 37, 40, 47, 50, 51, 166, 169] {
             assert!(all.contains(&id), "{id}");
         }
         // R570 and older know no NVENC metric ids.
         let r570 = request_ids(true, DriverBranch::parse("570.133.20"));
-        assert_eq!(r570.len(), 9 + 8 + 8 + 2);
+        assert_eq!(r570.len(), 12 + 8 + 8 + 2);
         assert!(!r570.contains(&166));
         // Every requested id maps back to a metric.
         let by_id: HashMap<u32, f64> = all.iter().map(|&id| (id, 50.0)).collect();

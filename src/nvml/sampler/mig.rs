@@ -15,7 +15,9 @@ use super::super::raw::{self, DeviceHandle};
 use super::gpm::{Engines, GpmPair};
 use super::{memory, Gpu};
 use crate::family::Family;
-use crate::snapshot::{GpuReadings, MigComputeInstance, MigGpuInstance, MigMemory, ModePair};
+use crate::snapshot::{
+    Bar1Memory, GpuReadings, MigComputeInstance, MigGpuInstance, MigMemory, MigSize, ModePair,
+};
 
 /// Reads MIG mode (current and pending); true when MIG is on now, so that
 /// the MIG devices are enumerated.
@@ -41,6 +43,7 @@ struct MigIdentity {
     gpu_instance: u32,
     compute_instance: u32,
     profile: Option<String>,
+    size: Option<MigSize>,
 }
 
 pub struct State<'n> {
@@ -69,7 +72,13 @@ impl<'n> State<'n> {
 
     /// `gpm_ids`: the GPM metrics to read per GPU instance, `None` for no
     /// GPM (not supported, or the family is off).
-    pub fn sample(&mut self, c: &mut Calls<'_>, gpm_ids: Option<&[u32]>) -> Vec<MigGpuInstance> {
+    /// `bar1`: read each instance's BAR1 too (family `mig.bar1`).
+    pub fn sample(
+        &mut self,
+        c: &mut Calls<'_>,
+        gpm_ids: Option<&[u32]>,
+        bar1: bool,
+    ) -> Vec<MigGpuInstance> {
         let fam = Family::Mig.name();
         let (nvml, parent) = (self.nvml, self.parent);
         if self.max_devices.is_none() {
@@ -115,10 +124,17 @@ impl<'n> State<'n> {
                         .run(fam, || raw::name(nvml, handle))
                         .value()
                         .and_then(|n| mig_profile_from_name(&n));
+                    // Once per MIG device: its GPU instance's slices and
+                    // memory, which DCGM names the profile by.
+                    let size = c
+                        .run(fam, || raw::mig_size(nvml, handle))
+                        .value()
+                        .map(|(slices, memory_mib)| MigSize { slices, memory_mib });
                     let id = MigIdentity {
                         gpu_instance: gi,
                         compute_instance: ci,
                         profile,
+                        size,
                     };
                     self.known.insert(uuid.clone(), id.clone());
                     id
@@ -131,7 +147,9 @@ impl<'n> State<'n> {
                 .or_insert_with(|| MigGpuInstance {
                     gpu_instance: identity.gpu_instance,
                     profile: String::new(),
+                    size: identity.size,
                     memory: None,
+                    bar1: None,
                     activity: Vec::new(),
                     compute_instances: Vec::new(),
                 });
@@ -157,6 +175,14 @@ impl<'n> State<'n> {
                     free_bytes: m.free_bytes,
                     reserved_bytes: m.reserved_bytes,
                 });
+                if bar1 {
+                    gi.bar1 = c.run(fam, || raw::bar1(nvml, h)).value().map(
+                        |(total_bytes, used_bytes)| Bar1Memory {
+                            total_bytes,
+                            used_bytes,
+                        },
+                    );
+                }
             }
         }
 

@@ -209,7 +209,7 @@ impl<'n> GpuSampler<'n> {
             power.sample(&mut g, &scalar, moved, r);
         }
         if on(Family::Clocks) {
-            clocks.sample(&mut g, r);
+            clocks.sample(&mut g, on(Family::ClocksApplications), r);
         }
         if on(Family::Pcie) {
             pcie.sample(&mut g, &scalar, r);
@@ -245,7 +245,11 @@ impl<'n> GpuSampler<'n> {
         }
         if mig_enabled {
             let with_gpm = on(Family::Gpm) && gpm.supported(&mut g);
-            r.mig = mig.sample(&mut *g.calls, with_gpm.then_some(gpm_ids.as_slice()));
+            r.mig = mig.sample(
+                &mut *g.calls,
+                with_gpm.then_some(gpm_ids.as_slice()),
+                on(Family::MigBar1),
+            );
         }
         if let Some(last) = last.as_ref().filter(|_| schedule.skips()) {
             carry::carry_skipped(schedule, families, mig_enabled, last, r);

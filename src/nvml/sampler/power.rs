@@ -2,7 +2,8 @@
 //! `nvidia_gpu_power_limit_watts`, `nvidia_gpu_energy_joules_total`), the
 //! module and memory power scopes where NVML reports them
 //! (`nvidia_gpu_module_power_*`, `nvidia_gpu_memory_power_usage_watts`) and
-//! the power smoothing circuitry's lifetime. Energy, scoped draw and the
+//! the power smoothing circuitry's lifetime, and the instantaneous draw
+//! (`nvidia_gpu_power_instant_watts`, family `power.instant`). Energy, scoped draw and the
 //! lifetime come from the field batch; the limits are cached.
 
 use super::super::calls::{Batch, Cached, SLOW_REFRESH_POLLS};
@@ -97,6 +98,7 @@ impl State {
             .unwrap_or_default();
         r.power_limits.extend(statics);
 
+        r.power_instant_watts = scalar.get(fields::POWER_INSTANT).and_then(watts);
         r.module_power_watts = scalar
             .scoped(fields::POWER_AVERAGE, fields::POWER_SCOPE_MODULE)
             .and_then(watts);

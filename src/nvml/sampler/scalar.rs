@@ -109,6 +109,9 @@ fn requests(g: &Gpu<'_, '_>, families: &FamilySet) -> Vec<Request> {
         .collect();
     add(Family::Ecc, &ecc);
     add(Family::Power, &[fields::TOTAL_ENERGY]);
+    // The instantaneous draw only for `power.instant` (DCGM's
+    // DCGM_FI_DEV_POWER_USAGE_INSTANT): one entry more in the batch.
+    add(Family::PowerInstant, &[fields::POWER_INSTANT]);
     if let Some(lifetime) = driver.power_smoothing_lifetime_id() {
         add(Family::Power, &[lifetime]);
     }
