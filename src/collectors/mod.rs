@@ -13,6 +13,7 @@
 
 mod clocks;
 mod config;
+mod driver_time;
 mod ecc;
 mod ecc_location;
 mod exporter;
@@ -78,6 +79,7 @@ pub static COLLECTORS: &[&Collector] = &[
     &workloads::COLLECTOR,
     &workload_usage::COLLECTOR,
     &exporter::COLLECTOR,
+    &driver_time::COLLECTOR,
     &config::COLLECTOR,
     &http::COLLECTOR,
     &process::COLLECTOR,

@@ -72,6 +72,7 @@
 
 mod backoff;
 mod calls;
+mod driver_time;
 mod errors;
 mod fields;
 mod library;

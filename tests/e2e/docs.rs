@@ -78,6 +78,7 @@ fn documented_families_equal_emitted_families() {
             "--collector.ecc.by-location",
             "--collector.gpm.all-metrics",
             "--collector.mig.memory-free",
+            "--collector.driver_time",
             "--collector.xid.kmsg",
             &kmsg_flag,
             &config_flag,
