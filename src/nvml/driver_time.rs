@@ -53,6 +53,6 @@ mod tests {
         assert_eq!(counts[0].calls, 1);
         assert_eq!(counts[1].family, "power");
         assert_eq!(counts[1].calls, 2);
-        assert!((counts[1].seconds - 0.003343).abs() < 1e-9);
+        assert!((counts[1].seconds - 0.003_343).abs() < 1e-9);
     }
 }
