@@ -60,6 +60,7 @@ families! {
     ProcessMemory => "process_memory", default false, "Per-process memory (opt-in: one series per pid).";
     Mig => "mig", default true, "MIG mode, instances and per-instance memory (used, total).";
     WorkloadUsage => "workload_usage", default false, "Measured use per workload: SM and engine time, energy, device time held and held idle (on with --workloads unless switched off).";
+    DriverTime => "driver_time", default false, "The exporter's own driver time: NVML calls and the time they took per GPU and family, to see where a poll's driver time goes (opt-in: two series per family that made calls, about 36 per GPU on an H100).";
     GpmAllMetrics => "gpm.all-metrics", default false, "All GPM metrics (adds sm_occupancy, fp64, fp32, fp16, integer, tensor_dfma, tensor_hmma, tensor_imma, nvdec, nvjpg, nvofa, nvenc to graphics, sm, tensor, dram), per GPU and per MIG GPU instance.";
     EccByLocation => "ecc.by-location", default false, "ECC error counters by memory location (L1, L2, DRAM, register file, ...), beside the totals.";
     NvlinkPerLink => "nvlink.per-link", default false, "NVLink state, errors and traffic per link (and bit error rates on NVLink5), beside the per-GPU sums (H100: 120 series per GPU).";

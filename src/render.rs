@@ -119,6 +119,7 @@ mod tests {
             xids: vec![],
             xid_other: None,
             nvml_errors: vec![],
+            driver_time: vec![],
             pods: vec![],
             evidence: None,
             verdicts: vec![],

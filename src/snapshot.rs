@@ -218,6 +218,9 @@ pub struct GpuState {
     /// NVML calls that failed, per family and error, since start.
     /// `NotSupported` is not an error and is not counted here.
     pub nvml_errors: Vec<NvmlErrorCount>,
+    /// NVML calls the sampler made on this GPU and the time they took, per
+    /// family, since start (`--collector.driver_time`).
+    pub driver_time: Vec<DriverTimeCount>,
     /// Kubernetes pods that hold this GPU or one of its MIG devices, when
     /// pod attribution is on.
     pub pods: Vec<PodAttribution>,
@@ -379,6 +382,7 @@ impl GpuState {
             xids: vec![],
             xid_other: None,
             nvml_errors: vec![],
+            driver_time: vec![],
             pods: vec![],
             evidence: None,
             verdicts: vec![],
@@ -437,6 +441,15 @@ impl XidOther {
 /// leave decades of room for new codes, while the values a driver bug or a
 /// corrupt event produces (0, 2^32-1, 2^64-1) are folded into `other`.
 pub const MAX_XID_CODE: u64 = 999;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriverTimeCount {
+    /// Collector family, `field_values` for the batched call, `info` for
+    /// identity.
+    pub family: &'static str,
+    pub calls: u64,
+    pub seconds: f64,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NvmlErrorCount {

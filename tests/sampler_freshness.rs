@@ -2,7 +2,8 @@
 //! operator's change reaches the readings within `SLOW_REFRESH_POLLS` polls,
 //! at once when the power throttle reasons say the limit moved, and the
 //! calls behind them are made about once per that many polls, not every
-//! poll.
+//! poll. MIG mode likewise, at once when the utilization rates say the
+//! current mode flipped.
 
 // Sets the simulator's variables before this process's first NVML init.
 #![allow(clippy::disallowed_methods)]
@@ -84,6 +85,7 @@ fn settings_are_read_at_the_slow_cadence_and_a_change_is_seen_within_it() {
         "nvmlDeviceGetPersistenceMode",
         "nvmlDeviceGetComputeMode",
         "nvmlDeviceGetEccMode",
+        "nvmlDeviceGetMigMode",
     ] {
         let r = ratio(f);
         assert!(
@@ -129,6 +131,51 @@ fn settings_are_read_at_the_slow_cadence_and_a_change_is_seen_within_it() {
     assert!(
         took <= 2,
         "the new limit took {took} polls with the power cap engaged"
+    );
+
+    // MIG mode: an operator enables it on the idle GPU 7. The utilization
+    // rates stop answering at once, and the mode is re-read at that poll.
+    let mig = |s: &Snapshot, gpu: usize| {
+        s.gpus
+            .get(gpu)
+            .and_then(|g| g.readings.as_ref())
+            .and_then(|r| r.mig_mode)
+            .map(|m| (m.current, m.pending))
+    };
+    assert_eq!(mig(&snaps.latest().unwrap(), 7), Some((false, false)));
+    for (enabled, want) in [("true", (true, true)), ("false", (false, false))] {
+        let from = SystemTime::now();
+        control(
+            &socket,
+            &format!(r#"{{ action = "mig-mode", gpu = 7, enabled = {enabled} }}"#),
+        );
+        snaps.wait_for(
+            "GPU 7's new MIG mode",
+            tick * (SLOW_REFRESH_POLLS as u32 + 8),
+            |s| mig(s, 7) == Some(want),
+        );
+        let took = polls_since(&snaps, 7, from);
+        assert!(
+            took <= 2,
+            "MIG mode {enabled} took {took} polls; the utilization rates said it moved"
+        );
+    }
+    // A change that waits for a reset moves only the pending mode, which no
+    // cheap reading shows: seen within the slow period.
+    let from = SystemTime::now();
+    control(
+        &socket,
+        r#"{ action = "mig-mode", gpu = 7, enabled = true, activate = false }"#,
+    );
+    snaps.wait_for(
+        "GPU 7's pending MIG mode",
+        tick * (SLOW_REFRESH_POLLS as u32 + 8),
+        |s| mig(s, 7) == Some((false, true)),
+    );
+    let took = polls_since(&snaps, 7, from);
+    assert!(
+        took <= SLOW_REFRESH_POLLS as usize + 1,
+        "the pending MIG mode took {took} polls, more than the {SLOW_REFRESH_POLLS} documented"
     );
     poller.shutdown(Duration::from_secs(5));
 }

@@ -130,6 +130,20 @@ def test_the_capture_writes_a_profile_and_the_poll_is_priced_by_it(report):
     assert "nvmlDeviceGetFieldValues" in model["top_ms"], model
 
 
+def test_the_exporter_says_where_its_poll_goes_by_family(report):
+    # --collector.driver_time on the driver: the exporter's own account, the
+    # after side of the next real host's before/after comparison.
+    fam = report["driver_time"]["after_by_family"]
+    assert fam["polls"] >= 5 and fam["gpus"] == 8, fam
+    by = fam["by_family"]
+    # The scalar field batch is one call per GPU per poll; the per-link
+    # NVLink batch is one more on these NVLink boards.
+    assert by["field_values"]["calls"] == pytest.approx(1.0, abs=0.25), by
+    assert by["nvlink"]["calls"] >= 1.0, by
+    assert fam["ms_per_gpu_per_poll"] > 0
+    assert sum(v["ms"] for v in by.values()) == pytest.approx(fam["ms_per_gpu_per_poll"])
+
+
 def test_the_profile_has_a_row_per_field_id_timed_alone(profile_rows):
     assert "field:base" in profile_rows and "field:default" in profile_rows
     # Every ECC total and the energy counter, timed alone on GPU 0.

@@ -285,6 +285,18 @@ pub enum Fault {
         gpu: u32,
         profiles: Vec<String>,
     },
+    /// An operator sets the MIG mode (`nvidia-smi -i N -mig 1|0`,
+    /// `nvmlDeviceSetMigMode`): the pending mode always; the current one
+    /// too when `activate` (default), as the call does when it can reset
+    /// the idle GPU ("This API may unbind or reset the device to activate
+    /// the requested mode", nvml.h). Without it the change waits for a
+    /// reset (`NVML_ERROR_RESET_REQUIRED` in a pass-through VM).
+    MigMode {
+        gpu: u32,
+        enabled: bool,
+        #[serde(default = "yes")]
+        activate: bool,
+    },
     /// Replaces the GPU's active throttle reasons (empty list: none).
     Throttle {
         gpu: u32,
@@ -503,6 +515,7 @@ impl Fault {
             | Fault::Release { gpu }
             | Fault::Slow { gpu, .. }
             | Fault::MigReconfigure { gpu, .. }
+            | Fault::MigMode { gpu, .. }
             | Fault::Throttle { gpu, .. }
             | Fault::ProcessStart { gpu, .. }
             | Fault::Load { gpu, .. }
@@ -531,6 +544,7 @@ impl Fault {
                 | Fault::ProcessUse { .. }
                 | Fault::Load { .. }
                 | Fault::MigReconfigure { .. }
+                | Fault::MigMode { .. }
         )
     }
 

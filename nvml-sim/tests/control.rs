@@ -42,6 +42,7 @@ fn faults_through_the_cli() {
     load_and_processes(&nvml, s);
     slow_and_hung_calls(&nvml, s);
     mig_reconfiguration(&nvml, s);
+    mig_mode(&nvml, s);
     lost_gpu_calls_and_bad_requests(&nvml, s);
     driver_unload(s);
     // The call log is written at the last shutdown.
@@ -458,6 +459,44 @@ fn mig_reconfiguration(nvml: &Nvml, s: &Path) {
         ],
     );
     assert!(!success && err.contains("does not fit"), "{err}");
+}
+
+/// An operator's `nvidia-smi -mig 1|0`: refused on a busy GPU, activated
+/// at once on an idle one (the utilization rates stop answering), or left
+/// pending for a reset.
+fn mig_mode(nvml: &Nvml, s: &Path) {
+    let mode = |i: u32| {
+        let m = nvml.device_by_index(i).unwrap().mig_mode().unwrap();
+        (m.current, m.pending)
+    };
+    let (refused, _, err) = cli(s, &["mig-mode", "--gpu", "2", "--enabled", "true"]);
+    assert!(!refused && err.contains("not idle"), "{err}");
+    assert_eq!(mode(2), (0, 0));
+
+    let d7 = nvml.device_by_index(7).unwrap();
+    assert!(d7.utilization_rates().is_ok());
+    ok(s, &["mig-mode", "--gpu", "7", "--enabled", "true"]);
+    assert_eq!(mode(7), (1, 1));
+    assert!(matches!(
+        d7.utilization_rates(),
+        Err(NvmlError::NotSupported)
+    ));
+    ok(
+        s,
+        &[
+            "mig-mode",
+            "--gpu",
+            "7",
+            "--enabled",
+            "false",
+            "--activate",
+            "false",
+        ],
+    );
+    assert_eq!(mode(7), (1, 0), "pending until a reset");
+    ok(s, &["mig-mode", "--gpu", "7", "--enabled", "false"]);
+    assert_eq!(mode(7), (0, 0));
+    assert!(d7.utilization_rates().is_ok());
 }
 
 /// A lost GPU, call counters over the socket, bad requests.

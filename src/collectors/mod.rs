@@ -14,6 +14,7 @@
 mod clocks;
 mod clocks_applications;
 mod config;
+mod driver_time;
 mod ecc;
 mod ecc_location;
 mod exporter;
@@ -84,6 +85,7 @@ pub static COLLECTORS: &[&Collector] = &[
     &workloads::COLLECTOR,
     &workload_usage::COLLECTOR,
     &exporter::COLLECTOR,
+    &driver_time::COLLECTOR,
     &config::COLLECTOR,
     &http::COLLECTOR,
     &process::COLLECTOR,

@@ -3,9 +3,11 @@
 //! [`Batch`] and [`Cached`] build on that for values read rarely.
 
 use std::collections::HashSet;
+use std::time::Instant;
 
 use nvml_wrapper::error::NvmlError;
 
+use super::driver_time::DriverTime;
 use super::errors::{classify, error_name, Class, ErrorBook};
 use super::watchdog::CallTracker;
 
@@ -59,6 +61,8 @@ pub struct Calls<'a> {
     pub gpu: u32,
     pub tracker: &'a CallTracker,
     pub errors: ErrorBook,
+    /// Calls made and time spent in the driver, per family, since start.
+    pub driver_time: DriverTime,
     pub lost: bool,
     pub driver_gone: bool,
     /// Calls that failed (not absent) during the current sample.
@@ -82,6 +86,7 @@ impl<'a> Calls<'a> {
             gpu,
             tracker,
             errors: ErrorBook::default(),
+            driver_time: DriverTime::default(),
             lost: false,
             driver_gone: false,
             failed_this_sample: 0,
@@ -116,9 +121,7 @@ impl<'a> Calls<'a> {
         if self.halted() {
             return Got::Failed;
         }
-        self.tracker.enter(family);
-        let result = f();
-        self.tracker.exit();
+        let result = self.timed(family, f);
         match result {
             Ok(v) => {
                 self.answered_this_sample += 1;
@@ -126,6 +129,17 @@ impl<'a> Calls<'a> {
             }
             Err(e) => self.failure(family, &e),
         }
+    }
+
+    /// Makes the call, announced to the stuck-call watchdog and timed for
+    /// `driver_time`.
+    fn timed<T>(&mut self, family: &'static str, f: impl FnOnce() -> T) -> T {
+        self.tracker.enter(family);
+        let started = Instant::now();
+        let result = f();
+        self.driver_time.record(family, started.elapsed());
+        self.tracker.exit();
+        result
     }
 
     /// A whole-GPU aggregate (memory, process lists) that NVML gives on a
@@ -158,9 +172,7 @@ impl<'a> Calls<'a> {
         if self.halted() {
             return Ok(Got::Failed);
         }
-        self.tracker.enter(family);
-        let result = f();
-        self.tracker.exit();
+        let result = self.timed(family, f);
         result.map(|v| {
             self.answered_this_sample += 1;
             Got::Value(v)

@@ -33,7 +33,8 @@
 //! the per-link NVLink fields (state, traffic, and the error counters of the
 //! GPU's NVLink generation: replay, recovery, CRC up to Hopper, link recovery,
 //! effective and symbol errors on Blackwell; scope id = link),
-//! persistence/display/compute mode (3), MIG mode (1), utilization
+//! persistence/display/compute mode (3, every 12 polls), MIG mode (1, every
+//! 12 polls: the utilization rates, asked every poll, say when it flipped), utilization
 //! rates/encoder/decoder/JPEG/OFA (5), `nvmlGpmSampleGet` + `nvmlGpmMetricsGet`
 //! (2, Hopper+; the four default metrics, all only with `gpm.all-metrics`),
 //! memory v2 + BAR1 (2), temperature (1: `nvmlDeviceGetTemperatureV` where
@@ -55,7 +56,8 @@
 //! count, NVLink link count, GPM support, T.Limit margin thresholds and module
 //! power limits where read) are re-read every 60 polls; calls that answered
 //! "not supported" are skipped until then. A MIG GPU skips the utilization
-//! calls (NVML does not support them there) and adds
+//! calls but the rates (NVML does not support them there; their refusal is
+//! the MIG mode's signal) and adds
 //! `nvmlDeviceGetMigDeviceHandleByIndex` per MIG slot, UUID per MIG device,
 //! memory per GPU instance and two GPM calls per GPU instance; instance ids and
 //! names are read once per MIG device UUID. Identity (9 calls) is read once per
@@ -72,6 +74,7 @@
 
 mod backoff;
 mod calls;
+mod driver_time;
 mod errors;
 mod fields;
 mod library;

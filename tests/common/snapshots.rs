@@ -283,6 +283,7 @@ fn gpu(i: u32, health: Health, readings: Option<GpuReadings>) -> GpuState {
         xids: vec![],
         xid_other: None,
         nvml_errors: vec![],
+        driver_time: vec![],
         pods: vec![],
         evidence: None,
         verdicts: vec![],
@@ -354,6 +355,18 @@ pub fn dgx_fleet() -> Snapshot {
         error: "timeout".into(),
         count: 1,
     }];
+    hung.driver_time = vec![
+        DriverTimeCount {
+            family: "field_values",
+            calls: 40,
+            seconds: 0.12,
+        },
+        DriverTimeCount {
+            family: "power",
+            calls: 81,
+            seconds: 5.004,
+        },
+    ];
     gpus.push(hung);
 
     Snapshot {

@@ -81,6 +81,7 @@ fn documented_families_equal_emitted_families() {
             "--collector.mig.bar1",
             "--collector.clocks.applications",
             "--collector.power.instant",
+            "--collector.driver_time",
             "--collector.xid.kmsg",
             &kmsg_flag,
             &config_flag,

@@ -173,6 +173,9 @@ fn lost_and_hung_gpus_keep_identity_xids_and_errors_but_no_measurements() {
         "nvml_exporter_sample_duration_seconds",
         "nvml_exporter_nvml_errors_total",
         "nvml_exporter_stuck_call_seconds",
+        // The exporter's own, like its errors: kept through every fault.
+        "nvml_exporter_driver_seconds_total",
+        "nvml_exporter_driver_calls_total",
     ]
     .into();
     for gpu in ["6", "7"] {
@@ -283,6 +286,7 @@ fn absent_readings_are_never_written_as_zero() {
         }
         g.xids.clear();
         g.nvml_errors.clear();
+        g.driver_time.clear();
         g.stuck_call = None;
         g.last_sample = None;
         g.sample_duration = None;

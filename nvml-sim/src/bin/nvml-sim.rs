@@ -50,6 +50,7 @@ commands:
                  gpu-state-invalid]
   power-smoothing --gpu N --lifetime-percent P
   power-limit --gpu N --watts W
+  mig-mode --gpu N --enabled true|false [--activate true|false]
   sram-threshold --gpu N [--exceeded true|false]
   pcie --gpu N [--width LANES] [--replays N]
   calls | driver-time | reset-calls | status

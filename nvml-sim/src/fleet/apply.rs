@@ -95,6 +95,11 @@ impl Sim {
             Fault::DriverUnload => Ok(self.driver_unload()),
             Fault::DriverLoad => Ok(self.driver_load()),
             Fault::MigReconfigure { gpu, profiles } => self.mig_reconfigure(*gpu, profiles, t),
+            Fault::MigMode {
+                gpu,
+                enabled,
+                activate,
+            } => self.mig_mode(*gpu, *enabled, *activate, t),
             Fault::Throttle { gpu, reasons } => self.throttle(*gpu, reasons, t),
             Fault::PowerSmoothing {
                 gpu,

@@ -21,6 +21,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
+use super::driver_time::DriverTime;
 use super::errors::ErrorBook;
 use super::watchdog::{lock, CallTracker};
 use crate::kmsg::PciAddress;
@@ -175,6 +176,7 @@ struct SlotState {
     readings: Option<Arc<GpuReadings>>,
     mig_enabled: bool,
     errors: ErrorBook,
+    driver_time: DriverTime,
     xids: BTreeMap<XidKey, (u64, SystemTime)>,
     xid_other: Option<XidOther>,
     /// Recent events, for pairing the two sources.

@@ -88,6 +88,7 @@ pub fn build_snapshot(
                 .collect(),
             xid_other: st.xid_other.clone(),
             nvml_errors: st.errors.counts(),
+            driver_time: st.driver_time.counts(),
             pods: Vec::new(),
             evidence,
             verdicts: Vec::new(),

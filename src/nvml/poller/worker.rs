@@ -10,6 +10,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
 use super::super::calls::Calls;
+use super::super::driver_time::DriverTime;
 use super::super::errors::{error_name, ErrorBook};
 use super::super::fields::DriverBranch;
 use super::super::sampler::GpuSampler;
@@ -35,6 +36,7 @@ pub fn run(
     };
     let mut sampler = GpuSampler::new(nvml, device, slot.index, branch, &slot.tracker);
     sampler.calls.errors = lock(&slot.state).errors.clone();
+    sampler.calls.driver_time = lock(&slot.state).driver_time.clone();
     // Read again after every (re-)initialization: a driver reload may have
     // renumbered the GPUs.
     let mut identity_known = false;
@@ -144,6 +146,8 @@ fn read_identity(sampler: &mut GpuSampler<'_>, slot: &GpuSlot) -> bool {
             st.xid_other = None;
             st.errors = ErrorBook::default();
             sampler.calls.errors = ErrorBook::default();
+            st.driver_time = DriverTime::default();
+            sampler.calls.driver_time = DriverTime::default();
         }
         st.uuid = Some(u);
         st.identity = identity;
@@ -192,6 +196,7 @@ fn record(
 ) {
     let mut st = lock(&slot.state);
     st.errors = calls.errors.clone();
+    st.driver_time = calls.driver_time.clone();
     if calls.lost {
         if !*was_lost {
             tracing::error!(

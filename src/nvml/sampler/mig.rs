@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
 
-use super::super::calls::{Calls, Got};
+use super::super::calls::{Cached, Calls, Got, SLOW_REFRESH_POLLS};
 use super::super::fields::mig_profile_from_name;
 use super::super::raw::{self, DeviceHandle};
 use super::gpm::{Engines, GpmPair};
@@ -19,20 +19,36 @@ use crate::snapshot::{
     Bar1Memory, GpuReadings, MigComputeInstance, MigGpuInstance, MigMemory, MigSize, ModePair,
 };
 
-/// Reads MIG mode (current and pending); true when MIG is on now, so that
-/// the MIG devices are enumerated.
-pub fn mode(g: &mut Gpu<'_, '_>, r: &mut GpuReadings) -> bool {
-    let (nvml, h) = (g.nvml, g.handle);
-    match g
-        .calls
-        .run(Family::Mig.name(), || raw::mig_mode(nvml, h))
-        .value()
-    {
-        Some((current, pending)) => {
-            r.mig_mode = Some(ModePair { current, pending });
-            current
+impl State<'_> {
+    /// MIG mode (current and pending); true when MIG is on now, so that
+    /// the MIG devices are enumerated. An operator's setting (`nvidia-smi
+    /// -mig`), read every `SLOW_REFRESH_POLLS` polls (171 us a call on the
+    /// H200), and at once when `rates_answered` changed: NVML answers the
+    /// utilization rates only while MIG is off ("On MIG-enabled GPUs,
+    /// querying device utilization rates is not currently supported",
+    /// nvml.h, nvmlDeviceGetUtilizationRates), so the poll's cheap rates
+    /// call (2 us) tells when the current mode flipped.
+    pub fn mode(
+        &mut self,
+        g: &mut Gpu<'_, '_>,
+        rates_answered: Option<bool>,
+        r: &mut GpuReadings,
+    ) -> bool {
+        let moved = rates_answered.is_some()
+            && self.rates_answered.is_some()
+            && rates_answered != self.rates_answered;
+        self.rates_answered = rates_answered.or(self.rates_answered);
+        let (nvml, h, c) = (g.nvml, g.handle, &mut *g.calls);
+        let mode = self.mode.get_every(g.poll, SLOW_REFRESH_POLLS, moved, || {
+            c.run(Family::Mig.name(), || raw::mig_mode(nvml, h))
+        });
+        match mode {
+            Some((current, pending)) => {
+                r.mig_mode = Some(ModePair { current, pending });
+                current
+            }
+            None => false,
         }
-        None => false,
     }
 }
 
@@ -49,6 +65,10 @@ struct MigIdentity {
 pub struct State<'n> {
     nvml: &'n Nvml,
     parent: DeviceHandle,
+    /// MIG mode (current, pending), read at the slow cadence.
+    mode: Cached<(bool, bool)>,
+    /// Whether the utilization rates answered at the last poll that asked.
+    rates_answered: Option<bool>,
     max_devices: Option<u32>,
     known: HashMap<String, MigIdentity>,
     /// GPM samples per GPU instance, keyed by (gpu instance id, profile) so
@@ -63,6 +83,8 @@ impl<'n> State<'n> {
         State {
             nvml,
             parent,
+            mode: Cached::default(),
+            rates_answered: None,
             max_devices: None,
             known: HashMap::new(),
             gpm: HashMap::new(),

@@ -31,7 +31,7 @@ mod workload_usage;
 use nvml_wrapper::enums::device::DeviceArchitecture;
 use nvml_wrapper::{Device, Nvml};
 
-use super::calls::Calls;
+use super::calls::{Calls, Got};
 use super::fields::DriverBranch;
 use super::raw::{self, DeviceHandle};
 use super::watchdog::CallTracker;
@@ -180,12 +180,30 @@ impl<'n> GpuSampler<'n> {
         if on(Family::Mode) {
             mode.sample(&mut g, r);
         }
+        // The utilization rates answer only while MIG is off: asked first,
+        // their answer tells the MIG mode, read at a slow cadence, that it
+        // flipped (`mig.rs`).
+        let rates = if on(Family::Utilization) || on(Family::Mig) {
+            let fam = if on(Family::Utilization) {
+                Family::Utilization
+            } else {
+                Family::Mig
+            };
+            utilization::rates(&mut g, fam.name())
+        } else {
+            Got::Failed
+        };
+        let answered = match rates {
+            Got::Value(_) => Some(true),
+            Got::Absent => Some(false),
+            Got::Failed => None,
+        };
         // MIG mode decides whether MIG devices are enumerated.
-        let mig_enabled = on(Family::Mig) && mig::mode(&mut g, r);
+        let mig_enabled = on(Family::Mig) && mig.mode(&mut g, answered, r);
         // NVML reports no engine utilization on a MIG-enabled GPU (per
-        // instance activity comes from GPM instead): skip the five calls.
+        // instance activity comes from GPM instead): skip the other calls.
         if on(Family::Utilization) && !mig_enabled {
-            utilization::sample(&mut g, r);
+            utilization::sample(&mut g, rates, r);
         }
         if on(Family::Gpm) {
             gpm.sample(&mut g, r, mig_enabled, &gpm_ids, architecture.as_ref());
