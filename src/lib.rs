@@ -51,4 +51,5 @@ pub mod state;
 pub mod verdict;
 pub mod web_config;
 pub mod workloads;
+pub mod xid;
 pub mod xid_catalog;

@@ -128,6 +128,25 @@ fn the_writers_and_the_families_do_not_know_each_other() {
     }
 }
 
+/// What an XID is (its event, its class, its ledger: `src/xid/`) sits
+/// below both the sampler and the verdict; what to do about it is judged
+/// in the join step alone. The sampler routes XIDs to their GPU and
+/// judges nothing, so a verdict never runs on a poller thread.
+#[test]
+fn only_the_join_step_judges_and_xids_sit_below_both() {
+    let graph = imports();
+    for (module, deps) in &graph {
+        if module != "join" {
+            assert!(!deps.contains("verdict"), "{module} imports verdict");
+        }
+    }
+    assert!(graph["nvml"].contains("xid"), "{graph:?}");
+    assert!(graph["verdict"].contains("xid"), "{graph:?}");
+    for above in ["nvml", "verdict", "join"] {
+        assert!(!graph["xid"].contains(above), "xid imports {above}");
+    }
+}
+
 /// `super::<file>` references between the files of each folder of a
 /// crate's source, test code left out: folder path -> file -> files.
 fn sibling_imports(src: &Path) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
