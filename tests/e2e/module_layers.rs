@@ -454,3 +454,27 @@ fn cargo_toml_names_every_file_that_allows_unsafe() {
         );
     }
 }
+
+/// nvml-sim allows `unsafe` per module, by name in its `lib.rs` (the
+/// exports, the capture, the symbol table), not crate-wide: a module that
+/// starts to need it says so there.
+#[test]
+fn the_simulator_allows_unsafe_only_in_named_modules() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("nvml-sim/src");
+    let lib = std::fs::read_to_string(root.join("lib.rs")).unwrap();
+    assert!(
+        !lib.contains("#![allow(unsafe_code)]"),
+        "nvml-sim allows unsafe crate-wide again"
+    );
+    let lines: Vec<&str> = lib.lines().collect();
+    let allowed: Vec<&str> = lines
+        .windows(2)
+        .filter(|w| w[0].trim() == "#[allow(unsafe_code)]")
+        .filter_map(|w| w[1].trim().strip_prefix("pub mod "))
+        .collect();
+    assert_eq!(
+        allowed,
+        ["capture;", "driver;", "ffi;", "host;"],
+        "the modules allowed unsafe"
+    );
+}
