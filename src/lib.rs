@@ -19,6 +19,7 @@
 //! Around it: [`family::Family`] (what `--[no-]collector.<name>` switches),
 //! [`xid_catalog`] (NVIDIA's XID catalog, the one table behind the XID
 //! rules and runbook), [`kmsg`] (the kernel log, the second XID source),
+//! [`xid`] (an XID event's class and each GPU's ledger of them),
 //! [`verdict`] (what to do with each GPU now), [`state`] (what is kept
 //! across restarts), [`fsread`] (file reads with a deadline), [`selfstat`]
 //! (the process's own `process_*` statistics), [`footprint`] (its resident
@@ -51,4 +52,5 @@ pub mod state;
 pub mod verdict;
 pub mod web_config;
 pub mod workloads;
+pub mod xid;
 pub mod xid_catalog;

@@ -255,7 +255,7 @@ pub struct VerdictEvidence {
 /// How an XID event is judged: by its code's catalog bucket, or, for the
 /// NVLink5 codes 144-150, by what its kernel-log line says, read through
 /// NVIDIA's decode sheet (`crate::xid_catalog::nvlink5`, decided in
-/// `crate::verdict::nvlink5_class`).
+/// `crate::xid::nvlink5_class`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum XidClass {
     /// Its code's bucket decides.

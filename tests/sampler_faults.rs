@@ -16,6 +16,10 @@ use sampler_support::*;
 
 const SCALE: f64 = 5.0;
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one timeline of faults in one process, whose driver state is per process"
+)]
 #[test]
 fn faults_timeline() {
     let logs = Logs::install();

@@ -150,3 +150,48 @@ def test_the_profile_has_a_row_per_field_id_timed_alone(profile_rows):
     for fid in (3, 4, 5, 6, 83, 197, 198):
         assert f"field:{fid}" in profile_rows, fid
         assert profile_rows[f"field:{fid}"][0] == 5  # five times each
+
+
+def device_check_module():
+    """The script as a module (it has no .py name), to call its parser."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("device_check", str(ROOT / "scripts" / "device-check"))
+    spec = importlib.util.spec_from_loader("device_check", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("argv, scenario, outdir", [
+    # BENCHMARKS.md's form: --simulate's optional SCENARIO must not swallow OUTDIR.
+    (["--simulate", "out"], "dgx-h100", "out"),
+    (["out", "--simulate"], "dgx-h100", "out"),
+    (["--simulate", "hgx-b200", "out"], "hgx-b200", "out"),
+    (["--bursts", "2", "--simulate", "out"], "dgx-h100", "out"),
+    (["out"], None, "out"),
+])
+def test_simulate_and_outdir_parse_in_either_order(argv, scenario, outdir):
+    args = device_check_module().parse_args(argv)
+    assert (args.simulate, args.outdir) == (scenario, Path(outdir))
+
+
+@pytest.mark.parametrize("argv", [["--simulate"], ["--simulate", "dgx-h100"], []])
+def test_a_missing_outdir_is_refused_by_name(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        device_check_module().parse_args(argv)
+    assert e.value.code == 2
+    assert "OUTDIR" in capsys.readouterr().err
+
+
+def test_the_documented_command_line_reaches_its_steps(tmp_path):
+    """`scripts/device-check --simulate OUTDIR` as BENCHMARKS.md writes it:
+    the directory is made and the script goes on to look for its binaries
+    (here an empty --bin, so it stops there, in a moment)."""
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "device-check"), "--bin", str(tmp_path), "--simulate",
+         str(out)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert "is missing: build with" in run.stderr, run.stderr
+    assert out.is_dir()

@@ -110,14 +110,21 @@ fn xids(nvml: &Nvml, s: &Path, kmsg: &Path) {
         )
         .unwrap();
     let waiter = {
+        // SAFETY: the raw handle is only passed back to the library it came from, while its
+        // NVML is alive.
         let raw = unsafe { set0.handle() };
         let lib_path = common::lib_path();
         // Wait on another thread while the CLI injects, as the exporter does.
         let raw = raw as usize;
         std::thread::spawn(move || {
+            // SAFETY: loads the simulator's library, whose exports have the types
+            // nvml-wrapper-sys declares.
             let lib = unsafe { nvml_wrapper_sys::bindings::NvmlLib::new(lib_path).unwrap() };
             let mut data: nvml_wrapper_sys::bindings::nvmlEventData_t =
+                // SAFETY: a plain C struct; zero is a valid value.
                 unsafe { std::mem::zeroed() };
+            // SAFETY: the library's own export of nvml.h's type, called with handles it gave
+            // and pointers to our own values, live for the call.
             let rc = unsafe { lib.nvmlEventSetWait_v2(raw as _, &raw mut data, 5000) };
             (
                 rc,
@@ -181,6 +188,8 @@ fn ecc_and_rows(nvml: &Nvml, s: &Path) {
     // Row remapping; page retirement is refused on Hopper.
     ok(s, &["remap-row", "--gpu", "5"]);
     let (mut c, mut u, mut p, mut f) = (0, 0, 0, 0);
+    // SAFETY: the library's own export of nvml.h's type, called with handles it gave and
+    // pointers to our own values, live for the call.
     let rc = unsafe {
         nvml.lib().nvmlDeviceGetRemappedRows(
             nvml.device_by_index(5).unwrap().handle(),
@@ -267,10 +276,15 @@ fn fabric_sram_and_histogram(nvml: &Nvml, s: &Path) {
     // through raw calls (nvml-wrapper 0.13 wraps none of them).
     let lib = nvml.lib();
     let d5 = nvml.device_by_index(5).unwrap();
+    // SAFETY: the raw handle is only passed back to the library it came from, while its NVML
+    // is alive.
     let h5 = unsafe { d5.handle() };
     let fabric = |h| {
         let mut info: nvml_wrapper_sys::bindings::nvmlGpuFabricInfo_t =
+            // SAFETY: a plain C struct; zero is a valid value.
             unsafe { std::mem::zeroed() };
+        // SAFETY: the library's own export of nvml.h's type, called with handles it gave and
+        // pointers to our own values, live for the call.
         let rc = unsafe { lib.nvmlDeviceGetGpuFabricInfo.as_ref().unwrap()(h, &raw mut info) };
         assert_eq!(rc, 0);
         (info.state, info.status)
@@ -297,8 +311,11 @@ fn fabric_sram_and_histogram(nvml: &Nvml, s: &Path) {
     assert_eq!(fabric(h5), (3, 999));
     let sram = |h| {
         type Status = nvml_wrapper_sys::bindings::nvmlEccSramErrorStatus_v1_t;
+        // SAFETY: a plain C struct; zero is a valid value.
         let mut st: Status = unsafe { std::mem::zeroed() };
         st.version = std::mem::size_of::<Status>() as u32 | 1 << 24;
+        // SAFETY: the library's own export of nvml.h's type, called with handles it gave and
+        // pointers to our own values, live for the call.
         let rc = unsafe { lib.nvmlDeviceGetSramEccErrorStatus.as_ref().unwrap()(h, &raw mut st) };
         assert_eq!(rc, 0);
         st.bThresholdExceeded
@@ -308,7 +325,10 @@ fn fabric_sram_and_histogram(nvml: &Nvml, s: &Path) {
     assert_eq!(sram(h5), 1);
     let histogram = |h| {
         let mut v: nvml_wrapper_sys::bindings::nvmlRowRemapperHistogramValues_t =
+            // SAFETY: a plain C struct; zero is a valid value.
             unsafe { std::mem::zeroed() };
+        // SAFETY: the library's own export of nvml.h's type, called with handles it gave and
+        // pointers to our own values, live for the call.
         let rc = unsafe { lib.nvmlDeviceGetRowRemapperHistogram.as_ref().unwrap()(h, &raw mut v) };
         (rc, [v.max, v.high, v.partial, v.low, v.none])
     };
@@ -322,6 +342,8 @@ fn fabric_sram_and_histogram(nvml: &Nvml, s: &Path) {
     );
     assert_eq!(after.iter().sum::<u32>(), before.iter().sum::<u32>());
     // GPU 0 is in MIG mode: no histogram, as for remapped rows there.
+    // SAFETY: the raw handle is only passed back to the library it came from, while its NVML
+    // is alive.
     let h0 = unsafe { nvml.device_by_index(0).unwrap().handle() };
     assert_eq!(histogram(h0).0, 3, "NOT_SUPPORTED on a MIG-enabled GPU");
 }

@@ -58,6 +58,8 @@ fn hand_written_scenario() {
     assert!(v1.are_pages_pending_retired().unwrap());
     // V100 has no row remapping and no MIG.
     let (mut c, mut u, mut p, mut f) = (0, 0, 0, 0);
+    // SAFETY: the library's own export of nvml.h's type, called with handles it gave and
+    // pointers to our own values, live for the call.
     let rc = unsafe {
         nvml.lib().nvmlDeviceGetRemappedRows(
             v1.handle(),

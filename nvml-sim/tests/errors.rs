@@ -21,10 +21,18 @@ const INSUFFICIENT_SIZE: u32 = 7;
 const VERSION_MISMATCH: u32 = 25;
 const UNKNOWN: u32 = 999;
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one walk through the driver's states, each error code checked where it arises"
+)]
 #[test]
 fn error_codes() {
     std::env::remove_var("NVML_SIM_CONTROL");
+    // SAFETY: loads the simulator's library, whose exports have the types nvml-wrapper-sys
+    // declares.
     let lib = unsafe { NvmlLib::new(common::lib_path()).unwrap() };
+    // SAFETY: the library's own exports of nvml.h's types, called with handles it gave and
+    // pointers to our own values and NUL-terminated strings it returned, live for each call.
     unsafe {
         // Before init.
         let mut n = 0;

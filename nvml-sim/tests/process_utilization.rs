@@ -54,6 +54,8 @@ fn now_us() -> u64 {
 }
 
 fn handle(d: &nvml_wrapper::Device) -> nvmlDevice_t {
+    // SAFETY: the raw handle is only passed back to the library it came
+    // from, while `d`'s NVML is alive.
     unsafe { d.handle() }
 }
 
@@ -72,6 +74,7 @@ fn info(
         .as_ref()
         .expect("exported on the default (R560) personality");
     let mut buf: Vec<nvmlProcessUtilizationInfo_v1_t> =
+        // SAFETY: a plain C struct; zero is a valid value.
         vec![unsafe { std::mem::zeroed() }; cap as usize];
     let mut arg = nvmlProcessesUtilizationInfo_v1_t {
         version,
@@ -83,6 +86,8 @@ fn info(
             buf.as_mut_ptr()
         },
     };
+    // SAFETY: the library's own symbol of nvml.h's type; `arg` and the
+    // `cap` entries of `buf` it points to are ours, live for the call.
     let ret = unsafe { f(d, &raw mut arg) };
     let n = arg.processSamplesCount.min(cap) as usize;
     buf.truncate(if ret == nvmlReturn_enum_NVML_SUCCESS {

@@ -97,6 +97,10 @@ action = "remap-row"
 gpu = 0
 "#;
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one replayed host checked value by value against its capture, then faulted"
+)]
 #[test]
 fn a_pinned_host_answers_as_captured_and_still_takes_faults() {
     let dir = std::env::temp_dir().join(format!("nvml-sim-replay-{}", std::process::id()));
@@ -199,6 +203,7 @@ fn a_pinned_host_answers_as_captured_and_still_takes_faults() {
     assert_eq!(f[4].nvmlReturn, 3, "no module power scope on an H100");
     // "GPU T.Limit Temp: 46 C" at 41 C, as the capture prints.
     let mut margin: nvml_wrapper_sys::bindings::nvmlMarginTemperature_v1_t =
+        // SAFETY: a plain C struct; zero is a valid value.
         unsafe { std::mem::zeroed() };
     margin.version = (std::mem::size_of::<nvml_wrapper_sys::bindings::nvmlMarginTemperature_v1_t>()
         | 1 << 24) as u32;
@@ -221,6 +226,7 @@ fn a_pinned_host_answers_as_captured_and_still_takes_faults() {
             .unwrap(),
         4
     );
+    // SAFETY: a plain C struct; zero is a valid value.
     let mut h: nvmlRowRemapperHistogramValues_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid handle and out-pointer.
     let rc = unsafe {

@@ -39,6 +39,8 @@ fn faults_timeline() {
 
     // From the start.
     let (mut c, mut u, mut p, mut f) = (0, 0, 0, 0);
+    // SAFETY: the library's own export of nvml.h's type, called with handles it gave and
+    // pointers to our own values, live for the call.
     let rc = unsafe {
         nvml.lib().nvmlDeviceGetRemappedRows(
             dev(5).handle(),

@@ -81,7 +81,10 @@ fn memory_adds_up() {
         assert_eq!(m.total, m.reserved + m.used + m.free, "GPU {i}");
         assert_eq!(m.total, 81559 * 1024 * 1024);
         // v1 counts reserved memory as used.
+        // SAFETY: a plain C struct; zero is a valid value.
         let mut v1: nvmlMemory_t = unsafe { std::mem::zeroed() };
+        // SAFETY: the library's own export of nvml.h's type, called with handles it gave and
+        // pointers to our own values, live for the call.
         let rc = unsafe { nvml.lib().nvmlDeviceGetMemoryInfo(d.handle(), &raw mut v1) };
         assert_eq!(rc, 0);
         assert_eq!(v1.used, m.used + m.reserved);
@@ -159,6 +162,8 @@ fn ecc_and_rows() {
         Err(NvmlError::NotSupported)
     ));
     let (mut c, mut u, mut p, mut f) = (9, 9, 9, 9);
+    // SAFETY: the library's own export of nvml.h's type, called with handles it gave and
+    // pointers to our own values, live for the call.
     let rc = unsafe {
         nvml.lib().nvmlDeviceGetRemappedRows(
             d.handle(),
@@ -210,7 +215,11 @@ fn field_values() {
     assert_eq!(f[0].nvmlReturn, 0);
     assert_eq!(f[1].nvmlReturn, 0);
     assert_eq!(f[2].nvmlReturn, 2, "link 18 does not exist on H100");
+    // SAFETY: a union of integers and a double, 8 bytes at most: any read
+    // of it is defined; these fields are counters, written as `ullVal`.
     let total = unsafe { f[3].value.ullVal };
+    // SAFETY: a union of integers and a double, 8 bytes at most: any read
+    // of it is defined; these fields are counters, written as `ullVal`.
     assert!(total >= unsafe { f[0].value.ullVal + f[1].value.ullVal });
     assert_eq!(f[4].nvmlReturn, 0);
     assert!(d.link_wrapper_for(0).is_active().unwrap());
@@ -237,8 +246,11 @@ fn processes() {
     let d0 = nvml.device_by_index(0).unwrap();
     let p0 = d0.running_compute_processes().unwrap();
     assert_eq!(p0.len(), 3);
+    // SAFETY: a plain C struct; zero is a valid value.
     let mut raw: Vec<nvmlProcessInfo_t> = vec![unsafe { std::mem::zeroed() }; 8];
     let mut n = 8;
+    // SAFETY: the library's own export of nvml.h's type, called with handles it gave and
+    // pointers to our own values, live for the call.
     let rc = unsafe {
         nvml.lib().nvmlDeviceGetComputeRunningProcesses_v3(
             d0.handle(),
@@ -250,6 +262,8 @@ fn processes() {
     assert_eq!((raw[0].gpuInstanceId, raw[0].computeInstanceId), (7, 0));
     // Two-call protocol: too small a count gets the needed count back.
     let mut small = 1;
+    // SAFETY: the library's own export of nvml.h's type, called with handles it gave and
+    // pointers to our own values, live for the call.
     let rc = unsafe {
         nvml.lib().nvmlDeviceGetComputeRunningProcesses_v3(
             d0.handle(),
@@ -315,6 +329,8 @@ fn mig_profiles_and_instances() {
     let nvml = nvml();
     let d1 = nvml.device_by_index(1).unwrap();
     let lib = nvml.lib();
+    // SAFETY: the library's own exports of nvml.h's types, called with handles it gave and
+    // pointers to our own values and NUL-terminated strings it returned, live for each call.
     unsafe {
         let mut info: nvmlGpuInstanceProfileInfo_v2_t = std::mem::zeroed();
         info.version = (std::mem::size_of::<nvmlGpuInstanceProfileInfo_v2_t>() as u32) | (2 << 24);

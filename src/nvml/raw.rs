@@ -87,6 +87,7 @@ pub fn field_values(
     let mut values: Vec<nvmlFieldValue_t> = requests
         .iter()
         .map(|&(id, scope)| {
+            // SAFETY: nvmlFieldValue_t is plain old data: all zeros is a valid value.
             let mut v: nvmlFieldValue_t = unsafe { mem::zeroed() };
             v.fieldId = id;
             v.scopeId = scope;
@@ -136,6 +137,9 @@ pub fn memory_v2(nvml: &Nvml, device: DeviceHandle) -> Result<(u64, u64, u64, u6
     // SAFETY: POD struct, version set as nvml.h requires.
     let mut m: nvmlMemory_v2_t = unsafe { mem::zeroed() };
     m.version = struct_version::<nvmlMemory_v2_t>(2);
+    // SAFETY: `f` is the library's own symbol of the type nvml.h declares (`sym!`); the
+    // device handle came from NVML and the out-pointer is to our own struct, live for the
+    // call.
     nvml_try(unsafe { f(device, &raw mut m) })?;
     Ok((m.total, m.reserved, m.free, m.used))
 }
@@ -145,6 +149,9 @@ pub fn memory_v1(nvml: &Nvml, device: DeviceHandle) -> Result<(u64, u64, u64), N
     let f = sym!(nvml, nvmlDeviceGetMemoryInfo);
     // SAFETY: POD out-parameter.
     let mut m: nvmlMemory_t = unsafe { mem::zeroed() };
+    // SAFETY: `f` is the library's own symbol of the type nvml.h declares (`sym!`); the
+    // device handle came from NVML and the out-pointer is to our own struct, live for the
+    // call.
     nvml_try(unsafe { f(device, &raw mut m) })?;
     Ok((m.total, m.free, m.used))
 }
@@ -205,6 +212,8 @@ pub fn mig_device_by_index(
     // SAFETY: valid out-pointer; a null handle is only stored, never used
     // unless NVML reported success.
     let mut handle: nvmlDevice_t = std::ptr::null_mut();
+    // SAFETY: `f` is the library's own symbol of the type nvml.h declares (`sym!`), called
+    // with NVML's device handle and a pointer to our own handle, live for the call.
     nvml_try(unsafe { f(device, index, &raw mut handle) })?;
     Ok(handle)
 }
@@ -689,6 +698,9 @@ pub fn gpm_metrics(
     for (slot, id) in req.metrics.iter_mut().zip(ids) {
         slot.metricId = *id;
     }
+    // SAFETY: `f` is the library's own symbol (`sym!`); `req` is our own boxed request,
+    // versioned, whose `numMetrics` fit its array, and both sample buffers are NVML's,
+    // alive while borrowed.
     nvml_try(unsafe { f(&raw mut *req) })?;
     Ok(req.metrics[..n]
         .iter()
@@ -749,6 +761,8 @@ impl EventSet {
         let f = sym!(self.nvml, nvmlEventSetWait_v2);
         // SAFETY: POD out-parameter.
         let mut data: nvmlEventData_t = unsafe { mem::zeroed() };
+        // SAFETY: `f` is the library's own symbol (`sym!`); the event set is NVML's, alive
+        // while `self` is, and the out-pointer is to our own struct, live for the call.
         nvml_try(unsafe { f(self.handle, &raw mut data, timeout_ms) })?;
         Ok(RawEvent {
             device: data.device,
@@ -903,6 +917,9 @@ pub fn gpu_fabric_info(
             } else {
                 struct_version::<nvmlGpuFabricInfo_v2_t>(2)
             };
+            // SAFETY: `f` is the library's own symbol of the type nvml.h declares
+            // (`sym!`); the device handle came from NVML and the out-pointer is to our own
+            // struct, live for the call.
             nvml_try(unsafe { f(device, &raw mut info) })?;
             RawFabric {
                 state: u32::from(info.state),
@@ -917,6 +934,9 @@ pub fn gpu_fabric_info(
             let f = sym!(nvml, nvmlDeviceGetGpuFabricInfo);
             // SAFETY: POD out-parameter.
             let mut info: nvmlGpuFabricInfo_t = unsafe { mem::zeroed() };
+            // SAFETY: `f` is the library's own symbol of the type nvml.h declares
+            // (`sym!`); the device handle came from NVML and the out-pointer is to our own
+            // struct, live for the call.
             nvml_try(unsafe { f(device, &raw mut info) })?;
             RawFabric {
                 state: u32::from(info.state),
@@ -942,6 +962,9 @@ pub fn temperature_v(nvml: &Nvml, device: DeviceHandle) -> Result<i32, NvmlError
     let mut t: nvmlTemperature_v1_t = unsafe { mem::zeroed() };
     t.version = struct_version::<nvmlTemperature_v1_t>(1);
     t.sensorType = nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU;
+    // SAFETY: `f` is the library's own symbol of the type nvml.h declares (`sym!`); the
+    // device handle came from NVML and the out-pointer is to our own struct, live for the
+    // call.
     nvml_try(unsafe { f(device, &raw mut t) })?;
     Ok(t.temperature)
 }
@@ -954,6 +977,9 @@ pub fn margin_temperature(nvml: &Nvml, device: DeviceHandle) -> Result<i32, Nvml
     // SAFETY: versioned POD in/out parameter.
     let mut m: nvmlMarginTemperature_v1_t = unsafe { mem::zeroed() };
     m.version = struct_version::<nvmlMarginTemperature_v1_t>(1);
+    // SAFETY: `f` is the library's own symbol of the type nvml.h declares (`sym!`); the
+    // device handle came from NVML and the out-pointer is to our own struct, live for the
+    // call.
     nvml_try(unsafe { f(device, &raw mut m) })?;
     Ok(m.marginTemperature)
 }
@@ -999,6 +1025,9 @@ pub fn sram_threshold_exceeded(nvml: &Nvml, device: DeviceHandle) -> Result<bool
     // expect.
     let mut status: nvmlEccSramErrorStatus_v1_t = unsafe { mem::zeroed() };
     status.version = struct_version::<nvmlEccSramErrorStatus_v1_t>(1);
+    // SAFETY: `f` is the library's own symbol of the type nvml.h declares (`sym!`); the
+    // device handle came from NVML and the out-pointer is to our own struct, live for the
+    // call.
     nvml_try(unsafe { f(device, &raw mut status) })?;
     Ok(status.bThresholdExceeded != 0)
 }
@@ -1009,6 +1038,9 @@ pub fn row_remapper_histogram(nvml: &Nvml, device: DeviceHandle) -> Result<[u32;
     let f = sym!(nvml, nvmlDeviceGetRowRemapperHistogram);
     // SAFETY: POD out-parameter.
     let mut h: nvmlRowRemapperHistogramValues_t = unsafe { mem::zeroed() };
+    // SAFETY: `f` is the library's own symbol of the type nvml.h declares (`sym!`); the
+    // device handle came from NVML and the out-pointer is to our own struct, live for the
+    // call.
     nvml_try(unsafe { f(device, &raw mut h) })?;
     Ok([h.max, h.high, h.partial, h.low, h.none])
 }

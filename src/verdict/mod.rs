@@ -48,7 +48,6 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::kmsg::Nvlink5Words;
 use crate::snapshot::{
     Action, FabricHealth, GpuReadings, GpuState, Health, Remembered, SpareRows, UnnamedEvidence,
     UnnamedGpuVerdict, Verdict, XidClass, XidSeen,
@@ -58,72 +57,6 @@ use crate::xid_catalog::{self, Bucket};
 /// Unnamed addresses given a verdict: a node has at most 16 GPUs, and a
 /// log that names more is not describing them.
 pub const MAX_UNNAMED: usize = 16;
-
-/// The NVLink5 codes, judged per event.
-pub fn is_nvlink5(code: u64) -> bool {
-    (144..=150).contains(&code)
-}
-
-/// Codes whose events are decided by their kernel-log line: NVML's event
-/// waits for it (NVLink5's decode sheet, 74's registers).
-pub fn decided_by_line(code: u64) -> bool {
-    is_nvlink5(code) || code == 74
-}
-
-/// The class of such an event whose line never came.
-pub fn class_without_line(code: u64) -> XidClass {
-    if is_nvlink5(code) {
-        XidClass::Nvlink5NoKernelLog
-    } else {
-        XidClass::Code
-    }
-}
-
-/// How an XID 74 line is judged: by NVIDIA's workflow on its registers
-/// (`xid_catalog::nvlink_err`); without them, by its code (nothing of its
-/// own, the reason says the registers were missing).
-pub fn nvlink_err_class(registers: Option<[u32; 7]>) -> XidClass {
-    use xid_catalog::nvlink_err::{decide, Decision};
-    match registers.map(|r| decide(&r)) {
-        None => XidClass::Code,
-        Some(Decision::Nothing) => XidClass::NvlinkErrNothing,
-        Some(Decision::Report) => XidClass::NvlinkErrReport,
-        Some(Decision::CheckLink) => XidClass::NvlinkErrCheckLink,
-    }
-}
-
-/// How an NVLink5 line is judged: an injected fault (`i1`, a drill) as a
-/// test, asking for nothing; else by the sheet's row for its registers,
-/// read with the driver's encoding (`driver_major`; `None`: unknown, then
-/// the severity word alone decides) and naming the line's unit (a row of
-/// another unit means the encoding was misread: the other encoding's row
-/// is taken where its unit agrees, as gpud's `unitMatches` requires);
-/// else by its severity word.
-pub fn nvlink5_class(code: u64, words: &Nvlink5Words, driver_major: Option<u32>) -> XidClass {
-    use xid_catalog::nvlink5::{decode, unit_agrees, Resolution, V2_FROM_MAJOR};
-    if words.injected {
-        return XidClass::Nvlink5Injected;
-    }
-    let agrees = |major: u32| {
-        let xid = u16::try_from(code).ok()?;
-        decode(xid, words.intr_info, words.error_status, major)
-            .filter(|d| words.unit.is_some_and(|u| unit_agrees(d.rule, u)))
-    };
-    let other = |major: u32| {
-        if major >= V2_FROM_MAJOR {
-            V2_FROM_MAJOR - 1
-        } else {
-            V2_FROM_MAJOR
-        }
-    };
-    let row = driver_major.and_then(|major| agrees(major).or_else(|| agrees(other(major))));
-    match row.map(|r| r.resolution) {
-        Some(Resolution::ResetGpu) => XidClass::Nvlink5Fatal,
-        Some(Resolution::Ignore | Resolution::Xid154Eval) => XidClass::Nvlink5Nothing,
-        None if words.fatal => XidClass::Nvlink5Fatal,
-        None => XidClass::Nvlink5Nothing,
-    }
-}
 
 /// What each resolution bucket of NVIDIA's XID catalog asks for, and the
 /// reason label it gives. Buckets that ask for nothing (`IGNORE`,
@@ -141,7 +74,7 @@ pub fn bucket_action(bucket: Bucket) -> (Action, &'static str) {
         Bucket::CheckUvm => (Action::RestartApp, "xid_check_uvm"),
         Bucket::ResetGpu => (Action::ResetGpu, "xid_reset_gpu"),
         Bucket::WorkflowXid48 => (Action::ResetGpu, "xid_workflow_xid_48"),
-        // Decided per event by its registers (`nvlink_err_class`): NVIDIA's
+        // Decided per event by its registers (`xid::nvlink_err_class`): NVIDIA's
         // workflow never asks for a GPU reset. Judged by the code alone
         // (NVML's event, a line without registers), it defers to the
         // driver: nothing, the reason says the registers were missing.

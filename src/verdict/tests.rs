@@ -2,7 +2,9 @@
 //! when each clears.
 
 use super::*;
+use crate::kmsg::Nvlink5Words;
 use crate::snapshot::{Fabric, FabricHealth, FabricIssue, RemappedRows};
+use crate::xid::{nvlink5_class, nvlink_err_class};
 
 const WINDOW: Duration = Duration::from_secs(600);
 
@@ -537,4 +539,33 @@ fn xid_74_asks_for_what_its_registers_say() {
     let mut g = Gpu::new();
     g.xid(1, 74, None);
     assert_eq!(g.gpu(2), ("none", "xid_nvlink_err_undecoded"));
+}
+
+/// The ledger keeps the latest event of exactly the codes and classes
+/// that ask for something here or carry a note (`crate::xid::kept`, which
+/// the poller asks without reaching the verdict): were they to differ, an
+/// XID would be judged that was never kept, or one kept and never judged.
+#[test]
+fn what_the_ledger_keeps_is_what_the_verdict_acts_on() {
+    let classes = [
+        XidClass::Code,
+        XidClass::Nvlink5Fatal,
+        XidClass::Nvlink5Nothing,
+        XidClass::Nvlink5Undecoded,
+        XidClass::Nvlink5NoKernelLog,
+        XidClass::Nvlink5Injected,
+        XidClass::NvlinkErrNothing,
+        XidClass::NvlinkErrReport,
+        XidClass::NvlinkErrCheckLink,
+    ];
+    let mut kept = 0;
+    for code in 0..=crate::snapshot::MAX_XID_CODE + 2 {
+        for class in classes {
+            let acts = xid_class_action(code, class)
+                .is_some_and(|(a, reason)| a != Action::None || is_note(reason));
+            assert_eq!(crate::xid::kept(code, class), acts, "XID {code} {class:?}");
+            kept += usize::from(acts);
+        }
+    }
+    assert!(kept > 100, "too few kept to compare: {kept}");
 }

@@ -46,6 +46,10 @@ fn process(pid: u32, name: &str, bytes: u64, mig: Option<(u32, u32)>) -> Process
 }
 
 /// Readings of a busy H100 with every optional reading present.
+#[allow(
+    clippy::too_many_lines,
+    reason = "a fixture: every reading of a busy H100 in one literal"
+)]
 pub fn h100_readings(i: u32) -> GpuReadings {
     let f = f64::from(i);
     GpuReadings {
@@ -392,6 +396,10 @@ pub fn dgx_fleet() -> Snapshot {
 
 /// `dgx_fleet` plus what no DGX has (fans): every field of the snapshot is
 /// set on some GPU, so every metric family is emitted.
+#[allow(
+    clippy::too_many_lines,
+    reason = "a fixture: every field of the snapshot set on some GPU, in one place"
+)]
 pub fn fully_populated() -> Snapshot {
     let mut s = dgx_fleet();
     s.state_write_errors = Some(2);

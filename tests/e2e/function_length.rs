@@ -193,3 +193,73 @@ fn no_exporter_function_is_over_300_lines() {
         "functions over {MAX_LINES} lines (split them by what they do): {long:#?}"
     );
 }
+
+/// The ratchet under the ceiling (clippy.toml's `too-many-lines-threshold`,
+/// which clippy holds in scripts/test): a function of more lines of code
+/// than this says why it is one piece.
+const RATCHET: usize = 150;
+
+/// Functions of either crate over [`RATCHET`] lines of code (blank and
+/// comment lines not counted, as clippy counts) without
+/// `#[allow(clippy::too_many_lines, reason = "...")]` above them, and such
+/// allows without a reason.
+fn unexplained_long_functions() -> (Vec<String>, usize) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "benches", "nvml-sim/src", "nvml-sim/tests"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let mut found = Vec::new();
+    let mut seen = 0;
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap();
+        let rel = path.strip_prefix(root).unwrap().display();
+        let code = code_only(&text);
+        let code_lines: Vec<&str> = code.lines().collect();
+        let text_lines: Vec<&str> = text.lines().collect();
+        for (name, line, lines) in functions(&code) {
+            seen += 1;
+            let body = &code_lines[line - 1..(line - 1 + lines).min(code_lines.len())];
+            let counted = body.iter().filter(|l| !l.trim().is_empty()).count();
+            if counted <= RATCHET {
+                continue;
+            }
+            // The attributes and doc comments right above the `fn`.
+            let above: Vec<&str> = text_lines[..line - 1]
+                .iter()
+                .rev()
+                .take_while(|l| {
+                    let t = l.trim_start();
+                    t.starts_with("#[")
+                        || t.starts_with("//")
+                        || t.starts_with(')')
+                        || t.starts_with("clippy::")
+                        || t.starts_with("reason")
+                        || t.starts_with("pub") && !t.contains("fn ")
+                })
+                .copied()
+                .collect();
+            let above = above.join(" ");
+            if !(above.contains("clippy::too_many_lines") && above.contains("reason = \"")) {
+                found.push(format!("{rel}:{line} {name}: {counted} lines of code"));
+            }
+        }
+        for (i, l) in code_lines.iter().enumerate() {
+            if l.contains("allow(clippy::too_many_lines)") {
+                found.push(format!("{rel}:{}: an allow without a reason", i + 1));
+            }
+        }
+    }
+    (found, seen)
+}
+
+#[test]
+fn every_function_over_150_lines_of_code_says_why() {
+    let (found, seen) = unexplained_long_functions();
+    assert!(seen > 1500, "found only {seen} functions");
+    assert!(
+        found.is_empty(),
+        "functions over {RATCHET} lines of code without #[allow(clippy::too_many_lines, \
+         reason = ...)]: split them, or say why they are one piece: {found:#?}"
+    );
+}

@@ -1,10 +1,75 @@
 //! The crate's top-level modules form layers: no two import each other,
-//! directly or through others (docs/design.md, "Module map"). Read from
-//! the `crate::<module>` paths in each module's source, test code left out.
-//! The same holds for the simulated driver's crate, `nvml-sim`.
+//! directly or through others, and each imports only what docs/design.md's
+//! "Module map" says, all of it above itself there. Read from the
+//! `crate::<module>` paths in each module's whole source, test code left
+//! out (`#[cfg(test)]` modules, inline or in files of their own). The same
+//! holds for the simulated driver's crate, `nvml-sim`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// A file's code without its `#[cfg(test)]` modules: an inline
+/// `mod tests { .. }` is cut to the closing brace at its own indentation
+/// (the code is rustfmt's), so what follows a test module is read too.
+fn without_tests(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let next = lines.get(i + 1).copied().unwrap_or("");
+        let item = next.trim_start();
+        let inline_mod =
+            (item.starts_with("mod ") || item.starts_with("pub mod ")) && item.ends_with('{');
+        if lines[i].trim() == "#[cfg(test)]" && inline_mod {
+            let indent = &next[..next.len() - item.len()];
+            let close = format!("{indent}}}");
+            i += 2;
+            while i < lines.len() && lines[i] != close {
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        out.push_str(lines[i]);
+        out.push('\n');
+        i += 1;
+    }
+    out
+}
+
+/// The files that are test modules of their own (`#[cfg(test)] mod x;`).
+fn test_files(src: &Path) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    let mut todo = vec![src.to_path_buf()];
+    while let Some(path) = todo.pop() {
+        if path.is_dir() {
+            todo.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        // `a/mod.rs` and `lib.rs` declare `a/x.rs`; `a/b.rs` declares `a/b/x.rs`.
+        let stem = path.file_stem().unwrap().to_str().unwrap();
+        let dir = match stem {
+            "mod" | "lib" | "main" => path.parent().unwrap().to_path_buf(),
+            _ => path.with_extension(""),
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        for pair in lines.windows(2) {
+            let item = pair[1].trim();
+            if pair[0].trim() != "#[cfg(test)]" {
+                continue;
+            }
+            if let Some(name) = item.strip_prefix("mod ").and_then(|r| r.strip_suffix(';')) {
+                out.insert(dir.join(format!("{name}.rs")));
+                out.insert(dir.join(name).join("mod.rs"));
+            }
+        }
+    }
+    out
+}
 
 /// `crate::<module>` references per top-level module of `src/`.
 fn imports() -> BTreeMap<String, BTreeSet<String>> {
@@ -15,6 +80,7 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
 /// directory (`bin/` holds other crates: left out).
 fn imports_of(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let src = src.to_path_buf();
+    let tests = test_files(&src);
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut files = vec![src.clone()];
     while let Some(path) = files.pop() {
@@ -22,7 +88,7 @@ fn imports_of(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
             continue;
         }
-        if path.extension().is_none_or(|e| e != "rs") {
+        if path.extension().is_none_or(|e| e != "rs") || tests.contains(&path) {
             continue;
         }
         let rel = path.strip_prefix(&src).unwrap();
@@ -39,7 +105,7 @@ fn imports_of(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         }
         let text = std::fs::read_to_string(&path).unwrap();
         // Unit tests may reach anywhere; the layering is about the code.
-        let code = text.split("#[cfg(test)]").next().unwrap();
+        let code = without_tests(&text);
         let deps = out.entry(module.clone()).or_default();
         for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
             for piece in line.split("crate::").skip(1) {
@@ -92,6 +158,100 @@ fn no_two_modules_import_each_other() {
     assert!(circles.is_empty(), "import circles: {circles:#?}");
 }
 
+/// docs/design.md's module map, in order: each row's modules and its
+/// Imports column (`None`: "everything above").
+fn module_map() -> Vec<(Vec<String>, Option<BTreeSet<String>>)> {
+    let design =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/design.md"))
+            .unwrap();
+    let section = design
+        .split("\n## Module map")
+        .nth(1)
+        .expect("docs/design.md has a Module map");
+    let mut rows = Vec::new();
+    for line in section.lines().skip_while(|l| !l.starts_with('|')) {
+        if !line.starts_with('|') {
+            break;
+        }
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        let (first, last) = (cells[0], cells[cells.len() - 1]);
+        if !first.starts_with('`') {
+            continue; // the header and its rule
+        }
+        let modules = first
+            .split(',')
+            .map(|m| m.trim().trim_matches('`').to_string())
+            .collect();
+        let imports = match last {
+            "everything above" => None,
+            "-" => Some(BTreeSet::new()),
+            names => Some(names.split(',').map(|m| m.trim().to_string()).collect()),
+        };
+        rows.push((modules, imports));
+    }
+    rows
+}
+
+/// The module map is the code: every module of `src/` has its row, each
+/// row's Imports column is what its modules import (a row of several
+/// modules: what any of them imports), and everything a module imports is
+/// listed above it, or in its own row.
+#[test]
+fn the_design_module_map_is_the_code() {
+    let graph = imports();
+    let rows = module_map();
+    assert!(
+        rows.len() > 15,
+        "read too few rows of the module map: {rows:?}"
+    );
+    let mut above: BTreeSet<String> = BTreeSet::new();
+    let mut problems = Vec::new();
+    for (modules, said) in &rows {
+        let row: BTreeSet<String> = modules.iter().cloned().collect();
+        let mut imported = BTreeSet::new();
+        for m in modules {
+            match graph.get(m) {
+                Some(deps) => imported.extend(deps.iter().cloned()),
+                None => problems.push(format!("`{m}` is in the map but not a module of src/")),
+            }
+        }
+        for d in imported
+            .iter()
+            .filter(|d| !above.contains(*d) && !row.contains(*d))
+        {
+            problems.push(format!("{modules:?} imports `{d}`, which is not above it"));
+        }
+        if let Some(said) = said.as_ref().filter(|s| **s != imported) {
+            problems.push(format!(
+                "{modules:?}: the map says it imports {said:?}, the code {imported:?}"
+            ));
+        }
+        above.extend(row);
+    }
+    for m in graph.keys().filter(|m| !above.contains(*m)) {
+        problems.push(format!("`{m}` has no row in the module map"));
+    }
+    assert!(
+        problems.is_empty(),
+        "docs/design.md, Module map: {problems:#?}"
+    );
+}
+
+/// Test modules are cut out to their end, not the file from its first
+/// `#[cfg(test)]` on: what follows them is code.
+#[test]
+fn code_after_a_test_module_is_read() {
+    let text = "use crate::a;\n#[cfg(test)]\nmod tests {\n    use crate::b;\n    fn f() {\n    }\n}\n\nfn g() {\n    crate::c::h();\n}\n#[cfg(test)]\nuse crate::d;\n";
+    let code = without_tests(text);
+    assert!(
+        code.contains("crate::a") && code.contains("crate::c"),
+        "{code}"
+    );
+    assert!(!code.contains("crate::b"), "{code}");
+    // An attribute on anything but a module cuts nothing but itself.
+    assert!(code.contains("crate::d"), "{code}");
+}
+
 #[test]
 fn no_two_simulator_modules_import_each_other() {
     let graph = imports_of(&Path::new(env!("CARGO_MANIFEST_DIR")).join("nvml-sim/src"));
@@ -128,9 +288,28 @@ fn the_writers_and_the_families_do_not_know_each_other() {
     }
 }
 
+/// What an XID is (its event, its class, its ledger: `src/xid/`) sits
+/// below both the sampler and the verdict; what to do about it is judged
+/// in the join step alone. The sampler routes XIDs to their GPU and
+/// judges nothing, so a verdict never runs on a poller thread.
+#[test]
+fn only_the_join_step_judges_and_xids_sit_below_both() {
+    let graph = imports();
+    for (module, deps) in &graph {
+        if module != "join" {
+            assert!(!deps.contains("verdict"), "{module} imports verdict");
+        }
+    }
+    assert!(graph["nvml"].contains("xid"), "{graph:?}");
+    for above in ["nvml", "verdict", "join"] {
+        assert!(!graph["xid"].contains(above), "xid imports {above}");
+    }
+}
+
 /// `super::<file>` references between the files of each folder of a
 /// crate's source, test code left out: folder path -> file -> files.
 fn sibling_imports(src: &Path) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let tests = test_files(src);
     let mut out: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     let mut dirs = vec![src.to_path_buf()];
     while let Some(dir) = dirs.pop() {
@@ -139,7 +318,7 @@ fn sibling_imports(src: &Path) -> BTreeMap<String, BTreeMap<String, BTreeSet<Str
             let path = entry.unwrap().path();
             if path.is_dir() {
                 dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
+            } else if path.extension().is_some_and(|e| e == "rs") && !tests.contains(&path) {
                 files.push(path);
             }
         }
@@ -157,7 +336,7 @@ fn sibling_imports(src: &Path) -> BTreeMap<String, BTreeMap<String, BTreeSet<Str
                 continue;
             }
             let text = std::fs::read_to_string(path).unwrap();
-            let code = text.split("#[cfg(test)]").next().unwrap();
+            let code = without_tests(&text);
             let deps = graph.entry(name.clone()).or_default();
             for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
                 for piece in line.split("super::").skip(1) {
@@ -274,4 +453,28 @@ fn cargo_toml_names_every_file_that_allows_unsafe() {
             "{file} allows unsafe but Cargo.toml's comment does not name it: {comment}"
         );
     }
+}
+
+/// nvml-sim allows `unsafe` per module, by name in its `lib.rs` (the
+/// exports, the capture, the symbol table), not crate-wide: a module that
+/// starts to need it says so there.
+#[test]
+fn the_simulator_allows_unsafe_only_in_named_modules() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("nvml-sim/src");
+    let lib = std::fs::read_to_string(root.join("lib.rs")).unwrap();
+    assert!(
+        !lib.contains("#![allow(unsafe_code)]"),
+        "nvml-sim allows unsafe crate-wide again"
+    );
+    let lines: Vec<&str> = lib.lines().collect();
+    let allowed: Vec<&str> = lines
+        .windows(2)
+        .filter(|w| w[0].trim() == "#[allow(unsafe_code)]")
+        .filter_map(|w| w[1].trim().strip_prefix("pub mod "))
+        .collect();
+    assert_eq!(
+        allowed,
+        ["capture;", "driver;", "ffi;", "host;"],
+        "the modules allowed unsafe"
+    );
 }

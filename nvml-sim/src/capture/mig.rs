@@ -166,6 +166,7 @@ impl Walker {
             let at = match seen.iter().position(|s| s.gi == gi) {
                 Some(at) => at,
                 None => {
+                    // SAFETY: a plain C struct; zero is a valid value.
                     let mut mm: nvmlMemory_v2_t = unsafe { std::mem::zeroed() };
                     mm.version = version::<nvmlMemory_v2_t>(2);
                     let used = call!(self, nvmlDeviceGetMemoryInfo_v2(md, &raw mut mm))

@@ -85,6 +85,8 @@ fn by_index(index: c_uint, device: *mut nvmlDevice_t) -> R {
     }
     // The handle of a lost GPU stays valid and every call on it fails
     // with GPU_IS_LOST, as nvml.h documents for NVML_ERROR_GPU_IS_LOST.
+    // SAFETY: `device` is the caller's out-pointer, which `out` checks for null; NVML's
+    // contract is that it points to a writable handle.
     unsafe {
         out(
             device,
@@ -132,6 +134,8 @@ nvml_fn! {
 }
 
 fn by_bus_id(bus_id: *const c_char, device: *mut nvmlDevice_t) -> R {
+    // SAFETY: `bus_id` is the caller's string, which `read_cstr` checks for null; NVML's
+    // contract is that it is NUL-terminated.
     let wanted = unsafe { read_cstr(bus_id)? }.to_ascii_lowercase();
     nonnull(device)?;
     let st = initialized()?;
@@ -147,6 +151,8 @@ fn by_bus_id(bus_id: *const c_char, device: *mut nvmlDevice_t) -> R {
             if sim.denied.contains(&g.index) {
                 return Err(NO_PERMISSION);
             }
+            // SAFETY: `device` is the caller's out-pointer, which `out` checks for null;
+            // NVML's contract is that it points to a writable handle.
             return unsafe {
                 out(
                     device,

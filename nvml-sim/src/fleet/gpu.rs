@@ -193,6 +193,10 @@ pub struct Gpu {
 }
 
 impl Gpu {
+    #[allow(
+        clippy::too_many_lines,
+        reason = "a GPU's whole starting state, each field from its spec, in the struct's order"
+    )]
     pub(super) fn new(index: u32, spec: &GpuSpec, next_pid: &mut u32) -> Gpu {
         let counters = &spec.counters;
         let ecc = counters.ecc.unwrap_or_else(|| {

@@ -6,10 +6,11 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{SlotState, XidKey};
+use super::SlotState;
 use crate::snapshot::XidClass;
 use crate::snapshot::{GpuReadings, RemappedRows, XidOther, MAX_XID_CODE};
 use crate::state::{GpuRecord, LatestRecord, OtherRecord, XidCountRecord};
+use crate::xid::XidKey;
 
 /// Our clock against the boot's: `now` is `uptime` seconds after boot.
 #[derive(Debug, Clone, Copy)]
@@ -98,6 +99,7 @@ pub fn record(st: &SlotState, clock: Option<&Clock>) -> Option<GpuRecord> {
     Some(GpuRecord {
         uuid,
         xids: st
+            .ledger
             .xids
             .iter()
             .map(|(&(code, gi, ci), &(count, last))| XidCountRecord {
@@ -108,13 +110,14 @@ pub fn record(st: &SlotState, clock: Option<&Clock>) -> Option<GpuRecord> {
                 last_seen: unix(last),
             })
             .collect(),
-        other: st.xid_other.as_ref().map(|o| OtherRecord {
+        other: st.ledger.xid_other.as_ref().map(|o| OtherRecord {
             out_of_range: o.out_of_range,
             over_limit: o.over_limit,
             last_seen: unix(o.last_seen),
         }),
         latest: clock.map_or_else(Vec::new, |c| {
-            st.xid_latest
+            st.ledger
+                .xid_latest
                 .iter()
                 .map(|(&((code, gi, ci), class), &at)| LatestRecord {
                     code,
@@ -154,17 +157,17 @@ pub fn restore(st: &mut SlotState, rec: &GpuRecord, clock: Option<&Clock>, max_c
             folded_seen = folded_seen.max(seen);
             continue;
         }
-        if !st.xids.contains_key(&key) && st.xids.len() >= max_codes {
+        if !st.ledger.xids.contains_key(&key) && st.ledger.xids.len() >= max_codes {
             over_limit = over_limit.saturating_add(x.count);
             folded_seen = folded_seen.max(seen);
             continue;
         }
-        let c = st.xids.entry(key).or_insert((0, seen));
+        let c = st.ledger.xids.entry(key).or_insert((0, seen));
         c.0 = c.0.saturating_add(x.count);
         c.1 = c.1.max(seen);
     }
     if out_of_range.saturating_add(over_limit) > 0 {
-        let other = st.xid_other.get_or_insert(XidOther {
+        let other = st.ledger.xid_other.get_or_insert(XidOther {
             out_of_range: 0,
             over_limit: 0,
             last_seen: folded_seen,
@@ -175,7 +178,7 @@ pub fn restore(st: &mut SlotState, rec: &GpuRecord, clock: Option<&Clock>, max_c
     }
     if let Some(o) = &rec.other {
         let seen = system_time(o.last_seen);
-        let mine = st.xid_other.get_or_insert(XidOther {
+        let mine = st.ledger.xid_other.get_or_insert(XidOther {
             out_of_range: 0,
             over_limit: 0,
             last_seen: seen,
@@ -190,7 +193,7 @@ pub fn restore(st: &mut SlotState, rec: &GpuRecord, clock: Option<&Clock>, max_c
                 continue;
             };
             let key: XidKey = (l.code, l.gpu_instance, l.compute_instance);
-            st.note_latest(key, class, c.instant(l.at_s));
+            st.ledger.note_latest(key, class, c.instant(l.at_s));
         }
         if let Some(s) = rec.last_reset_s {
             let at = c.instant(s);
@@ -245,13 +248,13 @@ mod tests {
         let clock = Clock::read().expect("/proc/uptime");
         let mut st = SlotState::default();
         restore(&mut st, &rec, Some(&clock), 2);
-        assert_eq!(st.xids.len(), 2, "{:?}", st.xids);
+        assert_eq!(st.ledger.xids.len(), 2, "{:?}", st.ledger.xids);
         assert_eq!(
-            st.xids[&(13, None, None)].0,
+            st.ledger.xids[&(13, None, None)].0,
             u64::MAX,
             "saturated, not wrapped"
         );
-        let other = st.xid_other.expect("the rest under xid=\"other\"");
+        let other = st.ledger.xid_other.expect("the rest under xid=\"other\"");
         assert_eq!(other.over_limit, 2);
         assert_eq!(other.out_of_range, u64::MAX);
         assert_eq!(
@@ -274,9 +277,13 @@ mod tests {
             uuid: Some("GPU-1".into()),
             ..SlotState::default()
         };
-        st.xids.insert((48, None, None), (3, system_time(1.7e9)));
-        st.note_latest((48, None, None), XidClass::Code, earlier);
-        st.note_latest((149, None, None), XidClass::Nvlink5Fatal, earlier);
+        st.ledger
+            .xids
+            .insert((48, None, None), (3, system_time(1.7e9)));
+        st.ledger
+            .note_latest((48, None, None), XidClass::Code, earlier);
+        st.ledger
+            .note_latest((149, None, None), XidClass::Nvlink5Fatal, earlier);
         st.last_reset = Some(earlier.checked_sub(Duration::from_secs(5)).unwrap());
         st.remembered.mig_remap_failure = true;
         st.readings = Some(std::sync::Arc::new(GpuReadings {
@@ -289,11 +296,13 @@ mod tests {
 
         let mut back = SlotState::default();
         // One event counted before the UUID was read: it adds up.
-        back.xids.insert((48, None, None), (1, system_time(1.8e9)));
+        back.ledger
+            .xids
+            .insert((48, None, None), (1, system_time(1.8e9)));
         restore(&mut back, &rec, Some(&clock), 64);
-        assert_eq!(back.xids[&(48, None, None)].0, 4);
-        assert_eq!(back.xid_latest.len(), 2);
-        let at = back.xid_latest[&((149, None, None), XidClass::Nvlink5Fatal)];
+        assert_eq!(back.ledger.xids[&(48, None, None)].0, 4);
+        assert_eq!(back.ledger.xid_latest.len(), 2);
+        let at = back.ledger.xid_latest[&((149, None, None), XidClass::Nvlink5Fatal)];
         assert!(
             at.max(earlier) - at.min(earlier) < Duration::from_millis(5),
             "the time comes back"

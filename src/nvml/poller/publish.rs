@@ -50,7 +50,7 @@ pub fn build_snapshot(
         };
         // NVML down: every GPU reads failing, which says nothing of it.
         let evidence = nvml_up.then(|| VerdictEvidence {
-            xids: st.xids_seen(),
+            xids: st.ledger.xids_seen(),
             remembered: st.remembered,
             // The instances of the last readings (kept while hung): an XID
             // naming another is judged on the GPU.
@@ -76,6 +76,7 @@ pub fn build_snapshot(
             stuck_call,
             readings,
             xids: st
+                .ledger
                 .xids
                 .iter()
                 .map(|(&(xid, gi, ci), &(count, last_seen))| XidCount {
@@ -86,7 +87,7 @@ pub fn build_snapshot(
                     last_seen,
                 })
                 .collect(),
-            xid_other: st.xid_other.clone(),
+            xid_other: st.ledger.xid_other.clone(),
             nvml_errors: st.errors.counts(),
             driver_time: st.driver_time.counts(),
             pods: Vec::new(),

@@ -18,12 +18,12 @@ use super::super::PollerConfig;
 use super::persist;
 use super::publish::build_snapshot;
 use super::unnamed::Unnamed;
-use super::{spawn, worker, xid, Generation, GpuSlot, Shared, XidEvent, XidSource};
+use super::{spawn, worker, xid, Generation, GpuSlot, Shared};
 use crate::family::Family;
 use crate::kmsg::{LogEvent, PciAddress};
-use crate::snapshot::{DriverInfo, Health, KernelLogProblem, Snapshot, XidClass};
+use crate::snapshot::{DriverInfo, Health, KernelLogProblem, Snapshot};
 use crate::state::{GpuRecord, KernelLogPosition, StateFile};
-use crate::verdict;
+use crate::xid::{XidEvent, XidSource, DEDUPE_WINDOW};
 use std::collections::BTreeMap;
 
 const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
@@ -483,23 +483,7 @@ impl Supervisor {
                     driver_major,
                     ..
                 } => {
-                    let class = match xid.nvlink5 {
-                        _ if xid.code == 74 => verdict::nvlink_err_class(xid.nvlink_err),
-                        _ if !verdict::is_nvlink5(xid.code) => XidClass::Code,
-                        Some(w) => {
-                            verdict::nvlink5_class(xid.code, &w, driver_major.or(nvml_major))
-                        }
-                        None => XidClass::Nvlink5Undecoded,
-                    };
-                    let e = XidEvent {
-                        code: xid.code,
-                        class,
-                        gpu_instance: xid.gpu_instance,
-                        compute_instance: xid.compute_instance,
-                        source: XidSource::KernelLog,
-                        at,
-                        wall,
-                    };
+                    let e = XidEvent::from_kernel_log(&xid, at, wall, driver_major.or(nvml_major));
                     match find(&xid.gpu) {
                         Some(slot) => slot.record_xid(e, self.cfg.xid_max_codes),
                         None => {
@@ -554,7 +538,7 @@ impl Supervisor {
         // Read once a round: the status is built anew at each call.
         let log_status = self.cfg.kernel_log.as_ref().map(|log| log.status());
         let wait = match &log_status {
-            Some(status) if status.up => super::DEDUPE_WINDOW,
+            Some(status) if status.up => DEDUPE_WINDOW,
             _ => Duration::ZERO,
         };
         let now = Instant::now();
@@ -563,7 +547,7 @@ impl Supervisor {
             .slots(self.device_count().unwrap_or(0))
             .into_iter()
             .map(|slot| {
-                lock(&slot.state).settle(now, wait);
+                lock(&slot.state).ledger.settle(now, wait);
                 let n = slot.samples.load(Ordering::SeqCst);
                 (slot, n)
             })

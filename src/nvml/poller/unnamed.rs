@@ -14,10 +14,10 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use super::persist::{class_name, unix, Clock};
-use super::XidEvent;
 use crate::kmsg::PciAddress;
 use crate::snapshot::{UnnamedEvidence, UnnamedGpuXids, XidClass, XidSeen};
 use crate::state::UnnamedRecord;
+use crate::xid::XidEvent;
 
 /// The latest event of each code and class.
 type LatestByCode = BTreeMap<(u64, XidClass), Instant>;
@@ -127,9 +127,9 @@ fn nvml_bus_id(a: PciAddress) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nvml::poller::XidSource;
     use crate::snapshot::{Action, UnnamedGpuVerdict};
     use crate::verdict::{judge_unnamed, MAX_UNNAMED};
+    use crate::xid::XidSource;
     use std::time::{Duration, SystemTime};
 
     /// As the join step judges them.

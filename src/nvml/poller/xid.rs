@@ -30,9 +30,8 @@ use nvml_wrapper::Nvml;
 
 use super::super::raw::{self, EventSet, RawEvent};
 use super::super::watchdog::lock;
-use super::{Generation, GpuSlot, Shared, XidEvent, XidSource};
-use crate::snapshot::XidClass;
-use crate::verdict;
+use super::{Generation, GpuSlot, Shared};
+use crate::xid::{nvml_class, XidEvent, XidSource};
 
 const WAIT_MS: u32 = 200;
 /// After a swap of event sets, how long an event the old set delivered
@@ -177,12 +176,8 @@ impl Events {
                 XidEvent {
                     code: e.data,
                     // NVML's event carries the code alone; an NVLink5 code
-                    // waits for its log line (`GpuSlot::record_xid`).
-                    class: if verdict::is_nvlink5(e.data) {
-                        XidClass::Nvlink5NoKernelLog
-                    } else {
-                        XidClass::Code
-                    },
+                    // waits for its log line (`xid::Ledger::record`).
+                    class: nvml_class(e.data),
                     gpu_instance: id(e.gpu_instance),
                     compute_instance: id(e.compute_instance),
                     source: XidSource::Nvml,

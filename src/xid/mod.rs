@@ -1,0 +1,70 @@
+//! An XID between its source and the snapshot: the event (from NVML's
+//! event set or the kernel log), how it is classified (`classify.rs`: its
+//! catalog bucket or its NVLink5 line's decode), and each GPU's ledger
+//! (`ledger.rs`: the two sources' copies paired, counted or folded into
+//! `other`, the latest event of each code the verdict reads, NVLink5
+//! events waiting for their line).
+//!
+//! Below both the sampler (`crate::nvml`, which routes each event to its
+//! GPU's ledger) and the verdict (`crate::verdict`, which judges what the
+//! ledger kept, in the join step): what an XID *is* lives here, what to do
+//! about it there.
+
+mod classify;
+mod ledger;
+
+use std::time::{Instant, SystemTime};
+
+use crate::snapshot::XidClass;
+
+pub use classify::{
+    class_without_line, decided_by_line, is_nvlink5, kept, nvlink5_class, nvlink_err_class,
+    nvml_class,
+};
+pub use ledger::{Ledger, DEDUPE_WINDOW};
+
+/// An XID count's key: the XID, and the MIG GPU and compute instance it
+/// came from (on MIG-enabled GPUs).
+pub type XidKey = (u64, Option<u32>, Option<u32>);
+
+/// Where an XID event came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XidSource {
+    Nvml,
+    KernelLog,
+}
+
+/// One XID event, from either source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XidEvent {
+    pub code: u64,
+    /// How it is judged: by its code, or as its NVLink5 line decodes.
+    pub class: XidClass,
+    pub gpu_instance: Option<u32>,
+    pub compute_instance: Option<u32>,
+    pub source: XidSource,
+    /// When it happened: received from NVML, or logged by the kernel.
+    pub at: Instant,
+    pub wall: SystemTime,
+}
+
+impl XidEvent {
+    /// A kernel-log XID line's event, classified by its line (`driver_major`:
+    /// the driver that printed it, for NVLink5's encoding).
+    pub fn from_kernel_log(
+        xid: &crate::kmsg::Xid,
+        at: Instant,
+        wall: SystemTime,
+        driver_major: Option<u32>,
+    ) -> XidEvent {
+        XidEvent {
+            code: xid.code,
+            class: classify::line_class(xid, driver_major),
+            gpu_instance: xid.gpu_instance,
+            compute_instance: xid.compute_instance,
+            source: XidSource::KernelLog,
+            at,
+            wall,
+        }
+    }
+}
