@@ -48,8 +48,11 @@ def packages(tmp_path_factory) -> Path:
         pytest.fail("the release artifacts need root (scripts/cross, debootstrap, buildah)")
     out = tmp_path_factory.mktemp("packages")
     # Builds both architectures' release binaries first (the image test below
-    # reuses them).
-    run(str(REPO / "scripts/package"), "--out", str(out))
+    # reuses them). NVML_EXPORTER_RELEASE_PREBUILT=1 packages the release
+    # binaries as they are, for iterating on the packaging alone (a commit
+    # changes the revision compiled in, and so relinks the fat-LTO binaries).
+    prebuilt = ["--no-build"] if os.environ.get("NVML_EXPORTER_RELEASE_PREBUILT") == "1" else []
+    run(str(REPO / "scripts/package"), "--out", str(out), *prebuilt)
     return out
 
 
