@@ -1,0 +1,148 @@
+"""What a release ships, built for real from this tree and used as a fleet
+would use it (issue 37).
+
+- scripts/package: .deb and .rpm for amd64 and arm64 from the release
+  binaries (x86_64 native, aarch64 through scripts/cross). Each .deb is
+  installed into a Debian 12 root file system of its own architecture and
+  the installed exporter is started the way its systemd unit starts it and
+  scraped (scripts/package-check): amd64 natively, arm64 under qemu-user.
+  The .rpm files are read back with rpm -qp.
+- scripts/image-multiarch: the amd64 and arm64 images and one OCI index,
+  pushed to a registry this test starts (Debian's docker-registry), read back
+  with skopeo; the arm64 image's own exporter, as pulled, runs under qemu.
+
+Slow on a fresh machine (two release builds with fat LTO, two debootstraps;
+BENCHMARKS.md, "Release artifacts", gives measured times); later runs reuse
+the release targets and the root file systems. Needs root, like the image
+test; it does not skip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from local_registry import registry  # noqa: F401  (a fixture)
+
+REPO = Path(__file__).resolve().parent.parent
+VERSION = re.search(r'^version = "(.*)"', (REPO / "Cargo.toml").read_text(), re.M)[1]
+ARCHES = {"amd64": ("x86_64", "x86_64-unknown-linux-gnu"), "arm64": ("aarch64", "aarch64-unknown-linux-gnu")}
+
+
+def run(*cmd: str, timeout: int = 60 * 60, **kw) -> subprocess.CompletedProcess:
+    r = subprocess.run(list(cmd), cwd=REPO, capture_output=True, text=True, timeout=timeout, **kw)
+    assert r.returncode == 0, f"{cmd}: {r.returncode}\n{(r.stdout + r.stderr)[-6000:]}"
+    return r
+
+
+@pytest.fixture(scope="module")
+def packages(tmp_path_factory) -> Path:
+    if os.geteuid() != 0:
+        pytest.fail("the release artifacts need root (scripts/cross, debootstrap, buildah)")
+    out = tmp_path_factory.mktemp("packages")
+    # Builds both architectures' release binaries first (the image test below
+    # reuses them). NVML_EXPORTER_RELEASE_PREBUILT=1 packages the release
+    # binaries as they are, for iterating on the packaging alone (a commit
+    # changes the revision compiled in, and so relinks the fat-LTO binaries).
+    prebuilt = ["--no-build"] if os.environ.get("NVML_EXPORTER_RELEASE_PREBUILT") == "1" else []
+    run(str(REPO / "scripts/package"), "--out", str(out), *prebuilt)
+    return out
+
+
+def test_packages_exist_for_both_architectures_with_checksums(packages):
+    names = sorted(p.name for p in packages.iterdir())
+    assert names == sorted([
+        f"nvml-exporter_{VERSION}-1_amd64.deb", f"nvml-exporter_{VERSION}-1_arm64.deb",
+        f"nvml-exporter-{VERSION}-1.x86_64.rpm", f"nvml-exporter-{VERSION}-1.aarch64.rpm",
+        "SHA256SUMS"])
+    subprocess.run(["sha256sum", "--check", "--strict", "SHA256SUMS"], cwd=packages, check=True,
+                   capture_output=True)
+
+
+@pytest.mark.parametrize("arch", ["amd64", "arm64"])
+def test_deb_installs_and_serves_metrics(packages, arch):
+    deb = packages / f"nvml-exporter_{VERSION}-1_{arch}.deb"
+    fields = run("dpkg-deb", "--field", str(deb)).stdout
+    assert f"Architecture: {arch}" in fields
+    assert re.search(r"^Depends: libc6 \(>= 2\.\d+\), libgcc-s1, passwd$", fields, re.M), fields
+    assert "/etc/default/nvml-exporter" in run("dpkg-deb", "--info", str(deb), "conffiles").stdout
+    out = run(str(REPO / "scripts/package-check"), str(deb), "dgx-h100").stdout
+    # The installed binary is this architecture's and says so in --version.
+    assert f"target:     {ARCHES[arch][1]}" in out, out
+    m = re.search(rf"package-check: {arch} served (\d+) GPUs, (\d+) families", out)
+    assert m, out
+    assert int(m[1]) == 8, out  # dgx-h100
+    assert int(m[2]) >= 30, out
+
+
+@pytest.mark.parametrize("arch", ["amd64", "arm64"])
+def test_rpm_holds_the_service_config_and_user(packages, arch):
+    rpm_arch = ARCHES[arch][0]
+    rpm = str(packages / f"nvml-exporter-{VERSION}-1.{rpm_arch}.rpm")
+    assert run("rpm", "-qp", "--qf", "%{NAME} %{VERSION} %{RELEASE} %{ARCH}", rpm).stdout == \
+        f"nvml-exporter {VERSION} 1 {rpm_arch}"
+    files = run("rpm", "-qp", "--list", rpm).stdout.split()
+    for f in ["/usr/bin/nvml-exporter", "/usr/bin/nvml-sim", "/usr/lib/nvml-exporter/libnvml_sim.so",
+              "/usr/lib/systemd/system/nvml-exporter.service", "/etc/default/nvml-exporter"]:
+        assert f in files, files
+    assert run("rpm", "-qp", "--configfiles", rpm).stdout.split() == ["/etc/default/nvml-exporter"]
+    scripts = run("rpm", "-qp", "--scripts", rpm).stdout
+    pre = scripts.split("preinstall scriptlet")[1].split("scriptlet")[0]
+    assert "useradd --system" in pre and "groupadd --system nvml-exporter" in pre, scripts
+    # The unit and the config in the package are deploy/systemd's, byte for
+    # byte (--dump: path size mtime sha256 ...).
+    dump = {line.split()[0]: line.split()[3] for line in run("rpm", "-qp", "--dump", rpm).stdout.splitlines()}
+    for path, src in [("/usr/lib/systemd/system/nvml-exporter.service", "nvml-exporter.service"),
+                      ("/etc/default/nvml-exporter", "nvml-exporter.env")]:
+        assert dump[path] == hashlib.sha256((REPO / "deploy/systemd" / src).read_bytes()).hexdigest(), path
+
+
+def extract_image(oci_dir: Path, dest: Path) -> dict:
+    """Unpacks the one image of an OCI layout into dest; returns its config."""
+    index = json.loads((oci_dir / "index.json").read_text())
+    blob = lambda d: oci_dir / "blobs" / d.replace(":", "/")  # noqa: E731
+    manifest = json.loads(blob(index["manifests"][0]["digest"]).read_text())
+    for layer in manifest["layers"]:
+        with tarfile.open(blob(layer["digest"])) as t:
+            t.extractall(dest, filter="fully_trusted")
+    return json.loads(blob(manifest["config"]["digest"]).read_text())
+
+
+def test_multiarch_image_pushed_read_back_and_runs_on_arm64(packages, registry, tmp_path):
+    ref = f"{registry}/nvml-exporter:{VERSION}"
+    out = run(str(REPO / "scripts/image-multiarch"), "--no-build", "--tag", "localhost/nvml-exporter:release-test",
+              "--push", f"docker://{ref}", "--insecure", "--out", str(tmp_path / "sboms")).stdout
+    assert f"pushed docker://{ref}" in out, out
+    index = json.loads(run("skopeo", "inspect", "--raw", "--tls-verify=false", f"docker://{ref}").stdout)
+    assert index["mediaType"] == "application/vnd.oci.image.index.v1+json", index
+    platforms = sorted((m["platform"]["os"], m["platform"]["architecture"]) for m in index["manifests"])
+    assert platforms == [("linux", "amd64"), ("linux", "arm64")], index
+    lock_packages = len(re.findall(r"^\[\[package\]\]", (REPO / "Cargo.lock").read_text(), re.M))
+    for arch, (_, triple) in ARCHES.items():
+        oci = tmp_path / f"oci-{arch}"
+        run("skopeo", "copy", "--quiet", "--src-tls-verify=false", "--override-arch", arch,
+            f"docker://{ref}", f"oci:{oci}:x")
+        root = tmp_path / f"root-{arch}"
+        config = extract_image(oci, root)
+        assert config["architecture"] == arch
+        assert config["config"]["User"] == "65532:65532"
+        assert config["config"]["Entrypoint"] == ["/usr/bin/nvml-exporter"]
+        assert "NVIDIA_DRIVER_CAPABILITIES=utility" in config["config"]["Env"]
+        # The image's own binary, on the image's own libc: for arm64 under
+        # qemu-user through binfmt_misc (scripts/cross registers it).
+        version = run("chroot", str(root), "/usr/bin/nvml-exporter", "--version").stdout
+        assert f"target:     {triple}" in version, version
+        assert f"{VERSION} (revision " in version, version
+        # Its SBOM inside the image and beside it: every crate of Cargo.lock.
+        bom = json.loads((root / "usr/share/doc/nvml-exporter/sbom.cdx.json").read_text())
+        assert {"name": "cargo:target", "value": triple} in bom["metadata"]["component"]["properties"]
+        assert 1 + len(bom["components"]) == lock_packages
+        assert json.loads((tmp_path / "sboms" / f"sbom-{arch}.cdx.json").read_text())["metadata"] == bom["metadata"]
+
