@@ -349,7 +349,7 @@ fn parse(bytes: &[u8], format: Format) -> Parsed {
     }
     // The parser quotes what it read: a link to any file (`/etc/passwd`)
     // would be logged. Its values are not shown, and the rest is bounded.
-    .map_err(|e| crate::fsread::excerpt(&crate::web_config::redact_values(&e)))
+    .map_err(|e| crate::fsread::excerpt(&crate::fsread::redact_values(&e)))
     .map_err(|e| (KubernetesReadError::Malformed, e))?;
     if !spec.kind.contains('/') {
         return Err((

@@ -298,58 +298,10 @@ fn parse_raw(path: &Path, text: &[u8]) -> Result<raw::RawConfig, WebConfigError>
     let parsed: Option<raw::RawConfig> = yaml_serde::from_str(text).map_err(|e| {
         yaml_err(
             e.location().map(|l| l.line()),
-            redact_values(&e.to_string()),
+            crate::fsread::redact_values(&e.to_string()),
         )
     })?;
     Ok(parsed.unwrap_or_default())
-}
-
-/// A parser message without the values it quotes. serde's type errors
-/// repeat the offending scalar (`invalid type: string "alice:hunter2",
-/// expected a mapping`), and in this file a scalar may be a password typed
-/// where a hash or a mapping belongs. Key names (in backticks) stay: they
-/// are what the reader needs to find the line.
-pub(crate) fn redact_values(message: &str) -> String {
-    // serde's `Unexpected` wording for scalars, then how each value ends.
-    const SCALARS: [(&str, char); 4] = [
-        ("string \"", '"'),
-        ("integer `", '`'),
-        ("floating point `", '`'),
-        ("character `", '`'),
-    ];
-    let mut out = String::with_capacity(message.len());
-    let mut rest = message;
-    'scan: while !rest.is_empty() {
-        for (prefix, close) in SCALARS {
-            if let Some(after) = rest.strip_prefix(prefix) {
-                let kind = prefix.split(' ').next().unwrap_or("value");
-                let kind = if kind == "floating" { "number" } else { kind };
-                out.push_str(&format!("{kind} (value not shown)"));
-                // Skip to the unescaped closing mark (strings are escaped
-                // Rust-style, so `\"` does not end one).
-                let mut escaped = false;
-                let mut end = after.len();
-                for (i, c) in after.char_indices() {
-                    if escaped {
-                        escaped = false;
-                    } else if c == '\\' && close == '"' {
-                        escaped = true;
-                    } else if c == close {
-                        end = i + c.len_utf8();
-                        break;
-                    }
-                }
-                rest = &after[end..];
-                continue 'scan;
-            }
-        }
-        let mut chars = rest.chars();
-        if let Some(c) = chars.next() {
-            out.push(c);
-        }
-        rest = chars.as_str();
-    }
-    out
 }
 
 #[cfg(test)]

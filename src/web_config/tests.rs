@@ -799,11 +799,11 @@ fn parse_errors_name_the_key_never_the_value() {
         .err("basic_auth_users:\n  a: x\n  a: y\n")
         .contains("duplicate key \"a\""));
     assert_eq!(
-        super::redact_values(r#"invalid type: string "a\"b", expected `x` at line 1"#),
+        crate::fsread::redact_values(r#"invalid type: string "a\"b", expected `x` at line 1"#),
         "invalid type: string (value not shown), expected `x` at line 1"
     );
     assert_eq!(
-        super::redact_values("invalid value: integer `5`, expected u8"),
+        crate::fsread::redact_values("invalid value: integer `5`, expected u8"),
         "invalid value: integer (value not shown), expected u8"
     );
 }

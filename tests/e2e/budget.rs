@@ -248,22 +248,23 @@ fn detail_switches_add_families_and_agree_with_the_default_aggregates() {
         );
     }
 
-    // GPM: four metrics by default, all twelve with the switch, per GPU and
-    // per MIG instance alike, except that dgx-h100's instances (1g to 3g)
+    // GPM: four metrics by default, all fifteen with the switch (the tensor
+    // pipe by instruction kind among them), per GPU and per MIG instance
+    // alike, except that dgx-h100's instances (1g to 3g)
     // have no optical flow engine, so no nvofa.
     let four: BTreeSet<String> = ["graphics", "sm", "tensor", "dram"]
         .iter()
         .map(|s| s.to_string())
         .collect();
     for (family, count) in [
-        ("nvidia_gpu_activity_ratio", 12),
-        ("nvidia_gpu_mig_activity_ratio", 11),
+        ("nvidia_gpu_activity_ratio", 15),
+        ("nvidia_gpu_mig_activity_ratio", 14),
     ] {
         assert_eq!(gpm_metrics(&plain_fams, family), four, "{family}");
         let all = gpm_metrics(&fams, family);
         assert_eq!(all.len(), count, "{family}: {all:?}");
         assert!(all.is_superset(&four));
-        assert_eq!(all.contains("nvofa"), count == 12, "{family}: {all:?}");
+        assert_eq!(all.contains("nvofa"), count == 15, "{family}: {all:?}");
     }
 
     // In one scrape, the per-GPU sums equal the sums of the per-link

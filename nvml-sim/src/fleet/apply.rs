@@ -35,24 +35,30 @@ impl Sim {
         });
     }
 
-    /// Applies a fault as of scenario time `at` (hang durations count from there).
-    pub(super) fn apply_at(&mut self, fault: &Fault, at: f64) -> Result<String, String> {
-        let t = self.t();
+    /// Refuses a fault on a GPU the fleet lacks; before one that changes
+    /// what processes do, settles what that drives (utilization, energy,
+    /// the sample buffer) as of now under the old state.
+    fn prepare(&mut self, fault: &Fault, t: f64) -> Result<(), String> {
         let n = self.gpus.len();
+        if let Some(g) = fault.gpu() {
+            if g as usize >= n {
+                return Err(format!("no GPU {g}: the fleet has {n} GPUs (0..{})", n - 1));
+            }
+        }
         if fault.changes_use() {
-            // What processes do drives utilization, energy and the sample
-            // buffer: settle all three as of now under the old state.
             let now = now_us();
             for g in &mut self.gpus {
                 g.advance_energy(t);
                 super::usage::advance(g, now);
             }
         }
-        if let Some(g) = fault.gpu() {
-            if g as usize >= n {
-                return Err(format!("no GPU {g}: the fleet has {n} GPUs (0..{})", n - 1));
-            }
-        }
+        Ok(())
+    }
+
+    /// Applies a fault as of scenario time `at` (hang durations count from there).
+    pub(super) fn apply_at(&mut self, fault: &Fault, at: f64) -> Result<String, String> {
+        let t = self.t();
+        self.prepare(fault, t)?;
         match fault {
             Fault::Xid {
                 gpu,
