@@ -329,7 +329,8 @@ struct Flags {
     /// Copy these pod labels onto the pod attribution and workload series
     /// (never onto device series): label keys, or patterns with `*`
     /// (`app.kubernetes.io/*`); repeatable. At most 10 per pod; each key
-    /// becomes a lower snake case label name, and one the exporter's own
+    /// becomes a lower snake case label name (with --compat.dcgm, its case
+    /// kept, as dcgm-exporter prints it), and one the exporter's own
     /// series carry is refused. Read as --kubernetes.pod-labels.source says.
     #[arg(
         long = "kubernetes.pod-labels",
@@ -338,6 +339,19 @@ struct Flags {
         value_delimiter = ','
     )]
     pod_labels: Vec<String>,
+
+    /// Also copy the pod labels whose key one of these regular expressions
+    /// matches anywhere (dcgm-exporter's flag and semantics: `^team$`,
+    /// `app\.kubernetes\.io/.*`); repeatable, within the same bounds. With
+    /// --compat.dcgm every copied key keeps its case (`costCenter`), as
+    /// dcgm-exporter prints it.
+    #[arg(
+        long = "kubernetes.pod-label-allowlist-regex",
+        alias = "kubernetes-pod-label-allowlist-regex",
+        env = "NVML_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX",
+        value_name = "REGEX"
+    )]
+    pod_label_regexes: Vec<String>,
 
     /// Where pod labels are read: `kubelet` (its authenticated /pods at
     /// --kubernetes.kubelet-url: this node's pods only, RBAC get
@@ -931,6 +945,10 @@ fn kubernetes_config(
     let on = flags.kubernetes || flags.pod_resources_socket.is_some();
     let wants = [
         (!flags.pod_labels.is_empty(), "--kubernetes.pod-labels"),
+        (
+            !flags.pod_label_regexes.is_empty(),
+            "--kubernetes.pod-label-allowlist-regex",
+        ),
         (flags.resource_slices, "--kubernetes.resource-slices"),
     ];
     if let (false, Some((_, flag))) = (on, wants.iter().find(|(w, _)| *w)) {
@@ -977,11 +995,18 @@ fn kubernetes_config(
             .ok_or_else(|| format!("{needed_by} needs --kubernetes.node-name (the chart sets it from spec.nodeName)"))
     };
     let invalid = |cmd: &mut clap::Command, msg: String| cmd.error(ErrorKind::InvalidValue, msg);
-    let pod_labels = if flags.pod_labels.is_empty() {
+    let pod_labels = if flags.pod_labels.is_empty() && flags.pod_label_regexes.is_empty() {
         None
     } else {
-        let allow = kubernetes::Allowlist::parse(&flags.pod_labels)
-            .map_err(|e| invalid(cmd, e.to_string()))?;
+        // dcgm-exporter keeps a key's case; our own names are lower case.
+        let naming = if flags.compat_dcgm.is_some() {
+            kubernetes::Naming::Dcgm
+        } else {
+            kubernetes::Naming::Prometheus
+        };
+        let allow =
+            kubernetes::Allowlist::parse_as(&flags.pod_labels, &flags.pod_label_regexes, naming)
+                .map_err(|e| invalid(cmd, e.to_string()))?;
         let source = match flags.pod_labels_source {
             PodLabelSource::Kubelet => {
                 let u = flags.kubelet_url.as_deref().ok_or_else(|| {

@@ -44,7 +44,7 @@ use holders::{DeviceRef, Holder};
 use https::HttpsClient;
 
 pub use https::{parse_base_url, DEFAULT_CA_FILE, DEFAULT_TOKEN_FILE};
-pub use podlabels::{Allowlist, AllowlistError, MAX_LABELS_PER_POD, RESERVED_LABELS};
+pub use podlabels::{Allowlist, AllowlistError, Naming, MAX_LABELS_PER_POD, RESERVED_LABELS};
 pub use podresources::KubeletError;
 
 /// Where the kubelet serves pod-resources on every standard node.

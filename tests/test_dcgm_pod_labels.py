@@ -1,0 +1,74 @@
+"""Pod labels as dcgm-exporter prints them (issue 38, item 5).
+
+Under --compat.dcgm a copied pod label keeps its key's case
+(`costCenter`, not `costcenter`) and the allowlist takes dcgm-exporter's
+regular expressions under its own flag spelling
+(`--kubernetes-pod-label-allowlist-regex`, matched anywhere in the key), so
+that `sum by (costCenter)` and a copied Helm `podLabelAllowlistRegex` keep
+working. Without --compat.dcgm the same flags give this exporter's lower
+snake case names. The real exporter runs against the fake kubelet's /pods
+(tests/kubelet/fake_https.py) and pod-resources socket."""
+
+from __future__ import annotations
+
+import pytest
+
+from fake_https import FakeKubernetes, PodMeta
+from fake_kubelet import FakeKubelet, Pod
+from promstack import Exporter, wait_until
+from promstack import scrape_samples as scrape
+
+LABELS = {"team": "ml", "costCenter": "cc-42", "app.kubernetes.io/Name": "trainer",
+          "secret-ish": "not copied"}
+
+
+@pytest.mark.parametrize("compat", [True, False])
+def test_pod_labels_keep_their_case_under_compat_and_regexes_select_them(tmp_path, compat):
+    fake = FakeKubernetes(tmp_path)
+    fake.pods.append(PodMeta("ml", "trainer-0", LABELS))
+    fake.start()
+    kubelet = FakeKubelet(tmp_path / "kubelet.sock", tmp_path)
+    (tmp_path / "host").mkdir()
+    extra = [
+        "--kubernetes.pod-resources-socket", str(tmp_path / "kubelet.sock"),
+        "--kubernetes.refresh-interval", "300ms",
+        "--path.rootfs", str(tmp_path / "host"),
+        "--kubernetes.pod-labels", "team",
+        "--kubernetes-pod-label-allowlist-regex", "^cost",
+        "--kubernetes-pod-label-allowlist-regex", r"app\.kubernetes\.io/.*",
+        "--kubernetes.kubelet-url", fake.url,
+        "--kubernetes.ca-file", str(fake.ca), "--kubernetes.token-file", str(fake.token_file),
+    ]
+    if compat:
+        extra.append("--compat.dcgm")
+    exporter = Exporter(tmp_path, "dgx-h100", interval="300ms", name="exporter", extra=extra)
+    try:
+        exporter.wait_ready()
+        first = scrape(exporter)
+        mig = {s.labels["gpu"] for s in first if s.name == "nvidia_gpu_mig_info"}
+        uuid = next(s.labels["uuid"] for s in first
+                    if s.name == "nvidia_gpu_info" and s.labels["gpu"] not in mig)
+        kubelet.set_pods([Pod("ml", "trainer-0", "main", "nvidia.com/gpu", [uuid])])
+        kubelet.start()
+        family = "DCGM_FI_DEV_GPU_UTIL" if compat else "nvidia_gpu_pod_share_ratio"
+        with_team = lambda: [s for s in scrape(exporter)  # noqa: E731
+                             if s.labels.get("pod") == "trainer-0" and "team" in s.labels]
+        held = wait_until(lambda: (h := with_team()) and any(s.name == family for s in h) and h,
+                          30, "the pod's labels on its series")
+        for s in held:
+            assert "secret_ish" not in s.labels and "secret-ish" not in s.labels, s
+        if compat:
+            [util] = [s for s in held if s.name == "DCGM_FI_DEV_GPU_UTIL"]
+            assert util.labels["costCenter"] == "cc-42"
+            assert util.labels["app_kubernetes_io_Name"] == "trainer"
+            assert util.labels["team"] == "ml"
+            assert all("costcenter" not in s.labels for s in held)
+        else:
+            assert not [s for s in held if s.name.startswith("DCGM_")]
+            for s in held:
+                assert s.labels["costcenter"] == "cc-42" and "costCenter" not in s.labels, s
+                assert s.labels["app_kubernetes_io_name"] == "trainer", s
+    finally:
+        exporter.stop()
+        kubelet.stop()
+        fake.stop()
