@@ -353,6 +353,17 @@ struct Flags {
     )]
     pod_label_regexes: Vec<String>,
 
+    /// With --compat.dcgm: put the pod's UID (`metadata.uid`) as `pod_uid`
+    /// on the series of the pods attributed a device, as dcgm-exporter's
+    /// --kubernetes-enable-pod-uid does (that spelling accepted). Read from
+    /// where --kubernetes.pod-labels.source says. Off by default.
+    #[arg(
+        long = "kubernetes.pod-uid",
+        alias = "kubernetes-enable-pod-uid",
+        env = "NVML_EXPORTER_KUBERNETES_POD_UID"
+    )]
+    pod_uid: bool,
+
     /// Where pod labels are read: `kubelet` (its authenticated /pods at
     /// --kubernetes.kubelet-url: this node's pods only, RBAC get
     /// nodes/pods, Kubernetes 1.33+) or `api-server` (the pods of
@@ -949,6 +960,7 @@ fn kubernetes_config(
             !flags.pod_label_regexes.is_empty(),
             "--kubernetes.pod-label-allowlist-regex",
         ),
+        (flags.pod_uid, "--kubernetes.pod-uid"),
         (flags.resource_slices, "--kubernetes.resource-slices"),
     ];
     if let (false, Some((_, flag))) = (on, wants.iter().find(|(w, _)| *w)) {
@@ -995,7 +1007,16 @@ fn kubernetes_config(
             .ok_or_else(|| format!("{needed_by} needs --kubernetes.node-name (the chart sets it from spec.nodeName)"))
     };
     let invalid = |cmd: &mut clap::Command, msg: String| cmd.error(ErrorKind::InvalidValue, msg);
-    let pod_labels = if flags.pod_labels.is_empty() && flags.pod_label_regexes.is_empty() {
+    if flags.pod_uid && flags.compat_dcgm.is_none() {
+        return Err(cmd.error(
+            ErrorKind::ArgumentConflict,
+            "--kubernetes.pod-uid puts dcgm-exporter's pod_uid on the DCGM series: it needs --compat.dcgm",
+        ));
+    }
+    let pod_labels = if flags.pod_labels.is_empty()
+        && flags.pod_label_regexes.is_empty()
+        && !flags.pod_uid
+    {
         None
     } else {
         // dcgm-exporter keeps a key's case; our own names are lower case.
@@ -1030,6 +1051,7 @@ fn kubernetes_config(
         Some(kubernetes::PodLabelsConfig {
             allow: std::sync::Arc::new(allow),
             source,
+            uid: flags.pod_uid,
         })
     };
     let resource_slices = if flags.resource_slices {

@@ -11,11 +11,13 @@ snake case names. The real exporter runs against the fake kubelet's /pods
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from fake_https import FakeKubernetes, PodMeta
 from fake_kubelet import FakeKubelet, Pod
-from promstack import Exporter, wait_until
+from promstack import EXPORTER, Exporter, wait_until
 from promstack import scrape_samples as scrape
 
 LABELS = {"team": "ml", "costCenter": "cc-42", "app.kubernetes.io/Name": "trainer",
@@ -24,6 +26,45 @@ LABELS = {"team": "ml", "costCenter": "cc-42", "app.kubernetes.io/Name": "traine
 
 @pytest.mark.parametrize("compat", [True, False])
 def test_pod_labels_keep_their_case_under_compat_and_regexes_select_them(tmp_path, compat):
+    held = run(tmp_path, compat, [])
+    for s in held:
+        assert "secret_ish" not in s.labels and "secret-ish" not in s.labels, s
+        assert "pod_uid" not in s.labels, "no pod_uid unless asked for"
+    if compat:
+        [util] = [s for s in held if s.name == "DCGM_FI_DEV_GPU_UTIL"]
+        assert util.labels["costCenter"] == "cc-42"
+        assert util.labels["app_kubernetes_io_Name"] == "trainer"
+        assert util.labels["team"] == "ml"
+        assert all("costcenter" not in s.labels for s in held)
+    else:
+        assert not [s for s in held if s.name.startswith("DCGM_")]
+        for s in held:
+            assert s.labels["costcenter"] == "cc-42" and "costCenter" not in s.labels, s
+            assert s.labels["app_kubernetes_io_name"] == "trainer", s
+
+
+@pytest.mark.parametrize("source", ["kubelet", "api-server"])
+def test_pod_uid_on_request_under_dcgm_exporter_s_flag(tmp_path, source):
+    """dcgm-exporter's --kubernetes-enable-pod-uid: the pod's metadata.uid
+    as pod_uid on its DCGM series and its share, never twice on a series."""
+    held = run(tmp_path, True, ["--kubernetes-enable-pod-uid", "--kubernetes.pod-labels.source", source,
+                                "--kubernetes.node-name", "node-1", "--kubernetes.api-server", "URL"])
+    [util] = [s for s in held if s.name == "DCGM_FI_DEV_GPU_UTIL"]
+    assert util.labels["pod_uid"] == "uid-trainer-0"
+    [share] = [s for s in held if s.name == "nvidia_gpu_pod_share_ratio"]
+    assert share.labels["pod_uid"] == "uid-trainer-0"
+
+
+def test_pod_uid_needs_compat(tmp_path):
+    done = subprocess.run([str(EXPORTER), "--simulate", "dgx-h100", "--kubernetes", "--kubernetes-enable-pod-uid",
+                           "--kubernetes.kubelet-url", "https://127.0.0.1:1"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0
+    assert "--kubernetes.pod-uid" in done.stderr and "--compat.dcgm" in done.stderr, done.stderr
+
+
+def run(tmp_path, compat: bool, more: list[str]) -> list:
+    """The trainer pod's series once its labels are on them."""
     fake = FakeKubernetes(tmp_path)
     fake.pods.append(PodMeta("ml", "trainer-0", LABELS))
     fake.start()
@@ -38,7 +79,7 @@ def test_pod_labels_keep_their_case_under_compat_and_regexes_select_them(tmp_pat
         "--kubernetes-pod-label-allowlist-regex", r"app\.kubernetes\.io/.*",
         "--kubernetes.kubelet-url", fake.url,
         "--kubernetes.ca-file", str(fake.ca), "--kubernetes.token-file", str(fake.token_file),
-    ]
+    ] + [fake.url if m == "URL" else m for m in more]
     if compat:
         extra.append("--compat.dcgm")
     exporter = Exporter(tmp_path, "dgx-h100", interval="300ms", name="exporter", extra=extra)
@@ -55,19 +96,7 @@ def test_pod_labels_keep_their_case_under_compat_and_regexes_select_them(tmp_pat
                              if s.labels.get("pod") == "trainer-0" and "team" in s.labels]
         held = wait_until(lambda: (h := with_team()) and any(s.name == family for s in h) and h,
                           30, "the pod's labels on its series")
-        for s in held:
-            assert "secret_ish" not in s.labels and "secret-ish" not in s.labels, s
-        if compat:
-            [util] = [s for s in held if s.name == "DCGM_FI_DEV_GPU_UTIL"]
-            assert util.labels["costCenter"] == "cc-42"
-            assert util.labels["app_kubernetes_io_Name"] == "trainer"
-            assert util.labels["team"] == "ml"
-            assert all("costcenter" not in s.labels for s in held)
-        else:
-            assert not [s for s in held if s.name.startswith("DCGM_")]
-            for s in held:
-                assert s.labels["costcenter"] == "cc-42" and "costCenter" not in s.labels, s
-                assert s.labels["app_kubernetes_io_name"] == "trainer", s
+        return held
     finally:
         exporter.stop()
         kubelet.stop()

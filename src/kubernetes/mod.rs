@@ -131,6 +131,9 @@ pub enum LabelSource {
 pub struct PodLabelsConfig {
     pub allow: Arc<Allowlist>,
     pub source: LabelSource,
+    /// `--kubernetes.pod-uid`: the pod's `metadata.uid` as `pod_uid` with
+    /// its labels (dcgm-exporter's `--kubernetes-enable-pod-uid`).
+    pub uid: bool,
 }
 
 impl Eq for Allowlist {}
@@ -504,7 +507,10 @@ impl Attribution {
                 self.cleared("pod labels");
                 let mut out = HashMap::with_capacity(pods.len());
                 for pod in pods {
-                    let selected = config.allow.select(&pod.labels);
+                    let mut selected = config.allow.select(&pod.labels);
+                    if config.uid {
+                        with_uid(&mut selected.labels, pod.uid.as_deref());
+                    }
                     for key in &selected.dropped {
                         let once = format!("dropped {}/{} {key}", pod.namespace, pod.name);
                         if self.warn_once(&once, || {
@@ -569,6 +575,19 @@ impl Attribution {
                 .collect(),
         });
     }
+}
+
+/// Adds the pod's UID as `pod_uid` to its labels, in name order; a UID
+/// that is not one (empty, or more than a UUID's characters) is left out.
+/// `pod_uid` is reserved, so no pod label holds the name.
+fn with_uid(labels: &mut PodLabels, uid: Option<&str>) {
+    let Some(uid) = uid.filter(|u| {
+        !u.is_empty() && u.len() <= 64 && u.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    }) else {
+        return;
+    };
+    let at = labels.partition_point(|(n, _)| *n < "pod_uid");
+    labels.insert(at, ("pod_uid", uid.to_string()));
 }
 
 #[cfg(test)]
@@ -831,5 +850,20 @@ mod tests {
         }
         assert!(!logged.first("one more"));
         assert!(logged.seen.len() <= MAX_REMEMBERED);
+    }
+
+    #[test]
+    fn the_pod_uid_goes_in_name_order_and_a_forged_one_is_left_out() {
+        let mut labels: PodLabels = vec![("app", "a".into()), ("team", "ml".into())];
+        with_uid(&mut labels, Some("9f1c2d3e-0000-4a5b-8c9d-000000000001"));
+        assert_eq!(
+            labels.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            ["app", "pod_uid", "team"]
+        );
+        let mut forged: PodLabels = Vec::new();
+        with_uid(&mut forged, Some("x\"} 1\nevil{"));
+        with_uid(&mut forged, Some(""));
+        with_uid(&mut forged, None);
+        assert!(forged.is_empty());
     }
 }
