@@ -364,6 +364,19 @@ struct Flags {
     )]
     pod_uid: bool,
 
+    /// With --compat.dcgm: put the DRA claim's attributes (dra_claim_name,
+    /// dra_claim_namespace, dra_driver_name, dra_pool_name,
+    /// dra_device_name; on a MIG device dra_mig_profile and
+    /// dra_mig_device_uuid) on the DCGM series of a device a pod holds
+    /// through a claim of NVIDIA's GPU driver, as dcgm-exporter's
+    /// --kubernetes-enable-dra does (that spelling accepted). Off by default.
+    #[arg(
+        long = "kubernetes.dra-labels",
+        alias = "kubernetes-enable-dra",
+        env = "NVML_EXPORTER_KUBERNETES_DRA_LABELS"
+    )]
+    dra_labels: bool,
+
     /// Where pod labels are read: `kubelet` (its authenticated /pods at
     /// --kubernetes.kubelet-url: this node's pods only, RBAC get
     /// nodes/pods, Kubernetes 1.33+) or `api-server` (the pods of
@@ -961,6 +974,7 @@ fn kubernetes_config(
             "--kubernetes.pod-label-allowlist-regex",
         ),
         (flags.pod_uid, "--kubernetes.pod-uid"),
+        (flags.dra_labels, "--kubernetes.dra-labels"),
         (flags.resource_slices, "--kubernetes.resource-slices"),
     ];
     if let (false, Some((_, flag))) = (on, wants.iter().find(|(w, _)| *w)) {
@@ -1007,6 +1021,12 @@ fn kubernetes_config(
             .ok_or_else(|| format!("{needed_by} needs --kubernetes.node-name (the chart sets it from spec.nodeName)"))
     };
     let invalid = |cmd: &mut clap::Command, msg: String| cmd.error(ErrorKind::InvalidValue, msg);
+    if flags.dra_labels && flags.compat_dcgm.is_none() {
+        return Err(cmd.error(
+            ErrorKind::ArgumentConflict,
+            "--kubernetes.dra-labels puts dcgm-exporter's dra_* labels on the DCGM series: it needs --compat.dcgm",
+        ));
+    }
     if flags.pod_uid && flags.compat_dcgm.is_none() {
         return Err(cmd.error(
             ErrorKind::ArgumentConflict,
@@ -1076,6 +1096,7 @@ fn kubernetes_config(
         rootfs: flags.rootfs.clone(),
         procfs: flags.procfs.clone(),
         pod_labels,
+        dra_labels: flags.dra_labels,
         resource_slices,
         ca_file: flags.kubernetes_ca_file.clone(),
         token_file: flags.kubernetes_token_file.clone(),

@@ -12,6 +12,7 @@ snake case names. The real exporter runs against the fake kubelet's /pods
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +102,53 @@ def run(tmp_path, compat: bool, more: list[str]) -> list:
         exporter.stop()
         kubelet.stop()
         fake.stop()
+
+
+def test_dra_attributes_on_a_claimed_device_s_dcgm_series(tmp_path):
+    """dcgm-exporter's --kubernetes-enable-dra: the claim's name, namespace,
+    driver, pool and device on the series of the device it gave, and on a
+    MIG device its profile and MIG UUID; none on our own pod share."""
+    import dra_node
+    from fake_kubelet import Claim, ClaimDevice
+
+    rootfs, procfs = tmp_path / "host", tmp_path / "proc"
+    rootfs.mkdir()
+    procfs.mkdir()
+    dra_node.write_mig_minors(procfs)
+    kubelet = FakeKubelet(tmp_path / "kubelet.sock", tmp_path)
+    kubelet.start()
+    node = Path(__file__).resolve().parent / "fixtures" / "dra" / "node.toml"
+    exporter = Exporter(tmp_path, str(node), interval="300ms", name="exporter", extra=[
+        "--kubernetes.pod-resources-socket", str(tmp_path / "kubelet.sock"),
+        "--kubernetes.refresh-interval", "300ms", "--path.procfs", str(procfs),
+        "--path.rootfs", str(rootfs), "--compat.dcgm", "--kubernetes-enable-dra"])
+    try:
+        exporter.wait_ready()
+        first = scrape(exporter)
+        mig = {s.labels["gpu_instance"]: s.labels for s in first
+               if s.name == "nvidia_gpu_mig_info" and s.labels["gpu"] == "3"}
+        uid = "0c1d2e3f-4a5b-4c6d-8e7f-00000000000"
+        whole = Claim("ml", "trainer-gpu", [ClaimDevice(
+            "gpu-4", dra_node.write_claim_spec(rootfs, uid + "1", [dra_node.gpu_device(4)]))])
+        mig_dev = dra_node.mig_device(7, "3g.40gb", 9, 0, gpu_instance=1, compute_instance=0)
+        part = Claim("infer", "mig-gpu", [ClaimDevice(
+            mig_dev[0], dra_node.write_claim_spec(rootfs, uid + "2", [mig_dev]))])
+        kubelet.set_pods([Pod("ml", "trainer-0", "main", claims=[whole]),
+                          Pod("infer", "server-0", "triton", claims=[part])])
+        util = lambda pod: [s for s in scrape(exporter)  # noqa: E731
+                            if s.name == "DCGM_FI_DEV_FB_USED" and s.labels.get("pod") == pod]
+        [trainer] = wait_until(lambda: util("trainer-0"), 30, "the claimed GPU's series")
+        assert {k: v for k, v in trainer.labels.items() if k.startswith("dra_")} == {
+            "dra_claim_name": "trainer-gpu", "dra_claim_namespace": "ml",
+            "dra_driver_name": "gpu.nvidia.com", "dra_pool_name": "node-1", "dra_device_name": "gpu-4"}
+        [server] = wait_until(lambda: util("server-0"), 30, "the claimed MIG device's series")
+        assert server.labels["GPU_I_ID"] == "1"
+        assert server.labels["dra_claim_name"] == "mig-gpu"
+        assert server.labels["dra_device_name"] == mig_dev[0]
+        assert server.labels["dra_mig_profile"] == mig["1"]["profile"]
+        assert server.labels["dra_mig_device_uuid"] == mig["1"]["mig_uuid"]
+        own = [s for s in scrape(exporter) if s.name.startswith("nvidia_gpu_") and "pod" in s.labels]
+        assert own and not [s for s in own if any(k.startswith("dra_") for k in s.labels)]
+    finally:
+        exporter.stop()
+        kubelet.stop()

@@ -150,6 +150,9 @@ pub struct AttributionConfig {
     pub procfs: PathBuf,
     /// `--kubernetes.pod-labels`, when given.
     pub pod_labels: Option<PodLabelsConfig>,
+    /// `--kubernetes.dra-labels`: the claim's attributes on a claimed
+    /// device's DCGM series (dcgm-exporter's `--kubernetes-enable-dra`).
+    pub dra_labels: bool,
     /// `--kubernetes.resource-slices`: the API server and this node's name.
     pub resource_slices: Option<(Uri, String)>,
     /// The CA bundle and bearer token for the kubelet and the API server.
@@ -272,11 +275,22 @@ impl Attribution {
         for (c, outcome) in &outcomes {
             let state = match outcome {
                 Outcome::Resolved(devices) => {
+                    let dra = (self.config.dra_labels && c.is_nvidia_gpu()).then(|| {
+                        let (ns, name) = c.claim.split_once('/').unwrap_or(("", &c.claim));
+                        Arc::new(holders::DraAttributes {
+                            claim_name: name.to_string(),
+                            claim_namespace: ns.to_string(),
+                            driver: c.driver.clone(),
+                            pool: c.pool.clone(),
+                            device: c.device.clone(),
+                        })
+                    });
                     holders.extend(devices.iter().map(|device| Holder {
                         device: device.clone(),
                         namespace: c.namespace.clone(),
                         pod: c.pod.clone(),
                         container: c.container.clone(),
+                        dra: dra.clone(),
                     }));
                     ClaimedDeviceState::Resolved
                 }
@@ -669,6 +683,7 @@ mod tests {
             rootfs: "/nonexistent".into(),
             procfs: "/nonexistent".into(),
             pod_labels: None,
+            dra_labels: false,
             resource_slices: None,
             ca_file: DEFAULT_CA_FILE.into(),
             token_file: DEFAULT_TOKEN_FILE.into(),
@@ -751,6 +766,7 @@ mod tests {
             namespace: "ml".into(),
             pod: pod.into(),
             container: "main".into(),
+            dra: None,
         };
         // GPU 1 has minor 5; its GPU instance 2 compute instance 0.
         let g1 = gpu(1, "GPU-1", vec![mig_instance(2, 0, "MIG-a")]);
@@ -802,6 +818,7 @@ mod tests {
                 namespace: "a".into(),
                 pod: "p".into(),
                 container: "c".into(),
+                dra: None,
             }],
             labels: HashMap::new(),
             at: Instant::now().checked_sub(Duration::from_secs(1)),

@@ -253,11 +253,13 @@ fn allocation(
 }
 
 /// A pod's labels less `pod_uid` (`--kubernetes.pod-uid`): the workload
-/// series carry their own `pod_uid`, the one the process's cgroup names.
+/// series carry their own `pod_uid`, the one the process's cgroup names;
+/// and less the DRA attributes (`--kubernetes.dra-labels`), which are for
+/// the DCGM series.
 fn without_uid(labels: &PodLabels) -> PodLabels {
     labels
         .iter()
-        .filter(|(name, _)| *name != "pod_uid")
+        .filter(|(name, _)| *name != "pod_uid" && !name.starts_with("dra_"))
         .cloned()
         .collect()
 }
