@@ -329,7 +329,8 @@ struct Flags {
     /// Copy these pod labels onto the pod attribution and workload series
     /// (never onto device series): label keys, or patterns with `*`
     /// (`app.kubernetes.io/*`); repeatable. At most 10 per pod; each key
-    /// becomes a lower snake case label name, and one the exporter's own
+    /// becomes a lower snake case label name (with --compat.dcgm, its case
+    /// kept, as dcgm-exporter prints it), and one the exporter's own
     /// series carry is refused. Read as --kubernetes.pod-labels.source says.
     #[arg(
         long = "kubernetes.pod-labels",
@@ -338,6 +339,43 @@ struct Flags {
         value_delimiter = ','
     )]
     pod_labels: Vec<String>,
+
+    /// Also copy the pod labels whose key one of these regular expressions
+    /// matches anywhere (dcgm-exporter's flag and semantics: `^team$`,
+    /// `app\.kubernetes\.io/.*`); repeatable, within the same bounds. With
+    /// --compat.dcgm every copied key keeps its case (`costCenter`), as
+    /// dcgm-exporter prints it.
+    #[arg(
+        long = "kubernetes.pod-label-allowlist-regex",
+        alias = "kubernetes-pod-label-allowlist-regex",
+        env = "NVML_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX",
+        value_name = "REGEX"
+    )]
+    pod_label_regexes: Vec<String>,
+
+    /// With --compat.dcgm: put the pod's UID (`metadata.uid`) as `pod_uid`
+    /// on the series of the pods attributed a device, as dcgm-exporter's
+    /// --kubernetes-enable-pod-uid does (that spelling accepted). Read from
+    /// where --kubernetes.pod-labels.source says. Off by default.
+    #[arg(
+        long = "kubernetes.pod-uid",
+        alias = "kubernetes-enable-pod-uid",
+        env = "NVML_EXPORTER_KUBERNETES_POD_UID"
+    )]
+    pod_uid: bool,
+
+    /// With --compat.dcgm: put the DRA claim's attributes (dra_claim_name,
+    /// dra_claim_namespace, dra_driver_name, dra_pool_name,
+    /// dra_device_name; on a MIG device dra_mig_profile and
+    /// dra_mig_device_uuid) on the DCGM series of a device a pod holds
+    /// through a claim of NVIDIA's GPU driver, as dcgm-exporter's
+    /// --kubernetes-enable-dra does (that spelling accepted). Off by default.
+    #[arg(
+        long = "kubernetes.dra-labels",
+        alias = "kubernetes-enable-dra",
+        env = "NVML_EXPORTER_KUBERNETES_DRA_LABELS"
+    )]
+    dra_labels: bool,
 
     /// Where pod labels are read: `kubelet` (its authenticated /pods at
     /// --kubernetes.kubelet-url: this node's pods only, RBAC get
@@ -931,6 +969,12 @@ fn kubernetes_config(
     let on = flags.kubernetes || flags.pod_resources_socket.is_some();
     let wants = [
         (!flags.pod_labels.is_empty(), "--kubernetes.pod-labels"),
+        (
+            !flags.pod_label_regexes.is_empty(),
+            "--kubernetes.pod-label-allowlist-regex",
+        ),
+        (flags.pod_uid, "--kubernetes.pod-uid"),
+        (flags.dra_labels, "--kubernetes.dra-labels"),
         (flags.resource_slices, "--kubernetes.resource-slices"),
     ];
     if let (false, Some((_, flag))) = (on, wants.iter().find(|(w, _)| *w)) {
@@ -977,11 +1021,33 @@ fn kubernetes_config(
             .ok_or_else(|| format!("{needed_by} needs --kubernetes.node-name (the chart sets it from spec.nodeName)"))
     };
     let invalid = |cmd: &mut clap::Command, msg: String| cmd.error(ErrorKind::InvalidValue, msg);
-    let pod_labels = if flags.pod_labels.is_empty() {
+    if flags.dra_labels && flags.compat_dcgm.is_none() {
+        return Err(cmd.error(
+            ErrorKind::ArgumentConflict,
+            "--kubernetes.dra-labels puts dcgm-exporter's dra_* labels on the DCGM series: it needs --compat.dcgm",
+        ));
+    }
+    if flags.pod_uid && flags.compat_dcgm.is_none() {
+        return Err(cmd.error(
+            ErrorKind::ArgumentConflict,
+            "--kubernetes.pod-uid puts dcgm-exporter's pod_uid on the DCGM series: it needs --compat.dcgm",
+        ));
+    }
+    let pod_labels = if flags.pod_labels.is_empty()
+        && flags.pod_label_regexes.is_empty()
+        && !flags.pod_uid
+    {
         None
     } else {
-        let allow = kubernetes::Allowlist::parse(&flags.pod_labels)
-            .map_err(|e| invalid(cmd, e.to_string()))?;
+        // dcgm-exporter keeps a key's case; our own names are lower case.
+        let naming = if flags.compat_dcgm.is_some() {
+            kubernetes::Naming::Dcgm
+        } else {
+            kubernetes::Naming::Prometheus
+        };
+        let allow =
+            kubernetes::Allowlist::parse_as(&flags.pod_labels, &flags.pod_label_regexes, naming)
+                .map_err(|e| invalid(cmd, e.to_string()))?;
         let source = match flags.pod_labels_source {
             PodLabelSource::Kubelet => {
                 let u = flags.kubelet_url.as_deref().ok_or_else(|| {
@@ -1005,6 +1071,7 @@ fn kubernetes_config(
         Some(kubernetes::PodLabelsConfig {
             allow: std::sync::Arc::new(allow),
             source,
+            uid: flags.pod_uid,
         })
     };
     let resource_slices = if flags.resource_slices {
@@ -1029,6 +1096,7 @@ fn kubernetes_config(
         rootfs: flags.rootfs.clone(),
         procfs: flags.procfs.clone(),
         pod_labels,
+        dra_labels: flags.dra_labels,
         resource_slices,
         ca_file: flags.kubernetes_ca_file.clone(),
         token_file: flags.kubernetes_token_file.clone(),

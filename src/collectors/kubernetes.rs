@@ -86,7 +86,9 @@ pub(super) fn pod_labels<'s, 'a>(
     mut b: SampleBuilder<'s, 'a>,
     labels: &'a PodLabels,
 ) -> SampleBuilder<'s, 'a> {
-    for (name, value) in labels {
+    // The DRA attributes (--kubernetes.dra-labels) are dcgm-exporter's, for
+    // the DCGM series only.
+    for (name, value) in labels.iter().filter(|(n, _)| !n.starts_with("dra_")) {
         b = b.label(name, value);
     }
     b

@@ -61,6 +61,9 @@ pub struct PodMeta {
     pub namespace: String,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// `metadata.uid`, for `pod_uid` (`--kubernetes.pod-uid`).
+    #[serde(default)]
+    pub uid: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -280,6 +283,7 @@ mod tests {
         let pods = parse_pods(kubelet).unwrap();
         assert_eq!(pods.len(), 2);
         assert_eq!(pods[0].labels["team"], "vision");
+        assert_eq!(pods[0].uid.as_deref(), Some("u1"));
         assert!(pods[1].labels.is_empty());
         let partial = br#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"7"},
           "items":[{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"b","labels":{"q":"r"}}}]}"#;

@@ -66,6 +66,61 @@ pub struct Holder {
     pub namespace: String,
     pub pod: String,
     pub container: String,
+    /// The DRA claim that gave the device, with `--kubernetes.dra-labels`.
+    pub dra: Option<std::sync::Arc<DraAttributes>>,
+}
+
+/// What dcgm-exporter's `--kubernetes-enable-dra` puts on a claimed
+/// device's series (NVIDIA/dcgm-exporter
+/// `internal/pkg/transformation/kubernetes.go`, `toDeviceToPodsDRA`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DraAttributes {
+    pub claim_name: String,
+    pub claim_namespace: String,
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+}
+
+/// `labels` with the DRA attributes of `h` on a device at `gi`/`ci` of
+/// `gpu`: dra_mig_profile and dra_mig_device_uuid on a MIG device only,
+/// as dcgm-exporter writes them. In name order.
+fn with_dra(
+    mut labels: PodLabels,
+    h: &Holder,
+    gpu: &GpuState,
+    gi: Option<u32>,
+    ci: Option<u32>,
+) -> PodLabels {
+    let Some(d) = &h.dra else {
+        return labels;
+    };
+    labels.extend([
+        ("dra_claim_name", d.claim_name.clone()),
+        ("dra_claim_namespace", d.claim_namespace.clone()),
+        ("dra_driver_name", d.driver.clone()),
+        ("dra_pool_name", d.pool.clone()),
+        ("dra_device_name", d.device.clone()),
+    ]);
+    if let Some(gi) = gi {
+        let instance = gpu
+            .readings
+            .as_ref()
+            .and_then(|r| r.mig.iter().find(|m| m.gpu_instance == gi));
+        if let Some(instance) = instance {
+            labels.push(("dra_mig_profile", instance.profile.clone()));
+            let uuid = instance
+                .compute_instances
+                .iter()
+                .find(|c| ci.is_none_or(|ci| c.compute_instance == ci))
+                .map(|c| c.mig_uuid.clone());
+            if let Some(uuid) = uuid {
+                labels.push(("dra_mig_device_uuid", uuid));
+            }
+        }
+    }
+    labels.sort_by(|a, b| a.0.cmp(b.0));
+    labels
 }
 
 /// Does `resource` match one of the patterns (`*` only as the last
@@ -93,6 +148,7 @@ pub fn from_device_plugin(response: &ListPodResourcesResponse, patterns: &[Strin
                             namespace: pod.namespace.clone(),
                             pod: pod.name.clone(),
                             container: container.name.clone(),
+                            dra: None,
                         });
                     }
                 }
@@ -131,10 +187,16 @@ pub fn attribute(
                 container: h.container.clone(),
                 gpu_instance,
                 compute_instance,
-                labels: labels
-                    .get(&(h.namespace.clone(), h.pod.clone()))
-                    .cloned()
-                    .unwrap_or_default(),
+                labels: with_dra(
+                    labels
+                        .get(&(h.namespace.clone(), h.pod.clone()))
+                        .cloned()
+                        .unwrap_or_default(),
+                    h,
+                    gpu,
+                    gpu_instance,
+                    compute_instance,
+                ),
             },
         )
         .collect()

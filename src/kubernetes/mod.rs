@@ -44,7 +44,7 @@ use holders::{DeviceRef, Holder};
 use https::HttpsClient;
 
 pub use https::{parse_base_url, DEFAULT_CA_FILE, DEFAULT_TOKEN_FILE};
-pub use podlabels::{Allowlist, AllowlistError, MAX_LABELS_PER_POD, RESERVED_LABELS};
+pub use podlabels::{Allowlist, AllowlistError, Naming, MAX_LABELS_PER_POD, RESERVED_LABELS};
 pub use podresources::KubeletError;
 
 /// Where the kubelet serves pod-resources on every standard node.
@@ -131,6 +131,9 @@ pub enum LabelSource {
 pub struct PodLabelsConfig {
     pub allow: Arc<Allowlist>,
     pub source: LabelSource,
+    /// `--kubernetes.pod-uid`: the pod's `metadata.uid` as `pod_uid` with
+    /// its labels (dcgm-exporter's `--kubernetes-enable-pod-uid`).
+    pub uid: bool,
 }
 
 impl Eq for Allowlist {}
@@ -147,6 +150,9 @@ pub struct AttributionConfig {
     pub procfs: PathBuf,
     /// `--kubernetes.pod-labels`, when given.
     pub pod_labels: Option<PodLabelsConfig>,
+    /// `--kubernetes.dra-labels`: the claim's attributes on a claimed
+    /// device's DCGM series (dcgm-exporter's `--kubernetes-enable-dra`).
+    pub dra_labels: bool,
     /// `--kubernetes.resource-slices`: the API server and this node's name.
     pub resource_slices: Option<(Uri, String)>,
     /// The CA bundle and bearer token for the kubelet and the API server.
@@ -269,11 +275,22 @@ impl Attribution {
         for (c, outcome) in &outcomes {
             let state = match outcome {
                 Outcome::Resolved(devices) => {
+                    let dra = (self.config.dra_labels && c.is_nvidia_gpu()).then(|| {
+                        let (ns, name) = c.claim.split_once('/').unwrap_or(("", &c.claim));
+                        Arc::new(holders::DraAttributes {
+                            claim_name: name.to_string(),
+                            claim_namespace: ns.to_string(),
+                            driver: c.driver.clone(),
+                            pool: c.pool.clone(),
+                            device: c.device.clone(),
+                        })
+                    });
                     holders.extend(devices.iter().map(|device| Holder {
                         device: device.clone(),
                         namespace: c.namespace.clone(),
                         pod: c.pod.clone(),
                         container: c.container.clone(),
+                        dra: dra.clone(),
                     }));
                     ClaimedDeviceState::Resolved
                 }
@@ -504,7 +521,10 @@ impl Attribution {
                 self.cleared("pod labels");
                 let mut out = HashMap::with_capacity(pods.len());
                 for pod in pods {
-                    let selected = config.allow.select(&pod.labels);
+                    let mut selected = config.allow.select(&pod.labels);
+                    if config.uid {
+                        with_uid(&mut selected.labels, pod.uid.as_deref());
+                    }
                     for key in &selected.dropped {
                         let once = format!("dropped {}/{} {key}", pod.namespace, pod.name);
                         if self.warn_once(&once, || {
@@ -569,6 +589,19 @@ impl Attribution {
                 .collect(),
         });
     }
+}
+
+/// Adds the pod's UID as `pod_uid` to its labels, in name order; a UID
+/// that is not one (empty, or more than a UUID's characters) is left out.
+/// `pod_uid` is reserved, so no pod label holds the name.
+fn with_uid(labels: &mut PodLabels, uid: Option<&str>) {
+    let Some(uid) = uid.filter(|u| {
+        !u.is_empty() && u.len() <= 64 && u.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    }) else {
+        return;
+    };
+    let at = labels.partition_point(|(n, _)| *n < "pod_uid");
+    labels.insert(at, ("pod_uid", uid.to_string()));
 }
 
 #[cfg(test)]
@@ -651,6 +684,7 @@ mod tests {
             rootfs: "/nonexistent".into(),
             procfs: "/nonexistent".into(),
             pod_labels: None,
+            dra_labels: false,
             resource_slices: None,
             ca_file: DEFAULT_CA_FILE.into(),
             token_file: DEFAULT_TOKEN_FILE.into(),
@@ -733,6 +767,7 @@ mod tests {
             namespace: "ml".into(),
             pod: pod.into(),
             container: "main".into(),
+            dra: None,
         };
         // GPU 1 has minor 5; its GPU instance 2 compute instance 0.
         let g1 = gpu(1, "GPU-1", vec![mig_instance(2, 0, "MIG-a")]);
@@ -784,6 +819,7 @@ mod tests {
                 namespace: "a".into(),
                 pod: "p".into(),
                 container: "c".into(),
+                dra: None,
             }],
             labels: HashMap::new(),
             at: Instant::now().checked_sub(Duration::from_secs(1)),
@@ -832,5 +868,20 @@ mod tests {
         }
         assert!(!logged.first("one more"));
         assert!(logged.seen.len() <= MAX_REMEMBERED);
+    }
+
+    #[test]
+    fn the_pod_uid_goes_in_name_order_and_a_forged_one_is_left_out() {
+        let mut labels: PodLabels = vec![("app", "a".into()), ("team", "ml".into())];
+        with_uid(&mut labels, Some("9f1c2d3e-0000-4a5b-8c9d-000000000001"));
+        assert_eq!(
+            labels.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            ["app", "pod_uid", "team"]
+        );
+        let mut forged: PodLabels = Vec::new();
+        with_uid(&mut forged, Some("x\"} 1\nevil{"));
+        with_uid(&mut forged, Some(""));
+        with_uid(&mut forged, None);
+        assert!(forged.is_empty());
     }
 }

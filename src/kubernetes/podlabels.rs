@@ -15,6 +15,15 @@
 //! characters, and the process learns at most [`MAX_NAMES`] distinct names
 //! from patterns in its life: series cost memory, and a pattern must not
 //! let a pod's author add series without end.
+//!
+//! Under dcgm-exporter's naming ([`Naming::Dcgm`], with `--compat.dcgm`) a
+//! key keeps its case and only characters other than letters, digits and
+//! `_` become `_` (`costCenter` stays `costCenter`), as dcgm-exporter's
+//! `utils.SanitizeLabelName` does (NVIDIA/dcgm-exporter
+//! `internal/pkg/utils/utils.go`), and the allowlist may hold regular
+//! expressions that match anywhere in the key, as its
+//! `--kubernetes-pod-label-allowlist-regex` does (Go's `MatchString`,
+//! `internal/pkg/transformation/kubernetes.go`). The bounds stay.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -69,8 +78,32 @@ pub const RESERVED_LABELS: &[&str] = &[
     "cluster",
 ];
 
+/// How a label key becomes a Prometheus label name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Naming {
+    /// Lower snake case: this exporter's own.
+    #[default]
+    Prometheus,
+    /// Case kept, as dcgm-exporter prints it (`--compat.dcgm`).
+    Dcgm,
+}
+
+impl Naming {
+    /// `key` as a Prometheus label name under this naming.
+    pub fn name(self, key: &str) -> String {
+        match self {
+            Naming::Prometheus => prometheus_name(key),
+            Naming::Dcgm => dcgm_name(key),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AllowlistError {
+    #[error(
+        "--kubernetes.pod-label-allowlist-regex: {entry:?} is not a regular expression: {reason}"
+    )]
+    Regex { entry: String, reason: String },
     #[error("--kubernetes.pod-labels: the entry {0:?} is empty or not a label key (letters, digits, '-', '_', '.', '/', and '*' as a wildcard)")]
     Invalid(String),
     #[error("--kubernetes.pod-labels: {entry:?} would be the Prometheus label {name:?}, which the exporter's own series already carry; pick another label")]
@@ -94,13 +127,24 @@ pub struct Allowlist {
     exact: BTreeMap<String, &'static str>,
     /// Patterns, split at their `*`s.
     patterns: Vec<Vec<String>>,
+    /// Regular expressions (dcgm-exporter's allowlist), matched anywhere.
+    regexes: Vec<regex::Regex>,
+    naming: Naming,
     /// Names learnt from patterns so far (the exact keys' are in `exact`).
     learnt: Mutex<BTreeMap<String, &'static str>>,
 }
 
 impl PartialEq for Allowlist {
     fn eq(&self, other: &Self) -> bool {
-        self.exact == other.exact && self.patterns == other.patterns
+        self.exact == other.exact
+            && self.patterns == other.patterns
+            && self.naming == other.naming
+            && self.regexes.len() == other.regexes.len()
+            && self
+                .regexes
+                .iter()
+                .zip(&other.regexes)
+                .all(|(a, b)| a.as_str() == b.as_str())
     }
 }
 
@@ -115,6 +159,30 @@ pub struct Selected {
 impl Allowlist {
     /// Parses the flag's entries; `Err` names the first problem.
     pub fn parse(entries: &[String]) -> Result<Allowlist, AllowlistError> {
+        Allowlist::parse_as(entries, &[], Naming::Prometheus)
+    }
+
+    /// Parses keys and `*` patterns, and regular expressions
+    /// (`--kubernetes.pod-label-allowlist-regex`), naming labels as `naming`
+    /// says. A regular expression is not checked against the reserved
+    /// names at start (`.*` is the usual one): a key it matches whose name
+    /// is reserved is left out and counted, as a pattern's is.
+    pub fn parse_as(
+        entries: &[String],
+        regexes: &[String],
+        naming: Naming,
+    ) -> Result<Allowlist, AllowlistError> {
+        let mut compiled = Vec::new();
+        for entry in regexes {
+            let re = regex::RegexBuilder::new(entry)
+                .size_limit(1 << 20)
+                .build()
+                .map_err(|e| AllowlistError::Regex {
+                    entry: entry.clone(),
+                    reason: e.to_string(),
+                })?;
+            compiled.push(re);
+        }
         let mut exact = BTreeMap::new();
         let mut patterns = Vec::new();
         let mut names: BTreeMap<String, String> = BTreeMap::new();
@@ -146,7 +214,7 @@ impl Allowlist {
                 }
                 continue;
             }
-            let name = prometheus_name(entry);
+            let name = naming.name(entry);
             if is_reserved(&name) {
                 return Err(AllowlistError::Reserved {
                     entry: entry.to_string(),
@@ -172,6 +240,8 @@ impl Allowlist {
         Ok(Allowlist {
             exact,
             patterns,
+            regexes: compiled,
+            naming,
             learnt: Mutex::new(BTreeMap::new()),
         })
     }
@@ -183,10 +253,12 @@ impl Allowlist {
         if let Some(name) = self.exact.get(key) {
             return Some(Ok(name));
         }
-        if !self.patterns.iter().any(|p| glob_matches(p, key)) {
+        if !self.patterns.iter().any(|p| glob_matches(p, key))
+            && !self.regexes.iter().any(|r| r.is_match(key))
+        {
             return None;
         }
-        let name = prometheus_name(key);
+        let name = self.naming.name(key);
         if is_reserved(&name) {
             return Some(Err(()));
         }
@@ -268,6 +340,21 @@ pub fn prometheus_name(key: &str) -> String {
                 '_'
             }
         })
+        .collect();
+    if name.chars().next().is_none_or(|c| c.is_ascii_digit()) {
+        name.insert(0, '_');
+    }
+    name
+}
+
+/// A label key as dcgm-exporter names it: every character other than an
+/// ASCII letter, digit or `_` becomes `_`, case kept (its
+/// `utils.SanitizeLabelName`); a leading digit gets a `_` before it, so
+/// that the name is valid.
+pub fn dcgm_name(key: &str) -> String {
+    let mut name: String = key
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
     if name.chars().next().is_none_or(|c| c.is_ascii_digit()) {
         name.insert(0, '_');
@@ -463,5 +550,47 @@ mod tests {
         assert_eq!(got.dropped, ["x/one-more"]);
         // A name learnt before is still served.
         assert_eq!(allow.select(&labels(&[("x/3", "v")])).labels.len(), 1);
+    }
+
+    #[test]
+    fn dcgm_naming_keeps_case_and_regexes_match_anywhere_in_the_key() {
+        assert_eq!(dcgm_name("costCenter"), "costCenter");
+        assert_eq!(
+            dcgm_name("app.kubernetes.io/Name"),
+            "app_kubernetes_io_Name"
+        );
+        assert_eq!(dcgm_name("9lives"), "_9lives");
+        let regexes = [r"app\.kubernetes\.io/.*".to_string(), "^cost".to_string()];
+        let allow = Allowlist::parse_as(&["Team".to_string()], &regexes, Naming::Dcgm).unwrap();
+        let got = allow.select(&labels(&[
+            ("Team", "ml"),
+            ("costCenter", "42"),
+            ("app.kubernetes.io/Name", "nb"),
+            ("not-cost", "x"),
+            ("other", "y"),
+        ]));
+        assert_eq!(
+            got.labels,
+            vec![
+                ("Team", "ml".to_string()),
+                ("app_kubernetes_io_Name", "nb".to_string()),
+                ("costCenter", "42".to_string()),
+            ]
+        );
+        // Our own naming, for the same regular expression: lower case.
+        let own = Allowlist::parse_as(&[], &regexes, Naming::Prometheus).unwrap();
+        let got = own.select(&labels(&[("costCenter", "42")]));
+        assert_eq!(got.labels, vec![("costcenter", "42".to_string())]);
+    }
+
+    #[test]
+    fn a_regex_matching_a_reserved_name_leaves_that_key_out_and_a_bad_one_is_refused() {
+        let allow = Allowlist::parse_as(&[], &[".*".to_string()], Naming::Dcgm).unwrap();
+        let got = allow.select(&labels(&[("pod", "x"), ("team", "ml")]));
+        assert_eq!(got.labels, vec![("team", "ml".to_string())]);
+        assert_eq!(got.dropped, vec!["pod".to_string()]);
+        let err = Allowlist::parse_as(&[], &["(".to_string()], Naming::Dcgm).unwrap_err();
+        assert!(matches!(err, AllowlistError::Regex { .. }), "{err}");
+        assert!(err.to_string().contains("\"(\""), "{err}");
     }
 }

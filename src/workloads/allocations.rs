@@ -182,7 +182,7 @@ pub fn merge(holdings: &mut Vec<WorkloadHolding>, gpus: &[GpuState], slurm: &[Sl
             let w = &mut h.workload;
             if let (Some(ns), Some(pod)) = (&w.namespace, &w.pod) {
                 if let Some(l) = labels.get(&(ns.as_str(), pod.as_str())) {
-                    w.pod_labels = (*l).clone();
+                    w.pod_labels = without_uid(l);
                 }
             }
         }
@@ -204,7 +204,7 @@ pub fn merge(holdings: &mut Vec<WorkloadHolding>, gpus: &[GpuState], slurm: &[Sl
                 workload.namespace = Some(p.namespace.clone());
                 workload.pod = Some(p.pod.clone());
                 workload.container = Some(p.container.clone());
-                workload.pod_labels = p.labels.clone();
+                workload.pod_labels = without_uid(&p.labels);
                 holdings.push(allocation(
                     g.index,
                     p.gpu_instance,
@@ -250,6 +250,18 @@ fn allocation(
         share: 0.0,
         memory_used_bytes: None,
     }
+}
+
+/// A pod's labels less `pod_uid` (`--kubernetes.pod-uid`): the workload
+/// series carry their own `pod_uid`, the one the process's cgroup names;
+/// and less the DRA attributes (`--kubernetes.dra-labels`), which are for
+/// the DCGM series.
+fn without_uid(labels: &PodLabels) -> PodLabels {
+    labels
+        .iter()
+        .filter(|(name, _)| *name != "pod_uid" && !name.starts_with("dra_"))
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]

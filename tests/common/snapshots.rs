@@ -440,6 +440,10 @@ pub fn fully_populated() -> Snapshot {
             labels: vec![("team", "vision".into())],
         };
     s.gpus[2].pods = vec![holder("a", None, None), holder("b", None, None)];
+    // --kubernetes.pod-uid: the pod's UID with its labels, in name order.
+    for (p, uid) in s.gpus[2].pods.iter_mut().zip(["uid-a", "uid-b"]) {
+        p.labels.insert(0, ("pod_uid", uid.into()));
+    }
     // Every GPU judged: most need nothing, GPU 2 (lost, XID 79) a reboot.
     for g in &mut s.gpus {
         g.verdicts = vec![Verdict {

@@ -143,7 +143,8 @@ class FakeKubernetes:
             return 200, {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
                          "metadata": {}, "items": [
                              {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                              "metadata": {"name": p.name, "namespace": p.namespace, "labels": p.labels}}
+                              "metadata": {"name": p.name, "namespace": p.namespace,
+                                           "uid": f"uid-{p.name}", "labels": p.labels}}
                              for p in pods if p.node == node]}
         parts = url.path.split("/")
         if url.path.startswith("/apis/resource.k8s.io/") and parts[-1] == "resourceslices":
