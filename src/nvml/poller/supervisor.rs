@@ -102,11 +102,6 @@ struct Supervisor {
     /// Our clock against the boot's, read once: times in the state file
     /// are seconds since boot, the same each time they are written.
     clock: Option<persist::Clock>,
-    /// When the exporter started, and whether a snapshot was published
-    /// since: the first is held back until it says something (see
-    /// `hold_first`).
-    started: Instant,
-    published_once: bool,
 }
 
 impl Supervisor {
@@ -130,8 +125,6 @@ impl Supervisor {
             absent_changed: true,
             log_read_again: false,
             clock: persist::Clock::read(),
-            started: Instant::now(),
-            published_once: false,
         }
         .restoring()
     }
@@ -577,30 +570,9 @@ impl Supervisor {
             }
             status
         });
-        if !self.hold_first(&snapshot) {
-            (self.publish)(snapshot);
-            self.published_once = true;
-        }
+        (self.publish)(snapshot);
         self.save_state(false);
         published
-    }
-
-    /// Whether this snapshot is the first and says nothing yet: NVML is
-    /// still initializing, or some GPU has not been sampled once. Until one
-    /// is published, `/metrics` answers 503 "no sample yet" as the
-    /// operations guide says, not 200 with `nvml_up 0` or every GPU down
-    /// for the first few milliseconds. Held at most an interval (or the
-    /// stuck deadline, if shorter): a GPU hung from the start, or an
-    /// initialization that blocks, is then published as it stands.
-    fn hold_first(&self, snapshot: &Snapshot) -> bool {
-        let waiting = match &self.driver {
-            Driver::Starting(_) => true,
-            Driver::Up(_) => !snapshot.ready,
-            Driver::Down { .. } => false,
-        };
-        !self.published_once
-            && waiting
-            && self.started.elapsed() < self.cfg.interval.min(self.cfg.stuck_deadline)
     }
 
     /// Waits until every GPU has finished another sample (or an
