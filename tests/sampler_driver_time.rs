@@ -78,17 +78,44 @@ fn the_exporters_driver_time_agrees_with_the_drivers() {
         all_up_with_readings(s, 8)
     });
     // Between two rounds the workers are idle: a published round that no
-    // later one has replaced after a quarter tick holds the same calls as
-    // the driver's account taken in that quarter tick.
+    // later one has replaced over a quarter tick in which the driver
+    // answered no sampler call, and whose GPUs were all sampled in the same
+    // tick, holds the same calls as the driver's account at its end. (A
+    // round published while some GPUs' polls of the next tick had already
+    // ended stays published until all have polled again: on a loaded
+    // machine the workers' polls straddle the supervisor's publish.)
+    let give_up = std::time::Instant::now() + Duration::from_secs(120);
+    let sampler_calls = |calls: &BTreeMap<String, u64>| -> u64 {
+        calls
+            .iter()
+            .filter(|(f, _)| !outside_the_sampler(f))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let one_tick = |s: &Snapshot| {
+        let times: Vec<_> = s.gpus.iter().filter_map(|g| g.last_sample).collect();
+        match (times.iter().min(), times.iter().max()) {
+            (Some(a), Some(b)) => b.duration_since(*a).unwrap_or_default() < tick / 2,
+            _ => false,
+        }
+    };
     let quiet = || loop {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "no quiet round in 2 minutes"
+        );
         let s = snaps.wait_for("a round", Duration::from_secs(30), |s| {
             s.gpus.len() == 8 && s.gpus.iter().all(|g| g.readings.is_some())
         });
+        let before = sim_account(&socket);
         std::thread::sleep(tick / 4);
         let sim = sim_account(&socket);
         let later = snaps.latest().unwrap();
         let times = |s: &Snapshot| s.gpus.iter().map(|g| g.last_sample).collect::<Vec<_>>();
-        if times(&s) == times(&later) {
+        if times(&s) == times(&later)
+            && one_tick(&later)
+            && sampler_calls(&before.0) == sampler_calls(&sim.0)
+        {
             return (later, sim);
         }
     };
