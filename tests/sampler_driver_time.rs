@@ -35,15 +35,7 @@ fn exporter_account(s: &Snapshot) -> BTreeMap<&'static str, (u64, f64)> {
 /// The simulator's calls and charged microseconds, by function.
 fn sim_account(socket: &Path) -> (BTreeMap<String, u64>, BTreeMap<String, f64>) {
     let calls = parse_calls(&control(socket, r#"{ action = "calls" }"#));
-    let times = control(socket, r#"{ action = "driver-time" }"#)
-        .trim_start_matches('{')
-        .trim_end_matches('}')
-        .split(',')
-        .filter_map(|kv| {
-            let (k, v) = kv.split_once('=')?;
-            Some((k.trim().to_string(), v.trim().parse().ok()?))
-        })
-        .collect();
+    let times = parse_inline(&control(socket, r#"{ action = "driver-time" }"#));
     (calls, times)
 }
 

@@ -223,6 +223,12 @@ pub fn control(socket: &Path, request: &str) -> String {
 /// The simulator's `calls` reply (an inline TOML table) as counts by
 /// function.
 pub fn parse_calls(inline: &str) -> BTreeMap<String, u64> {
+    parse_inline(inline)
+}
+
+/// A flat inline TOML table of the simulator's replies (`calls`,
+/// `driver-time`) as values by function.
+pub fn parse_inline<T: std::str::FromStr>(inline: &str) -> BTreeMap<String, T> {
     inline
         .trim_start_matches('{')
         .trim_end_matches('}')
