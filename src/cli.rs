@@ -526,9 +526,13 @@ struct Flags {
 
     /// Also read Slurm jobs from dcgm-exporter's --hpc-job-mapping-dir
     /// format (one file per GPU index, job ids one per line, written by a
-    /// prolog); setting it turns on --workloads.
+    /// prolog); setting it turns on --workloads. With --compat.dcgm the
+    /// DCGM series of a device a file names carry `hpc_job`, one series
+    /// per job, as dcgm-exporter's (that spelling accepted; a MIG GPU
+    /// instance's file is `<gpu>.<gpu instance>`).
     #[arg(
         long = "workloads.slurm-mapping-dir",
+        alias = "hpc-job-mapping-dir",
         env = "NVML_EXPORTER_WORKLOADS_SLURM_MAPPING_DIR",
         value_name = "DIR"
     )]

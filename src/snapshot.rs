@@ -20,6 +20,7 @@
 //! below) and renders it once. A GPU's readings are shared with its
 //! sampler's slot (`Arc`), not copied out of it each poll.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -494,7 +495,15 @@ pub struct WorkloadAttribution {
     /// When the resolver last finished reading every source; `None` until
     /// it first has.
     pub last_refresh: Option<std::time::SystemTime>,
+    /// The jobs of dcgm-exporter's HPC job mapping directory
+    /// (`--workloads.slurm-mapping-dir`) by device, as written, for the
+    /// DCGM series' `hpc_job` (`crate::compat::encode`).
+    pub hpc_jobs: Arc<HpcJobs>,
 }
+
+/// Job names by device: GPU index, and the GPU instance for a file named
+/// `<gpu>.<gpu instance>`.
+pub type HpcJobs = BTreeMap<(u32, Option<u32>), Vec<String>>;
 
 /// What each workload used of the devices it held, since the exporter
 /// started (`src/workloads/usage.rs`).

@@ -165,22 +165,45 @@ impl<'a> Ctx<'a> {
             };
             let mut holders = holders(&e);
             let (first, second) = (holders.next(), holders.next());
-            let mut b = self.labels(out.sample(), &e);
-            if let Source::LastXid = field.source {
-                let code = v as u64;
-                let msg = xid_catalog::lookup(code).map_or("Unknown Error", |x| x.meaning);
-                b = b.label("err_code", code).label("err_msg", msg);
+            let jobs = self.hpc_jobs(&e);
+            // One series per mapped job, as dcgm-exporter copies them.
+            for i in 0..jobs.len().max(1) {
+                let mut b = self.labels(out.sample(), &e);
+                if let Source::LastXid = field.source {
+                    let code = v as u64;
+                    let msg = xid_catalog::lookup(code).map_or("Unknown Error", |x| x.meaning);
+                    b = b.label("err_code", code).label("err_msg", msg);
+                }
+                if let (Some(p), None) = (first, second) {
+                    b = pod_labels(b, p);
+                }
+                b = b.label_opt("hpc_job", jobs.get(i));
+                b.set(Value::Float(unit.convert(v)));
             }
-            if let (Some(p), None) = (first, second) {
-                b = pod_labels(b, p);
-            }
-            b.set(Value::Float(unit.convert(v)));
             if second.is_some() && e.instance.is_none() {
                 if let Some(per_pod) = field.per_pod {
                     self.per_pod(&e, per_pod, unit, out);
                 }
             }
         }
+    }
+
+    /// The jobs dcgm-exporter's HPC job mapping directory names for `e`
+    /// (`--workloads.slurm-mapping-dir`), as it matches them
+    /// (NVIDIA/dcgm-exporter `internal/pkg/transformation/hpc.go`): a GPU's
+    /// series by the file named for its index; from 4.5.3-4.8.2 a MIG GPU
+    /// instance's by the file `<gpu>.<gpu instance>` only (#602), before
+    /// it by its GPU's file.
+    fn hpc_jobs(&self, e: &Entity<'a>) -> &'a [String] {
+        let Some(w) = self.snapshot.workloads.as_ref() else {
+            return &[];
+        };
+        let instance = e
+            .gpu_instance()
+            .filter(|_| self.compat.generation.hpc_job_by_instance());
+        w.hpc_jobs
+            .get(&(e.gpu.index, instance))
+            .map_or(&[], Vec::as_slice)
     }
 
     /// The labels every series of `e` carries.
@@ -252,8 +275,12 @@ impl<'a> Ctx<'a> {
             let Some(v) = v else {
                 continue;
             };
-            let b = self.labels(out.sample(), e);
-            pod_labels(b, p).set(Value::Float(unit.convert(v)));
+            let jobs = self.hpc_jobs(e);
+            for i in 0..jobs.len().max(1) {
+                let b = pod_labels(self.labels(out.sample(), e), p);
+                b.label_opt("hpc_job", jobs.get(i))
+                    .set(Value::Float(unit.convert(v)));
+            }
         }
     }
 }
@@ -288,6 +315,7 @@ const DCGM_LABELS: &[&str] = &[
     "GPU_I_ID",
     "err_code",
     "err_msg",
+    "hpc_job",
 ];
 
 /// The code of the most recent XID of the entity; `None` before the
@@ -788,6 +816,64 @@ mod tests {
         assert!(line(&t, "DCGM_FI_PROF_GR_ENGINE_ACTIVE")[0].ends_with("} 0.25"));
         // No utilization on a MIG GPU, as NVML.
         assert!(!t.contains("DCGM_FI_DEV_GPU_UTIL"));
+    }
+
+    #[test]
+    fn mapped_jobs_copy_a_device_s_series_as_dcgm_exporter_s_hpc_mapper() {
+        let mut r = readings();
+        r.mig = vec![mig(1), mig(2)];
+        let mut s = snapshot(vec![gpu(0, readings()), gpu(1, r), gpu(2, readings())]);
+        let jobs = |v: &[&str]| v.iter().map(|j| j.to_string()).collect::<Vec<_>>();
+        s.workloads = Some(crate::snapshot::WorkloadAttribution {
+            hpc_jobs: std::sync::Arc::new(
+                [
+                    ((0, None), jobs(&["101", "102"])),
+                    ((1, None), jobs(&["999"])),
+                    ((1, Some(2)), jobs(&["job-a"])),
+                ]
+                .into_iter()
+                .collect(),
+            ),
+            ..Default::default()
+        });
+        let clocks = |t: &str| -> Vec<(String, Option<String>)> {
+            line(t, "DCGM_FI_DEV_SM_CLOCK")
+                .iter()
+                .map(|l| {
+                    let label = |name: &str| {
+                        let at = l.find(&format!(",{name}=\""))? + name.len() + 3;
+                        Some(l[at..].split('"').next()?.to_string())
+                    };
+                    let device = format!(
+                        "{}/{}",
+                        label("device").unwrap(),
+                        label("GPU_I_ID").unwrap_or_default()
+                    );
+                    (device, label("hpc_job"))
+                })
+                .collect()
+        };
+        let some = |j: &str| Some(j.to_string());
+        // 4.5.3-4.8.2 and later: a GPU by its index's file, one series per
+        // job; a MIG GPU instance by `<gpu>.<gpu instance>` only.
+        assert_eq!(
+            clocks(&text(&s, &compat(Generation::V4_8))),
+            [
+                ("nvidia0/".to_string(), some("101")),
+                ("nvidia0/".to_string(), some("102")),
+                ("nvidia1/1".to_string(), None),
+                ("nvidia1/2".to_string(), some("job-a")),
+                ("nvidia2/".to_string(), None),
+            ]
+        );
+        // Before: every instance by its GPU's file.
+        assert_eq!(
+            clocks(&text(&s, &compat(Generation::V3_4)))[2..4],
+            [
+                ("nvidia1/1".to_string(), some("999")),
+                ("nvidia1/2".to_string(), some("999")),
+            ]
+        );
     }
 
     #[test]

@@ -422,6 +422,10 @@ fn base_unit(name: &str) -> Option<Unit> {
 /// Why a DCGM field the table has no row for is not served.
 fn why_not_served(id: u16) -> &'static str {
     match id {
+        // DCGM_FI_PROF_NVDEC0_ACTIVE .. NVJPG7, NVOFA0, NVOFA1
+        // (dcgm_fields.h at 72fa3fe): GPM measures each engine (nvml.h
+        // NVML_GPM_METRIC_NVDEC_0_UTIL ..), the sampler keeps their mean.
+        1017..=1034 => "a per-engine decoder, JPEG or optical flow field: GPM measures each engine, but this exporter keeps the mean of a GPU's or GPU instance's engines (nvidia_gpu_activity_ratio{metric=\"nvdec\"} with --collector.gpm.all-metrics)",
         1000..=1099 => "a DCGM profiling metric that NVML's GPM does not measure",
         _ => "no NVML reading of this exporter gives this DCGM field",
     }
@@ -839,7 +843,7 @@ pub static FIELDS: &[Field] = &[
         "NVLink traffic received and sent, all links, over the last interval.", Source::Rate(|r| nvlink_bytes(r, true, true))),
     // vGPU
     same(526, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", Count, Gauge, true, None,
-        "vGPU licence status.", Source::None("a vGPU guest's licence state (nvmlDeviceGetGridLicensableFeatures) is not read here (docs/nvidia-smi.md)")),
+        "vGPU licence status.", Source::None("DCGM's source, nvmlDeviceGetGridLicensableFeatures (0 where grid licensing is unsupported, as on bare metal), is not called here")),
     // Remapped rows (Ampere and newer; not on a MIG-enabled GPU)
     renamed(393, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", Count, "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", Count, Counter, true, F_RET,
         "Rows remapped after uncorrectable errors.", Source::Gpu(|r| r.remapped_rows.map(|m| m.uncorrectable as f64))),

@@ -108,6 +108,15 @@ impl Generation {
         }
     }
 
+    /// Whether a MIG GPU instance's series take `hpc_job` from the mapping
+    /// file named `<gpu>.<gpu instance>` (4.5.3-4.8.2 and later,
+    /// NVIDIA/dcgm-exporter#602) rather than from its GPU's file (earlier
+    /// releases). The 4.8.2 generation also covers 3.5.0 to 4.8.1, which
+    /// matched the GPU's file: docs/migrating-from-dcgm-exporter.md says so.
+    pub fn hpc_job_by_instance(self) -> bool {
+        self != Generation::V3_4
+    }
+
     /// The label carrying the host name.
     pub fn hostname_label(self) -> &'static str {
         match self {

@@ -32,7 +32,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::{watch, Notify};
 
 use crate::snapshot::{
-    GpuState, Snapshot, Workload, WorkloadAttribution, WorkloadHolding, WorkloadKind,
+    GpuState, HpcJobs, Snapshot, Workload, WorkloadAttribution, WorkloadHolding, WorkloadKind,
     WorkloadReadError, WorkloadReadErrors, WorkloadSource,
 };
 
@@ -75,6 +75,8 @@ struct Known {
     by_pid: HashMap<u32, Workload>,
     /// Slurm job ids by GPU index, from the mapping directory.
     mapped_jobs: BTreeMap<u32, Vec<String>>,
+    /// Every device's lines of the mapping directory, for `hpc_job`.
+    hpc_jobs: Arc<HpcJobs>,
     /// Container names by short id, from the engine sockets (`None`: no
     /// engine knows the id). Kept while the container holds a GPU.
     names: HashMap<String, Option<String>>,
@@ -213,14 +215,15 @@ impl Workloads {
                 Err(e) => self.count_error(WorkloadSource::Passwd, e),
             }
         }
-        let mapped_jobs = match &self.config.slurm_mapping_dir {
+        let (mapped_jobs, hpc_jobs) = match &self.config.slurm_mapping_dir {
             Some(dir) => self.read_mapping_dir(dir),
-            None => BTreeMap::new(),
+            None => (BTreeMap::new(), HpcJobs::new()),
         };
         let names = self.container_names(&mut by_pid);
         self.known.store(Arc::new(Known {
             by_pid,
             mapped_jobs,
+            hpc_jobs: Arc::new(hpc_jobs),
             names,
             slurm_jobs,
             completed: Some(SystemTime::now()),
@@ -343,41 +346,71 @@ impl Workloads {
         workload
     }
 
-    /// dcgm-exporter's mapping directory: files named by GPU index, each
-    /// listing job ids one per line. Other names are not GPUs of ours and
-    /// are skipped; a file that cannot be read is counted.
-    fn read_mapping_dir(&self, dir: &Path) -> BTreeMap<u32, Vec<String>> {
+    /// dcgm-exporter's HPC job mapping directory (NVIDIA/dcgm-exporter
+    /// `internal/pkg/transformation/hpc.go` at d5e5f51): a file per GPU
+    /// named by its index (`3`), or per MIG GPU instance by GPU index and
+    /// GPU instance id (`3.1`), one job per line. Returns the Slurm jobs
+    /// of the GPU files (numeric ids; anything else is counted as
+    /// malformed) for the workload holdings, and every device's lines as
+    /// written for the DCGM series' `hpc_job`: dcgm-exporter takes any
+    /// line as a job name. An empty line names no job (dcgm-exporter would
+    /// serve it as `hpc_job=""`, which Prometheus reads as no label), a
+    /// line repeated is one job, and a device keeps at most
+    /// `MAX_HPC_JOBS` (the rest are counted as malformed): each job is a
+    /// copy of every DCGM series of the device.
+    fn read_mapping_dir(&self, dir: &Path) -> (BTreeMap<u32, Vec<String>>, HpcJobs) {
         let mut jobs = BTreeMap::new();
+        let mut hpc = HpcJobs::new();
         let entries = match self.files.list_dir(dir) {
             Ok(entries) => entries,
             Err(e) => {
                 self.count_error(WorkloadSource::SlurmMappingDir, e);
-                return jobs;
+                return (jobs, hpc);
             }
         };
         for (name, path) in entries {
-            let Ok(gpu) = name.parse::<u32>() else {
+            let Some(device) = mapping_file_device(&name) else {
                 continue;
             };
-            match self.files.small_text(&path) {
-                Ok(text) => {
-                    let ids: Vec<String> = text
-                        .split_whitespace()
-                        .filter(|id| id.bytes().all(|b| b.is_ascii_digit()))
-                        .map(str::to_string)
-                        .collect();
-                    if ids.len() < text.split_whitespace().count() {
-                        self.count_error(
-                            WorkloadSource::SlurmMappingDir,
-                            WorkloadReadError::Malformed,
-                        );
-                    }
-                    jobs.insert(gpu, ids);
+            let text = match self.files.small_text(&path) {
+                Ok(text) => text,
+                Err(e) => {
+                    self.count_error(WorkloadSource::SlurmMappingDir, e);
+                    continue;
                 }
-                Err(e) => self.count_error(WorkloadSource::SlurmMappingDir, e),
+            };
+            let mut names: Vec<String> = Vec::new();
+            for line in text.lines().filter(|l| !l.is_empty()) {
+                if names.iter().any(|n| n == line) {
+                    continue;
+                }
+                if names.len() == MAX_HPC_JOBS {
+                    self.count_error(
+                        WorkloadSource::SlurmMappingDir,
+                        WorkloadReadError::Malformed,
+                    );
+                    break;
+                }
+                names.push(line.to_string());
             }
+            hpc.insert(device, names);
+            let (gpu, None) = device else {
+                continue;
+            };
+            let ids: Vec<String> = text
+                .split_whitespace()
+                .filter(|id| id.bytes().all(|b| b.is_ascii_digit()))
+                .map(str::to_string)
+                .collect();
+            if ids.len() < text.split_whitespace().count() {
+                self.count_error(
+                    WorkloadSource::SlurmMappingDir,
+                    WorkloadReadError::Malformed,
+                );
+            }
+            jobs.insert(gpu, ids);
         }
-        jobs
+        (jobs, hpc)
     }
 
     /// Joins the workloads of the snapshot's processes onto it, in place
@@ -454,7 +487,26 @@ impl Workloads {
             read_errors,
             usage,
             last_refresh: known.completed,
+            hpc_jobs: known.hpc_jobs.clone(),
         });
+    }
+}
+
+/// Most jobs one device's mapping file names: each is a copy of every DCGM
+/// series of the device.
+const MAX_HPC_JOBS: usize = 64;
+
+/// The device a mapping file is named for, as dcgm-exporter matches the
+/// name (`^\d+(\.\d+)?$`) against a series' GPU index or `<GPU>.<GPU
+/// instance>`: only the numbers as they print, so `03` names no device.
+fn mapping_file_device(name: &str) -> Option<(u32, Option<u32>)> {
+    let number = |s: &str| {
+        let n: u32 = s.parse().ok()?;
+        (n.to_string() == s).then_some(n)
+    };
+    match name.split_once('.') {
+        None => Some((number(name)?, None)),
+        Some((gpu, gi)) => Some((number(gpu)?, Some(number(gi)?))),
     }
 }
 
@@ -836,16 +888,33 @@ mod tests {
             slurm_mapping_dir: Some(dir.clone()),
             ..config(&root, 10)
         });
-        let jobs = w.read_mapping_dir(&dir);
+        // dcgm-exporter's MIG form, <gpu>.<gpu instance>, and a name not
+        // as the index prints (dcgm-exporter's key "03" matches no GPU).
+        std::fs::write(dir.join("3.1"), "job-a\r\n\njob-b\njob-a\n").unwrap();
+        std::fs::write(dir.join("03"), "105\n").unwrap();
+        let many: String = (0..100).map(|i| format!("{i}\n")).collect();
+        std::fs::write(dir.join("4"), many).unwrap();
+        let (jobs, hpc) = w.read_mapping_dir(&dir);
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
-            jobs,
-            BTreeMap::from([
-                (0, vec!["101".to_string(), "102".to_string()]),
-                (1, vec![]),
-                (2, vec!["103".to_string()]),
-            ])
+            jobs.iter().filter(|(g, _)| **g < 4).collect::<Vec<_>>(),
+            [
+                (&0, &strings(&["101", "102"])),
+                (&1, &vec![]),
+                (&2, &strings(&["103"])),
+            ]
         );
-        assert!(w.read_mapping_dir(&root.join("absent")).is_empty());
+        // Every line as written is an hpc_job: CRLF and empty lines read
+        // past, a repeated line once, at most MAX_HPC_JOBS per device.
+        assert_eq!(hpc[&(2, None)], strings(&["103", "not-a-job"]));
+        assert_eq!(hpc[&(3, Some(1))], strings(&["job-a", "job-b"]));
+        assert_eq!(hpc[&(4, None)].len(), MAX_HPC_JOBS);
+        assert_eq!(
+            hpc.keys().copied().collect::<Vec<_>>(),
+            [(0, None), (1, None), (2, None), (3, Some(1)), (4, None)]
+        );
+        let (jobs, hpc) = w.read_mapping_dir(&root.join("absent"));
+        assert!(jobs.is_empty() && hpc.is_empty());
         let errors = w.errors.lock().unwrap().clone();
         assert_eq!(
             errors,
@@ -855,7 +924,8 @@ mod tests {
                         WorkloadSource::SlurmMappingDir,
                         WorkloadReadError::Malformed
                     ),
-                    1
+                    // "not-a-job" as a Slurm job, the 65th hpc_job of GPU 4.
+                    2
                 ),
                 (
                     (WorkloadSource::SlurmMappingDir, WorkloadReadError::Gone),

@@ -648,6 +648,7 @@ pub fn fully_populated() -> Snapshot {
             refused: 0,
         }),
         last_refresh: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)),
+        hpc_jobs: std::sync::Arc::default(),
     });
     s
 }

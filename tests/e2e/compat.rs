@@ -417,7 +417,9 @@ fn a_configmap_of_any_dcgm_names_is_served_as_written_with_its_types_and_units()
          DCGM_FI_DEV_GPU_UTIL_RATIO, gauge, DCGM 4.6's name of field 203.\n\
          DCGM_FI_PROF_PCIE_TX_BYTES, counter, PCIe bytes sent.\n\
          DCGM_FI_DEV_PCIE_TX_THROUGHPUT, counter, PCIe TX (in KB).\n\
-         DCGM_FI_DEV_CPU_UTIL_RATIO, gauge, a Grace CPU field.\n",
+         DCGM_FI_DEV_CPU_UTIL_RATIO, gauge, a Grace CPU field.\n\
+         DCGM_FI_PROF_NVDEC0_ACTIVE, gauge, Ratio of cycles NVDEC 0 is active.\n\
+         DCGM_FI_DEV_VGPU_LICENSE_STATUS, gauge, vGPU License status\n",
     )
     .unwrap();
     let e = Exporter::ready(
@@ -458,18 +460,28 @@ fn a_configmap_of_any_dcgm_names_is_served_as_written_with_its_types_and_units()
     let kib = value_of(&text, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "0");
     let b = value_of(&text, "DCGM_FI_PROF_PCIE_TX_BYTES", "0");
     assert_eq!(kib, (b / 1024.0).trunc(), "{kib} KiB/s, {b} B/s");
-    // The field with no source here: logged with why, counted, not fatal.
-    assert!(!text.contains("DCGM_FI_DEV_CPU_UTIL_RATIO{"));
+    // The fields with no source here: logged with why, counted, not fatal.
+    // A per-engine decoder field: GPM measures each engine, the sampler
+    // keeps their mean; the vGPU licence: its NVML call is not made.
+    for absent in [
+        "DCGM_FI_DEV_CPU_UTIL_RATIO",
+        "DCGM_FI_PROF_NVDEC0_ACTIVE",
+        "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+    ] {
+        assert!(!text.contains(&format!("{absent}{{")), "{absent}");
+    }
     assert!(
-        text.contains("nvml_exporter_config_dcgm_fields_not_served 1\n"),
+        text.contains("nvml_exporter_config_dcgm_fields_not_served 3\n"),
         "{text}"
     );
-    assert!(
-        e.log()
-            .contains("line 11: DCGM_FI_DEV_CPU_UTIL_RATIO (DCGM field"),
-        "{}",
-        e.log()
-    );
+    let log = e.log();
+    for said in [
+        "line 11: DCGM_FI_DEV_CPU_UTIL_RATIO (DCGM field",
+        "line 12: DCGM_FI_PROF_NVDEC0_ACTIVE (DCGM field 1017) is not served here: a per-engine decoder",
+        "line 13: DCGM_FI_DEV_VGPU_LICENSE_STATUS (DCGM field 526) is not served here",
+    ] {
+        assert!(log.contains(said), "{said}: {log}");
+    }
 }
 
 #[test]
