@@ -1110,7 +1110,10 @@ fn kubernetes_config(
 /// Build-time variables (build.rs, the Dockerfile; cargo also sets them
 /// for the processes it runs) an environment may carry along, and the
 /// systemd unit's `NVML_EXPORTER_ARGS` (extra flags its `ExecStart` passes,
-/// deploy/systemd/nvml-exporter.env): not flags, not mistakes.
+/// deploy/systemd/nvml-exporter.env), and the release and test scripts'
+/// settings (scripts/cross, scripts/debian-rootfs, scripts/build-image,
+/// tests/test_release.py), which a shell that ran them keeps exported:
+/// not flags, not mistakes.
 const BUILD_ENV: &[&str] = &[
     "NVML_EXPORTER_REVISION",
     "NVML_EXPORTER_BUILD_DATE",
@@ -1118,6 +1121,11 @@ const BUILD_ENV: &[&str] = &[
     "NVML_EXPORTER_TARGET",
     "NVML_EXPORTER_SCENARIOS",
     "NVML_EXPORTER_ARGS",
+    "NVML_EXPORTER_CROSS_CACHE",
+    "NVML_EXPORTER_ROOTFS_CACHE",
+    "NVML_EXPORTER_RELEASE_PREBUILT",
+    "NVML_EXPORTER_OTHER_ARCH_EXE",
+    "NVML_EXPORTER_IMAGE_WORKDIR",
 ];
 
 /// `NVML_EXPORTER_*` variables in the environment that no flag reads.

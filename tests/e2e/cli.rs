@@ -294,6 +294,9 @@ fn environment_booleans_alike_and_unknown_variables_warned() {
                 ("NVML_EXPORTER_WORKLOADS", yes),
                 ("NVML_EXPORTER_PATH_PROCFS", procfs),
                 ("NVML_EXPORTER_WORKLAODS_LIMIT", "3"),
+                // A release script's setting, left exported by the shell
+                // that ran scripts/cross: no flag's, yet no mistake.
+                ("NVML_EXPORTER_CROSS_CACHE", "/var/cache/x"),
             ],
         );
         e.wait_serving();
@@ -306,6 +309,7 @@ fn environment_booleans_alike_and_unknown_variables_warned() {
                 .any(|l| l.contains("level=warn") && l.contains("NVML_EXPORTER_WORKLAODS_LIMIT")),
             "{yes}: {log}"
         );
+        assert!(!log.contains("NVML_EXPORTER_CROSS_CACHE"), "{yes}: {log}");
     }
     let (status, out) = run_to_exit(
         &["--simulate=workstation"],
