@@ -708,6 +708,11 @@ pub struct GpuReadings {
     /// 3 completed) and whether it succeeded; NVSwitch systems only.
     pub fabric: Option<Fabric>,
     pub nvlinks: Vec<NvLink>,
+    /// Bytes moved over all the GPU's links, as the driver sums them:
+    /// read so when no per-link series needs each link's counters (the
+    /// links' own `tx_bytes`/`rx_bytes` are then `None`). See
+    /// [`GpuReadings::nvlink_bytes`].
+    pub nvlink_traffic: Option<NvLinkTraffic>,
     /// `None` where listing processes of that type is not supported.
     pub compute_processes: Option<Vec<Process>>,
     pub graphics_processes: Option<Vec<Process>>,
@@ -828,6 +833,36 @@ pub struct FabricPartition {
     pub clique_id: u32,
     /// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, lower case.
     pub cluster_uuid: String,
+}
+
+/// NVLink traffic summed over a GPU's links by the driver.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NvLinkTraffic {
+    pub tx_bytes: Option<u64>,
+    pub rx_bytes: Option<u64>,
+}
+
+impl GpuReadings {
+    /// The byte counters behind a GPU's NVLink traffic in one direction:
+    /// the driver's sum over all links where it was read so, else each
+    /// link's own. Summed, they give the GPU's traffic either way.
+    pub fn nvlink_bytes(&self, tx: bool) -> Vec<u64> {
+        let pick = |tx_bytes: Option<u64>, rx_bytes: Option<u64>| {
+            if tx {
+                tx_bytes
+            } else {
+                rx_bytes
+            }
+        };
+        match self.nvlink_traffic {
+            Some(t) => pick(t.tx_bytes, t.rx_bytes).into_iter().collect(),
+            None => self
+                .nvlinks
+                .iter()
+                .filter_map(|l| pick(l.tx_bytes, l.rx_bytes))
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -144,11 +144,16 @@ fn the_exporters_driver_time_agrees_with_the_drivers() {
         "the exporter measured {exporter_secs} s around calls the driver charged {charged_us} us"
     );
     // The costliest family over the window, as the exporter tells it: on
-    // the H200 profile, an H100 board's per-link NVLink batch.
+    // the H200 profile, one of those priced at about a millisecond a poll:
+    // the scalar field batch, the P-state (clocks), or an H100 board's
+    // per-link NVLink batch where the window holds one of its slow polls.
     let costliest = e2
         .iter()
         .map(|(f, v)| (*f, v.1 - e1.get(f).map_or(0.0, |v| v.1)))
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .unwrap();
-    assert_eq!(costliest.0, "nvlink", "{e2:?}");
+    assert!(
+        ["field_values", "clocks", "nvlink"].contains(&costliest.0),
+        "{costliest:?} {e2:?}"
+    );
 }

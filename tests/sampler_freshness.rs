@@ -3,7 +3,8 @@
 //! at once when the power throttle reasons say the limit moved, and the
 //! calls behind them are made about once per that many polls, not every
 //! poll. MIG mode likewise, at once when the utilization rates say the
-//! current mode flipped.
+//! current mode flipped; NVLink link states and per-link error counters
+//! likewise, at once when the GPU's error totals move.
 
 // Sets the simulator's variables before this process's first NVML init.
 #![allow(clippy::disallowed_methods)]
@@ -15,7 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use nvml_exporter::family::FamilySet;
 use nvml_exporter::nvml::SLOW_REFRESH_POLLS;
-use nvml_exporter::snapshot::{PowerLimit, Snapshot};
+use nvml_exporter::snapshot::{NvLinkError, PowerLimit, Snapshot};
 use sampler_support::*;
 
 fn enforced_watts(s: &Snapshot, gpu: usize) -> Option<f64> {
@@ -177,5 +178,85 @@ fn settings_are_read_at_the_slow_cadence_and_a_change_is_seen_within_it() {
         took <= SLOW_REFRESH_POLLS as usize + 1,
         "the pending MIG mode took {took} polls, more than the {SLOW_REFRESH_POLLS} documented"
     );
+    nvlink_per_link_reads_follow_the_totals(&socket, &snaps, tick, gpu_polls, &ratio);
     poller.shutdown(Duration::from_secs(5));
+}
+
+/// NVLink (docs/metrics.md, "Freshness"): the per-link states and error
+/// counters are read in a batch of their own about once per slow period,
+/// the error totals and traffic every poll in the scalar batch; an error
+/// is seen at the next poll (its total moved), a link going down within
+/// the slow period.
+fn nvlink_per_link_reads_follow_the_totals(
+    socket: &Path,
+    snaps: &Snapshots,
+    tick: Duration,
+    gpu_polls: u64,
+    ratio: &impl Fn(&str) -> f64,
+) {
+    // One scalar batch per poll, the NVLink batch once per slow period,
+    // thresholds and module limits at the static refresh (every field
+    // batch was two per poll before).
+    let batches = ratio("nvmlDeviceGetFieldValues");
+    let most = 1.0 + 2.0 / SLOW_REFRESH_POLLS as f64 + 0.1;
+    assert!(
+        batches <= most,
+        "{batches:.3} field batches per GPU poll over {gpu_polls} GPU polls, want at most {most:.3}"
+    );
+    let errors = |s: &Snapshot, gpu: usize, kind: NvLinkError| -> u64 {
+        s.gpus[gpu]
+            .readings
+            .as_ref()
+            .map(|r| {
+                r.nvlinks
+                    .iter()
+                    .flat_map(|l| &l.errors)
+                    .filter(|(k, _)| *k == kind)
+                    .map(|(_, n)| n)
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    let links_up = |s: &Snapshot, gpu: usize| -> usize {
+        s.gpus[gpu]
+            .readings
+            .as_ref()
+            .map(|r| r.nvlinks.iter().filter(|l| l.up).count())
+            .unwrap_or(0)
+    };
+    let latest = snaps.latest().unwrap();
+    let before = errors(&latest, 2, NvLinkError::Replay);
+    assert_eq!(links_up(&latest, 3), 18);
+    // Link 5 of GPU 2 replays: the legacy total moves, the links are read.
+    let from = SystemTime::now();
+    control(
+        socket,
+        r#"{ action = "nvlink-errors", gpu = 2, link = 5, counter = "replay", count = 7 }"#,
+    );
+    snaps.wait_for(
+        "GPU 2's replays",
+        tick * (SLOW_REFRESH_POLLS as u32 + 8),
+        |s| errors(s, 2, NvLinkError::Replay) >= before + 7,
+    );
+    let took = polls_since(snaps, 2, from);
+    assert!(
+        took <= 2,
+        "NVLink replays took {took} polls; their total moved at once"
+    );
+    // Link 4 of GPU 3 goes down, no counter moving: within the slow period.
+    let from = SystemTime::now();
+    control(
+        socket,
+        r#"{ action = "nvlink-state", gpu = 3, link = 4, up = false }"#,
+    );
+    snaps.wait_for(
+        "GPU 3's link down",
+        tick * (SLOW_REFRESH_POLLS as u32 + 8),
+        |s| links_up(s, 3) == 17,
+    );
+    let took = polls_since(snaps, 3, from);
+    assert!(
+        took <= SLOW_REFRESH_POLLS as usize + 1,
+        "a link down took {took} polls, more than the {SLOW_REFRESH_POLLS} documented"
+    );
 }

@@ -136,10 +136,12 @@ def test_the_exporter_says_where_its_poll_goes_by_family(report):
     fam = report["driver_time"]["after_by_family"]
     assert fam["polls"] >= 5 and fam["gpus"] == 8, fam
     by = fam["by_family"]
-    # The scalar field batch is one call per GPU per poll; the per-link
-    # NVLink batch is one more on these NVLink boards.
+    # The scalar field batch is one call per GPU per poll, the NVLink
+    # totals riding in it; the per-link NVLink batch is made about once per
+    # 12 polls on these NVLink boards (docs/metrics.md, "Freshness"), not
+    # every poll.
     assert by["field_values"]["calls"] == pytest.approx(1.0, abs=0.25), by
-    assert by["nvlink"]["calls"] >= 1.0, by
+    assert by.get("nvlink", {"calls": 0.0})["calls"] <= 0.5, by
     assert fam["ms_per_gpu_per_poll"] > 0
     assert sum(v["ms"] for v in by.values()) == pytest.approx(fam["ms_per_gpu_per_poll"])
 

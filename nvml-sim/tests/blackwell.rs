@@ -91,6 +91,10 @@ fn a_gb200_tray_and_its_faults() {
     assert_eq!(after[3], 150, "effective errors");
     assert_ne!(after[4], 0xFFF, "the effective BER rose");
     assert_eq!(after[5], before[5], "symbol errors untouched");
+    // scopeId UINT_MAX: the counts summed over the GPU's links, as DCGM
+    // asks them for a GPU's total (DcgmCMUtils.cpp).
+    let all = common::raw_fields(&nvml, &d1, &[(215, u32::MAX), (219, u32::MAX)]);
+    assert_eq!(all.iter().map(u64_of).collect::<Vec<_>>(), [4, 150]);
     // NVLink5 has no replay counter: refused, named.
     let (ok, text) = cli(
         &socket,

@@ -12,7 +12,7 @@
 
 use crate::family::Family;
 use crate::metric::{Collector, Kind, Metric, SampleSink, Scope, Value};
-use crate::snapshot::{NvLink, NvLinkError};
+use crate::snapshot::NvLinkError;
 
 pub static COLLECTOR: Collector = Collector {
     family: Some(Family::Nvlink),
@@ -65,11 +65,9 @@ fn errors<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 }
 
 fn bytes<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
-    type Direction = fn(&NvLink) -> Option<u64>;
-    let directions: [(&str, Direction); 2] = [("tx", |l| l.tx_bytes), ("rx", |l| l.rx_bytes)];
     for (g, r) in scope.readings() {
-        for (direction, read) in directions {
-            if let Some(total) = sum(r.nvlinks.iter().filter_map(read)) {
+        for (direction, tx) in [("tx", true), ("rx", false)] {
+            if let Some(total) = sum(r.nvlink_bytes(tx).into_iter()) {
                 out.gpu(g).label("direction", direction).set(total);
             }
         }

@@ -357,7 +357,7 @@ fn sum_link_bytes(links: &[crate::snapshot::NvLink], tx: bool, rx: bool) -> Opti
 /// One link's DCGM bandwidth (`DCGM_FI_DEV_NVLINK_BANDWIDTH_L<n>`): as the
 /// total's, over that link (DcgmCacheManager.cpp ReadAndCacheNvLinkBandwidth).
 const fn link_bandwidth(id: u16, name: &'static str, link: u32) -> Field {
-    same(
+    per_link(same(
         id,
         name,
         MegabytesPerSecond,
@@ -370,12 +370,22 @@ const fn link_bandwidth(id: u16, name: &'static str, link: u32) -> Field {
             tx: true,
             rx: true,
         },
-    )
+    ))
+}
+
+/// A per-link field also needs each link's own byte counters, which the
+/// sampler reads only for `nvlink.per-link`: without it, a GPU's traffic is
+/// read as the driver sums it over its links.
+const fn per_link(f: Field) -> Field {
+    Field {
+        also: Some(Family::NvlinkPerLink),
+        ..f
+    }
 }
 
 /// One link's bytes per second, sent or received (`DCGM_FI_PROF_NVLINK_L<n>_TX_BYTES`).
 const fn link_prof(id: u16, name: &'static str, link: u32, tx: bool) -> Field {
-    same(
+    per_link(same(
         id,
         name,
         BytesPerSecond,
@@ -384,7 +394,7 @@ const fn link_prof(id: u16, name: &'static str, link: u32, tx: bool) -> Field {
         F_NVLINK,
         "NVLink bytes per second over one link, over the last interval.",
         Source::LinkRate { link, tx, rx: !tx },
-    )
+    ))
 }
 
 macro_rules! links {
@@ -515,7 +525,13 @@ fn nvlink_errors(r: &GpuReadings, e: NvLinkError) -> Option<f64> {
 }
 
 fn nvlink_bytes(r: &GpuReadings, tx: bool, rx: bool) -> Option<u64> {
-    sum_link_bytes(&r.nvlinks, tx, rx)
+    let mut readings = Vec::new();
+    for (want, direction) in [(tx, true), (rx, false)] {
+        if want {
+            readings.extend(r.nvlink_bytes(direction));
+        }
+    }
+    (!readings.is_empty()).then(|| readings.into_iter().fold(0u64, u64::wrapping_add))
 }
 
 fn throttle_seconds(r: &GpuReadings, t: ThrottleReason) -> Option<f64> {
@@ -670,6 +686,7 @@ const F_PCIE: Option<Family> = Some(Family::Pcie);
 const F_ECC: Option<Family> = Some(Family::Ecc);
 const F_RET: Option<Family> = Some(Family::Retirement);
 const F_NVLINK: Option<Family> = Some(Family::Nvlink);
+
 const F_THROTTLE: Option<Family> = Some(Family::Throttle);
 const F_GPM: Option<Family> = Some(Family::Gpm);
 const F_GPM_ALL: Option<Family> = Some(Family::GpmAllMetrics);

@@ -296,5 +296,11 @@ mod tests {
         let (f, v) = fields::lookup("DCGM_FI_PROF_SM_OCCUPANCY").unwrap();
         let needed = families_needed(&[Selected::of(f, v)]);
         assert!(needed.contains(Family::GpmAllMetrics) && needed.contains(Family::Gpm));
+        // A link's own traffic needs the per-link counters, which the
+        // sampler reads only for nvlink.per-link (else the driver's sum).
+        let link0 = &fields::LINK_FIELDS[0];
+        assert_eq!(link0.legacy, "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0");
+        let needed = families_needed(&[Selected::of(link0, fields::Variant::Legacy)]);
+        assert!(needed.contains(Family::NvlinkPerLink) && needed.contains(Family::Nvlink));
     }
 }

@@ -110,7 +110,9 @@ impl DriverBranch {
         }
         match id {
             PCIE_TX_BYTES | PCIE_RX_BYTES => self.major >= 555,
-            NVLINK5_RECOVERY_SUCCESSFUL..=NVLINK5_SYMBOL_BER => self.major >= 560,
+            // 202-222 (NVLink5 byte and error counters) first appear in
+            // the 12.6 header (go-nvml 7ec3ff8; 5f61a8a, 12.5, has none).
+            NVLINK_TX_BYTES..=NVLINK5_SYMBOL_BER => self.major >= 560,
             RECOVERY_ACTION => self.major >= 570,
             _ => true,
         }
@@ -149,6 +151,17 @@ impl DriverBranch {
 }
 
 /// Per-link NVLink fields, sent with `scopeId` = link.
+///
+/// [`NVLINK_ALL_LINKS`] as the scope asks a GPU's sum over all its links:
+/// nvml.h says so of the throughput counters 138-141 in every header
+/// since CUDA 11 ("A scopeId of UINT_MAX returns aggregate value summed up
+/// across all links", go-nvml 56658d6 to 8b8585b), and NVIDIA's DCGM asks
+/// the NVLink5 counters (201-222) so for a GPU's total on Blackwell
+/// ("NVLink5 COUNT fields return per-link data by default. Setting scopeId
+/// to UINT_MAX returns aggregate data across all NVLinks": NVIDIA/DCGM
+/// 72fa3fe, dcgmlib/src/DcgmCMUtils.h and DcgmCMUtils.cpp,
+/// `NvmlFieldRequiresNvLinkAggregate`).
+pub const NVLINK_ALL_LINKS: u32 = u32::MAX;
 pub const NVLINK_STATE: u32 = 165; // NVML_FI_DEV_NVLINK_GET_STATE
 pub const NVLINK_REPLAY: u32 = 161; // NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY
 pub const NVLINK_RECOVERY: u32 = 162; // NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY
@@ -162,7 +175,7 @@ pub const NVLINK_RX_KIB: u32 = 139;
 /// on (the 12.5 header raised `NVML_FI_MAX` to 223 without defining them). nvml.h since 12.8 says of 161-163: "This is unsupported for
 /// Blackwell+. Please use NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_*"
 /// (go-nvml f420a32:2239-2255).
-pub const NVLINK5_RECOVERY_SUCCESSFUL: u32 = 213; // link went Up -> recovery -> Up
+// 213, link went Up -> recovery -> Up, is not read: 215 counts it too.
 pub const NVLINK5_RECOVERY_FAILED: u32 = 214; // ... -> recovery -> declared down
 pub const NVLINK5_RECOVERY: u32 = 215; // Up -> recovery, whatever the result
 pub const NVLINK5_EFFECTIVE_ERRORS: u32 = 219; // "errors in each Nvlink packet", after FEC
@@ -170,22 +183,27 @@ pub const NVLINK5_EFFECTIVE_BER: u32 = 220; // packed, see `nvlink_ber`
 pub const NVLINK5_SYMBOL_ERRORS: u32 = 221; // "errors in rx symbols", before FEC
 pub const NVLINK5_SYMBOL_BER: u32 = 222;
 
-/// The per-link fields read on every poll: state and traffic, and the
-/// error counters of the GPU's NVLink generation.
-pub const PER_LINK_COMMON: [u32; 5] = [
-    NVLINK_STATE,
+/// Per-link traffic: exact bytes (NVLink5 headers on), else KiB.
+pub const PER_LINK_TRAFFIC: [u32; 4] = [
     NVLINK_TX_BYTES,
     NVLINK_RX_BYTES,
     NVLINK_TX_KIB,
     NVLINK_RX_KIB,
 ];
 pub const PER_LINK_LEGACY_ERRORS: [u32; 3] = [NVLINK_REPLAY, NVLINK_RECOVERY, NVLINK_CRC_FLIT];
-pub const PER_LINK_NVLINK5_ERRORS: [u32; 4] = [
-    NVLINK5_RECOVERY,
-    NVLINK5_RECOVERY_FAILED,
-    NVLINK5_EFFECTIVE_ERRORS,
-    NVLINK5_SYMBOL_ERRORS,
-];
+/// The NVLink5 counters the per-GPU sums use (`nvidia_gpu_nvlink_errors_total`).
+pub const PER_LINK_NVLINK5_ERRORS: [u32; 2] = [NVLINK5_RECOVERY, NVLINK5_EFFECTIVE_ERRORS];
+/// NVLink5 counters exported per link only: for `nvlink.per-link`.
+pub const PER_LINK_NVLINK5_DETAIL: [u32; 2] = [NVLINK5_RECOVERY_FAILED, NVLINK5_SYMBOL_ERRORS];
+
+/// The legacy per-GPU totals of the DL error counters ("total for all
+/// Lanes", ids 38, 45, 52, 59: every header R535-R610). Read every poll to
+/// say whether the per-link counters moved, not exported: which links a
+/// driver sums into them is not documented.
+pub const NVLINK_CRC_FLIT_TOTAL: u32 = 38;
+pub const NVLINK_CRC_DATA_TOTAL: u32 = 45;
+pub const NVLINK_REPLAY_TOTAL: u32 = 52;
+pub const NVLINK_RECOVERY_TOTAL: u32 = 59;
 /// Bit error rates: only for `nvlink.per-link`.
 pub const PER_LINK_NVLINK5_BER: [u32; 2] = [NVLINK5_EFFECTIVE_BER, NVLINK5_SYMBOL_BER];
 
@@ -312,6 +330,10 @@ mod tests {
         assert!(b("535.183.01").has_field(MEMORY_TEMP));
         assert!(!b("555.42.02").has_field(NVLINK5_RECOVERY));
         assert!(b("570.133.20").has_field(NVLINK5_SYMBOL_ERRORS));
+        // NVLink byte counters: 12.6 header on; the KiB ones everywhere.
+        assert!(!b("555.42.02").has_field(NVLINK_TX_BYTES));
+        assert!(b("560.35.03").has_field(NVLINK_RX_BYTES));
+        assert!(b("535.183.01").has_field(NVLINK_TX_KIB));
     }
 
     #[test]

@@ -211,6 +211,8 @@ pub fn h100_readings(i: u32) -> GpuReadings {
                 rx_bytes: Some(2_000_000_000_000 * u64::from(link + 1)),
             })
             .collect(),
+        // Each link's own traffic, as with nvlink.per-link.
+        nvlink_traffic: None,
         compute_processes: Some(vec![
             process(4242, "python3", 30_000_000_000, None),
             process(4243, "weird \"name\" \\ with\nnewline ünï", 1_048_576, None),

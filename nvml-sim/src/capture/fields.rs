@@ -51,13 +51,15 @@ fn key(id: u32, scope: u32) -> String {
 }
 
 /// The field ids `capture` times alone on the first GPU, for a latency
-/// profile: every id the exporter reads on some branch (its scalar batch,
-/// its per-link NVLink batch asked for link 0) and those the capture reads.
+/// profile: every id the exporter reads on some branch (its scalar batch
+/// with the NVLink error totals 38, 45, 52, 59, its per-link NVLink batch
+/// asked for link 0) and those the capture reads.
 const FIELD_PROBE: &[u32] = &[
     3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
-    28, 29, 30, 31, 39, 60, 61, 74, 75, 76, 82, 83, 91, 92, 94, 138, 139, 142, 143, 144, 145, 161,
-    162, 163, 185, 186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 196, 197, 198, 213, 214, 215,
-    216, 217, 218, 219, 220, 221, 222, 230, 251, 252, 253, 258, 263, 269, 270, 271,
+    28, 29, 30, 31, 38, 39, 45, 52, 59, 60, 61, 74, 75, 76, 82, 83, 91, 92, 94, 138, 139, 142, 143,
+    144, 145, 161, 162, 163, 165, 185, 186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 196, 197,
+    198, 202, 204, 213, 214, 215, 216, 217, 218, 219, 220, 221, 222, 230, 251, 252, 253, 258, 263,
+    269, 270, 271,
 ];
 
 /// Times each field is asked alone: the first answers of a function cost

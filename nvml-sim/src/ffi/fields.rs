@@ -152,6 +152,7 @@ fn nvlink_error_field(g: &Gpu, id: u32, scope: u32) -> R<FieldValue> {
             None => Ok(U64((0..links).map(|l| g.nvlink_errors(l)[counter]).sum())),
         }
     };
+    let count_scope = (scope != u32::MAX).then_some(scope);
     match id {
         NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL => nvl_err(C::CrcFlit, None),
         NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL => nvl_err(C::CrcData, None),
@@ -229,23 +230,26 @@ fn nvlink_error_field(g: &Gpu, id: u32, scope: u32) -> R<FieldValue> {
         NVML_FI_DEV_NVLINK_ERROR_DL_CRC => nvl_err(C::CrcFlit, Some(scope)),
         // NVLink5, per link in scopeId (go-nvml 2a1f6c3:2670-2696): link
         // recovery successful, failed and either; errors left after FEC and
-        // raw symbol errors; their bit error rates, packed.
+        // raw symbol errors; their bit error rates, packed. A scopeId of
+        // UINT_MAX sums the counts over all links, as NVIDIA's DCGM asks
+        // them for a GPU's total on Blackwell (DCGM 72fa3fe,
+        // dcgmlib/src/DcgmCMUtils.cpp, NvmlFieldRequiresNvLinkAggregate).
         NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_SUCCESSFUL_EVENTS if m.nvlink5() => {
-            nvl_err(C::Recovery, Some(scope))
+            nvl_err(C::Recovery, count_scope)
         }
         NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS => {
-            nvl_err(C::RecoveryFailed, Some(scope))
+            nvl_err(C::RecoveryFailed, count_scope)
         }
         NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS if m.nvlink5() => {
-            let ok = nvl_err(C::Recovery, Some(scope))?;
-            let failed = nvl_err(C::RecoveryFailed, Some(scope))?;
+            let ok = nvl_err(C::Recovery, count_scope)?;
+            let failed = nvl_err(C::RecoveryFailed, count_scope)?;
             match (ok, failed) {
                 (U64(a), U64(b)) => Ok(U64(a + b)),
                 _ => Err(NOT_SUPPORTED),
             }
         }
-        NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS => nvl_err(C::Effective, Some(scope)),
-        NVML_FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS => nvl_err(C::Symbol, Some(scope)),
+        NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS => nvl_err(C::Effective, count_scope),
+        NVML_FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS => nvl_err(C::Symbol, count_scope),
         NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER | NVML_FI_DEV_NVLINK_COUNT_SYMBOL_BER => {
             let counter = if id == NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER {
                 C::Effective

@@ -91,7 +91,10 @@ fn carry(family: Family, from: &GpuReadings, to: &mut GpuReadings) {
             to.sram_threshold_exceeded = from.sram_threshold_exceeded;
             to.recovery_action = from.recovery_action;
         }
-        Family::Nvlink => to.nvlinks.clone_from(&from.nvlinks),
+        Family::Nvlink => {
+            to.nvlinks.clone_from(&from.nvlinks);
+            to.nvlink_traffic = from.nvlink_traffic;
+        }
         Family::Fabric => to.fabric.clone_from(&from.fabric),
         // Not schedulable: read on every poll.
         _ => {}

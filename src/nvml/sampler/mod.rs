@@ -176,7 +176,12 @@ impl<'n> GpuSampler<'n> {
         };
         let r = &mut GpuReadings::default();
         let gpm_ids = gpm::request_ids(on(Family::GpmAllMetrics), *driver);
-        let scalar = scalar::sample(&mut g, families);
+        let nvlink_totals = if on(Family::Nvlink) {
+            nvlink.totals_requests(architecture.as_ref(), on(Family::NvlinkPerLink))
+        } else {
+            Vec::new()
+        };
+        let scalar = scalar::sample(&mut g, families, &nvlink_totals);
         if on(Family::Mode) {
             mode.sample(&mut g, r);
         }

@@ -142,8 +142,17 @@ fn requests(g: &Gpu<'_, '_>, families: &FamilySet) -> Vec<Request> {
     ids
 }
 
-pub fn sample(g: &mut Gpu<'_, '_>, families: &FamilySet) -> Scalar {
+/// The batch of `families`' scalar fields, with the NVLink totals that
+/// `nvlink.rs` asks for this poll (`nvlink`) riding along.
+pub fn sample(g: &mut Gpu<'_, '_>, families: &FamilySet, nvlink: &[(u32, u32)]) -> Scalar {
     let mut ids = requests(g, families);
+    let driver = g.driver;
+    ids.extend(
+        nvlink
+            .iter()
+            .filter(|&&(id, _)| driver.has_field(id))
+            .map(|&(id, scope)| (id, scope, Family::Nvlink.name())),
+    );
     // What the driver said it does not have is not asked again before the
     // static refresh: the families fall back as when it answered so.
     ids.retain(|&(id, scope, _)| !g.calls.absent_fields.contains(&(id, scope)));
