@@ -724,7 +724,7 @@ pub struct GpuReadings {
 }
 
 /// Per-process use as NVML measured it, accumulated by the sampler from
-/// poll to poll (`src/nvml/sampler/workload_usage.rs`), plus what places a
+/// poll to poll (`src/nvml/sampler/workload_usage/`), plus what places a
 /// GPU's holders.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct UsageReadings {

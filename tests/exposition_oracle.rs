@@ -22,6 +22,7 @@
 //! child process of this test binary.
 
 mod common;
+#[path = "sampler/support.rs"]
 mod sampler_support;
 #[path = "common/snapshots.rs"]
 mod snapshots;

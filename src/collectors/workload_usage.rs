@@ -1,7 +1,7 @@
 //! Measured use per workload (`workload_usage`, with `--workloads`):
 //! counters of SM and engine time, energy and device time held, per
 //! workload and device, and how long a held device has been idle. Computed
-//! in `src/workloads/usage.rs` from what `src/nvml/sampler/workload_usage.rs`
+//! in `src/workloads/usage.rs` from what `src/nvml/sampler/workload_usage/`
 //! reads; the labels are those of `nvidia_gpu_workload_share_ratio`.
 
 use super::workloads::workload_labels;

@@ -44,7 +44,7 @@
 //! exported), PCIe current generation/width (2), ECC mode (1) and, with
 //! `ecc.by-location` only, `nvmlDeviceGetMemoryErrorCounter` for location
 //! counters the field batch lacks (SRAM on H100: 4;
-//! `tests/sampler_detail_calls.rs`), processes (compute and graphics, 1 call
+//! `tests/sampler/detail_calls.rs`), processes (compute and graphics, 1 call
 //! each, more only when a list outgrows the first buffer:
 //! `RunningProcessDetailList` where the branch exports it, else the `_v3` list
 //! in a buffer sized for R535's larger entries), the row remapper histogram,
@@ -63,7 +63,7 @@
 //! names are read once per MIG device UUID. Identity (9 calls) is read once per
 //! GPU and per NVML initialization. The simulator's counters put the dgx-h100
 //! fleet (GPUs 0 and 1 in MIG mode) at about 38 calls per GPU per poll on
-//! average (`tests/sampler_call_counts.rs` prints the breakdown).
+//! average (`tests/sampler/call_counts.rs` prints the breakdown).
 //!
 //! # Counters
 //! Counters are exported as NVML reports them, never rebased. They go

@@ -7,7 +7,7 @@
 //!
 //! Per GPU and interval between two of its polls (`dt`):
 //! - Whole GPU: each pid's SM seconds come from the sampler
-//!   (`src/nvml/sampler/workload_usage.rs`); a workload gets those of its
+//!   (`src/nvml/sampler/workload_usage/`); a workload gets those of its
 //!   pids, an ended pid those of the workload it last belonged to.
 //! - MPS: the driver samples the clients' work under the server's pid
 //!   alone (a real H200 named only the server: tests/device/h200-580.159.04).

@@ -3,7 +3,8 @@
 //! nvml-sim a longer one is where readings used to be taught by hand in
 //! three places. Lines are counted from the
 //! `fn` to the brace that closes its body, read from the source with
-//! comments, strings and character literals blanked out.
+//! comments, strings and character literals blanked out. No sampler or
+//! simulator FFI file is longer than 700 lines.
 
 use std::path::{Path, PathBuf};
 
@@ -261,5 +262,33 @@ fn every_function_over_150_lines_of_code_says_why() {
         found.is_empty(),
         "functions over {RATCHET} lines of code without #[allow(clippy::too_many_lines, \
          reason = ...)]: split them, or say why they are one piece: {found:#?}"
+    );
+}
+
+/// The most lines a sampler file (`src/nvml/sampler/`) or a simulator FFI
+/// file (`nvml-sim/src/ffi/`) holds, tests included: one NVML group per
+/// file is read in one sitting; a longer one is split by what it does (as
+/// `sampler/workload_usage/` is: reading apart from accounting).
+const MAX_FILE_LINES: usize = 700;
+
+#[test]
+fn no_sampler_or_simulator_ffi_file_is_over_700_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src/nvml/sampler", "nvml-sim/src/ffi"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    assert!(files.len() > 30, "found only {} files", files.len());
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|path| {
+            let lines = std::fs::read_to_string(path).unwrap().lines().count();
+            let rel = path.strip_prefix(root).unwrap().display();
+            (lines > MAX_FILE_LINES).then(|| format!("{rel}: {lines} lines"))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "files over {MAX_FILE_LINES} lines (split them into modules by what they do): {long:#?}"
     );
 }

@@ -2,8 +2,9 @@
 //! read the repository, in one test binary: each former test file is a
 //! module (`cargo test --test e2e MODULE::`), and the crate is linked once
 //! instead of once per file. The tests that load the simulated driver into
-//! their own process (`tests/sampler_*.rs`, `tests/exposition_oracle.rs`)
-//! stay binaries of their own: the driver's state is per process.
+//! their own process (`tests/sampler/`, `tests/exposition_oracle.rs`) are
+//! binaries of their own, which run each such test in a child process of
+//! themselves: the driver's state is per process.
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -9,15 +9,13 @@
 // Sets the simulator's variables before this process's first NVML init.
 #![allow(clippy::disallowed_methods)]
 
-mod sampler_support;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::*;
 use nvml_exporter::family::FamilySet;
 use nvml_exporter::snapshot::Snapshot;
-use sampler_support::*;
 
 /// Calls and seconds per family, summed over the GPUs.
 fn exporter_account(s: &Snapshot) -> BTreeMap<&'static str, (u64, f64)> {
@@ -52,6 +50,7 @@ fn outside_the_sampler(function: &str) -> bool {
 
 #[test]
 fn the_exporters_driver_time_agrees_with_the_drivers() {
+    in_own_process!(the_exporters_driver_time_agrees_with_the_drivers);
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("control.sock");
     std::env::set_var("NVML_SIM_CONTROL", &socket);

@@ -1,15 +1,14 @@
 //! A100 MIG: instances, profiles and memory are there; per-instance
 //! activity is absent because A100 has no GPM.
 
-mod sampler_support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use nvml_exporter::family::FamilySet;
-use sampler_support::*;
 
 #[test]
 fn dgx_a100_mig_without_activity() {
+    in_own_process!(dgx_a100_mig_without_activity);
     let (poller, snaps) = start_sim(
         "dgx-a100",
         Duration::from_millis(100),

@@ -5,18 +5,16 @@
 // Sets the simulator's variables before this process's first NVML init.
 #![allow(clippy::disallowed_methods)]
 
-mod sampler_support;
-
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use nvml_exporter::family::FamilySet;
 use nvml_exporter::nvml::{self, LibrarySource, PollerConfig};
 use nvml_exporter::snapshot::{Health, Snapshot};
-use sampler_support::*;
 
 fn control(socket: &Path, request: &str) {
     let mut s = UnixStream::connect(socket).expect("simulator control socket");
@@ -28,6 +26,7 @@ fn control(socket: &Path, request: &str) {
 
 #[test]
 fn driver_absent_then_present_then_restarted() {
+    in_own_process!(driver_absent_then_present_then_restarted);
     let logs = Logs::install();
     let dir = tempfile::tempdir().unwrap();
     let lib = dir.path().join("libnvidia-ml.so.1");

@@ -1,16 +1,15 @@
 //! The sampler on the simulated DGX H100: every family read, in base units,
 //! for 8 GPUs and the MIG instances of GPUs 0 and 1.
 
-mod sampler_support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use nvml_exporter::family::{Family, FamilySet};
 use nvml_exporter::snapshot::*;
-use sampler_support::*;
 
 #[test]
 fn dgx_h100_every_family() {
+    in_own_process!(dgx_h100_every_family);
     let (poller, snaps) = start_sim(
         "dgx-h100",
         Duration::from_millis(100),

@@ -7,16 +7,14 @@
 // Sets the simulator's variables before this process's first NVML init.
 #![allow(clippy::disallowed_methods)]
 
-mod sampler_support;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use nvml_exporter::family::{Family, FamilySet};
 use nvml_exporter::snapshot::{EccLocation, GpmMetric, Snapshot};
-use sampler_support::*;
 
 struct Run {
     /// NVML calls per GPU poll, by function.
@@ -53,6 +51,7 @@ fn run(socket: &Path, families: FamilySet) -> Run {
 
 #[test]
 fn detail_switches_that_are_off_skip_their_driver_reads() {
+    in_own_process!(detail_switches_that_are_off_skip_their_driver_reads);
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("control.sock");
     std::env::set_var("NVML_SIM_CONTROL", &socket);

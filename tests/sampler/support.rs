@@ -1,12 +1,12 @@
 //! Shared helpers for the sampler's integration tests: start the real
 //! poller on the simulated driver and wait for snapshots.
 //!
-//! Each test binary runs one scenario: the simulator is one library loaded
-//! once per process, and its scenario comes from the (process-wide)
-//! environment.
+//! Each test runs one scenario in a process of its own (`child.rs`): the
+//! simulator is one library loaded once per process, and its scenario
+//! comes from the (process-wide) environment.
 
-// Each test binary uses a different part; the library path is set before
-// the process's first NVML init.
+// tests/exposition_oracle.rs uses a part of it too; the library path is set
+// before the process's first NVML init.
 #![allow(dead_code, clippy::disallowed_methods)]
 
 use std::collections::BTreeMap;

@@ -5,14 +5,12 @@
 // Sets the simulator's variables before this process's first NVML init.
 #![allow(clippy::disallowed_methods)]
 
-mod sampler_support;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use nvml_exporter::family::FamilySet;
 use nvml_exporter::snapshot::*;
-use sampler_support::*;
 
 const SCALE: f64 = 5.0;
 
@@ -22,6 +20,7 @@ const SCALE: f64 = 5.0;
 )]
 #[test]
 fn faults_timeline() {
+    in_own_process!(faults_timeline);
     let logs = Logs::install();
     std::env::set_var("NVML_SIM_TIME_SCALE", SCALE.to_string());
     let interval = Duration::from_millis(100);

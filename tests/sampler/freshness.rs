@@ -9,15 +9,13 @@
 // Sets the simulator's variables before this process's first NVML init.
 #![allow(clippy::disallowed_methods)]
 
-mod sampler_support;
-
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use crate::support::*;
 use nvml_exporter::family::FamilySet;
 use nvml_exporter::nvml::SLOW_REFRESH_POLLS;
 use nvml_exporter::snapshot::{NvLinkError, PowerLimit, Snapshot};
-use sampler_support::*;
 
 fn enforced_watts(s: &Snapshot, gpu: usize) -> Option<f64> {
     let g = s.gpus.get(gpu)?;
@@ -55,6 +53,7 @@ fn per_poll(socket: &Path, tick: Duration, polls: u32) -> (u64, impl Fn(&str) ->
 
 #[test]
 fn settings_are_read_at_the_slow_cadence_and_a_change_is_seen_within_it() {
+    in_own_process!(settings_are_read_at_the_slow_cadence_and_a_change_is_seen_within_it);
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("control.sock");
     std::env::set_var("NVML_SIM_CONTROL", &socket);

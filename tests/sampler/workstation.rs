@@ -1,16 +1,15 @@
 //! A consumer card: ECC, MIG, NVLink and memory temperature are not
 //! supported, so they are absent (never 0) and not counted as errors.
 
-mod sampler_support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use nvml_exporter::family::FamilySet;
 use nvml_exporter::snapshot::*;
-use sampler_support::*;
 
 #[test]
 fn workstation_unsupported_families_are_absent() {
+    in_own_process!(workstation_unsupported_families_are_absent);
     let (poller, snaps) = start_sim(
         "workstation",
         Duration::from_millis(100),

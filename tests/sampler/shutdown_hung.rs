@@ -5,16 +5,15 @@
 // Sets the simulator's variables before this process's first NVML init.
 #![allow(clippy::disallowed_methods)]
 
-mod sampler_support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use nvml_exporter::family::FamilySet;
 use nvml_exporter::snapshot::Health;
-use sampler_support::*;
 
 #[test]
 fn shutdown_does_not_wait_for_a_hung_call() {
+    in_own_process!(shutdown_does_not_wait_for_a_hung_call);
     // GPU 3 hangs at 15/5 = 3 s for 60/5 = 12 s.
     std::env::set_var("NVML_SIM_TIME_SCALE", "5");
     let (poller, snaps) = start_sim(

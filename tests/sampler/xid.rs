@@ -4,16 +4,14 @@
 // Sets the simulator's variables before this process's first NVML init.
 #![allow(clippy::disallowed_methods)]
 
-mod sampler_support;
-
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::*;
 use nvml_exporter::family::FamilySet;
 use nvml_exporter::snapshot::*;
-use sampler_support::*;
 
 fn control(socket: &Path, request: &str) {
     let mut s = UnixStream::connect(socket).expect("simulator control socket");
@@ -29,6 +27,7 @@ fn xid(g: &GpuState, code: u64) -> Vec<&XidCount> {
 
 #[test]
 fn xids_with_mig_attribution_and_injected_faults() {
+    in_own_process!(xids_with_mig_attribution_and_injected_faults);
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("control.sock");
     std::env::set_var("NVML_SIM_CONTROL", &socket);

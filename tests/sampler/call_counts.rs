@@ -5,13 +5,11 @@
 // Sets the simulator's variables before this process's first NVML init.
 #![allow(clippy::disallowed_methods)]
 
-mod sampler_support;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use crate::support::*;
 use nvml_exporter::family::FamilySet;
-use sampler_support::*;
 
 /// The calls of one scenario's polls: (GPU polls, calls by function).
 /// The poller is started and shut down around it, so scenarios run one
@@ -86,6 +84,7 @@ fn calls_of(
 /// dgx-h100, and the Blackwell fleets of BENCHMARKS.md beside it.
 #[test]
 fn calls_per_gpu_per_poll() {
+    in_own_process!(calls_per_gpu_per_poll);
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("control.sock");
     std::env::set_var("NVML_SIM_CONTROL", &socket);

@@ -7,15 +7,13 @@
 // init.
 #![allow(clippy::disallowed_methods)]
 
-mod sampler_support;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::sim_library;
 use nvml_exporter::family::FamilySet;
 use nvml_exporter::nvml::{self, LibrarySource, PollerConfig, StartError};
 use nvml_exporter::snapshot::Snapshot;
-use sampler_support::sim_library;
 
 fn config(library: LibrarySource) -> PollerConfig {
     PollerConfig {
@@ -60,6 +58,7 @@ fn a_file_that_is_no_library_is_a_start_error() {
 /// module not loaded) is not a start error: NVML is retried.
 #[test]
 fn a_driver_that_fails_to_initialize_publishes_nvml_down_and_keeps_going() {
+    in_own_process!(a_driver_that_fails_to_initialize_publishes_nvml_down_and_keeps_going);
     let dir = tempfile::tempdir().unwrap();
     // nvml-sim's nvmlInit fails on a scenario file that does not exist.
     std::env::set_var("NVML_SIM_SCENARIO", dir.path().join("absent.toml"));

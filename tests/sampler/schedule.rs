@@ -7,15 +7,13 @@
 // Sets the simulator's variables before this process's first NVML init.
 #![allow(clippy::disallowed_methods)]
 
-mod sampler_support;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use nvml_exporter::family::{Family, FamilySet};
 use nvml_exporter::schedule::Schedule;
-use sampler_support::*;
 
 /// NVML calls of `function` per call of nvmlDeviceGetPowerUsage (one per
 /// GPU poll) over `polls` ticks.
@@ -33,6 +31,7 @@ fn ratio(socket: &Path, function: &str, tick: Duration, polls: u32) -> f64 {
 
 #[test]
 fn a_slow_family_is_read_every_nth_poll_carried_between_and_reloadable() {
+    in_own_process!(a_slow_family_is_read_every_nth_poll_carried_between_and_reloadable);
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("control.sock");
     std::env::set_var("NVML_SIM_CONTROL", &socket);

@@ -1,7 +1,7 @@
 //! The CLI's offline commands: validating scenario files and listing the
 //! built-ins, without a running simulator.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 
