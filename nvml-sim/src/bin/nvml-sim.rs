@@ -192,22 +192,28 @@ fn import(path: Option<&String>) -> ExitCode {
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or("host");
-    let imported = match nvml_sim::import::import(&text, stem) {
+    let import_error = |e: nvml_sim::import::ParseError| {
+        eprintln!(
+            "{path}:{}: {}",
+            e.line,
+            match &e.element {
+                Some(el) => format!("<{el}>: {}", e.message),
+                None => e.message.clone(),
+            }
+        );
+        ExitCode::FAILURE
+    };
+    let capture = match nvml_sim::import::capture(&text, stem) {
+        Ok(c) => c,
+        Err(e) => return import_error(e),
+    };
+    // The text a person reads; the check below builds from the types.
+    let imported = match capture.write() {
         Ok(i) => i,
-        Err(e) => {
-            eprintln!(
-                "{path}:{}: {}",
-                e.line,
-                match &e.element {
-                    Some(el) => format!("<{el}>: {}", e.message),
-                    None => e.message.clone(),
-                }
-            );
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return import_error(e),
     };
     // What we print must load: the same check the library makes.
-    match nvml_sim::scenario::from_capture(&text, path, stem) {
+    match nvml_sim::scenario::from_import(capture, path) {
         Ok(s) => {
             for w in &s.warnings {
                 eprintln!("{}", w.as_warning());

@@ -74,6 +74,8 @@ pub struct IdentityGiven {
     pub minor: Option<Val<u32>>,
     /// Where the table is, for warnings (`None`: a base scenario's GPU).
     pub offset: Option<usize>,
+    /// The index of its `[[gpu]]` table (`None`: a base scenario's GPU).
+    pub table: Option<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -231,12 +233,9 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
     parse(&text, name_or_path, stem)
 }
 
-/// A capture read as the scenario that replays it. Errors and warnings
-/// name the capture's line: the import's own, and what the scenario's
-/// checks find in a GPU's table, at that GPU's `<gpu>` (the scenario's
-/// line follows, for `nvml-sim import`'s output).
+/// A capture read as the scenario that replays it ([`from_import`]).
 pub fn from_capture(text: &str, source: &str, name: &str) -> Result<Scenario, ScenarioError> {
-    let imported = import::import(text, name).map_err(|e| ScenarioError {
+    let capture = import::capture(text, name).map_err(|e| ScenarioError {
         source: source.to_string(),
         line: Some(e.line),
         message: match &e.element {
@@ -244,77 +243,69 @@ pub fn from_capture(text: &str, source: &str, name: &str) -> Result<Scenario, Sc
             None => e.message.clone(),
         },
     })?;
-    let at_capture = |e: ScenarioError| match e
-        .line
-        .and_then(|l| capture_line(&imported.scenario, l, &imported.gpu_lines))
-    {
-        Some(line) => ScenarioError {
-            source: source.to_string(),
-            line: Some(line),
-            message: format!(
-                "<gpu>: {} (line {} of the scenario `nvml-sim import` writes)",
-                e.message,
-                e.line.unwrap_or(0)
-            ),
-        },
-        None => e,
-    };
-    let mut s = parse(
-        &imported.scenario,
-        &format!("{source} (as imported by `nvml-sim import`)"),
-        name,
-    )
-    .map_err(at_capture)?;
-    s.warnings = std::mem::take(&mut s.warnings)
-        .into_iter()
-        .map(at_capture)
-        .collect();
-    for n in imported.notes {
-        // A note starts with its capture line: `line 5: ...`.
-        let (line, message) = match n
-            .strip_prefix("line ")
-            .and_then(|r| r.split_once(": "))
-            .and_then(|(l, m)| Some((l.parse().ok()?, m.to_string())))
-        {
-            Some((line, message)) => (Some(line), message),
-            None => (None, n),
-        };
-        s.warnings.push(ScenarioError {
-            source: source.to_string(),
-            line,
-            message,
-        });
+    from_import(capture, source)
+}
+
+/// An imported capture's scenario, checked and built as a file's is, from
+/// its types. Errors and warnings name the capture's line: the import's
+/// notes theirs, and what the scenario's checks find in a GPU's table or
+/// its board, that GPU's `<gpu>` (a board's: the first GPU on it).
+pub fn from_import(capture: import::Capture, source: &str) -> Result<Scenario, ScenarioError> {
+    let import::Capture {
+        file,
+        notes,
+        gpu_lines,
+        ..
+    } = capture;
+    let mut first_on: HashMap<String, usize> = HashMap::new();
+    for (i, g) in file.gpu.iter().enumerate() {
+        if let Some(m) = &g.get_ref().model {
+            first_on.entry(m.get_ref().clone()).or_insert(i);
+        }
     }
+    let place = |site: Site<'_>, _offset: Option<usize>, message: String| {
+        let gpu = match site {
+            Site::Gpu(i) => Some(i),
+            Site::Board(key) => first_on.get(key).copied(),
+            Site::Top => None,
+        };
+        match gpu.and_then(|i| gpu_lines.get(i)) {
+            Some(&line) => ScenarioError {
+                source: source.to_string(),
+                line: Some(line),
+                message: format!("<gpu>: {message}"),
+            },
+            None => ScenarioError {
+                source: format!("{source} (as imported by `nvml-sim import`)"),
+                line: None,
+                message,
+            },
+        }
+    };
+    let name = file.name.clone().unwrap_or_default();
+    let mut s = build(file, &name, &place)?;
+    s.warnings.extend(notes.into_iter().map(|n| ScenarioError {
+        source: source.to_string(),
+        line: Some(n.line),
+        message: n.message,
+    }));
     Ok(s)
 }
 
-/// The capture line of what is at `line` of an imported scenario: the
-/// `<gpu>` of the `[[gpu]]` table it is in, or of the first GPU on the
-/// `[board.<key>]` it is in.
-fn capture_line(scenario: &str, line: usize, gpu_lines: &[usize]) -> Option<usize> {
-    let lines: Vec<&str> = scenario.lines().collect();
-    let before = &lines[..line.min(lines.len())];
-    let gpus_before = before.iter().filter(|l| l.starts_with("[[gpu]]")).count();
-    if gpus_before > 0 {
-        return gpu_lines.get(gpus_before - 1).copied();
-    }
-    let board = before
-        .iter()
-        .rev()
-        .find_map(|l| l.strip_prefix("[board."))?
-        .split(['.', ']'])
-        .next()?;
-    let model = format!("model = \"{board}\"");
-    let mut gpu = 0;
-    for l in &lines {
-        if l.starts_with("[[gpu]]") {
-            gpu += 1;
-        } else if *l == model && gpu > 0 {
-            return gpu_lines.get(gpu - 1).copied();
-        }
-    }
-    None
+/// The part of a scenario something is in: what an imported capture,
+/// which has no scenario text, names its line by.
+#[derive(Debug, Clone, Copy)]
+enum Site<'a> {
+    /// The top level (or a base scenario's GPU).
+    Top,
+    /// A `[board.<key>]` table.
+    Board(&'a str),
+    /// The `[[gpu]]` table of this index.
+    Gpu(usize),
 }
+
+/// Makes the error at a site and a byte offset of the file (if it has one).
+type Place<'p> = dyn Fn(Site<'_>, Option<usize>, String) -> ScenarioError + 'p;
 
 pub use crate::schema::MAX_GPUS;
 
@@ -392,10 +383,6 @@ impl Boards<'_> {
     }
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "the scenario file's steps in order; to be split into steps with the typed schema (issue 40, left for later)"
-)]
 pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
     let err = |offset: Option<usize>, message: String| ScenarioError {
         source: source.to_string(),
@@ -404,6 +391,23 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
     };
     let raw: ScenarioFile = toml::from_str(text)
         .map_err(|e| err(e.span().map(|s| s.start), e.message().trim().to_string()))?;
+    build(raw, default_name, &|_, offset, message| {
+        err(offset, message)
+    })
+}
+
+/// A scenario file's types checked into the scenario, errors made by
+/// `place`.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the scenario file's steps in order; to be split into steps with the typed schema (issue 40, left for later)"
+)]
+fn build(
+    raw: ScenarioFile,
+    default_name: &str,
+    place: &Place<'_>,
+) -> Result<Scenario, ScenarioError> {
+    let err = |offset: Option<usize>, message: String| place(Site::Top, offset, message);
     let name = raw.name.clone().unwrap_or_else(|| default_name.to_string());
     let mut gpus = Vec::new();
     let mut given: Vec<IdentityGiven> = Vec::new();
@@ -430,6 +434,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
             .iter()
             .map(|g| IdentityGiven {
                 offset: None,
+                table: None,
                 ..g.identity_given.clone()
             })
             .collect();
@@ -440,7 +445,8 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
     }
     for (key, b) in &raw.board {
         if model::BUILTIN_BOARDS.iter().any(|(k, _)| k == key) {
-            return Err(err(
+            return Err(place(
+                Site::Board(key),
                 Some(b.span().start),
                 format!("[board.{key}] would hide the built-in board `{key}`: give it another name (with base = \"{key}\")"),
             ));
@@ -453,9 +459,10 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
     for key in raw.board.keys() {
         boards
             .model(key)
-            .map_err(|m| err(Some(raw.board[key].span().start), m))?;
+            .map_err(|m| place(Site::Board(key), Some(raw.board[key].span().start), m))?;
     }
-    for spanned in raw.gpu {
+    for (table, spanned) in raw.gpu.into_iter().enumerate() {
+        let err = |offset: Option<usize>, message: String| place(Site::Gpu(table), offset, message);
         let at = spanned.span().start;
         let g = spanned.into_inner();
         let model = match (&g.model, &g.board) {
@@ -511,6 +518,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
             },
             minor: g.minor_number,
             offset: Some(at),
+            table: Some(table),
         };
         if let Some(u) = &g.uuid {
             if !u.get_ref().starts_with("GPU-") || u.get_ref().len() > 80 {
@@ -537,8 +545,8 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         ));
     }
     let mut warnings = Vec::new();
-    resolve_identities(&name, &mut gpus, &given, &mut |offset, m| {
-        warnings.push(err(offset, m));
+    resolve_identities(&name, &mut gpus, &given, &mut |g, m| {
+        warnings.push(place(g.table.map_or(Site::Top, Site::Gpu), g.offset, m));
     });
     for entry in &raw.timeline {
         let offset = entry.span().start;
@@ -656,7 +664,7 @@ fn resolve_identities(
     scenario: &str,
     gpus: &mut [GpuSpec],
     given: &[IdentityGiven],
-    warn: &mut dyn FnMut(Option<usize>, String),
+    warn: &mut dyn FnMut(&IdentityGiven, String),
 ) {
     let mut uuids: HashSet<String> = HashSet::new();
     let mut serials: HashSet<String> = HashSet::new();
@@ -671,7 +679,7 @@ fn resolve_identities(
         if !uuids.insert(uuid.to_ascii_lowercase()) {
             let fresh = identity::gpu_uuid(scenario, index);
             warn(
-                g.offset,
+                g,
                 format!("GPU {i}: uuid {uuid} repeats an earlier GPU's; GPU {i} answers {fresh} instead"),
             );
             uuid = fresh;
@@ -691,7 +699,7 @@ fn resolve_identities(
             }
             let fresh = identity::gpu_serial(scenario, index);
             warn(
-                g.offset,
+                g,
                 format!(
                     "GPU {i}: serial {s} repeats an earlier GPU's; GPU {i} answers {fresh} instead"
                 ),
@@ -711,7 +719,7 @@ fn resolve_identities(
                 buses.insert(fresh);
                 if let Some(p) = explicit {
                     warn(
-                        g.offset,
+                        g,
                         format!(
                             "GPU {i}: pci_bus_id {} repeats an earlier GPU's; GPU {i} answers {} instead",
                             p.bus_id(),
@@ -735,7 +743,7 @@ fn resolve_identities(
             ) {
                 if !uuids.insert(u.to_ascii_lowercase()) {
                     warn(
-                        g.offset,
+                        g,
                         format!("GPU {i}: MIG uuid {u} repeats another; GPU {i}'s MIG device gets a derived one"),
                     );
                     u.clear();
@@ -1085,5 +1093,114 @@ thermal = { memory_max_c = "N/A" }
             checked += 1;
         }
         assert!(checked >= 4, "{checked} examples");
+    }
+
+    /// The importer hands its scenario over typed: what the loader builds
+    /// from it is what it builds from the text `nvml-sim import` prints,
+    /// for every corpus capture, and the warnings name the same capture
+    /// lines.
+    #[test]
+    fn an_imported_capture_builds_as_the_scenario_it_prints() {
+        let mut dirs = vec![std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/corpus"
+        ))];
+        let mut checked = 0;
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                    continue;
+                }
+                let Ok(text) = std::fs::read_to_string(&p) else {
+                    continue;
+                };
+                if import::detect(&text).is_none() {
+                    continue;
+                }
+                let mut typed = from_capture(&text, "h.xml", "h").unwrap();
+                let written = import::import(&text, "h").unwrap();
+                let mut parsed = parse(&written.scenario, "h.toml", "h").unwrap();
+                // Where a table is in the text: the typed file has no text.
+                for g in typed.gpus.iter_mut().chain(&mut parsed.gpus) {
+                    g.identity_given.offset = None;
+                }
+                let p = p.display();
+                assert_eq!(
+                    format!("{:?}", typed.gpus),
+                    format!("{:?}", parsed.gpus),
+                    "{p}"
+                );
+                assert_eq!(
+                    format!(
+                        "{:?}",
+                        (
+                            &typed.name,
+                            &typed.timeline,
+                            &typed.driver,
+                            typed.privileged
+                        )
+                    ),
+                    format!(
+                        "{:?}",
+                        (
+                            &parsed.name,
+                            &parsed.timeline,
+                            &parsed.driver,
+                            parsed.privileged
+                        )
+                    ),
+                    "{p}"
+                );
+                assert_eq!(
+                    format!(
+                        "{:?}",
+                        (
+                            &typed.denied,
+                            typed.host_pid_namespace,
+                            typed.gpm_absent_engines_unsupported
+                        )
+                    ),
+                    format!(
+                        "{:?}",
+                        (
+                            &parsed.denied,
+                            parsed.host_pid_namespace,
+                            parsed.gpm_absent_engines_unsupported
+                        )
+                    ),
+                    "{p}"
+                );
+                assert_eq!(typed.call_errors, parsed.call_errors, "{p}");
+                assert_eq!(typed.absent_functions, parsed.absent_functions, "{p}");
+                // The identity warnings at the <gpu> whose table they are
+                // in, then the notes.
+                let identity: Vec<_> = typed
+                    .warnings
+                    .iter()
+                    .filter(|w| w.message.starts_with("<gpu>: "))
+                    .map(|w| w.line.unwrap())
+                    .collect();
+                let tables: Vec<usize> = parsed
+                    .warnings
+                    .iter()
+                    .map(|w| {
+                        let before = written.scenario.lines().take(w.line.unwrap());
+                        // The capture's header: the notes, a blank line.
+                        before.filter(|l| l.starts_with("[[gpu]]")).count() - 1
+                    })
+                    .collect();
+                let lines: Vec<usize> = tables.iter().map(|&t| written.gpu_lines[t]).collect();
+                assert_eq!(identity, lines, "{p}");
+                assert_eq!(
+                    typed.warnings.len(),
+                    parsed.warnings.len() + written.notes.len(),
+                    "{p}"
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= 88, "{checked} captures");
     }
 }
