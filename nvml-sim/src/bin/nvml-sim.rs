@@ -97,7 +97,7 @@ fn value_for(key: &str, raw: &str) -> toml::Value {
 }
 
 /// Turns the command line (after the socket option) into a request line.
-fn request(args: &[String]) -> Result<String, String> {
+fn request(args: &[String]) -> Result<String, nvml_sim::error::Invalid> {
     let (cmd, rest) = args.split_first().ok_or("no command given")?;
     let (action, rest) = match cmd.as_str() {
         "process" => {
@@ -106,7 +106,7 @@ fn request(args: &[String]) -> Result<String, String> {
                 .ok_or("process: expected `start`, `stop` or `use`")?;
             match sub.as_str() {
                 "start" | "stop" | "use" => (format!("process-{sub}"), rest),
-                other => return Err(format!("process: unknown subcommand `{other}`")),
+                other => return Err(format!("process: unknown subcommand `{other}`").into()),
             }
         }
         "raw" => {

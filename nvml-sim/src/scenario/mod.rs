@@ -13,6 +13,7 @@ pub use gpu::{
     RemapSpec, RetiredSpec, Settings, SramCounts,
 };
 
+use crate::error::Invalid;
 use crate::fault::Fault;
 use crate::identity::{self, PciAddr};
 use crate::import;
@@ -103,6 +104,8 @@ impl std::fmt::Display for ScenarioError {
         }
     }
 }
+
+impl std::error::Error for ScenarioError {}
 
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
@@ -329,11 +332,11 @@ fn file_table(f: &BoardFile) -> toml::Table {
 
 impl Boards<'_> {
     /// The board `key` as one table, its `base` chain merged in.
-    fn table(&self, key: &str, depth: usize) -> Result<toml::Table, String> {
+    fn table(&self, key: &str, depth: usize) -> Result<toml::Table, Invalid> {
         if depth > MAX_BOARD_DEPTH {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "board `{key}`: `base` goes more than {MAX_BOARD_DEPTH} boards deep (a loop?)"
-            ));
+            )));
         }
         if let Some(f) = self.defined.get(key) {
             let f = f.get_ref();
@@ -347,11 +350,11 @@ impl Boards<'_> {
         model::builtin_table(key).ok_or_else(|| {
             let mut known: Vec<&str> = self.defined.keys().map(String::as_str).collect();
             known.extend(model::BUILTIN_BOARDS.iter().map(|(k, _)| *k));
-            format!("unknown GPU model `{key}` (known: {})", known.join(", "))
+            format!("unknown GPU model `{key}` (known: {})", known.join(", ")).into()
         })
     }
 
-    fn resolve(key: &str, table: toml::Table) -> Result<Arc<Model>, String> {
+    fn resolve(key: &str, table: toml::Table) -> Result<Arc<Model>, Invalid> {
         let file: BoardFile = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| e.message().trim().to_string())?;
@@ -359,7 +362,7 @@ impl Boards<'_> {
     }
 
     /// A board by key, resolved once.
-    fn model(&mut self, key: &str) -> Result<Arc<Model>, String> {
+    fn model(&mut self, key: &str) -> Result<Arc<Model>, Invalid> {
         if let Some(m) = self.resolved.get(key) {
             return Ok(m.clone());
         }
@@ -373,7 +376,7 @@ impl Boards<'_> {
     }
 
     /// A board described in a `[[gpu]]` table, on its base if it has one.
-    fn inline(&self, base: Option<&str>, over: &BoardFile) -> Result<Arc<Model>, String> {
+    fn inline(&self, base: Option<&str>, over: &BoardFile) -> Result<Arc<Model>, Invalid> {
         let mut t = match base {
             Some(b) => self.table(b, 1)?,
             None => toml::Table::new(),
@@ -457,9 +460,13 @@ fn build(
         resolved: HashMap::new(),
     };
     for key in raw.board.keys() {
-        boards
-            .model(key)
-            .map_err(|m| place(Site::Board(key), Some(raw.board[key].span().start), m))?;
+        boards.model(key).map_err(|m| {
+            place(
+                Site::Board(key),
+                Some(raw.board[key].span().start),
+                m.into_message(),
+            )
+        })?;
     }
     for (table, spanned) in raw.gpu.into_iter().enumerate() {
         let err = |offset: Option<usize>, message: String| place(Site::Gpu(table), offset, message);
@@ -474,7 +481,7 @@ fn build(
             }
             (Some(m), None) => boards
                 .model(m.get_ref())
-                .map_err(|e| err(Some(m.span().start), e))?,
+                .map_err(|e| err(Some(m.span().start), e.into_message()))?,
             (m, Some(b)) => {
                 if m.is_some() && b.get_ref().base.is_some() {
                     return Err(err(
@@ -488,7 +495,7 @@ fn build(
                     .or(b.get_ref().base.as_deref());
                 boards
                     .inline(base, b.get_ref())
-                    .map_err(|e| err(Some(b.span().start), e))?
+                    .map_err(|e| err(Some(b.span().start), e.into_message()))?
             }
         };
         let count = g.count.unwrap_or(1);
@@ -531,7 +538,9 @@ fn build(
                 ));
             }
         }
-        let mut spec = g.resolve(&model).map_err(|(o, m)| err(o.or(Some(at)), m))?;
+        let mut spec = g
+            .resolve(&model)
+            .map_err(|e| err(e.offset.or(Some(at)), e.error.into_message()))?;
         spec.identity_given = identity.clone();
         for _ in 0..count {
             gpus.push(spec.clone());
@@ -562,7 +571,7 @@ fn build(
                 ))
             }
         };
-        crate::fault::check_seconds("at", at).map_err(|m| err(Some(offset), m))?;
+        crate::fault::check_seconds("at", at).map_err(|m| err(Some(offset), m.into_message()))?;
         let fault: Fault = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| {
@@ -586,7 +595,7 @@ fn build(
     }
     timeline.sort_by(|a, b| a.0.total_cmp(&b.0));
     let call_errors = match &raw.errors {
-        Some(e) => resolve::call_errors(e).map_err(|(o, m)| err(o, m))?,
+        Some(e) => resolve::call_errors(e).map_err(|e| err(e.offset, e.error.into_message()))?,
         None => Vec::new(),
     };
     let absent_functions = match &raw.absent_functions {
@@ -607,7 +616,7 @@ fn build(
     let driver = match &raw.driver {
         Some(d) => {
             crate::personality::Personality::parse(d.get_ref())
-                .map_err(|m| err(Some(d.span().start), m))?;
+                .map_err(|m| err(Some(d.span().start), m.into_message()))?;
             Some(d.get_ref().clone())
         }
         None => base_driver,
@@ -635,21 +644,8 @@ fn build(
         privileged: raw.privileged.unwrap_or(base_privileged),
         denied,
         host_pid_namespace: raw.host_pid_namespace.unwrap_or(true),
-        gpm_absent_engines_unsupported: match &raw.gpm_absent_engines {
-            None => false,
-            Some(v) => match v.get_ref().as_str() {
-                "zero" => false,
-                "not_supported" => true,
-                other => {
-                    return Err(err(
-                        Some(v.span().start),
-                        format!(
-                        "gpm_absent_engines = \"{other}\": expected \"zero\" or \"not_supported\""
-                    ),
-                    ))
-                }
-            },
-        },
+        gpm_absent_engines_unsupported: raw.gpm_absent_engines
+            == Some(crate::schema::GpmAbsentEngines::NotSupported),
         warnings,
         call_errors,
         absent_functions,
@@ -1202,5 +1198,48 @@ thermal = { memory_max_c = "N/A" }
             }
         }
         assert!(checked >= 88, "{checked} captures");
+    }
+
+    /// `gpm_absent_engines` is typed when the file is read: an unknown
+    /// value is refused with the words and the line it had when it was
+    /// checked afterwards.
+    #[test]
+    fn an_unknown_gpm_absent_engines_names_its_line() {
+        let text = "name = \"g\"\nbase = \"dgx-h100\"\n\ngpm_absent_engines = \"sometimes\"\n";
+        let e = parse(text, "g.toml", "g").unwrap_err();
+        assert_eq!(e.line, Some(4), "{e}");
+        assert_eq!(
+            e.message,
+            "gpm_absent_engines = \"sometimes\": expected \"zero\" or \"not_supported\""
+        );
+        for (v, unsupported) in [("zero", false), ("not_supported", true)] {
+            let s = parse(&text.replace("sometimes", v), "g.toml", "g").unwrap();
+            assert_eq!(s.gpm_absent_engines_unsupported, unsupported);
+        }
+        assert!(
+            !parse("base = \"dgx-h100\"\n", "g.toml", "g")
+                .unwrap()
+                .gpm_absent_engines_unsupported
+        );
+    }
+
+    /// A board's `architecture` is an `Architecture` from the moment the
+    /// file is read: an unknown one is refused with the known names, at
+    /// its line.
+    #[test]
+    fn an_unknown_architecture_names_its_line() {
+        let text = "[board.mine]\nbase = \"h100-sxm5-80gb\"\narchitecture = \"hoper\"\n\n[[gpu]]\nmodel = \"mine\"\n";
+        let e = parse(text, "a.toml", "a").unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(
+            e.message
+                .starts_with("unknown architecture `hoper` (known: kepler, maxwell, pascal"),
+            "{e}"
+        );
+        let s = parse(&text.replace("hoper", "blackwell"), "a.toml", "a").unwrap();
+        assert_eq!(
+            s.gpus[0].model.arch,
+            nvml_wrapper_sys::bindings::NVML_DEVICE_ARCH_BLACKWELL
+        );
     }
 }
