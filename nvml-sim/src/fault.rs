@@ -2,7 +2,7 @@
 //! socket and the `nvml-sim` CLI. A fault is a TOML table whose `action` key
 //! names the variant (see README, "Faults").
 
-use crate::error::Invalid;
+use crate::value::Invalid;
 use crate::value::Val;
 use serde::{Deserialize, Serialize};
 

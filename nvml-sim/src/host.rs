@@ -119,7 +119,7 @@ unsafe fn copy_out(text: &str, buf: *mut c_char, len: c_uint) {
 /// Whether `nvmlInit` could build scenario `key` (the environment's choice
 /// for `None`) as the environment stands: the scenario, the driver
 /// personality, the time scale.
-fn check(key: Option<&str>) -> Result<(), crate::error::Invalid> {
+fn check(key: Option<&str>) -> Result<(), crate::value::Invalid> {
     let key = key.map_or_else(crate::settings::scenario_key, str::to_string);
     lock().last_warnings.clear();
     let scenario = crate::scenario::load_kept(&key).map_err(|e| format!("bad scenario: {e}"))?;

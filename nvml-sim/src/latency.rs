@@ -9,7 +9,7 @@
 //!
 //! Off unless `NVML_SIM_LATENCY` names a profile, so tests stay fast.
 
-use crate::error::Invalid;
+use crate::value::Invalid;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, OnceLock};

@@ -17,7 +17,6 @@ pub mod control;
 // dynamic symbol table, edited in place, and an `.init_array` entry.
 #[allow(unsafe_code)]
 pub mod driver;
-pub mod error;
 pub mod fault;
 // The NVML C ABI: raw pointers in every export.
 #[allow(unsafe_code)]

@@ -59,7 +59,7 @@ pub struct ScenarioFile {
 
 impl ScenarioFile {
     /// The file's TOML text, keys in order (what the writers print).
-    pub fn to_toml(&self) -> Result<String, crate::error::Invalid> {
+    pub fn to_toml(&self) -> Result<String, crate::value::Invalid> {
         // Through a table: its keys are sorted, so the text does not
         // depend on the order fields are declared in.
         let table = toml::Table::try_from(self).map_err(|e| e.to_string())?;
@@ -79,7 +79,7 @@ pub enum GpmAbsentEngines {
 }
 
 impl TryFrom<String> for GpmAbsentEngines {
-    type Error = crate::error::Invalid;
+    type Error = crate::value::Invalid;
     fn try_from(v: String) -> Result<Self, Self::Error> {
         match v.as_str() {
             "zero" => Ok(Self::Zero),

@@ -4,7 +4,7 @@
 //! write the call log. Every `NVML_SIM_*` variable is read here and
 //! nowhere else, so each has one meaning and one error message.
 
-use crate::error::Invalid;
+use crate::value::Invalid;
 use std::path::PathBuf;
 use std::sync::Mutex;
 

@@ -97,7 +97,7 @@ fn value_for(key: &str, raw: &str) -> toml::Value {
 }
 
 /// Turns the command line (after the socket option) into a request line.
-fn request(args: &[String]) -> Result<String, nvml_sim::error::Invalid> {
+fn request(args: &[String]) -> Result<String, nvml_sim::value::Invalid> {
     let (cmd, rest) = args.split_first().ok_or("no command given")?;
     let (action, rest) = match cmd.as_str() {
         "process" => {

@@ -15,10 +15,10 @@
 
 #![allow(non_snake_case, non_upper_case_globals)]
 
-use crate::error::Invalid;
 use crate::model::BoardFile;
 use crate::schema::{at, CountersFile, GpuFile, ReadingsFile, ScenarioFile};
 use crate::value::nvml_error_name;
+use crate::value::Invalid;
 use nvml_wrapper_sys::bindings::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{c_char, CStr};

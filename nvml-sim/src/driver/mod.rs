@@ -82,7 +82,7 @@ pub fn deprecated(symbol: &str) -> bool {
 
 /// The personality for a scenario: `NVML_SIM_DRIVER` if set, else the
 /// scenario's `driver`, else the default. Errors name the bad setting.
-pub fn resolve(scenario: &crate::scenario::Scenario) -> Result<Personality, crate::error::Invalid> {
+pub fn resolve(scenario: &crate::scenario::Scenario) -> Result<Personality, crate::value::Invalid> {
     if let Some(env) = crate::settings::driver_override() {
         return Personality::parse(&env)
             .map_err(|e| format!("{}: {e}", crate::settings::DRIVER_VAR).into());

@@ -16,8 +16,8 @@ mod process;
 mod xid;
 
 use super::{now_us, Event, Sim};
-use crate::error::Invalid;
 use crate::fault::{Fault, ProcUse};
+use crate::value::Invalid;
 
 impl Sim {
     pub fn apply(&mut self, fault: &Fault) -> Result<String, Invalid> {

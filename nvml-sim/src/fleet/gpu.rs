@@ -364,7 +364,7 @@ impl Gpu {
         &mut self,
         names: &[String],
         loads: &[f64],
-    ) -> Result<(), crate::error::Invalid> {
+    ) -> Result<(), crate::value::Invalid> {
         let placed = model::place_layout(&self.model, names)?;
         let generation = self
             .mig

@@ -4,7 +4,7 @@
 //! both are read, as plain UTF-8 is. What is neither a capture nor a
 //! scenario is named for what it looks like.
 
-use crate::error::Invalid;
+use crate::value::Invalid;
 use std::io::Read;
 use std::path::Path;
 

@@ -7,7 +7,7 @@
 //! and an entity that expands is a way to make a small file huge.
 
 use super::{Node, ParseError, MAX_DEPTH};
-use crate::error::Invalid;
+use crate::value::Invalid;
 
 struct Reader<'a> {
     text: &'a str,

@@ -102,7 +102,7 @@ impl Architecture {
 }
 
 impl TryFrom<String> for Architecture {
-    type Error = crate::error::Invalid;
+    type Error = crate::value::Invalid;
     fn try_from(name: String) -> Result<Self, Self::Error> {
         Self::from_name(&name).ok_or_else(|| {
             format!(

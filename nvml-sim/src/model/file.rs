@@ -9,7 +9,7 @@
 #![allow(clippy::struct_field_names)]
 
 use super::{Engines, FabricHealth, MigProfile, Model, PowerLimits, PowerScope};
-use crate::error::Invalid;
+use crate::value::Invalid;
 use crate::value::{Mib, Val};
 use nvml_wrapper_sys::bindings as sys;
 use serde::{Deserialize, Serialize};

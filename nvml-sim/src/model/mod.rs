@@ -17,7 +17,7 @@ pub use file::{
     ScopeSection, ThermalSection, BUILTIN_BOARDS, BUILTIN_SCENARIOS,
 };
 
-use crate::error::Invalid;
+use crate::value::Invalid;
 use nvml_wrapper_sys::bindings as sys;
 use std::sync::{Arc, OnceLock};
 

@@ -13,12 +13,12 @@ pub use gpu::{
     RemapSpec, RetiredSpec, Settings, SramCounts,
 };
 
-use crate::error::Invalid;
 use crate::fault::Fault;
 use crate::identity::{self, PciAddr};
 use crate::import;
 use crate::model::{self, BoardFile, Model};
 use crate::schema::ScenarioFile;
+use crate::value::Invalid;
 use crate::value::Val;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;

@@ -7,7 +7,6 @@ use super::gpu::{
     CiSpec, Counters, FabricSpec, FieldPin, GpuSpec, Identity, MigSpec, ProcSpec, Readings,
     RemapSpec, RetiredSpec, Settings, SramCounts,
 };
-use crate::error::Invalid;
 use crate::fault::ProcUse;
 use crate::identity::PciAddr;
 use crate::model::{self, Model, Placement};
@@ -15,11 +14,12 @@ use crate::schema::{
     CountersFile, FabricFile, FabricState, FabricStatus, GpuFile, MemoryLocation, MigEntry,
     MigInstance, OneOrMany, ReadingsFile, RemapFile, SramFile,
 };
+use crate::value::Invalid;
 use crate::value::{Mib, Val};
 use std::sync::Arc;
 
 /// An error at a byte offset of the file (`None`: the `[[gpu]]` table).
-pub(super) type Fail = crate::error::At;
+pub(super) type Fail = crate::value::At;
 
 fn percent(v: Option<Val<u32>>, what: &str) -> Result<(), Invalid> {
     match v {
@@ -319,7 +319,7 @@ pub(super) fn call_errors(errors: &toml::Spanned<toml::Table>) -> Result<Vec<(St
         let ok_name =
             name.starts_with("nvml") && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !ok_name {
-            return Err(crate::error::At::new(
+            return Err(crate::value::At::new(
                 Some(errors.span().start),
                 format!("errors: `{name}` is not an NVML function name"),
             ));
@@ -608,7 +608,7 @@ impl GpuFile {
             let Some(w) = w else { return Ok(None) };
             let mw = (w.get_ref() * 1000.0).round();
             if !(f64::from(model.power_min_mw)..=f64::from(model.power_max_mw)).contains(&mw) {
-                return Err(crate::error::At::new(
+                return Err(crate::value::At::new(
                     Some(w.span().start),
                     format!(
                         "{key} {} is outside {}'s limits {}..={} W",

@@ -2,9 +2,9 @@
 
 use super::super::gpu::Gpu;
 use super::super::Sim;
-use crate::error::Invalid;
 use crate::fault::FabricState;
 use crate::model::{HealthSummary, IncorrectConfiguration};
+use crate::value::Invalid;
 use crate::value::Val;
 
 impl Sim {

@@ -2,8 +2,8 @@
 //! PCIe link retrained or replaying.
 
 use super::super::Sim;
-use crate::error::Invalid;
 use crate::fault::NvlinkCounter;
+use crate::value::Invalid;
 
 impl Sim {
     pub(super) fn nvlink_state(

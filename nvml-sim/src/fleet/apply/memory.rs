@@ -3,8 +3,8 @@
 
 use super::super::gpu::RetiredPage;
 use super::super::{now_us, Sim};
-use crate::error::Invalid;
 use crate::fault::{EccLocation, EccType, RetireCause, RowKind};
+use crate::value::Invalid;
 use nvml_wrapper_sys::bindings::{
     nvmlEventTypeDoubleBitEccError, nvmlEventTypeDramRetirementEvent,
     nvmlEventTypeSingleBitEccError,

@@ -3,7 +3,7 @@
 
 use super::super::gpu::Mig;
 use super::super::Sim;
-use crate::error::Invalid;
+use crate::value::Invalid;
 use nvml_wrapper_sys::bindings::nvmlEventMigConfigChange;
 
 impl Sim {

@@ -2,8 +2,8 @@
 //! power smoothing circuitry's lifetime.
 
 use super::super::Sim;
-use crate::error::Invalid;
 use crate::fault::Reason;
+use crate::value::Invalid;
 use nvml_wrapper_sys::bindings::nvmlEventTypeClock;
 
 impl Sim {

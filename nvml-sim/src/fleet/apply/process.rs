@@ -3,8 +3,8 @@
 
 use super::super::gpu::{Proc, MIB};
 use super::super::Sim;
-use crate::error::Invalid;
 use crate::fault::{ProcKind, ProcUse};
+use crate::value::Invalid;
 
 /// A process to start (`process-start`).
 pub struct Start<'a> {

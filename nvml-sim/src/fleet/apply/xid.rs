@@ -3,7 +3,7 @@
 //! as 79, 119 and 120 do on real drivers.
 
 use super::super::{Event, Sim};
-use crate::error::Invalid;
+use crate::value::Invalid;
 use nvml_wrapper_sys::bindings::nvmlEventTypeXidCriticalError;
 
 impl Sim {
