@@ -319,7 +319,7 @@ pub(super) fn call_errors(errors: &toml::Spanned<toml::Table>) -> Result<Vec<(St
         let ok_name =
             name.starts_with("nvml") && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !ok_name {
-            return Err(crate::value::At::new(
+            return Err(Fail::new(
                 Some(errors.span().start),
                 format!("errors: `{name}` is not an NVML function name"),
             ));
@@ -608,7 +608,7 @@ impl GpuFile {
             let Some(w) = w else { return Ok(None) };
             let mw = (w.get_ref() * 1000.0).round();
             if !(f64::from(model.power_min_mw)..=f64::from(model.power_max_mw)).contains(&mw) {
-                return Err(crate::value::At::new(
+                return Err(Fail::new(
                     Some(w.span().start),
                     format!(
                         "{key} {} is outside {}'s limits {}..={} W",
