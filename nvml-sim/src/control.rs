@@ -49,7 +49,7 @@ fn serve(conn: UnixStream) {
 }
 
 /// Executes one request line and returns the reply text.
-pub fn handle(line: &str) -> Result<String, String> {
+pub fn handle(line: &str) -> Result<String, crate::value::Invalid> {
     let table = parse_inline(line)?;
     let action = table
         .get("action")

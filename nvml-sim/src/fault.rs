@@ -2,6 +2,7 @@
 //! socket and the `nvml-sim` CLI. A fault is a TOML table whose `action` key
 //! names the variant (see README, "Faults").
 
+use crate::value::Invalid;
 use crate::value::Val;
 use serde::{Deserialize, Serialize};
 
@@ -424,7 +425,7 @@ impl ProcUse {
         memory: Option<f64>,
         encoder: Option<f64>,
         decoder: Option<f64>,
-    ) -> Result<ProcUse, String> {
+    ) -> Result<ProcUse, Invalid> {
         let u = ProcUse {
             sm: sm.unwrap_or(self.sm),
             memory: memory.unwrap_or(self.memory),
@@ -438,7 +439,7 @@ impl ProcUse {
             ("decoder_percent", u.decoder),
         ] {
             if !(0.0..=100.0).contains(&v) {
-                return Err(format!("{name} {v} is outside 0..=100"));
+                return Err(Invalid::from(format!("{name} {v} is outside 0..=100")));
             }
         }
         Ok(u)
@@ -450,7 +451,7 @@ impl ProcUse {
         memory: Option<f64>,
         encoder: Option<f64>,
         decoder: Option<f64>,
-    ) -> Result<Option<ProcUse>, String> {
+    ) -> Result<Option<ProcUse>, Invalid> {
         if [sm, memory, encoder, decoder].iter().all(Option::is_none) {
             return Ok(None);
         }
@@ -467,14 +468,14 @@ pub const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
 
 /// A number of seconds a scenario or fault may name: finite, not negative,
 /// at most a year.
-pub fn check_seconds(what: &str, s: f64) -> Result<(), String> {
+pub fn check_seconds(what: &str, s: f64) -> Result<(), Invalid> {
     if s.is_finite() && (0.0..=MAX_SECONDS).contains(&s) {
         Ok(())
     } else {
-        Err(format!(
+        Err(Invalid::from(format!(
             "{what} = {} must be a number of seconds from 0 to {MAX_SECONDS} (a year)",
             short(s)
-        ))
+        )))
     }
 }
 
@@ -490,14 +491,14 @@ fn short(v: f64) -> String {
 impl Fault {
     /// The checks serde's types cannot express: times and percentages in
     /// range. Every way in (scenario timeline, control socket, CLI) runs it.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Invalid> {
         match self {
             Fault::Hang {
                 seconds: Some(s), ..
             } => check_seconds("seconds", *s),
-            Fault::Load { percent, .. } if !(0.0..=100.0).contains(percent) => {
-                Err(format!("percent = {} is outside 0..=100", short(*percent)))
-            }
+            Fault::Load { percent, .. } if !(0.0..=100.0).contains(percent) => Err(Invalid::from(
+                format!("percent = {} is outside 0..=100", short(*percent)),
+            )),
             _ => Ok(()),
         }
     }
@@ -550,7 +551,7 @@ impl Fault {
 
     /// A fault from its table (`action` and its keys), checked: what the
     /// control socket and the CLI accept.
-    pub fn from_table(table: toml::Table) -> Result<Fault, String> {
+    pub fn from_table(table: toml::Table) -> Result<Fault, Invalid> {
         let fault: Fault = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| e.message().to_string())?;
@@ -560,14 +561,16 @@ impl Fault {
 }
 
 /// Parses `{ key = value, ... }` into a table.
-pub fn parse_inline(line: &str) -> Result<toml::Table, String> {
+pub fn parse_inline(line: &str) -> Result<toml::Table, Invalid> {
     let doc = format!("request = {}", line.trim());
     let mut outer: toml::Table = doc.parse().map_err(|e: toml::de::Error| {
         format!("request is not a TOML inline table: {}", e.message())
     })?;
     match outer.remove("request") {
         Some(toml::Value::Table(t)) => Ok(t),
-        _ => Err("request is not a TOML inline table".to_string()),
+        _ => Err(Invalid::from(
+            "request is not a TOML inline table".to_string(),
+        )),
     }
 }
 
@@ -576,7 +579,7 @@ mod tests {
     use super::*;
 
     /// A request line as the control socket reads it.
-    fn from_line(line: &str) -> Result<Fault, String> {
+    fn from_line(line: &str) -> Result<Fault, Invalid> {
         Fault::from_table(parse_inline(line)?)
     }
 

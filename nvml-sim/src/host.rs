@@ -46,7 +46,7 @@ pub unsafe extern "C" fn nvml_sim_select_scenario(scenario: *const c_char) -> nv
             Some(s.to_string()).filter(|s| !s.trim().is_empty())
         };
         if let Err(e) = check(key.as_deref()) {
-            lock().last_error = Some(e);
+            lock().last_error = Some(e.into_message());
             return Err(INVALID_ARGUMENT);
         }
         crate::settings::select_scenario(key);
@@ -119,7 +119,7 @@ unsafe fn copy_out(text: &str, buf: *mut c_char, len: c_uint) {
 /// Whether `nvmlInit` could build scenario `key` (the environment's choice
 /// for `None`) as the environment stands: the scenario, the driver
 /// personality, the time scale.
-fn check(key: Option<&str>) -> Result<(), String> {
+fn check(key: Option<&str>) -> Result<(), crate::value::Invalid> {
     let key = key.map_or_else(crate::settings::scenario_key, str::to_string);
     lock().last_warnings.clear();
     let scenario = crate::scenario::load_kept(&key).map_err(|e| format!("bad scenario: {e}"))?;

@@ -9,6 +9,7 @@
 //!
 //! Off unless `NVML_SIM_LATENCY` names a profile, so tests stay fast.
 
+use crate::value::Invalid;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, OnceLock};
@@ -37,7 +38,7 @@ pub enum Stat {
 
 impl Profile {
     /// Parses a profile; `stat` picks the column. The error names the line.
-    pub fn parse(text: &str, stat: Stat) -> Result<Profile, String> {
+    pub fn parse(text: &str, stat: Stat) -> Result<Profile, Invalid> {
         let mut lines = text
             .lines()
             .enumerate()
@@ -73,7 +74,7 @@ impl Profile {
                     )
                 })?;
             match name {
-                "" => return Err(format!("line {}: no function name", n + 1)),
+                "" => return Err(Invalid::from(format!("line {}: no function name", n + 1))),
                 "default" => p.default = us,
                 "field:base" => p.field_base = us,
                 "field:default" => p.field_default = us,
@@ -125,7 +126,7 @@ fn active() -> Option<&'static Profile> {
         .as_ref()
 }
 
-fn load() -> Result<Option<Profile>, String> {
+fn load() -> Result<Option<Profile>, Invalid> {
     let Some(spec) = crate::settings::latency_profile() else {
         return Ok(None);
     };
@@ -133,9 +134,9 @@ fn load() -> Result<Option<Profile>, String> {
         None | Some("median") => Stat::Median,
         Some("p90") => Stat::P90,
         Some(s) => {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "NVML_SIM_LATENCY_STAT={s:?} is neither median nor p90"
-            ))
+            )))
         }
     };
     let text = match BUILT_IN.iter().find(|(name, _)| *name == spec) {
@@ -149,11 +150,11 @@ fn load() -> Result<Option<Profile>, String> {
     };
     Profile::parse(&text, stat)
         .map(Some)
-        .map_err(|e| format!("NVML_SIM_LATENCY={spec:?}: {e}"))
+        .map_err(|e| format!("NVML_SIM_LATENCY={spec:?}: {e}").into())
 }
 
 /// A built-in profile by name (tests, `nvml-sim` tools).
-pub fn built_in(name: &str, stat: Stat) -> Option<Result<Profile, String>> {
+pub fn built_in(name: &str, stat: Stat) -> Option<Result<Profile, Invalid>> {
     BUILT_IN
         .iter()
         .find(|(n, _)| *n == name)

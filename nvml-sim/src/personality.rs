@@ -188,7 +188,7 @@ impl Personality {
     /// A driver version (`"535.183.01"`, `"536.40"`, `"610.57.04"`), or a
     /// modelled branch alone (`"535"`, `"R535"`: that row's `version`).
     /// Only text that is not a driver version is refused.
-    pub fn parse(text: &str) -> Result<Personality, String> {
+    pub fn parse(text: &str) -> Result<Personality, crate::value::Invalid> {
         let t = text.trim();
         let t = t.strip_prefix(['R', 'r']).unwrap_or(t);
         let v = Version::parse(t)

@@ -50,7 +50,7 @@ pub struct ScenarioFile {
     pub privileged: Option<bool>,
     pub denied: Option<Spanned<Vec<u32>>>,
     pub host_pid_namespace: Option<bool>,
-    pub gpm_absent_engines: Option<Spanned<String>>,
+    pub gpm_absent_engines: Option<GpmAbsentEngines>,
     /// System calls that answered an error (a capture's record).
     pub errors: Option<Spanned<toml::Table>>,
     /// Exports the captured driver lacked.
@@ -59,11 +59,46 @@ pub struct ScenarioFile {
 
 impl ScenarioFile {
     /// The file's TOML text, keys in order (what the writers print).
-    pub fn to_toml(&self) -> Result<String, String> {
+    pub fn to_toml(&self) -> Result<String, crate::value::Invalid> {
         // Through a table: its keys are sorted, so the text does not
         // depend on the order fields are declared in.
         let table = toml::Table::try_from(self).map_err(|e| e.to_string())?;
-        toml::to_string(&table).map_err(|e| e.to_string())
+        Ok(toml::to_string(&table).map_err(|e| e.to_string())?)
+    }
+}
+
+/// What `nvmlGpmMetricsGet` answers for engines a GPU lacks
+/// (`gpm_absent_engines`): NVIDIA does not document which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum GpmAbsentEngines {
+    /// 0 with SUCCESS.
+    Zero,
+    /// NOT_SUPPORTED.
+    NotSupported,
+}
+
+impl TryFrom<String> for GpmAbsentEngines {
+    type Error = crate::value::Invalid;
+    fn try_from(v: String) -> Result<Self, Self::Error> {
+        match v.as_str() {
+            "zero" => Ok(Self::Zero),
+            "not_supported" => Ok(Self::NotSupported),
+            other => Err(format!(
+                "gpm_absent_engines = \"{other}\": expected \"zero\" or \"not_supported\""
+            )
+            .into()),
+        }
+    }
+}
+
+impl From<GpmAbsentEngines> for String {
+    fn from(v: GpmAbsentEngines) -> String {
+        match v {
+            GpmAbsentEngines::Zero => "zero",
+            GpmAbsentEngines::NotSupported => "not_supported",
+        }
+        .into()
     }
 }
 

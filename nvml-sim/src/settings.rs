@@ -4,6 +4,7 @@
 //! write the call log. Every `NVML_SIM_*` variable is read here and
 //! nowhere else, so each has one meaning and one error message.
 
+use crate::value::Invalid;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -41,14 +42,14 @@ pub const DRIVER_VAR: &str = "NVML_SIM_DRIVER";
 
 /// `NVML_SIM_TIME_SCALE`: how many times faster than real time the
 /// timeline runs (default 1).
-pub fn time_scale() -> Result<f64, String> {
+pub fn time_scale() -> Result<f64, Invalid> {
     match std::env::var("NVML_SIM_TIME_SCALE") {
         Err(_) => Ok(1.0),
         Ok(s) => match s.trim().parse::<f64>() {
             Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
-            _ => Err(format!(
+            _ => Err(Invalid::from(format!(
                 "NVML_SIM_TIME_SCALE={s:?} is not a positive number"
-            )),
+            ))),
         },
     }
 }

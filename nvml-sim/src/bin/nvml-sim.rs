@@ -97,7 +97,7 @@ fn value_for(key: &str, raw: &str) -> toml::Value {
 }
 
 /// Turns the command line (after the socket option) into a request line.
-fn request(args: &[String]) -> Result<String, String> {
+fn request(args: &[String]) -> Result<String, nvml_sim::value::Invalid> {
     let (cmd, rest) = args.split_first().ok_or("no command given")?;
     let (action, rest) = match cmd.as_str() {
         "process" => {
@@ -106,7 +106,7 @@ fn request(args: &[String]) -> Result<String, String> {
                 .ok_or("process: expected `start`, `stop` or `use`")?;
             match sub.as_str() {
                 "start" | "stop" | "use" => (format!("process-{sub}"), rest),
-                other => return Err(format!("process: unknown subcommand `{other}`")),
+                other => return Err(format!("process: unknown subcommand `{other}`").into()),
             }
         }
         "raw" => {
@@ -192,22 +192,28 @@ fn import(path: Option<&String>) -> ExitCode {
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or("host");
-    let imported = match nvml_sim::import::import(&text, stem) {
+    let import_error = |e: nvml_sim::import::ParseError| {
+        eprintln!(
+            "{path}:{}: {}",
+            e.line,
+            match &e.element {
+                Some(el) => format!("<{el}>: {}", e.message),
+                None => e.message.clone(),
+            }
+        );
+        ExitCode::FAILURE
+    };
+    let capture = match nvml_sim::import::capture(&text, stem) {
+        Ok(c) => c,
+        Err(e) => return import_error(e),
+    };
+    // The text a person reads; the check below builds from the types.
+    let imported = match capture.write() {
         Ok(i) => i,
-        Err(e) => {
-            eprintln!(
-                "{path}:{}: {}",
-                e.line,
-                match &e.element {
-                    Some(el) => format!("<{el}>: {}", e.message),
-                    None => e.message.clone(),
-                }
-            );
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return import_error(e),
     };
     // What we print must load: the same check the library makes.
-    match nvml_sim::scenario::from_capture(&text, path, stem) {
+    match nvml_sim::scenario::from_import(capture, path) {
         Ok(s) => {
             for w in &s.warnings {
                 eprintln!("{}", w.as_warning());

@@ -3,7 +3,7 @@
 //! PCI bus id, UUID, serial and minor number.
 
 use super::{text, GpuOut, Walker, NOT_FOUND_FN};
-use crate::model::{architecture_name, brand_name, InforomSection};
+use crate::model::{brand_name, Architecture, InforomSection};
 use crate::schema::at;
 use crate::value::Val;
 use nvml_wrapper_sys::bindings::*;
@@ -24,9 +24,9 @@ impl Walker {
         let mut arch = 0;
         let a = call!(self, nvmlDeviceGetArchitecture(d, &raw mut arch)).map(|()| arch);
         board.architecture = Some(
-            architecture_name(a.unwrap_or(u32::MAX))
-                .unwrap_or("unknown")
-                .into(),
+            a.ok()
+                .and_then(Architecture::from_nvml)
+                .unwrap_or(Architecture::Unknown),
         );
         let (mut major, mut minor) = (0, 0);
         if call!(

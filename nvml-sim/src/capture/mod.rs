@@ -18,6 +18,7 @@
 use crate::model::BoardFile;
 use crate::schema::{at, CountersFile, GpuFile, ReadingsFile, ScenarioFile};
 use crate::value::nvml_error_name;
+use crate::value::Invalid;
 use nvml_wrapper_sys::bindings::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{c_char, CStr};
@@ -240,7 +241,7 @@ impl Walker {
 
 /// Walks the NVML library at `library` and writes the scenario that
 /// replays what it answered, named `name`.
-pub fn capture(library: &Path, name: &str) -> Result<Captured, String> {
+pub fn capture(library: &Path, name: &str) -> Result<Captured, Invalid> {
     // SAFETY: loading a library runs its constructors; the caller named
     // an NVML.
     let lib = unsafe { NvmlLib::new(library) }
@@ -287,9 +288,9 @@ pub fn capture(library: &Path, name: &str) -> Result<Captured, String> {
                 denied.push(i);
                 out.board.name = Some("denied".into());
             } else {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "GPU {i}: nvmlDeviceGetHandleByIndex_v2: NVML error {e}"
-                ));
+                )));
             }
         }
         comments.push(format!(
@@ -330,7 +331,9 @@ pub fn capture(library: &Path, name: &str) -> Result<Captured, String> {
 fn finish(out: &mut GpuOut) -> BoardFile {
     let mut board = std::mem::take(&mut out.board);
     board.brand.get_or_insert_with(|| "unknown".into());
-    board.architecture.get_or_insert_with(|| "unknown".into());
+    board
+        .architecture
+        .get_or_insert(crate::model::Architecture::Unknown);
     board
         .memory
         .get_or_insert_with(|| crate::model::MemorySection {

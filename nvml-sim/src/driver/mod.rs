@@ -82,10 +82,10 @@ pub fn deprecated(symbol: &str) -> bool {
 
 /// The personality for a scenario: `NVML_SIM_DRIVER` if set, else the
 /// scenario's `driver`, else the default. Errors name the bad setting.
-pub fn resolve(scenario: &crate::scenario::Scenario) -> Result<Personality, String> {
+pub fn resolve(scenario: &crate::scenario::Scenario) -> Result<Personality, crate::value::Invalid> {
     if let Some(env) = crate::settings::driver_override() {
         return Personality::parse(&env)
-            .map_err(|e| format!("{}: {e}", crate::settings::DRIVER_VAR));
+            .map_err(|e| format!("{}: {e}", crate::settings::DRIVER_VAR).into());
     }
     match &scenario.driver {
         Some(d) => Personality::parse(d),

@@ -403,7 +403,7 @@ fn init(_flags: c_uint) -> R {
         let scale = match crate::settings::time_scale() {
             Ok(scale) => scale,
             Err(e) => {
-                st.report(e);
+                st.report(e.into_message());
                 return Err(UNKNOWN);
             }
         };

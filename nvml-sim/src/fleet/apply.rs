@@ -17,9 +17,10 @@ mod xid;
 
 use super::{now_us, Event, Sim};
 use crate::fault::{Fault, ProcUse};
+use crate::value::Invalid;
 
 impl Sim {
-    pub fn apply(&mut self, fault: &Fault) -> Result<String, String> {
+    pub fn apply(&mut self, fault: &Fault) -> Result<String, Invalid> {
         let at = self.scenario_t();
         self.apply_at(fault, at)
     }
@@ -38,11 +39,14 @@ impl Sim {
     /// Refuses a fault on a GPU the fleet lacks; before one that changes
     /// what processes do, settles what that drives (utilization, energy,
     /// the sample buffer) as of now under the old state.
-    fn prepare(&mut self, fault: &Fault, t: f64) -> Result<(), String> {
+    fn prepare(&mut self, fault: &Fault, t: f64) -> Result<(), Invalid> {
         let n = self.gpus.len();
         if let Some(g) = fault.gpu() {
             if g as usize >= n {
-                return Err(format!("no GPU {g}: the fleet has {n} GPUs (0..{})", n - 1));
+                return Err(Invalid::from(format!(
+                    "no GPU {g}: the fleet has {n} GPUs (0..{})",
+                    n - 1
+                )));
             }
         }
         if fault.changes_use() {
@@ -56,7 +60,7 @@ impl Sim {
     }
 
     /// Applies a fault as of scenario time `at` (hang durations count from there).
-    pub(super) fn apply_at(&mut self, fault: &Fault, at: f64) -> Result<String, String> {
+    pub(super) fn apply_at(&mut self, fault: &Fault, at: f64) -> Result<String, Invalid> {
         let t = self.t();
         self.prepare(fault, t)?;
         match fault {

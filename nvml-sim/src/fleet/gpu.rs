@@ -360,7 +360,11 @@ impl Gpu {
 
     /// Replaces the MIG layout with these profiles, placed as `nvidia-smi
     /// mig -cgi` would, one compute instance each (fault `mig-reconfigure`).
-    pub fn set_mig_layout(&mut self, names: &[String], loads: &[f64]) -> Result<(), String> {
+    pub fn set_mig_layout(
+        &mut self,
+        names: &[String],
+        loads: &[f64],
+    ) -> Result<(), crate::value::Invalid> {
         let placed = model::place_layout(&self.model, names)?;
         let generation = self
             .mig

@@ -4,6 +4,7 @@
 //! both are read, as plain UTF-8 is. What is neither a capture nor a
 //! scenario is named for what it looks like.
 
+use crate::value::Invalid;
 use std::io::Read;
 use std::path::Path;
 
@@ -35,23 +36,23 @@ fn kind(meta: &std::fs::Metadata) -> &'static str {
 /// inside another process must (a FIFO with no writer would block it for
 /// good, a device would never end); otherwise pipes and process
 /// substitutions are read too, still bounded.
-pub fn read(path: &Path, regular_only: bool) -> Result<String, String> {
+pub fn read(path: &Path, regular_only: bool) -> Result<String, Invalid> {
     let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
     if meta.is_dir() || (regular_only && !meta.is_file()) {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "not a regular file ({}): save the capture or scenario to a file first",
             kind(&meta)
-        ));
+        )));
     }
     if meta.is_file() && meta.len() > MAX_CAPTURE_BYTES {
-        return Err(too_large());
+        return Err(Invalid::from(too_large()));
     }
     let mut bytes = Vec::new();
     std::fs::File::open(path)
         .and_then(|f| f.take(MAX_CAPTURE_BYTES + 1).read_to_end(&mut bytes))
         .map_err(|e| e.to_string())?;
     if bytes.len() as u64 > MAX_CAPTURE_BYTES {
-        return Err(too_large());
+        return Err(Invalid::from(too_large()));
     }
     decode(&bytes)
 }
@@ -64,13 +65,13 @@ fn too_large() -> String {
 
 /// Text from bytes: UTF-8 (a byte order mark dropped), or UTF-16 little
 /// or big endian after its byte order mark.
-pub fn decode(bytes: &[u8]) -> Result<String, String> {
-    let utf16 = |rest: &[u8], little: bool| -> Result<String, String> {
+pub fn decode(bytes: &[u8]) -> Result<String, Invalid> {
+    let utf16 = |rest: &[u8], little: bool| -> Result<String, Invalid> {
         if !rest.len().is_multiple_of(2) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "UTF-16 text of an odd number of bytes ({}): cut short?",
                 rest.len() + 2
-            ));
+            )));
         }
         let units = rest.chunks_exact(2).map(|c| {
             if little {
@@ -98,7 +99,7 @@ pub fn decode(bytes: &[u8]) -> Result<String, String> {
     }
 }
 
-fn utf8(bytes: &[u8], offset: usize) -> Result<String, String> {
+fn utf8(bytes: &[u8], offset: usize) -> Result<String, Invalid> {
     String::from_utf8(bytes.to_vec()).map_err(|e| {
         let at = e.utf8_error().valid_up_to();
         // UTF-16 saved without its byte order mark: every other byte 0.
@@ -108,7 +109,7 @@ fn utf8(bytes: &[u8], offset: usize) -> Result<String, String> {
         } else {
             ""
         };
-        format!("not UTF-8 text (byte {}){hint}", at + offset)
+        format!("not UTF-8 text (byte {}){hint}", at + offset).into()
     })
 }
 

@@ -42,7 +42,11 @@ fn says<T: Serialize>(value: &T) -> bool {
     toml::Table::try_from(value).is_ok_and(|t| !t.is_empty())
 }
 
-pub fn read_gpu(node: &Node, index: usize, notes: &mut Vec<String>) -> Result<Read, ParseError> {
+pub fn read_gpu(
+    node: &Node,
+    index: usize,
+    notes: &mut Vec<super::Note>,
+) -> Result<Read, ParseError> {
     let mut g = Gpu { node, index, notes };
     let name_node = node
         .child("product_name")

@@ -4,12 +4,12 @@
 
 use super::gpu::read_gpu;
 use super::read::{fail, is_na, number, slug};
-use super::{Format, Imported, Node, ParseError};
+use super::{Capture, Format, Node, Note, ParseError};
 use crate::schema::{at, GpuFile, ScenarioFile, MAX_GPUS};
 
 /// The scenario that replays `root` (an `nvidia_smi_log`), with the notes
 /// the import makes.
-pub fn to_scenario(root: &Node, name: &str, format: Format) -> Result<Imported, ParseError> {
+pub fn to_scenario(root: &Node, name: &str, format: Format) -> Result<Capture, ParseError> {
     let mut notes = Vec::new();
     let gpus: Vec<&Node> = root.children_named("gpu").collect();
     if gpus.is_empty() {
@@ -29,12 +29,14 @@ pub fn to_scenario(root: &Node, name: &str, format: Format) -> Result<Imported, 
         .map(|v| v as usize);
     if let Some(a) = attached {
         if a != gpus.len() {
-            notes.push(format!(
-                "line {}: attached_gpus says {a}, the capture holds {} <gpu>: the fleet has the {} it holds (an excerpt?)",
-                root.child("attached_gpus").map_or(root.line, |n| n.line),
-                gpus.len(),
-                gpus.len()
-            ));
+            notes.push(Note {
+                line: root.child("attached_gpus").map_or(root.line, |n| n.line),
+                message: format!(
+                    "attached_gpus says {a}, the capture holds {} <gpu>: the fleet has the {} it holds (an excerpt?)",
+                    gpus.len(),
+                    gpus.len()
+                ),
+            });
         }
     }
     let mut doc = ScenarioFile {
@@ -63,10 +65,12 @@ pub fn to_scenario(root: &Node, name: &str, format: Format) -> Result<Imported, 
             doc.driver = Some(at(d));
         } else {
             let n = root.child("driver_version").expect("read above");
-            notes.push(format!(
-                "line {}: driver version `{d}` is not one the simulator can claim: it claims its default",
-                n.line
-            ));
+            notes.push(Note {
+                line: n.line,
+                message: format!(
+                    "driver version `{d}` is not one the simulator can claim: it claims its default"
+                ),
+            });
         }
     }
     // nvidia-smi prints "Not Found" where NVML found no CUDA driver.
@@ -114,20 +118,11 @@ pub fn to_scenario(root: &Node, name: &str, format: Format) -> Result<Imported, 
             ..read.gpu
         }));
     }
-    let body = doc
-        .to_toml()
-        .map_err(|e| fail(root, format!("cannot write the scenario: {e}")))?;
-    let mut out = String::from("# A copy of a real host, written by `nvml-sim import` from an nvidia-smi capture\n# (nvml-sim/README.md, \"A copy of a real host\"). Edit and keep it.\n");
-    for n in &notes {
-        out.push_str(&format!("# note: {n}\n"));
-    }
-    out.push('\n');
-    out.push_str(&body);
-    Ok(Imported {
+    Ok(Capture {
         format,
-        scenario: out,
+        file: doc,
         notes,
-        gpus: gpus.len(),
         gpu_lines: gpus.iter().map(|g| g.line).collect(),
+        root_line: root.line,
     })
 }

@@ -38,7 +38,7 @@ pub fn board(g: &Gpu, facts: &Facts, device_id: Option<u32>, board: &mut BoardFi
     let name = g.text(&["product_name"]).unwrap_or_default().trim();
     board.name = Some(name.into());
     if facts.base.is_none() || g.text(&["product_architecture"]).is_some() {
-        board.architecture = Some(facts.arch.into());
+        board.architecture = Some(facts.arch);
     }
     if let Some(b) = g.text(&["product_brand"]) {
         board.brand = Some(brand(b).into());

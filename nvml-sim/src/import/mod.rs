@@ -90,6 +90,8 @@ impl std::fmt::Display for ParseError {
     }
 }
 
+impl std::error::Error for ParseError {}
+
 /// The two capture formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -124,13 +126,69 @@ pub fn detect(text: &str) -> Option<Format> {
     None
 }
 
-/// A capture as a scenario.
+/// What an import changed or could not carry, at the capture's line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub line: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+/// A capture read as the scenario that replays it, typed: what the
+/// scenario loader builds the fleet from (`scenario::from_import`), never
+/// written as text and read back.
+#[derive(Debug)]
+pub struct Capture {
+    pub format: Format,
+    /// The scenario.
+    pub file: crate::schema::ScenarioFile,
+    /// What the import changed or could not carry.
+    pub notes: Vec<Note>,
+    /// The line each `<gpu>` starts on in the capture, in the order of the
+    /// scenario's `[[gpu]]` tables.
+    pub gpu_lines: Vec<usize>,
+    /// The line `<nvidia_smi_log>` starts on.
+    pub root_line: usize,
+}
+
+impl Capture {
+    /// The scenario as the text `nvml-sim import` prints for a person to
+    /// edit and keep: a header, the notes as comments, the TOML.
+    pub fn write(&self) -> Result<Imported, ParseError> {
+        let body = self.file.to_toml().map_err(|e| ParseError {
+            line: self.root_line,
+            element: Some("nvidia_smi_log".into()),
+            message: format!("cannot write the scenario: {e}"),
+        })?;
+        let mut out = String::from("# A copy of a real host, written by `nvml-sim import` from an nvidia-smi capture\n# (nvml-sim/README.md, \"A copy of a real host\"). Edit and keep it.\n");
+        for n in &self.notes {
+            out.push_str(&format!("# note: {n}\n"));
+        }
+        out.push('\n');
+        out.push_str(&body);
+        Ok(Imported {
+            format: self.format,
+            scenario: out,
+            notes: self.notes.iter().map(ToString::to_string).collect(),
+            gpus: self.gpu_lines.len(),
+            gpu_lines: self.gpu_lines.clone(),
+        })
+    }
+}
+
+/// A capture as the scenario text `nvml-sim import` prints.
 #[derive(Debug, Clone)]
 pub struct Imported {
     pub format: Format,
     /// The scenario, TOML.
     pub scenario: String,
-    /// What the import changed or could not carry (with the capture's line).
+    /// What the import changed or could not carry, as printed (`line N:
+    /// ...`).
     pub notes: Vec<String>,
     pub gpus: usize,
     /// The line each `<gpu>` starts on in the capture, in the order of the
@@ -138,9 +196,9 @@ pub struct Imported {
     pub gpu_lines: Vec<usize>,
 }
 
-/// Reads a capture (either format, recognised from its content) and writes
-/// the scenario that replays it, named `name`.
-pub fn import(text: &str, name: &str) -> Result<Imported, ParseError> {
+/// Reads a capture (either format, recognised from its content) into the
+/// scenario that replays it, named `name`.
+pub fn capture(text: &str, name: &str) -> Result<Capture, ParseError> {
     let format = detect(text).ok_or_else(|| ParseError {
         line: 1,
         element: None,
@@ -158,6 +216,12 @@ pub fn import(text: &str, name: &str) -> Result<Imported, ParseError> {
         });
     }
     host::to_scenario(&root, name, format)
+}
+
+/// Reads a capture and writes the scenario that replays it, named `name`,
+/// as `nvml-sim import` prints it.
+pub fn import(text: &str, name: &str) -> Result<Imported, ParseError> {
+    capture(text, name)?.write()
 }
 
 /// Parses a capture into its element tree only (for tests and fuzzing).

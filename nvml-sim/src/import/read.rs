@@ -40,7 +40,7 @@ pub fn fail(node: &Node, message: impl Into<String>) -> ParseError {
 pub struct Gpu<'a> {
     pub node: &'a Node,
     pub index: usize,
-    pub notes: &'a mut Vec<String>,
+    pub notes: &'a mut Vec<super::Note>,
 }
 
 /// A value: absent from the capture, N/A, or its element.
@@ -128,8 +128,10 @@ impl<'a> Gpu<'a> {
     }
 
     pub fn note(&mut self, line: usize, message: String) {
-        self.notes
-            .push(format!("line {line}: GPU {}: {message}", self.index));
+        self.notes.push(super::Note {
+            line,
+            message: format!("GPU {}: {message}", self.index),
+        });
     }
 
     /// A number with its unit (`81920 MiB`, `41 %`, `250.00 W`, `16x`,

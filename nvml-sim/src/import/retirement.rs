@@ -2,10 +2,11 @@
 //! Volta, and Turing/Ada boards that still report them), remapped rows
 //! (Ampere and newer) and the recovery action the driver asks for.
 
-use super::out::{arch_at_least, Facts, Out};
+use super::out::{Facts, Out};
 use super::read::{fail, hex, Got, Gpu, Printed};
 use super::{Node, ParseError};
 use crate::fault::RetireCause;
+use crate::model::Architecture;
 use crate::model::EccSection;
 use crate::schema::{Histogram, RecoveryAction, RemapFile, RetiredPage};
 use crate::value::Val;
@@ -122,7 +123,7 @@ pub fn rows(g: &Gpu, facts: &Facts, ecc_supported: bool, out: &mut Out) -> Resul
             });
         }
         out.counters.remapped_rows = Some(Val::Is(r));
-    } else if mig_on && ecc_supported && arch_at_least(facts.arch, "ampere") {
+    } else if mig_on && ecc_supported && facts.arch.at_least(Architecture::Ampere) {
         // Hidden by MIG mode, not missing from the board.
         row_remapping = true;
     } else if corr.is_some() || g.first(&["remapped_rows"]).is_some() {

@@ -7,6 +7,7 @@
 //! and an entity that expands is a way to make a small file huge.
 
 use super::{Node, ParseError, MAX_DEPTH};
+use crate::value::Invalid;
 
 struct Reader<'a> {
     text: &'a str,
@@ -158,7 +159,7 @@ impl<'a> Reader<'a> {
                 ));
             };
             let raw = &self.rest()[..end];
-            let value = unescape(raw).map_err(|m| self.err(Some(&name), m))?;
+            let value = unescape(raw).map_err(|m| self.err(Some(&name), m.into_message()))?;
             self.advance(end + 1);
             attrs.push((key, value));
         }
@@ -175,7 +176,9 @@ impl<'a> Reader<'a> {
             };
             if lt > 0 {
                 let chunk = &rest[..lt];
-                text.push_str(&unescape(chunk).map_err(|m| self.err(Some(&name), m))?);
+                text.push_str(
+                    &unescape(chunk).map_err(|m| self.err(Some(&name), m.into_message()))?,
+                );
                 self.advance(lt);
                 continue;
             }
@@ -220,7 +223,7 @@ impl<'a> Reader<'a> {
 }
 
 /// Replaces the predefined entities and character references.
-fn unescape(raw: &str) -> Result<String, String> {
+fn unescape(raw: &str) -> Result<String, Invalid> {
     if !raw.contains('&') {
         return Ok(raw.to_string());
     }
@@ -249,9 +252,9 @@ fn unescape(raw: &str) -> Result<String, String> {
                 .and_then(char::from_u32)
                 .ok_or_else(|| format!("bad character reference `&{e};`"))?,
             e => {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "unknown entity `&{e};` (a capture uses only &amp; &lt; &gt; &quot; &apos;)"
-                ))
+                )))
             }
         };
         out.push(c);

@@ -9,6 +9,7 @@
 #![allow(clippy::struct_field_names)]
 
 use super::{Engines, FabricHealth, MigProfile, Model, PowerLimits, PowerScope};
+use crate::value::Invalid;
 use crate::value::{Mib, Val};
 use nvml_wrapper_sys::bindings as sys;
 use serde::{Deserialize, Serialize};
@@ -43,21 +44,6 @@ const BRANDS: &[(&str, u32)] = &[
         sys::nvmlBrandType_enum_NVML_BRAND_GEFORCE_RTX,
     ),
     ("titan-rtx", sys::nvmlBrandType_enum_NVML_BRAND_TITAN_RTX),
-];
-
-/// `NVML_DEVICE_ARCH_*`, with the compute capability a board of that
-/// architecture has unless its file says otherwise.
-const ARCHITECTURES: &[(&str, u32, (i32, i32))] = &[
-    ("kepler", sys::NVML_DEVICE_ARCH_KEPLER, (3, 5)),
-    ("maxwell", sys::NVML_DEVICE_ARCH_MAXWELL, (5, 2)),
-    ("pascal", sys::NVML_DEVICE_ARCH_PASCAL, (6, 0)),
-    ("volta", sys::NVML_DEVICE_ARCH_VOLTA, (7, 0)),
-    ("turing", sys::NVML_DEVICE_ARCH_TURING, (7, 5)),
-    ("ampere", sys::NVML_DEVICE_ARCH_AMPERE, (8, 0)),
-    ("ada", sys::NVML_DEVICE_ARCH_ADA, (8, 9)),
-    ("hopper", sys::NVML_DEVICE_ARCH_HOPPER, (9, 0)),
-    ("blackwell", sys::NVML_DEVICE_ARCH_BLACKWELL, (10, 0)),
-    ("unknown", sys::NVML_DEVICE_ARCH_UNKNOWN, (0, 0)),
 ];
 
 /// `NVML_GPU_INSTANCE_PROFILE_*` by their nvml.h suffixes.
@@ -100,10 +86,7 @@ pub fn brand_name(code: u32) -> Option<&'static str> {
 
 /// An architecture's board-file name from its `NVML_DEVICE_ARCH_*` value.
 pub fn architecture_name(code: u32) -> Option<&'static str> {
-    ARCHITECTURES
-        .iter()
-        .find(|(_, c, _)| *c == code)
-        .map(|(n, ..)| *n)
+    super::Architecture::from_nvml(code).map(super::Architecture::name)
 }
 
 /// A GPU instance profile's board-file name (`1_SLICE`) from its
@@ -127,7 +110,7 @@ pub struct BoardFile {
     pub base: Option<String>,
     pub name: Option<String>,
     pub brand: Option<String>,
-    pub architecture: Option<String>,
+    pub architecture: Option<super::Architecture>,
     pub cuda_compute_capability: Option<String>,
     pub pci_device_id: Option<u32>,
     pub pci_subsystem_id: Option<u32>,
@@ -399,14 +382,16 @@ pub fn merge_tables(base: &mut toml::Table, over: toml::Table) {
     }
 }
 
-fn mw(w: f64, what: &str) -> Result<u32, String> {
+fn mw(w: f64, what: &str) -> Result<u32, Invalid> {
     if !(0.0..=100_000.0).contains(&w) {
-        return Err(format!("{what} = {w} W is outside 0..=100000"));
+        return Err(Invalid::from(format!(
+            "{what} = {w} W is outside 0..=100000"
+        )));
     }
     Ok((w * 1000.0).round() as u32)
 }
 
-fn scope(s: &ScopeSection, name: &str) -> Result<PowerScope, String> {
+fn scope(s: &ScopeSection, name: &str) -> Result<PowerScope, Invalid> {
     let limits = match s.default_limit_w {
         Some(_) => Some(limits(
             &LimitsSection {
@@ -417,9 +402,9 @@ fn scope(s: &ScopeSection, name: &str) -> Result<PowerScope, String> {
             name,
         )?),
         None if s.min_limit_w.is_some() || s.max_limit_w.is_some() => {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "power.{name}: min_limit_w and max_limit_w need default_limit_w"
-            ))
+            )))
         }
         None => None,
     };
@@ -435,7 +420,9 @@ fn scope(s: &ScopeSection, name: &str) -> Result<PowerScope, String> {
         None => share(0.8).unwrap_or(idle_mw).max(idle_mw),
     };
     if busy_mw < idle_mw {
-        return Err(format!("power.{name}: busy_w is below idle_w"));
+        return Err(Invalid::from(format!(
+            "power.{name}: busy_w is below idle_w"
+        )));
     }
     Ok(PowerScope {
         limits,
@@ -444,7 +431,7 @@ fn scope(s: &ScopeSection, name: &str) -> Result<PowerScope, String> {
     })
 }
 
-fn limits(l: &LimitsSection, scope: &str) -> Result<PowerLimits, String> {
+fn limits(l: &LimitsSection, scope: &str) -> Result<PowerLimits, Invalid> {
     let default = l
         .default_limit_w
         .ok_or_else(|| format!("power.{scope}.default_limit_w is missing"))?;
@@ -470,7 +457,7 @@ impl BoardFile {
         clippy::too_many_lines,
         reason = "the flat Model built section by section; to be split with the sectioned Model (issue 40, left for later)"
     )]
-    pub fn resolve(&self, key: &str) -> Result<Model, String> {
+    pub fn resolve(&self, key: &str) -> Result<Model, Invalid> {
         let need = |v: Option<&str>, what: &str| {
             v.map(str::to_string)
                 .ok_or_else(|| format!("board `{key}` has no `{what}`"))
@@ -482,21 +469,13 @@ impl BoardFile {
             .find(|(n, _)| *n == brand_name)
             .map(|(_, v)| *v)
             .ok_or_else(|| format!("unknown brand `{brand_name}` (known: {})", names(BRANDS)))?;
-        let arch_name = need(self.architecture.as_deref(), "architecture")?;
-        let (arch, default_cc) = ARCHITECTURES
-            .iter()
-            .find(|(n, ..)| *n == arch_name)
-            .map(|(_, a, cc)| (*a, *cc))
-            .ok_or_else(|| {
-                format!(
-                    "unknown architecture `{arch_name}` (known: {})",
-                    ARCHITECTURES
-                        .iter()
-                        .map(|(n, ..)| *n)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            })?;
+        let architecture = self
+            .architecture
+            .ok_or_else(|| format!("board `{key}` has no `architecture`"))?;
+        let (arch, default_cc) = (
+            architecture.nvml(),
+            architecture.default_compute_capability(),
+        );
         let cuda_cc = match &self.cuda_compute_capability {
             None => default_cc,
             Some(t) => {
@@ -513,9 +492,9 @@ impl BoardFile {
             .ok_or_else(|| format!("board `{key}` has no `memory.total_mib`"))?;
         let reserved = memory.reserved_mib.unwrap_or_default();
         if reserved >= Mib::whole(memory_mib) || memory_mib > 1 << 30 {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "memory: reserved_mib {reserved} must be below total_mib {memory_mib} (at most 1 PiB)"
-            ));
+            )));
         }
         let ecc = self.ecc.clone().unwrap_or_default();
         let ecc_supported = ecc.supported.unwrap_or(false);
@@ -534,9 +513,9 @@ impl BoardFile {
             .idle_w
             .map_or(Ok(gpu_limits.default_mw / 10), |w| mw(w, "power.idle_w"))?;
         if power_idle_mw > gpu_limits.default_mw || gpu_limits.min_mw > gpu_limits.max_mw {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "power: want idle_w <= default_limit_w and min_limit_w <= max_limit_w (board `{key}`)"
-            ));
+            )));
         }
         let clocks = self.clocks.clone().unwrap_or_default();
         let max_graphics_mhz = clocks
@@ -555,14 +534,16 @@ impl BoardFile {
             .width
             .ok_or_else(|| format!("board `{key}` has no `pcie.width`"))?;
         if !(1..=6).contains(&pcie_gen) || !matches!(pcie_width, 1 | 2 | 4 | 8 | 16 | 32) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "pcie: generation {pcie_gen} / width {pcie_width}: want 1..=6 and 1, 2, 4, 8, 16 or 32 lanes"
-            ));
+            )));
         }
         let nvlink = self.nvlink.clone().unwrap_or_default();
         let nvlinks = nvlink.links.unwrap_or(0);
         if nvlinks > 36 {
-            return Err(format!("nvlink.links = {nvlinks}: at most 36"));
+            return Err(Invalid::from(format!(
+                "nvlink.links = {nvlinks}: at most 36"
+            )));
         }
         let engines = self.engines.clone().unwrap_or_default();
         let mig = self.mig.clone().unwrap_or_default();
@@ -593,17 +574,17 @@ impl BoardFile {
                     .all(|s| s + p.memory_slices <= mig_memory_slices)
                 && !p.placements.is_empty();
             if !fits {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "MIG profile `{}`: {} compute slices, {} memory slices at {:?} do not fit a GPU of {mig_compute_slices} and {mig_memory_slices}",
                     p.name, p.slices, p.memory_slices, p.placements
-                ));
+                )));
             }
             if let Some(ids) = &p.gpu_instance_ids {
                 if ids.len() != p.placements.len() {
-                    return Err(format!(
+                    return Err(Invalid::from(format!(
                         "MIG profile `{}`: gpu_instance_ids needs one id per placement",
                         p.name
-                    ));
+                    )));
                 }
             }
             mig_profiles.push(MigProfile {

@@ -6,8 +6,10 @@
 //! guide (profile tables and placements). They are fixed per board; what
 //! moves over time lives in `fleet`.
 
+mod arch;
 mod file;
 
+pub use arch::Architecture;
 pub use file::{
     architecture_name, brand_name, gi_profile_name, merge_tables, BoardFile, ClocksSection,
     EccSection, FabricHealthSection, HealthSummary, IncorrectConfiguration, InforomSection,
@@ -15,6 +17,7 @@ pub use file::{
     ScopeSection, ThermalSection, BUILTIN_BOARDS, BUILTIN_SCENARIOS,
 };
 
+use crate::value::Invalid;
 use nvml_wrapper_sys::bindings as sys;
 use std::sync::{Arc, OnceLock};
 
@@ -348,7 +351,7 @@ pub struct Placement<'a> {
 /// Chooses placements for a list of profiles the way `nvidia-smi mig -cgi`
 /// does when no placement is given: first free start, in list order.
 /// Errors name the profile that does not fit.
-pub fn place_layout(model: &Model, names: &[String]) -> Result<Vec<(MigProfile, u32)>, String> {
+pub fn place_layout(model: &Model, names: &[String]) -> Result<Vec<(MigProfile, u32)>, Invalid> {
     let wanted: Vec<Placement> = names
         .iter()
         .map(|n| Placement {
@@ -361,7 +364,7 @@ pub fn place_layout(model: &Model, names: &[String]) -> Result<Vec<(MigProfile, 
 
 /// [`place_layout`] with placements the scenario may fix: a fixed start
 /// must be one of the profile's valid placements and free.
-pub fn place(model: &Model, wanted: &[Placement]) -> Result<Vec<(MigProfile, u32)>, String> {
+pub fn place(model: &Model, wanted: &[Placement]) -> Result<Vec<(MigProfile, u32)>, Invalid> {
     let mut used_mem = vec![false; model.mig_memory_slices as usize];
     let mut used_slices = 0;
     let mut out: Vec<(MigProfile, u32)> = Vec::new();
@@ -383,16 +386,16 @@ pub fn place(model: &Model, wanted: &[Placement]) -> Result<Vec<(MigProfile, u32
             (profile.name == *a && placed_names(&out).contains(&b.as_str()))
                 || (profile.name == *b && placed_names(&out).contains(&a.as_str()))
         }) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "MIG profiles `{a}` and `{b}` cannot share a {} (not a valid MIG layout)",
                 model.name
-            ));
+            )));
         }
         if used_slices + profile.slices > model.mig_compute_slices {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "MIG profile `{name}` does not fit: compute slices exhausted ({} per GPU)",
                 model.mig_compute_slices
-            ));
+            )));
         }
         let free = |s: u32| {
             (s..s + profile.mem_slices).all(|m| used_mem.get(m as usize).is_some_and(|u| !u))
@@ -400,15 +403,15 @@ pub fn place(model: &Model, wanted: &[Placement]) -> Result<Vec<(MigProfile, u32
         let start = match w.start {
             Some(s) => {
                 if !profile.starts.contains(&s) {
-                    return Err(format!(
+                    return Err(Invalid::from(format!(
                         "MIG profile `{name}` cannot start at memory slice {s} (valid: {:?})",
                         profile.starts
-                    ));
+                    )));
                 }
                 if !free(s) {
-                    return Err(format!(
+                    return Err(Invalid::from(format!(
                         "MIG profile `{name}` at memory slice {s} overlaps another GPU instance"
-                    ));
+                    )));
                 }
                 s
             }

@@ -18,6 +18,7 @@ use crate::identity::{self, PciAddr};
 use crate::import;
 use crate::model::{self, BoardFile, Model};
 use crate::schema::ScenarioFile;
+use crate::value::Invalid;
 use crate::value::Val;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -74,6 +75,8 @@ pub struct IdentityGiven {
     pub minor: Option<Val<u32>>,
     /// Where the table is, for warnings (`None`: a base scenario's GPU).
     pub offset: Option<usize>,
+    /// The index of its `[[gpu]]` table (`None`: a base scenario's GPU).
+    pub table: Option<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -101,6 +104,8 @@ impl std::fmt::Display for ScenarioError {
         }
     }
 }
+
+impl std::error::Error for ScenarioError {}
 
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
@@ -231,12 +236,9 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
     parse(&text, name_or_path, stem)
 }
 
-/// A capture read as the scenario that replays it. Errors and warnings
-/// name the capture's line: the import's own, and what the scenario's
-/// checks find in a GPU's table, at that GPU's `<gpu>` (the scenario's
-/// line follows, for `nvml-sim import`'s output).
+/// A capture read as the scenario that replays it ([`from_import`]).
 pub fn from_capture(text: &str, source: &str, name: &str) -> Result<Scenario, ScenarioError> {
-    let imported = import::import(text, name).map_err(|e| ScenarioError {
+    let capture = import::capture(text, name).map_err(|e| ScenarioError {
         source: source.to_string(),
         line: Some(e.line),
         message: match &e.element {
@@ -244,77 +246,69 @@ pub fn from_capture(text: &str, source: &str, name: &str) -> Result<Scenario, Sc
             None => e.message.clone(),
         },
     })?;
-    let at_capture = |e: ScenarioError| match e
-        .line
-        .and_then(|l| capture_line(&imported.scenario, l, &imported.gpu_lines))
-    {
-        Some(line) => ScenarioError {
-            source: source.to_string(),
-            line: Some(line),
-            message: format!(
-                "<gpu>: {} (line {} of the scenario `nvml-sim import` writes)",
-                e.message,
-                e.line.unwrap_or(0)
-            ),
-        },
-        None => e,
-    };
-    let mut s = parse(
-        &imported.scenario,
-        &format!("{source} (as imported by `nvml-sim import`)"),
-        name,
-    )
-    .map_err(at_capture)?;
-    s.warnings = std::mem::take(&mut s.warnings)
-        .into_iter()
-        .map(at_capture)
-        .collect();
-    for n in imported.notes {
-        // A note starts with its capture line: `line 5: ...`.
-        let (line, message) = match n
-            .strip_prefix("line ")
-            .and_then(|r| r.split_once(": "))
-            .and_then(|(l, m)| Some((l.parse().ok()?, m.to_string())))
-        {
-            Some((line, message)) => (Some(line), message),
-            None => (None, n),
-        };
-        s.warnings.push(ScenarioError {
-            source: source.to_string(),
-            line,
-            message,
-        });
+    from_import(capture, source)
+}
+
+/// An imported capture's scenario, checked and built as a file's is, from
+/// its types. Errors and warnings name the capture's line: the import's
+/// notes theirs, and what the scenario's checks find in a GPU's table or
+/// its board, that GPU's `<gpu>` (a board's: the first GPU on it).
+pub fn from_import(capture: import::Capture, source: &str) -> Result<Scenario, ScenarioError> {
+    let import::Capture {
+        file,
+        notes,
+        gpu_lines,
+        ..
+    } = capture;
+    let mut first_on: HashMap<String, usize> = HashMap::new();
+    for (i, g) in file.gpu.iter().enumerate() {
+        if let Some(m) = &g.get_ref().model {
+            first_on.entry(m.get_ref().clone()).or_insert(i);
+        }
     }
+    let place = |site: Site<'_>, _offset: Option<usize>, message: String| {
+        let gpu = match site {
+            Site::Gpu(i) => Some(i),
+            Site::Board(key) => first_on.get(key).copied(),
+            Site::Top => None,
+        };
+        match gpu.and_then(|i| gpu_lines.get(i)) {
+            Some(&line) => ScenarioError {
+                source: source.to_string(),
+                line: Some(line),
+                message: format!("<gpu>: {message}"),
+            },
+            None => ScenarioError {
+                source: format!("{source} (as imported by `nvml-sim import`)"),
+                line: None,
+                message,
+            },
+        }
+    };
+    let name = file.name.clone().unwrap_or_default();
+    let mut s = build(file, &name, &place)?;
+    s.warnings.extend(notes.into_iter().map(|n| ScenarioError {
+        source: source.to_string(),
+        line: Some(n.line),
+        message: n.message,
+    }));
     Ok(s)
 }
 
-/// The capture line of what is at `line` of an imported scenario: the
-/// `<gpu>` of the `[[gpu]]` table it is in, or of the first GPU on the
-/// `[board.<key>]` it is in.
-fn capture_line(scenario: &str, line: usize, gpu_lines: &[usize]) -> Option<usize> {
-    let lines: Vec<&str> = scenario.lines().collect();
-    let before = &lines[..line.min(lines.len())];
-    let gpus_before = before.iter().filter(|l| l.starts_with("[[gpu]]")).count();
-    if gpus_before > 0 {
-        return gpu_lines.get(gpus_before - 1).copied();
-    }
-    let board = before
-        .iter()
-        .rev()
-        .find_map(|l| l.strip_prefix("[board."))?
-        .split(['.', ']'])
-        .next()?;
-    let model = format!("model = \"{board}\"");
-    let mut gpu = 0;
-    for l in &lines {
-        if l.starts_with("[[gpu]]") {
-            gpu += 1;
-        } else if *l == model && gpu > 0 {
-            return gpu_lines.get(gpu - 1).copied();
-        }
-    }
-    None
+/// The part of a scenario something is in: what an imported capture,
+/// which has no scenario text, names its line by.
+#[derive(Debug, Clone, Copy)]
+enum Site<'a> {
+    /// The top level (or a base scenario's GPU).
+    Top,
+    /// A `[board.<key>]` table.
+    Board(&'a str),
+    /// The `[[gpu]]` table of this index.
+    Gpu(usize),
 }
+
+/// Makes the error at a site and a byte offset of the file (if it has one).
+type Place<'p> = dyn Fn(Site<'_>, Option<usize>, String) -> ScenarioError + 'p;
 
 pub use crate::schema::MAX_GPUS;
 
@@ -338,11 +332,11 @@ fn file_table(f: &BoardFile) -> toml::Table {
 
 impl Boards<'_> {
     /// The board `key` as one table, its `base` chain merged in.
-    fn table(&self, key: &str, depth: usize) -> Result<toml::Table, String> {
+    fn table(&self, key: &str, depth: usize) -> Result<toml::Table, Invalid> {
         if depth > MAX_BOARD_DEPTH {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "board `{key}`: `base` goes more than {MAX_BOARD_DEPTH} boards deep (a loop?)"
-            ));
+            )));
         }
         if let Some(f) = self.defined.get(key) {
             let f = f.get_ref();
@@ -356,11 +350,11 @@ impl Boards<'_> {
         model::builtin_table(key).ok_or_else(|| {
             let mut known: Vec<&str> = self.defined.keys().map(String::as_str).collect();
             known.extend(model::BUILTIN_BOARDS.iter().map(|(k, _)| *k));
-            format!("unknown GPU model `{key}` (known: {})", known.join(", "))
+            format!("unknown GPU model `{key}` (known: {})", known.join(", ")).into()
         })
     }
 
-    fn resolve(key: &str, table: toml::Table) -> Result<Arc<Model>, String> {
+    fn resolve(key: &str, table: toml::Table) -> Result<Arc<Model>, Invalid> {
         let file: BoardFile = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| e.message().trim().to_string())?;
@@ -368,7 +362,7 @@ impl Boards<'_> {
     }
 
     /// A board by key, resolved once.
-    fn model(&mut self, key: &str) -> Result<Arc<Model>, String> {
+    fn model(&mut self, key: &str) -> Result<Arc<Model>, Invalid> {
         if let Some(m) = self.resolved.get(key) {
             return Ok(m.clone());
         }
@@ -382,7 +376,7 @@ impl Boards<'_> {
     }
 
     /// A board described in a `[[gpu]]` table, on its base if it has one.
-    fn inline(&self, base: Option<&str>, over: &BoardFile) -> Result<Arc<Model>, String> {
+    fn inline(&self, base: Option<&str>, over: &BoardFile) -> Result<Arc<Model>, Invalid> {
         let mut t = match base {
             Some(b) => self.table(b, 1)?,
             None => toml::Table::new(),
@@ -392,10 +386,6 @@ impl Boards<'_> {
     }
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "the scenario file's steps in order; to be split into steps with the typed schema (issue 40, left for later)"
-)]
 pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
     let err = |offset: Option<usize>, message: String| ScenarioError {
         source: source.to_string(),
@@ -404,6 +394,23 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
     };
     let raw: ScenarioFile = toml::from_str(text)
         .map_err(|e| err(e.span().map(|s| s.start), e.message().trim().to_string()))?;
+    build(raw, default_name, &|_, offset, message| {
+        err(offset, message)
+    })
+}
+
+/// A scenario file's types checked into the scenario, errors made by
+/// `place`.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the scenario file's steps in order; to be split into steps with the typed schema (issue 40, left for later)"
+)]
+fn build(
+    raw: ScenarioFile,
+    default_name: &str,
+    place: &Place<'_>,
+) -> Result<Scenario, ScenarioError> {
+    let err = |offset: Option<usize>, message: String| place(Site::Top, offset, message);
     let name = raw.name.clone().unwrap_or_else(|| default_name.to_string());
     let mut gpus = Vec::new();
     let mut given: Vec<IdentityGiven> = Vec::new();
@@ -430,6 +437,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
             .iter()
             .map(|g| IdentityGiven {
                 offset: None,
+                table: None,
                 ..g.identity_given.clone()
             })
             .collect();
@@ -440,7 +448,8 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
     }
     for (key, b) in &raw.board {
         if model::BUILTIN_BOARDS.iter().any(|(k, _)| k == key) {
-            return Err(err(
+            return Err(place(
+                Site::Board(key),
                 Some(b.span().start),
                 format!("[board.{key}] would hide the built-in board `{key}`: give it another name (with base = \"{key}\")"),
             ));
@@ -451,11 +460,16 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         resolved: HashMap::new(),
     };
     for key in raw.board.keys() {
-        boards
-            .model(key)
-            .map_err(|m| err(Some(raw.board[key].span().start), m))?;
+        boards.model(key).map_err(|m| {
+            place(
+                Site::Board(key),
+                Some(raw.board[key].span().start),
+                m.into_message(),
+            )
+        })?;
     }
-    for spanned in raw.gpu {
+    for (table, spanned) in raw.gpu.into_iter().enumerate() {
+        let err = |offset: Option<usize>, message: String| place(Site::Gpu(table), offset, message);
         let at = spanned.span().start;
         let g = spanned.into_inner();
         let model = match (&g.model, &g.board) {
@@ -467,7 +481,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
             }
             (Some(m), None) => boards
                 .model(m.get_ref())
-                .map_err(|e| err(Some(m.span().start), e))?,
+                .map_err(|e| err(Some(m.span().start), e.into_message()))?,
             (m, Some(b)) => {
                 if m.is_some() && b.get_ref().base.is_some() {
                     return Err(err(
@@ -481,7 +495,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                     .or(b.get_ref().base.as_deref());
                 boards
                     .inline(base, b.get_ref())
-                    .map_err(|e| err(Some(b.span().start), e))?
+                    .map_err(|e| err(Some(b.span().start), e.into_message()))?
             }
         };
         let count = g.count.unwrap_or(1);
@@ -511,6 +525,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
             },
             minor: g.minor_number,
             offset: Some(at),
+            table: Some(table),
         };
         if let Some(u) = &g.uuid {
             if !u.get_ref().starts_with("GPU-") || u.get_ref().len() > 80 {
@@ -523,7 +538,9 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                 ));
             }
         }
-        let mut spec = g.resolve(&model).map_err(|(o, m)| err(o.or(Some(at)), m))?;
+        let mut spec = g
+            .resolve(&model)
+            .map_err(|e| err(e.offset.or(Some(at)), e.error.into_message()))?;
         spec.identity_given = identity.clone();
         for _ in 0..count {
             gpus.push(spec.clone());
@@ -537,8 +554,8 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         ));
     }
     let mut warnings = Vec::new();
-    resolve_identities(&name, &mut gpus, &given, &mut |offset, m| {
-        warnings.push(err(offset, m));
+    resolve_identities(&name, &mut gpus, &given, &mut |g, m| {
+        warnings.push(place(g.table.map_or(Site::Top, Site::Gpu), g.offset, m));
     });
     for entry in &raw.timeline {
         let offset = entry.span().start;
@@ -554,7 +571,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
                 ))
             }
         };
-        crate::fault::check_seconds("at", at).map_err(|m| err(Some(offset), m))?;
+        crate::fault::check_seconds("at", at).map_err(|m| err(Some(offset), m.into_message()))?;
         let fault: Fault = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| {
@@ -578,7 +595,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
     }
     timeline.sort_by(|a, b| a.0.total_cmp(&b.0));
     let call_errors = match &raw.errors {
-        Some(e) => resolve::call_errors(e).map_err(|(o, m)| err(o, m))?,
+        Some(e) => resolve::call_errors(e).map_err(|e| err(e.offset, e.error.into_message()))?,
         None => Vec::new(),
     };
     let absent_functions = match &raw.absent_functions {
@@ -599,7 +616,7 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
     let driver = match &raw.driver {
         Some(d) => {
             crate::personality::Personality::parse(d.get_ref())
-                .map_err(|m| err(Some(d.span().start), m))?;
+                .map_err(|m| err(Some(d.span().start), m.into_message()))?;
             Some(d.get_ref().clone())
         }
         None => base_driver,
@@ -627,21 +644,8 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
         privileged: raw.privileged.unwrap_or(base_privileged),
         denied,
         host_pid_namespace: raw.host_pid_namespace.unwrap_or(true),
-        gpm_absent_engines_unsupported: match &raw.gpm_absent_engines {
-            None => false,
-            Some(v) => match v.get_ref().as_str() {
-                "zero" => false,
-                "not_supported" => true,
-                other => {
-                    return Err(err(
-                        Some(v.span().start),
-                        format!(
-                        "gpm_absent_engines = \"{other}\": expected \"zero\" or \"not_supported\""
-                    ),
-                    ))
-                }
-            },
-        },
+        gpm_absent_engines_unsupported: raw.gpm_absent_engines
+            == Some(crate::schema::GpmAbsentEngines::NotSupported),
         warnings,
         call_errors,
         absent_functions,
@@ -656,7 +660,7 @@ fn resolve_identities(
     scenario: &str,
     gpus: &mut [GpuSpec],
     given: &[IdentityGiven],
-    warn: &mut dyn FnMut(Option<usize>, String),
+    warn: &mut dyn FnMut(&IdentityGiven, String),
 ) {
     let mut uuids: HashSet<String> = HashSet::new();
     let mut serials: HashSet<String> = HashSet::new();
@@ -671,7 +675,7 @@ fn resolve_identities(
         if !uuids.insert(uuid.to_ascii_lowercase()) {
             let fresh = identity::gpu_uuid(scenario, index);
             warn(
-                g.offset,
+                g,
                 format!("GPU {i}: uuid {uuid} repeats an earlier GPU's; GPU {i} answers {fresh} instead"),
             );
             uuid = fresh;
@@ -691,7 +695,7 @@ fn resolve_identities(
             }
             let fresh = identity::gpu_serial(scenario, index);
             warn(
-                g.offset,
+                g,
                 format!(
                     "GPU {i}: serial {s} repeats an earlier GPU's; GPU {i} answers {fresh} instead"
                 ),
@@ -711,7 +715,7 @@ fn resolve_identities(
                 buses.insert(fresh);
                 if let Some(p) = explicit {
                     warn(
-                        g.offset,
+                        g,
                         format!(
                             "GPU {i}: pci_bus_id {} repeats an earlier GPU's; GPU {i} answers {} instead",
                             p.bus_id(),
@@ -735,7 +739,7 @@ fn resolve_identities(
             ) {
                 if !uuids.insert(u.to_ascii_lowercase()) {
                     warn(
-                        g.offset,
+                        g,
                         format!("GPU {i}: MIG uuid {u} repeats another; GPU {i}'s MIG device gets a derived one"),
                     );
                     u.clear();
@@ -1085,5 +1089,157 @@ thermal = { memory_max_c = "N/A" }
             checked += 1;
         }
         assert!(checked >= 4, "{checked} examples");
+    }
+
+    /// The importer hands its scenario over typed: what the loader builds
+    /// from it is what it builds from the text `nvml-sim import` prints,
+    /// for every corpus capture, and the warnings name the same capture
+    /// lines.
+    #[test]
+    fn an_imported_capture_builds_as_the_scenario_it_prints() {
+        let mut dirs = vec![std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/corpus"
+        ))];
+        let mut checked = 0;
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                    continue;
+                }
+                let Ok(text) = std::fs::read_to_string(&p) else {
+                    continue;
+                };
+                if import::detect(&text).is_none() {
+                    continue;
+                }
+                let mut typed = from_capture(&text, "h.xml", "h").unwrap();
+                let written = import::import(&text, "h").unwrap();
+                let mut parsed = parse(&written.scenario, "h.toml", "h").unwrap();
+                // Where a table is in the text: the typed file has no text.
+                for g in typed.gpus.iter_mut().chain(&mut parsed.gpus) {
+                    g.identity_given.offset = None;
+                }
+                let p = p.display();
+                assert_eq!(
+                    format!("{:?}", typed.gpus),
+                    format!("{:?}", parsed.gpus),
+                    "{p}"
+                );
+                assert_eq!(
+                    format!(
+                        "{:?}",
+                        (
+                            &typed.name,
+                            &typed.timeline,
+                            &typed.driver,
+                            typed.privileged
+                        )
+                    ),
+                    format!(
+                        "{:?}",
+                        (
+                            &parsed.name,
+                            &parsed.timeline,
+                            &parsed.driver,
+                            parsed.privileged
+                        )
+                    ),
+                    "{p}"
+                );
+                assert_eq!(
+                    format!(
+                        "{:?}",
+                        (
+                            &typed.denied,
+                            typed.host_pid_namespace,
+                            typed.gpm_absent_engines_unsupported
+                        )
+                    ),
+                    format!(
+                        "{:?}",
+                        (
+                            &parsed.denied,
+                            parsed.host_pid_namespace,
+                            parsed.gpm_absent_engines_unsupported
+                        )
+                    ),
+                    "{p}"
+                );
+                assert_eq!(typed.call_errors, parsed.call_errors, "{p}");
+                assert_eq!(typed.absent_functions, parsed.absent_functions, "{p}");
+                // The identity warnings at the <gpu> whose table they are
+                // in, then the notes.
+                let identity: Vec<_> = typed
+                    .warnings
+                    .iter()
+                    .filter(|w| w.message.starts_with("<gpu>: "))
+                    .map(|w| w.line.unwrap())
+                    .collect();
+                let tables: Vec<usize> = parsed
+                    .warnings
+                    .iter()
+                    .map(|w| {
+                        let before = written.scenario.lines().take(w.line.unwrap());
+                        // The capture's header: the notes, a blank line.
+                        before.filter(|l| l.starts_with("[[gpu]]")).count() - 1
+                    })
+                    .collect();
+                let lines: Vec<usize> = tables.iter().map(|&t| written.gpu_lines[t]).collect();
+                assert_eq!(identity, lines, "{p}");
+                assert_eq!(
+                    typed.warnings.len(),
+                    parsed.warnings.len() + written.notes.len(),
+                    "{p}"
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= 88, "{checked} captures");
+    }
+
+    /// `gpm_absent_engines` is typed when the file is read: an unknown
+    /// value is refused with the words and the line it had when it was
+    /// checked afterwards.
+    #[test]
+    fn an_unknown_gpm_absent_engines_names_its_line() {
+        let text = "name = \"g\"\nbase = \"dgx-h100\"\n\ngpm_absent_engines = \"sometimes\"\n";
+        let e = parse(text, "g.toml", "g").unwrap_err();
+        assert_eq!(e.line, Some(4), "{e}");
+        assert_eq!(
+            e.message,
+            "gpm_absent_engines = \"sometimes\": expected \"zero\" or \"not_supported\""
+        );
+        for (v, unsupported) in [("zero", false), ("not_supported", true)] {
+            let s = parse(&text.replace("sometimes", v), "g.toml", "g").unwrap();
+            assert_eq!(s.gpm_absent_engines_unsupported, unsupported);
+        }
+        assert!(
+            !parse("base = \"dgx-h100\"\n", "g.toml", "g")
+                .unwrap()
+                .gpm_absent_engines_unsupported
+        );
+    }
+
+    /// A board's `architecture` is an `Architecture` from the moment the
+    /// file is read: an unknown one is refused with the known names, at
+    /// its line.
+    #[test]
+    fn an_unknown_architecture_names_its_line() {
+        let text = "[board.mine]\nbase = \"h100-sxm5-80gb\"\narchitecture = \"hoper\"\n\n[[gpu]]\nmodel = \"mine\"\n";
+        let e = parse(text, "a.toml", "a").unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(
+            e.message
+                .starts_with("unknown architecture `hoper` (known: kepler, maxwell, pascal"),
+            "{e}"
+        );
+        let s = parse(&text.replace("hoper", "blackwell"), "a.toml", "a").unwrap();
+        assert_eq!(
+            s.gpus[0].model.arch,
+            nvml_wrapper_sys::bindings::NVML_DEVICE_ARCH_BLACKWELL
+        );
     }
 }

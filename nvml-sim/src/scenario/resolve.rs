@@ -14,32 +14,37 @@ use crate::schema::{
     CountersFile, FabricFile, FabricState, FabricStatus, GpuFile, MemoryLocation, MigEntry,
     MigInstance, OneOrMany, ReadingsFile, RemapFile, SramFile,
 };
+use crate::value::Invalid;
 use crate::value::{Mib, Val};
 use std::sync::Arc;
 
 /// An error at a byte offset of the file (`None`: the `[[gpu]]` table).
-pub(super) type Fail = (Option<usize>, String);
+pub(super) type Fail = crate::value::At;
 
-fn percent(v: Option<Val<u32>>, what: &str) -> Result<(), String> {
+fn percent(v: Option<Val<u32>>, what: &str) -> Result<(), Invalid> {
     match v {
-        Some(Val::Is(p)) if p > 100 => Err(format!("{what} = {p} is outside 0..=100 percent")),
+        Some(Val::Is(p)) if p > 100 => Err(Invalid::from(format!(
+            "{what} = {p} is outside 0..=100 percent"
+        ))),
         _ => Ok(()),
     }
 }
 
-fn watts(v: Option<Val<f64>>, what: &str) -> Result<Option<Val<u32>>, String> {
+fn watts(v: Option<Val<f64>>, what: &str) -> Result<Option<Val<u32>>, Invalid> {
     match v {
         None => Ok(None),
         Some(Val::NotSupported) => Ok(Some(Val::NotSupported)),
         Some(Val::Is(w)) if (0.0..=100_000.0).contains(&w) => {
             Ok(Some(Val::Is((w * 1000.0).round() as u32)))
         }
-        Some(Val::Is(w)) => Err(format!("{what} = {w} W is outside 0..=100000")),
+        Some(Val::Is(w)) => Err(Invalid::from(format!(
+            "{what} = {w} W is outside 0..=100000"
+        ))),
     }
 }
 
 impl ReadingsFile {
-    fn resolve(self, model: &Model) -> Result<Readings, String> {
+    fn resolve(self, model: &Model) -> Result<Readings, Invalid> {
         let u = self.utilization.unwrap_or_default();
         let utilization = [u.gpu, u.memory, u.encoder, u.decoder, u.jpeg, u.ofa];
         for (v, what) in utilization
@@ -55,36 +60,38 @@ impl ReadingsFile {
         });
         if let Some(Val::Is(v)) = &fans_percent {
             if let Some(p) = v.iter().find(|p| **p > 100) {
-                return Err(format!("fan_percent {p} is outside 0..=100"));
+                return Err(Invalid::from(format!("fan_percent {p} is outside 0..=100")));
             }
             if v.is_empty() || (v.len() > 1 && v.len() != model.fans as usize) {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "fan_percent gives {} values; {} has {} fans (give one value for all)",
                     v.len(),
                     model.name,
                     model.fans
-                ));
+                )));
             }
         }
         if let Some(Val::Is(p)) = self.pstate {
             if p > 15 {
-                return Err(format!("pstate {p} is outside 0..=15 (P0..P15)"));
+                return Err(Invalid::from(format!(
+                    "pstate {p} is outside 0..=15 (P0..P15)"
+                )));
             }
         }
         if let Some(Val::Is(g)) = self.pcie_generation {
             if g == 0 || g > model.pcie_gen {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "pcie_generation {g} is outside 1..={} for {}",
                     model.pcie_gen, model.name
-                ));
+                )));
             }
         }
         if let Some(w) = self.pcie_width {
             if w == 0 || w > model.pcie_width {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "pcie_width {w} is outside 1..={} for {}",
                     model.pcie_width, model.name
-                ));
+                )));
             }
         }
         let total = Mib::whole(model.memory_mib);
@@ -93,39 +100,39 @@ impl ReadingsFile {
         };
         if let Some(m) = self.memory_used_mib {
             if m > outside {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "memory_used_mib {m} is more than the {outside} MiB {} has outside its reserve",
                     model.name
-                ));
+                )));
             }
         }
         if let Some(f) = self.memory_free_mib {
             if f > total {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "memory_free_mib {f} is more than the {} MiB {} has",
                     model.memory_mib, model.name
-                ));
+                )));
             }
         }
         if let Some(Val::Is(p)) = self.power_smoothing_lifetime_percent {
             if !model.power_smoothing {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "{} has no power smoothing (power_smoothing_lifetime_percent)",
                     model.name
-                ));
+                )));
             }
             if !(0.0..=100.0).contains(&p) {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "power_smoothing_lifetime_percent {p} is outside 0..=100"
-                ));
+                )));
             }
         }
         if let Some(m) = self.bar1_used_mib {
             if m > Mib::whole(model.bar1_mib) {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "bar1_used_mib {m} is more than the board's {} MiB",
                     model.bar1_mib
-                ));
+                )));
             }
         }
         Ok(Readings {
@@ -157,7 +164,7 @@ impl ReadingsFile {
 }
 
 impl CountersFile {
-    fn resolve(self, model: &Model) -> Result<Counters, String> {
+    fn resolve(self, model: &Model) -> Result<Counters, Invalid> {
         let mask = |l: &[MemoryLocation]| l.iter().fold(0u8, |m, loc| m | 1 << (*loc as u8));
         let ecc_locations = self
             .ecc
@@ -177,21 +184,24 @@ impl CountersFile {
         if let Some(e) = &ecc {
             for by_scope in e {
                 if let Some(l) = (0..8).find(|&l| by_scope[1][l] < by_scope[0][l]) {
-                    return Err(format!(
+                    return Err(Invalid::from(format!(
                         "ECC counters: an aggregate count is never below the volatile one (location {l})"
-                    ));
+                    )));
                 }
             }
         }
         if let Some(Val::Is(pages)) = &self.retired_pages {
             if !model.page_retirement {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "{} remaps rows, it does not retire pages (retired_pages = \"N/A\")",
                     model.name
-                ));
+                )));
             }
             if pages.len() > 4096 {
-                return Err(format!("{} retired pages: at most 4096", pages.len()));
+                return Err(Invalid::from(format!(
+                    "{} retired pages: at most 4096",
+                    pages.len()
+                )));
             }
         }
         let remapped_rows = self.remapped_rows.map(|r| match r {
@@ -200,10 +210,10 @@ impl CountersFile {
         });
         if let Some(Val::Is(r)) = &remapped_rows {
             if !model.row_remapping {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "{} does not remap rows (remapped_rows = \"N/A\")",
                     model.name
-                ));
+                )));
             }
             if let Some(h) = r.histogram {
                 if h.iter().map(|&v| u64::from(v)).sum::<u64>() > 1 << 20 {
@@ -256,12 +266,12 @@ impl CountersFile {
 }
 
 impl FabricFile {
-    fn resolve(&self, model: &Model) -> Result<FabricSpec, String> {
+    fn resolve(&self, model: &Model) -> Result<FabricSpec, Invalid> {
         if !model.nvswitch_fabric() {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "{} is not on an NVSwitch fabric (fabric)",
                 model.name
-            ));
+            )));
         }
         let mut health = model.fabric_health;
         if let Some(h) = &self.health {
@@ -275,7 +285,7 @@ impl FabricFile {
                     format!("fabric.cluster_uuid `{text}` is not a UUID (8-4-4-4-12 hex digits)")
                 };
                 if hex.len() != 32 || text.len() != 36 {
-                    return Err(bad());
+                    return Err(Invalid::from(bad()));
                 }
                 let mut out = [0u8; 16];
                 for (i, b) in out.iter_mut().enumerate() {
@@ -309,13 +319,13 @@ pub(super) fn call_errors(errors: &toml::Spanned<toml::Table>) -> Result<Vec<(St
         let ok_name =
             name.starts_with("nvml") && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !ok_name {
-            return Err((
+            return Err(Fail::new(
                 Some(errors.span().start),
                 format!("errors: `{name}` is not an NVML function name"),
             ));
         }
         let code = crate::value::nvml_error(v).ok_or_else(|| {
-            (
+            Fail::new(
                 Some(errors.span().start),
                 format!(
                     "errors.{name} = {v}: an NVML error name (NOT_SUPPORTED, NO_PERMISSION, GPU_IS_LOST, UNKNOWN, ...) or a non-zero code"
@@ -365,7 +375,7 @@ impl SramFile {
 
 /// Places the MIG entries of a GPU: fixed placements and GPU instance
 /// ids where given, the driver's choice elsewhere.
-fn mig_specs(model: &Model, raw: &[MigEntry]) -> Result<Vec<MigSpec>, String> {
+fn mig_specs(model: &Model, raw: &[MigEntry]) -> Result<Vec<MigSpec>, Invalid> {
     let entries: Vec<(String, Option<&MigInstance>)> = raw
         .iter()
         .map(|m| match m {
@@ -398,10 +408,10 @@ fn mig_specs(model: &Model, raw: &[MigEntry]) -> Result<Vec<MigSpec>, String> {
                     )
                 })?;
             if start.is_some_and(|s| s != at) {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "`{name}`: GPU instance id {id} is the one at memory slice {at}, not at {}",
                     start.unwrap_or(0)
-                ));
+                )));
             }
             start = Some(at);
         }
@@ -415,7 +425,9 @@ fn mig_specs(model: &Model, raw: &[MigEntry]) -> Result<Vec<MigSpec>, String> {
     for ((name, e), (profile, start)) in entries.iter().zip(placed) {
         if let Some(load) = e.and_then(|e| e.load) {
             if !(0.0..=100.0).contains(&load) {
-                return Err(format!("MIG instance load {load} is outside 0..=100"));
+                return Err(Invalid::from(format!(
+                    "MIG instance load {load} is outside 0..=100"
+                )));
             }
         }
         let compute_instances = match e.and_then(|e| e.compute_instances.as_ref()) {
@@ -429,10 +441,10 @@ fn mig_specs(model: &Model, raw: &[MigEntry]) -> Result<Vec<MigSpec>, String> {
                 for ci in list {
                     let slices = ci.slices.unwrap_or(profile.slices);
                     if slices == 0 || ci.id > 7 || cis.iter().any(|c: &CiSpec| c.id == ci.id) {
-                        return Err(format!(
+                        return Err(Invalid::from(format!(
                             "`{name}`: compute instance {} (ids are 0..=7, each once; at least one slice)",
                             ci.id
-                        ));
+                        )));
                     }
                     cis.push(CiSpec {
                         id: ci.id,
@@ -442,20 +454,20 @@ fn mig_specs(model: &Model, raw: &[MigEntry]) -> Result<Vec<MigSpec>, String> {
                 }
                 let used: u32 = cis.iter().map(|c| c.slices).sum();
                 if cis.is_empty() || used > profile.slices {
-                    return Err(format!(
+                    return Err(Invalid::from(format!(
                         "`{name}`: its compute instances take {used} slices of its {}",
                         profile.slices
-                    ));
+                    )));
                 }
                 cis
             }
         };
         if let Some(m) = e.and_then(|e| e.memory_used_mib) {
             if m > profile.memory_mib {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "`{name}`: memory_used_mib {m} is more than its {} MiB",
                     profile.memory_mib
-                ));
+                )));
             }
         }
         out.push(MigSpec {
@@ -481,16 +493,17 @@ impl GpuFile {
         let readings_at = self.readings.as_ref().map(|r| r.span().start);
         let readings = self.readings.take().map(toml::Spanned::into_inner);
         let counters = self.counters.take();
-        let at_table = |m: String| (None, m);
+        let at_table = |m: String| Fail::new(None, m);
         let load = self.load.unwrap_or(0.0);
         if !(0.0..=100.0).contains(&load) {
             return Err(at_table(format!("load {load} is outside 0..=100 percent")));
         }
         let mig = match &self.mig {
             None => None,
-            Some(list) => {
-                Some(mig_specs(model, list.get_ref()).map_err(|m| (Some(list.span().start), m))?)
-            }
+            Some(list) => Some(
+                mig_specs(model, list.get_ref())
+                    .map_err(|m| Fail::new(Some(list.span().start), m))?,
+            ),
         };
         let mut processes = Vec::new();
         for p in self.processes.iter().flatten() {
@@ -595,7 +608,7 @@ impl GpuFile {
             let Some(w) = w else { return Ok(None) };
             let mw = (w.get_ref() * 1000.0).round();
             if !(f64::from(model.power_min_mw)..=f64::from(model.power_max_mw)).contains(&mw) {
-                return Err((
+                return Err(Fail::new(
                     Some(w.span().start),
                     format!(
                         "{key} {} is outside {}'s limits {}..={} W",
@@ -642,7 +655,7 @@ impl GpuFile {
         let mut field_pins = Vec::new();
         if let Some(fields) = &self.fields {
             for (key, v) in fields.get_ref() {
-                let bad = |m: String| (Some(fields.span().start), m);
+                let bad = |m: String| Fail::new(Some(fields.span().start), m);
                 let (id, scope) = match key.split_once(':') {
                     Some((i, s)) => (i.parse::<u32>(), s.parse::<u32>()),
                     None => (key.parse::<u32>(), Ok(0)),
@@ -666,18 +679,18 @@ impl GpuFile {
         let readings = readings
             .map(|r| r.resolve(model))
             .transpose()
-            .map_err(|m| (readings_at, m))?
+            .map_err(|m| Fail::new(readings_at, m))?
             .unwrap_or_default();
         let counters = counters
             .map(|c| c.resolve(model))
             .transpose()
-            .map_err(at_table)?
+            .map_err(|m| Fail::new(None, m))?
             .unwrap_or_default();
         let fabric = match &self.fabric {
             Some(f) => f
                 .get_ref()
                 .resolve(model)
-                .map_err(|m| (Some(f.span().start), m))?,
+                .map_err(|m| Fail::new(Some(f.span().start), m))?,
             None => FabricSpec {
                 health: model.fabric_health,
                 ..FabricSpec::default()

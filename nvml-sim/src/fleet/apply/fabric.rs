@@ -4,19 +4,20 @@ use super::super::gpu::Gpu;
 use super::super::Sim;
 use crate::fault::FabricState;
 use crate::model::{HealthSummary, IncorrectConfiguration};
+use crate::value::Invalid;
 use crate::value::Val;
 
 impl Sim {
     /// A GPU that registers with an NVSwitch fabric, for the fabric faults.
-    fn fabric_gpu(&mut self, gpu: u32) -> Result<&mut Gpu, String> {
+    fn fabric_gpu(&mut self, gpu: u32) -> Result<&mut Gpu, Invalid> {
         let g = &mut self.gpus[gpu as usize];
         if g.model.nvswitch_fabric() {
             Ok(g)
         } else {
-            Err(format!(
+            Err(Invalid::from(format!(
                 "GPU {gpu} ({}) is not on an NVSwitch fabric",
                 g.model.name
-            ))
+            )))
         }
     }
 
@@ -25,7 +26,7 @@ impl Sim {
         gpu: u32,
         state: FabricState,
         registered: bool,
-    ) -> Result<String, String> {
+    ) -> Result<String, Invalid> {
         let g = self.fabric_gpu(gpu)?;
         g.fabric_state = state.nvml();
         // NVML_ERROR_UNKNOWN (999) stands for a failed registration.
@@ -43,7 +44,7 @@ impl Sim {
         summary: Option<HealthSummary>,
         rows: [Option<Val<bool>>; 4],
         incorrect_configuration: Option<IncorrectConfiguration>,
-    ) -> Result<String, String> {
+    ) -> Result<String, Invalid> {
         let g = self.fabric_gpu(gpu)?;
         let h = &mut g.fabric_health;
         if let Some(s) = summary {

@@ -3,15 +3,21 @@
 
 use super::super::Sim;
 use crate::fault::NvlinkCounter;
+use crate::value::Invalid;
 
 impl Sim {
-    pub(super) fn nvlink_state(&mut self, gpu: u32, link: u32, up: bool) -> Result<String, String> {
+    pub(super) fn nvlink_state(
+        &mut self,
+        gpu: u32,
+        link: u32,
+        up: bool,
+    ) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
         if link >= g.model.nvlinks {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "GPU {gpu} ({}) has {} NVLink links, no link {link}",
                 g.model.name, g.model.nvlinks
-            ));
+            )));
         }
         if up {
             g.nvlink_down &= !(1 << link);
@@ -28,7 +34,7 @@ impl Sim {
         link: u32,
         counter: NvlinkCounter,
         count: u64,
-    ) -> Result<String, String> {
+    ) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
         let nvlinks = g.model.nvlinks;
         let name = g.model.name.clone();
@@ -42,14 +48,14 @@ impl Sim {
                     "replay, recovery, crc-flit, crc-data, ecc-data",
                 )
             };
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "GPU {gpu} ({name}) has {has} links, which count {lacks}, not {counter:?} errors"
-            ));
+            )));
         }
         let Some(added) = g.nvlink_errors_added.get_mut(link as usize) else {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "GPU {gpu} ({name}) has {nvlinks} NVLink links, no link {link}"
-            ));
+            )));
         };
         added[counter.index()] += count;
         Ok(format!(
@@ -62,19 +68,21 @@ impl Sim {
         gpu: u32,
         width: Option<u32>,
         replays: u32,
-    ) -> Result<String, String> {
+    ) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
         if let Some(w) = width {
             if w == 0 || w > g.model.pcie_width {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "PCIe width {w} is outside 1..={} for GPU {gpu} ({})",
                     g.model.pcie_width, g.model.name
-                ));
+                )));
             }
             g.pcie_width = w;
         }
         let Some(count) = g.pcie_replay.as_mut() else {
-            return Err(format!("GPU {gpu} reports no PCIe replay counter"));
+            return Err(Invalid::from(format!(
+                "GPU {gpu} reports no PCIe replay counter"
+            )));
         };
         *count = count.saturating_add(replays);
         Ok(format!("GPU {gpu} PCIe x{}, {count} replays", g.pcie_width))

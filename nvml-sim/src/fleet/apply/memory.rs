@@ -4,6 +4,7 @@
 use super::super::gpu::RetiredPage;
 use super::super::{now_us, Sim};
 use crate::fault::{EccLocation, EccType, RetireCause, RowKind};
+use crate::value::Invalid;
 use nvml_wrapper_sys::bindings::{
     nvmlEventTypeDoubleBitEccError, nvmlEventTypeDramRetirementEvent,
     nvmlEventTypeSingleBitEccError,
@@ -16,13 +17,16 @@ impl Sim {
         error_type: EccType,
         location: EccLocation,
         count: u64,
-    ) -> Result<String, String> {
+    ) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
         if !g.model.ecc {
-            return Err(format!("GPU {gpu} ({}) has no ECC", g.model.name));
+            return Err(Invalid::from(format!(
+                "GPU {gpu} ({}) has no ECC",
+                g.model.name
+            )));
         }
         if !g.ecc_enabled() {
-            return Err(format!("GPU {gpu} has ECC disabled"));
+            return Err(Invalid::from(format!("GPU {gpu} has ECC disabled")));
         }
         let (et, event) = match error_type {
             EccType::Corrected => (0, nvmlEventTypeSingleBitEccError),
@@ -42,13 +46,13 @@ impl Sim {
         gpu: u32,
         cause: RetireCause,
         pending: bool,
-    ) -> Result<String, String> {
+    ) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
         if !g.model.page_retirement {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "GPU {gpu} ({}) uses row remapping, not page retirement: use remap-row",
                 g.model.name
-            ));
+            )));
         }
         let address = 0x3_2000_0000 + g.retired.len() as u64 * 0x1000 + u64::from(gpu) * 0x10_0000;
         g.retired.push(RetiredPage {
@@ -67,10 +71,13 @@ impl Sim {
         kind: RowKind,
         pending: bool,
         failure: bool,
-    ) -> Result<String, String> {
+    ) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
         if !g.model.row_remapping {
-            return Err(format!("GPU {gpu} ({}) does not remap rows", g.model.name));
+            return Err(Invalid::from(format!(
+                "GPU {gpu} ({}) does not remap rows",
+                g.model.name
+            )));
         }
         match kind {
             RowKind::Correctable => g.remap_corr += 1,
@@ -81,13 +88,13 @@ impl Sim {
         Ok(format!("row remapped on GPU {gpu}"))
     }
 
-    pub(super) fn sram_threshold(&mut self, gpu: u32, exceeded: bool) -> Result<String, String> {
+    pub(super) fn sram_threshold(&mut self, gpu: u32, exceeded: bool) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
         if !g.model.row_remapping {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "GPU {gpu} ({}) reports no SRAM error status",
                 g.model.name
-            ));
+            )));
         }
         g.sram_threshold_exceeded = exceeded;
         Ok(format!("GPU {gpu} SRAM threshold exceeded: {exceeded}"))
@@ -104,10 +111,13 @@ impl Sim {
 
     /// `nvidia-smi -p 0`: the volatile ECC counters set to 0 at once
     /// (`nvmlDeviceClearEccErrorCounts`); aggregate counters stay.
-    pub(super) fn clear_ecc(&mut self, gpu: u32) -> Result<String, String> {
+    pub(super) fn clear_ecc(&mut self, gpu: u32) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
         if !g.model.ecc {
-            return Err(format!("GPU {gpu} ({}) has no ECC", g.model.name));
+            return Err(Invalid::from(format!(
+                "GPU {gpu} ({}) has no ECC",
+                g.model.name
+            )));
         }
         for et in 0..2 {
             g.ecc[et][0] = [0; 8];

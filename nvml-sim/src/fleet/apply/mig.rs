@@ -3,6 +3,7 @@
 
 use super::super::gpu::Mig;
 use super::super::Sim;
+use crate::value::Invalid;
 use nvml_wrapper_sys::bindings::nvmlEventMigConfigChange;
 
 impl Sim {
@@ -11,13 +12,16 @@ impl Sim {
         gpu: u32,
         profiles: &[String],
         t: f64,
-    ) -> Result<String, String> {
+    ) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
         if !g.model.mig_capable() {
-            return Err(format!("GPU {gpu} ({}) does not support MIG", g.model.name));
+            return Err(Invalid::from(format!(
+                "GPU {gpu} ({}) does not support MIG",
+                g.model.name
+            )));
         }
         if g.mig.is_none() {
-            return Err(format!("GPU {gpu} is not in MIG mode"));
+            return Err(Invalid::from(format!("GPU {gpu} is not in MIG mode")));
         }
         // Loads for the new instances, so that they differ from each other.
         let loads: Vec<f64> = (0..profiles.len())
@@ -44,22 +48,25 @@ impl Sim {
         enabled: bool,
         activate: bool,
         t: f64,
-    ) -> Result<String, String> {
+    ) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
         if !g.model.mig_capable() {
-            return Err(format!("GPU {gpu} ({}) does not support MIG", g.model.name));
+            return Err(Invalid::from(format!(
+                "GPU {gpu} ({}) does not support MIG",
+                g.model.name
+            )));
         }
         if activate && g.mig.is_some() != enabled {
             if !g.procs.is_empty() {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "GPU {gpu} is not idle ({} processes): NVML answers IN_USE",
                     g.procs.len()
-                ));
+                )));
             }
             if g.mig.as_ref().is_some_and(|m| !m.instances.is_empty()) {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "GPU {gpu} has GPU instances: destroy them first (mig-reconfigure with profiles = [])"
-                ));
+                )));
             }
             g.advance_energy(t);
             g.mig = enabled.then(|| Mig {

@@ -3,6 +3,7 @@
 
 use super::super::Sim;
 use crate::fault::Reason;
+use crate::value::Invalid;
 use nvml_wrapper_sys::bindings::nvmlEventTypeClock;
 
 impl Sim {
@@ -11,9 +12,11 @@ impl Sim {
         gpu: u32,
         reasons: &[Reason],
         t: f64,
-    ) -> Result<String, String> {
+    ) -> Result<String, Invalid> {
         if let Some(r) = reasons.iter().find(|r| !r.throttles()) {
-            return Err(format!("{r:?} is not a throttle reason a fault can set"));
+            return Err(Invalid::from(format!(
+                "{r:?} is not a throttle reason a fault can set"
+            )));
         }
         let mask = reasons.iter().fold(0, |m, r| m | r.bit());
         self.gpus[gpu as usize].set_throttle(mask, t);
@@ -21,16 +24,16 @@ impl Sim {
         Ok(format!("GPU {gpu} throttle reasons {mask:#x}"))
     }
 
-    pub(super) fn power_limit(&mut self, gpu: u32, watts: f64) -> Result<String, String> {
+    pub(super) fn power_limit(&mut self, gpu: u32, watts: f64) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
         let (min, max) = (g.model.power_min_mw, g.model.power_max_mw);
         let mw = watts * 1000.0;
         if !mw.is_finite() || mw < f64::from(min) || mw > f64::from(max) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "watts {watts} is outside GPU {gpu}'s limits ({} to {} W)",
                 f64::from(min) / 1000.0,
                 f64::from(max) / 1000.0
-            ));
+            )));
         }
         g.settings.power_limit_mw = Some(mw.round() as u32);
         g.settings.enforced_power_limit_mw = None;
@@ -41,18 +44,18 @@ impl Sim {
         &mut self,
         gpu: u32,
         lifetime_percent: f64,
-    ) -> Result<String, String> {
+    ) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
         if !g.model.power_smoothing {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "GPU {gpu} ({}) has no power smoothing",
                 g.model.name
-            ));
+            )));
         }
         if !(0.0..=100.0).contains(&lifetime_percent) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "lifetime_percent {lifetime_percent} is outside 0..=100"
-            ));
+            )));
         }
         g.power_smoothing_lifetime = Some(lifetime_percent);
         Ok(format!(

@@ -4,6 +4,7 @@
 use super::super::gpu::{Proc, MIB};
 use super::super::Sim;
 use crate::fault::{ProcKind, ProcUse};
+use crate::value::Invalid;
 
 /// A process to start (`process-start`).
 pub struct Start<'a> {
@@ -17,7 +18,7 @@ pub struct Start<'a> {
 }
 
 impl Sim {
-    pub(super) fn process_start(&mut self, gpu: u32, p: Start) -> Result<String, String> {
+    pub(super) fn process_start(&mut self, gpu: u32, p: Start) -> Result<String, Invalid> {
         let pid = match p.pid {
             Some(pid) => pid,
             None => {
@@ -29,20 +30,24 @@ impl Sim {
         let mig = match (&g.mig, p.instance) {
             (Some(_), (Some(gi), ci)) => {
                 let Some(inst) = g.instance(gi) else {
-                    return Err(format!("GPU {gpu} has no GPU instance {gi}"));
+                    return Err(Invalid::from(format!("GPU {gpu} has no GPU instance {gi}")));
                 };
                 let ci = ci.unwrap_or(0);
                 if inst.compute_instance(ci).is_none() {
-                    return Err(format!(
+                    return Err(Invalid::from(format!(
                         "GPU instance {gi} on GPU {gpu} has no compute instance {ci}"
-                    ));
+                    )));
                 }
                 Some((gi, ci))
             }
             (Some(_), (None, _)) => {
-                return Err(format!("GPU {gpu} is in MIG mode: name a gpu_instance"))
+                return Err(Invalid::from(format!(
+                    "GPU {gpu} is in MIG mode: name a gpu_instance"
+                )))
             }
-            (None, (Some(_), _)) => return Err(format!("GPU {gpu} is not in MIG mode")),
+            (None, (Some(_), _)) => {
+                return Err(Invalid::from(format!("GPU {gpu} is not in MIG mode")))
+            }
             (None, (None, _)) => None,
         };
         g.procs.push(Proc {
@@ -56,7 +61,7 @@ impl Sim {
         Ok(format!("process {pid} started on GPU {gpu}"))
     }
 
-    pub(super) fn process_stop(&mut self, pid: u32) -> Result<String, String> {
+    pub(super) fn process_stop(&mut self, pid: u32) -> Result<String, Invalid> {
         let mut found = false;
         for g in &mut self.gpus {
             let before = g.procs.len();
@@ -66,7 +71,7 @@ impl Sim {
         if found {
             Ok(format!("process {pid} stopped"))
         } else {
-            Err(format!("no process {pid}"))
+            Err(Invalid::from(format!("no process {pid}")))
         }
     }
 
@@ -75,7 +80,7 @@ impl Sim {
         &mut self,
         pid: u32,
         percent: [Option<f64>; 4],
-    ) -> Result<String, String> {
+    ) -> Result<String, Invalid> {
         let p = self
             .gpus
             .iter_mut()
@@ -94,9 +99,9 @@ impl Sim {
         ))
     }
 
-    pub(super) fn load(&mut self, gpu: u32, percent: f64, t: f64) -> Result<String, String> {
+    pub(super) fn load(&mut self, gpu: u32, percent: f64, t: f64) -> Result<String, Invalid> {
         if !(0.0..=100.0).contains(&percent) {
-            return Err(format!("load {percent} is outside 0..=100"));
+            return Err(Invalid::from(format!("load {percent} is outside 0..=100")));
         }
         let g = &mut self.gpus[gpu as usize];
         g.advance_energy(t);

@@ -3,6 +3,7 @@
 //! as 79, 119 and 120 do on real drivers.
 
 use super::super::{Event, Sim};
+use crate::value::Invalid;
 use nvml_wrapper_sys::bindings::nvmlEventTypeXidCriticalError;
 
 impl Sim {
@@ -15,12 +16,12 @@ impl Sim {
         instance: (Option<u32>, Option<u32>),
         log_only: bool,
         detail: Option<&str>,
-    ) -> Result<String, String> {
+    ) -> Result<String, Invalid> {
         let (gpu_instance, compute_instance) = instance;
         let g = &self.gpus[gpu as usize];
         if let Some(gi) = gpu_instance {
             if g.instance(gi).is_none() {
-                return Err(format!("GPU {gpu} has no GPU instance {gi}"));
+                return Err(Invalid::from(format!("GPU {gpu} has no GPU instance {gi}")));
             }
         }
         let process = g
