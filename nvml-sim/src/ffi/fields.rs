@@ -496,6 +496,49 @@ fn packed_ber(errors: u64) -> u64 {
     (1 << 8) | exponent
 }
 
+/// What one entry answers: what a capture recorded for the id in this
+/// scope, in the type the id answers, else the model's value. A scopeId of
+/// UINT_MAX on a per-link id whose links a capture recorded is the sum of
+/// those links' answers, as the driver sums what it reports per link: a
+/// replay serves no total its capture does not imply, and the total of a
+/// replay's capture is the replay's.
+fn entry_value(
+    g: &Gpu,
+    driver: &crate::personality::Personality,
+    id: u32,
+    scope: u32,
+    t: f64,
+) -> R<FieldValue> {
+    if let Some(p) = g.field_pins.iter().find(|p| p.id == id && p.scope == scope) {
+        return p
+            .answer
+            .map(|v| match field_value(g, driver, id, scope, t) {
+                Ok(FieldValue::U32(_)) => FieldValue::U32(v as u32),
+                Ok(FieldValue::I32(_)) => FieldValue::I32(v as i32),
+                _ if v < 0 => FieldValue::I32(v as i32),
+                _ => FieldValue::U64(v as u64),
+            });
+    }
+    let per_link_pinned = g
+        .field_pins
+        .iter()
+        .any(|p| p.id == id && p.scope != u32::MAX);
+    if scope == u32::MAX && per_link_pinned {
+        if let Ok(FieldValue::U64(_)) = field_value(g, driver, id, scope, t) {
+            let mut sum = 0u64;
+            for link in 0..g.model.nvlinks {
+                match entry_value(g, driver, id, link, t)? {
+                    FieldValue::U64(v) => sum = sum.wrapping_add(v),
+                    FieldValue::U32(v) => sum = sum.wrapping_add(u64::from(v)),
+                    FieldValue::I32(_) => return Err(NOT_SUPPORTED),
+                }
+            }
+            return Ok(FieldValue::U64(sum));
+        }
+    }
+    field_value(g, driver, id, scope, t)
+}
+
 nvml_fn! {
     /// Each entry gets its own nvmlReturn; the call succeeds as a whole.
     fn nvmlDeviceGetFieldValues(device: nvmlDevice_t, valuesCount: c_int, values: *mut nvmlFieldValue_t) {
@@ -511,16 +554,7 @@ nvml_fn! {
             for e in entries.iter_mut() {
                 e.timestamp = ts;
                 e.latencyUsec = 0;
-                let value = match g.field_pins.iter().find(|p| p.id == e.fieldId && p.scope == e.scopeId) {
-                    // What a capture recorded, in the type this id answers.
-                    Some(p) => p.answer.map(|v| match field_value(g, &driver, e.fieldId, e.scopeId, t) {
-                        Ok(FieldValue::U32(_)) => FieldValue::U32(v as u32),
-                        Ok(FieldValue::I32(_)) => FieldValue::I32(v as i32),
-                        _ if v < 0 => FieldValue::I32(v as i32),
-                        _ => FieldValue::U64(v as u64),
-                    }),
-                    None => field_value(g, &driver, e.fieldId, e.scopeId, t),
-                };
+                let value = entry_value(g, &driver, e.fieldId, e.scopeId, t);
                 match value {
                     Ok(FieldValue::U32(v)) => {
                         e.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
