@@ -5,9 +5,6 @@
 // Sets the simulator's variables before this process's first NVML init.
 #![allow(clippy::disallowed_methods)]
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,14 +12,6 @@ use crate::support::*;
 use nvml_exporter::family::FamilySet;
 use nvml_exporter::nvml::{self, LibrarySource, PollerConfig};
 use nvml_exporter::snapshot::{Health, Snapshot};
-
-fn control(socket: &Path, request: &str) {
-    let mut s = UnixStream::connect(socket).expect("simulator control socket");
-    writeln!(s, "{request}").unwrap();
-    let mut reply = String::new();
-    BufReader::new(s).read_line(&mut reply).unwrap();
-    assert!(reply.starts_with("ok"), "{request} -> {reply}");
-}
 
 #[test]
 fn driver_absent_then_present_then_restarted() {

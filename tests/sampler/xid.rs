@@ -4,22 +4,11 @@
 // Sets the simulator's variables before this process's first NVML init.
 #![allow(clippy::disallowed_methods)]
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::time::Duration;
 
 use crate::support::*;
 use nvml_exporter::family::FamilySet;
 use nvml_exporter::snapshot::*;
-
-fn control(socket: &Path, request: &str) {
-    let mut s = UnixStream::connect(socket).expect("simulator control socket");
-    writeln!(s, "{request}").unwrap();
-    let mut reply = String::new();
-    BufReader::new(s).read_line(&mut reply).unwrap();
-    assert!(reply.starts_with("ok"), "{request} -> {reply}");
-}
 
 fn xid(g: &GpuState, code: u64) -> Vec<&XidCount> {
     g.xids.iter().filter(|x| x.xid == code).collect()
