@@ -41,7 +41,7 @@ use crate::snapshot::{GpuReadings, PidUsage, UsageDrop, UsageReadings};
 
 /// The span of the driver's sample ring: 71 samples 200 ms apart, 14 s, on
 /// the H200 (NVIDIA's header says the ring "wraps around after 10
-/// seconds", `--collect.interval` is held to that: src/cli.rs). A window
+/// seconds", `--collect.interval` is held to that: src/cli/mod.rs). A window
 /// longer than this (the exporter stalled, a GPU hung) only sets the start
 /// again: the ring no longer holds all of it.
 pub const MAX_WINDOW_US: u64 = 14_000_000;
