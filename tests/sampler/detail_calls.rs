@@ -26,10 +26,7 @@ struct Run {
 /// returns the calls made per GPU poll.
 fn run(socket: &Path, families: FamilySet) -> Run {
     let interval = Duration::from_millis(300);
-    let (poller, snaps) = start_sim("dgx-h100", interval, Duration::from_secs(5), families);
-    snaps.wait_for("ready", Duration::from_secs(30), |s| {
-        all_up_with_readings(s, 8)
-    });
+    let (poller, snaps) = start_dgx_h100_ready(interval, families);
     // Past the first polls, which also read identity and static values.
     let warm = snaps.len();
     snaps.wait_for("warm", Duration::from_secs(30), |_| snaps.len() > warm + 3);

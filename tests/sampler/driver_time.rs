@@ -59,15 +59,7 @@ fn the_exporters_driver_time_agrees_with_the_drivers() {
     // Long enough that the workers are idle between a published round and
     // the next tick (a dgx-h100 GPU's poll sleeps about 15 ms here).
     let tick = Duration::from_millis(400);
-    let (poller, snaps) = start_sim(
-        "dgx-h100",
-        tick,
-        Duration::from_secs(5),
-        FamilySet::defaults(),
-    );
-    snaps.wait_for("ready", Duration::from_secs(30), |s| {
-        all_up_with_readings(s, 8)
-    });
+    let (poller, snaps) = start_dgx_h100_ready(tick, FamilySet::defaults());
     // Between two rounds the workers are idle: a published round that no
     // later one has replaced over a quarter tick in which the driver
     // answered no sampler call, and whose GPUs were all sampled in the same

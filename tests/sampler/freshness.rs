@@ -58,15 +58,7 @@ fn settings_are_read_at_the_slow_cadence_and_a_change_is_seen_within_it() {
     let socket = dir.path().join("control.sock");
     std::env::set_var("NVML_SIM_CONTROL", &socket);
     let tick = Duration::from_millis(150);
-    let (poller, snaps) = start_sim(
-        "dgx-h100",
-        tick,
-        Duration::from_secs(5),
-        FamilySet::defaults(),
-    );
-    snaps.wait_for("ready", Duration::from_secs(30), |s| {
-        all_up_with_readings(s, 8)
-    });
+    let (poller, snaps) = start_dgx_h100_ready(tick, FamilySet::defaults());
     assert_eq!(enforced_watts(&snaps.latest().unwrap(), 0), Some(700.0));
 
     // Over 3 slow periods each setting is read about once a period, the

@@ -111,6 +111,16 @@ pub fn start_sim(
     start_scheduled(scenario, interval, stuck_deadline, families, schedule)
 }
 
+/// [`start_sim`] on `dgx-h100` with a 5 s stuck deadline, returned once all
+/// 8 GPUs are up with readings (within 30 s).
+pub fn start_dgx_h100_ready(interval: Duration, families: FamilySet) -> (Poller, Snapshots) {
+    let (poller, snaps) = start_sim("dgx-h100", interval, Duration::from_secs(5), families);
+    snaps.wait_for("ready", Duration::from_secs(30), |s| {
+        all_up_with_readings(s, 8)
+    });
+    (poller, snaps)
+}
+
 /// [`start_sim`] with the schedule given: the test keeps it, and may swap
 /// another in while the poller runs (a reload of the selection file).
 pub fn start_scheduled(
