@@ -89,11 +89,16 @@ fn worded(
     format!("NVRM: Xid ({place}): {code}, {process}, {detail}")
 }
 
-/// Appends the line the NVIDIA module prints when it loads.
+/// Appends the line the NVIDIA module prints when it loads, naming the
+/// machine's architecture as the real module does: `x86_64`, or `aarch64`
+/// as in a published boot log of the Linux-aarch64 460.73.01 driver
+/// ("NVRM: loading NVIDIA UNIX aarch64 Kernel Module  460.73.01  Thu Apr  1
+/// 21:51:06 UTC 2021"). The exporter's parser reads both.
 pub fn driver_loaded(version: &str) {
+    let arch = std::env::consts::ARCH;
     append(
         6,
-        &format!("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {version}  (nvml-sim)"),
+        &format!("NVRM: loading NVIDIA UNIX {arch} Kernel Module  {version}  (nvml-sim)"),
     );
 }
 

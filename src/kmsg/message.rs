@@ -363,6 +363,11 @@ mod tests {
             classify("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024"),
             Ok(Message::DriverLoaded { major: Some(535) })
         );
+        // Grace hosts: a published Linux-aarch64 driver's line.
+        assert_eq!(
+            classify("NVRM: loading NVIDIA UNIX aarch64 Kernel Module  460.73.01  Thu Apr  1 21:51:06 UTC 2021"),
+            Ok(Message::DriverLoaded { major: Some(460) })
+        );
         assert_eq!(
             classify("NVRM: loading NVIDIA UNIX x86_64 Kernel Module"),
             Ok(Message::DriverLoaded { major: None })

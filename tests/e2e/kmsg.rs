@@ -264,9 +264,10 @@ fn each_action_clears_when_it_should() {
         verdict("reboot", "xid_restart_bm")
     );
     assert!(
-        std::fs::read_to_string(&kmsg)
-            .unwrap()
-            .contains("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  560.35.03  (nvml-sim)"),
+        std::fs::read_to_string(&kmsg).unwrap().contains(&format!(
+            "NVRM: loading NVIDIA UNIX {} Kernel Module  560.35.03  (nvml-sim)",
+            std::env::consts::ARCH
+        )),
         "the simulator logs the driver's load"
     );
     assert!(exporter.log().contains("GPU reset"), "{}", exporter.log());
