@@ -330,7 +330,7 @@ pub fn capture(library: &Path, name: &str) -> Result<Captured, Invalid> {
 /// have where the calls gave nothing (a denied GPU).
 fn finish(out: &mut GpuOut) -> BoardFile {
     let mut board = std::mem::take(&mut out.board);
-    board.brand.get_or_insert_with(|| "unknown".into());
+    board.brand.get_or_insert(crate::model::Brand::Unknown);
     board
         .architecture
         .get_or_insert(crate::model::Architecture::Unknown);
