@@ -13,10 +13,12 @@
 // The keys carry their units (`memory_mib`, `power_w`), as the format does.
 #![allow(clippy::struct_field_names)]
 
-use crate::fault::{ProcKind, Reason, RetireCause};
+use crate::fault::{Fault, ProcKind, Reason, RetireCause};
 use crate::model::{BoardFile, FabricHealthSection};
-use crate::value::{Mib, Val};
-use serde::{Deserialize, Serialize};
+use crate::value::{Mib, NvmlErrorCode, Val};
+use serde::de::Error as _;
+use serde::ser::SerializeMap as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use toml::Spanned;
 
@@ -45,14 +47,14 @@ pub struct ScenarioFile {
     #[serde(default)]
     pub gpu: Vec<Spanned<GpuFile>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub timeline: Vec<Spanned<toml::Table>>,
+    pub timeline: Vec<Spanned<TimelineEntry>>,
     pub driver: Option<Spanned<String>>,
     pub privileged: Option<bool>,
     pub denied: Option<Spanned<Vec<u32>>>,
     pub host_pid_namespace: Option<bool>,
     pub gpm_absent_engines: Option<GpmAbsentEngines>,
     /// System calls that answered an error (a capture's record).
-    pub errors: Option<Spanned<toml::Table>>,
+    pub errors: Option<Spanned<CallErrors>>,
     /// Exports the captured driver lacked.
     pub absent_functions: Option<Spanned<Vec<String>>>,
 }
@@ -137,9 +139,195 @@ pub struct GpuFile {
     pub counters: Option<CountersFile>,
     pub fabric: Option<Spanned<FabricFile>>,
     /// Calls on this GPU's handle that answer an error, by function name.
-    pub errors: Option<Spanned<toml::Table>>,
+    pub errors: Option<Spanned<CallErrors>>,
     /// Field values answered as they are: "ID" or "ID:SCOPE".
-    pub fields: Option<Spanned<toml::Table>>,
+    pub fields: Option<Spanned<FieldPins>>,
+}
+
+/// One `[[timeline]]` entry: a fault (its `action` and keys, as the
+/// control socket takes it) and `at`, when, in seconds after `nvmlInit`.
+/// Both are checked when the file is read (times and percentages in
+/// range); whether the GPU it names exists is the scenario's to check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimelineEntry {
+    pub at: f64,
+    pub fault: Fault,
+}
+
+impl<'de> Deserialize<'de> for TimelineEntry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Through a table: `at` sits among the fault's keys, which the
+        // fault refuses (`deny_unknown_fields`), and these messages are
+        // the format's own.
+        let mut table = toml::Table::deserialize(d)?;
+        let at = match table.remove("at") {
+            Some(toml::Value::Float(f)) => f,
+            Some(toml::Value::Integer(i)) => i as f64,
+            Some(_) => return Err(D::Error::custom("`at` must be a number of seconds")),
+            None => {
+                return Err(D::Error::custom(
+                    "timeline entry without `at` (seconds after nvmlInit)",
+                ))
+            }
+        };
+        crate::fault::check_seconds("at", at).map_err(D::Error::custom)?;
+        let fault: Fault = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| {
+                D::Error::custom(format!("bad timeline entry: {}", e.message()))
+            })?;
+        fault
+            .check()
+            .map_err(|m| D::Error::custom(format!("bad timeline entry: {m}")))?;
+        Ok(TimelineEntry { at, fault })
+    }
+}
+
+impl Serialize for TimelineEntry {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error as _;
+        let mut table = toml::Table::try_from(&self.fault).map_err(S::Error::custom)?;
+        table.insert("at".into(), toml::Value::Float(self.at));
+        table.serialize(s)
+    }
+}
+
+/// `errors = { nvmlFunction = "NOT_SUPPORTED", ... }`: what calls answer
+/// instead of their value (a capture's record of a real driver), by
+/// function name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct CallErrors(BTreeMap<String, NvmlErrorCode>);
+
+impl CallErrors {
+    pub fn insert(&mut self, function: impl Into<String>, error: NvmlErrorCode) {
+        self.0.insert(function.into(), error);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// By function name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, NvmlErrorCode)> {
+        self.0.iter().map(|(f, e)| (f.as_str(), *e))
+    }
+}
+
+impl<'de> Deserialize<'de> for CallErrors {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Through a table: the messages name the key and the value.
+        let mut out = CallErrors::default();
+        for (name, v) in toml::Table::deserialize(d)? {
+            let ok_name = name.starts_with("nvml")
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok_name {
+                return Err(D::Error::custom(format!(
+                    "errors: `{name}` is not an NVML function name"
+                )));
+            }
+            let code = NvmlErrorCode::from_value(&v).ok_or_else(|| {
+                D::Error::custom(format!(
+                    "errors.{name} = {v}: an NVML error name (NOT_SUPPORTED, NO_PERMISSION, GPU_IS_LOST, UNKNOWN, ...) or a non-zero code"
+                ))
+            })?;
+            out.0.insert(name, code);
+        }
+        Ok(out)
+    }
+}
+
+/// One `fields` entry: a field id and scope id (`"83"`, `"202:3"`) and
+/// what `nvmlDeviceGetFieldValues` answers for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldPin {
+    pub id: u32,
+    pub scope: u32,
+    pub answer: FieldAnswer,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldAnswer {
+    Value(i64),
+    Error(NvmlErrorCode),
+}
+
+/// `fields = { "ID" = value, "ID:SCOPE" = "NOT_SUPPORTED", ... }`, in the
+/// order of their keys.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FieldPins(Vec<FieldPin>);
+
+impl FieldPins {
+    /// Pins a field (again: the new answer).
+    pub fn insert(&mut self, id: u32, scope: u32, answer: FieldAnswer) {
+        match self.0.iter_mut().find(|p| p.id == id && p.scope == scope) {
+            Some(p) => p.answer = answer,
+            None => self.0.push(FieldPin { id, scope, answer }),
+        }
+    }
+
+    /// The answer pinned for a field (the first, as the driver finds it).
+    pub fn get(&self, id: u32, scope: u32) -> Option<FieldAnswer> {
+        self.iter()
+            .find(|p| p.id == id && p.scope == scope)
+            .map(|p| p.answer)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &FieldPin> {
+        self.0.iter()
+    }
+}
+
+/// A pin's key: the id alone for scope 0.
+fn field_key(id: u32, scope: u32) -> String {
+    if scope == 0 {
+        id.to_string()
+    } else {
+        format!("{id}:{scope}")
+    }
+}
+
+impl Serialize for FieldPins {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for p in &self.0 {
+            let key = field_key(p.id, p.scope);
+            match p.answer {
+                FieldAnswer::Value(v) => map.serialize_entry(&key, &v)?,
+                FieldAnswer::Error(e) => map.serialize_entry(&key, &e)?,
+            }
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for FieldPins {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Through a table: the messages name the key and the value, and
+        // `"83"` and `"083"` stay two entries, as written.
+        let mut out = Vec::new();
+        for (key, v) in toml::Table::deserialize(d)? {
+            let (id, scope) = match key.split_once(':') {
+                Some((i, s)) => (i.parse::<u32>(), s.parse::<u32>()),
+                None => (key.parse::<u32>(), Ok(0)),
+            };
+            let (Ok(id), Ok(scope)) = (id, scope) else {
+                return Err(D::Error::custom(format!(
+                    "fields: `{key}` is not a field id (`83`) or id:scope (`202:3`)"
+                )));
+            };
+            let answer = match &v {
+                toml::Value::Integer(i) => FieldAnswer::Value(*i),
+                other => FieldAnswer::Error(NvmlErrorCode::from_value(other).ok_or_else(|| {
+                    D::Error::custom(format!(
+                        "fields.\"{key}\" = {other}: a number or an NVML error name"
+                    ))
+                })?),
+            };
+            out.push(FieldPin { id, scope, answer });
+        }
+        Ok(FieldPins(out))
+    }
 }
 
 /// `fabric = { state, status, clique_id, cluster_uuid, health }`.
@@ -604,5 +792,53 @@ mod tests {
         );
         let back: ScenarioFile = toml::from_str(&text).unwrap();
         assert_eq!(back.gpu.len(), 1);
+    }
+
+    /// Timeline entries, call errors and field pins are types once the
+    /// file is read, and written back as the format spells them.
+    #[test]
+    fn timeline_errors_and_fields_are_typed_when_read() {
+        let text = "errors = { nvmlSystemGetCudaDriverVersion = \"NOT_FOUND\" }\n\n[[gpu]]\nerrors = { nvmlDeviceGetFanSpeed = 3, nvmlDeviceGetPowerUsage = 77 }\nfields = { \"83\" = -5, \"202:3\" = \"GPU_IS_LOST\" }\n\n[[timeline]]\nat = 2\naction = \"lose\"\ngpu = 0\n";
+        let file: ScenarioFile = toml::from_str(text).unwrap();
+        let entry = file.timeline[0].get_ref();
+        assert_eq!((entry.at, &entry.fault), (2.0, &Fault::Lose { gpu: 0 }));
+        let top: Vec<_> = file.errors.as_ref().unwrap().get_ref().iter().collect();
+        assert_eq!(
+            top,
+            [("nvmlSystemGetCudaDriverVersion", NvmlErrorCode::NOT_FOUND)]
+        );
+        let gpu = file.gpu[0].get_ref();
+        let codes: Vec<u32> = gpu
+            .errors
+            .as_ref()
+            .unwrap()
+            .get_ref()
+            .iter()
+            .map(|(_, e)| e.code())
+            .collect();
+        assert_eq!(codes, [3, 77]);
+        let fields = gpu.fields.as_ref().unwrap().get_ref();
+        assert_eq!(
+            fields.get(202, 3),
+            Some(FieldAnswer::Error(NvmlErrorCode::new(15).unwrap()))
+        );
+        assert_eq!(fields.get(83, 0), Some(FieldAnswer::Value(-5)));
+        let written = file.to_toml().unwrap();
+        for line in [
+            "nvmlSystemGetCudaDriverVersion = \"NOT_FOUND\"",
+            "nvmlDeviceGetFanSpeed = \"NOT_SUPPORTED\"",
+            "nvmlDeviceGetPowerUsage = 77",
+            "83 = -5",
+            "\"202:3\" = \"GPU_IS_LOST\"",
+            "action = \"lose\"",
+        ] {
+            assert!(written.contains(line), "{line}\n{written}");
+        }
+        let again: ScenarioFile = toml::from_str(&written).unwrap();
+        assert_eq!(again.timeline[0].get_ref(), entry);
+        assert_eq!(
+            again.gpu[0].get_ref().fields.as_ref().unwrap().get_ref(),
+            fields
+        );
     }
 }

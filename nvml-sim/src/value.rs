@@ -163,20 +163,69 @@ pub const NVML_ERRORS: &[(&str, u32)] = &[
     ("UNKNOWN", 999),
 ];
 
-/// An error's code from its name (`"NOT_SUPPORTED"`) or number.
-pub fn nvml_error(v: &toml::Value) -> Option<u32> {
-    match v {
-        toml::Value::String(s) => NVML_ERRORS.iter().find(|(n, _)| n == s).map(|(_, c)| *c),
-        toml::Value::Integer(i) => u32::try_from(*i).ok().filter(|&c| c != 0),
-        _ => None,
+/// An `nvmlReturn_t` other than SUCCESS, as scenario files write it: by
+/// its name in [`NVML_ERRORS`] (`"GPU_IS_LOST"`), or by its number for
+/// codes nvml.h does not name (a newer driver's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NvmlErrorCode(u32);
+
+impl NvmlErrorCode {
+    pub const NOT_SUPPORTED: Self = Self(3);
+    pub const NOT_FOUND: Self = Self(6);
+
+    /// `None` for 0, SUCCESS: no error.
+    pub fn new(code: u32) -> Option<Self> {
+        (code != 0).then_some(Self(code))
+    }
+
+    /// What a failed call returned (never SUCCESS; were it, UNKNOWN).
+    pub fn returned(code: u32) -> Self {
+        Self::new(code).unwrap_or(Self(999))
+    }
+
+    pub fn code(self) -> u32 {
+        self.0
+    }
+
+    /// The error a value names: a name of [`NVML_ERRORS`] or a non-zero
+    /// number.
+    pub fn from_value(v: &toml::Value) -> Option<Self> {
+        match v {
+            toml::Value::String(s) => NVML_ERRORS
+                .iter()
+                .find(|(n, _)| n == s)
+                .map(|(_, c)| Self(*c)),
+            toml::Value::Integer(i) => u32::try_from(*i).ok().and_then(Self::new),
+            _ => None,
+        }
+    }
+
+    /// Its nvml.h name, without `NVML_ERROR_` (`None`: unnamed).
+    pub fn name(self) -> Option<&'static str> {
+        NVML_ERRORS
+            .iter()
+            .find(|(_, c)| *c == self.0)
+            .map(|(n, _)| *n)
     }
 }
 
-/// An error's name (or its number, for codes nvml.h does not name).
-pub fn nvml_error_name(code: u32) -> toml::Value {
-    match NVML_ERRORS.iter().find(|(_, c)| *c == code) {
-        Some((n, _)) => toml::Value::String((*n).to_string()),
-        None => toml::Value::Integer(i64::from(code)),
+impl Serialize for NvmlErrorCode {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.name() {
+            Some(n) => s.serialize_str(n),
+            None => s.serialize_u32(self.0),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for NvmlErrorCode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = toml::Value::deserialize(d)?;
+        Self::from_value(&v).ok_or_else(|| {
+            D::Error::custom(format!(
+                "{v}: an NVML error name (NOT_SUPPORTED, NO_PERMISSION, GPU_IS_LOST, UNKNOWN, ...) or a non-zero code"
+            ))
+        })
     }
 }
 

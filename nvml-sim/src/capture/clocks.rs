@@ -5,7 +5,7 @@
 use super::{GpuOut, Walker, NOT_FOUND_FN};
 use crate::fault::Reason;
 use crate::model::ClocksSection;
-use crate::value::{nvml_error_name, Val};
+use crate::value::{NvmlErrorCode, Val};
 use nvml_wrapper_sys::bindings::*;
 use std::time::Instant;
 
@@ -56,7 +56,7 @@ impl Walker {
         out.board.clocks = Some(clocks);
         if let (false, Some(e)) = (max_ok, max_err) {
             out.errors
-                .insert("nvmlDeviceGetMaxClockInfo".into(), nvml_error_name(e));
+                .insert("nvmlDeviceGetMaxClockInfo", NvmlErrorCode::returned(e));
         }
         let r = &mut out.readings;
         for t in 0..4 {
@@ -122,7 +122,7 @@ impl Walker {
                     "nvmlDeviceGetSupportedClocksEventReasons",
                     "nvmlDeviceGetSupportedClocksThrottleReasons",
                 ] {
-                    out.errors.insert(f.into(), nvml_error_name(e));
+                    out.errors.insert(f, NvmlErrorCode::returned(e));
                 }
             }
         }

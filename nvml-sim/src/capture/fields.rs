@@ -6,8 +6,8 @@
 
 use super::{GpuOut, Walker, NOT_FOUND_FN};
 use crate::model::{NvlinkSection, PowerSection, ScopeSection};
-use crate::schema::{at, RecoveryAction};
-use crate::value::{nvml_error_name, Val};
+use crate::schema::{at, FieldAnswer, FieldPins, RecoveryAction};
+use crate::value::{NvmlErrorCode, Val};
 use nvml_wrapper_sys::bindings::field_id::*;
 use nvml_wrapper_sys::bindings::*;
 use std::time::Instant;
@@ -40,15 +40,6 @@ const PER_LINK_FIELDS: &[u32] = &[
 ];
 /// Power fields with a scope (GPU, module, memory): 185-192.
 const SCOPED_POWER: std::ops::RangeInclusive<u32> = 185..=192;
-
-/// A field's key in `[gpu.fields]`: "ID", or "ID:SCOPE".
-fn key(id: u32, scope: u32) -> String {
-    if scope == 0 {
-        id.to_string()
-    } else {
-        format!("{id}:{scope}")
-    }
-}
 
 /// The field ids `capture` times alone on the first GPU, for a latency
 /// profile: every id the exporter reads on some branch (its scalar batch
@@ -181,12 +172,13 @@ impl Walker {
         for l in 0..link_count {
             wanted.extend(PER_LINK_FIELDS.iter().map(|&f| (f, l)));
         }
-        let mut fields = toml::Table::new();
+        let mut fields = FieldPins::default();
         for (id, scope, v) in self.fields(d, &wanted) {
-            fields.insert(
-                key(id, scope),
-                v.map_or_else(nvml_error_name, toml::Value::Integer),
-            );
+            let answer = match v {
+                Ok(v) => FieldAnswer::Value(v),
+                Err(e) => FieldAnswer::Error(NvmlErrorCode::returned(e)),
+            };
+            fields.insert(id, scope, answer);
         }
         scoped_power(&fields, out);
         out.gpu.fields = Some(at(fields));
@@ -196,12 +188,10 @@ impl Walker {
 
 /// The module's (scope 1) and memory's (scope 2) draw, and the module's
 /// limits, from the scoped power fields.
-fn scoped_power(fields: &toml::Table, out: &mut GpuOut) {
-    let scoped = |f: u32, s: u32| {
-        fields
-            .get(&key(f, s))
-            .and_then(toml::Value::as_integer)
-            .map(|mw| mw as f64 / 1000.0)
+fn scoped_power(fields: &FieldPins, out: &mut GpuOut) {
+    let scoped = |f: u32, s: u32| match fields.get(f, s) {
+        Some(FieldAnswer::Value(mw)) => Some(mw as f64 / 1000.0),
+        _ => None,
     };
     if let Some(avg) = scoped(NVML_FI_DEV_POWER_AVERAGE, 1) {
         out.readings.module_power_w = Some(Val::Is(avg));

@@ -3,7 +3,7 @@
 //! PCI bus id, UUID, serial and minor number.
 
 use super::{text, GpuOut, Walker, NOT_FOUND_FN};
-use crate::model::{brand_name, Architecture, InforomSection};
+use crate::model::{Architecture, Brand, InforomSection};
 use crate::schema::at;
 use crate::value::Val;
 use nvml_wrapper_sys::bindings::*;
@@ -20,7 +20,7 @@ impl Walker {
         }
         let mut brand = 0;
         let b = call!(self, nvmlDeviceGetBrand(d, &raw mut brand)).map(|()| brand);
-        board.brand = Some(brand_name(b.unwrap_or(0)).unwrap_or("unknown").into());
+        board.brand = Some(b.ok().and_then(Brand::from_nvml).unwrap_or(Brand::Unknown));
         let mut arch = 0;
         let a = call!(self, nvmlDeviceGetArchitecture(d, &raw mut arch)).map(|()| arch);
         board.architecture = Some(

@@ -16,9 +16,9 @@
 #![allow(non_snake_case, non_upper_case_globals)]
 
 use crate::model::BoardFile;
-use crate::schema::{at, CountersFile, GpuFile, ReadingsFile, ScenarioFile};
-use crate::value::nvml_error_name;
+use crate::schema::{at, CallErrors, CountersFile, GpuFile, ReadingsFile, ScenarioFile};
 use crate::value::Invalid;
+use crate::value::NvmlErrorCode;
 use nvml_wrapper_sys::bindings::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{c_char, CStr};
@@ -166,7 +166,7 @@ struct GpuOut {
     readings: ReadingsFile,
     counters: CountersFile,
     /// `[gpu.errors]`: the calls that failed, by function.
-    errors: toml::Table,
+    errors: CallErrors,
     /// `nvmlDeviceGetSupportedEventTypes`, for a comment.
     events: u64,
 }
@@ -176,7 +176,7 @@ impl GpuOut {
     /// writes it), and its error for the call itself.
     fn failed(&mut self, f: &str, code: u32) {
         if code != NOT_FOUND_FN {
-            self.errors.insert(f.to_string(), nvml_error_name(code));
+            self.errors.insert(f, NvmlErrorCode::returned(code));
         }
     }
 }
@@ -267,12 +267,12 @@ pub fn capture(library: &Path, name: &str) -> Result<Captured, Invalid> {
     }
     let mut cuda = 0;
     if let Err(e) = call!(w, nvmlSystemGetCudaDriverVersion_v2(&raw mut cuda)) {
-        let mut errors = toml::Table::new();
+        let mut errors = CallErrors::default();
         for f in [
             "nvmlSystemGetCudaDriverVersion_v2",
             "nvmlSystemGetCudaDriverVersion",
         ] {
-            errors.insert(f.into(), nvml_error_name(e));
+            errors.insert(f, NvmlErrorCode::returned(e));
         }
         doc.errors = Some(at(errors));
     }
@@ -330,7 +330,7 @@ pub fn capture(library: &Path, name: &str) -> Result<Captured, Invalid> {
 /// have where the calls gave nothing (a denied GPU).
 fn finish(out: &mut GpuOut) -> BoardFile {
     let mut board = std::mem::take(&mut out.board);
-    board.brand.get_or_insert_with(|| "unknown".into());
+    board.brand.get_or_insert(crate::model::Brand::Unknown);
     board
         .architecture
         .get_or_insert(crate::model::Architecture::Unknown);

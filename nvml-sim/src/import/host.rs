@@ -5,7 +5,8 @@
 use super::gpu::read_gpu;
 use super::read::{fail, is_na, number, slug};
 use super::{Capture, Format, Node, Note, ParseError};
-use crate::schema::{at, GpuFile, ScenarioFile, MAX_GPUS};
+use crate::schema::{at, CallErrors, GpuFile, ScenarioFile, MAX_GPUS};
+use crate::value::NvmlErrorCode;
 
 /// The scenario that replays `root` (an `nvidia_smi_log`), with the notes
 /// the import makes.
@@ -76,16 +77,16 @@ pub fn to_scenario(root: &Node, name: &str, format: Format) -> Result<Capture, P
     // nvidia-smi prints "Not Found" where NVML found no CUDA driver.
     if let Some(c) = root.child("cuda_version").filter(|c| is_na(&c.text)) {
         let code = if c.text.trim() == "Not Found" {
-            "NOT_FOUND"
+            NvmlErrorCode::NOT_FOUND
         } else {
-            "NOT_SUPPORTED"
+            NvmlErrorCode::NOT_SUPPORTED
         };
-        let mut errors = toml::Table::new();
+        let mut errors = CallErrors::default();
         for call in [
             "nvmlSystemGetCudaDriverVersion",
             "nvmlSystemGetCudaDriverVersion_v2",
         ] {
-            errors.insert(call.into(), toml::Value::String(code.into()));
+            errors.insert(call, code);
         }
         doc.errors = Some(at(errors));
     }

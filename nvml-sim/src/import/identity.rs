@@ -5,30 +5,30 @@
 use super::out::{Facts, Out};
 use super::read::{hex, Gpu};
 use super::ParseError;
-use crate::model::{BoardFile, InforomSection};
+use crate::model::{BoardFile, Brand, InforomSection};
 use crate::schema::at;
 use crate::value::Val;
 
-/// `NVML_BRAND_*` names of the board format, by nvidia-smi's wording.
-fn brand(text: &str) -> &'static str {
+/// `NVML_BRAND_*`, by nvidia-smi's wording.
+fn brand(text: &str) -> Brand {
     match text.trim() {
-        t if t.eq_ignore_ascii_case("GRID") => "grid",
-        "GeForce" => "geforce",
-        "Quadro" => "quadro",
-        "Tesla" => "tesla",
-        "NVS" => "nvs",
-        "Titan" | "TITAN" => "titan",
-        "NVIDIA Virtual Applications" => "nvidia-vapps",
-        "NVIDIA Virtual PC" => "nvidia-vpc",
-        "NVIDIA Virtual Compute Server" => "nvidia-vcs",
-        "NVIDIA RTX Virtual Workstation" => "nvidia-vws",
-        "NVIDIA Cloud Gaming" => "nvidia-cloud-gaming",
-        "Quadro RTX" => "quadro-rtx",
-        "NVIDIA RTX" => "nvidia-rtx",
-        "NVIDIA" => "nvidia",
-        "GeForce RTX" => "geforce-rtx",
-        "Titan RTX" | "TITAN RTX" => "titan-rtx",
-        _ => "unknown",
+        t if t.eq_ignore_ascii_case("GRID") => Brand::Grid,
+        "GeForce" => Brand::Geforce,
+        "Quadro" => Brand::Quadro,
+        "Tesla" => Brand::Tesla,
+        "NVS" => Brand::Nvs,
+        "Titan" | "TITAN" => Brand::Titan,
+        "NVIDIA Virtual Applications" => Brand::NvidiaVapps,
+        "NVIDIA Virtual PC" => Brand::NvidiaVpc,
+        "NVIDIA Virtual Compute Server" => Brand::NvidiaVcs,
+        "NVIDIA RTX Virtual Workstation" => Brand::NvidiaVws,
+        "NVIDIA Cloud Gaming" => Brand::NvidiaCloudGaming,
+        "Quadro RTX" => Brand::QuadroRtx,
+        "NVIDIA RTX" => Brand::NvidiaRtx,
+        "NVIDIA" => Brand::Nvidia,
+        "GeForce RTX" => Brand::GeforceRtx,
+        "Titan RTX" | "TITAN RTX" => Brand::TitanRtx,
+        _ => Brand::Unknown,
     }
 }
 
@@ -41,9 +41,9 @@ pub fn board(g: &Gpu, facts: &Facts, device_id: Option<u32>, board: &mut BoardFi
         board.architecture = Some(facts.arch);
     }
     if let Some(b) = g.text(&["product_brand"]) {
-        board.brand = Some(brand(b).into());
+        board.brand = Some(brand(b));
     } else if facts.base.is_none() {
-        board.brand = Some("unknown".into());
+        board.brand = Some(Brand::Unknown);
     }
     board.pci_device_id = device_id;
     board.pci_subsystem_id = g.text(&["pci/pci_sub_system_id"]).and_then(hex);

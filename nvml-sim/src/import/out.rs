@@ -4,7 +4,8 @@
 //! `gpu.rs` import each other.
 
 use crate::model::{Architecture, BoardFile};
-use crate::schema::{CountersFile, GpuFile, ReadingsFile};
+use crate::schema::{CallErrors, CountersFile, GpuFile, ReadingsFile};
+use crate::value::NvmlErrorCode;
 
 /// The tables a GPU's groups fill.
 #[derive(Default)]
@@ -13,7 +14,7 @@ pub struct Out {
     pub board: BoardFile,
     /// `[gpu.errors]`: calls that answer an error where a capture prints
     /// N/A for all they give.
-    pub errors: toml::Table,
+    pub errors: CallErrors,
     pub readings: ReadingsFile,
     pub counters: CountersFile,
 }
@@ -23,8 +24,7 @@ impl Out {
     /// all they give.
     pub fn not_supported(&mut self, calls: &[&str]) {
         for call in calls {
-            self.errors
-                .insert((*call).into(), toml::Value::String("NOT_SUPPORTED".into()));
+            self.errors.insert(*call, NvmlErrorCode::NOT_SUPPORTED);
         }
     }
 }

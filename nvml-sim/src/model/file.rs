@@ -16,36 +16,6 @@ use serde::{Deserialize, Serialize};
 
 include!(concat!(env!("OUT_DIR"), "/builtin_files.rs"));
 
-/// `NVML_BRAND_*` by the names board files use.
-const BRANDS: &[(&str, u32)] = &[
-    ("unknown", sys::nvmlBrandType_enum_NVML_BRAND_UNKNOWN),
-    ("quadro", sys::nvmlBrandType_enum_NVML_BRAND_QUADRO),
-    ("tesla", sys::nvmlBrandType_enum_NVML_BRAND_TESLA),
-    ("nvs", sys::nvmlBrandType_enum_NVML_BRAND_NVS),
-    ("grid", sys::nvmlBrandType_enum_NVML_BRAND_GRID),
-    ("geforce", sys::nvmlBrandType_enum_NVML_BRAND_GEFORCE),
-    ("titan", sys::nvmlBrandType_enum_NVML_BRAND_TITAN),
-    (
-        "nvidia-vapps",
-        sys::nvmlBrandType_enum_NVML_BRAND_NVIDIA_VAPPS,
-    ),
-    ("nvidia-vpc", sys::nvmlBrandType_enum_NVML_BRAND_NVIDIA_VPC),
-    ("nvidia-vcs", sys::nvmlBrandType_enum_NVML_BRAND_NVIDIA_VCS),
-    ("nvidia-vws", sys::nvmlBrandType_enum_NVML_BRAND_NVIDIA_VWS),
-    (
-        "nvidia-cloud-gaming",
-        sys::nvmlBrandType_enum_NVML_BRAND_NVIDIA_CLOUD_GAMING,
-    ),
-    ("quadro-rtx", sys::nvmlBrandType_enum_NVML_BRAND_QUADRO_RTX),
-    ("nvidia-rtx", sys::nvmlBrandType_enum_NVML_BRAND_NVIDIA_RTX),
-    ("nvidia", sys::nvmlBrandType_enum_NVML_BRAND_NVIDIA),
-    (
-        "geforce-rtx",
-        sys::nvmlBrandType_enum_NVML_BRAND_GEFORCE_RTX,
-    ),
-    ("titan-rtx", sys::nvmlBrandType_enum_NVML_BRAND_TITAN_RTX),
-];
-
 /// `NVML_GPU_INSTANCE_PROFILE_*` by their nvml.h suffixes.
 const GI_PROFILES: &[(&str, u32)] = &[
     ("1_SLICE", sys::NVML_GPU_INSTANCE_PROFILE_1_SLICE),
@@ -81,7 +51,7 @@ const GI_PROFILES: &[(&str, u32)] = &[
 
 /// A brand's board-file name from its `NVML_BRAND_*` value.
 pub fn brand_name(code: u32) -> Option<&'static str> {
-    BRANDS.iter().find(|(_, c)| *c == code).map(|(n, _)| *n)
+    super::Brand::from_nvml(code).map(super::Brand::name)
 }
 
 /// An architecture's board-file name from its `NVML_DEVICE_ARCH_*` value.
@@ -109,7 +79,7 @@ pub struct BoardFile {
     /// A built-in board (or one the scenario defines) this one starts from.
     pub base: Option<String>,
     pub name: Option<String>,
-    pub brand: Option<String>,
+    pub brand: Option<super::Brand>,
     pub architecture: Option<super::Architecture>,
     pub cuda_compute_capability: Option<String>,
     pub pci_device_id: Option<u32>,
@@ -463,12 +433,10 @@ impl BoardFile {
                 .ok_or_else(|| format!("board `{key}` has no `{what}`"))
         };
         let name = need(self.name.as_deref(), "name")?;
-        let brand_name = need(self.brand.as_deref(), "brand")?;
-        let brand = BRANDS
-            .iter()
-            .find(|(n, _)| *n == brand_name)
-            .map(|(_, v)| *v)
-            .ok_or_else(|| format!("unknown brand `{brand_name}` (known: {})", names(BRANDS)))?;
+        let brand = self
+            .brand
+            .ok_or_else(|| format!("board `{key}` has no `brand`"))?
+            .nvml();
         let architecture = self
             .architecture
             .ok_or_else(|| format!("board `{key}` has no `architecture`"))?;
@@ -779,11 +747,9 @@ mod tests {
             toml::from_str("name = \"x\"\nbrand = \"nvidia\"\narchitecture = \"hopper\"\n")
                 .unwrap();
         assert!(file.resolve("x").unwrap_err().contains("memory.total_mib"));
-        let file: BoardFile = toml::from_str("brand = \"nvidea\"\nname = \"x\"\n").unwrap();
-        assert!(file
-            .resolve("x")
-            .unwrap_err()
-            .contains("unknown brand `nvidea`"));
+        // A brand is a `Brand` when the file is read.
+        let e = toml::from_str::<BoardFile>("brand = \"nvidea\"\nname = \"x\"\n").unwrap_err();
+        assert!(e.message().contains("unknown brand `nvidea`"), "{e}");
         let e = toml::from_str::<BoardFile>("[memory]\ntotal = 3\n").unwrap_err();
         assert!(e.message().contains("unknown field `total`"), "{e}");
     }

@@ -7,9 +7,11 @@
 //! moves over time lives in `fleet`.
 
 mod arch;
+mod brand;
 mod file;
 
 pub use arch::Architecture;
+pub use brand::Brand;
 pub use file::{
     architecture_name, brand_name, gi_profile_name, merge_tables, BoardFile, ClocksSection,
     EccSection, FabricHealthSection, HealthSummary, IncorrectConfiguration, InforomSection,

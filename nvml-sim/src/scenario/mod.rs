@@ -557,29 +557,9 @@ fn build(
     resolve_identities(&name, &mut gpus, &given, &mut |g, m| {
         warnings.push(place(g.table.map_or(Site::Top, Site::Gpu), g.offset, m));
     });
-    for entry in &raw.timeline {
+    for entry in raw.timeline {
         let offset = entry.span().start;
-        let mut table = entry.get_ref().clone();
-        let at = match table.remove("at") {
-            Some(toml::Value::Float(f)) => f,
-            Some(toml::Value::Integer(i)) => i as f64,
-            Some(_) => return Err(err(Some(offset), "`at` must be a number of seconds".into())),
-            None => {
-                return Err(err(
-                    Some(offset),
-                    "timeline entry without `at` (seconds after nvmlInit)".into(),
-                ))
-            }
-        };
-        crate::fault::check_seconds("at", at).map_err(|m| err(Some(offset), m.into_message()))?;
-        let fault: Fault = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| {
-                err(Some(offset), format!("bad timeline entry: {}", e.message()))
-            })?;
-        fault
-            .check()
-            .map_err(|m| err(Some(offset), format!("bad timeline entry: {m}")))?;
+        let crate::schema::TimelineEntry { at, fault } = entry.into_inner();
         if let Some(g) = fault.gpu() {
             if g as usize >= gpus.len() {
                 return Err(err(
@@ -595,7 +575,7 @@ fn build(
     }
     timeline.sort_by(|a, b| a.0.total_cmp(&b.0));
     let call_errors = match &raw.errors {
-        Some(e) => resolve::call_errors(e).map_err(|e| err(e.offset, e.error.into_message()))?,
+        Some(e) => resolve::call_errors(e.get_ref()),
         None => Vec::new(),
     };
     let absent_functions = match &raw.absent_functions {

@@ -11,8 +11,8 @@ use crate::fault::ProcUse;
 use crate::identity::PciAddr;
 use crate::model::{self, Model, Placement};
 use crate::schema::{
-    CountersFile, FabricFile, FabricState, FabricStatus, GpuFile, MemoryLocation, MigEntry,
-    MigInstance, OneOrMany, ReadingsFile, RemapFile, SramFile,
+    CallErrors, CountersFile, FabricFile, FabricState, FabricStatus, FieldAnswer, GpuFile,
+    MemoryLocation, MigEntry, MigInstance, OneOrMany, ReadingsFile, RemapFile, SramFile,
 };
 use crate::value::Invalid;
 use crate::value::{Mib, Val};
@@ -312,29 +312,13 @@ impl FabricFile {
 }
 
 /// `errors = { nvmlFunction = "NOT_SUPPORTED", ... }`: what calls answer
-/// instead of their value (a capture's record of a real driver).
-pub(super) fn call_errors(errors: &toml::Spanned<toml::Table>) -> Result<Vec<(String, u32)>, Fail> {
-    let mut out = Vec::new();
-    for (name, v) in errors.get_ref() {
-        let ok_name =
-            name.starts_with("nvml") && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !ok_name {
-            return Err(Fail::new(
-                Some(errors.span().start),
-                format!("errors: `{name}` is not an NVML function name"),
-            ));
-        }
-        let code = crate::value::nvml_error(v).ok_or_else(|| {
-            Fail::new(
-                Some(errors.span().start),
-                format!(
-                    "errors.{name} = {v}: an NVML error name (NOT_SUPPORTED, NO_PERMISSION, GPU_IS_LOST, UNKNOWN, ...) or a non-zero code"
-                ),
-            )
-        })?;
-        out.push((name.clone(), code));
-    }
-    Ok(out)
+/// instead of their value (a capture's record of a real driver), checked
+/// when the file was read.
+pub(super) fn call_errors(errors: &CallErrors) -> Vec<(String, u32)> {
+    errors
+        .iter()
+        .map(|(f, e)| (f.to_string(), e.code()))
+        .collect()
 }
 
 impl RemapFile {
@@ -648,34 +632,23 @@ impl GpuFile {
             }),
             driver_model,
         };
-        let call_errors = match &self.errors {
-            Some(e) => call_errors(e)?,
-            None => Vec::new(),
-        };
-        let mut field_pins = Vec::new();
-        if let Some(fields) = &self.fields {
-            for (key, v) in fields.get_ref() {
-                let bad = |m: String| Fail::new(Some(fields.span().start), m);
-                let (id, scope) = match key.split_once(':') {
-                    Some((i, s)) => (i.parse::<u32>(), s.parse::<u32>()),
-                    None => (key.parse::<u32>(), Ok(0)),
-                };
-                let (Ok(id), Ok(scope)) = (id, scope) else {
-                    return Err(bad(format!(
-                        "fields: `{key}` is not a field id (`83`) or id:scope (`202:3`)"
-                    )));
-                };
-                let answer = match v {
-                    toml::Value::Integer(i) => Ok(*i),
-                    other => Err(crate::value::nvml_error(other).ok_or_else(|| {
-                        bad(format!(
-                            "fields.\"{key}\" = {other}: a number or an NVML error name"
-                        ))
-                    })?),
-                };
-                field_pins.push(FieldPin { id, scope, answer });
-            }
-        }
+        let call_errors = self
+            .errors
+            .as_ref()
+            .map_or_else(Vec::new, |e| call_errors(e.get_ref()));
+        let field_pins = self.fields.as_ref().map_or_else(Vec::new, |f| {
+            f.get_ref()
+                .iter()
+                .map(|p| FieldPin {
+                    id: p.id,
+                    scope: p.scope,
+                    answer: match p.answer {
+                        FieldAnswer::Value(v) => Ok(v),
+                        FieldAnswer::Error(e) => Err(e.code()),
+                    },
+                })
+                .collect()
+        });
         let readings = readings
             .map(|r| r.resolve(model))
             .transpose()
