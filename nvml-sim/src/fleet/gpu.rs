@@ -201,7 +201,7 @@ impl Gpu {
         let counters = &spec.counters;
         let ecc = counters.ecc.unwrap_or_else(|| {
             let mut ecc = [[[0u64; 8]; 2]; 2];
-            if spec.model.ecc {
+            if spec.model.ecc.supported {
                 // A little corrected-error history, as long-lived boards have.
                 ecc[0][1][2] = (index as u64 * 7) % 5;
                 ecc[0][1][1] = (index as u64) % 2;
@@ -265,9 +265,9 @@ impl Gpu {
                 None => Some(index % 3),
                 Some(v) => v.get(),
             },
-            pcie_width: spec.readings.pcie_width.unwrap_or(spec.model.pcie_width),
+            pcie_width: spec.readings.pcie_width.unwrap_or(spec.model.pcie.width),
             nvlink_down: 0,
-            nvlink_errors_added: vec![[0; NvlinkCounter::COUNT]; spec.model.nvlinks as usize],
+            nvlink_errors_added: vec![[0; NvlinkCounter::COUNT]; spec.model.nvlink.links as usize],
             fabric_state: match spec.fabric.state {
                 Some(s) => s,
                 None if spec.model.nvswitch_fabric() => 3,
@@ -492,7 +492,7 @@ impl Gpu {
             let moved = more.min(max);
             return [max - moved, high + moved, partial, low, none];
         }
-        let total = self.model.remapper_banks;
+        let total = self.model.ecc.remapper_banks;
         let none = u32::from(self.remap_failure).min(total);
         let high = (self.remap_corr + self.remap_unc).min(total - none);
         [total - high - none, high, 0, 0, none]
@@ -501,7 +501,7 @@ impl Gpu {
     /// Whether NVML reports remapped rows now: boards that remap, not in
     /// MIG mode (issue 16's blind spot), unless the scenario says "N/A".
     pub fn remaps_rows(&self) -> bool {
-        self.model.row_remapping && self.mig.is_none() && !self.remap_unsupported
+        self.model.ecc.row_remapping && self.mig.is_none() && !self.remap_unsupported
     }
 
     /// ECC is supported and on.
@@ -515,8 +515,8 @@ impl Gpu {
 
     /// Memory of the whole GPU in bytes: (total, reserved, used, free), v2 meaning.
     pub fn memory(&self) -> (u64, u64, u64, u64) {
-        let total = self.model.memory_mib * MIB;
-        let reserved = self.model.reserved_bytes;
+        let total = self.model.memory.total_mib * MIB;
+        let reserved = self.model.memory.reserved_bytes;
         let used = match (&self.mig, self.readings.memory_used) {
             (_, Some(used)) => used,
             (Some(m), None) => m

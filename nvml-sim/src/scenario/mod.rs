@@ -1019,9 +1019,9 @@ thermal = { memory_max_c = "N/A" }
             nvml_wrapper_sys::bindings::NVML_DEVICE_ARCH_BLACKWELL
         );
         assert_eq!(b.cuda_cc, (10, 0), "from the architecture");
-        assert_eq!(b.temp_shutdown, None);
+        assert_eq!(b.thermal.shutdown_c, None);
         assert_eq!(
-            b.module_power.unwrap().limits.unwrap().default_mw,
+            b.power.module.unwrap().limits.unwrap().default_mw,
             2_700_000
         );
         assert!(Arc::ptr_eq(b, &s.gpus[1].model), "one board, shared");
@@ -1030,8 +1030,8 @@ thermal = { memory_max_c = "N/A" }
         assert_eq!(s.gpus[0].processes[0].mig_instance, Some(1));
         let nvl = &s.gpus[2];
         assert_eq!(nvl.model.name, "NVIDIA H100 NVL");
-        assert_eq!(nvl.model.temp_mem_max, None);
-        assert_eq!(nvl.model.memory_mib, 81559, "the rest from its model");
+        assert_eq!(nvl.model.thermal.memory_max_c, None);
+        assert_eq!(nvl.model.memory.total_mib, 81559, "the rest from its model");
         assert_eq!(nvl.identity.serial, None);
         // Derived identifiers are unique without warnings.
         let uuids: HashSet<&str> = s.gpus.iter().map(|g| g.identity.uuid.as_str()).collect();

@@ -62,12 +62,12 @@ impl ReadingsFile {
             if let Some(p) = v.iter().find(|p| **p > 100) {
                 return Err(Invalid::from(format!("fan_percent {p} is outside 0..=100")));
             }
-            if v.is_empty() || (v.len() > 1 && v.len() != model.fans as usize) {
+            if v.is_empty() || (v.len() > 1 && v.len() != model.thermal.fans as usize) {
                 return Err(Invalid::from(format!(
                     "fan_percent gives {} values; {} has {} fans (give one value for all)",
                     v.len(),
                     model.name,
-                    model.fans
+                    model.thermal.fans
                 )));
             }
         }
@@ -79,24 +79,24 @@ impl ReadingsFile {
             }
         }
         if let Some(Val::Is(g)) = self.pcie_generation {
-            if g == 0 || g > model.pcie_gen {
+            if g == 0 || g > model.pcie.generation {
                 return Err(Invalid::from(format!(
                     "pcie_generation {g} is outside 1..={} for {}",
-                    model.pcie_gen, model.name
+                    model.pcie.generation, model.name
                 )));
             }
         }
         if let Some(w) = self.pcie_width {
-            if w == 0 || w > model.pcie_width {
+            if w == 0 || w > model.pcie.width {
                 return Err(Invalid::from(format!(
                     "pcie_width {w} is outside 1..={} for {}",
-                    model.pcie_width, model.name
+                    model.pcie.width, model.name
                 )));
             }
         }
-        let total = Mib::whole(model.memory_mib);
+        let total = Mib::whole(model.memory.total_mib);
         let outside = Mib {
-            bytes: total.bytes.saturating_sub(model.reserved_bytes),
+            bytes: total.bytes.saturating_sub(model.memory.reserved_bytes),
         };
         if let Some(m) = self.memory_used_mib {
             if m > outside {
@@ -110,7 +110,7 @@ impl ReadingsFile {
             if f > total {
                 return Err(Invalid::from(format!(
                     "memory_free_mib {f} is more than the {} MiB {} has",
-                    model.memory_mib, model.name
+                    model.memory.total_mib, model.name
                 )));
             }
         }
@@ -128,10 +128,10 @@ impl ReadingsFile {
             }
         }
         if let Some(m) = self.bar1_used_mib {
-            if m > Mib::whole(model.bar1_mib) {
+            if m > Mib::whole(model.memory.bar1_mib) {
                 return Err(Invalid::from(format!(
                     "bar1_used_mib {m} is more than the board's {} MiB",
-                    model.bar1_mib
+                    model.memory.bar1_mib
                 )));
             }
         }
@@ -191,7 +191,7 @@ impl CountersFile {
             }
         }
         if let Some(Val::Is(pages)) = &self.retired_pages {
-            if !model.page_retirement {
+            if !model.ecc.page_retirement {
                 return Err(Invalid::from(format!(
                     "{} remaps rows, it does not retire pages (retired_pages = \"N/A\")",
                     model.name
@@ -209,7 +209,7 @@ impl CountersFile {
             Val::Is(r) => Val::Is(r.resolve()),
         });
         if let Some(Val::Is(r)) = &remapped_rows {
-            if !model.row_remapping {
+            if !model.ecc.row_remapping {
                 return Err(Invalid::from(format!(
                     "{} does not remap rows (remapped_rows = \"N/A\")",
                     model.name
@@ -273,7 +273,7 @@ impl FabricFile {
                 model.name
             )));
         }
-        let mut health = model.fabric_health;
+        let mut health = model.nvlink.fabric_health;
         if let Some(h) = &self.health {
             h.apply(&mut health);
         }
@@ -592,7 +592,7 @@ impl GpuFile {
         }
         let ecc = match self.ecc {
             Some(Val::NotSupported) => None,
-            _ if !model.ecc => {
+            _ if !model.ecc.supported => {
                 if matches!(self.ecc, Some(Val::Is(true))) || self.ecc_pending == Some(true) {
                     return Err(at_table(format!("{} has no ECC", model.name)));
                 }
@@ -600,22 +600,22 @@ impl GpuFile {
             }
             Some(Val::Is(current)) => Some((current, self.ecc_pending.unwrap_or(current))),
             None => Some((
-                model.ecc_default,
-                self.ecc_pending.unwrap_or(model.ecc_default),
+                model.ecc.default,
+                self.ecc_pending.unwrap_or(model.ecc.default),
             )),
         };
         let limit_mw = |w: &Option<toml::Spanned<f64>>, key: &str| -> Result<Option<u32>, Fail> {
             let Some(w) = w else { return Ok(None) };
             let mw = (w.get_ref() * 1000.0).round();
-            if !(f64::from(model.power_min_mw)..=f64::from(model.power_max_mw)).contains(&mw) {
+            if !(f64::from(model.power.min_mw)..=f64::from(model.power.max_mw)).contains(&mw) {
                 return Err(Fail::new(
                     Some(w.span().start),
                     format!(
                         "{key} {} is outside {}'s limits {}..={} W",
                         w.get_ref(),
                         model.name,
-                        f64::from(model.power_min_mw) / 1000.0,
-                        f64::from(model.power_max_mw) / 1000.0
+                        f64::from(model.power.min_mw) / 1000.0,
+                        f64::from(model.power.max_mw) / 1000.0
                     ),
                 ));
             }
@@ -692,7 +692,7 @@ impl GpuFile {
                 .resolve(model)
                 .map_err(|m| Fail::new(Some(f.span().start), m))?,
             None => FabricSpec {
-                health: model.fabric_health,
+                health: model.nvlink.fabric_health,
                 ..FabricSpec::default()
             },
         };
