@@ -28,7 +28,7 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetDefaultEccMode(device: nvmlDevice_t, defaultMode: *mut nvmlEnableState_t) {
         nonnull(defaultMode)?;
-        let v = with_gpu(device, |g, _| if g.model.ecc { Ok(u32::from(g.model.ecc_default)) } else { Err(NOT_SUPPORTED) })?;
+        let v = with_gpu(device, |g, _| if g.model.ecc.supported { Ok(u32::from(g.model.ecc.default)) } else { Err(NOT_SUPPORTED) })?;
         out(defaultMode, v)
     }
 }
@@ -70,7 +70,7 @@ nvml_fn! {
 fn retired_gpu<T>(device: nvmlDevice_t, f: impl FnOnce(&Gpu) -> R<T>) -> R<T> {
     // Ampere and newer replaced page retirement with row remapping.
     with_gpu(device, |g, _| {
-        if g.model.page_retirement && !g.retired_unsupported {
+        if g.model.ecc.page_retirement && !g.retired_unsupported {
             f(g)
         } else {
             Err(NOT_SUPPORTED)
@@ -181,7 +181,7 @@ nvml_fn! {
             return Err(VERSION_MISMATCH);
         }
         let (c, exceeded) = ecc_gpu(device, |g| {
-            if g.model.row_remapping {
+            if g.model.ecc.row_remapping {
                 Ok((g.sram, g.sram_threshold_exceeded))
             } else {
                 Err(NOT_SUPPORTED)

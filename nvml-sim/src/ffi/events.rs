@@ -14,7 +14,7 @@ fn supported_events(g: &Gpu) -> u64 {
     if g.model.mig_capable() {
         mask |= nvmlEventMigConfigChange as u64;
     }
-    if g.model.page_retirement {
+    if g.model.ecc.page_retirement {
         mask |= (nvmlEventTypeDramRetirementEvent | nvmlEventTypeDramRetirementFailure) as u64;
     }
     mask

@@ -108,7 +108,7 @@ fn ecc_field(g: &Gpu, id: u32) -> R<FieldValue> {
         NVML_FI_DEV_ECC_SBE_AGG_REG => ecc(0, 1, Some(3)),
         NVML_FI_DEV_ECC_DBE_AGG_REG => ecc(1, 1, Some(3)),
         NVML_FI_DEV_RETIRED_SBE | NVML_FI_DEV_RETIRED_DBE => {
-            if !m.page_retirement || g.retired_unsupported {
+            if !m.ecc.page_retirement || g.retired_unsupported {
                 return Err(NOT_SUPPORTED);
             }
             let cause = u32::from(id != NVML_FI_DEV_RETIRED_SBE);
@@ -119,7 +119,7 @@ fn ecc_field(g: &Gpu, id: u32) -> R<FieldValue> {
         NVML_FI_DEV_RETIRED_PENDING
         | NVML_FI_DEV_RETIRED_PENDING_SBE
         | NVML_FI_DEV_RETIRED_PENDING_DBE => {
-            if m.page_retirement && !g.retired_unsupported {
+            if m.ecc.page_retirement && !g.retired_unsupported {
                 Ok(U32(g.retired_pending as u32))
             } else {
                 Err(NOT_SUPPORTED)
@@ -136,7 +136,7 @@ fn nvlink_error_field(g: &Gpu, id: u32, scope: u32) -> R<FieldValue> {
     use nvml_wrapper_sys::bindings::field_id::*;
     use FieldValue::U64;
     let m = &*g.model;
-    let links = m.nvlinks;
+    let links = m.nvlink.links;
     let link_in = |lo: u32, hi: u32| link_in(id, lo, hi);
     // The DL counters (161-163 and the legacy ids) on NVLink 1-4; the
     // NVLink5 ones (213-222) on Blackwell, where nvml.h calls the others
@@ -270,7 +270,7 @@ fn nvlink_field(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
     use nvml_wrapper_sys::bindings::field_id::*;
     use FieldValue::{U32, U64};
     let m = &*g.model;
-    let links = m.nvlinks;
+    let links = m.nvlink.links;
     let link_in = |lo: u32, hi: u32| link_in(id, lo, hi);
     match id {
         _ if (NVML_FI_DEV_NVLINK_SPEED_MBPS_L0..=NVML_FI_DEV_NVLINK_SPEED_MBPS_L5)
@@ -286,14 +286,14 @@ fn nvlink_field(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
             if links == 0 || link >= links {
                 Err(NOT_SUPPORTED)
             } else {
-                Ok(U32(m.nvlink_mbps))
+                Ok(U32(m.nvlink.speed_mbps))
             }
         }
         NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON => {
             if links == 0 {
                 Err(NOT_SUPPORTED)
             } else {
-                Ok(U32(m.nvlink_mbps))
+                Ok(U32(m.nvlink.speed_mbps))
             }
         }
         NVML_FI_DEV_NVLINK_LINK_COUNT => {
@@ -307,7 +307,7 @@ fn nvlink_field(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
             if links == 0 || scope >= links {
                 Err(NOT_SUPPORTED)
             } else {
-                Ok(U32(m.nvlink_mbps))
+                Ok(U32(m.nvlink.speed_mbps))
             }
         }
         NVML_FI_DEV_NVLINK_GET_STATE => {
@@ -321,7 +321,7 @@ fn nvlink_field(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
             if links == 0 || scope >= links {
                 Err(NOT_SUPPORTED)
             } else {
-                Ok(U32(m.nvlink_version))
+                Ok(U32(m.nvlink.version))
             }
         }
         NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT => {
@@ -388,12 +388,12 @@ fn power_field(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
         | NVML_FI_DEV_POWER_REQUESTED_LIMIT => {
             let limits = match scope {
                 0 => crate::model::PowerLimits {
-                    default_mw: m.power_default_mw,
-                    min_mw: m.power_min_mw,
-                    max_mw: m.power_max_mw,
+                    default_mw: m.power.default_mw,
+                    min_mw: m.power.min_mw,
+                    max_mw: m.power.max_mw,
                 },
-                1 => m.module_power.and_then(|s| s.limits).ok_or(NOT_SUPPORTED)?,
-                2 => m.memory_power.and_then(|s| s.limits).ok_or(NOT_SUPPORTED)?,
+                1 => m.power.module.and_then(|s| s.limits).ok_or(NOT_SUPPORTED)?,
+                2 => m.power.memory.and_then(|s| s.limits).ok_or(NOT_SUPPORTED)?,
                 _ => return Err(INVALID_ARGUMENT),
             };
             Ok(U32(match id {
@@ -408,13 +408,17 @@ fn power_field(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
         // (nvidia-smi on Hopper: shutdown -8, slowdown -2, max operating 0);
         // boards before Ada have none (the A100 capture prints N/A).
         NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT => {
-            m.tlimit_margins[0].map(I32).ok_or(NOT_SUPPORTED)
+            m.thermal.tlimit_margins[0].map(I32).ok_or(NOT_SUPPORTED)
         }
         NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT => {
-            m.tlimit_margins[1].map(I32).ok_or(NOT_SUPPORTED)
+            m.thermal.tlimit_margins[1].map(I32).ok_or(NOT_SUPPORTED)
         }
-        NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT => m.tlimit_margins[2].map(I32).ok_or(NOT_SUPPORTED),
-        NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT => m.tlimit_margins[3].map(I32).ok_or(NOT_SUPPORTED),
+        NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT => {
+            m.thermal.tlimit_margins[2].map(I32).ok_or(NOT_SUPPORTED)
+        }
+        NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT => {
+            m.thermal.tlimit_margins[3].map(I32).ok_or(NOT_SUPPORTED)
+        }
         _ => Err(NOT_MINE),
     }
 }
@@ -526,7 +530,7 @@ fn entry_value(
     if scope == u32::MAX && per_link_pinned {
         if let Ok(FieldValue::U64(_)) = field_value(g, driver, id, scope, t) {
             let mut sum = 0u64;
-            for link in 0..g.model.nvlinks {
+            for link in 0..g.model.nvlink.links {
                 match entry_value(g, driver, id, link, t)? {
                     FieldValue::U64(v) => sum = sum.wrapping_add(v),
                     FieldValue::U32(v) => sum = sum.wrapping_add(u64::from(v)),

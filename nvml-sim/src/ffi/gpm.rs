@@ -212,7 +212,7 @@ nvml_fn! {
             Ok(0.0)
         };
         for m in mg.metrics.iter_mut().take(n) {
-            match metric_value(m.metricId, u, s1.1.is_some(), g.model.nvlinks, engines, nvenc, absent) {
+            match metric_value(m.metricId, u, s1.1.is_some(), g.model.nvlink.links, engines, nvenc, absent) {
                 Ok(v) => {
                     m.value = v;
                     m.nvmlReturn = SUCCESS;

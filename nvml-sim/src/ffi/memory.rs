@@ -44,9 +44,9 @@ nvml_fn! {
                 Some((gi, _, _)) => {
                     let inst = g.instance(gi).ok_or(INVALID_ARGUMENT)?;
                     let n = g.procs.iter().filter(|p| p.mig.map(|m| m.0) == Some(gi)).count() as u64;
-                    (g.model.bar1_mib * inst.profile.mem_slices as u64 / u64::from(g.model.mig_memory_slices), n)
+                    (g.model.memory.bar1_mib * inst.profile.mem_slices as u64 / u64::from(g.model.mig.memory_slices), n)
                 }
-                None => (g.model.bar1_mib, g.procs.len() as u64),
+                None => (g.model.memory.bar1_mib, g.procs.len() as u64),
             };
             let total = total_mib * MIB;
             let used = match (d.mig, g.readings.bar1_used) {

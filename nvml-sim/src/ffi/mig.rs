@@ -45,7 +45,7 @@ nvml_fn! {
     /// NVML reference: "Returns zero if MIG is not supported or enabled."
     fn nvmlDeviceGetMaxMigDeviceCount(device: nvmlDevice_t, count: *mut c_uint) {
         nonnull(count)?;
-        let v = with_gpu(device, |g, _| Ok(if g.mig.is_some() { g.model.mig_compute_slices } else { 0 }))?;
+        let v = with_gpu(device, |g, _| Ok(if g.mig.is_some() { g.model.mig.compute_slices } else { 0 }))?;
         out(count, v)
     }
 }
@@ -126,7 +126,7 @@ nvml_fn! {
                     sharedOfaCount: 0,
                     gpuInstanceSliceCount: 0,
                     computeInstanceSliceCount: 0,
-                    memorySizeMB: g.model.memory_mib,
+                    memorySizeMB: g.model.memory.total_mib,
                 },
             })
         })?;
@@ -184,7 +184,7 @@ nvml_fn! {
 }
 
 fn free_starts(g: &Gpu, p: &MigProfile) -> Vec<u32> {
-    let mut used = vec![false; g.model.mig_memory_slices as usize];
+    let mut used = vec![false; g.model.mig.memory_slices as usize];
     let mut slices = 0;
     for i in sorted_instances(g) {
         slices += i.profile.slices;
@@ -194,7 +194,7 @@ fn free_starts(g: &Gpu, p: &MigProfile) -> Vec<u32> {
             }
         }
     }
-    if slices + p.slices > g.model.mig_compute_slices {
+    if slices + p.slices > g.model.mig.compute_slices {
         return Vec::new();
     }
     p.starts

@@ -6,9 +6,9 @@ use std::ffi::c_ulonglong;
 
 fn nvlink_gpu<T>(device: nvmlDevice_t, link: u32, f: impl FnOnce(&Gpu, f64) -> R<T>) -> R<T> {
     with_gpu(device, |g, t| {
-        if g.model.nvlinks == 0 {
+        if g.model.nvlink.links == 0 {
             Err(NOT_SUPPORTED)
-        } else if link >= g.model.nvlinks {
+        } else if link >= g.model.nvlink.links {
             Err(INVALID_ARGUMENT)
         } else {
             f(g, t)

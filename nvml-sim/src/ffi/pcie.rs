@@ -6,7 +6,7 @@ use super::*;
 nvml_fn! {
     fn nvmlDeviceGetMaxPcieLinkGeneration(device: nvmlDevice_t, maxLinkGen: *mut c_uint) {
         nonnull(maxLinkGen)?;
-        let v = with_gpu(device, |g, _| Ok(g.model.pcie_gen))?;
+        let v = with_gpu(device, |g, _| Ok(g.model.pcie.generation))?;
         out(maxLinkGen, v)
     }
 }
@@ -14,7 +14,7 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetGpuMaxPcieLinkGeneration(device: nvmlDevice_t, maxLinkGenDevice: *mut c_uint) {
         nonnull(maxLinkGenDevice)?;
-        let v = with_gpu(device, |g, _| Ok(g.model.pcie_gen))?;
+        let v = with_gpu(device, |g, _| Ok(g.model.pcie.generation))?;
         out(maxLinkGenDevice, v)
     }
 }
@@ -22,7 +22,7 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetMaxPcieLinkWidth(device: nvmlDevice_t, maxLinkWidth: *mut c_uint) {
         nonnull(maxLinkWidth)?;
-        let v = with_gpu(device, |g, _| Ok(g.model.pcie_width))?;
+        let v = with_gpu(device, |g, _| Ok(g.model.pcie.width))?;
         out(maxLinkWidth, v)
     }
 }

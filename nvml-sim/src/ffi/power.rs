@@ -44,7 +44,7 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetPowerManagementDefaultLimit(device: nvmlDevice_t, defaultLimit: *mut c_uint) {
         nonnull(defaultLimit)?;
-        let v = with_gpu(device, |g, _| Ok(g.model.power_default_mw))?;
+        let v = with_gpu(device, |g, _| Ok(g.model.power.default_mw))?;
         out(defaultLimit, v)
     }
 }
@@ -53,7 +53,7 @@ nvml_fn! {
     fn nvmlDeviceGetPowerManagementLimitConstraints(device: nvmlDevice_t, minLimit: *mut c_uint, maxLimit: *mut c_uint) {
         nonnull(minLimit)?;
         nonnull(maxLimit)?;
-        let (a, b) = with_gpu(device, |g, _| Ok((g.model.power_min_mw, g.model.power_max_mw)))?;
+        let (a, b) = with_gpu(device, |g, _| Ok((g.model.power.min_mw, g.model.power.max_mw)))?;
         out(minLimit, a)?;
         out(maxLimit, b)
     }

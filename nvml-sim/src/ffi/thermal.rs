@@ -56,10 +56,10 @@ nvml_fn! {
     fn nvmlDeviceGetTemperatureThreshold(device: nvmlDevice_t, thresholdType: nvmlTemperatureThresholds_t, temp: *mut c_uint) {
         nonnull(temp)?;
         let v = with_gpu(device, |g, _| match thresholdType {
-            0 => g.model.temp_shutdown.ok_or(NOT_SUPPORTED),
-            1 => g.model.temp_slowdown.ok_or(NOT_SUPPORTED),
-            2 => g.model.temp_mem_max.ok_or(NOT_SUPPORTED),
-            3 => g.model.temp_gpu_max.ok_or(NOT_SUPPORTED),
+            0 => g.model.thermal.shutdown_c.ok_or(NOT_SUPPORTED),
+            1 => g.model.thermal.slowdown_c.ok_or(NOT_SUPPORTED),
+            2 => g.model.thermal.memory_max_c.ok_or(NOT_SUPPORTED),
+            3 => g.model.thermal.gpu_max_c.ok_or(NOT_SUPPORTED),
             4..=7 => Err(NOT_SUPPORTED),
             _ => Err(INVALID_ARGUMENT),
         })?;
@@ -70,7 +70,7 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetNumFans(device: nvmlDevice_t, numFans: *mut c_uint) {
         nonnull(numFans)?;
-        let v = with_gpu(device, |g, _| Ok(g.model.fans))?;
+        let v = with_gpu(device, |g, _| Ok(g.model.thermal.fans))?;
         out(numFans, v)
     }
 }
@@ -79,7 +79,7 @@ nvml_fn! {
     /// Passively cooled boards have no fan to report (nvidia-smi shows N/A).
     fn nvmlDeviceGetFanSpeed(device: nvmlDevice_t, speed: *mut c_uint) {
         nonnull(speed)?;
-        let v = with_gpu(device, |g, t| if g.model.fans == 0 { Err(NOT_SUPPORTED) } else { g.fan_percent(0, t).ok_or(NOT_SUPPORTED) })?;
+        let v = with_gpu(device, |g, t| if g.model.thermal.fans == 0 { Err(NOT_SUPPORTED) } else { g.fan_percent(0, t).ok_or(NOT_SUPPORTED) })?;
         out(speed, v)
     }
 }
@@ -88,9 +88,9 @@ nvml_fn! {
     fn nvmlDeviceGetFanSpeed_v2(device: nvmlDevice_t, fan: c_uint, speed: *mut c_uint) {
         nonnull(speed)?;
         let v = with_gpu(device, |g, t| {
-            if g.model.fans == 0 {
+            if g.model.thermal.fans == 0 {
                 Err(NOT_SUPPORTED)
-            } else if fan >= g.model.fans {
+            } else if fan >= g.model.thermal.fans {
                 Err(INVALID_ARGUMENT)
             } else {
                 g.fan_percent(fan, t).ok_or(NOT_SUPPORTED)

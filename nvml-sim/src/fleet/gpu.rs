@@ -5,7 +5,7 @@
 use crate::fault::{NvlinkCounter, ProcKind, ProcUse, Reason, RetireCause};
 use crate::identity::{self, PciAddr};
 use crate::model::{self, FabricHealth, MigProfile, Model};
-use crate::scenario::{CiSpec, GpuSpec, MigSpec, Readings, Settings, SramCounts};
+use crate::scenario::{CiSpec, Counters, GpuSpec, MigSpec, Readings, Settings, SramCounts};
 use crate::value::Val;
 use std::sync::Arc;
 
@@ -192,16 +192,30 @@ pub struct Gpu {
     pub reset_pending_at_start: bool,
 }
 
+/// The pages the scenario's counters retired (none where it says "N/A").
+fn retired_pages(counters: &Counters) -> Vec<RetiredPage> {
+    match &counters.retired_pages {
+        Some(Val::Is(pages)) => pages
+            .iter()
+            .map(|p| RetiredPage {
+                address: p.address,
+                cause: p.cause,
+                timestamp_us: p.timestamp_us.unwrap_or_else(super::now_us),
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 impl Gpu {
-    #[allow(
-        clippy::too_many_lines,
-        reason = "a GPU's whole starting state, each field from its spec, in the struct's order"
-    )]
+    /// A GPU's starting state from its spec: the fields in the struct's
+    /// order, then what the scenario's counters say of clock events, its
+    /// MIG instances and its processes, each by a function of its own.
     pub(super) fn new(index: u32, spec: &GpuSpec, next_pid: &mut u32) -> Gpu {
         let counters = &spec.counters;
         let ecc = counters.ecc.unwrap_or_else(|| {
             let mut ecc = [[[0u64; 8]; 2]; 2];
-            if spec.model.ecc {
+            if spec.model.ecc.supported {
                 // A little corrected-error history, as long-lived boards have.
                 ecc[0][1][2] = (index as u64 * 7) % 5;
                 ecc[0][1][1] = (index as u64) % 2;
@@ -238,17 +252,7 @@ impl Gpu {
             remap_histogram: remap.and_then(|r| r.histogram).map(|h| (h, remap_rows)),
             remap_unsupported: counters.remapped_rows == Some(Val::NotSupported),
             retired_unsupported: counters.retired_pages == Some(Val::NotSupported),
-            retired: match &counters.retired_pages {
-                Some(Val::Is(pages)) => pages
-                    .iter()
-                    .map(|p| RetiredPage {
-                        address: p.address,
-                        cause: p.cause,
-                        timestamp_us: p.timestamp_us.unwrap_or_else(super::now_us),
-                    })
-                    .collect(),
-                _ => Vec::new(),
-            },
+            retired: retired_pages(counters),
             retired_pending: counters.retired_pending,
             lost: false,
             hang: None,
@@ -265,9 +269,9 @@ impl Gpu {
                 None => Some(index % 3),
                 Some(v) => v.get(),
             },
-            pcie_width: spec.readings.pcie_width.unwrap_or(spec.model.pcie_width),
+            pcie_width: spec.readings.pcie_width.unwrap_or(spec.model.pcie.width),
             nvlink_down: 0,
-            nvlink_errors_added: vec![[0; NvlinkCounter::COUNT]; spec.model.nvlinks as usize],
+            nvlink_errors_added: vec![[0; NvlinkCounter::COUNT]; spec.model.nvlink.links as usize],
             fabric_state: match spec.fabric.state {
                 Some(s) => s,
                 None if spec.model.nvswitch_fabric() => 3,
@@ -300,14 +304,26 @@ impl Gpu {
             recovery_action: counters.recovery_action,
             reset_pending_at_start: remap.is_some_and(|r| r.pending) || counters.retired_pending,
         };
+        gpu.start_clock_events(counters);
+        if let Some(mig) = &spec.mig {
+            gpu.set_mig_instances(mig, 0);
+        }
+        gpu.mig_pending = spec.mig_pending.unwrap_or(spec.mig.is_some());
+        gpu.start_processes(spec, next_pid);
+        gpu
+    }
+
+    /// The time in violation and clock-event reasons the scenario's
+    /// counters give, and the reasons it sets.
+    fn start_clock_events(&mut self, counters: &Counters) {
         let [power_cap, sync_boost, sw_thermal, hw_thermal, power_brake] =
             counters.clock_event_durations_us.map(|us| us * 1000);
-        gpu.violations[0].acc_ns = power_cap;
-        gpu.violations[1].acc_ns = sw_thermal;
-        gpu.violations[2].acc_ns = sync_boost;
-        gpu.clock_events[0].acc_ns = sw_thermal;
-        gpu.clock_events[1].acc_ns = hw_thermal;
-        gpu.clock_events[2].acc_ns = power_brake;
+        self.violations[0].acc_ns = power_cap;
+        self.violations[1].acc_ns = sw_thermal;
+        self.violations[2].acc_ns = sync_boost;
+        self.clock_events[0].acc_ns = sw_thermal;
+        self.clock_events[1].acc_ns = hw_thermal;
+        self.clock_events[2].acc_ns = power_brake;
         if let Some(reasons) = &counters.clock_event_reasons {
             let mask = |keep: fn(&Reason) -> bool| {
                 reasons
@@ -315,14 +331,15 @@ impl Gpu {
                     .filter(|r| keep(r))
                     .fold(0, |m, r| m | r.bit())
             };
-            gpu.fixed_reasons = mask(|r| !r.throttles() && *r != Reason::GpuIdle);
-            gpu.idle_reason = Some(reasons.contains(&Reason::GpuIdle));
-            gpu.set_throttle(mask(|r| r.throttles()), 0.0);
+            self.fixed_reasons = mask(|r| !r.throttles() && *r != Reason::GpuIdle);
+            self.idle_reason = Some(reasons.contains(&Reason::GpuIdle));
+            self.set_throttle(mask(|r| r.throttles()), 0.0);
         }
-        if let Some(mig) = &spec.mig {
-            gpu.set_mig_instances(mig, 0);
-        }
-        gpu.mig_pending = spec.mig_pending.unwrap_or(spec.mig.is_some());
+    }
+
+    /// The spec's processes (bound to the MIG instances already made) and
+    /// the MPS server, pids handed out from `next_pid` where not given.
+    fn start_processes(&mut self, spec: &GpuSpec, next_pid: &mut u32) {
         for p in &spec.processes {
             let pid = p.pid.unwrap_or_else(|| {
                 *next_pid += 1;
@@ -330,11 +347,11 @@ impl Gpu {
             });
             let mig = p.mig_instance.map(|i| {
                 (
-                    gpu.mig.as_ref().expect("validated").instances[i].id,
+                    self.mig.as_ref().expect("validated").instances[i].id,
                     p.compute_instance,
                 )
             });
-            gpu.procs.push(Proc {
+            self.procs.push(Proc {
                 pid,
                 name: p.name.clone(),
                 memory: p.memory_mib.map_or(NOT_AVAILABLE, |m| m * MIB),
@@ -345,8 +362,8 @@ impl Gpu {
         }
         if spec.mps {
             *next_pid += 1;
-            gpu.mps_server = Some(*next_pid);
-            gpu.procs.push(Proc {
+            self.mps_server = Some(*next_pid);
+            self.procs.push(Proc {
                 pid: *next_pid,
                 name: "nvidia-cuda-mps-server".into(),
                 memory: 25 * MIB,
@@ -355,7 +372,6 @@ impl Gpu {
                 usage: None,
             });
         }
-        gpu
     }
 
     /// Replaces the MIG layout with these profiles, placed as `nvidia-smi
@@ -492,7 +508,7 @@ impl Gpu {
             let moved = more.min(max);
             return [max - moved, high + moved, partial, low, none];
         }
-        let total = self.model.remapper_banks;
+        let total = self.model.ecc.remapper_banks;
         let none = u32::from(self.remap_failure).min(total);
         let high = (self.remap_corr + self.remap_unc).min(total - none);
         [total - high - none, high, 0, 0, none]
@@ -501,7 +517,7 @@ impl Gpu {
     /// Whether NVML reports remapped rows now: boards that remap, not in
     /// MIG mode (issue 16's blind spot), unless the scenario says "N/A".
     pub fn remaps_rows(&self) -> bool {
-        self.model.row_remapping && self.mig.is_none() && !self.remap_unsupported
+        self.model.ecc.row_remapping && self.mig.is_none() && !self.remap_unsupported
     }
 
     /// ECC is supported and on.
@@ -515,8 +531,8 @@ impl Gpu {
 
     /// Memory of the whole GPU in bytes: (total, reserved, used, free), v2 meaning.
     pub fn memory(&self) -> (u64, u64, u64, u64) {
-        let total = self.model.memory_mib * MIB;
-        let reserved = self.model.reserved_bytes;
+        let total = self.model.memory.total_mib * MIB;
+        let reserved = self.model.memory.reserved_bytes;
         let used = match (&self.mig, self.readings.memory_used) {
             (_, Some(used)) => used,
             (Some(m), None) => m

@@ -81,7 +81,7 @@ impl Gpu {
                     .iter()
                     .map(|i| self.instance_wave(i).at(t) * i.profile.slices as f64)
                     .sum::<f64>()
-                    / f64::from(self.model.mig_compute_slices)
+                    / f64::from(self.model.mig.compute_slices)
             }
             None => self.wave().at(t),
         }
@@ -94,7 +94,7 @@ impl Gpu {
                     .iter()
                     .map(|i| self.instance_wave(i).integral(t) * i.profile.slices as f64)
                     .sum::<f64>()
-                    / f64::from(self.model.mig_compute_slices)
+                    / f64::from(self.model.mig.compute_slices)
             }
             None => self.wave().integral(t),
         }
@@ -142,7 +142,7 @@ impl Gpu {
     pub fn power_limit_mw(&self) -> u32 {
         self.settings
             .power_limit_mw
-            .unwrap_or(self.model.power_default_mw)
+            .unwrap_or(self.model.power.default_mw)
     }
 
     /// The limit the driver enforces: the one set, unless the scenario
@@ -155,7 +155,7 @@ impl Gpu {
     }
 
     fn power_span(&self) -> (f64, f64) {
-        let idle = self.model.power_idle_mw as f64;
+        let idle = self.model.power.idle_mw as f64;
         let busy = self.power_limit_mw() as f64 * 0.9;
         (idle, busy - idle)
     }
@@ -176,8 +176,8 @@ impl Gpu {
     /// scope or the scenario says "N/A".
     pub fn scope_power_mw(&self, scope: u32, t: f64) -> Option<u32> {
         let (pin, board) = match scope {
-            1 => (self.readings.module_power_mw, self.model.module_power),
-            2 => (self.readings.memory_power_mw, self.model.memory_power),
+            1 => (self.readings.module_power_mw, self.model.power.module),
+            2 => (self.readings.memory_power_mw, self.model.power.memory),
             _ => return None,
         };
         match pin {
@@ -240,9 +240,10 @@ impl Gpu {
     /// How far below T.Limit (the max operating temperature) the GPU runs;
     /// `None` where the board serves no T.Limit readings.
     pub fn tlimit_margin(&self, t: f64) -> Option<i32> {
+        let margins = &self.model.thermal.tlimit_margins;
         match &self.readings.tlimit_c {
             Some(v) => v.get(),
-            None if self.model.tlimit_margins.iter().all(Option::is_none) => None,
+            None if margins.iter().all(Option::is_none) => None,
             None => Some(self.model.tlimit_c()? as i32 - self.temperature(t) as i32),
         }
     }
@@ -253,8 +254,9 @@ impl Gpu {
             Some(v) => v.get(),
             // HBM boards: an absolute memory threshold or a memory T.Limit
             // margin (Blackwell captures print only the latter).
-            None => (self.model.temp_mem_max.is_some() || self.model.tlimit_margins[2].is_some())
-                .then(|| self.temperature(t) + 6),
+            None => (self.model.thermal.memory_max_c.is_some()
+                || self.model.thermal.tlimit_margins[2].is_some())
+            .then(|| self.temperature(t) + 6),
         }
     }
 
@@ -269,17 +271,21 @@ impl Gpu {
         let busy = self.busy(t);
         let f = self.throttle_factor();
         let graphics = if busy {
-            m.busy_graphics_mhz as f64 * f
+            m.clocks.busy_graphics_mhz as f64 * f
         } else {
-            m.idle_graphics_mhz as f64
+            m.clocks.idle_graphics_mhz as f64
         };
         match clock_type {
             0 | 1 => Some((graphics / 15.0).round() as u32 * 15),
-            2 => Some(if busy { m.max_mem_mhz } else { m.idle_mem_mhz }),
-            3 => Some(if busy {
-                ((m.max_video_mhz as f64 * f) / 15.0).round() as u32 * 15
+            2 => Some(if busy {
+                m.clocks.max_mem_mhz
             } else {
-                m.idle_video_mhz
+                m.clocks.idle_mem_mhz
+            }),
+            3 => Some(if busy {
+                ((m.clocks.max_video_mhz as f64 * f) / 15.0).round() as u32 * 15
+            } else {
+                m.clocks.idle_video_mhz
             }),
             _ => None,
         }
@@ -287,10 +293,10 @@ impl Gpu {
 
     pub fn max_clock(&self, clock_type: u32) -> Option<u32> {
         match clock_type {
-            0 => Some(self.model.max_graphics_mhz),
-            1 => Some(self.model.max_sm_mhz),
-            2 => Some(self.model.max_mem_mhz),
-            3 => Some(self.model.max_video_mhz),
+            0 => Some(self.model.clocks.max_graphics_mhz),
+            1 => Some(self.model.clocks.max_sm_mhz),
+            2 => Some(self.model.clocks.max_mem_mhz),
+            3 => Some(self.model.clocks.max_video_mhz),
             _ => None,
         }
     }
@@ -344,7 +350,7 @@ impl Gpu {
     /// The PCIe generation the link runs at: idle links train down to gen 1.
     pub fn pcie_generation(&self, t: f64) -> u32 {
         pinned(self.readings.pcie_generation).unwrap_or(if self.busy(t) {
-            self.model.pcie_gen
+            self.model.pcie.generation
         } else {
             1
         })
@@ -442,7 +448,9 @@ mod tests {
             }
         }
         assert!(
-            samples.iter().all(|s| s.3 > g.model.idle_graphics_mhz),
+            samples
+                .iter()
+                .all(|s| s.3 > g.model.clocks.idle_graphics_mhz),
             "a busy GPU runs above idle clocks"
         );
     }

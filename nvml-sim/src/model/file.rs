@@ -8,7 +8,10 @@
 // file format does.
 #![allow(clippy::struct_field_names)]
 
-use super::{Engines, FabricHealth, MigProfile, Model, PowerLimits, PowerScope};
+use super::{
+    Clocks, Ecc, Engines, FabricHealth, Memory, Mig, MigProfile, Model, Nvlink, Pcie, Power,
+    PowerLimits, PowerScope, Thermal,
+};
 use crate::value::Invalid;
 use crate::value::{Mib, Val};
 use nvml_wrapper_sys::bindings as sys;
@@ -422,11 +425,9 @@ fn text(v: &Option<Val<String>>) -> Option<String> {
 }
 
 impl BoardFile {
-    /// The board this file describes, or what is missing or wrong.
-    #[allow(
-        clippy::too_many_lines,
-        reason = "the flat Model built section by section; to be split with the sectioned Model (issue 40, left for later)"
-    )]
+    /// The board this file describes, or what is missing or wrong: the
+    /// keys at the top, then each section by its own resolver, in the
+    /// order the errors are named.
     pub fn resolve(&self, key: &str) -> Result<Model, Invalid> {
         let need = |v: Option<&str>, what: &str| {
             v.map(str::to_string)
@@ -440,139 +441,24 @@ impl BoardFile {
         let architecture = self
             .architecture
             .ok_or_else(|| format!("board `{key}` has no `architecture`"))?;
-        let (arch, default_cc) = (
-            architecture.nvml(),
-            architecture.default_compute_capability(),
-        );
+        let arch = architecture.nvml();
         let cuda_cc = match &self.cuda_compute_capability {
-            None => default_cc,
+            None => architecture.default_compute_capability(),
             Some(t) => {
                 let bad = || format!("cuda_compute_capability `{t}` is not MAJOR.MINOR");
                 let (a, b) = t.split_once('.').ok_or_else(bad)?;
                 (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?)
             }
         };
-        let after_ada =
-            |a: u32| a != sys::NVML_DEVICE_ARCH_UNKNOWN && a >= sys::NVML_DEVICE_ARCH_ADA;
-        let memory = self.memory.clone().unwrap_or_default();
-        let memory_mib = memory
-            .total_mib
-            .ok_or_else(|| format!("board `{key}` has no `memory.total_mib`"))?;
-        let reserved = memory.reserved_mib.unwrap_or_default();
-        if reserved >= Mib::whole(memory_mib) || memory_mib > 1 << 30 {
-            return Err(Invalid::from(format!(
-                "memory: reserved_mib {reserved} must be below total_mib {memory_mib} (at most 1 PiB)"
-            )));
-        }
-        let ecc = self.ecc.clone().unwrap_or_default();
-        let ecc_supported = ecc.supported.unwrap_or(false);
-        let row_remapping = ecc.row_remapping.unwrap_or(false);
-        let power = self.power.clone().unwrap_or_default();
-        let gpu_limits = limits(
-            &LimitsSection {
-                default_limit_w: power.default_limit_w,
-                min_limit_w: power.min_limit_w,
-                max_limit_w: power.max_limit_w,
-            },
-            "gpu",
-        )
-        .map_err(|e| e.replace("power.gpu.", "power."))?;
-        let power_idle_mw = power
-            .idle_w
-            .map_or(Ok(gpu_limits.default_mw / 10), |w| mw(w, "power.idle_w"))?;
-        if power_idle_mw > gpu_limits.default_mw || gpu_limits.min_mw > gpu_limits.max_mw {
-            return Err(Invalid::from(format!(
-                "power: want idle_w <= default_limit_w and min_limit_w <= max_limit_w (board `{key}`)"
-            )));
-        }
-        let clocks = self.clocks.clone().unwrap_or_default();
-        let max_graphics_mhz = clocks
-            .max_graphics_mhz
-            .ok_or_else(|| format!("board `{key}` has no `clocks.max_graphics_mhz`"))?;
-        let max_mem_mhz = clocks
-            .max_memory_mhz
-            .ok_or_else(|| format!("board `{key}` has no `clocks.max_memory_mhz`"))?;
-        let thermal = self.thermal.clone().unwrap_or_default();
-        let threshold = |v: &Option<Val<u32>>| v.as_ref().and_then(Val::get);
-        let pcie = self.pcie.clone().unwrap_or_default();
-        let pcie_gen = pcie
-            .generation
-            .ok_or_else(|| format!("board `{key}` has no `pcie.generation`"))?;
-        let pcie_width = pcie
-            .width
-            .ok_or_else(|| format!("board `{key}` has no `pcie.width`"))?;
-        if !(1..=6).contains(&pcie_gen) || !matches!(pcie_width, 1 | 2 | 4 | 8 | 16 | 32) {
-            return Err(Invalid::from(format!(
-                "pcie: generation {pcie_gen} / width {pcie_width}: want 1..=6 and 1, 2, 4, 8, 16 or 32 lanes"
-            )));
-        }
-        let nvlink = self.nvlink.clone().unwrap_or_default();
-        let nvlinks = nvlink.links.unwrap_or(0);
-        if nvlinks > 36 {
-            return Err(Invalid::from(format!(
-                "nvlink.links = {nvlinks}: at most 36"
-            )));
-        }
-        let engines = self.engines.clone().unwrap_or_default();
-        let mig = self.mig.clone().unwrap_or_default();
-        let mig_compute_slices = mig.compute_slices.unwrap_or(7);
-        let mig_memory_slices = mig.memory_slices.unwrap_or(8);
-        if !(1..=8).contains(&mig_compute_slices) || !(1..=8).contains(&mig_memory_slices) {
-            return Err("mig: compute_slices and memory_slices must be 1..=8".into());
-        }
-        let mut mig_profiles = Vec::new();
-        for p in mig.profile.clone().unwrap_or_default() {
-            let profile_index = GI_PROFILES
-                .iter()
-                .find(|(n, _)| *n == p.profile)
-                .map(|(_, v)| *v)
-                .ok_or_else(|| {
-                    format!(
-                        "MIG profile `{}`: unknown profile `{}` (known: {})",
-                        p.name,
-                        p.profile,
-                        names(GI_PROFILES)
-                    )
-                })?;
-            let fits = p.slices >= 1
-                && p.slices <= mig_compute_slices
-                && p.memory_slices >= 1
-                && p.placements
-                    .iter()
-                    .all(|s| s + p.memory_slices <= mig_memory_slices)
-                && !p.placements.is_empty();
-            if !fits {
-                return Err(Invalid::from(format!(
-                    "MIG profile `{}`: {} compute slices, {} memory slices at {:?} do not fit a GPU of {mig_compute_slices} and {mig_memory_slices}",
-                    p.name, p.slices, p.memory_slices, p.placements
-                )));
-            }
-            if let Some(ids) = &p.gpu_instance_ids {
-                if ids.len() != p.placements.len() {
-                    return Err(Invalid::from(format!(
-                        "MIG profile `{}`: gpu_instance_ids needs one id per placement",
-                        p.name
-                    )));
-                }
-            }
-            mig_profiles.push(MigProfile {
-                name: p.name,
-                profile_index,
-                id: p.id,
-                slices: p.slices,
-                mem_slices: p.memory_slices,
-                instance_count: p.instances,
-                starts: p.placements,
-                gpu_instance_ids: p.gpu_instance_ids,
-                memory_mib: p.memory_mib,
-                sm_count: p.sm_count,
-                copy_engines: p.copy_engines,
-                decoders: p.decoders,
-                encoders: p.encoders,
-                jpegs: p.jpegs,
-                ofas: p.ofas,
-            });
-        }
+        let memory = self.memory.clone().unwrap_or_default().resolve(key)?;
+        let ecc = self.ecc.clone().unwrap_or_default().resolve();
+        let power = self.power.clone().unwrap_or_default().resolve(key)?;
+        let clocks = self.clocks.clone().unwrap_or_default().resolve(key)?;
+        let thermal = self.thermal.clone().unwrap_or_default().resolve(arch);
+        let pcie = self.pcie.clone().unwrap_or_default().resolve(key)?;
+        let nvlink = self.nvlink.clone().unwrap_or_default().resolve(arch)?;
+        let engines = self.engines.clone().unwrap_or_default().resolve();
+        let mig = self.mig.clone().unwrap_or_default().resolve()?;
         let inforom = self.inforom.clone().unwrap_or_default();
         Ok(Model {
             key: key.to_string(),
@@ -591,119 +477,307 @@ impl BoardFile {
                 text(&inforom.den),
             ],
             has_serial: self.serial_number.unwrap_or(true),
-            memory_mib,
-            reserved_bytes: reserved.bytes,
-            bar1_mib: memory.bar1_mib.unwrap_or(256),
-            power_default_mw: gpu_limits.default_mw,
-            power_min_mw: gpu_limits.min_mw,
-            power_max_mw: gpu_limits.max_mw,
-            power_idle_mw,
-            module_power: power
-                .module
-                .as_ref()
-                .map(|s| scope(s, "module"))
-                .transpose()?,
-            memory_power: power
-                .memory
-                .as_ref()
-                .map(|s| scope(s, "memory"))
-                .transpose()?,
             power_smoothing: self.power_smoothing.unwrap_or(false),
-            max_graphics_mhz,
-            max_sm_mhz: clocks.max_sm_mhz.unwrap_or(max_graphics_mhz),
-            max_mem_mhz,
-            max_video_mhz: clocks.max_video_mhz.unwrap_or(max_graphics_mhz),
-            busy_graphics_mhz: clocks.busy_graphics_mhz.unwrap_or(max_graphics_mhz),
-            idle_graphics_mhz: clocks
-                .idle_graphics_mhz
-                .unwrap_or(max_graphics_mhz.min(210)),
-            idle_mem_mhz: clocks.idle_memory_mhz.unwrap_or(max_mem_mhz),
-            idle_video_mhz: clocks
-                .idle_video_mhz
-                .unwrap_or(clocks.max_video_mhz.unwrap_or(max_graphics_mhz) / 2),
-            temp_shutdown: threshold(&thermal.shutdown_c),
-            temp_slowdown: threshold(&thermal.slowdown_c),
-            temp_gpu_max: threshold(&thermal.gpu_max_c),
-            temp_mem_max: threshold(&thermal.memory_max_c),
-            tlimit_temperature: thermal.tlimit_temperature_c,
-            tlimit_margins: {
-                let temp_gpu_max = threshold(&thermal.gpu_max_c);
-                let explicit = [
-                    &thermal.shutdown_tlimit_c,
-                    &thermal.slowdown_tlimit_c,
-                    &thermal.memory_max_tlimit_c,
-                    &thermal.gpu_max_tlimit_c,
-                ];
-                let tlimit = thermal
-                    .tlimit
-                    .unwrap_or(after_ada(arch) || explicit.iter().any(|e| e.is_some()));
-                let derived = [
-                    threshold(&thermal.shutdown_c),
-                    threshold(&thermal.slowdown_c),
-                    None,
-                    temp_gpu_max,
-                ]
-                .map(|abs| Some(temp_gpu_max? as i32 - abs? as i32));
-                let mut margins = [None; 4];
-                for (i, m) in margins.iter_mut().enumerate() {
-                    *m = match explicit[i] {
-                        Some(v) => v.get(),
-                        None if !tlimit => None,
-                        // The memory margin is to the memory's own maximum.
-                        None if i == 2 => threshold(&thermal.memory_max_c).map(|_| 0),
-                        None => derived[i],
-                    };
-                }
-                margins
-            },
-            fans: thermal.fans.unwrap_or(0),
-            pcie_gen,
-            pcie_width,
-            nvlinks,
-            nvlink_mbps: nvlink.speed_mbps.unwrap_or(0),
-            nvlink_version: nvlink.version.unwrap_or(0),
-            nvswitch: nvlink.fabric.unwrap_or(
-                arch != sys::NVML_DEVICE_ARCH_UNKNOWN
-                    && arch >= sys::NVML_DEVICE_ARCH_HOPPER
-                    && nvlinks > 0,
-            ),
-            fabric_health: {
-                let mut h = FabricHealth::default();
-                if let Some(section) = &nvlink.fabric_health {
-                    section.apply(&mut h);
-                }
-                h
-            },
-            ecc: ecc_supported,
-            ecc_default: ecc.default.unwrap_or(ecc_supported),
-            page_retirement: ecc.page_retirement.unwrap_or(false),
-            row_remapping,
-            remapper_banks: if row_remapping {
-                ecc.remapper_banks.unwrap_or(0)
-            } else {
-                0
-            },
-            mig_compute_slices,
-            mig_memory_slices,
-            mig_supported: mig.supported.unwrap_or(!mig_profiles.is_empty()),
-            mig_profiles,
-            mig_exclusions: mig
-                .exclusions
-                .unwrap_or_default()
-                .into_iter()
-                .map(|[a, b]| (a, b))
-                .collect(),
             gpm: self.gpm.unwrap_or(
                 arch != sys::NVML_DEVICE_ARCH_UNKNOWN && arch >= sys::NVML_DEVICE_ARCH_HOPPER,
             ),
             display_capable: self.display.unwrap_or(false),
             sm_count: self.sm_count.unwrap_or(0),
-            engines: Engines {
-                encoders: engines.encoders.unwrap_or(0),
-                decoders: engines.decoders.unwrap_or(0),
-                jpegs: engines.jpegs.unwrap_or(0),
-                ofas: engines.ofas.unwrap_or(0),
+            memory,
+            power,
+            clocks,
+            thermal,
+            pcie,
+            nvlink,
+            ecc,
+            engines,
+            mig,
+        })
+    }
+}
+
+impl MemorySection {
+    fn resolve(&self, key: &str) -> Result<Memory, Invalid> {
+        let total_mib = self
+            .total_mib
+            .ok_or_else(|| format!("board `{key}` has no `memory.total_mib`"))?;
+        let reserved = self.reserved_mib.unwrap_or_default();
+        if reserved >= Mib::whole(total_mib) || total_mib > 1 << 30 {
+            return Err(Invalid::from(format!(
+                "memory: reserved_mib {reserved} must be below total_mib {total_mib} (at most 1 PiB)"
+            )));
+        }
+        Ok(Memory {
+            total_mib,
+            reserved_bytes: reserved.bytes,
+            bar1_mib: self.bar1_mib.unwrap_or(256),
+        })
+    }
+}
+
+impl EccSection {
+    fn resolve(&self) -> Ecc {
+        let supported = self.supported.unwrap_or(false);
+        let row_remapping = self.row_remapping.unwrap_or(false);
+        Ecc {
+            supported,
+            default: self.default.unwrap_or(supported),
+            page_retirement: self.page_retirement.unwrap_or(false),
+            row_remapping,
+            remapper_banks: if row_remapping {
+                self.remapper_banks.unwrap_or(0)
+            } else {
+                0
             },
+        }
+    }
+}
+
+impl PowerSection {
+    fn resolve(&self, key: &str) -> Result<Power, Invalid> {
+        let gpu_limits = limits(
+            &LimitsSection {
+                default_limit_w: self.default_limit_w,
+                min_limit_w: self.min_limit_w,
+                max_limit_w: self.max_limit_w,
+            },
+            "gpu",
+        )
+        .map_err(|e| e.replace("power.gpu.", "power."))?;
+        let idle_mw = self
+            .idle_w
+            .map_or(Ok(gpu_limits.default_mw / 10), |w| mw(w, "power.idle_w"))?;
+        if idle_mw > gpu_limits.default_mw || gpu_limits.min_mw > gpu_limits.max_mw {
+            return Err(Invalid::from(format!(
+                "power: want idle_w <= default_limit_w and min_limit_w <= max_limit_w (board `{key}`)"
+            )));
+        }
+        Ok(Power {
+            default_mw: gpu_limits.default_mw,
+            min_mw: gpu_limits.min_mw,
+            max_mw: gpu_limits.max_mw,
+            idle_mw,
+            module: self
+                .module
+                .as_ref()
+                .map(|s| scope(s, "module"))
+                .transpose()?,
+            memory: self
+                .memory
+                .as_ref()
+                .map(|s| scope(s, "memory"))
+                .transpose()?,
+        })
+    }
+}
+
+impl ClocksSection {
+    fn resolve(&self, key: &str) -> Result<Clocks, Invalid> {
+        let max_graphics_mhz = self
+            .max_graphics_mhz
+            .ok_or_else(|| format!("board `{key}` has no `clocks.max_graphics_mhz`"))?;
+        let max_mem_mhz = self
+            .max_memory_mhz
+            .ok_or_else(|| format!("board `{key}` has no `clocks.max_memory_mhz`"))?;
+        let max_video_mhz = self.max_video_mhz.unwrap_or(max_graphics_mhz);
+        Ok(Clocks {
+            max_graphics_mhz,
+            max_sm_mhz: self.max_sm_mhz.unwrap_or(max_graphics_mhz),
+            max_mem_mhz,
+            max_video_mhz,
+            busy_graphics_mhz: self.busy_graphics_mhz.unwrap_or(max_graphics_mhz),
+            idle_graphics_mhz: self.idle_graphics_mhz.unwrap_or(max_graphics_mhz.min(210)),
+            idle_mem_mhz: self.idle_memory_mhz.unwrap_or(max_mem_mhz),
+            idle_video_mhz: self.idle_video_mhz.unwrap_or(max_video_mhz / 2),
+        })
+    }
+}
+
+impl ThermalSection {
+    fn resolve(&self, arch: u32) -> Thermal {
+        let threshold = |v: &Option<Val<u32>>| v.as_ref().and_then(Val::get);
+        Thermal {
+            shutdown_c: threshold(&self.shutdown_c),
+            slowdown_c: threshold(&self.slowdown_c),
+            gpu_max_c: threshold(&self.gpu_max_c),
+            memory_max_c: threshold(&self.memory_max_c),
+            tlimit_temperature_c: self.tlimit_temperature_c,
+            tlimit_margins: self.tlimit_margins(arch),
+            fans: self.fans.unwrap_or(0),
+        }
+    }
+
+    /// The thresholds as T.Limit margins: as the file gives them, else
+    /// derived from the absolute ones where the board serves margins (Ada
+    /// and newer, or a file that gives any).
+    fn tlimit_margins(&self, arch: u32) -> [Option<i32>; 4] {
+        let threshold = |v: &Option<Val<u32>>| v.as_ref().and_then(Val::get);
+        let after_ada = arch != sys::NVML_DEVICE_ARCH_UNKNOWN && arch >= sys::NVML_DEVICE_ARCH_ADA;
+        let temp_gpu_max = threshold(&self.gpu_max_c);
+        let explicit = [
+            &self.shutdown_tlimit_c,
+            &self.slowdown_tlimit_c,
+            &self.memory_max_tlimit_c,
+            &self.gpu_max_tlimit_c,
+        ];
+        let tlimit = self
+            .tlimit
+            .unwrap_or(after_ada || explicit.iter().any(|e| e.is_some()));
+        let derived = [
+            threshold(&self.shutdown_c),
+            threshold(&self.slowdown_c),
+            None,
+            temp_gpu_max,
+        ]
+        .map(|abs| Some(temp_gpu_max? as i32 - abs? as i32));
+        let mut margins = [None; 4];
+        for (i, m) in margins.iter_mut().enumerate() {
+            *m = match explicit[i] {
+                Some(v) => v.get(),
+                None if !tlimit => None,
+                // The memory margin is to the memory's own maximum.
+                None if i == 2 => threshold(&self.memory_max_c).map(|_| 0),
+                None => derived[i],
+            };
+        }
+        margins
+    }
+}
+
+impl PcieSection {
+    fn resolve(&self, key: &str) -> Result<Pcie, Invalid> {
+        let generation = self
+            .generation
+            .ok_or_else(|| format!("board `{key}` has no `pcie.generation`"))?;
+        let width = self
+            .width
+            .ok_or_else(|| format!("board `{key}` has no `pcie.width`"))?;
+        if !(1..=6).contains(&generation) || !matches!(width, 1 | 2 | 4 | 8 | 16 | 32) {
+            return Err(Invalid::from(format!(
+                "pcie: generation {generation} / width {width}: want 1..=6 and 1, 2, 4, 8, 16 or 32 lanes"
+            )));
+        }
+        Ok(Pcie { generation, width })
+    }
+}
+
+impl NvlinkSection {
+    fn resolve(&self, arch: u32) -> Result<Nvlink, Invalid> {
+        let links = self.links.unwrap_or(0);
+        if links > 36 {
+            return Err(Invalid::from(format!("nvlink.links = {links}: at most 36")));
+        }
+        let mut fabric_health = FabricHealth::default();
+        if let Some(section) = &self.fabric_health {
+            section.apply(&mut fabric_health);
+        }
+        Ok(Nvlink {
+            links,
+            speed_mbps: self.speed_mbps.unwrap_or(0),
+            version: self.version.unwrap_or(0),
+            fabric: self.fabric.unwrap_or(
+                arch != sys::NVML_DEVICE_ARCH_UNKNOWN
+                    && arch >= sys::NVML_DEVICE_ARCH_HOPPER
+                    && links > 0,
+            ),
+            fabric_health,
+        })
+    }
+}
+
+impl EnginesSection {
+    fn resolve(&self) -> Engines {
+        Engines {
+            encoders: self.encoders.unwrap_or(0),
+            decoders: self.decoders.unwrap_or(0),
+            jpegs: self.jpegs.unwrap_or(0),
+            ofas: self.ofas.unwrap_or(0),
+        }
+    }
+}
+
+impl MigSection {
+    fn resolve(self) -> Result<Mig, Invalid> {
+        let compute_slices = self.compute_slices.unwrap_or(7);
+        let memory_slices = self.memory_slices.unwrap_or(8);
+        if !(1..=8).contains(&compute_slices) || !(1..=8).contains(&memory_slices) {
+            return Err("mig: compute_slices and memory_slices must be 1..=8".into());
+        }
+        let profiles = self
+            .profile
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| p.resolve(compute_slices, memory_slices))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Mig {
+            compute_slices,
+            memory_slices,
+            supported: self.supported.unwrap_or(!profiles.is_empty()),
+            profiles,
+            exclusions: self
+                .exclusions
+                .unwrap_or_default()
+                .into_iter()
+                .map(|[a, b]| (a, b))
+                .collect(),
+        })
+    }
+}
+
+impl ProfileEntry {
+    /// The profile, checked to fit a GPU of `compute_slices` and
+    /// `memory_slices`.
+    fn resolve(self, compute_slices: u32, memory_slices: u32) -> Result<MigProfile, Invalid> {
+        let p = self;
+        let profile_index = GI_PROFILES
+            .iter()
+            .find(|(n, _)| *n == p.profile)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| {
+                format!(
+                    "MIG profile `{}`: unknown profile `{}` (known: {})",
+                    p.name,
+                    p.profile,
+                    names(GI_PROFILES)
+                )
+            })?;
+        let fits = p.slices >= 1
+            && p.slices <= compute_slices
+            && p.memory_slices >= 1
+            && p.placements
+                .iter()
+                .all(|s| s + p.memory_slices <= memory_slices)
+            && !p.placements.is_empty();
+        if !fits {
+            return Err(Invalid::from(format!(
+                "MIG profile `{}`: {} compute slices, {} memory slices at {:?} do not fit a GPU of {compute_slices} and {memory_slices}",
+                p.name, p.slices, p.memory_slices, p.placements
+            )));
+        }
+        if let Some(ids) = &p.gpu_instance_ids {
+            if ids.len() != p.placements.len() {
+                return Err(Invalid::from(format!(
+                    "MIG profile `{}`: gpu_instance_ids needs one id per placement",
+                    p.name
+                )));
+            }
+        }
+        Ok(MigProfile {
+            name: p.name,
+            profile_index,
+            id: p.id,
+            slices: p.slices,
+            mem_slices: p.memory_slices,
+            instance_count: p.instances,
+            starts: p.placements,
+            gpu_instance_ids: p.gpu_instance_ids,
+            memory_mib: p.memory_mib,
+            sm_count: p.sm_count,
+            copy_engines: p.copy_engines,
+            decoders: p.decoders,
+            encoders: p.encoders,
+            jpegs: p.jpegs,
+            ofas: p.ofas,
         })
     }
 }
@@ -723,10 +797,10 @@ mod tests {
         let file: BoardFile = toml::Value::Table(table).try_into().unwrap();
         let m = file.resolve("h100-nvl").unwrap();
         assert_eq!(m.name, "NVIDIA H100 NVL");
-        assert_eq!(m.memory_mib, 95830);
-        assert_eq!(m.bar1_mib, 131_072, "kept from the base");
-        assert_eq!(m.temp_mem_max, None);
-        assert_eq!(m.mig_profiles.len(), 6);
+        assert_eq!(m.memory.total_mib, 95830);
+        assert_eq!(m.memory.bar1_mib, 131_072, "kept from the base");
+        assert_eq!(m.thermal.memory_max_c, None);
+        assert_eq!(m.mig.profiles.len(), 6);
     }
 
     #[test]

@@ -33,9 +33,9 @@ pub struct MigProfile {
     pub profile_index: u32,
     /// Profile id as reported in the info struct (19 for 1g.10gb, ...).
     pub id: u32,
-    /// Compute slices (of the board's `mig_compute_slices`).
+    /// Compute slices (of the board's `mig.compute_slices`).
     pub slices: u32,
-    /// Memory slices (of the board's `mig_memory_slices`); placements are in these units.
+    /// Memory slices (of the board's `mig.memory_slices`); placements are in these units.
     pub mem_slices: u32,
     /// How many instances of this profile fit on one GPU.
     pub instance_count: u32,
@@ -149,7 +149,9 @@ pub struct Engines {
 
 /// A board, resolved: every key of its file checked and converted to the
 /// units NVML answers in. `None` where the board does not support a query
-/// (NOT_SUPPORTED).
+/// (NOT_SUPPORTED). Its sections are the board file's (`[memory]`,
+/// `[power]`, ...), each resolved by a function of its own (`file.rs`);
+/// the keys at the top of the file are the fields at the top.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Model {
     /// The name scenarios use for it (`model = "h100-sxm5-80gb"`).
@@ -167,21 +169,49 @@ pub struct Model {
     pub inforom: [Option<String>; 4],
     /// The board has an inforom serial number (`nvmlDeviceGetSerial`).
     pub has_serial: bool,
-    pub memory_mib: u64,
+    /// Power smoothing (Blackwell data-center boards): the circuitry's
+    /// lifetime field answers.
+    pub power_smoothing: bool,
+    pub gpm: bool,
+    pub display_capable: bool,
+    pub sm_count: u32,
+    pub memory: Memory,
+    pub power: Power,
+    pub clocks: Clocks,
+    pub thermal: Thermal,
+    pub pcie: Pcie,
+    pub nvlink: Nvlink,
+    pub ecc: Ecc,
+    pub engines: Engines,
+    pub mig: Mig,
+}
+
+/// `[memory]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Memory {
+    pub total_mib: u64,
     /// Reserved by the driver and firmware, reported apart by memory info v2.
     /// Bytes (NVML's unit; not always whole MiB).
     pub reserved_bytes: u64,
     pub bar1_mib: u64,
-    pub power_default_mw: u32,
-    pub power_min_mw: u32,
-    pub power_max_mw: u32,
-    pub power_idle_mw: u32,
+}
+
+/// `[power]`: the GPU's limits and idle draw, milliwatts, and the other
+/// scopes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Power {
+    pub default_mw: u32,
+    pub min_mw: u32,
+    pub max_mw: u32,
+    pub idle_mw: u32,
     /// `NVML_POWER_SCOPE_MODULE` (Grace superchips) and `_MEMORY`.
-    pub module_power: Option<PowerScope>,
-    pub memory_power: Option<PowerScope>,
-    /// Power smoothing (Blackwell data-center boards): the circuitry's
-    /// lifetime field answers.
-    pub power_smoothing: bool,
+    pub module: Option<PowerScope>,
+    pub memory: Option<PowerScope>,
+}
+
+/// `[clocks]`, MHz.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Clocks {
     pub max_graphics_mhz: u32,
     pub max_sm_mhz: u32,
     pub max_mem_mhz: u32,
@@ -190,51 +220,72 @@ pub struct Model {
     pub idle_graphics_mhz: u32,
     pub idle_mem_mhz: u32,
     pub idle_video_mhz: u32,
-    pub temp_shutdown: Option<u32>,
-    pub temp_slowdown: Option<u32>,
-    pub temp_gpu_max: Option<u32>,
+}
+
+/// `[thermal]`: thresholds in degrees C.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thermal {
+    pub shutdown_c: Option<u32>,
+    pub slowdown_c: Option<u32>,
+    pub gpu_max_c: Option<u32>,
     /// `None` where the board has no HBM temperature sensor.
-    pub temp_mem_max: Option<u32>,
+    pub memory_max_c: Option<u32>,
     /// T.Limit where no absolute max operating temperature is reported.
-    pub tlimit_temperature: Option<u32>,
+    pub tlimit_temperature_c: Option<u32>,
     /// The thresholds as signed T.Limit margins (fields 193-196: shutdown,
     /// slowdown, memory max, GPU max), as Ada and newer boards serve them;
     /// `None` where not supported.
     pub tlimit_margins: [Option<i32>; 4],
     pub fans: u32,
-    pub pcie_gen: u32,
-    pub pcie_width: u32,
-    pub nvlinks: u32,
+}
+
+/// `[pcie]`: the link's maximum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pcie {
+    pub generation: u32,
+    pub width: u32,
+}
+
+/// `[nvlink]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Nvlink {
+    pub links: u32,
     /// Per-link NVLink line rate in Mbps (`NVML_FI_DEV_NVLINK_SPEED_MBPS_*`).
-    pub nvlink_mbps: u32,
+    pub speed_mbps: u32,
     /// What `NVML_FI_DEV_NVLINK_GET_VERSION` answers.
-    pub nvlink_version: u32,
+    pub version: u32,
     /// The board registers with an NVSwitch fabric manager
     /// (`nvmlDeviceGetGpuFabricInfo`).
-    pub nvswitch: bool,
+    pub fabric: bool,
     /// Its fabric health rows before any fault.
     pub fabric_health: FabricHealth,
-    pub ecc: bool,
+}
+
+/// `[ecc]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ecc {
+    pub supported: bool,
     /// ECC mode out of the factory (`nvmlDeviceGetDefaultEccMode`).
-    pub ecc_default: bool,
+    pub default: bool,
     /// Page retirement (Kepler..Volta) versus row remapping (Ampere and newer).
     pub page_retirement: bool,
     pub row_remapping: bool,
     /// Memory banks in the row remapper histogram (0 without row remapping).
     pub remapper_banks: u32,
-    /// MIG geometry: compute and memory slices of the whole GPU.
-    pub mig_compute_slices: u32,
-    pub mig_memory_slices: u32,
-    pub mig_profiles: Vec<MigProfile>,
+}
+
+/// `[mig]`: the geometry (compute and memory slices of the whole GPU) and
+/// the profiles.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mig {
+    pub compute_slices: u32,
+    pub memory_slices: u32,
+    pub profiles: Vec<MigProfile>,
     /// MIG mode answers (profiles or not: `mig.supported`).
-    pub mig_supported: bool,
+    pub supported: bool,
     /// Profile pairs that cannot coexist on one GPU although slices would
     /// allow it (MIG user guide, A100 40GB: 4g.20gb + 3g.20gb is not a valid layout).
-    pub mig_exclusions: Vec<(String, String)>,
-    pub gpm: bool,
-    pub display_capable: bool,
-    pub sm_count: u32,
-    pub engines: Engines,
+    pub exclusions: Vec<(String, String)>,
 }
 
 /// The built-in boards, read once from `boards/` (the unit tests prove each
@@ -290,7 +341,7 @@ impl Model {
     /// Boards that register with an NVSwitch fabric manager answer
     /// `nvmlDeviceGetGpuFabricInfo`.
     pub fn nvswitch_fabric(&self) -> bool {
-        self.nvswitch
+        self.nvlink.fabric
     }
 
     /// NVLink5 (Blackwell and newer): link recovery, effective and symbol
@@ -298,33 +349,34 @@ impl Model {
     /// and CRC ones, which nvml.h calls "unsupported for Blackwell+" (12.8
     /// header on).
     pub fn nvlink5(&self) -> bool {
-        self.nvlinks > 0
+        self.nvlink.links > 0
             && self.arch != sys::NVML_DEVICE_ARCH_UNKNOWN
             && self.arch >= sys::NVML_DEVICE_ARCH_BLACKWELL
     }
 
     pub fn mig_capable(&self) -> bool {
-        self.mig_supported
+        self.mig.supported
     }
 
     pub fn profile_by_name(&self, name: &str) -> Option<&MigProfile> {
-        self.mig_profiles.iter().find(|p| p.name == name)
+        self.mig.profiles.iter().find(|p| p.name == name)
     }
 
     pub fn profile_by_index(&self, index: u32) -> Option<&MigProfile> {
-        self.mig_profiles.iter().find(|p| p.profile_index == index)
+        self.mig.profiles.iter().find(|p| p.profile_index == index)
     }
 
     pub fn profile_by_id(&self, id: u32) -> Option<&MigProfile> {
-        self.mig_profiles.iter().find(|p| p.id == id)
+        self.mig.profiles.iter().find(|p| p.id == id)
     }
 
     /// Slowdown temperature, or the nearest a board without one would slow
     /// down at (for the thermal-throttle physics).
     pub fn slowdown_c(&self) -> u32 {
-        self.temp_slowdown
-            .or_else(|| Some((self.tlimit_c()? as i32 - self.tlimit_margins[1]?) as u32))
-            .or(self.temp_gpu_max.map(|t| t + 2))
+        self.thermal
+            .slowdown_c
+            .or_else(|| Some((self.tlimit_c()? as i32 - self.thermal.tlimit_margins[1]?) as u32))
+            .or(self.thermal.gpu_max_c.map(|t| t + 2))
             .unwrap_or(90)
     }
 
@@ -332,9 +384,10 @@ impl Model {
     /// absolute one, the board's T.Limit, or the slowdown threshold less
     /// its margin.
     pub fn tlimit_c(&self) -> Option<u32> {
-        self.temp_gpu_max.or(self.tlimit_temperature).or_else(|| {
-            let slowdown_margin = self.tlimit_margins[1]?;
-            Some((self.temp_slowdown? as i32 + slowdown_margin) as u32)
+        let t = &self.thermal;
+        t.gpu_max_c.or(t.tlimit_temperature_c).or_else(|| {
+            let slowdown_margin = t.tlimit_margins[1]?;
+            Some((t.slowdown_c? as i32 + slowdown_margin) as u32)
         })
     }
 }
@@ -367,13 +420,13 @@ pub fn place_layout(model: &Model, names: &[String]) -> Result<Vec<(MigProfile, 
 /// [`place_layout`] with placements the scenario may fix: a fixed start
 /// must be one of the profile's valid placements and free.
 pub fn place(model: &Model, wanted: &[Placement]) -> Result<Vec<(MigProfile, u32)>, Invalid> {
-    let mut used_mem = vec![false; model.mig_memory_slices as usize];
+    let mut used_mem = vec![false; model.mig.memory_slices as usize];
     let mut used_slices = 0;
     let mut out: Vec<(MigProfile, u32)> = Vec::new();
     for w in wanted {
         let name = w.profile;
         let profile = model.profile_by_name(name).ok_or_else(|| {
-            let known: Vec<&str> = model.mig_profiles.iter().map(|p| p.name.as_str()).collect();
+            let known: Vec<&str> = model.mig.profiles.iter().map(|p| p.name.as_str()).collect();
             if known.is_empty() {
                 format!("{} does not support MIG", model.name)
             } else {
@@ -384,7 +437,7 @@ pub fn place(model: &Model, wanted: &[Placement]) -> Result<Vec<(MigProfile, u32
                 )
             }
         })?;
-        if let Some((a, b)) = model.mig_exclusions.iter().find(|(a, b)| {
+        if let Some((a, b)) = model.mig.exclusions.iter().find(|(a, b)| {
             (profile.name == *a && placed_names(&out).contains(&b.as_str()))
                 || (profile.name == *b && placed_names(&out).contains(&a.as_str()))
         }) {
@@ -393,10 +446,10 @@ pub fn place(model: &Model, wanted: &[Placement]) -> Result<Vec<(MigProfile, u32
                 model.name
             )));
         }
-        if used_slices + profile.slices > model.mig_compute_slices {
+        if used_slices + profile.slices > model.mig.compute_slices {
             return Err(Invalid::from(format!(
                 "MIG profile `{name}` does not fit: compute slices exhausted ({} per GPU)",
-                model.mig_compute_slices
+                model.mig.compute_slices
             )));
         }
         let free = |s: u32| {
@@ -444,12 +497,16 @@ mod tests {
         assert!(builtins().len() >= 5);
         for m in builtins() {
             assert!(!m.name.is_empty(), "{}", m.key);
-            assert!(m.reserved_bytes < m.memory_mib << 20, "{}", m.key);
-            for p in &m.mig_profiles {
-                assert!(p.slices <= m.mig_compute_slices, "{} {}", m.key, p.name);
+            assert!(
+                m.memory.reserved_bytes < m.memory.total_mib << 20,
+                "{}",
+                m.key
+            );
+            for p in &m.mig.profiles {
+                assert!(p.slices <= m.mig.compute_slices, "{} {}", m.key, p.name);
                 for s in &p.starts {
                     assert!(
-                        s + p.mem_slices <= m.mig_memory_slices,
+                        s + p.mem_slices <= m.mig.memory_slices,
                         "{} {}",
                         m.key,
                         p.name

@@ -17,7 +17,7 @@ use crate::fault::Fault;
 use crate::identity::{self, PciAddr};
 use crate::import;
 use crate::model::{self, BoardFile, Model};
-use crate::schema::ScenarioFile;
+use crate::schema::{GpuFile, ScenarioFile};
 use crate::value::Invalid;
 use crate::value::Val;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -330,7 +330,123 @@ fn file_table(f: &BoardFile) -> toml::Table {
     t
 }
 
-impl Boards<'_> {
+impl<'a> Boards<'a> {
+    /// The file's `[board.*]` tables, each checked and resolved once
+    /// (none may hide a built-in board).
+    fn defined(
+        defined: &'a BTreeMap<String, toml::Spanned<BoardFile>>,
+        place: &Place<'_>,
+    ) -> Result<Self, ScenarioError> {
+        for (key, b) in defined {
+            if model::BUILTIN_BOARDS.iter().any(|(k, _)| k == key) {
+                return Err(place(
+                    Site::Board(key),
+                    Some(b.span().start),
+                    format!("[board.{key}] would hide the built-in board `{key}`: give it another name (with base = \"{key}\")"),
+                ));
+            }
+        }
+        let mut boards = Boards {
+            defined,
+            resolved: HashMap::new(),
+        };
+        for key in defined.keys() {
+            boards.model(key).map_err(|m| {
+                place(
+                    Site::Board(key),
+                    Some(defined[key].span().start),
+                    m.into_message(),
+                )
+            })?;
+        }
+        Ok(boards)
+    }
+
+    /// One `[[gpu]]` table (the `table`th) on a fleet of `fleet` GPUs so
+    /// far: its spec on its board, its identity as given, and how many
+    /// GPUs it makes.
+    fn gpu(
+        &mut self,
+        table: usize,
+        spanned: toml::Spanned<GpuFile>,
+        fleet: usize,
+        place: &Place<'_>,
+    ) -> Result<(GpuSpec, IdentityGiven, usize), ScenarioError> {
+        let err = |offset: Option<usize>, message: String| place(Site::Gpu(table), offset, message);
+        let at = spanned.span().start;
+        let g = spanned.into_inner();
+        let model = match (&g.model, &g.board) {
+            (None, None) => {
+                return Err(err(
+                    Some(at),
+                    "a [[gpu]] needs a `model` (a board) or a `board` table".into(),
+                ))
+            }
+            (Some(m), None) => self
+                .model(m.get_ref())
+                .map_err(|e| err(Some(m.span().start), e.into_message()))?,
+            (m, Some(b)) => {
+                if m.is_some() && b.get_ref().base.is_some() {
+                    return Err(err(
+                        Some(b.span().start),
+                        "give `model` or `board.base`, not both".into(),
+                    ));
+                }
+                let base = m
+                    .as_ref()
+                    .map(|m| m.get_ref().as_str())
+                    .or(b.get_ref().base.as_deref());
+                self.inline(base, b.get_ref())
+                    .map_err(|e| err(Some(b.span().start), e.into_message()))?
+            }
+        };
+        let count = g.count.unwrap_or(1);
+        if count == 0 {
+            return Err(err(Some(at), "count must be at least 1".into()));
+        }
+        if fleet.saturating_add(count) > MAX_GPUS {
+            return Err(err(
+                Some(at),
+                format!("count {count} makes more than {MAX_GPUS} GPUs, more than any node holds"),
+            ));
+        }
+        let identity = IdentityGiven {
+            uuid: g.uuid.as_ref().map(|u| u.get_ref().clone()),
+            serial: g.serial.as_ref().map(|s| s.get_ref().clone()),
+            pci: match &g.pci_bus_id {
+                None => None,
+                Some(b) => Some(PciAddr::parse(b.get_ref()).ok_or_else(|| {
+                    err(
+                        Some(b.span().start),
+                        format!(
+                            "pci_bus_id `{}` is not DOMAIN:BUS:DEVICE.FUNCTION in hex, like 00000000:18:00.0",
+                            b.get_ref()
+                        ),
+                    )
+                })?),
+            },
+            minor: g.minor_number,
+            offset: Some(at),
+            table: Some(table),
+        };
+        if let Some(u) = &g.uuid {
+            if !u.get_ref().starts_with("GPU-") || u.get_ref().len() > 80 {
+                return Err(err(
+                    Some(u.span().start),
+                    format!(
+                        "uuid `{}` must start with GPU- (at most 80 characters)",
+                        u.get_ref()
+                    ),
+                ));
+            }
+        }
+        let mut spec = g
+            .resolve(&model)
+            .map_err(|e| err(e.offset.or(Some(at)), e.error.into_message()))?;
+        spec.identity_given = identity.clone();
+        Ok((spec, identity, count))
+    }
+
     /// The board `key` as one table, its `base` chain merged in.
     fn table(&self, key: &str, depth: usize) -> Result<toml::Table, Invalid> {
         if depth > MAX_BOARD_DEPTH {
@@ -400,11 +516,9 @@ pub fn parse(text: &str, source: &str, default_name: &str) -> Result<Scenario, S
 }
 
 /// A scenario file's types checked into the scenario, errors made by
-/// `place`.
-#[allow(
-    clippy::too_many_lines,
-    reason = "the scenario file's steps in order; to be split into steps with the typed schema (issue 40, left for later)"
-)]
+/// `place`: its base scenario, its boards, its `[[gpu]]` tables, the
+/// GPUs' identities, its timeline and the host's settings, in the order
+/// their errors are named.
 fn build(
     raw: ScenarioFile,
     default_name: &str,
@@ -412,136 +526,30 @@ fn build(
 ) -> Result<Scenario, ScenarioError> {
     let err = |offset: Option<usize>, message: String| place(Site::Top, offset, message);
     let name = raw.name.clone().unwrap_or_else(|| default_name.to_string());
-    let mut gpus = Vec::new();
-    let mut given: Vec<IdentityGiven> = Vec::new();
-    let mut timeline = Vec::new();
-    let (mut base_driver, mut base_privileged, mut base_denied) = (None, true, Vec::new());
-    if let Some(base) = &raw.base {
-        let base_text = BUILTINS
-            .iter()
-            .find(|(n, _)| *n == base.get_ref())
-            .map(|(_, t)| *t)
-            .ok_or_else(|| {
-                err(
-                    Some(base.span().start),
-                    format!("unknown base scenario `{}`", base.get_ref()),
-                )
-            })?;
-        let base_scenario = parse(
-            base_text,
-            &format!("built-in scenario `{}`", base.get_ref()),
-            base.get_ref(),
-        )?;
-        gpus = base_scenario.gpus;
-        given = gpus
-            .iter()
-            .map(|g| IdentityGiven {
-                offset: None,
-                table: None,
-                ..g.identity_given.clone()
-            })
-            .collect();
-        timeline = base_scenario.timeline;
-        base_driver = base_scenario.driver;
-        base_privileged = base_scenario.privileged;
-        base_denied = base_scenario.denied;
-    }
-    for (key, b) in &raw.board {
-        if model::BUILTIN_BOARDS.iter().any(|(k, _)| k == key) {
-            return Err(place(
-                Site::Board(key),
-                Some(b.span().start),
-                format!("[board.{key}] would hide the built-in board `{key}`: give it another name (with base = \"{key}\")"),
-            ));
+    let base = raw
+        .base
+        .as_ref()
+        .map(|b| base_scenario(b, &err))
+        .transpose()?;
+    let (mut gpus, mut given, mut timeline, base_driver, base_privileged, base_denied) = match base
+    {
+        Some(b) => {
+            let given = b
+                .gpus
+                .iter()
+                .map(|g| IdentityGiven {
+                    offset: None,
+                    table: None,
+                    ..g.identity_given.clone()
+                })
+                .collect();
+            (b.gpus, given, b.timeline, b.driver, b.privileged, b.denied)
         }
-    }
-    let mut boards = Boards {
-        defined: &raw.board,
-        resolved: HashMap::new(),
+        None => (Vec::new(), Vec::new(), Vec::new(), None, true, Vec::new()),
     };
-    for key in raw.board.keys() {
-        boards.model(key).map_err(|m| {
-            place(
-                Site::Board(key),
-                Some(raw.board[key].span().start),
-                m.into_message(),
-            )
-        })?;
-    }
+    let mut boards = Boards::defined(&raw.board, place)?;
     for (table, spanned) in raw.gpu.into_iter().enumerate() {
-        let err = |offset: Option<usize>, message: String| place(Site::Gpu(table), offset, message);
-        let at = spanned.span().start;
-        let g = spanned.into_inner();
-        let model = match (&g.model, &g.board) {
-            (None, None) => {
-                return Err(err(
-                    Some(at),
-                    "a [[gpu]] needs a `model` (a board) or a `board` table".into(),
-                ))
-            }
-            (Some(m), None) => boards
-                .model(m.get_ref())
-                .map_err(|e| err(Some(m.span().start), e.into_message()))?,
-            (m, Some(b)) => {
-                if m.is_some() && b.get_ref().base.is_some() {
-                    return Err(err(
-                        Some(b.span().start),
-                        "give `model` or `board.base`, not both".into(),
-                    ));
-                }
-                let base = m
-                    .as_ref()
-                    .map(|m| m.get_ref().as_str())
-                    .or(b.get_ref().base.as_deref());
-                boards
-                    .inline(base, b.get_ref())
-                    .map_err(|e| err(Some(b.span().start), e.into_message()))?
-            }
-        };
-        let count = g.count.unwrap_or(1);
-        if count == 0 {
-            return Err(err(Some(at), "count must be at least 1".into()));
-        }
-        if gpus.len().saturating_add(count) > MAX_GPUS {
-            return Err(err(
-                Some(at),
-                format!("count {count} makes more than {MAX_GPUS} GPUs, more than any node holds"),
-            ));
-        }
-        let identity = IdentityGiven {
-            uuid: g.uuid.as_ref().map(|u| u.get_ref().clone()),
-            serial: g.serial.as_ref().map(|s| s.get_ref().clone()),
-            pci: match &g.pci_bus_id {
-                None => None,
-                Some(b) => Some(PciAddr::parse(b.get_ref()).ok_or_else(|| {
-                    err(
-                        Some(b.span().start),
-                        format!(
-                            "pci_bus_id `{}` is not DOMAIN:BUS:DEVICE.FUNCTION in hex, like 00000000:18:00.0",
-                            b.get_ref()
-                        ),
-                    )
-                })?),
-            },
-            minor: g.minor_number,
-            offset: Some(at),
-            table: Some(table),
-        };
-        if let Some(u) = &g.uuid {
-            if !u.get_ref().starts_with("GPU-") || u.get_ref().len() > 80 {
-                return Err(err(
-                    Some(u.span().start),
-                    format!(
-                        "uuid `{}` must start with GPU- (at most 80 characters)",
-                        u.get_ref()
-                    ),
-                ));
-            }
-        }
-        let mut spec = g
-            .resolve(&model)
-            .map_err(|e| err(e.offset.or(Some(at)), e.error.into_message()))?;
-        spec.identity_given = identity.clone();
+        let (spec, identity, count) = boards.gpu(table, spanned, gpus.len(), place)?;
         for _ in 0..count {
             gpus.push(spec.clone());
             given.push(identity.clone());
@@ -578,21 +586,7 @@ fn build(
         Some(e) => resolve::call_errors(e.get_ref()),
         None => Vec::new(),
     };
-    let absent_functions = match &raw.absent_functions {
-        None => Vec::new(),
-        Some(list) => {
-            const ALWAYS: [&str; 3] = ["nvmlShutdown", "nvmlEventSetFree", "nvmlGpmSampleFree"];
-            if let Some(f) = list.get_ref().iter().find(|f| {
-                ALWAYS.contains(&f.as_str()) || !f.starts_with("nvml") || f.starts_with("nvmlInit")
-            }) {
-                return Err(err(
-                    Some(list.span().start),
-                    format!("absent_functions: `{f}` cannot be absent (clients call nvmlInit*, nvmlShutdown, nvmlEventSetFree and nvmlGpmSampleFree unconditionally)"),
-                ));
-            }
-            list.get_ref().clone()
-        }
-    };
+    let absent_functions = absent_functions(raw.absent_functions.as_ref(), &err)?;
     let driver = match &raw.driver {
         Some(d) => {
             crate::personality::Personality::parse(d.get_ref())
@@ -630,6 +624,49 @@ fn build(
         call_errors,
         absent_functions,
     })
+}
+
+/// The built-in scenario a file starts from (`base = "dgx-h100"`).
+fn base_scenario(
+    base: &toml::Spanned<String>,
+    err: &dyn Fn(Option<usize>, String) -> ScenarioError,
+) -> Result<Scenario, ScenarioError> {
+    let base_text = BUILTINS
+        .iter()
+        .find(|(n, _)| *n == base.get_ref())
+        .map(|(_, t)| *t)
+        .ok_or_else(|| {
+            err(
+                Some(base.span().start),
+                format!("unknown base scenario `{}`", base.get_ref()),
+            )
+        })?;
+    parse(
+        base_text,
+        &format!("built-in scenario `{}`", base.get_ref()),
+        base.get_ref(),
+    )
+}
+
+/// `absent_functions`: the exports a driver branch lacks, none of them
+/// one every client calls.
+fn absent_functions(
+    list: Option<&toml::Spanned<Vec<String>>>,
+    err: &dyn Fn(Option<usize>, String) -> ScenarioError,
+) -> Result<Vec<String>, ScenarioError> {
+    let Some(list) = list else {
+        return Ok(Vec::new());
+    };
+    const ALWAYS: [&str; 3] = ["nvmlShutdown", "nvmlEventSetFree", "nvmlGpmSampleFree"];
+    if let Some(f) = list.get_ref().iter().find(|f| {
+        ALWAYS.contains(&f.as_str()) || !f.starts_with("nvml") || f.starts_with("nvmlInit")
+    }) {
+        return Err(err(
+            Some(list.span().start),
+            format!("absent_functions: `{f}` cannot be absent (clients call nvmlInit*, nvmlShutdown, nvmlEventSetFree and nvmlGpmSampleFree unconditionally)"),
+        ));
+    }
+    Ok(list.get_ref().clone())
 }
 
 /// Gives every GPU its identifiers: the scenario's, else derived from the
@@ -999,9 +1036,9 @@ thermal = { memory_max_c = "N/A" }
             nvml_wrapper_sys::bindings::NVML_DEVICE_ARCH_BLACKWELL
         );
         assert_eq!(b.cuda_cc, (10, 0), "from the architecture");
-        assert_eq!(b.temp_shutdown, None);
+        assert_eq!(b.thermal.shutdown_c, None);
         assert_eq!(
-            b.module_power.unwrap().limits.unwrap().default_mw,
+            b.power.module.unwrap().limits.unwrap().default_mw,
             2_700_000
         );
         assert!(Arc::ptr_eq(b, &s.gpus[1].model), "one board, shared");
@@ -1010,8 +1047,8 @@ thermal = { memory_max_c = "N/A" }
         assert_eq!(s.gpus[0].processes[0].mig_instance, Some(1));
         let nvl = &s.gpus[2];
         assert_eq!(nvl.model.name, "NVIDIA H100 NVL");
-        assert_eq!(nvl.model.temp_mem_max, None);
-        assert_eq!(nvl.model.memory_mib, 81559, "the rest from its model");
+        assert_eq!(nvl.model.thermal.memory_max_c, None);
+        assert_eq!(nvl.model.memory.total_mib, 81559, "the rest from its model");
         assert_eq!(nvl.identity.serial, None);
         // Derived identifiers are unique without warnings.
         let uuids: HashSet<&str> = s.gpus.iter().map(|g| g.identity.uuid.as_str()).collect();

@@ -62,12 +62,12 @@ impl ReadingsFile {
             if let Some(p) = v.iter().find(|p| **p > 100) {
                 return Err(Invalid::from(format!("fan_percent {p} is outside 0..=100")));
             }
-            if v.is_empty() || (v.len() > 1 && v.len() != model.fans as usize) {
+            if v.is_empty() || (v.len() > 1 && v.len() != model.thermal.fans as usize) {
                 return Err(Invalid::from(format!(
                     "fan_percent gives {} values; {} has {} fans (give one value for all)",
                     v.len(),
                     model.name,
-                    model.fans
+                    model.thermal.fans
                 )));
             }
         }
@@ -79,24 +79,24 @@ impl ReadingsFile {
             }
         }
         if let Some(Val::Is(g)) = self.pcie_generation {
-            if g == 0 || g > model.pcie_gen {
+            if g == 0 || g > model.pcie.generation {
                 return Err(Invalid::from(format!(
                     "pcie_generation {g} is outside 1..={} for {}",
-                    model.pcie_gen, model.name
+                    model.pcie.generation, model.name
                 )));
             }
         }
         if let Some(w) = self.pcie_width {
-            if w == 0 || w > model.pcie_width {
+            if w == 0 || w > model.pcie.width {
                 return Err(Invalid::from(format!(
                     "pcie_width {w} is outside 1..={} for {}",
-                    model.pcie_width, model.name
+                    model.pcie.width, model.name
                 )));
             }
         }
-        let total = Mib::whole(model.memory_mib);
+        let total = Mib::whole(model.memory.total_mib);
         let outside = Mib {
-            bytes: total.bytes.saturating_sub(model.reserved_bytes),
+            bytes: total.bytes.saturating_sub(model.memory.reserved_bytes),
         };
         if let Some(m) = self.memory_used_mib {
             if m > outside {
@@ -110,7 +110,7 @@ impl ReadingsFile {
             if f > total {
                 return Err(Invalid::from(format!(
                     "memory_free_mib {f} is more than the {} MiB {} has",
-                    model.memory_mib, model.name
+                    model.memory.total_mib, model.name
                 )));
             }
         }
@@ -128,10 +128,10 @@ impl ReadingsFile {
             }
         }
         if let Some(m) = self.bar1_used_mib {
-            if m > Mib::whole(model.bar1_mib) {
+            if m > Mib::whole(model.memory.bar1_mib) {
                 return Err(Invalid::from(format!(
                     "bar1_used_mib {m} is more than the board's {} MiB",
-                    model.bar1_mib
+                    model.memory.bar1_mib
                 )));
             }
         }
@@ -191,7 +191,7 @@ impl CountersFile {
             }
         }
         if let Some(Val::Is(pages)) = &self.retired_pages {
-            if !model.page_retirement {
+            if !model.ecc.page_retirement {
                 return Err(Invalid::from(format!(
                     "{} remaps rows, it does not retire pages (retired_pages = \"N/A\")",
                     model.name
@@ -209,7 +209,7 @@ impl CountersFile {
             Val::Is(r) => Val::Is(r.resolve()),
         });
         if let Some(Val::Is(r)) = &remapped_rows {
-            if !model.row_remapping {
+            if !model.ecc.row_remapping {
                 return Err(Invalid::from(format!(
                     "{} does not remap rows (remapped_rows = \"N/A\")",
                     model.name
@@ -273,7 +273,7 @@ impl FabricFile {
                 model.name
             )));
         }
-        let mut health = model.fabric_health;
+        let mut health = model.nvlink.fabric_health;
         if let Some(h) = &self.health {
             h.apply(&mut health);
         }
@@ -468,11 +468,10 @@ fn mig_specs(model: &Model, raw: &[MigEntry]) -> Result<Vec<MigSpec>, Invalid> {
 
 impl GpuFile {
     /// The spec of the GPUs of this table, on board `model`; their
-    /// identities are the caller's to derive and de-duplicate.
-    #[allow(
-        clippy::too_many_lines,
-        reason = "each [[gpu]] key checked against its board in turn; to be split with the typed schema (issue 40, left for later)"
-    )]
+    /// identities are the caller's to derive and de-duplicate. Each part
+    /// is checked in the order its errors are named: MIG instances,
+    /// processes, settings, call errors and field pins, then readings,
+    /// counters and fabric by their own resolvers.
     pub(super) fn resolve(mut self, model: &Arc<Model>) -> Result<GpuSpec, Fail> {
         let readings_at = self.readings.as_ref().map(|r| r.span().start);
         let readings = self.readings.take().map(toml::Spanned::into_inner);
@@ -489,149 +488,14 @@ impl GpuFile {
                     .map_err(|m| Fail::new(Some(list.span().start), m))?,
             ),
         };
-        let mut processes = Vec::new();
-        for p in self.processes.iter().flatten() {
-            let n = mig.as_ref().map_or(0, Vec::len);
-            let mig_instance = match (p.mig_instance, p.gpu_instance) {
-                (Some(_), Some(_)) => {
-                    return Err(at_table(format!(
-                        "process `{}`: give mig_instance or gpu_instance, not both",
-                        p.name
-                    )))
-                }
-                (Some(i), None) if i >= n => {
-                    return Err(at_table(format!(
-                        "process `{}` names mig_instance {i}, but this GPU has {n} MIG instances",
-                        p.name
-                    )))
-                }
-                (Some(i), None) => Some(i),
-                (None, Some(gi)) => {
-                    let specs = mig.as_deref().unwrap_or_default();
-                    let found = specs.iter().position(|m| {
-                        model
-                            .profile_by_name(&m.profile)
-                            .is_some_and(|p| p.instance_id_for(m.start) == gi)
-                    });
-                    Some(found.ok_or_else(|| {
-                        at_table(format!(
-                            "process `{}` names gpu_instance {gi}, which this GPU does not have",
-                            p.name
-                        ))
-                    })?)
-                }
-                (None, None) => None,
-            };
-            if mig_instance.is_none() && mig.is_some() {
-                return Err(at_table(format!(
-                    "process `{}` runs on a MIG-enabled GPU and must name its mig_instance (or gpu_instance)",
-                    p.name
-                )));
-            }
-            let compute_instance = p.compute_instance.unwrap_or(0);
-            if let Some(i) = mig_instance {
-                let spec = &mig.as_ref().expect("checked above")[i];
-                if !spec
-                    .compute_instances
-                    .iter()
-                    .any(|c| c.id == compute_instance)
-                {
-                    return Err(at_table(format!(
-                        "process `{}` names compute_instance {compute_instance}, which its GPU instance does not have",
-                        p.name
-                    )));
-                }
-            } else if p.compute_instance.is_some() {
-                return Err(at_table(format!(
-                    "process `{}`: compute_instance on a GPU without MIG",
-                    p.name
-                )));
-            }
-            let usage = ProcUse::declared(
-                p.sm_percent,
-                p.memory_percent,
-                p.encoder_percent,
-                p.decoder_percent,
-            )
-            .map_err(|m| at_table(format!("process `{}`: {m}", p.name)))?;
-            processes.push(ProcSpec {
-                pid: p.pid,
-                name: p.name.clone(),
-                memory_mib: p.memory_mib.get(),
-                kind: p.kind,
-                mig_instance,
-                compute_instance,
-                usage,
-            });
-        }
+        let processes = self.processes(model, mig.as_deref())?;
         if self.mig_pending.is_some() && !model.mig_capable() {
             return Err(at_table(format!(
                 "{} does not support MIG (mig_pending)",
                 model.name
             )));
         }
-        let display_active = self.display.unwrap_or(Val::Is(false));
-        if display_active == Val::Is(true) && !model.display_capable {
-            return Err(at_table(format!("{} has no display output", model.name)));
-        }
-        let ecc = match self.ecc {
-            Some(Val::NotSupported) => None,
-            _ if !model.ecc => {
-                if matches!(self.ecc, Some(Val::Is(true))) || self.ecc_pending == Some(true) {
-                    return Err(at_table(format!("{} has no ECC", model.name)));
-                }
-                None
-            }
-            Some(Val::Is(current)) => Some((current, self.ecc_pending.unwrap_or(current))),
-            None => Some((
-                model.ecc_default,
-                self.ecc_pending.unwrap_or(model.ecc_default),
-            )),
-        };
-        let limit_mw = |w: &Option<toml::Spanned<f64>>, key: &str| -> Result<Option<u32>, Fail> {
-            let Some(w) = w else { return Ok(None) };
-            let mw = (w.get_ref() * 1000.0).round();
-            if !(f64::from(model.power_min_mw)..=f64::from(model.power_max_mw)).contains(&mw) {
-                return Err(Fail::new(
-                    Some(w.span().start),
-                    format!(
-                        "{key} {} is outside {}'s limits {}..={} W",
-                        w.get_ref(),
-                        model.name,
-                        f64::from(model.power_min_mw) / 1000.0,
-                        f64::from(model.power_max_mw) / 1000.0
-                    ),
-                ));
-            }
-            Ok(Some(mw as u32))
-        };
-        let power_limit_mw = limit_mw(&self.power_limit_w, "power_limit_w")?;
-        let enforced_power_limit_mw =
-            limit_mw(&self.enforced_power_limit_w, "enforced_power_limit_w")?;
-        let driver_model = match (self.driver_model, self.driver_model_pending) {
-            (None, None) => None,
-            (Some(c), p) => Some((c.nvml(), p.unwrap_or(c).nvml())),
-            (None, Some(_)) => {
-                return Err(at_table("driver_model_pending without driver_model".into()))
-            }
-        };
-        let settings = Settings {
-            persistence: self.persistence.unwrap_or(Val::Is(!model.display_capable)),
-            display_active,
-            display_mode: self.display_mode.unwrap_or(display_active),
-            compute_mode: self.compute_mode.map_or(Val::Is(0), |m| match m {
-                Val::NotSupported => Val::NotSupported,
-                Val::Is(m) => Val::Is(m as u32),
-            }),
-            ecc,
-            power_limit_mw,
-            enforced_power_limit_mw,
-            virtualization_mode: self.virtualization_mode.map_or(Val::Is(0), |m| match m {
-                Val::NotSupported => Val::NotSupported,
-                Val::Is(m) => Val::Is(m as u32),
-            }),
-            driver_model,
-        };
+        let settings = self.settings(model)?;
         let call_errors = self
             .errors
             .as_ref()
@@ -665,7 +529,7 @@ impl GpuFile {
                 .resolve(model)
                 .map_err(|m| Fail::new(Some(f.span().start), m))?,
             None => FabricSpec {
-                health: model.fabric_health,
+                health: model.nvlink.fabric_health,
                 ..FabricSpec::default()
             },
         };
@@ -689,6 +553,156 @@ impl GpuFile {
             call_errors,
             fabric,
             field_pins,
+        })
+    }
+
+    /// The `[[gpu.processes]]`, each bound to its MIG instance and compute
+    /// instance on a MIG-enabled GPU.
+    fn processes(&self, model: &Model, mig: Option<&[MigSpec]>) -> Result<Vec<ProcSpec>, Fail> {
+        let at_table = |m: String| Fail::new(None, m);
+        let mut processes = Vec::new();
+        for p in self.processes.iter().flatten() {
+            let n = mig.map_or(0, <[MigSpec]>::len);
+            let mig_instance = match (p.mig_instance, p.gpu_instance) {
+                (Some(_), Some(_)) => {
+                    return Err(at_table(format!(
+                        "process `{}`: give mig_instance or gpu_instance, not both",
+                        p.name
+                    )))
+                }
+                (Some(i), None) if i >= n => {
+                    return Err(at_table(format!(
+                        "process `{}` names mig_instance {i}, but this GPU has {n} MIG instances",
+                        p.name
+                    )))
+                }
+                (Some(i), None) => Some(i),
+                (None, Some(gi)) => {
+                    let specs = mig.unwrap_or_default();
+                    let found = specs.iter().position(|m| {
+                        model
+                            .profile_by_name(&m.profile)
+                            .is_some_and(|p| p.instance_id_for(m.start) == gi)
+                    });
+                    Some(found.ok_or_else(|| {
+                        at_table(format!(
+                            "process `{}` names gpu_instance {gi}, which this GPU does not have",
+                            p.name
+                        ))
+                    })?)
+                }
+                (None, None) => None,
+            };
+            if mig_instance.is_none() && mig.is_some() {
+                return Err(at_table(format!(
+                    "process `{}` runs on a MIG-enabled GPU and must name its mig_instance (or gpu_instance)",
+                    p.name
+                )));
+            }
+            let compute_instance = p.compute_instance.unwrap_or(0);
+            if let Some(i) = mig_instance {
+                let spec = &mig.expect("checked above")[i];
+                if !spec
+                    .compute_instances
+                    .iter()
+                    .any(|c| c.id == compute_instance)
+                {
+                    return Err(at_table(format!(
+                        "process `{}` names compute_instance {compute_instance}, which its GPU instance does not have",
+                        p.name
+                    )));
+                }
+            } else if p.compute_instance.is_some() {
+                return Err(at_table(format!(
+                    "process `{}`: compute_instance on a GPU without MIG",
+                    p.name
+                )));
+            }
+            let usage = ProcUse::declared(
+                p.sm_percent,
+                p.memory_percent,
+                p.encoder_percent,
+                p.decoder_percent,
+            )
+            .map_err(|m| at_table(format!("process `{}`: {m}", p.name)))?;
+            processes.push(ProcSpec {
+                pid: p.pid,
+                name: p.name.clone(),
+                memory_mib: p.memory_mib.get(),
+                kind: p.kind,
+                mig_instance,
+                compute_instance,
+                usage,
+            });
+        }
+        Ok(processes)
+    }
+
+    /// What the GPU is set to: display, ECC, power limits (within the
+    /// board's), modes.
+    fn settings(&self, model: &Model) -> Result<Settings, Fail> {
+        let at_table = |m: String| Fail::new(None, m);
+        let display_active = self.display.unwrap_or(Val::Is(false));
+        if display_active == Val::Is(true) && !model.display_capable {
+            return Err(at_table(format!("{} has no display output", model.name)));
+        }
+        let ecc = match self.ecc {
+            Some(Val::NotSupported) => None,
+            _ if !model.ecc.supported => {
+                if matches!(self.ecc, Some(Val::Is(true))) || self.ecc_pending == Some(true) {
+                    return Err(at_table(format!("{} has no ECC", model.name)));
+                }
+                None
+            }
+            Some(Val::Is(current)) => Some((current, self.ecc_pending.unwrap_or(current))),
+            None => Some((
+                model.ecc.default,
+                self.ecc_pending.unwrap_or(model.ecc.default),
+            )),
+        };
+        let limit_mw = |w: &Option<toml::Spanned<f64>>, key: &str| -> Result<Option<u32>, Fail> {
+            let Some(w) = w else { return Ok(None) };
+            let mw = (w.get_ref() * 1000.0).round();
+            if !(f64::from(model.power.min_mw)..=f64::from(model.power.max_mw)).contains(&mw) {
+                return Err(Fail::new(
+                    Some(w.span().start),
+                    format!(
+                        "{key} {} is outside {}'s limits {}..={} W",
+                        w.get_ref(),
+                        model.name,
+                        f64::from(model.power.min_mw) / 1000.0,
+                        f64::from(model.power.max_mw) / 1000.0
+                    ),
+                ));
+            }
+            Ok(Some(mw as u32))
+        };
+        let power_limit_mw = limit_mw(&self.power_limit_w, "power_limit_w")?;
+        let enforced_power_limit_mw =
+            limit_mw(&self.enforced_power_limit_w, "enforced_power_limit_w")?;
+        let driver_model = match (self.driver_model, self.driver_model_pending) {
+            (None, None) => None,
+            (Some(c), p) => Some((c.nvml(), p.unwrap_or(c).nvml())),
+            (None, Some(_)) => {
+                return Err(at_table("driver_model_pending without driver_model".into()))
+            }
+        };
+        Ok(Settings {
+            persistence: self.persistence.unwrap_or(Val::Is(!model.display_capable)),
+            display_active,
+            display_mode: self.display_mode.unwrap_or(display_active),
+            compute_mode: self.compute_mode.map_or(Val::Is(0), |m| match m {
+                Val::NotSupported => Val::NotSupported,
+                Val::Is(m) => Val::Is(m as u32),
+            }),
+            ecc,
+            power_limit_mw,
+            enforced_power_limit_mw,
+            virtualization_mode: self.virtualization_mode.map_or(Val::Is(0), |m| match m {
+                Val::NotSupported => Val::NotSupported,
+                Val::Is(m) => Val::Is(m as u32),
+            }),
+            driver_model,
         })
     }
 }

@@ -13,10 +13,10 @@ impl Sim {
         up: bool,
     ) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
-        if link >= g.model.nvlinks {
+        if link >= g.model.nvlink.links {
             return Err(Invalid::from(format!(
                 "GPU {gpu} ({}) has {} NVLink links, no link {link}",
-                g.model.name, g.model.nvlinks
+                g.model.name, g.model.nvlink.links
             )));
         }
         if up {
@@ -36,7 +36,7 @@ impl Sim {
         count: u64,
     ) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
-        let nvlinks = g.model.nvlinks;
+        let nvlinks = g.model.nvlink.links;
         let name = g.model.name.clone();
         let blackwell_links = g.model.nvlink5();
         if nvlinks > 0 && !counter.counted_by(blackwell_links) {
@@ -71,10 +71,10 @@ impl Sim {
     ) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
         if let Some(w) = width {
-            if w == 0 || w > g.model.pcie_width {
+            if w == 0 || w > g.model.pcie.width {
                 return Err(Invalid::from(format!(
                     "PCIe width {w} is outside 1..={} for GPU {gpu} ({})",
-                    g.model.pcie_width, g.model.name
+                    g.model.pcie.width, g.model.name
                 )));
             }
             g.pcie_width = w;

@@ -19,7 +19,7 @@ impl Sim {
         count: u64,
     ) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
-        if !g.model.ecc {
+        if !g.model.ecc.supported {
             return Err(Invalid::from(format!(
                 "GPU {gpu} ({}) has no ECC",
                 g.model.name
@@ -48,7 +48,7 @@ impl Sim {
         pending: bool,
     ) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
-        if !g.model.page_retirement {
+        if !g.model.ecc.page_retirement {
             return Err(Invalid::from(format!(
                 "GPU {gpu} ({}) uses row remapping, not page retirement: use remap-row",
                 g.model.name
@@ -73,7 +73,7 @@ impl Sim {
         failure: bool,
     ) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
-        if !g.model.row_remapping {
+        if !g.model.ecc.row_remapping {
             return Err(Invalid::from(format!(
                 "GPU {gpu} ({}) does not remap rows",
                 g.model.name
@@ -90,7 +90,7 @@ impl Sim {
 
     pub(super) fn sram_threshold(&mut self, gpu: u32, exceeded: bool) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
-        if !g.model.row_remapping {
+        if !g.model.ecc.row_remapping {
             return Err(Invalid::from(format!(
                 "GPU {gpu} ({}) reports no SRAM error status",
                 g.model.name
@@ -113,7 +113,7 @@ impl Sim {
     /// (`nvmlDeviceClearEccErrorCounts`); aggregate counters stay.
     pub(super) fn clear_ecc(&mut self, gpu: u32) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
-        if !g.model.ecc {
+        if !g.model.ecc.supported {
             return Err(Invalid::from(format!(
                 "GPU {gpu} ({}) has no ECC",
                 g.model.name

@@ -26,7 +26,7 @@ impl Sim {
 
     pub(super) fn power_limit(&mut self, gpu: u32, watts: f64) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
-        let (min, max) = (g.model.power_min_mw, g.model.power_max_mw);
+        let (min, max) = (g.model.power.min_mw, g.model.power.max_mw);
         let mw = watts * 1000.0;
         if !mw.is_finite() || mw < f64::from(min) || mw > f64::from(max) {
             return Err(Invalid::from(format!(
