@@ -479,10 +479,13 @@ fn the_simulator_allows_unsafe_only_in_named_modules() {
     );
 }
 
+/// A row of the group table: its group (`None` for the last row, the
+/// files of no one group) and each folder's cell, as the names quoted in it.
+type GroupRow = (Option<String>, Vec<Vec<String>>);
+
 /// docs/design.md's "One name per NVML group" table: its folders (the
-/// header) and, per row, the group (`None` for the last row, the files of
-/// no one group) and each folder's cell, as the names quoted in it.
-fn group_table() -> (Vec<String>, Vec<(Option<String>, Vec<Vec<String>>)>) {
+/// header) and its rows.
+fn group_table() -> (Vec<String>, Vec<GroupRow>) {
     let design =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/design.md"))
             .unwrap();
@@ -526,7 +529,7 @@ fn group_folder_entries(folder: &Path) -> BTreeSet<String> {
                 name
             }
         })
-        .filter(|n| n.ends_with(".rs") || n.ends_with('/'))
+        .filter(|n| Path::new(n).extension().is_some_and(|x| x == "rs") || n.ends_with('/'))
         .collect()
 }
 
