@@ -21,8 +21,6 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::cli::{Config, Library, ListenAddress};
-use crate::config::{ConfigError, Runtime};
-use crate::config_check;
 use crate::family::{Family, FamilySet};
 use crate::http::{self, HttpStats, Published, Router, ServerConfig};
 use crate::join::{self, Join};
@@ -31,6 +29,8 @@ use crate::kubernetes::Attribution;
 use crate::logging;
 use crate::metric::BuildInfo;
 use crate::nvml::{self, LibrarySource, PollerConfig};
+use crate::selection::{ConfigError, Runtime};
+use crate::selection_check;
 use crate::selfstat::SelfStats;
 use crate::snapshot::Snapshot;
 use crate::web_config::{WebConfigError, WebConfigWatcher};
@@ -64,7 +64,7 @@ pub enum AppError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
-    Check(#[from] config_check::CheckError),
+    Check(#[from] selection_check::CheckError),
     #[error(transparent)]
     SystemdSocket(#[from] http::systemd::SystemdSocketError),
     #[error("a start-up task failed: {0}")]
@@ -92,7 +92,7 @@ pub enum AppError {
 pub fn run(config: Config) -> Result<(), AppError> {
     logging::init(config.log_level, config.log_format);
     if let Some(path) = config.config_check.clone() {
-        let report = config_check::check(&config, &path, |families, tick| {
+        let report = selection_check::check(&config, &path, |families, tick| {
             sample_for_check(&config, families, tick)
         })?;
         print!("{report}");
@@ -307,7 +307,7 @@ async fn serve_until_signal(
     };
     // The selection file, read like the web config: a bad one stops the
     // start with an error naming its line.
-    let settings = config_check::runtime_settings(&config);
+    let settings = selection_check::runtime_settings(&config);
     let runtime = match signals
         .or_stop(tokio::task::spawn_blocking(move || {
             Runtime::start(settings)

@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 
-use crate::config::Runtime;
 use crate::http::{HttpStats, Published};
 use crate::kubernetes::Attribution;
 use crate::render::{self, RenderContext};
+use crate::selection::Runtime;
 use crate::selfstat::SelfStats;
 use crate::snapshot::Snapshot;
 use crate::verdict;
@@ -208,7 +208,7 @@ mod tests {
     fn the_join_completes_the_snapshot_in_place_without_copying_readings() {
         let config = crate::cli::parse_from(["nvml-exporter"]).unwrap();
         let runtime =
-            Runtime::new_unwatched(crate::config_check::runtime_settings(&config)).unwrap();
+            Runtime::new_unwatched(crate::selection_check::runtime_settings(&config)).unwrap();
         let join = Join {
             attribution: None,
             workloads: None,

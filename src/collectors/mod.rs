@@ -13,15 +13,12 @@
 
 mod clocks;
 mod clocks_applications;
-mod config;
-mod driver_time;
 mod ecc;
 mod ecc_location;
 mod exporter;
 mod fabric;
 mod fan;
 mod gpm;
-mod http;
 mod info;
 mod kubernetes;
 mod memory;
@@ -34,7 +31,6 @@ mod nvlink_link;
 mod pcie;
 mod power;
 mod power_instant;
-mod process;
 mod process_memory;
 mod processes;
 mod retirement;
@@ -47,6 +43,7 @@ mod workloads;
 mod xid;
 mod xid_kmsg;
 
+use exporter::{config, driver_time, health, http, process};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::metric::{Collector, SampleSink, Scope};
@@ -84,7 +81,7 @@ pub static COLLECTORS: &[&Collector] = &[
     &kubernetes::COLLECTOR,
     &workloads::COLLECTOR,
     &workload_usage::COLLECTOR,
-    &exporter::COLLECTOR,
+    &health::COLLECTOR,
     &driver_time::COLLECTOR,
     &config::COLLECTOR,
     &http::COLLECTOR,

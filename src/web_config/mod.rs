@@ -9,6 +9,7 @@ mod auth;
 mod gate;
 mod headers;
 pub mod http;
+mod names;
 mod rate;
 mod raw;
 pub mod san;

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use super::names::{CipherSuite, Curve};
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(
     deny_unknown_fields,
@@ -47,9 +49,9 @@ pub(crate) struct RawTls {
     #[serde(default)]
     pub client_ca_file: Option<String>,
     #[serde(default)]
-    pub cipher_suites: Option<Vec<String>>,
+    pub cipher_suites: Option<Vec<CipherSuite>>,
     #[serde(default)]
-    pub curve_preferences: Option<Vec<String>>,
+    pub curve_preferences: Option<Vec<Curve>>,
     #[serde(default)]
     pub min_version: Option<String>,
     #[serde(default)]

@@ -528,6 +528,49 @@ fn curve_preferences() {
     assert!(e.contains("none of the listed curves"), "{e}");
 }
 
+/// An unknown cipher suite or curve fails the decode, as in the toolkit
+/// (its `Cipher` and `Curve` refuse the name in `UnmarshalYAML`): the error
+/// names the file, the field, the line and the name itself, and lists what
+/// is supported. Before names were typed at decode it came from the TLS
+/// settings, after the whole file had decoded, without its line.
+#[test]
+fn an_unknown_name_is_a_decode_error_naming_itself_and_the_file() {
+    let pki = Pki::new();
+    let e = pki
+        .load(&tls_with("  cipher_suites:\n  - TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\n  - TLS_INVENTED_CIPHER\n"))
+        .unwrap_err();
+    let text = e.to_string();
+    match &e {
+        WebConfigError::Yaml {
+            path,
+            line,
+            message,
+        } => {
+            assert!(path.ends_with("web.yml"), "{text}");
+            assert_eq!(*line, Some(6), "{text}");
+            assert!(message.contains("cipher_suites"), "{text}");
+            assert!(
+                message.contains("unknown cipher suite \"TLS_INVENTED_CIPHER\" (supported: TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, "),
+                "{text}"
+            );
+        }
+        other => panic!("not a decode error: {other:?}"),
+    }
+    assert!(text.starts_with("web config file "), "{text}");
+    assert!(text.contains("web.yml"), "{text}");
+    let e = pki
+        .load(&tls_with("  curve_preferences: [X25519, CurveP257]\n"))
+        .unwrap_err();
+    match &e {
+        WebConfigError::Yaml { line, message, .. } => {
+            assert_eq!(*line, Some(4), "{e}");
+            assert!(message.contains("curve_preferences"), "{e}");
+            assert!(message.contains("unknown curve \"CurveP257\""), "{e}");
+        }
+        other => panic!("not a decode error: {other:?}"),
+    }
+}
+
 #[test]
 fn names_are_checked_even_without_tls() {
     // The toolkit checks names while decoding, before deciding TLS is off.

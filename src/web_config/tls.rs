@@ -1,5 +1,5 @@
-//! `tls_server_config`: names validated as the toolkit validates them, then
-//! mapped onto rustls. Where rustls cannot do what Go can (CBC and RSA key
+//! `tls_server_config`: names validated as the toolkit validates them (cipher
+//! suites and curves typed at decode, `names.rs`), then mapped onto rustls. Where rustls cannot do what Go can (CBC and RSA key
 //! exchange cipher suites, P-521, TLS 1.0/1.1) the name is still accepted so an
 //! existing file keeps working, and a warning says what was left out; a file
 //! that would leave nothing usable is refused.
@@ -21,6 +21,7 @@ use tokio_rustls::rustls::{
     SupportedCipherSuite,
 };
 
+use super::names::{supported_cipher_names, GoName};
 use super::raw::RawTls;
 use super::{san, Problem};
 use crate::fsread::ReadError;
@@ -125,77 +126,25 @@ pub(crate) enum PemSource {
     Inline(String),
 }
 
-/// The names in Go's `tls.CipherSuites()`, which is what the toolkit accepts.
-/// `None`: valid for the toolkit, not offered by rustls (CBC modes, RSA key
-/// exchange). TLS 1.3 suites are listed but, as in Go, not configurable.
-fn cipher_by_go_name(name: &str) -> Option<Option<SupportedCipherSuite>> {
-    use provider::cipher_suite as cs;
-    Some(match name {
-        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256" => {
-            Some(cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256)
-        }
-        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384" => {
-            Some(cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384)
-        }
-        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256" => {
-            Some(cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256)
-        }
-        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256" => Some(cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256),
-        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384" => Some(cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384),
-        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256" => {
-            Some(cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256)
-        }
-        "TLS_AES_128_GCM_SHA256" => Some(cs::TLS13_AES_128_GCM_SHA256),
-        "TLS_AES_256_GCM_SHA384" => Some(cs::TLS13_AES_256_GCM_SHA384),
-        "TLS_CHACHA20_POLY1305_SHA256" => Some(cs::TLS13_CHACHA20_POLY1305_SHA256),
-        "TLS_RSA_WITH_AES_128_CBC_SHA"
-        | "TLS_RSA_WITH_AES_256_CBC_SHA"
-        | "TLS_RSA_WITH_AES_128_GCM_SHA256"
-        | "TLS_RSA_WITH_AES_256_GCM_SHA384"
-        | "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA"
-        | "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA"
-        | "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA"
-        | "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA" => None,
-        _ => return None,
-    })
-}
-
-/// The toolkit's curve names. `None`: valid there, not offered by rustls.
-fn curve_by_go_name(name: &str) -> Option<Option<&'static dyn SupportedKxGroup>> {
-    use provider::kx_group as kx;
-    Some(match name {
-        "X25519" => Some(kx::X25519),
-        "CurveP256" => Some(kx::SECP256R1),
-        "CurveP384" => Some(kx::SECP384R1),
-        "CurveP521" => None,
-        _ => return None,
-    })
-}
-
-/// Resolves a list of the toolkit's names (cipher suites, curves) as the
-/// toolkit does when it decodes the file: an unknown name is refused, one
+/// Chooses from a list of names the file gave (cipher suites, curves),
+/// already known (`names.rs` refused the unknown ones at decode): a name
 /// the toolkit knows but rustls does not offer is dropped with a warning,
 /// repeats and those `keep` turns down are dropped. `None` when the list is
 /// absent or empty (the library's defaults apply).
-fn resolve_names<T: Copy>(
+fn choose<T: Copy>(
     field: &'static str,
-    names: Option<&[String]>,
-    lookup: fn(&str) -> Option<Option<T>>,
-    unknown: impl Fn(&str) -> String,
+    names: Option<&[GoName<T>]>,
     keep: impl Fn(&T) -> bool,
     same: impl Fn(&T, &T) -> bool,
     warnings: &mut Vec<String>,
-) -> Result<Option<Vec<T>>, Problem> {
-    let Some(names) = names.filter(|n| !n.is_empty()) else {
-        return Ok(None);
-    };
+) -> Option<Vec<T>> {
+    let names = names.filter(|n| !n.is_empty())?;
     let mut chosen: Vec<T> = Vec::new();
     let mut skipped = Vec::new();
-    for name in names {
-        match lookup(name) {
-            None => return Err(Problem::new(field, unknown(name))),
-            Some(None) => skipped.push(name.as_str()),
-            Some(Some(v)) => {
+    for n in names {
+        match n.value {
+            None => skipped.push(n.name.as_str()),
+            Some(v) => {
                 if keep(&v) && !chosen.iter().any(|c| same(c, &v)) {
                     chosen.push(v);
                 }
@@ -208,7 +157,7 @@ fn resolve_names<T: Copy>(
             skipped.join(", ")
         ));
     }
-    Ok(Some(chosen))
+    Some(chosen)
 }
 
 /// `tls_server_config` after the checks that need no file: every name known,
@@ -258,31 +207,20 @@ pub(crate) fn settings(
         None => TlsVersion::Tls13,
     };
     // Go ignores cipher_suites for TLS 1.3; so do we.
-    let tls12_suites = resolve_names(
+    let tls12_suites = choose(
         "tls_server_config.cipher_suites",
         raw.cipher_suites.as_deref(),
-        cipher_by_go_name,
-        |name| {
-            format!(
-                "unknown cipher suite {name:?} (supported: {})",
-                supported_cipher_names().join(", ")
-            )
-        },
         |suite| suite.tls13().is_none(),
         |a, b| a == b,
         warnings,
-    )?;
-    let kx_groups = resolve_names(
+    );
+    let kx_groups = choose(
         "tls_server_config.curve_preferences",
         raw.curve_preferences.as_deref(),
-        curve_by_go_name,
-        |name| {
-            format!("unknown curve {name:?} (expected CurveP256, CurveP384, CurveP521 or X25519)")
-        },
         |_| true,
         |a, b| a.name() == b.name(),
         warnings,
-    )?;
+    );
     if kx_groups.as_ref().is_some_and(Vec::is_empty) {
         return Err(Problem::new(
             "tls_server_config.curve_preferences",
@@ -383,20 +321,6 @@ pub(crate) fn settings(
         kx_groups,
         prefer_server_cipher_suites: raw.prefer_server_cipher_suites.unwrap_or(true),
     }))
-}
-
-fn supported_cipher_names() -> Vec<&'static str> {
-    vec![
-        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
-        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
-        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
-        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
-        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
-        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
-        "TLS_AES_128_GCM_SHA256",
-        "TLS_AES_256_GCM_SHA384",
-        "TLS_CHACHA20_POLY1305_SHA256",
-    ]
 }
 
 /// Reads a referenced file: a regular file, bounded in size and time.

@@ -478,3 +478,106 @@ fn the_simulator_allows_unsafe_only_in_named_modules() {
         "the modules allowed unsafe"
     );
 }
+
+/// A row of the group table: its group (`None` for the last row, the
+/// files of no one group) and each folder's cell, as the names quoted in it.
+type GroupRow = (Option<String>, Vec<Vec<String>>);
+
+/// docs/design.md's "One name per NVML group" table: its folders (the
+/// header) and its rows.
+fn group_table() -> (Vec<String>, Vec<GroupRow>) {
+    let design =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/design.md"))
+            .unwrap();
+    let section = design
+        .split("\n### One name per NVML group")
+        .nth(1)
+        .expect("docs/design.md has a section \"One name per NVML group\"");
+    let quoted = |cell: &str| -> Vec<String> {
+        cell.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    };
+    let mut lines = section
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'));
+    let header: Vec<&str> = lines.next().unwrap().trim_matches('|').split('|').collect();
+    let folders = header[1..].iter().flat_map(|c| quoted(c)).collect();
+    let mut rows = Vec::new();
+    for line in lines.skip(1) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        let group = (!cells[0].starts_with('(')).then(|| cells[0].to_string());
+        rows.push((group, cells[1..].iter().map(|c| quoted(c)).collect()));
+    }
+    (folders, rows)
+}
+
+/// The files of a folder that keeps a file per group: `name.rs`, and a
+/// folder `name/` for a group that is a module folder of its own.
+fn group_folder_entries(folder: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(folder)
+        .unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.file_type().unwrap().is_dir() {
+                format!("{name}/")
+            } else {
+                name
+            }
+        })
+        .filter(|n| Path::new(n).extension().is_some_and(|x| x == "rs") || n.ends_with('/'))
+        .collect()
+}
+
+/// One NVML group, one file name: in each folder that keeps a file per
+/// group (the sampler, the collectors, and nvml-sim's exports, importer,
+/// capture and fault application) a group's file is named as the group,
+/// and docs/design.md's table is the folders: every file it names exists,
+/// and a file it does not name (a `thermal.rs` beside `temperature.rs`)
+/// fails here.
+#[test]
+fn each_nvml_group_has_one_name() {
+    let (folders, rows) = group_table();
+    assert_eq!(folders.len(), 6, "the table's folders: {folders:?}");
+    assert!(
+        rows.len() > 15,
+        "read too few rows of the group table: {rows:?}"
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut problems = Vec::new();
+    for (i, folder) in folders.iter().enumerate() {
+        let mut named = BTreeSet::new();
+        for (group, cells) in &rows {
+            let Some(cell) = cells.get(i) else {
+                problems.push(format!("the row of {group:?} has no cell for {folder}"));
+                continue;
+            };
+            if let (Some(group), Some(first)) = (group, cell.first()) {
+                if *first != format!("{group}.rs") && *first != format!("{group}/") {
+                    problems.push(format!(
+                        "{folder}: group {group}'s file is `{first}`, not `{group}.rs`"
+                    ));
+                }
+            }
+            named.extend(cell.iter().cloned());
+        }
+        let present = group_folder_entries(&root.join(folder));
+        for missing in named.difference(&present) {
+            problems.push(format!("{folder}/{missing} is in the table but not a file"));
+        }
+        for unnamed in present.difference(&named) {
+            problems.push(format!(
+                "{folder}/{unnamed} is not in docs/design.md's group table: a group's \
+                 file has the group's name there"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "docs/design.md, One name per NVML group: {problems:#?}"
+    );
+}

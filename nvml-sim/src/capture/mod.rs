@@ -60,8 +60,9 @@ macro_rules! call {
 mod clocks;
 mod ecc;
 mod fabric;
+mod fan;
 mod fields;
-mod identity;
+mod info;
 mod memory;
 mod mig;
 mod mode;
@@ -69,7 +70,8 @@ mod pcie;
 mod power;
 mod processes;
 mod retirement;
-mod thermal;
+mod temperature;
+mod throttle;
 mod utilization;
 
 struct Walker {

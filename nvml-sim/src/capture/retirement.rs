@@ -1,4 +1,4 @@
-//! Memory health (`ffi/ecc.rs`): retired pages with their addresses and
+//! Memory health (`ffi/retirement.rs`): retired pages with their addresses and
 //! times, the pending retirement, and remapped rows with the remapper's
 //! histogram.
 

@@ -1,5 +1,5 @@
-//! ECC mode and error counters, retired pages and remapped rows (NVML
-//! reference, "Device Queries" and "Page Retirement").
+//! ECC mode, error counters and SRAM error status (NVML reference, "Device
+//! Queries"); retired pages and remapped rows are `retirement.rs`.
 
 use super::*;
 use crate::fleet::Gpu;
@@ -64,110 +64,6 @@ nvml_fn! {
             Ok(g.ecc[errorType as usize][counterType as usize][locationType as usize])
         })?;
         out(count, v)
-    }
-}
-
-fn retired_gpu<T>(device: nvmlDevice_t, f: impl FnOnce(&Gpu) -> R<T>) -> R<T> {
-    // Ampere and newer replaced page retirement with row remapping.
-    with_gpu(device, |g, _| {
-        if g.model.ecc.page_retirement && !g.retired_unsupported {
-            f(g)
-        } else {
-            Err(NOT_SUPPORTED)
-        }
-    })
-}
-
-unsafe fn retired_pages(
-    device: nvmlDevice_t,
-    cause: u32,
-    page_count: *mut c_uint,
-    addresses: *mut c_ulonglong,
-    timestamps: *mut c_ulonglong,
-) -> R {
-    nonnull(page_count)?;
-    if cause > 1 {
-        return Err(INVALID_ARGUMENT);
-    }
-    let pages = retired_gpu(device, |g| {
-        Ok(g.retired
-            .iter()
-            .filter(|p| p.cause as u32 == cause)
-            .map(|p| (p.address, p.timestamp_us))
-            .collect::<Vec<_>>())
-    })?;
-    let cap = *page_count as usize;
-    *page_count = pages.len() as u32;
-    if pages.is_empty() {
-        return Ok(());
-    }
-    if cap < pages.len() || addresses.is_null() {
-        return Err(INSUFFICIENT_SIZE);
-    }
-    for (i, (a, ts)) in pages.into_iter().enumerate() {
-        addresses.add(i).write(a);
-        if !timestamps.is_null() {
-            timestamps.add(i).write(ts);
-        }
-    }
-    Ok(())
-}
-
-nvml_fn! {
-    fn nvmlDeviceGetRetiredPages(device: nvmlDevice_t, cause: nvmlPageRetirementCause_t, pageCount: *mut c_uint, addresses: *mut c_ulonglong) {
-        retired_pages(device, cause, pageCount, addresses, std::ptr::null_mut())
-    }
-}
-
-nvml_fn! {
-    fn nvmlDeviceGetRetiredPages_v2(device: nvmlDevice_t, cause: nvmlPageRetirementCause_t, pageCount: *mut c_uint, addresses: *mut c_ulonglong, timestamps: *mut c_ulonglong) {
-        retired_pages(device, cause, pageCount, addresses, timestamps)
-    }
-}
-
-nvml_fn! {
-    fn nvmlDeviceGetRetiredPagesPendingStatus(device: nvmlDevice_t, isPending: *mut nvmlEnableState_t) {
-        nonnull(isPending)?;
-        let v = retired_gpu(device, |g| Ok(g.retired_pending as u32))?;
-        out(isPending, v)
-    }
-}
-
-nvml_fn! {
-    fn nvmlDeviceGetRemappedRows(device: nvmlDevice_t, corrRows: *mut c_uint, uncRows: *mut c_uint, isPending: *mut c_uint, failureOccurred: *mut c_uint) {
-        nonnull(corrRows)?;
-        nonnull(uncRows)?;
-        nonnull(isPending)?;
-        nonnull(failureOccurred)?;
-        // NVML does not report remapped rows on a GPU in MIG mode (issue 16's
-        // blind spot): NOT_SUPPORTED there, as on boards without remapping.
-        let v = with_gpu(device, |g, _| {
-            if g.remaps_rows() {
-                Ok((g.remap_corr, g.remap_unc, g.remap_pending as u32, g.remap_failure as u32))
-            } else {
-                Err(NOT_SUPPORTED)
-            }
-        })?;
-        out(corrRows, v.0)?;
-        out(uncRows, v.1)?;
-        out(isPending, v.2)?;
-        out(failureOccurred, v.3)
-    }
-}
-
-nvml_fn! {
-    /// Not supported on a GPU in MIG mode, like `nvmlDeviceGetRemappedRows`
-    /// there (issue 16's blind spot).
-    fn nvmlDeviceGetRowRemapperHistogram(device: nvmlDevice_t, values: *mut nvmlRowRemapperHistogramValues_t) {
-        nonnull(values)?;
-        let [max, high, partial, low, none] = with_gpu(device, |g, _| {
-            if g.remaps_rows() {
-                Ok(g.remapper_histogram())
-            } else {
-                Err(NOT_SUPPORTED)
-            }
-        })?;
-        out(values, nvmlRowRemapperHistogramValues_t { max, high, partial, low, none })
     }
 }
 

@@ -22,11 +22,13 @@ use std::time::Duration;
 
 // One file per NVML API group, as the NVML reference groups the calls.
 pub mod clocks;
-pub mod device;
 pub mod ecc;
 pub mod events;
+pub mod fabric;
+pub mod fan;
 pub mod fields;
 pub mod gpm;
+pub mod info;
 pub mod memory;
 pub mod mig;
 pub mod mode;
@@ -34,8 +36,10 @@ pub mod nvlink;
 pub mod pcie;
 pub mod power;
 pub mod processes;
+pub mod retirement;
 pub mod system;
-pub mod thermal;
+pub mod temperature;
+pub mod throttle;
 pub mod utilization;
 
 pub type Ret = nvmlReturn_t;

@@ -1,18 +1,21 @@
 //! Fault application: what each fault of the shared vocabulary (`fault`)
 //! does to the running fleet. `apply_at` checks what every fault needs and
-//! hands each to the file of its group: `xid.rs`, `memory.rs` (ECC,
-//! retired pages, remapped rows, SRAM), `device.rs` (lost, hung, slow GPUs
-//! and the driver), `mig.rs`, `process.rs` (processes and load),
-//! `links.rs` (NVLink and PCIe), `fabric.rs`, `power.rs` (throttle and
-//! power smoothing).
+//! hands each to the file of its group: `xid.rs`, `ecc.rs` (ECC and
+//! SRAM), `retirement.rs` (retired pages, remapped rows, recovery action),
+//! `device.rs` (lost, hung, slow GPUs and the driver), `mig.rs`,
+//! `processes.rs` (processes and load), `nvlink.rs`, `pcie.rs`,
+//! `fabric.rs`, `throttle.rs` and `power.rs` (limit and power smoothing).
 
 mod device;
+mod ecc;
 mod fabric;
-mod links;
-mod memory;
 mod mig;
+mod nvlink;
+mod pcie;
 mod power;
-mod process;
+mod processes;
+mod retirement;
+mod throttle;
 mod xid;
 
 use super::{now_us, Event, Sim};
@@ -130,7 +133,7 @@ impl Sim {
                 decoder_percent,
             } => self.process_start(
                 *gpu,
-                process::Start {
+                processes::Start {
                     pid: *pid,
                     name,
                     memory_mib: *memory_mib,

@@ -14,8 +14,8 @@
 
 use super::out::{architecture, Facts, Out};
 use super::read::{fail, hex, is_na, Gpu};
-use super::{clocks, ecc, fabric, identity, memory, mig, mode, pcie, power};
-use super::{processes, retirement, thermal, throttle, utilization};
+use super::{clocks, ecc, fabric, info, memory, mig, mode, pcie, power};
+use super::{processes, retirement, temperature, throttle, utilization};
 use super::{Node, ParseError};
 use crate::model::{BoardFile, BUILTIN_BOARDS};
 use crate::schema::{at, GpuFile};
@@ -63,20 +63,20 @@ pub fn read_gpu(
         arch: architecture(g.text(&["product_architecture"]), device_id),
     };
     let mut out = Out::default();
-    identity::board(&g, &facts, device_id, &mut out.board);
-    identity::gpu(&mut g, &mut out)?;
+    info::board(&g, &facts, device_id, &mut out.board);
+    info::gpu(&mut g, &mut out)?;
     mode::settings(&g, &mut out)?;
     let room = memory::board(&g, &mut out)?;
     power::limits(&g, &mut out)?;
     clocks::board(&g, &facts, &mut out)?;
-    thermal::board(&g, &facts, &mut out)?;
+    temperature::board(&g, &facts, &mut out)?;
     pcie::board(&g, &facts, &mut out)?;
     let ecc_on = ecc::mode_and_counts(&g, &mut out)?;
     retirement::pages(&g, &mut out)?;
     retirement::rows(&g, &facts, ecc_on.is_some(), &mut out)?;
     throttle::reasons(&g, &mut out)?;
     retirement::recovery_action(&g, &mut out)?;
-    thermal::readings(&g, &mut out)?;
+    temperature::readings(&g, &mut out)?;
     power::readings(&g, &facts, &mut out)?;
     clocks::readings(&g, &mut out)?;
     utilization::readings(&mut g, &mut out)?;

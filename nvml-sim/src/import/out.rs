@@ -1,4 +1,4 @@
-//! What the group readers of one `<gpu>` (`identity.rs`, `memory.rs`...)
+//! What the group readers of one `<gpu>` (`info.rs`, `memory.rs`...)
 //! write into and share: the tables they fill and the facts read once.
 //! `gpu.rs` calls the groups; they import only this, so no group and
 //! `gpu.rs` import each other.

@@ -1,7 +1,7 @@
 //! Reading one value of a capture's `<gpu>`: where it is (DTDs name
 //! things differently: the first path the capture has), whether it is
 //! printed, N/A or absent, and its number, flag or text; errors name the
-//! capture's line and element. Every group file (`identity.rs`,
+//! capture's line and element. Every group file (`info.rs`,
 //! `memory.rs`...) reads through these.
 
 use super::{Node, ParseError};

@@ -1,4 +1,4 @@
-//! Memory health (`ffi/ecc.rs`, `ffi/fields.rs`): retired pages (Kepler to
+//! Memory health (`ffi/retirement.rs`, `ffi/fields.rs`): retired pages (Kepler to
 //! Volta, and Turing/Ada boards that still report them), remapped rows
 //! (Ampere and newer) and the recovery action the driver asks for.
 

@@ -1,4 +1,4 @@
-//! Clock event (throttle) reasons (`ffi/clocks.rs`): which are active now
+//! Clock event (throttle) reasons (`ffi/throttle.rs`): which are active now
 //! and which the GPU reports at all, and the time spent in each.
 
 use super::out::Out;

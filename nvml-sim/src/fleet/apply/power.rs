@@ -1,29 +1,10 @@
-//! Clocks and power: throttle reasons (with their clock event) and the
-//! power smoothing circuitry's lifetime.
+//! Power: the limit and the power smoothing circuitry's lifetime. Throttle
+//! reasons are `throttle.rs`.
 
 use super::super::Sim;
-use crate::fault::Reason;
 use crate::value::Invalid;
-use nvml_wrapper_sys::bindings::nvmlEventTypeClock;
 
 impl Sim {
-    pub(super) fn throttle(
-        &mut self,
-        gpu: u32,
-        reasons: &[Reason],
-        t: f64,
-    ) -> Result<String, Invalid> {
-        if let Some(r) = reasons.iter().find(|r| !r.throttles()) {
-            return Err(Invalid::from(format!(
-                "{r:?} is not a throttle reason a fault can set"
-            )));
-        }
-        let mask = reasons.iter().fold(0, |m, r| m | r.bit());
-        self.gpus[gpu as usize].set_throttle(mask, t);
-        self.device_event(gpu, nvmlEventTypeClock);
-        Ok(format!("GPU {gpu} throttle reasons {mask:#x}"))
-    }
-
     pub(super) fn power_limit(&mut self, gpu: u32, watts: f64) -> Result<String, Invalid> {
         let g = &mut self.gpus[gpu as usize];
         let (min, max) = (g.model.power.min_mw, g.model.power.max_mw);

@@ -1,4 +1,4 @@
-//! Identity (`ffi/device.rs`): the board's name, brand, architecture,
+//! Identity (`ffi/info.rs`): the board's name, brand, architecture,
 //! compute capability, PCI ids, VBIOS, part number and inforom; the GPU's
 //! PCI bus id, UUID, serial and minor number.
 

@@ -1,5 +1,5 @@
-//! Links: an NVLink link down or up again, its error counters, and the
-//! PCIe link retrained or replaying.
+//! NVLink: a link down or up again, and its error counters. The PCIe link
+//! is `pcie.rs`.
 
 use super::super::Sim;
 use crate::fault::NvlinkCounter;
@@ -61,30 +61,5 @@ impl Sim {
         Ok(format!(
             "GPU {gpu} NVLink {link}: {count} more {counter:?} errors"
         ))
-    }
-
-    pub(super) fn pcie(
-        &mut self,
-        gpu: u32,
-        width: Option<u32>,
-        replays: u32,
-    ) -> Result<String, Invalid> {
-        let g = &mut self.gpus[gpu as usize];
-        if let Some(w) = width {
-            if w == 0 || w > g.model.pcie.width {
-                return Err(Invalid::from(format!(
-                    "PCIe width {w} is outside 1..={} for GPU {gpu} ({})",
-                    g.model.pcie.width, g.model.name
-                )));
-            }
-            g.pcie_width = w;
-        }
-        let Some(count) = g.pcie_replay.as_mut() else {
-            return Err(Invalid::from(format!(
-                "GPU {gpu} reports no PCIe replay counter"
-            )));
-        };
-        *count = count.saturating_add(replays);
-        Ok(format!("GPU {gpu} PCIe x{}, {count} replays", g.pcie_width))
     }
 }

@@ -1,10 +1,10 @@
-//! Thermal and fans (`ffi/thermal.rs`): the thresholds in degrees and as
-//! T.Limit margins (fields 193-196) and the fan count (the board's); the
-//! temperature, the margin to T.Limit and the fan speeds now (pinned).
+//! Temperatures (`ffi/temperature.rs`): the thresholds in degrees and as
+//! T.Limit margins (fields 193-196) and the fan count (the board's thermal
+//! section); the temperature and the margin to T.Limit now (pinned). The
+//! fan speeds are `fan.rs`.
 
 use super::{version, GpuOut, Walker, NOT_FOUND_FN};
 use crate::model::ThermalSection;
-use crate::schema::OneOrMany;
 use crate::value::Val;
 use nvml_wrapper_sys::bindings::*;
 use std::time::Instant;
@@ -59,20 +59,5 @@ impl Walker {
         if call!(self, nvmlDeviceGetMarginTemperature(d, &raw mut margin)).is_ok() {
             out.readings.tlimit_c = Some(Val::Is(margin.marginTemperature));
         }
-    }
-
-    /// Each fan's speed, on a board with fans (a failed fan reads 0).
-    pub(super) fn fan_speeds(&mut self, d: nvmlDevice_t, out: &mut GpuOut) {
-        let fans = out.board.thermal.as_ref().and_then(|t| t.fans).unwrap_or(0);
-        if fans == 0 {
-            return;
-        }
-        let speeds = (0..fans)
-            .map(|f| {
-                let mut s = 0;
-                call!(self, nvmlDeviceGetFanSpeed_v2(d, f, &raw mut s)).map_or(0, |()| s)
-            })
-            .collect();
-        out.readings.fan_percent = Some(Val::Is(OneOrMany::Many(speeds)));
     }
 }

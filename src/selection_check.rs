@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::cli::{Config, Library};
-use crate::config::{self, ConfigError, Runtime, RuntimeSettings};
 use crate::metric::BuildInfo;
 use crate::render::{self, RenderContext};
+use crate::selection::{self, ConfigError, Runtime, RuntimeSettings};
 use crate::snapshot::Snapshot;
 
 /// Why a check gave no report.
@@ -35,7 +35,7 @@ pub enum CheckError {
 pub fn runtime_settings(config: &Config) -> RuntimeSettings {
     RuntimeSettings {
         path: config.config_file.clone(),
-        base: config::Base {
+        base: selection::Base {
             families: config.families.clone(),
             interval: config.collect_interval,
             compat: config.compat.as_ref().map(|c| c.generation),

@@ -1,6 +1,8 @@
-//! Thermal and fans (`ffi/thermal.rs`): the thresholds in degrees and as
-//! T.Limit margins and the fan count (the board's), the temperatures and
-//! the fan speed now (pinned readings).
+//! Temperatures and fans (`ffi/temperature.rs`, `ffi/fan.rs`): the
+//! thresholds in degrees and as T.Limit margins and the fan count (the
+//! board's thermal section), the temperatures and the fan speed now (pinned
+//! readings). Fans are read here with the board's thermal section they
+//! belong to.
 
 use super::out::{Facts, Out};
 use super::read::{Gpu, Printed};

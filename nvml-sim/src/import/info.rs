@@ -1,4 +1,4 @@
-//! Identity (`ffi/device.rs`): the board's name, brand, architecture, PCI
+//! Identity (`ffi/info.rs`): the board's name, brand, architecture, PCI
 //! ids, part number, VBIOS and inforom; the GPU's UUID, serial, PCI bus id
 //! and minor number.
 

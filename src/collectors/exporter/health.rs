@@ -1,7 +1,7 @@
 //! The exporter's own health: build, NVML state, sampling freshness, driver
 //! errors and calls stuck in the driver. Always on.
 
-use super::unix_seconds;
+use super::super::unix_seconds;
 use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 use crate::snapshot::Health;
 

@@ -2,7 +2,7 @@
 //! worked, when one last did, and how many reloads worked and failed, as
 //! Prometheus and Alertmanager report their own configuration.
 
-use super::unix_seconds;
+use super::super::unix_seconds;
 use crate::metric::{Collector, Kind, Metric, SampleSink, Scope};
 
 pub static COLLECTOR: Collector = Collector {
