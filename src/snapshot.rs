@@ -634,6 +634,17 @@ pub struct WorkloadReadErrors {
     pub count: u64,
 }
 
+/// What `nvmlDeviceGetGridLicensableFeatures` says of vGPU software
+/// licensing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VgpuLicense {
+    /// The system does not support it: bare metal, or a pass-through VM.
+    Unsupported,
+    /// Supported: whether the vGPU feature is licensed (`None`: NVML
+    /// lists no vGPU feature).
+    Supported(Option<bool>),
+}
+
 /// All measurements of one GPU from one poll. Each field is absent where
 /// NVML does not support it on this GPU or the call failed.
 #[derive(Debug, Clone, Default)]
@@ -687,6 +698,9 @@ pub struct GpuReadings {
     pub persistence_mode: Option<bool>,
     pub display_active: Option<bool>,
     pub compute_mode: Option<ComputeMode>,
+    /// vGPU software licensing as NVML reports it; family
+    /// `mode.vgpu-license`.
+    pub vgpu_license: Option<VgpuLicense>,
     pub ecc_mode: Option<ModePair>,
     pub mig_mode: Option<ModePair>,
     /// On a MIG-enabled GPU: whether NVML gave this process the whole-GPU

@@ -53,5 +53,6 @@ pub use ffi::processes::*;
 pub use ffi::system::*;
 pub use ffi::thermal::*;
 pub use ffi::utilization::*;
+pub use ffi::vgpu::*;
 pub use ffi::{nvmlErrorString, nvmlInit, nvmlInitWithFlags, nvmlInit_v2, nvmlShutdown};
 pub use host::{nvml_sim_last_error, nvml_sim_last_warnings, nvml_sim_select_scenario};

@@ -568,6 +568,18 @@ fn clock_event_mask(r: &GpuReadings) -> Option<f64> {
     Some(mask as f64)
 }
 
+/// DCGM's DCGM_FI_DEV_VGPU_LICENSE_STATUS (NVIDIA/DCGM
+/// `dcgmlib/src/DcgmCacheManager.cpp` at 72fa3fe): 0 where the system
+/// supports no vGPU licensing, else 1 if the vGPU feature's state is above
+/// 0; no value (a blank, which dcgm-exporter drops) where the call failed
+/// or no vGPU feature is listed.
+fn vgpu_license_status(r: &GpuReadings) -> Option<f64> {
+    match r.vgpu_license? {
+        crate::snapshot::VgpuLicense::Unsupported => Some(0.0),
+        crate::snapshot::VgpuLicense::Supported(held) => flag(held),
+    }
+}
+
 fn flag(b: Option<bool>) -> Option<f64> {
     b.map(|b| f64::from(u8::from(b)))
 }
@@ -696,6 +708,7 @@ const F_FAN: Option<Family> = Some(Family::Fan);
 const F_XID: Option<Family> = Some(Family::Xid);
 const F_CLOCKS_APP: Option<Family> = Some(Family::ClocksApplications);
 const F_POWER_INSTANT: Option<Family> = Some(Family::PowerInstant);
+const F_VGPU_LICENSE: Option<Family> = Some(Family::ModeVgpuLicense);
 
 /// Every field, in dcgm-exporter's counters CSV order (clocks,
 /// temperature, power, PCIe, utilization, errors, memory, ECC, retired
@@ -859,8 +872,8 @@ pub static FIELDS: &[Field] = &[
     renamed(449, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", MegabytesPerSecond, "DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND", BytesPerSecond, Counter, true, F_NVLINK,
         "NVLink traffic received and sent, all links, over the last interval.", Source::Rate(|r| nvlink_bytes(r, true, true))),
     // vGPU
-    same(526, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", Count, Gauge, true, None,
-        "vGPU licence status.", Source::None("DCGM's source, nvmlDeviceGetGridLicensableFeatures (0 where grid licensing is unsupported, as on bare metal), is not called here")),
+    same(526, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", Count, Gauge, true, F_VGPU_LICENSE,
+        "1 if the vGPU software licence is held; 0 if not, and where NVML supports no vGPU licensing (bare metal), as DCGM answers.", Source::Gpu(vgpu_license_status)),
     // Remapped rows (Ampere and newer; not on a MIG-enabled GPU)
     renamed(393, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", Count, "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", Count, Counter, true, F_RET,
         "Rows remapped after uncorrectable errors.", Source::Gpu(|r| r.remapped_rows.map(|m| m.uncorrectable as f64))),

@@ -136,6 +136,7 @@ pub fn h100_readings(i: u32) -> GpuReadings {
         persistence_mode: Some(true),
         display_active: Some(false),
         compute_mode: Some(ComputeMode::Default),
+        vgpu_license: Some(VgpuLicense::Supported(Some(true))),
         ecc_mode: Some(ModePair {
             current: true,
             pending: true,

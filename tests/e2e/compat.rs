@@ -283,7 +283,7 @@ fn a_counters_csv_selects_what_is_served_and_is_followed() {
     let csv = dir.path().join("counters.csv");
     std::fs::write(
         &csv,
-        "DCGM_FI_DEV_GPU_TEMP, gauge, x\nDCGM_FI_DEV_VGPU_LICENSE_STATUS, gauge, y\n",
+        "DCGM_FI_DEV_GPU_TEMP, gauge, x\nDCGM_FI_DEV_LOW_UTIL_VIOLATION, counter, y\n",
     )
     .unwrap();
     let e = Exporter::ready(
@@ -297,7 +297,7 @@ fn a_counters_csv_selects_what_is_served_and_is_followed() {
     );
     // The field that is never served here is said so, with its line.
     assert!(
-        e.log().contains("line 2: DCGM_FI_DEV_VGPU_LICENSE_STATUS"),
+        e.log().contains("line 2: DCGM_FI_DEV_LOW_UTIL_VIOLATION"),
         "{}",
         e.log()
     );
@@ -460,25 +460,22 @@ fn a_configmap_of_any_dcgm_names_is_served_as_written_with_its_types_and_units()
     let kib = value_of(&text, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "0");
     let b = value_of(&text, "DCGM_FI_PROF_PCIE_TX_BYTES", "0");
     assert_eq!(kib, (b / 1024.0).trunc(), "{kib} KiB/s, {b} B/s");
+    // The vGPU licence of a bare-metal GPU: DCGM's 0.
+    assert_eq!(value_of(&text, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "0"), 0.0);
     // The fields with no source here: logged with why, counted, not fatal.
     // A per-engine decoder field: GPM measures each engine, the sampler
-    // keeps their mean; the vGPU licence: its NVML call is not made.
-    for absent in [
-        "DCGM_FI_DEV_CPU_UTIL_RATIO",
-        "DCGM_FI_PROF_NVDEC0_ACTIVE",
-        "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
-    ] {
+    // keeps their mean.
+    for absent in ["DCGM_FI_DEV_CPU_UTIL_RATIO", "DCGM_FI_PROF_NVDEC0_ACTIVE"] {
         assert!(!text.contains(&format!("{absent}{{")), "{absent}");
     }
     assert!(
-        text.contains("nvml_exporter_config_dcgm_fields_not_served 3\n"),
+        text.contains("nvml_exporter_config_dcgm_fields_not_served 2\n"),
         "{text}"
     );
     let log = e.log();
     for said in [
         "line 11: DCGM_FI_DEV_CPU_UTIL_RATIO (DCGM field",
         "line 12: DCGM_FI_PROF_NVDEC0_ACTIVE (DCGM field 1017) is not served here: a per-engine decoder",
-        "line 13: DCGM_FI_DEV_VGPU_LICENSE_STATUS (DCGM field 526) is not served here",
     ] {
         assert!(log.contains(said), "{said}: {log}");
     }
@@ -875,4 +872,55 @@ fn tensor_sub_pipes_come_from_gpm() {
             );
         }
     }
+}
+
+/// Issue 38: `DCGM_FI_DEV_VGPU_LICENSE_STATUS`, in dcgm-exporter's default
+/// set, as DCGM answers it: 0 on every bare-metal GPU and MIG instance,
+/// where NVML's nvmlDeviceGetGridLicensableFeatures says grid licensing is
+/// unsupported. The call is made because the DCGM field asks for it, and
+/// only then: this exporter's own output makes no such call, and its own
+/// series (`nvidia_gpu_vgpu_licensed`, a vGPU guest's licence) stays off.
+#[test]
+fn the_vgpu_licence_is_dcgm_s_0_on_bare_metal_and_read_only_when_asked() {
+    let e = Exporter::ready("dgx-h100", &["--compat.dcgm", "--collector.driver_time"]);
+    let text = e.scrape_until("the licence of every GPU", |t| {
+        t.matches("DCGM_FI_DEV_VGPU_LICENSE_STATUS{").count() == 16
+    });
+    let s = samples(&text);
+    let licence: Vec<_> = s
+        .iter()
+        .filter(|x| x.name == "DCGM_FI_DEV_VGPU_LICENSE_STATUS")
+        .collect();
+    // 6 whole GPUs and the 7 + 3 MIG instances of GPUs 0 and 1 (DCGM
+    // answers a GPU instance's device field from its GPU).
+    assert_eq!(licence.len(), 16, "{text}");
+    assert!(licence.iter().all(|x| x.value == "0"), "{licence:?}");
+    let gpus: BTreeSet<&str> = licence.iter().filter_map(|x| x.label("gpu")).collect();
+    assert_eq!(gpus.len(), 8);
+    assert!(text.contains("family=\"mode.vgpu-license\""), "{text}");
+    assert!(!text.contains("nvidia_gpu_vgpu_licensed"), "{text}");
+
+    let own = Exporter::ready("dgx-h100", &["--collector.driver_time"]);
+    let text = own.scrape_until("driver time", |t| {
+        t.contains("nvml_exporter_driver_calls_total{")
+    });
+    assert!(!text.contains("vgpu"), "{text}");
+
+    // A vGPU guest holding its licence: 1, DCGM's and this exporter's own.
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("vgpu.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"vgpu\"\n[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nvirtualization_mode = \"vgpu\"\n",
+    )
+    .unwrap();
+    let guest = Exporter::ready(
+        scenario.to_str().unwrap(),
+        &["--compat.dcgm", "--collector.mode.vgpu-license"],
+    );
+    let text = guest.scrape_until("the guest's licence", |t| {
+        t.contains("nvidia_gpu_vgpu_licensed{")
+    });
+    assert_eq!(value_of(&text, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "0"), 1.0);
+    assert_eq!(value_of(&text, "nvidia_gpu_vgpu_licensed", "0"), 1.0);
 }

@@ -37,6 +37,7 @@ pub mod processes;
 pub mod system;
 pub mod thermal;
 pub mod utilization;
+pub mod vgpu;
 
 pub type Ret = nvmlReturn_t;
 pub type R<T = ()> = Result<T, Ret>;

@@ -78,6 +78,7 @@ fn carry(family: Family, from: &GpuReadings, to: &mut GpuReadings) {
             to.persistence_mode = from.persistence_mode;
             to.display_active = from.display_active;
             to.compute_mode = from.compute_mode;
+            to.vgpu_license = from.vgpu_license;
         }
         Family::Ecc => {
             to.ecc_mode = from.ecc_mode;
