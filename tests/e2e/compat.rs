@@ -924,3 +924,66 @@ fn the_vgpu_licence_is_dcgm_s_0_on_bare_metal_and_read_only_when_asked() {
     assert_eq!(value_of(&text, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "0"), 1.0);
     assert_eq!(value_of(&text, "nvidia_gpu_vgpu_licensed", "0"), 1.0);
 }
+
+/// Issue 38: dcgm-exporter reads its HPC job mapping directory from
+/// `DCGM_HPC_JOB_MAPPING_DIR` as well as `--hpc-job-mapping-dir`
+/// (NVIDIA/dcgm-exporter `pkg/cmd/app.go`), and GPU Operator sets that
+/// variable: a pod spec or unit file moved over keeps `hpc_job` on the DCGM
+/// series. The flag wins over the variable.
+#[test]
+fn dcgm_s_job_mapping_variable_labels_the_dcgm_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let (map, other, proc) = (
+        dir.path().join("map"),
+        dir.path().join("other"),
+        dir.path().join("proc"),
+    );
+    for d in [&map, &other, &proc] {
+        std::fs::create_dir(d).unwrap();
+    }
+    std::fs::write(map.join("2"), "4242\n").unwrap();
+    std::fs::write(other.join("3"), "77\n").unwrap();
+    // Empty host directories: the simulated pids are no processes here, so
+    // the mapping directory is the only source of jobs.
+    let args = [
+        "--compat.dcgm",
+        "--workloads.refresh-interval=300ms",
+        &format!("--path.procfs={}", proc.display()),
+        &format!("--path.rootfs={}", proc.display()),
+    ];
+    let env = [("DCGM_HPC_JOB_MAPPING_DIR", map.to_str().unwrap())];
+    let jobs = |text: &str| -> BTreeSet<(String, String)> {
+        samples(text)
+            .iter()
+            .filter(|s| s.name == "DCGM_FI_DEV_GPU_TEMP")
+            .filter_map(|s| Some((s.label("gpu")?.to_string(), s.label("hpc_job")?.to_string())))
+            .collect()
+    };
+    let e = Exporter::simulate_env("dgx-h100", &args, &env);
+    e.wait_ready();
+    let text = e.scrape_until("hpc_job from DCGM_HPC_JOB_MAPPING_DIR", |t| {
+        !jobs(t).is_empty()
+    });
+    assert_eq!(
+        jobs(&text),
+        BTreeSet::from([("2".to_string(), "4242".to_string())]),
+        "{text}"
+    );
+    // This exporter's own families never carry it.
+    assert!(samples(&text)
+        .iter()
+        .all(|s| s.name.starts_with("DCGM_") || s.label("hpc_job").is_none()));
+    drop(e);
+
+    let flag = format!("--hpc-job-mapping-dir={}", other.display());
+    let mut with_flag = args.to_vec();
+    with_flag.push(&flag);
+    let e = Exporter::simulate_env("dgx-h100", &with_flag, &env);
+    e.wait_ready();
+    let text = e.scrape_until("hpc_job from the flag's directory", |t| !jobs(t).is_empty());
+    assert_eq!(
+        jobs(&text),
+        BTreeSet::from([("3".to_string(), "77".to_string())]),
+        "{text}"
+    );
+}
