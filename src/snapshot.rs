@@ -656,6 +656,12 @@ pub struct GpuReadings {
     pub utilization: Vec<(Engine, f64)>,
     /// GPM metrics (Hopper and newer), ratios 0..=1.
     pub activity: Vec<(GpmMetric, f64)>,
+    /// Each decoder, JPEG and optical flow engine's GPM activity, 0..=1, by
+    /// NVML's GPM metric id (nvml.h `NVML_GPM_METRIC_NVDEC_0_UTIL` = 30 to
+    /// 37, `NVJPG_0` 40 to 47, `NVOFA_0` 50 and 51), for the engines that
+    /// exist; read with `gpm.all-metrics`. Only DCGM's per-engine fields
+    /// serve them (`activity` has their mean).
+    pub engine_activity: Vec<(u32, f64)>,
     pub memory: Option<Memory>,
     pub bar1: Option<Bar1Memory>,
     pub temperatures: Vec<(Sensor, f64)>,
@@ -915,6 +921,8 @@ pub struct MigGpuInstance {
     pub bar1: Option<Bar1Memory>,
     /// GPM per GPU instance (Hopper and newer); empty on A100.
     pub activity: Vec<(GpmMetric, f64)>,
+    /// Per engine, as `GpuReadings::engine_activity`.
+    pub engine_activity: Vec<(u32, f64)>,
     pub compute_instances: Vec<MigComputeInstance>,
 }
 

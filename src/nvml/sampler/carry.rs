@@ -33,9 +33,11 @@ fn carry(family: Family, from: &GpuReadings, to: &mut GpuReadings) {
         Family::Utilization => to.utilization.clone_from(&from.utilization),
         Family::Gpm => {
             to.activity.clone_from(&from.activity);
+            to.engine_activity.clone_from(&from.engine_activity);
             for gi in &mut to.mig {
                 if let Some(old) = from.mig.iter().find(|o| o.gpu_instance == gi.gpu_instance) {
                     gi.activity.clone_from(&old.activity);
+                    gi.engine_activity.clone_from(&old.engine_activity);
                 }
             }
         }
