@@ -68,6 +68,7 @@ families! {
     MigBar1 => "mig.bar1", default false, "BAR1 memory per MIG GPU instance (total, used), from the instance's own handle.";
     ClocksApplications => "clocks.applications", default false, "Applications clocks: the SM and memory clocks an operator set (nvidia-smi -ac), read every 12th poll.";
     PowerInstant => "power.instant", default false, "Instantaneous power draw, beside the 1 s average of power.";
+    ModeVgpuLicense => "mode.vgpu-license", default false, "Whether the vGPU software licence is held, in a vGPU guest (absent on bare metal, where NVML supports no licensing), read every 12th poll.";
     XidKmsg => "xid.kmsg", default false, "XIDs (and NVSwitch SXIDs) from the kernel log at --path.kmsg as well, since boot: the codes NVML does not deliver (79, 119, 120) and those from before the exporter started; each event counted once. Needs CAP_SYSLOG where kernel.dmesg_restrict is 1; without the log, NVLink5 XIDs (144-150) ask for nothing of their own and the driver's recovery action decides.";
 }
 

@@ -634,6 +634,17 @@ pub struct WorkloadReadErrors {
     pub count: u64,
 }
 
+/// What `nvmlDeviceGetGridLicensableFeatures` says of vGPU software
+/// licensing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VgpuLicense {
+    /// The system does not support it: bare metal, or a pass-through VM.
+    Unsupported,
+    /// Supported: whether the vGPU feature is licensed (`None`: NVML
+    /// lists no vGPU feature).
+    Supported(Option<bool>),
+}
+
 /// All measurements of one GPU from one poll. Each field is absent where
 /// NVML does not support it on this GPU or the call failed.
 #[derive(Debug, Clone, Default)]
@@ -645,6 +656,12 @@ pub struct GpuReadings {
     pub utilization: Vec<(Engine, f64)>,
     /// GPM metrics (Hopper and newer), ratios 0..=1.
     pub activity: Vec<(GpmMetric, f64)>,
+    /// Each decoder, JPEG and optical flow engine's GPM activity, 0..=1, by
+    /// NVML's GPM metric id (nvml.h `NVML_GPM_METRIC_NVDEC_0_UTIL` = 30 to
+    /// 37, `NVJPG_0` 40 to 47, `NVOFA_0` 50 and 51), for the engines that
+    /// exist; read with `gpm.all-metrics`. Only DCGM's per-engine fields
+    /// serve them (`activity` has their mean).
+    pub engine_activity: Vec<(u32, f64)>,
     pub memory: Option<Memory>,
     pub bar1: Option<Bar1Memory>,
     pub temperatures: Vec<(Sensor, f64)>,
@@ -687,6 +704,9 @@ pub struct GpuReadings {
     pub persistence_mode: Option<bool>,
     pub display_active: Option<bool>,
     pub compute_mode: Option<ComputeMode>,
+    /// vGPU software licensing as NVML reports it; family
+    /// `mode.vgpu-license`.
+    pub vgpu_license: Option<VgpuLicense>,
     pub ecc_mode: Option<ModePair>,
     pub mig_mode: Option<ModePair>,
     /// On a MIG-enabled GPU: whether NVML gave this process the whole-GPU
@@ -901,6 +921,8 @@ pub struct MigGpuInstance {
     pub bar1: Option<Bar1Memory>,
     /// GPM per GPU instance (Hopper and newer); empty on A100.
     pub activity: Vec<(GpmMetric, f64)>,
+    /// Per engine, as `GpuReadings::engine_activity`.
+    pub engine_activity: Vec<(u32, f64)>,
     pub compute_instances: Vec<MigComputeInstance>,
 }
 

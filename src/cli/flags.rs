@@ -485,7 +485,8 @@ pub(super) struct Flags {
     /// format (one file per GPU index, job ids one per line, written by a
     /// prolog); setting it turns on --workloads. With --compat.dcgm the
     /// DCGM series of a device a file names carry `hpc_job`, one series
-    /// per job, as dcgm-exporter's (that spelling accepted; a MIG GPU
+    /// per job, as dcgm-exporter's (that spelling, and its variable
+    /// DCGM_HPC_JOB_MAPPING_DIR after this one's, accepted; a MIG GPU
     /// instance's file is `<gpu>.<gpu instance>`).
     #[arg(
         long = "workloads.slurm-mapping-dir",

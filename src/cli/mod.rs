@@ -243,6 +243,22 @@ pub fn command() -> clap::Command {
     cmd
 }
 
+/// dcgm-exporter's variable for its HPC job mapping directory, which GPU
+/// Operator sets on dcgm-exporter's DaemonSet when HPC job mapping is on.
+pub const DCGM_HPC_JOB_MAPPING_DIR: &str = "DCGM_HPC_JOB_MAPPING_DIR";
+
+/// The mapping directory `DCGM_HPC_JOB_MAPPING_DIR` names, read as
+/// dcgm-exporter reads it (NVIDIA/dcgm-exporter `pkg/cmd/app.go`: the
+/// `EnvVars` of `--hpc-job-mapping-dir`), so a unit file or pod spec moved
+/// over from dcgm-exporter keeps its jobs. It comes after the flag and
+/// this exporter's own variable; empty is unset, as dcgm-exporter takes an
+/// empty directory for none.
+fn dcgm_hpc_job_mapping_dir() -> Option<PathBuf> {
+    std::env::var_os(DCGM_HPC_JOB_MAPPING_DIR)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
 /// Parses arguments (the first is the program name) and the environment.
 /// `Err` carries `--help` and `--version` too; `clap::Error::exit` prints
 /// each the right way.
@@ -253,7 +269,10 @@ where
 {
     let mut cmd = command();
     let matches = cmd.try_get_matches_from_mut(args)?;
-    let flags = Flags::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
+    let mut flags = Flags::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
+    if flags.slurm_mapping_dir.is_none() {
+        flags.slurm_mapping_dir = dcgm_hpc_job_mapping_dir();
+    }
     let mut families = families_from(&matches);
     let kubernetes = kubernetes_config(&flags, &mut cmd)?;
     let state_path = match (&flags.state_path, &flags.simulate) {

@@ -38,6 +38,7 @@ mod temperature;
 mod throttle;
 mod utilization;
 mod verdict;
+mod vgpu_license;
 mod workload_usage;
 mod workloads;
 mod xid;
@@ -78,6 +79,7 @@ pub static COLLECTORS: &[&Collector] = &[
     &mig_bar1::COLLECTOR,
     &clocks_applications::COLLECTOR,
     &power_instant::COLLECTOR,
+    &vgpu_license::COLLECTOR,
     &kubernetes::COLLECTOR,
     &workloads::COLLECTOR,
     &workload_usage::COLLECTOR,

@@ -254,6 +254,13 @@ impl<'a> Ctx<'a> {
                 Some(gi) => mig(gi),
                 None => e.readings.and_then(gpu),
             },
+            Source::Engine(id) => {
+                let engines = match e.instance {
+                    Some(gi) => &gi.engine_activity,
+                    None => &e.readings?.engine_activity,
+                };
+                engines.iter().find(|(i, _)| *i == id).map(|(_, v)| *v)
+            }
             Source::Rate(_) | Source::LinkRate { .. } => {
                 e.readings.and(self.state.rate(e.gpu.index, field.id))
             }
@@ -595,6 +602,7 @@ mod tests {
                 reserved_bytes: Some(512 << 20),
             }),
             energy_joules: Some(3277.357),
+            engine_activity: Vec::new(),
             activity: vec![(GpmMetric::Graphics, 0.5)],
             pcie: Pcie {
                 tx_bytes: Some(1000),
@@ -754,6 +762,7 @@ mod tests {
             size: None,
             bar1: None,
             memory: None,
+            engine_activity: Vec::new(),
             activity: vec![],
             compute_instances: vec![],
         }
@@ -775,6 +784,7 @@ mod tests {
                     free_bytes: (40 << 30) - (10 << 20),
                     reserved_bytes: None,
                 }),
+                engine_activity: Vec::new(),
                 activity: vec![(GpmMetric::Graphics, 0.25)],
                 compute_instances: vec![],
             },
@@ -784,6 +794,7 @@ mod tests {
                 size: None,
                 bar1: None,
                 memory: None,
+                engine_activity: Vec::new(),
                 activity: vec![],
                 compute_instances: vec![],
             },

@@ -144,6 +144,9 @@ pub enum Source {
     Rate(fn(&GpuReadings) -> Option<u64>),
     /// The same over one NVLink's byte counters: sent, received or both.
     LinkRate { link: u32, tx: bool, rx: bool },
+    /// One decoder, JPEG or optical flow engine's GPM activity, by NVML's
+    /// GPM metric id: the GPU's, or a MIG GPU instance's own.
+    Engine(u32),
     /// A value of the node, the same on every series (DCGM's fields of no
     /// entity, which dcgm-exporter serves on each GPU's series).
     Node(fn(&Snapshot) -> Option<f64>),
@@ -159,7 +162,7 @@ impl std::fmt::Debug for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match self {
             Source::Gpu(_) => "gpu",
-            Source::Instance { .. } => "instance",
+            Source::Instance { .. } | Source::Engine(_) => "instance",
             Source::Rate(_) | Source::LinkRate { .. } => "rate",
             Source::Node(_) => "node",
             Source::LastXid => "last_xid",
@@ -325,9 +328,12 @@ pub fn resolve(name: &str, generation: super::Generation) -> Option<Resolved> {
     current.and_then(|f| served(f, f.current, f.current_unit))
 }
 
-/// The table and the per-link NVLink fields.
+/// The table, the per-link NVLink fields and the per-engine GPM fields.
 fn all() -> impl Iterator<Item = &'static Field> {
-    FIELDS.iter().chain(LINK_FIELDS.iter())
+    FIELDS
+        .iter()
+        .chain(LINK_FIELDS.iter())
+        .chain(ENGINE_FIELDS.iter())
 }
 
 /// Bytes a link sent, received or both, as NVML counts them.
@@ -416,6 +422,55 @@ pub static LINK_FIELDS: &[Field] = links! {
     12: 446, 1064; 13: 447, 1066; 14: 448, 1068; 15: 494, 1070; 16: 495, 1072; 17: 496, 1074;
 };
 
+/// One engine's GPM activity (`DCGM_FI_PROF_NVDEC0_ACTIVE`, DCGM 4.6's
+/// `DCGM_FI_PROF_NVDEC_UTIL_0_RATIO`), a 0-1 ratio as DCGM's other
+/// profiling fields: GPM's percent over 100. It needs GPM's full metric
+/// set (`gpm.all-metrics`), the per-engine ids of which the sampler reads.
+const fn engine(id: u16, legacy: &'static str, current: &'static str, gpm_id: u32) -> Field {
+    renamed(
+        id,
+        legacy,
+        Ratio,
+        current,
+        Ratio,
+        Gauge,
+        false,
+        F_GPM_ALL,
+        "Time one decoder, JPEG or optical flow engine was active, 0 to 1 (GPM).",
+        Source::Engine(gpm_id),
+    )
+}
+
+macro_rules! engines {
+    ($($kind:literal $legacy:literal: $($n:literal),*;)*) => {
+        &[$($(
+            engine(
+                ENGINE_BASE[$kind] + $n,
+                concat!("DCGM_FI_PROF_", $legacy, $n, "_ACTIVE"),
+                concat!("DCGM_FI_PROF_", $legacy, "_UTIL_", $n, "_RATIO"),
+                GPM_BASE[$kind] + $n as u32,
+            ),
+        )*)*]
+    };
+}
+
+/// DCGM's first field id (dcgm_fields.h at 72fa3fe: 1017, 1025, 1033) and
+/// NVML's first GPM metric id (nvml.h `NVML_GPM_METRIC_NVDEC_0_UTIL` 30,
+/// `NVJPG_0` 40, `NVOFA_0` 50) of the decoders, JPEG and OFA engines.
+const ENGINE_BASE: [u16; 3] = [1017, 1025, 1033];
+const GPM_BASE: [u32; 3] = [30, 40, 50];
+
+/// The per-engine GPM fields, DCGM 1017 to 1034 (names checked against
+/// `super::names` there): 8 decoders, 8 JPEG engines and 2 optical flow
+/// engines, as GPM names them; an engine the GPU or instance lacks has no
+/// series.
+#[rustfmt::skip]
+pub static ENGINE_FIELDS: &[Field] = engines! {
+    0 "NVDEC": 0, 1, 2, 3, 4, 5, 6, 7;
+    1 "NVJPG": 0, 1, 2, 3, 4, 5, 6, 7;
+    2 "NVOFA": 0, 1;
+};
+
 /// The unit a go-dcgm base-unit field's name says it is in.
 fn base_unit(name: &str) -> Option<Unit> {
     [
@@ -432,10 +487,6 @@ fn base_unit(name: &str) -> Option<Unit> {
 /// Why a DCGM field the table has no row for is not served.
 fn why_not_served(id: u16) -> &'static str {
     match id {
-        // DCGM_FI_PROF_NVDEC0_ACTIVE .. NVJPG7, NVOFA0, NVOFA1
-        // (dcgm_fields.h at 72fa3fe): GPM measures each engine (nvml.h
-        // NVML_GPM_METRIC_NVDEC_0_UTIL ..), the sampler keeps their mean.
-        1017..=1034 => "a per-engine decoder, JPEG or optical flow field: GPM measures each engine, but this exporter keeps the mean of a GPU's or GPU instance's engines (nvidia_gpu_activity_ratio{metric=\"nvdec\"} with --collector.gpm.all-metrics)",
         1000..=1099 => "a DCGM profiling metric that NVML's GPM does not measure",
         _ => "no NVML reading of this exporter gives this DCGM field",
     }
@@ -568,6 +619,18 @@ fn clock_event_mask(r: &GpuReadings) -> Option<f64> {
     Some(mask as f64)
 }
 
+/// DCGM's DCGM_FI_DEV_VGPU_LICENSE_STATUS (NVIDIA/DCGM
+/// `dcgmlib/src/DcgmCacheManager.cpp` at 72fa3fe): 0 where the system
+/// supports no vGPU licensing, else 1 if the vGPU feature's state is above
+/// 0; no value (a blank, which dcgm-exporter drops) where the call failed
+/// or no vGPU feature is listed.
+fn vgpu_license_status(r: &GpuReadings) -> Option<f64> {
+    match r.vgpu_license? {
+        crate::snapshot::VgpuLicense::Unsupported => Some(0.0),
+        crate::snapshot::VgpuLicense::Supported(held) => flag(held),
+    }
+}
+
 fn flag(b: Option<bool>) -> Option<f64> {
     b.map(|b| f64::from(u8::from(b)))
 }
@@ -696,6 +759,7 @@ const F_FAN: Option<Family> = Some(Family::Fan);
 const F_XID: Option<Family> = Some(Family::Xid);
 const F_CLOCKS_APP: Option<Family> = Some(Family::ClocksApplications);
 const F_POWER_INSTANT: Option<Family> = Some(Family::PowerInstant);
+const F_VGPU_LICENSE: Option<Family> = Some(Family::ModeVgpuLicense);
 
 /// Every field, in dcgm-exporter's counters CSV order (clocks,
 /// temperature, power, PCIe, utilization, errors, memory, ECC, retired
@@ -859,8 +923,8 @@ pub static FIELDS: &[Field] = &[
     renamed(449, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", MegabytesPerSecond, "DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND", BytesPerSecond, Counter, true, F_NVLINK,
         "NVLink traffic received and sent, all links, over the last interval.", Source::Rate(|r| nvlink_bytes(r, true, true))),
     // vGPU
-    same(526, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", Count, Gauge, true, None,
-        "vGPU licence status.", Source::None("DCGM's source, nvmlDeviceGetGridLicensableFeatures (0 where grid licensing is unsupported, as on bare metal), is not called here")),
+    same(526, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", Count, Gauge, true, F_VGPU_LICENSE,
+        "1 if the vGPU software licence is held; 0 if not, and where NVML supports no vGPU licensing (bare metal), as DCGM answers.", Source::Gpu(vgpu_license_status)),
     // Remapped rows (Ampere and newer; not on a MIG-enabled GPU)
     renamed(393, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", Count, "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", Count, Counter, true, F_RET,
         "Rows remapped after uncorrectable errors.", Source::Gpu(|r| r.remapped_rows.map(|m| m.uncorrectable as f64))),
@@ -1044,6 +1108,29 @@ mod tests {
                 f.legacy
             );
         }
+    }
+
+    #[test]
+    fn the_per_engine_fields_have_dcgm_s_ids_and_gpm_s() {
+        assert_eq!(ENGINE_FIELDS.len(), 18);
+        for f in ENGINE_FIELDS {
+            for name in [f.legacy, f.current] {
+                assert_eq!(
+                    super::super::names::lookup(name).map(|(_, id)| id),
+                    Some(f.id),
+                    "{name}"
+                );
+            }
+        }
+        let gpm = |name: &str| match all().find(|f| f.legacy == name).map(|f| f.source) {
+            Some(Source::Engine(id)) => id,
+            other => panic!("{name}: {other:?}"),
+        };
+        assert_eq!(gpm("DCGM_FI_PROF_NVDEC0_ACTIVE"), 30);
+        assert_eq!(gpm("DCGM_FI_PROF_NVDEC7_ACTIVE"), 37);
+        assert_eq!(gpm("DCGM_FI_PROF_NVJPG0_ACTIVE"), 40);
+        assert_eq!(gpm("DCGM_FI_PROF_NVJPG7_ACTIVE"), 47);
+        assert_eq!(gpm("DCGM_FI_PROF_NVOFA1_ACTIVE"), 51);
     }
 
     #[test]

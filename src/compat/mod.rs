@@ -273,9 +273,10 @@ mod tests {
         assert!(current
             .iter()
             .any(|s| s.name == "DCGM_FI_DEV_FB_USED_BYTES"));
-        // No source, no series: the vGPU licence is dcgm-exporter's default
-        // but never served here.
-        assert!(!legacy.iter().any(|s| s.field.id == 526));
+        // The vGPU licence is dcgm-exporter's default, served as DCGM
+        // answers it; no source, no series: the inforom versions are not.
+        assert!(legacy.iter().any(|s| s.field.id == 526));
+        assert!(!FIELDS.iter().any(|f| f.id == 56 && f.has_source()));
         assert_eq!(current.len(), legacy.len() + 1);
     }
 
@@ -293,6 +294,9 @@ mod tests {
             assert!(needed.contains(f), "{f:?}");
         }
         assert!(!needed.contains(Family::Fan));
+        // The vGPU licence's call is made for the DCGM field only.
+        assert!(needed.contains(Family::ModeVgpuLicense) && needed.contains(Family::Mode));
+        assert!(!crate::family::FamilySet::defaults().contains(Family::ModeVgpuLicense));
         let (f, v) = fields::lookup("DCGM_FI_PROF_SM_OCCUPANCY").unwrap();
         let needed = families_needed(&[Selected::of(f, v)]);
         assert!(needed.contains(Family::GpmAllMetrics) && needed.contains(Family::Gpm));

@@ -646,6 +646,7 @@ mod tests {
             size: None,
             bar1: None,
             memory: None,
+            engine_activity: Vec::new(),
             activity: vec![],
             compute_instances: vec![MigComputeInstance {
                 compute_instance: ci,

@@ -618,6 +618,30 @@ pub fn ofa_utilization(nvml: &Nvml, device: DeviceHandle) -> Result<u32, NvmlErr
     Ok(util)
 }
 
+/// What `nvmlDeviceGetGridLicensableFeatures_v4` says of vGPU software
+/// licensing: `None` where the system does not support it (bare metal),
+/// else the vGPU feature's state (`Some(None)`: no vGPU feature listed).
+pub fn vgpu_license(nvml: &Nvml, device: DeviceHandle) -> Result<Option<Option<bool>>, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetGridLicensableFeatures_v4);
+    // SAFETY: nvmlGridLicensableFeatures_t is plain old data (no version
+    // field): all zeros is a valid value.
+    let mut v: nvmlGridLicensableFeatures_t = unsafe { mem::zeroed() };
+    // SAFETY: valid out-pointer to a whole struct.
+    nvml_try(unsafe { f(device, &raw mut v) })?;
+    if v.isGridLicenseSupported == 0 {
+        return Ok(None);
+    }
+    let count = (v.licensableFeaturesCount as usize).min(v.gridLicensableFeatures.len());
+    Ok(Some(
+        v.gridLicensableFeatures[..count]
+            .iter()
+            .find(|f| {
+                f.featureCode == nvmlGridLicenseFeatureCode_t_NVML_GRID_LICENSE_FEATURE_CODE_VGPU
+            })
+            .map(|f| f.featureState > 0),
+    ))
+}
+
 pub fn nvlink_active(nvml: &Nvml, device: DeviceHandle, link: u32) -> Result<bool, NvmlError> {
     let f = sym!(nvml, nvmlDeviceGetNvLinkState);
     let mut state: nvmlEnableState_t = 0;

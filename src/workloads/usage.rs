@@ -1221,6 +1221,7 @@ mod tests {
                 size: None,
                 bar1: None,
                 memory: None,
+                engine_activity: Vec::new(),
                 activity: activity
                     .map(|a| vec![(GpmMetric::Graphics, a[i])])
                     .unwrap_or_default(),

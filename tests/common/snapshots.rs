@@ -59,6 +59,7 @@ pub fn h100_readings(i: u32) -> GpuReadings {
             .enumerate()
             .map(|(k, &e)| (e, (k as f64 * 0.13 + f * 0.01) % 1.0))
             .collect(),
+        engine_activity: Vec::new(),
         activity: GpmMetric::ALL
             .iter()
             .enumerate()
@@ -136,6 +137,7 @@ pub fn h100_readings(i: u32) -> GpuReadings {
         persistence_mode: Some(true),
         display_active: Some(false),
         compute_mode: Some(ComputeMode::Default),
+        vgpu_license: Some(VgpuLicense::Supported(Some(true))),
         ecc_mode: Some(ModePair {
             current: true,
             pending: true,
@@ -254,6 +256,7 @@ fn mig_readings(i: u32) -> GpuReadings {
                 free_bytes: 10_455_351_296,
                 reserved_bytes: None,
             }),
+            engine_activity: Vec::new(),
             activity: vec![
                 (GpmMetric::Sm, 0.25),
                 (GpmMetric::Tensor, 0.125),
@@ -732,6 +735,7 @@ pub fn large_fleet() -> Snapshot {
                         free_bytes: 10_455_351_296,
                         reserved_bytes: None,
                     }),
+                    engine_activity: Vec::new(),
                     activity: GpmMetric::ALL.iter().map(|&m| (m, 0.5)).collect(),
                     compute_instances: vec![MigComputeInstance {
                         compute_instance: 0,

@@ -283,7 +283,7 @@ fn a_counters_csv_selects_what_is_served_and_is_followed() {
     let csv = dir.path().join("counters.csv");
     std::fs::write(
         &csv,
-        "DCGM_FI_DEV_GPU_TEMP, gauge, x\nDCGM_FI_DEV_VGPU_LICENSE_STATUS, gauge, y\n",
+        "DCGM_FI_DEV_GPU_TEMP, gauge, x\nDCGM_FI_DEV_LOW_UTIL_VIOLATION, counter, y\n",
     )
     .unwrap();
     let e = Exporter::ready(
@@ -297,7 +297,7 @@ fn a_counters_csv_selects_what_is_served_and_is_followed() {
     );
     // The field that is never served here is said so, with its line.
     assert!(
-        e.log().contains("line 2: DCGM_FI_DEV_VGPU_LICENSE_STATUS"),
+        e.log().contains("line 2: DCGM_FI_DEV_LOW_UTIL_VIOLATION"),
         "{}",
         e.log()
     );
@@ -460,28 +460,17 @@ fn a_configmap_of_any_dcgm_names_is_served_as_written_with_its_types_and_units()
     let kib = value_of(&text, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "0");
     let b = value_of(&text, "DCGM_FI_PROF_PCIE_TX_BYTES", "0");
     assert_eq!(kib, (b / 1024.0).trunc(), "{kib} KiB/s, {b} B/s");
-    // The fields with no source here: logged with why, counted, not fatal.
-    // A per-engine decoder field: GPM measures each engine, the sampler
-    // keeps their mean; the vGPU licence: its NVML call is not made.
-    for absent in [
-        "DCGM_FI_DEV_CPU_UTIL_RATIO",
-        "DCGM_FI_PROF_NVDEC0_ACTIVE",
-        "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
-    ] {
-        assert!(!text.contains(&format!("{absent}{{")), "{absent}");
-    }
+    // The vGPU licence of a bare-metal GPU: DCGM's 0.
+    assert_eq!(value_of(&text, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "0"), 0.0);
+    // The field with no source here: logged with why, counted, not fatal.
+    assert!(!text.contains("DCGM_FI_DEV_CPU_UTIL_RATIO{"));
     assert!(
-        text.contains("nvml_exporter_config_dcgm_fields_not_served 3\n"),
+        text.contains("nvml_exporter_config_dcgm_fields_not_served 1\n"),
         "{text}"
     );
     let log = e.log();
-    for said in [
-        "line 11: DCGM_FI_DEV_CPU_UTIL_RATIO (DCGM field",
-        "line 12: DCGM_FI_PROF_NVDEC0_ACTIVE (DCGM field 1017) is not served here: a per-engine decoder",
-        "line 13: DCGM_FI_DEV_VGPU_LICENSE_STATUS (DCGM field 526) is not served here",
-    ] {
-        assert!(log.contains(said), "{said}: {log}");
-    }
+    let said = "line 11: DCGM_FI_DEV_CPU_UTIL_RATIO (DCGM field";
+    assert!(log.contains(said), "{said}: {log}");
 }
 
 #[test]
@@ -875,4 +864,206 @@ fn tensor_sub_pipes_come_from_gpm() {
             );
         }
     }
+}
+
+/// Issue 38: `DCGM_FI_DEV_VGPU_LICENSE_STATUS`, in dcgm-exporter's default
+/// set, as DCGM answers it: 0 on every bare-metal GPU and MIG instance,
+/// where NVML's nvmlDeviceGetGridLicensableFeatures says grid licensing is
+/// unsupported. The call is made because the DCGM field asks for it, and
+/// only then: this exporter's own output makes no such call, and its own
+/// series (`nvidia_gpu_vgpu_licensed`, a vGPU guest's licence) stays off.
+#[test]
+fn the_vgpu_licence_is_dcgm_s_0_on_bare_metal_and_read_only_when_asked() {
+    let e = Exporter::ready("dgx-h100", &["--compat.dcgm", "--collector.driver_time"]);
+    let text = e.scrape_until("the licence of every GPU", |t| {
+        t.matches("DCGM_FI_DEV_VGPU_LICENSE_STATUS{").count() == 16
+    });
+    let s = samples(&text);
+    let licence: Vec<_> = s
+        .iter()
+        .filter(|x| x.name == "DCGM_FI_DEV_VGPU_LICENSE_STATUS")
+        .collect();
+    // 6 whole GPUs and the 7 + 3 MIG instances of GPUs 0 and 1 (DCGM
+    // answers a GPU instance's device field from its GPU).
+    assert_eq!(licence.len(), 16, "{text}");
+    assert!(licence.iter().all(|x| x.value == "0"), "{licence:?}");
+    let gpus: BTreeSet<&str> = licence.iter().filter_map(|x| x.label("gpu")).collect();
+    assert_eq!(gpus.len(), 8);
+    assert!(text.contains("family=\"mode.vgpu-license\""), "{text}");
+    assert!(!text.contains("nvidia_gpu_vgpu_licensed"), "{text}");
+
+    let own = Exporter::ready("dgx-h100", &["--collector.driver_time"]);
+    let text = own.scrape_until("driver time", |t| {
+        t.contains("nvml_exporter_driver_calls_total{")
+    });
+    assert!(!text.contains("vgpu"), "{text}");
+
+    // A vGPU guest holding its licence: 1, DCGM's and this exporter's own.
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("vgpu.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"vgpu\"\n[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nvirtualization_mode = \"vgpu\"\n",
+    )
+    .unwrap();
+    let guest = Exporter::ready(
+        scenario.to_str().unwrap(),
+        &["--compat.dcgm", "--collector.mode.vgpu-license"],
+    );
+    let text = guest.scrape_until("the guest's licence", |t| {
+        t.contains("nvidia_gpu_vgpu_licensed{")
+    });
+    assert_eq!(value_of(&text, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "0"), 1.0);
+    assert_eq!(value_of(&text, "nvidia_gpu_vgpu_licensed", "0"), 1.0);
+}
+
+/// Issue 38: dcgm-exporter reads its HPC job mapping directory from
+/// `DCGM_HPC_JOB_MAPPING_DIR` as well as `--hpc-job-mapping-dir`
+/// (NVIDIA/dcgm-exporter `pkg/cmd/app.go`), and GPU Operator sets that
+/// variable: a pod spec or unit file moved over keeps `hpc_job` on the DCGM
+/// series. The flag wins over the variable.
+#[test]
+fn dcgm_s_job_mapping_variable_labels_the_dcgm_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let (map, other, proc) = (
+        dir.path().join("map"),
+        dir.path().join("other"),
+        dir.path().join("proc"),
+    );
+    for d in [&map, &other, &proc] {
+        std::fs::create_dir(d).unwrap();
+    }
+    std::fs::write(map.join("2"), "4242\n").unwrap();
+    std::fs::write(other.join("3"), "77\n").unwrap();
+    // Empty host directories: the simulated pids are no processes here, so
+    // the mapping directory is the only source of jobs.
+    let args = [
+        "--compat.dcgm",
+        "--workloads.refresh-interval=300ms",
+        &format!("--path.procfs={}", proc.display()),
+        &format!("--path.rootfs={}", proc.display()),
+    ];
+    let env = [("DCGM_HPC_JOB_MAPPING_DIR", map.to_str().unwrap())];
+    let jobs = |text: &str| -> BTreeSet<(String, String)> {
+        samples(text)
+            .iter()
+            .filter(|s| s.name == "DCGM_FI_DEV_GPU_TEMP")
+            .filter_map(|s| Some((s.label("gpu")?.to_string(), s.label("hpc_job")?.to_string())))
+            .collect()
+    };
+    let e = Exporter::simulate_env("dgx-h100", &args, &env);
+    e.wait_ready();
+    let text = e.scrape_until("hpc_job from DCGM_HPC_JOB_MAPPING_DIR", |t| {
+        !jobs(t).is_empty()
+    });
+    assert_eq!(
+        jobs(&text),
+        BTreeSet::from([("2".to_string(), "4242".to_string())]),
+        "{text}"
+    );
+    // This exporter's own families never carry it.
+    assert!(samples(&text)
+        .iter()
+        .all(|s| s.name.starts_with("DCGM_") || s.label("hpc_job").is_none()));
+    drop(e);
+
+    let flag = format!("--hpc-job-mapping-dir={}", other.display());
+    let mut with_flag = args.to_vec();
+    with_flag.push(&flag);
+    let e = Exporter::simulate_env("dgx-h100", &with_flag, &env);
+    e.wait_ready();
+    let text = e.scrape_until("hpc_job from the flag's directory", |t| !jobs(t).is_empty());
+    assert_eq!(
+        jobs(&text),
+        BTreeSet::from([("3".to_string(), "77".to_string())]),
+        "{text}"
+    );
+}
+
+/// Issue 38: the per-engine GPM fields (DCGM 1017-1034: NVDEC 0-7, NVJPG
+/// 0-7, OFA 0-1) are each engine's own GPM activity, a 0-1 ratio, served
+/// when a counters file asks for them (the default set does not grow):
+/// an H100's 7 decoders, 7 JPEG engines and 1 OFA, a 1g MIG instance's one
+/// decoder and JPEG engine, and no series for an engine the GPU or instance
+/// lacks. In nvml-sim each decoder runs at a tenth of the graphics
+/// activity, each JPEG engine at a twentieth, the OFA at a fiftieth.
+#[test]
+fn per_engine_gpm_fields_are_each_engine_s_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("engines.csv");
+    std::fs::write(
+        &csv,
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, graphics\n\
+         DCGM_FI_PROF_NVDEC0_ACTIVE, gauge, NVDEC 0\n\
+         DCGM_FI_PROF_NVDEC6_ACTIVE, gauge, NVDEC 6\n\
+         DCGM_FI_PROF_NVDEC7_ACTIVE, gauge, NVDEC 7\n\
+         DCGM_FI_PROF_NVDEC_UTIL_1_RATIO, gauge, DCGM 4.6's name of NVDEC 1\n\
+         DCGM_FI_PROF_NVJPG0_ACTIVE, gauge, NVJPG 0\n\
+         DCGM_FI_PROF_NVJPG1_ACTIVE, gauge, NVJPG 1\n\
+         DCGM_FI_PROF_NVOFA0_ACTIVE, gauge, OFA 0\n\
+         DCGM_FI_PROF_NVOFA1_ACTIVE, gauge, OFA 1\n",
+    )
+    .unwrap();
+    let e = Exporter::ready(
+        "dgx-h100",
+        &[
+            "--compat.dcgm",
+            "--compat.dcgm.only",
+            &format!("--config.file={}", csv.display()),
+        ],
+    );
+    let text = e.scrape_until("every GPU's GPM over two polls", |t| {
+        samples(t)
+            .iter()
+            .filter(|s| s.name == "DCGM_FI_PROF_NVDEC0_ACTIVE")
+            .count()
+            == 16
+    });
+    assert!(
+        text.contains("nvml_exporter_config_dcgm_fields_not_served 0\n"),
+        "{text}"
+    );
+    let s = samples(&text);
+    let of = |name: &str, gpu: &str, gi: Option<&str>| -> Option<f64> {
+        s.iter()
+            .find(|x| x.name == name && x.label("gpu") == Some(gpu) && x.label("GPU_I_ID") == gi)
+            .map(|x| x.value.parse().unwrap())
+    };
+    let near = |a: f64, b: f64| (a - b).abs() < 1e-6;
+    // A whole H100 (GPU 2): 7 decoders, 7 JPEG engines, 1 OFA.
+    let gr = of("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "2", None).unwrap();
+    assert!(gr > 0.05, "{gr}");
+    for name in [
+        "DCGM_FI_PROF_NVDEC0_ACTIVE",
+        "DCGM_FI_PROF_NVDEC6_ACTIVE",
+        "DCGM_FI_PROF_NVDEC_UTIL_1_RATIO",
+    ] {
+        let v = of(name, "2", None).unwrap_or_else(|| panic!("{name}: {text}"));
+        assert!(near(v, gr * 0.1), "{name} {v} vs graphics {gr}");
+    }
+    let jpg = of("DCGM_FI_PROF_NVJPG1_ACTIVE", "2", None).unwrap();
+    assert!(near(jpg, gr * 0.05), "{jpg} vs {gr}");
+    let ofa = of("DCGM_FI_PROF_NVOFA0_ACTIVE", "2", None).unwrap();
+    assert!(near(ofa, gr * 0.02), "{ofa} vs {gr}");
+    for absent in ["DCGM_FI_PROF_NVDEC7_ACTIVE", "DCGM_FI_PROF_NVOFA1_ACTIVE"] {
+        assert_eq!(of(absent, "2", None), None, "{absent}: {text}");
+    }
+    // A MIG GPU instance's own engines: every instance of GPU 0 has its
+    // decoder 0, and a 1g instance no second decoder and no OFA.
+    let gi: Vec<&str> = s
+        .iter()
+        .filter(|x| x.name == "DCGM_FI_PROF_NVDEC0_ACTIVE" && x.label("gpu") == Some("0"))
+        .filter_map(|x| x.label("GPU_I_ID"))
+        .collect();
+    assert_eq!(gi.len(), 7, "{text}");
+    for id in gi {
+        let gr = of("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "0", Some(id)).unwrap();
+        let dec = of("DCGM_FI_PROF_NVDEC0_ACTIVE", "0", Some(id)).unwrap();
+        assert!(near(dec, gr * 0.1), "GPU_I_ID {id}: {dec} vs {gr}");
+        assert_eq!(of("DCGM_FI_PROF_NVDEC_UTIL_1_RATIO", "0", Some(id)), None);
+        assert_eq!(of("DCGM_FI_PROF_NVOFA0_ACTIVE", "0", Some(id)), None);
+    }
+    // The reading is GPM's full metric set, switched on for these fields;
+    // this exporter's own families stay off.
+    assert!(!text.contains("nvidia_gpu_activity_ratio"), "{text}");
 }

@@ -164,6 +164,21 @@ fn documented_families_equal_emitted_families() {
     );
     drop(e);
 
+    // A vGPU guest: its licence (bare metal supports none).
+    let scenario = dir.path().join("vgpu.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"vgpu\"\n[[gpu]]\nmodel = \"h100-sxm5-80gb\"\nvirtualization_mode = \"vgpu\"\n",
+    )
+    .unwrap();
+    let e = Exporter::simulate(
+        scenario.to_str().unwrap(),
+        &["--collector.mode.vgpu-license"],
+    );
+    e.wait_ready();
+    merge("vgpu", scrape_with(&e, &["nvidia_gpu_vgpu_licensed"]));
+    drop(e);
+
     // A Volta board: page retirement instead of row remapping.
     let scenario = dir.path().join("volta.toml");
     std::fs::write(

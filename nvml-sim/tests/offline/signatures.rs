@@ -38,6 +38,7 @@ same!(
     nvmlDeviceGetClockInfo,
     nvmlDeviceGetComputeInstanceId,
     nvmlDeviceGetComputeMode,
+    nvmlDeviceGetGridLicensableFeatures_v4,
     nvmlDeviceGetVirtualizationMode,
     nvmlDeviceGetComputeRunningProcesses,
     nvmlDeviceGetComputeRunningProcesses_v2,

@@ -33,9 +33,11 @@ fn carry(family: Family, from: &GpuReadings, to: &mut GpuReadings) {
         Family::Utilization => to.utilization.clone_from(&from.utilization),
         Family::Gpm => {
             to.activity.clone_from(&from.activity);
+            to.engine_activity.clone_from(&from.engine_activity);
             for gi in &mut to.mig {
                 if let Some(old) = from.mig.iter().find(|o| o.gpu_instance == gi.gpu_instance) {
                     gi.activity.clone_from(&old.activity);
+                    gi.engine_activity.clone_from(&old.engine_activity);
                 }
             }
         }
@@ -78,6 +80,7 @@ fn carry(family: Family, from: &GpuReadings, to: &mut GpuReadings) {
             to.persistence_mode = from.persistence_mode;
             to.display_active = from.display_active;
             to.compute_mode = from.compute_mode;
+            to.vgpu_license = from.vgpu_license;
         }
         Family::Ecc => {
             to.ecc_mode = from.ecc_mode;

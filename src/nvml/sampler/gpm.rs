@@ -49,7 +49,7 @@ impl<'n> State<'n> {
         }
         let h = g.handle;
         let engines = Engines::whole_gpu(architecture);
-        r.activity = self
+        (r.activity, r.engine_activity) = self
             .whole
             .step(g.nvml, g.calls, ids, engines, |b| b.fill(h));
     }
@@ -116,6 +116,10 @@ impl Engines {
     }
 }
 
+/// One step's ratios: per metric (an engine kind's mean) and per engine
+/// (by GPM metric id).
+type Ratios = (Vec<(GpmMetric, f64)>, Vec<(u32, f64)>);
+
 /// The previous GPM sample, kept so that each poll yields ratios over the
 /// last interval.
 #[derive(Default)]
@@ -127,7 +131,8 @@ pub struct GpmPair<'n> {
 impl<'n> GpmPair<'n> {
     /// Takes a sample with `fill` and, when a previous one exists, returns
     /// the ratios of the metrics `ids` (from [`request_ids`]) between the
-    /// two, per-engine metrics averaged over `engines` where counted.
+    /// two, per-engine metrics averaged over `engines` where counted, and
+    /// each engine's own ratio ([`engine_ratios`]).
     pub fn step(
         &mut self,
         nvml: &'n Nvml,
@@ -135,21 +140,21 @@ impl<'n> GpmPair<'n> {
         ids: &[u32],
         engines: Option<Engines>,
         fill: impl FnOnce(&mut GpmBuffer<'n>) -> Result<(), NvmlError>,
-    ) -> Vec<(GpmMetric, f64)> {
+    ) -> Ratios {
         let family = Family::Gpm.name();
         if self.scratch.is_none() {
             self.scratch = calls.run(family, || GpmBuffer::alloc(nvml)).value();
         }
         let Some(mut current) = self.scratch.take() else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         if calls.run(family, || fill(&mut current)).value().is_none() {
             // Keep the buffer for next time; a failed fill says nothing
             // about the previous sample, which stays valid.
             self.scratch = Some(current);
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
-        let mut out = Vec::new();
+        let mut out = (Vec::new(), Vec::new());
         if let Some(prev) = &self.prev {
             if let Some(results) = calls
                 .run(family, || raw::gpm_metrics(nvml, prev, &current, ids))
@@ -167,7 +172,7 @@ impl<'n> GpmPair<'n> {
                         }
                     })
                     .collect();
-                out = ratios(&by_id, engines);
+                out = (ratios(&by_id, engines), engine_ratios(&by_id, engines));
             }
         }
         self.scratch = self.prev.take();
@@ -242,6 +247,22 @@ fn ratios(by_id: &HashMap<u32, f64>, engines: Option<Engines>) -> Vec<(GpmMetric
         .collect()
 }
 
+/// Each decoder, JPEG and OFA engine's own ratio, by GPM metric id, what
+/// DCGM serves per engine (DCGM_FI_PROF_NVDEC0_ACTIVE ..: NVIDIA/DCGM
+/// `dcgmlib/src/dcgm_fields.cpp` at 72fa3fe maps each field to its one
+/// NVML_GPM_METRIC_*_UTIL id). Engines past those counted are left out, as
+/// from the mean: an engine that does not exist has no value, not 0.
+fn engine_ratios(by_id: &HashMap<u32, f64>, engines: Option<Engines>) -> Vec<(u32, f64)> {
+    [GpmMetric::NvDec, GpmMetric::NvJpg, GpmMetric::NvOfa]
+        .iter()
+        .flat_map(|&m| {
+            let present = engines.and_then(|e| e.of(m)).unwrap_or(usize::MAX);
+            metric_ids(m).take(present)
+        })
+        .filter_map(|id| by_id.get(&id).map(|&v| (id, percent_to_ratio(v))))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,6 +321,17 @@ mod tests {
         let got = ratios(&by_id, Some(slice));
         assert!(got.contains(&(GpmMetric::NvDec, 0.4)), "{got:?}");
         assert!(!got.iter().any(|(m, _)| *m == GpmMetric::NvOfa), "{got:?}");
+        // Per engine: the 7 decoders, 7 JPEG engines and 1 OFA of an H100,
+        // not the ids past them; a 1g slice's one decoder and JPEG engine.
+        let each = engine_ratios(&by_id, gh100);
+        let ids: Vec<u32> = each.iter().map(|(id, _)| *id).collect();
+        let want: Vec<u32> = (30..=36).chain(40..=46).chain([50]).collect();
+        assert_eq!(ids, want);
+        assert!(each.contains(&(50, 0.2)) && each.contains(&(36, 0.4)));
+        assert_eq!(
+            engine_ratios(&by_id, Some(slice)),
+            vec![(30, 0.4), (40, 0.4)]
+        );
     }
 
     #[test]

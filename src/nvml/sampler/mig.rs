@@ -172,6 +172,7 @@ impl<'n> State<'n> {
                     size: identity.size,
                     memory: None,
                     bar1: None,
+                    engine_activity: Vec::new(),
                     activity: Vec::new(),
                     compute_instances: Vec::new(),
                 });
@@ -225,7 +226,8 @@ impl<'n> State<'n> {
                 });
                 let pair = self.gpm.entry(key).or_default();
                 let id = gi.gpu_instance;
-                gi.activity = pair.step(nvml, c, ids, engines, |b| b.fill_mig(parent, id));
+                (gi.activity, gi.engine_activity) =
+                    pair.step(nvml, c, ids, engines, |b| b.fill_mig(parent, id));
             }
         }
         instances.into_values().collect()

@@ -183,7 +183,7 @@ impl<'n> GpuSampler<'n> {
         };
         let scalar = scalar::sample(&mut g, families, &nvlink_totals);
         if on(Family::Mode) {
-            mode.sample(&mut g, r);
+            mode.sample(&mut g, on(Family::ModeVgpuLicense), r);
         }
         // The utilization rates answer only while MIG is off: asked first,
         // their answer tells the MIG mode, read at a slow cadence, that it

@@ -2,26 +2,30 @@
 //! `nvidia_gpu_display_active`, `nvidia_gpu_compute_mode`): settings an
 //! operator changes (`nvidia-smi -pm`, `-c`, an X server), so they are
 //! re-read every `SLOW_REFRESH_POLLS` polls (display active costs an H200
-//! 0.8 ms a call), not every poll.
+//! 0.8 ms a call), not every poll. The vGPU software licence
+//! (`nvidia_gpu_vgpu_licensed`, family `mode.vgpu-license`, what DCGM
+//! serves as DCGM_FI_DEV_VGPU_LICENSE_STATUS) likewise.
 
 use nvml_wrapper::enum_wrappers::device::ComputeMode as NvComputeMode;
 
 use super::super::calls::{Cached, SLOW_REFRESH_POLLS};
+use super::super::raw;
 use super::Gpu;
 use crate::family::Family;
-use crate::snapshot::{ComputeMode, GpuReadings};
+use crate::snapshot::{ComputeMode, GpuReadings, VgpuLicense};
 
 #[derive(Default)]
 pub struct State {
     persistence: Cached<bool>,
     display: Cached<bool>,
     compute: Cached<ComputeMode>,
+    vgpu_license: Cached<VgpuLicense>,
 }
 
 impl State {
     /// Each setting is cached on its own: one that failed is retried next
     /// poll (absent meanwhile, as before), the others keep their period.
-    pub fn sample(&mut self, g: &mut Gpu<'_, '_>, r: &mut GpuReadings) {
+    pub fn sample(&mut self, g: &mut Gpu<'_, '_>, vgpu_license: bool, r: &mut GpuReadings) {
         let fam = Family::Mode.name();
         let (d, c, poll) = (g.device, &mut *g.calls, g.poll);
         let every = SLOW_REFRESH_POLLS;
@@ -34,6 +38,17 @@ impl State {
         r.compute_mode = self.compute.get_every(poll, every, false, || {
             c.run(fam, || d.compute_mode()).map(compute_mode)
         });
+        if vgpu_license {
+            let (nvml, handle) = (g.nvml, g.handle);
+            r.vgpu_license = self.vgpu_license.get_every(poll, every, false, || {
+                c.run(Family::ModeVgpuLicense.name(), || {
+                    raw::vgpu_license(nvml, handle).map(|l| match l {
+                        None => VgpuLicense::Unsupported,
+                        Some(vgpu) => VgpuLicense::Supported(vgpu),
+                    })
+                })
+            });
+        }
     }
 }
 
