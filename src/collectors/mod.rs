@@ -26,6 +26,7 @@ mod mig;
 mod mig_bar1;
 mod mig_memory_free;
 mod mode;
+mod mode_vgpu_license;
 mod nvlink;
 mod nvlink_link;
 mod pcie;
@@ -38,7 +39,6 @@ mod temperature;
 mod throttle;
 mod utilization;
 mod verdict;
-mod vgpu_license;
 mod workload_usage;
 mod workloads;
 mod xid;
@@ -79,7 +79,7 @@ pub static COLLECTORS: &[&Collector] = &[
     &mig_bar1::COLLECTOR,
     &clocks_applications::COLLECTOR,
     &power_instant::COLLECTOR,
-    &vgpu_license::COLLECTOR,
+    &mode_vgpu_license::COLLECTOR,
     &kubernetes::COLLECTOR,
     &workloads::COLLECTOR,
     &workload_usage::COLLECTOR,

@@ -41,7 +41,6 @@ pub mod system;
 pub mod temperature;
 pub mod throttle;
 pub mod utilization;
-pub mod vgpu;
 
 pub type Ret = nvmlReturn_t;
 pub type R<T = ()> = Result<T, Ret>;
