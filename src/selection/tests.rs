@@ -60,7 +60,7 @@ intervals:
   retirement: 1m
   utilization: 1s
 dcgm:
-  fields: [DCGM_FI_DEV_GPU_UTIL, DCGM_FI_DEV_MEM_COPY_UTIL, DCGM_FI_PROF_GR_ENGINE_ACTIVE, DCGM_FI_DEV_VGPU_LICENSE_STATUS, DCGM_FI_DRIVER_VERSION]
+  fields: [DCGM_FI_DEV_GPU_UTIL, DCGM_FI_DEV_MEM_COPY_UTIL, DCGM_FI_PROF_GR_ENGINE_ACTIVE, DCGM_FI_DEV_BOARD_LIMIT_VIOLATION, DCGM_FI_DRIVER_VERSION]
 ";
 
 #[test]
@@ -99,7 +99,7 @@ fn a_whole_file_selects_families_intervals_metrics_labels_and_fields() {
         ]
     );
     assert!(
-        s.warnings[0].contains("DCGM_FI_DEV_VGPU_LICENSE_STATUS"),
+        s.warnings[0].contains("DCGM_FI_DEV_BOARD_LIMIT_VIOLATION"),
         "{:?}",
         s.warnings
     );
