@@ -9,6 +9,7 @@
 mod arch;
 mod brand;
 mod file;
+mod named;
 
 pub use arch::Architecture;
 pub use brand::Brand;
