@@ -74,7 +74,12 @@ fn mask(text: &str) -> String {
 }
 
 /// Scrapes until two scrapes in a row mask to the same text, so the golden
-/// is taken once every reading (GPM needs two polls) has settled.
+/// is taken once every reading (GPM needs two polls) has settled, and the
+/// exporter's own scrape counter is in it. That counter counts the scrapes
+/// before the last poll (`src/collectors/exporter/http.rs`), so it appears
+/// only once a poll has followed the first scrape. Two scrapes inside one
+/// poll interval agree without it: on a slow machine (qemu in CI) the
+/// first two scrapes came after GPM had settled and before the next poll.
 fn settled(e: &Exporter, accept: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     let get = || {
@@ -86,7 +91,10 @@ fn settled(e: &Exporter, accept: &str) -> String {
     loop {
         std::thread::sleep(Duration::from_millis(300));
         let now = get();
-        if now == last && common::dgx_h100_gpm_complete(&now) {
+        if now == last
+            && common::dgx_h100_gpm_complete(&now)
+            && now.contains("\npromhttp_metric_handler_requests_total{code=\"200\"} ")
+        {
             return now;
         }
         assert!(
