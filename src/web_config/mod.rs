@@ -78,12 +78,16 @@ pub enum WebConfigError {
     NotRegular { path: PathBuf, kind: &'static str },
     #[error("web config file {}: {message}", path.display())]
     Unreadable { path: PathBuf, message: String },
-    #[error("web config file {}: invalid YAML: {message}", path.display())]
+    /// The file did not decode: not YAML at all (`syntax`), or YAML that
+    /// does not fit the schema (an unknown key, a wrong type, a cipher
+    /// suite or curve name the toolkit does not know).
+    #[error("web config file {}: {}{message}", path.display(), if *syntax { "invalid YAML: " } else { "" })]
     Yaml {
         path: PathBuf,
         /// 1-based, where the parser knows it.
         line: Option<usize>,
         message: String,
+        syntax: bool,
     },
     #[error("web config file {}: {field}: {message}", path.display())]
     Invalid {
@@ -281,6 +285,7 @@ fn parse_raw(path: &Path, text: &[u8]) -> Result<raw::RawConfig, WebConfigError>
         path: path.to_path_buf(),
         line,
         message,
+        syntax: true,
     };
     let text = std::str::from_utf8(text).map_err(|e| yaml_err(None, format!("not UTF-8: {e}")))?;
     // A leading byte-order mark is allowed by YAML (1.2, 5.2); the parser
@@ -297,10 +302,17 @@ fn parse_raw(path: &Path, text: &[u8]) -> Result<raw::RawConfig, WebConfigError>
     }
     // An empty file (or one holding only comments) is a valid, empty config.
     let parsed: Option<raw::RawConfig> = yaml_serde::from_str(text).map_err(|e| {
-        yaml_err(
-            e.location().map(|l| l.line()),
-            crate::fsread::redact_values(&e.to_string()),
-        )
+        // The parser's error has no public kind. Whether the text is YAML
+        // at all decides the wording: "invalid YAML" for a cipher suite
+        // name it does not know would send the user to the wrong fix. Only
+        // on this error path is the text parsed a second time.
+        let syntax = yaml_serde::from_str::<yaml_serde::Value>(text).is_err();
+        WebConfigError::Yaml {
+            path: path.to_path_buf(),
+            line: e.location().map(|l| l.line()),
+            message: crate::fsread::redact_values(&e.to_string()),
+            syntax,
+        }
     })?;
     Ok(parsed.unwrap_or_default())
 }

@@ -120,6 +120,31 @@ fn unknown_keys_are_refused_with_their_line() {
     assert!(pki.err("rate_limit:\n  per: 1s\n").contains("per"));
 }
 
+/// What the user reads names the right fix: "invalid YAML" where the text
+/// is not YAML, the schema's complaint alone where it is.
+#[test]
+fn only_text_that_is_not_yaml_is_called_invalid_yaml() {
+    let pki = Pki::new();
+    for yaml in [
+        "a: b: c\n",
+        "\"unterminated\n",
+        ": : :\n",
+        "tls_server_config:\n  cert_file: a\n  cert_file: b\n",
+    ] {
+        let e = pki.load(yaml).unwrap_err().to_string();
+        assert!(e.contains(": invalid YAML: "), "{yaml:?}: {e}");
+    }
+    for yaml in [
+        "tls_server_config:\n  cert_filse: server.crt\n",
+        "http_server_config:\n  http2: maybe\n",
+        "tls_server_config:\n  min_version: TLS9\n",
+    ] {
+        let e = pki.load(yaml).unwrap_err().to_string();
+        assert!(!e.contains("invalid YAML"), "{yaml:?}: {e}");
+        assert!(e.starts_with("web config file "), "{yaml:?}: {e}");
+    }
+}
+
 #[test]
 fn malformed_yaml_is_refused() {
     let pki = Pki::new();
@@ -545,7 +570,9 @@ fn an_unknown_name_is_a_decode_error_naming_itself_and_the_file() {
             path,
             line,
             message,
+            syntax,
         } => {
+            assert!(!syntax, "{text}");
             assert!(path.ends_with("web.yml"), "{text}");
             assert_eq!(*line, Some(6), "{text}");
             assert!(message.contains("cipher_suites"), "{text}");
@@ -558,6 +585,8 @@ fn an_unknown_name_is_a_decode_error_naming_itself_and_the_file() {
     }
     assert!(text.starts_with("web config file "), "{text}");
     assert!(text.contains("web.yml"), "{text}");
+    // Valid YAML with a name the schema refuses: not called invalid YAML.
+    assert!(!text.contains("invalid YAML"), "{text}");
     let e = pki
         .load(&tls_with("  curve_preferences: [X25519, CurveP257]\n"))
         .unwrap_err();
