@@ -58,10 +58,10 @@ nvml_fn! {
             return Err(INVALID_ARGUMENT);
         }
         let v = ecc_gpu(device, |g| {
-            if g.ecc_locations[errorType as usize] & (1 << locationType) == 0 {
+            if g.ecc.locations[errorType as usize] & (1 << locationType) == 0 {
                 return Err(NOT_SUPPORTED);
             }
-            Ok(g.ecc[errorType as usize][counterType as usize][locationType as usize])
+            Ok(g.ecc.counts[errorType as usize][counterType as usize][locationType as usize])
         })?;
         out(count, v)
     }
@@ -78,7 +78,7 @@ nvml_fn! {
         }
         let (c, exceeded) = ecc_gpu(device, |g| {
             if g.model.ecc.row_remapping {
-                Ok((g.sram, g.sram_threshold_exceeded))
+                Ok((g.ecc.sram, g.ecc.sram_threshold_exceeded))
             } else {
                 Err(NOT_SUPPORTED)
             }

@@ -21,13 +21,14 @@ impl Sim {
                 g.model.name
             )));
         }
-        let address = 0x3_2000_0000 + g.retired.len() as u64 * 0x1000 + u64::from(gpu) * 0x10_0000;
-        g.retired.push(RetiredPage {
+        let address =
+            0x3_2000_0000 + g.ecc.retired.len() as u64 * 0x1000 + u64::from(gpu) * 0x10_0000;
+        g.ecc.retired.push(RetiredPage {
             address,
             cause,
             timestamp_us: now_us(),
         });
-        g.retired_pending |= pending;
+        g.ecc.retired_pending |= pending;
         self.device_event(gpu, nvmlEventTypeDramRetirementEvent);
         Ok(format!("page {address:#x} retired on GPU {gpu}"))
     }
@@ -47,11 +48,11 @@ impl Sim {
             )));
         }
         match kind {
-            RowKind::Correctable => g.remap_corr += 1,
-            RowKind::Uncorrectable => g.remap_unc += 1,
+            RowKind::Correctable => g.ecc.remap_corr += 1,
+            RowKind::Uncorrectable => g.ecc.remap_unc += 1,
         }
-        g.remap_pending |= pending;
-        g.remap_failure |= failure;
+        g.ecc.remap_pending |= pending;
+        g.ecc.remap_failure |= failure;
         Ok(format!("row remapped on GPU {gpu}"))
     }
 
