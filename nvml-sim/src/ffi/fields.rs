@@ -461,12 +461,12 @@ fn other_field(g: &Gpu, id: u32, t: f64) -> R<FieldValue> {
         // nvmlGpuRecoveryAction_t: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset.
         NVML_FI_DEV_GET_GPU_RECOVERY_ACTION => {
             let pending = g.ecc.remap_pending || g.ecc.retired_pending;
-            match g.recovery_action {
+            match g.ecc.recovery_action {
                 None => Ok(U32(u32::from(pending))),
                 Some(crate::value::Val::NotSupported) => Err(NOT_SUPPORTED),
                 // As captured, until a fault makes a reset pending.
                 Some(crate::value::Val::Is(a)) => {
-                    Ok(U32(if pending && !g.reset_pending_at_start {
+                    Ok(U32(if pending && !g.ecc.reset_pending_at_start {
                         a.max(1)
                     } else {
                         a

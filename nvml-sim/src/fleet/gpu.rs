@@ -143,10 +143,6 @@ pub struct Gpu {
     pub field_pins: Vec<crate::scenario::FieldPin>,
     /// Calls on this GPU's handle that answer an error (`[gpu.errors]`).
     pub call_errors: Vec<(String, u32)>,
-    /// The recovery action the scenario pins (`None`: derived), and
-    /// whether a reset was already pending when it was pinned.
-    pub recovery_action: Option<Val<u32>>,
-    pub reset_pending_at_start: bool,
 }
 
 impl Gpu {
@@ -155,8 +151,6 @@ impl Gpu {
     /// and its processes.
     pub(super) fn new(index: u32, spec: &GpuSpec, next_pid: &mut u32) -> Gpu {
         let counters = &spec.counters;
-        let ecc = EccState::from_spec(index, spec);
-        let reset_pending_at_start = ecc.remap_pending || ecc.retired_pending;
         let mut gpu = Gpu {
             index,
             model: spec.model.clone(),
@@ -172,7 +166,7 @@ impl Gpu {
             procs: Vec::new(),
             settings: spec.settings.clone(),
             readings: spec.readings.clone(),
-            ecc,
+            ecc: EccState::from_spec(index, spec),
             throttle: ThrottleState::from_counters(counters),
             power: PowerState::from_spec(index, spec),
             pcie: PcieState::from_spec(index, spec),
@@ -186,8 +180,6 @@ impl Gpu {
             mps_server: None,
             call_errors: spec.call_errors.clone(),
             field_pins: spec.field_pins.clone(),
-            recovery_action: counters.recovery_action,
-            reset_pending_at_start,
         };
         if let Some(mig) = &spec.mig {
             gpu.set_mig_instances(mig, 0);

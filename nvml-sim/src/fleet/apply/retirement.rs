@@ -60,8 +60,8 @@ impl Sim {
     /// what the driver asks, pending repairs or not.
     pub(super) fn recovery_action(&mut self, gpu: u32, value: u32) -> String {
         let g = &mut self.gpus[gpu as usize];
-        g.recovery_action = Some(crate::value::Val::Is(value));
-        g.reset_pending_at_start = true;
+        g.ecc.recovery_action = Some(crate::value::Val::Is(value));
+        g.ecc.reset_pending_at_start = true;
         format!("GPU {gpu} recovery action {value}")
     }
 }

@@ -1,6 +1,7 @@
 //! A GPU's ECC state, following the model's ECC section: the error counts
 //! and where they are kept, the SRAM counters, remapped rows and retired
-//! pages (the board's ECC section says whether it remaps or retires).
+//! pages (the board's ECC section says whether it remaps or retires), and
+//! the recovery action the driver asks after them.
 
 use crate::fault::RetireCause;
 use crate::scenario::{Counters, GpuSpec, SramCounts};
@@ -35,6 +36,11 @@ pub struct EccState {
     pub retired_unsupported: bool,
     pub retired: Vec<RetiredPage>,
     pub retired_pending: bool,
+    /// The recovery action the scenario pins (`None`: derived from the
+    /// pending remaps and retirements), and whether a reset was already
+    /// pending when it was pinned: what the driver asks after ECC repairs.
+    pub recovery_action: Option<Val<u32>>,
+    pub reset_pending_at_start: bool,
 }
 
 impl EccState {
@@ -73,6 +79,8 @@ impl EccState {
             retired_unsupported: counters.retired_pages == Some(Val::NotSupported),
             retired: retired_pages(counters),
             retired_pending: counters.retired_pending,
+            recovery_action: counters.recovery_action,
+            reset_pending_at_start: remap.is_some_and(|r| r.pending) || counters.retired_pending,
         }
     }
 
