@@ -46,7 +46,7 @@ impl Sim {
                 g.model.name
             )));
         }
-        g.ecc.sram_threshold_exceeded = exceeded;
+        g.ecc.sram.threshold_exceeded = exceeded;
         Ok(format!("GPU {gpu} SRAM threshold exceeded: {exceeded}"))
     }
 

@@ -23,8 +23,9 @@ pub struct EccState {
     /// Per error type (corrected, uncorrected), bit n: memory location n
     /// has ECC counters.
     pub locations: [u8; 2],
+    /// The SRAM counters and threshold flag, as the scenario gives them;
+    /// `sram-threshold` faults set the flag.
     pub sram: SramCounts,
-    pub sram_threshold_exceeded: bool,
     pub remap_corr: u32,
     pub remap_unc: u32,
     pub remap_pending: bool,
@@ -62,14 +63,12 @@ impl EccState {
             Val::NotSupported => None,
         });
         let remap_rows = remap.map_or(0, |r| r.correctable + r.uncorrectable);
-        let sram = counters.sram.unwrap_or_default();
         EccState {
             counts,
             // L1, L2, DRAM, register file and SRAM: HBM boards have no
             // texture or CBU counters.
             locations: counters.ecc_locations.unwrap_or([0b1000_1111; 2]),
-            sram,
-            sram_threshold_exceeded: sram.threshold_exceeded,
+            sram: counters.sram.unwrap_or_default(),
             remap_corr: remap.map_or(0, |r| r.correctable),
             remap_unc: remap.map_or(0, |r| r.uncorrectable),
             remap_pending: remap.is_some_and(|r| r.pending),
