@@ -58,10 +58,10 @@ nvml_fn! {
             return Err(INVALID_ARGUMENT);
         }
         let v = ecc_gpu(device, |g| {
-            if g.ecc_locations[errorType as usize] & (1 << locationType) == 0 {
+            if g.ecc.locations[errorType as usize] & (1 << locationType) == 0 {
                 return Err(NOT_SUPPORTED);
             }
-            Ok(g.ecc[errorType as usize][counterType as usize][locationType as usize])
+            Ok(g.ecc.counts[errorType as usize][counterType as usize][locationType as usize])
         })?;
         out(count, v)
     }
@@ -76,9 +76,9 @@ nvml_fn! {
         if version != struct_version::<nvmlEccSramErrorStatus_v1_t>(1) {
             return Err(VERSION_MISMATCH);
         }
-        let (c, exceeded) = ecc_gpu(device, |g| {
+        let c = ecc_gpu(device, |g| {
             if g.model.ecc.row_remapping {
-                Ok((g.sram, g.sram_threshold_exceeded))
+                Ok(g.ecc.sram)
             } else {
                 Err(NOT_SUPPORTED)
             }
@@ -96,7 +96,7 @@ nvml_fn! {
         v.aggregateUncBucketPcie = c.pcie;
         v.aggregateUncBucketMcu = c.microcontroller;
         v.aggregateUncBucketOther = c.other;
-        v.bThresholdExceeded = u32::from(exceeded);
+        v.bThresholdExceeded = u32::from(c.threshold_exceeded);
         out(status, v)
     }
 }

@@ -20,11 +20,11 @@ fn fabric(device: nvmlDevice_t) -> R<Fabric> {
     with_gpu(device, |g, _| {
         if g.model.nvswitch_fabric() {
             Ok(Fabric {
-                state: g.fabric_state,
-                status: g.fabric_status,
-                clique: g.fabric_clique,
-                cluster: g.fabric_cluster,
-                health: g.fabric_health,
+                state: g.fabric.state,
+                status: g.fabric.status,
+                clique: g.fabric.clique,
+                cluster: g.fabric.cluster,
+                health: g.fabric.health,
             })
         } else {
             Err(NOT_SUPPORTED)

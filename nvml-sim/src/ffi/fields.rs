@@ -36,7 +36,8 @@ fn field_value(
         // modelled.
         Field::PowerSmoothing(7) => {
             return g
-                .power_smoothing_lifetime
+                .power
+                .smoothing_lifetime
                 .map(|p| FieldValue::U32(p.round() as u32))
                 .ok_or(NOT_SUPPORTED)
         }
@@ -73,8 +74,8 @@ fn ecc_field(g: &Gpu, id: u32) -> R<FieldValue> {
             return Err(NOT_SUPPORTED);
         }
         Ok(U64(match loc {
-            Some(l) if g.ecc_locations[et] & (1 << l) == 0 => return Err(NOT_SUPPORTED),
-            Some(l) => g.ecc[et][c][l],
+            Some(l) if g.ecc.locations[et] & (1 << l) == 0 => return Err(NOT_SUPPORTED),
+            Some(l) => g.ecc.counts[et][c][l],
             None => g.ecc_total(et, c),
         }))
     };
@@ -108,19 +109,22 @@ fn ecc_field(g: &Gpu, id: u32) -> R<FieldValue> {
         NVML_FI_DEV_ECC_SBE_AGG_REG => ecc(0, 1, Some(3)),
         NVML_FI_DEV_ECC_DBE_AGG_REG => ecc(1, 1, Some(3)),
         NVML_FI_DEV_RETIRED_SBE | NVML_FI_DEV_RETIRED_DBE => {
-            if !m.ecc.page_retirement || g.retired_unsupported {
+            if !m.ecc.page_retirement || g.ecc.retired_unsupported {
                 return Err(NOT_SUPPORTED);
             }
             let cause = u32::from(id != NVML_FI_DEV_RETIRED_SBE);
-            Ok(U64(
-                g.retired.iter().filter(|p| p.cause as u32 == cause).count() as u64,
-            ))
+            Ok(U64(g
+                .ecc
+                .retired
+                .iter()
+                .filter(|p| p.cause as u32 == cause)
+                .count() as u64))
         }
         NVML_FI_DEV_RETIRED_PENDING
         | NVML_FI_DEV_RETIRED_PENDING_SBE
         | NVML_FI_DEV_RETIRED_PENDING_DBE => {
-            if m.ecc.page_retirement && !g.retired_unsupported {
-                Ok(U32(g.retired_pending as u32))
+            if m.ecc.page_retirement && !g.ecc.retired_unsupported {
+                Ok(U32(g.ecc.retired_pending as u32))
             } else {
                 Err(NOT_SUPPORTED)
             }
@@ -373,7 +377,9 @@ fn power_field(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
             Ok(U64((0..6).map(|p| g.violation_ns(p, t)).sum()))
         }
         NVML_FI_DEV_MEMORY_TEMP => g.memory_temperature(t).map(U32).ok_or(NOT_SUPPORTED),
-        NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION | NVML_FI_DEV_ENERGY => Ok(U64(g.energy_mj as u64)),
+        NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION | NVML_FI_DEV_ENERGY => {
+            Ok(U64(g.power.energy_mj as u64))
+        }
         // scopeId: NVML_POWER_SCOPE_GPU (0), _MODULE (1), _MEMORY (2).
         NVML_FI_DEV_POWER_INSTANT | NVML_FI_DEV_POWER_AVERAGE => match scope {
             0 if crate::fleet::unsupported(&g.readings.power_mw) => Err(NOT_SUPPORTED),
@@ -438,13 +444,13 @@ fn other_field(g: &Gpu, id: u32, t: f64) -> R<FieldValue> {
                 return Err(NOT_SUPPORTED);
             }
             Ok(U32(match id {
-                NVML_FI_DEV_REMAPPED_COR => g.remap_corr,
-                NVML_FI_DEV_REMAPPED_UNC => g.remap_unc,
-                NVML_FI_DEV_REMAPPED_PENDING => g.remap_pending as u32,
-                _ => g.remap_failure as u32,
+                NVML_FI_DEV_REMAPPED_COR => g.ecc.remap_corr,
+                NVML_FI_DEV_REMAPPED_UNC => g.ecc.remap_unc,
+                NVML_FI_DEV_REMAPPED_PENDING => g.ecc.remap_pending as u32,
+                _ => g.ecc.remap_failure as u32,
             }))
         }
-        NVML_FI_DEV_PCIE_REPLAY_COUNTER => g.pcie_replay.map(U32).ok_or(NOT_SUPPORTED),
+        NVML_FI_DEV_PCIE_REPLAY_COUNTER => g.pcie.replay.map(U32).ok_or(NOT_SUPPORTED),
         NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER => Ok(U32(0)),
         NVML_FI_DEV_PCIE_L0_TO_RECOVERY_COUNTER => Ok(U32(g.index % 2)),
         NVML_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS..=NVML_FI_DEV_PCIE_COUNT_LANE_ERROR => Ok(U32(0)),
@@ -454,13 +460,13 @@ fn other_field(g: &Gpu, id: u32, t: f64) -> R<FieldValue> {
         NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE => Ok(U32(m.mig_capable() as u32)),
         // nvmlGpuRecoveryAction_t: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset.
         NVML_FI_DEV_GET_GPU_RECOVERY_ACTION => {
-            let pending = g.remap_pending || g.retired_pending;
-            match g.recovery_action {
+            let pending = g.ecc.remap_pending || g.ecc.retired_pending;
+            match g.ecc.recovery_action {
                 None => Ok(U32(u32::from(pending))),
                 Some(crate::value::Val::NotSupported) => Err(NOT_SUPPORTED),
                 // As captured, until a fault makes a reset pending.
                 Some(crate::value::Val::Is(a)) => {
-                    Ok(U32(if pending && !g.reset_pending_at_start {
+                    Ok(U32(if pending && !g.ecc.reset_pending_at_start {
                         a.max(1)
                     } else {
                         a
@@ -469,7 +475,7 @@ fn other_field(g: &Gpu, id: u32, t: f64) -> R<FieldValue> {
             }
         }
         NVML_FI_DEV_RESET_STATUS | NVML_FI_DEV_DRAIN_AND_RESET_STATUS => {
-            Ok(U32((g.remap_pending || g.retired_pending) as u32))
+            Ok(U32((g.ecc.remap_pending || g.ecc.retired_pending) as u32))
         }
         _ => Err(NOT_MINE),
     }

@@ -44,7 +44,7 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetCurrPcieLinkWidth(device: nvmlDevice_t, currLinkWidth: *mut c_uint) {
         nonnull(currLinkWidth)?;
-        let v = with_gpu(device, |g, _| Ok(g.pcie_width))?;
+        let v = with_gpu(device, |g, _| Ok(g.pcie.width))?;
         out(currLinkWidth, v)
     }
 }
@@ -85,7 +85,7 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetPcieReplayCounter(device: nvmlDevice_t, value: *mut c_uint) {
         nonnull(value)?;
-        let v = with_gpu(device, |g, _| g.pcie_replay.ok_or(NOT_SUPPORTED))?;
+        let v = with_gpu(device, |g, _| g.pcie.replay.ok_or(NOT_SUPPORTED))?;
         out(value, v)
     }
 }

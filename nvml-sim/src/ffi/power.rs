@@ -20,7 +20,7 @@ nvml_fn! {
     /// mJ since the driver loaded; here since the first nvmlInit.
     fn nvmlDeviceGetTotalEnergyConsumption(device: nvmlDevice_t, energy: *mut c_ulonglong) {
         nonnull(energy)?;
-        let v = with_gpu(device, |g, _| Ok(g.energy_mj as u64))?;
+        let v = with_gpu(device, |g, _| Ok(g.power.energy_mj as u64))?;
         out(energy, v)
     }
 }

@@ -8,7 +8,7 @@ use std::ffi::c_ulonglong;
 fn retired_gpu<T>(device: nvmlDevice_t, f: impl FnOnce(&Gpu) -> R<T>) -> R<T> {
     // Ampere and newer replaced page retirement with row remapping.
     with_gpu(device, |g, _| {
-        if g.model.ecc.page_retirement && !g.retired_unsupported {
+        if g.model.ecc.page_retirement && !g.ecc.retired_unsupported {
             f(g)
         } else {
             Err(NOT_SUPPORTED)
@@ -28,7 +28,8 @@ unsafe fn retired_pages(
         return Err(INVALID_ARGUMENT);
     }
     let pages = retired_gpu(device, |g| {
-        Ok(g.retired
+        Ok(g.ecc
+            .retired
             .iter()
             .filter(|p| p.cause as u32 == cause)
             .map(|p| (p.address, p.timestamp_us))
@@ -66,7 +67,7 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetRetiredPagesPendingStatus(device: nvmlDevice_t, isPending: *mut nvmlEnableState_t) {
         nonnull(isPending)?;
-        let v = retired_gpu(device, |g| Ok(g.retired_pending as u32))?;
+        let v = retired_gpu(device, |g| Ok(g.ecc.retired_pending as u32))?;
         out(isPending, v)
     }
 }
@@ -81,7 +82,7 @@ nvml_fn! {
         // blind spot): NOT_SUPPORTED there, as on boards without remapping.
         let v = with_gpu(device, |g, _| {
             if g.remaps_rows() {
-                Ok((g.remap_corr, g.remap_unc, g.remap_pending as u32, g.remap_failure as u32))
+                Ok((g.ecc.remap_corr, g.ecc.remap_unc, g.ecc.remap_pending as u32, g.ecc.remap_failure as u32))
             } else {
                 Err(NOT_SUPPORTED)
             }

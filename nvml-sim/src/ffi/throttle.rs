@@ -24,7 +24,7 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetSupportedClocksEventReasons(device: nvmlDevice_t, supportedClocksEventReasons: *mut c_ulonglong) {
         nonnull(supportedClocksEventReasons)?;
-        let v = with_gpu(device, |g, _| Ok(g.supported_reasons))?;
+        let v = with_gpu(device, |g, _| Ok(g.throttle.supported_reasons))?;
         out(supportedClocksEventReasons, v)
     }
 }
@@ -32,7 +32,7 @@ nvml_fn! {
 nvml_fn! {
     fn nvmlDeviceGetSupportedClocksThrottleReasons(device: nvmlDevice_t, supportedClocksThrottleReasons: *mut c_ulonglong) {
         nonnull(supportedClocksThrottleReasons)?;
-        let v = with_gpu(device, |g, _| Ok(g.supported_reasons))?;
+        let v = with_gpu(device, |g, _| Ok(g.throttle.supported_reasons))?;
         out(supportedClocksThrottleReasons, v)
     }
 }

@@ -239,7 +239,7 @@ mod tests {
             for g in &sim.gpus {
                 for et in 0..2 {
                     for loc in 0..8 {
-                        assert!(g.ecc[et][1][loc] >= g.ecc[et][0][loc]);
+                        assert!(g.ecc.counts[et][1][loc] >= g.ecc.counts[et][0][loc]);
                     }
                 }
             }

@@ -1,11 +1,28 @@
-//! One simulated GPU's state: identity, MIG layout, processes, memory and
-//! the counters faults move (ECC, retired pages, remapped rows, NVLink,
-//! violation and clock-event time).
+//! One simulated GPU's state: identity, load, MIG layout, processes and
+//! memory here; the counters faults move in sections as the model's, one
+//! file each in `gpu/`, named as the NVML group in `docs/design.md`'s
+//! table and resolved from the spec by a function of its own: ECC with
+//! retired pages and remapped rows, clock events (`throttle.rs`), energy
+//! (`power.rs`), PCIe, NVLink and the fabric.
 
-use crate::fault::{NvlinkCounter, ProcKind, ProcUse, Reason, RetireCause};
+mod ecc;
+mod fabric;
+mod nvlink;
+mod pcie;
+mod power;
+mod throttle;
+
+pub use ecc::{EccState, RetiredPage};
+pub use fabric::FabricState;
+pub use nvlink::NvlinkState;
+pub use pcie::PcieState;
+pub use power::PowerState;
+pub use throttle::{ThrottleState, Violation};
+
+use crate::fault::{NvlinkCounter, ProcKind, ProcUse};
 use crate::identity::{self, PciAddr};
-use crate::model::{self, FabricHealth, MigProfile, Model};
-use crate::scenario::{CiSpec, Counters, GpuSpec, MigSpec, Readings, Settings, SramCounts};
+use crate::model::{self, MigProfile, Model};
+use crate::scenario::{CiSpec, GpuSpec, MigSpec, Readings, Settings};
 use crate::value::Val;
 use std::sync::Arc;
 
@@ -80,19 +97,6 @@ pub struct Mig {
     pub instances: Vec<GpuInstance>,
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct Violation {
-    pub acc_ns: u64,
-    pub since: Option<f64>,
-}
-
-#[derive(Debug, Clone)]
-pub struct RetiredPage {
-    pub address: u64,
-    pub cause: RetireCause,
-    pub timestamp_us: u64,
-}
-
 #[derive(Debug, Clone)]
 pub enum Hang {
     Until(f64),
@@ -117,117 +121,36 @@ pub struct Gpu {
     pub settings: Settings,
     /// What the scenario pins (README, "Pinned readings").
     pub readings: Readings,
-    /// [error type][0 volatile, 1 aggregate][nvmlMemoryLocation_t]
-    pub ecc: [[[u64; 8]; 2]; 2],
-    pub sram: SramCounts,
-    pub remap_corr: u32,
-    pub remap_unc: u32,
-    pub remap_pending: bool,
-    pub remap_failure: bool,
-    /// The histogram the scenario gave, and the rows remapped then.
-    pub remap_histogram: Option<([u32; 5], u32)>,
-    /// The scenario says "N/A" to remapped rows / retired pages.
-    pub remap_unsupported: bool,
-    pub retired_unsupported: bool,
-    pub retired: Vec<RetiredPage>,
-    pub retired_pending: bool,
+    /// The counters faults move, by section (`gpu/<group>.rs`).
+    pub ecc: EccState,
+    pub throttle: ThrottleState,
+    pub power: PowerState,
+    pub pcie: PcieState,
+    pub nvlink: NvlinkState,
+    pub fabric: FabricState,
     pub lost: bool,
     pub hang: Option<Hang>,
     pub slow_ms: u64,
-    pub throttle: u64,
-    /// Reasons the scenario set that no fault changes (applications
-    /// clocks, display clock), and the idle reason if it pinned it.
-    pub fixed_reasons: u64,
-    pub idle_reason: Option<bool>,
-    pub energy_mj: f64,
-    pub energy_t: f64,
-    /// Utilization integrated up to `energy_t` (percent seconds), wave by
-    /// wave as load changed: what the PCIe and NVLink byte counters count
+    /// Utilization integrated up to `power.energy_t` (percent seconds), wave
+    /// by wave as load changed: what the PCIe and NVLink byte counters count
     /// from, so that they never go back when a new wave starts.
     pub util_seconds: f64,
-    /// Indexed by nvmlPerfPolicyType_t (0..=5).
-    pub violations: [Violation; 6],
-    /// Time in the SW thermal, HW thermal and HW power brake clock-event
-    /// reasons: the duration fields of the branches that have them.
-    pub clock_events: [Violation; 3],
-    /// `None`: the scenario says "N/A".
-    pub pcie_replay: Option<u32>,
-    /// Current PCIe link width in lanes (the model's maximum until a fault
-    /// retrains the link narrower).
-    pub pcie_width: u32,
-    /// Bit n set: NVLink link n is inactive.
-    pub nvlink_down: u64,
-    /// Errors added by faults, per link, indexed by [`NvlinkCounter::index`].
-    pub nvlink_errors_added: Vec<[u64; NvlinkCounter::COUNT]>,
-    /// `NVML_GPU_FABRIC_STATE_*` (3 completed on NVSwitch boards, 0 elsewhere)
-    /// and the registration's outcome (an nvmlReturn_t).
-    pub fabric_state: u8,
-    pub fabric_status: u32,
-    /// The fabric's health rows (the board's, the scenario's, then faults').
-    pub fabric_health: FabricHealth,
-    /// The NVLink partition: clique id and cluster UUID (all zero on a
-    /// single-node NVSwitch system).
-    pub fabric_clique: u32,
-    pub fabric_cluster: [u8; 16],
-    /// Power smoothing circuitry lifetime remaining, percent; `None` on
-    /// boards without power smoothing or where the scenario says "N/A".
-    pub power_smoothing_lifetime: Option<f64>,
-    pub sram_threshold_exceeded: bool,
     /// The driver's per-process utilization samples.
     pub samples: super::ring::SampleBuffer,
     /// Pid of the MPS server, on a GPU that runs one.
     pub mps_server: Option<u32>,
-    /// Per error type (corrected, uncorrected), bit n: memory location n
-    /// has ECC counters.
-    pub ecc_locations: [u8; 2],
-    /// `nvmlClocksEventReason*` bits the GPU reports.
-    pub supported_reasons: u64,
     /// Field values a capture pinned.
     pub field_pins: Vec<crate::scenario::FieldPin>,
     /// Calls on this GPU's handle that answer an error (`[gpu.errors]`).
     pub call_errors: Vec<(String, u32)>,
-    /// The recovery action the scenario pins (`None`: derived), and
-    /// whether a reset was already pending when it was pinned.
-    pub recovery_action: Option<Val<u32>>,
-    pub reset_pending_at_start: bool,
-}
-
-/// The pages the scenario's counters retired (none where it says "N/A").
-fn retired_pages(counters: &Counters) -> Vec<RetiredPage> {
-    match &counters.retired_pages {
-        Some(Val::Is(pages)) => pages
-            .iter()
-            .map(|p| RetiredPage {
-                address: p.address,
-                cause: p.cause,
-                timestamp_us: p.timestamp_us.unwrap_or_else(super::now_us),
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
 }
 
 impl Gpu {
-    /// A GPU's starting state from its spec: the fields in the struct's
-    /// order, then what the scenario's counters say of clock events, its
-    /// MIG instances and its processes, each by a function of its own.
+    /// A GPU's starting state from its spec: its identity and load, then
+    /// each section of counters by its own constructor, its MIG instances
+    /// and its processes.
     pub(super) fn new(index: u32, spec: &GpuSpec, next_pid: &mut u32) -> Gpu {
         let counters = &spec.counters;
-        let ecc = counters.ecc.unwrap_or_else(|| {
-            let mut ecc = [[[0u64; 8]; 2]; 2];
-            if spec.model.ecc.supported {
-                // A little corrected-error history, as long-lived boards have.
-                ecc[0][1][2] = (index as u64 * 7) % 5;
-                ecc[0][1][1] = (index as u64) % 2;
-            }
-            ecc
-        });
-        let remap = counters.remapped_rows.and_then(|r| match r {
-            Val::Is(r) => Some(r),
-            Val::NotSupported => None,
-        });
-        let remap_rows = remap.map_or(0, |r| r.correctable + r.uncorrectable);
-        let sram = counters.sram.unwrap_or_default();
         let mut gpu = Gpu {
             index,
             model: spec.model.clone(),
@@ -243,98 +166,27 @@ impl Gpu {
             procs: Vec::new(),
             settings: spec.settings.clone(),
             readings: spec.readings.clone(),
-            ecc,
-            sram,
-            remap_corr: remap.map_or(0, |r| r.correctable),
-            remap_unc: remap.map_or(0, |r| r.uncorrectable),
-            remap_pending: remap.is_some_and(|r| r.pending),
-            remap_failure: remap.is_some_and(|r| r.failure),
-            remap_histogram: remap.and_then(|r| r.histogram).map(|h| (h, remap_rows)),
-            remap_unsupported: counters.remapped_rows == Some(Val::NotSupported),
-            retired_unsupported: counters.retired_pages == Some(Val::NotSupported),
-            retired: retired_pages(counters),
-            retired_pending: counters.retired_pending,
+            ecc: EccState::from_spec(index, spec),
+            throttle: ThrottleState::from_counters(counters),
+            power: PowerState::from_spec(index, spec),
+            pcie: PcieState::from_spec(index, spec),
+            nvlink: NvlinkState::new(&spec.model),
+            fabric: FabricState::from_spec(spec),
             lost: false,
             hang: None,
             slow_ms: 0,
-            throttle: 0,
-            fixed_reasons: 0,
-            idle_reason: None,
-            energy_mj: 0.0,
-            energy_t: 0.0,
             util_seconds: 0.0,
-            violations: Default::default(),
-            clock_events: Default::default(),
-            pcie_replay: match counters.pcie_replays {
-                None => Some(index % 3),
-                Some(v) => v.get(),
-            },
-            pcie_width: spec.readings.pcie_width.unwrap_or(spec.model.pcie.width),
-            nvlink_down: 0,
-            nvlink_errors_added: vec![[0; NvlinkCounter::COUNT]; spec.model.nvlink.links as usize],
-            fabric_state: match spec.fabric.state {
-                Some(s) => s,
-                None if spec.model.nvswitch_fabric() => 3,
-                None => 0,
-            },
-            fabric_status: spec.fabric.status,
-            fabric_health: spec.fabric.health,
-            fabric_clique: spec.fabric.clique_id,
-            fabric_cluster: spec.fabric.cluster_uuid,
-            power_smoothing_lifetime: match spec.readings.power_smoothing_lifetime_percent {
-                Some(v) => v.get(),
-                // Circuitry that has seen a little use: 100, 99, 98, 97 %.
-                None => spec
-                    .model
-                    .power_smoothing
-                    .then(|| 100.0 - f64::from(index % 4)),
-            },
-            sram_threshold_exceeded: sram.threshold_exceeded,
             samples: super::ring::SampleBuffer::new(super::now_us()),
             mps_server: None,
             call_errors: spec.call_errors.clone(),
             field_pins: spec.field_pins.clone(),
-            // L1, L2, DRAM, register file and SRAM: HBM boards have no
-            // texture or CBU counters.
-            ecc_locations: counters.ecc_locations.unwrap_or([0b1000_1111; 2]),
-            supported_reasons: counters
-                .supported_clock_event_reasons
-                .as_ref()
-                .map_or(0x1ff, |r| r.iter().fold(0, |m, r| m | r.bit())),
-            recovery_action: counters.recovery_action,
-            reset_pending_at_start: remap.is_some_and(|r| r.pending) || counters.retired_pending,
         };
-        gpu.start_clock_events(counters);
         if let Some(mig) = &spec.mig {
             gpu.set_mig_instances(mig, 0);
         }
         gpu.mig_pending = spec.mig_pending.unwrap_or(spec.mig.is_some());
         gpu.start_processes(spec, next_pid);
         gpu
-    }
-
-    /// The time in violation and clock-event reasons the scenario's
-    /// counters give, and the reasons it sets.
-    fn start_clock_events(&mut self, counters: &Counters) {
-        let [power_cap, sync_boost, sw_thermal, hw_thermal, power_brake] =
-            counters.clock_event_durations_us.map(|us| us * 1000);
-        self.violations[0].acc_ns = power_cap;
-        self.violations[1].acc_ns = sw_thermal;
-        self.violations[2].acc_ns = sync_boost;
-        self.clock_events[0].acc_ns = sw_thermal;
-        self.clock_events[1].acc_ns = hw_thermal;
-        self.clock_events[2].acc_ns = power_brake;
-        if let Some(reasons) = &counters.clock_event_reasons {
-            let mask = |keep: fn(&Reason) -> bool| {
-                reasons
-                    .iter()
-                    .filter(|r| keep(r))
-                    .fold(0, |m, r| m | r.bit())
-            };
-            self.fixed_reasons = mask(|r| !r.throttles() && *r != Reason::GpuIdle);
-            self.idle_reason = Some(reasons.contains(&Reason::GpuIdle));
-            self.set_throttle(mask(|r| r.throttles()), 0.0);
-        }
     }
 
     /// The spec's processes (bound to the MIG instances already made) and
@@ -489,7 +341,7 @@ impl Gpu {
             counts[NvlinkCounter::CrcFlit.index()] = (s * 5) % 7;
             counts[NvlinkCounter::EccData.index()] = s % 2;
         }
-        if let Some(added) = self.nvlink_errors_added.get(link as usize) {
+        if let Some(added) = self.nvlink.errors_added.get(link as usize) {
             for (c, a) in counts.iter_mut().zip(added) {
                 *c += a;
             }
@@ -497,27 +349,16 @@ impl Gpu {
         counts
     }
 
-    /// The row remapper histogram `[max, high, partial, low, none]`: every
-    /// bank starts with all its spare rows; each remapped row takes one from
-    /// a bank of its own (to `high`), and a remap failure leaves a bank with
-    /// none.
+    /// The row remapper histogram `[max, high, partial, low, none]` of this
+    /// board's banks (see [`EccState::remapper_histogram`]).
     pub fn remapper_histogram(&self) -> [u32; 5] {
-        if let Some(([max, high, partial, low, none], rows_then)) = self.remap_histogram {
-            // Each row remapped since takes a bank from max to high.
-            let more = (self.remap_corr + self.remap_unc).saturating_sub(rows_then);
-            let moved = more.min(max);
-            return [max - moved, high + moved, partial, low, none];
-        }
-        let total = self.model.ecc.remapper_banks;
-        let none = u32::from(self.remap_failure).min(total);
-        let high = (self.remap_corr + self.remap_unc).min(total - none);
-        [total - high - none, high, 0, 0, none]
+        self.ecc.remapper_histogram(self.model.ecc.remapper_banks)
     }
 
     /// Whether NVML reports remapped rows now: boards that remap, not in
     /// MIG mode (issue 16's blind spot), unless the scenario says "N/A".
     pub fn remaps_rows(&self) -> bool {
-        self.model.ecc.row_remapping && self.mig.is_none() && !self.remap_unsupported
+        self.model.ecc.row_remapping && self.mig.is_none() && !self.ecc.remap_unsupported
     }
 
     /// ECC is supported and on.
@@ -526,7 +367,7 @@ impl Gpu {
     }
 
     pub fn nvlink_active(&self, link: u32) -> bool {
-        self.nvlink_down & (1 << link) == 0
+        self.nvlink.active(link)
     }
 
     /// Memory of the whole GPU in bytes: (total, reserved, used, free), v2 meaning.
@@ -578,65 +419,24 @@ impl Gpu {
         (total, 0, used, total - used)
     }
 
-    fn set_violation(&mut self, policy: usize, active: bool, t: f64) {
-        Self::track(&mut self.violations[policy], active, t);
-    }
-
-    fn track(v: &mut Violation, active: bool, t: f64) {
-        match (active, v.since) {
-            (true, None) => v.since = Some(t),
-            (false, Some(s)) => {
-                v.acc_ns += ((t - s) * 1e9) as u64;
-                v.since = None;
-            }
-            _ => {}
-        }
-    }
-
     pub fn violation_ns(&self, policy: usize, t: f64) -> u64 {
-        Self::elapsed_ns(&self.violations[policy], t)
+        self.throttle.violation_ns(policy, t)
     }
 
     /// 0 SW thermal, 1 HW thermal, 2 HW power brake.
     pub fn clock_event_ns(&self, reason: usize, t: f64) -> u64 {
-        Self::elapsed_ns(&self.clock_events[reason], t)
+        self.throttle.event_ns(reason, t)
     }
 
-    fn elapsed_ns(v: &Violation, t: f64) -> u64 {
-        v.acc_ns
-            + v.since
-                .map(|s| ((t - s).max(0.0) * 1e9) as u64)
-                .unwrap_or(0)
-    }
-
+    /// Sets the reasons faults hold from time `t`: the energy counted up to
+    /// `t` at the old reasons' power first.
     pub fn set_throttle(&mut self, mask: u64, t: f64) {
         self.advance_energy(t);
-        self.throttle = mask;
-        let has = |r: Reason| mask & r.bit() != 0;
-        self.set_violation(0, has(Reason::SwPowerCap), t);
-        self.set_violation(
-            1,
-            has(Reason::HwThermalSlowdown) || has(Reason::SwThermalSlowdown),
-            t,
-        );
-        self.set_violation(2, has(Reason::SyncBoost), t);
-        self.set_violation(
-            3,
-            has(Reason::HwSlowdown) || has(Reason::HwPowerBrakeSlowdown),
-            t,
-        );
-        let events = [
-            has(Reason::SwThermalSlowdown),
-            has(Reason::HwThermalSlowdown),
-            has(Reason::HwPowerBrakeSlowdown),
-        ];
-        for (v, active) in self.clock_events.iter_mut().zip(events) {
-            Self::track(v, active, t);
-        }
+        self.throttle.set_throttle(mask, t);
     }
 
     pub fn ecc_total(&self, error_type: usize, counter: usize) -> u64 {
-        self.ecc[error_type][counter].iter().sum()
+        self.ecc.total(error_type, counter)
     }
 }
 

@@ -118,19 +118,22 @@ impl Gpu {
     }
 
     pub fn thermal_throttled(&self) -> bool {
-        self.throttle & (Reason::HwThermalSlowdown.bit() | Reason::SwThermalSlowdown.bit()) != 0
+        self.throttle.active & (Reason::HwThermalSlowdown.bit() | Reason::SwThermalSlowdown.bit())
+            != 0
     }
 
     /// Factor throttling applies to clocks and power.
     fn throttle_factor(&self) -> f64 {
-        if self.throttle
+        if self.throttle.active
             & (Reason::HwThermalSlowdown.bit()
                 | Reason::HwSlowdown.bit()
                 | Reason::HwPowerBrakeSlowdown.bit())
             != 0
         {
             0.55
-        } else if self.throttle & (Reason::SwThermalSlowdown.bit() | Reason::SwPowerCap.bit()) != 0
+        } else if self.throttle.active
+            & (Reason::SwThermalSlowdown.bit() | Reason::SwPowerCap.bit())
+            != 0
         {
             0.8
         } else {
@@ -192,21 +195,21 @@ impl Gpu {
     /// Brings the energy counter up to t. Called before anything that reads
     /// it and before throttling changes, so the integral is exact.
     pub fn advance_energy(&mut self, t: f64) {
-        if t <= self.energy_t {
+        if t <= self.power.energy_t {
             return;
         }
-        self.util_seconds += self.util_integral(t) - self.util_integral(self.energy_t);
+        self.util_seconds += self.util_integral(t) - self.util_integral(self.power.energy_t);
         if let Some(p) = pinned(self.readings.power_mw) {
-            self.energy_mj += f64::from(p) * (t - self.energy_t);
-            self.energy_t = t;
+            self.power.energy_mj += f64::from(p) * (t - self.power.energy_t);
+            self.power.energy_t = t;
             return;
         }
         let (idle, span) = self.power_span();
         let f = self.throttle_factor();
         let m = if f < 1.0 { f.max(0.7) } else { 1.0 };
-        let du = self.util_integral(t) - self.util_integral(self.energy_t);
-        self.energy_mj += m * (idle * (t - self.energy_t) + span * du / 100.0);
-        self.energy_t = t;
+        let du = self.util_integral(t) - self.util_integral(self.power.energy_t);
+        self.power.energy_mj += m * (idle * (t - self.power.energy_t) + span * du / 100.0);
+        self.power.energy_t = t;
     }
 
     pub fn busy(&self, t: f64) -> bool {
@@ -311,8 +314,9 @@ impl Gpu {
     }
 
     pub fn clock_event_reasons(&self, t: f64) -> u64 {
-        let idle = u64::from(self.idle_reason.unwrap_or_else(|| !self.busy(t)));
-        (idle | self.throttle | self.fixed_reasons) & self.supported_reasons
+        let idle = u64::from(self.throttle.idle_reason.unwrap_or_else(|| !self.busy(t)));
+        (idle | self.throttle.active | self.throttle.fixed_reasons)
+            & self.throttle.supported_reasons
     }
 
     /// PCIe throughput in KB/s: (tx, rx).
@@ -329,8 +333,8 @@ impl Gpu {
     /// current one since. Recomputing the current wave from 0 would move
     /// the past with every load change, and counters built on it back.
     fn util_done(&self, t: f64) -> f64 {
-        let t = t.max(self.energy_t);
-        self.util_seconds + self.util_integral(t) - self.util_integral(self.energy_t)
+        let t = t.max(self.power.energy_t);
+        self.util_seconds + self.util_integral(t) - self.util_integral(self.power.energy_t)
     }
 
     /// PCIe byte counters since init: (tx, rx), the integral of the
@@ -382,9 +386,9 @@ mod tests {
         }
         g.advance_energy(30.0);
         assert!(
-            (g.energy_mj - numeric).abs() / numeric < 1e-4,
+            (g.power.energy_mj - numeric).abs() / numeric < 1e-4,
             "{} vs {}",
-            g.energy_mj,
+            g.power.energy_mj,
             numeric
         );
     }

@@ -42,7 +42,7 @@ impl Sim {
             // driver loads").
             for g in &mut self.gpus {
                 for et in 0..2 {
-                    g.ecc[et][0] = [0; 8];
+                    g.ecc.counts[et][0] = [0; 8];
                 }
             }
         }

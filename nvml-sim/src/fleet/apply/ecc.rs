@@ -30,8 +30,8 @@ impl Sim {
             EccType::Uncorrected => (1, nvmlEventTypeDoubleBitEccError),
         };
         let loc = location.nvml();
-        g.ecc[et][0][loc] += count;
-        g.ecc[et][1][loc] += count;
+        g.ecc.counts[et][0][loc] += count;
+        g.ecc.counts[et][1][loc] += count;
         self.device_event(gpu, event);
         Ok(format!(
             "{count} {error_type:?} ECC error(s) at {location:?} on GPU {gpu}"
@@ -46,7 +46,7 @@ impl Sim {
                 g.model.name
             )));
         }
-        g.sram_threshold_exceeded = exceeded;
+        g.ecc.sram.threshold_exceeded = exceeded;
         Ok(format!("GPU {gpu} SRAM threshold exceeded: {exceeded}"))
     }
 
@@ -61,7 +61,7 @@ impl Sim {
             )));
         }
         for et in 0..2 {
-            g.ecc[et][0] = [0; 8];
+            g.ecc.counts[et][0] = [0; 8];
         }
         Ok(format!("GPU {gpu} volatile ECC counters cleared"))
     }

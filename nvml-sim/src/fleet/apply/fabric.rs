@@ -28,9 +28,9 @@ impl Sim {
         registered: bool,
     ) -> Result<String, Invalid> {
         let g = self.fabric_gpu(gpu)?;
-        g.fabric_state = state.nvml();
+        g.fabric.state = state.nvml();
         // NVML_ERROR_UNKNOWN (999) stands for a failed registration.
-        g.fabric_status = if registered { 0 } else { 999 };
+        g.fabric.status = if registered { 0 } else { 999 };
         Ok(format!(
             "GPU {gpu} fabric {state:?}, registered {registered}"
         ))
@@ -46,7 +46,7 @@ impl Sim {
         incorrect_configuration: Option<IncorrectConfiguration>,
     ) -> Result<String, Invalid> {
         let g = self.fabric_gpu(gpu)?;
-        let h = &mut g.fabric_health;
+        let h = &mut g.fabric.health;
         if let Some(s) = summary {
             h.summary = s.nvml();
         }

@@ -20,9 +20,9 @@ impl Sim {
             )));
         }
         if up {
-            g.nvlink_down &= !(1 << link);
+            g.nvlink.down &= !(1 << link);
         } else {
-            g.nvlink_down |= 1 << link;
+            g.nvlink.down |= 1 << link;
         }
         let state = if up { "up" } else { "down" };
         Ok(format!("GPU {gpu} NVLink {link} {state}"))
@@ -52,7 +52,7 @@ impl Sim {
                 "GPU {gpu} ({name}) has {has} links, which count {lacks}, not {counter:?} errors"
             )));
         }
-        let Some(added) = g.nvlink_errors_added.get_mut(link as usize) else {
+        let Some(added) = g.nvlink.errors_added.get_mut(link as usize) else {
             return Err(Invalid::from(format!(
                 "GPU {gpu} ({name}) has {nvlinks} NVLink links, no link {link}"
             )));

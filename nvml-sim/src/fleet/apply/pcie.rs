@@ -18,14 +18,14 @@ impl Sim {
                     g.model.pcie.width, g.model.name
                 )));
             }
-            g.pcie_width = w;
+            g.pcie.width = w;
         }
-        let Some(count) = g.pcie_replay.as_mut() else {
+        let Some(count) = g.pcie.replay.as_mut() else {
             return Err(Invalid::from(format!(
                 "GPU {gpu} reports no PCIe replay counter"
             )));
         };
         *count = count.saturating_add(replays);
-        Ok(format!("GPU {gpu} PCIe x{}, {count} replays", g.pcie_width))
+        Ok(format!("GPU {gpu} PCIe x{}, {count} replays", g.pcie.width))
     }
 }

@@ -38,7 +38,7 @@ impl Sim {
                 "lifetime_percent {lifetime_percent} is outside 0..=100"
             )));
         }
-        g.power_smoothing_lifetime = Some(lifetime_percent);
+        g.power.smoothing_lifetime = Some(lifetime_percent);
         Ok(format!(
             "GPU {gpu} power smoothing circuitry at {lifetime_percent}% of its lifetime"
         ))

@@ -113,7 +113,7 @@ impl Sim {
                 i.load = percent;
             }
         }
-        g.energy_t = t;
+        g.power.energy_t = t;
         Ok(format!("GPU {gpu} load {percent}%"))
     }
 }

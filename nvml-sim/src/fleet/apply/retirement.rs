@@ -21,13 +21,14 @@ impl Sim {
                 g.model.name
             )));
         }
-        let address = 0x3_2000_0000 + g.retired.len() as u64 * 0x1000 + u64::from(gpu) * 0x10_0000;
-        g.retired.push(RetiredPage {
+        let address =
+            0x3_2000_0000 + g.ecc.retired.len() as u64 * 0x1000 + u64::from(gpu) * 0x10_0000;
+        g.ecc.retired.push(RetiredPage {
             address,
             cause,
             timestamp_us: now_us(),
         });
-        g.retired_pending |= pending;
+        g.ecc.retired_pending |= pending;
         self.device_event(gpu, nvmlEventTypeDramRetirementEvent);
         Ok(format!("page {address:#x} retired on GPU {gpu}"))
     }
@@ -47,11 +48,11 @@ impl Sim {
             )));
         }
         match kind {
-            RowKind::Correctable => g.remap_corr += 1,
-            RowKind::Uncorrectable => g.remap_unc += 1,
+            RowKind::Correctable => g.ecc.remap_corr += 1,
+            RowKind::Uncorrectable => g.ecc.remap_unc += 1,
         }
-        g.remap_pending |= pending;
-        g.remap_failure |= failure;
+        g.ecc.remap_pending |= pending;
+        g.ecc.remap_failure |= failure;
         Ok(format!("row remapped on GPU {gpu}"))
     }
 
@@ -59,8 +60,8 @@ impl Sim {
     /// what the driver asks, pending repairs or not.
     pub(super) fn recovery_action(&mut self, gpu: u32, value: u32) -> String {
         let g = &mut self.gpus[gpu as usize];
-        g.recovery_action = Some(crate::value::Val::Is(value));
-        g.reset_pending_at_start = true;
+        g.ecc.recovery_action = Some(crate::value::Val::Is(value));
+        g.ecc.reset_pending_at_start = true;
         format!("GPU {gpu} recovery action {value}")
     }
 }
