@@ -45,7 +45,7 @@ nvml_fn! {
     fn nvmlDeviceGetTotalEccErrors(device: nvmlDevice_t, errorType: nvmlMemoryErrorType_t, counterType: nvmlEccCounterType_t, eccCounts: *mut c_ulonglong) {
         nonnull(eccCounts)?;
         check_ecc_args(errorType, counterType)?;
-        let v = ecc_gpu(device, |g| Ok(g.ecc_total(errorType as usize, counterType as usize)))?;
+        let v = ecc_gpu(device, |g| Ok(g.ecc.total(errorType as usize, counterType as usize)))?;
         out(eccCounts, v)
     }
 }

@@ -30,7 +30,9 @@ fn field_value(
     let id = match driver.field(id) {
         Field::Absent => return Err(NOT_SUPPORTED),
         Field::Deprecated => return Err(DEPRECATED),
-        Field::ThrottleDuration(reason) => return Ok(FieldValue::U64(g.clock_event_ns(reason, t))),
+        Field::ThrottleDuration(reason) => {
+            return Ok(FieldValue::U64(g.throttle.event_ns(reason, t)))
+        }
         // HW circuitry % lifetime remaining, the eighth of the block; the
         // other power smoothing fields are settings and profiles, not
         // modelled.
@@ -76,7 +78,7 @@ fn ecc_field(g: &Gpu, id: u32) -> R<FieldValue> {
         Ok(U64(match loc {
             Some(l) if g.ecc.locations[et] & (1 << l) == 0 => return Err(NOT_SUPPORTED),
             Some(l) => g.ecc.counts[et][c][l],
-            None => g.ecc_total(et, c),
+            None => g.ecc.total(et, c),
         }))
     };
     match id {
@@ -318,7 +320,7 @@ fn nvlink_field(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
             if links == 0 || scope >= links {
                 Err(NOT_SUPPORTED)
             } else {
-                Ok(U32(u32::from(g.nvlink_active(scope))))
+                Ok(U32(u32::from(g.nvlink.active(scope))))
             }
         }
         NVML_FI_DEV_NVLINK_GET_VERSION => {
@@ -370,11 +372,11 @@ fn power_field(g: &Gpu, id: u32, scope: u32, t: f64) -> R<FieldValue> {
     use FieldValue::{I32, U32, U64};
     let m = &*g.model;
     match id {
-        NVML_FI_DEV_PERF_POLICY_POWER..=NVML_FI_DEV_PERF_POLICY_RELIABILITY => Ok(U64(
-            g.violation_ns((id - NVML_FI_DEV_PERF_POLICY_POWER) as usize, t)
-        )),
+        NVML_FI_DEV_PERF_POLICY_POWER..=NVML_FI_DEV_PERF_POLICY_RELIABILITY => Ok(U64(g
+            .throttle
+            .violation_ns((id - NVML_FI_DEV_PERF_POLICY_POWER) as usize, t))),
         NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS | NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS => {
-            Ok(U64((0..6).map(|p| g.violation_ns(p, t)).sum()))
+            Ok(U64((0..6).map(|p| g.throttle.violation_ns(p, t)).sum()))
         }
         NVML_FI_DEV_MEMORY_TEMP => g.memory_temperature(t).map(U32).ok_or(NOT_SUPPORTED),
         NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION | NVML_FI_DEV_ENERGY => {

@@ -19,7 +19,7 @@ fn nvlink_gpu<T>(device: nvmlDevice_t, link: u32, f: impl FnOnce(&Gpu, f64) -> R
 nvml_fn! {
     fn nvmlDeviceGetNvLinkState(device: nvmlDevice_t, link: c_uint, isActive: *mut nvmlEnableState_t) {
         nonnull(isActive)?;
-        let active = nvlink_gpu(device, link, |g, _| Ok(g.nvlink_active(link)))?;
+        let active = nvlink_gpu(device, link, |g, _| Ok(g.nvlink.active(link)))?;
         out(isActive, u32::from(active))
     }
 }

@@ -42,8 +42,8 @@ nvml_fn! {
     fn nvmlDeviceGetViolationStatus(device: nvmlDevice_t, perfPolicyType: nvmlPerfPolicyType_t, violTime: *mut nvmlViolationTime_t) {
         nonnull(violTime)?;
         let v = with_gpu(device, |g, t| match perfPolicyType {
-            0..=5 => Ok(g.violation_ns(perfPolicyType as usize, t)),
-            10 | 11 => Ok((0..6).map(|p| g.violation_ns(p, t)).sum()),
+            0..=5 => Ok(g.throttle.violation_ns(perfPolicyType as usize, t)),
+            10 | 11 => Ok((0..6).map(|p| g.throttle.violation_ns(p, t)).sum()),
             _ => Err(INVALID_ARGUMENT),
         })?;
         out(violTime, nvmlViolationTime_t { referenceTime: now_us(), violationTime: v })

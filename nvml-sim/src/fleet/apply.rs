@@ -245,7 +245,7 @@ mod tests {
             }
         }
         let g = &sim.gpus[1];
-        assert_eq!(g.ecc_total(1, 0), 2, "the reload cleared volatile counts");
-        assert_eq!(g.ecc_total(1, 1), 3);
+        assert_eq!(g.ecc.total(1, 0), 2, "the reload cleared volatile counts");
+        assert_eq!(g.ecc.total(1, 1), 3);
     }
 }

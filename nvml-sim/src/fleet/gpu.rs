@@ -366,10 +366,6 @@ impl Gpu {
         matches!(self.settings.ecc, Some((true, _)))
     }
 
-    pub fn nvlink_active(&self, link: u32) -> bool {
-        self.nvlink.active(link)
-    }
-
     /// Memory of the whole GPU in bytes: (total, reserved, used, free), v2 meaning.
     pub fn memory(&self) -> (u64, u64, u64, u64) {
         let total = self.model.memory.total_mib * MIB;
@@ -419,24 +415,11 @@ impl Gpu {
         (total, 0, used, total - used)
     }
 
-    pub fn violation_ns(&self, policy: usize, t: f64) -> u64 {
-        self.throttle.violation_ns(policy, t)
-    }
-
-    /// 0 SW thermal, 1 HW thermal, 2 HW power brake.
-    pub fn clock_event_ns(&self, reason: usize, t: f64) -> u64 {
-        self.throttle.event_ns(reason, t)
-    }
-
     /// Sets the reasons faults hold from time `t`: the energy counted up to
     /// `t` at the old reasons' power first.
     pub fn set_throttle(&mut self, mask: u64, t: f64) {
         self.advance_energy(t);
         self.throttle.set_throttle(mask, t);
-    }
-
-    pub fn ecc_total(&self, error_type: usize, counter: usize) -> u64 {
-        self.ecc.total(error_type, counter)
     }
 }
 
