@@ -769,6 +769,70 @@ def test_exporter_starts_with_the_systemd_env_file(tmp_path):
         proc.wait(timeout=20)
 
 
+def sizing_rows() -> list[tuple[str, list[str], int, int]]:
+    """deploy/README.md's "Resource sizing" rows at the default interval:
+    (scenario, extra flags, series, body bytes)."""
+    text = (REPO / "deploy" / "README.md").read_text().split("## Resource sizing", 1)[1]
+    rows = []
+    for m in re.finditer(r"^\| `([\w-]+)`(?::[^|]*|, (`--[\w.]+`))? \| ([\d,]+) \| (\d+) KB \|", text, re.M):
+        flags = [m[2].strip("`")] if m[2] else []
+        rows.append((m[1], flags, int(m[3].replace(",", "")), int(m[4]) * 1000))
+    return rows
+
+
+@pytest.mark.parametrize("scenario,flags,series,size", sizing_rows())
+def test_the_sizing_table_counts_what_the_exporter_serves(scenario, flags, series, size, tmp_path):
+    """Issue 51, D13: the table said 1,967 series in 235 KB for dgx-h100 and
+    5,187 in 648 KB for `large` long after the default set shrank to at most
+    100 series per GPU. Each row's series and body, against the exporter on
+    that simulated fleet once every GPU has been sampled twice."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVML_")}
+    log = tmp_path / "exporter.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([str(exporter_binary()), "--simulate", scenario, "--web.listen-address",
+                                 f"127.0.0.1:{port}", "--collect.interval=1s", *flags], env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+            return r.read().decode()
+
+    def sampled(body: str) -> dict[str, str]:
+        return {line.split(" ")[0]: line.split(" ")[1] for line in body.splitlines()
+                if line.startswith("nvml_exporter_last_sample_timestamp_seconds{")}
+
+    try:
+        deadline = time.monotonic() + 120
+        first: dict[str, str] = {}
+        while True:
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"no second sample of every GPU:\n{log.read_text()}"
+            try:
+                now = sampled(scrape())
+            except OSError:
+                now = {}
+            if now and not first:
+                first = now
+            elif first and now.keys() == first.keys() and all(now[k] != first[k] for k in now):
+                break
+            time.sleep(0.2)
+        body = scrape()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    served = sum(1 for line in body.splitlines() if line and not line.startswith("#"))
+    assert abs(served - series) <= series // 100, (scenario, flags, served, "series; the table says", series)
+    assert abs(len(body.encode()) - size) <= size // 20, (scenario, flags, len(body.encode()), "bytes", size)
+
+
 def test_dcgm_compat_values_replace_a_dcgm_exporter_deployment(tmp_path):
     """The chart's DCGM values render what the exporter reads, and the
     exporter started as the pod would be (its environment, the ConfigMap's
