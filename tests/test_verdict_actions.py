@@ -5,7 +5,10 @@ a node's taints, conditions, state and drain reason the way the real tools
 would. A GSP timeout on one GPU taints and drains the node; an application
 fault on another does not; the driver reload that resets the GPUs untaints
 and resumes it; a drain someone else set stays; an exporter that cannot be
-read changes nothing."""
+read changes nothing. The stand-ins apply one call at a time, as the API
+server and slurmctld do, and fail any chosen call: each failure is finished
+by the next run, ten overlapping runs leave what one leaves, and neither an
+edited reason nor a hand-made mark passes for the script's own (issue 51)."""
 
 import json
 import os
