@@ -427,6 +427,216 @@ def test_kernel_log_mounts_the_device_read_only_and_adds_only_syslog():
     assert default["containers"][0]["securityContext"]["privileged"] is True
 
 
+# Pod Security Standards, the levels Pod Security admission enforces, as
+# published at https://kubernetes.io/docs/concepts/security/pod-security-standards/
+# (each control by the name the page gives it). A pod passes a level when it
+# breaks none of its controls; restricted includes every baseline control.
+BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+BASELINE_SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
+SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+                "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+                "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+                "net.ipv4.tcp_keepalive_probes"}
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                      "projected", "secret"}
+
+
+def pod_security_violations(template: dict) -> dict[str, set[str]]:
+    """The controls of each level a pod template breaks."""
+    meta, pod = template.get("metadata", {}), template["spec"]
+    containers = pod.get("containers", []) + pod.get("initContainers", []) + pod.get("ephemeralContainers", [])
+    psc = pod.get("securityContext", {})
+    scs = [c.get("securityContext", {}) for c in containers]
+    baseline, restricted = set(), set()
+    if any(x.get("windowsOptions", {}).get("hostProcess") for x in [psc, *scs]):
+        baseline.add("HostProcess")
+    if any(pod.get(k) for k in ("hostNetwork", "hostPID", "hostIPC")):
+        baseline.add("Host Namespaces")
+    if any(sc.get("privileged") for sc in scs):
+        baseline.add("Privileged Containers")
+    if any(set(sc.get("capabilities", {}).get("add", [])) - BASELINE_CAPABILITIES for sc in scs):
+        baseline.add("Capabilities")
+    if any("hostPath" in v for v in pod.get("volumes", [])):
+        baseline.add("HostPath Volumes")
+    if any(port.get("hostPort") for c in containers for port in c.get("ports", [])):
+        baseline.add("Host Ports")
+    apparmor = [x.get("appArmorProfile", {}).get("type") for x in [psc, *scs]]
+    annotations = [v for k, v in meta.get("annotations", {}).items()
+                   if k.startswith("container.apparmor.security.beta.kubernetes.io/")]
+    if any(t not in (None, "RuntimeDefault", "Localhost") for t in apparmor) or \
+            any(v != "runtime/default" and not v.startswith("localhost/") for v in annotations):
+        baseline.add("AppArmor")
+    for x in [psc, *scs]:
+        se = x.get("seLinuxOptions", {})
+        if se.get("type", "") not in BASELINE_SELINUX_TYPES or se.get("user") or se.get("role"):
+            baseline.add("SELinux")
+    if any(sc.get("procMount", "Default") != "Default" for sc in scs):
+        baseline.add("/proc Mount Type")
+    if any(x.get("seccompProfile", {}).get("type") == "Unconfined" for x in [psc, *scs]):
+        baseline.add("Seccomp")
+    if any(s["name"] not in SAFE_SYSCTLS for s in psc.get("sysctls", [])):
+        baseline.add("Sysctls")
+
+    if any(set(v) - {"name"} - RESTRICTED_VOLUMES for v in pod.get("volumes", [])):
+        restricted.add("Volume Types")
+    if any(sc.get("allowPrivilegeEscalation") is not False for sc in scs):
+        restricted.add("Privilege Escalation")
+    if any(sc.get("runAsNonRoot") is False for sc in scs) or \
+            not (psc.get("runAsNonRoot") is True or all(sc.get("runAsNonRoot") is True for sc in scs)):
+        restricted.add("Running as Non-root")
+    if any(x.get("runAsUser") == 0 for x in [psc, *scs]):
+        restricted.add("Running as Non-root user")
+    seccomp_ok = ("RuntimeDefault", "Localhost")
+    if any(sc.get("seccompProfile", {}).get("type", "RuntimeDefault") not in seccomp_ok for sc in scs) or not (
+            psc.get("seccompProfile", {}).get("type") in seccomp_ok
+            or all(sc.get("seccompProfile", {}).get("type") in seccomp_ok for sc in scs)):
+        restricted.add("Seccomp")
+    if any("ALL" not in sc.get("capabilities", {}).get("drop", [])
+           or set(sc.get("capabilities", {}).get("add", [])) - {"NET_BIND_SERVICE"} for sc in scs):
+        restricted.add("Capabilities")
+    return {"baseline": baseline, "restricted": baseline | restricted}
+
+
+def pod_security_level(template: dict) -> tuple[str, set[str]]:
+    """The strictest level the pod passes, and the controls of the next
+    stricter level that keep it from that one (empty for restricted)."""
+    broken = pod_security_violations(template)
+    if broken["baseline"]:
+        return "privileged", broken["baseline"]
+    if broken["restricted"]:
+        return "baseline", broken["restricted"]
+    return "restricted", set()
+
+
+def _restricted_pod() -> dict:
+    return {"metadata": {}, "spec": {
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{"name": "c", "securityContext": {"allowPrivilegeEscalation": False,
+                                                         "capabilities": {"drop": ["ALL"]}}}],
+        "volumes": [{"name": "tmp", "emptyDir": {}}]}}
+
+
+# One change of a restricted pod per control, and the level it falls to:
+# the checker above must tell each one, or it proves nothing about the chart.
+POD_SECURITY_CASES = [
+    (lambda p: p["spec"].update(hostPID=True), "privileged", "Host Namespaces"),
+    (lambda p: p["spec"]["containers"][0]["securityContext"].update(privileged=True), "privileged",
+     "Privileged Containers"),
+    (lambda p: p["spec"]["containers"][0]["securityContext"]["capabilities"].update(add=["SYSLOG"]),
+     "privileged", "Capabilities"),
+    (lambda p: p["spec"]["volumes"].append({"name": "h", "hostPath": {"path": "/"}}), "privileged",
+     "HostPath Volumes"),
+    (lambda p: p["spec"]["containers"][0].update(ports=[{"containerPort": 1, "hostPort": 1}]), "privileged",
+     "Host Ports"),
+    (lambda p: p["spec"]["securityContext"].update(seccompProfile={"type": "Unconfined"}), "privileged",
+     "Seccomp"),
+    (lambda p: p["spec"]["securityContext"].update(seLinuxOptions={"type": "spc_t"}), "privileged", "SELinux"),
+    (lambda p: p["spec"]["containers"][0]["securityContext"].update(procMount="Unmasked"), "privileged",
+     "/proc Mount Type"),
+    (lambda p: p["spec"]["securityContext"].update(sysctls=[{"name": "kernel.msgmax", "value": "1"}]),
+     "privileged", "Sysctls"),
+    (lambda p: p["metadata"].update(annotations={"container.apparmor.security.beta.kubernetes.io/c": "unconfined"}),
+     "privileged", "AppArmor"),
+    (lambda p: p["spec"]["volumes"].append({"name": "n", "nfs": {"server": "s", "path": "/"}}), "baseline",
+     "Volume Types"),
+    (lambda p: p["spec"]["containers"][0]["securityContext"].pop("allowPrivilegeEscalation"), "baseline",
+     "Privilege Escalation"),
+    (lambda p: p["spec"]["securityContext"].update(runAsNonRoot=False), "baseline", "Running as Non-root"),
+    (lambda p: p["spec"]["securityContext"].update(runAsUser=0), "baseline", "Running as Non-root user"),
+    (lambda p: p["spec"]["securityContext"].pop("seccompProfile"), "baseline", "Seccomp"),
+    (lambda p: p["spec"]["containers"][0]["securityContext"]["capabilities"].update(add=["CHOWN"]), "baseline",
+     "Capabilities"),
+    (lambda p: p["spec"]["containers"][0]["securityContext"].update(capabilities={}), "baseline", "Capabilities"),
+]
+
+
+@pytest.mark.parametrize("change,level,control", POD_SECURITY_CASES,
+                         ids=[f"{c[1]}-{c[2]}" for c in POD_SECURITY_CASES])
+def test_the_pod_security_checks_tell_each_control(change, level, control):
+    assert pod_security_level(_restricted_pod()) == ("restricted", set())
+    pod = _restricted_pod()
+    change(pod)
+    assert pod_security_level(pod) == (level, {control})
+
+
+def pod_security_table() -> list[tuple[dict, str, set[str], str]]:
+    """deploy/README.md's "Pod Security" table: (values, level, controls
+    that keep it from the next level, the row's settings as written)."""
+    text = (REPO / "deploy" / "README.md").read_text()
+    section = text.split("#### Pod Security\n", 1)[1].split("\n#", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or cells[0] in ("setting", "---") or set(cells[0]) <= {"-"}:
+            continue
+        values: dict = {}
+        for setting in re.findall(r"`([^`=]+)=([^`]+)`", cells[0]):
+            node = values
+            *parents, leaf = setting[0].split(".")
+            for key in parents:
+                node = node.setdefault(key, {})
+            node[leaf] = yaml.safe_load(setting[1])
+        level = re.fullmatch(r"`(\w+)`", cells[1])[1]
+        controls = set() if cells[2] == "none" else {c.strip() for c in cells[2].split(",")}
+        rows.append((values, level, controls, cells[0]))
+    return rows
+
+
+def test_each_setting_passes_the_pod_security_level_its_docs_name():
+    """Issue 51, D2: the default pod was privileged and root while README
+    and deploy/README.md said non-root with no capabilities, and no document
+    named the Pod Security level (a namespace enforcing baseline rejects
+    every pod while helm install succeeds). deploy/README.md's table names
+    the level of the default and of each switch, and the controls that keep
+    it from the next level; the rendered chart must agree, and NOTES.txt
+    must say the same level."""
+    rows = pod_security_table()
+    assert {r[3] for r in rows} >= {"defaults", "`kernelLog.privileged=false`", "`kernelLog.enabled=false`",
+                                    "`kernelLog.enabled=false` `state.enabled=false`"}, rows
+    for values, level, controls, setting in rows:
+        objects = render(values or None)
+        template = by_kind(objects)["DaemonSet"]["spec"]["template"]
+        assert pod_security_level(template) == (level, controls), setting
+        with helm().Chart.load(CHART) as chart:
+            notes = chart.render(values=values or None, name="nvml-exporter", namespace="monitoring",
+                                 is_install=True)["nvml-exporter/templates/NOTES.txt"]
+        assert f"Pod Security level `{level}`" in notes, (setting, notes)
+
+
+def test_the_docs_say_what_the_default_pod_is():
+    """Every place that describes the chart's pod (README, the "What it
+    creates" table, the test summary, NOTES.txt) names the default's Pod
+    Security level, says privileged and root where the default is, and no
+    longer promises the non-root, capability-free pod of other settings
+    for the default."""
+    pod = by_kind(render())["DaemonSet"]["spec"]["template"]
+    level, _ = pod_security_level(pod)
+    privileged = pod["spec"]["containers"][0]["securityContext"].get("privileged") is True
+    root = pod["spec"]["securityContext"].get("runAsUser") == 0
+    readme = (REPO / "README.md").read_text()
+    deploy = (REPO / "deploy" / "README.md").read_text()
+    with helm().Chart.load(CHART) as chart:
+        notes = chart.render(values=None, name="nvml-exporter", namespace="monitoring",
+                             is_install=True)["nvml-exporter/templates/NOTES.txt"]
+    places = {
+        "README.md, Kubernetes": readme.split("**Kubernetes.**", 1)[1].split("\n\n", 1)[0],
+        "deploy/README.md, What it creates": next(line for line in deploy.splitlines()
+                                                 if line.startswith("| DaemonSet |")),
+        "deploy/README.md, the test summary": deploy.split("- The Service selects the DaemonSet's pods", 1)[1]
+                                              .split("\n- ", 1)[0],
+        "NOTES.txt": notes,
+    }
+    for place, text in places.items():
+        text = " ".join(text.split())
+        assert f"Pod Security level `{level}`" in text, place
+        assert ("privileged" in text.replace("`privileged`", "")) is privileged, place
+        assert bool(re.search(r"(?<!non-)\broot\b(?! file system)", text)) is root, place
+        for promise in ("non-root, read-only, no capabilities", "non-root (65532), read-only root file system",
+                        "the pod is non-root, read-only, capability-free"):
+            assert promise not in text, (place, promise)
+
+
 def test_disabled_parts_are_not_rendered():
     kinds = {o["kind"] for o in render({"serviceMonitor": {"enabled": False}, "prometheusRule": {"enabled": False},
                                         "dashboards": {"enabled": False}, "serviceAccount": {"create": False}})}
@@ -767,6 +977,70 @@ def test_exporter_starts_with_the_systemd_env_file(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def sizing_rows() -> list[tuple[str, list[str], int, int]]:
+    """deploy/README.md's "Resource sizing" rows at the default interval:
+    (scenario, extra flags, series, body bytes)."""
+    text = (REPO / "deploy" / "README.md").read_text().split("## Resource sizing", 1)[1]
+    rows = []
+    for m in re.finditer(r"^\| `([\w-]+)`(?::[^|]*|, (`--[\w.]+`))? \| ([\d,]+) \| (\d+) KB \|", text, re.M):
+        flags = [m[2].strip("`")] if m[2] else []
+        rows.append((m[1], flags, int(m[3].replace(",", "")), int(m[4]) * 1000))
+    return rows
+
+
+@pytest.mark.parametrize("scenario,flags,series,size", sizing_rows())
+def test_the_sizing_table_counts_what_the_exporter_serves(scenario, flags, series, size, tmp_path):
+    """Issue 51, D13: the table said 1,967 series in 235 KB for dgx-h100 and
+    5,187 in 648 KB for `large` long after the default set shrank to at most
+    100 series per GPU. Each row's series and body, against the exporter on
+    that simulated fleet once every GPU has been sampled twice."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVML_")}
+    log = tmp_path / "exporter.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([str(exporter_binary()), "--simulate", scenario, "--web.listen-address",
+                                 f"127.0.0.1:{port}", "--collect.interval=1s", *flags], env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+            return r.read().decode()
+
+    def sampled(body: str) -> dict[str, str]:
+        return {line.split(" ")[0]: line.split(" ")[1] for line in body.splitlines()
+                if line.startswith("nvml_exporter_last_sample_timestamp_seconds{")}
+
+    try:
+        deadline = time.monotonic() + 120
+        first: dict[str, str] = {}
+        while True:
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"no second sample of every GPU:\n{log.read_text()}"
+            try:
+                now = sampled(scrape())
+            except OSError:
+                now = {}
+            if now and not first:
+                first = now
+            elif first and now.keys() == first.keys() and all(now[k] != first[k] for k in now):
+                break
+            time.sleep(0.2)
+        body = scrape()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    served = sum(1 for line in body.splitlines() if line and not line.startswith("#"))
+    assert abs(served - series) <= series // 100, (scenario, flags, served, "series; the table says", series)
+    assert abs(len(body.encode()) - size) <= size // 20, (scenario, flags, len(body.encode()), "bytes", size)
 
 
 def test_dcgm_compat_values_replace_a_dcgm_exporter_deployment(tmp_path):

@@ -6,7 +6,9 @@ would use it (issue 37).
   installed into a Debian 12 root file system of its own architecture and
   the installed exporter is started the way its systemd unit starts it and
   scraped (scripts/package-check): amd64 natively, arm64 under qemu-user.
-  The .rpm files are read back with rpm -qp.
+  The .rpm files are read back with rpm -qp. The maintainer scripts (the
+  same text the packages hold) run with a stand-in systemctl: an upgrade
+  restarts a running service, a removal stops it (fast: builds nothing).
 - scripts/image-multiarch: the amd64 and arm64 images and one OCI index,
   pushed to a registry this test starts (Debian's docker-registry), read back
   with skopeo; the arm64 image's own exporter, as pulled, runs under qemu.
@@ -73,6 +75,9 @@ def test_deb_installs_and_serves_metrics(packages, arch):
     assert f"Architecture: {arch}" in fields
     assert re.search(r"^Depends: libc6 \(>= 2\.\d+\), libgcc-s1, passwd$", fields, re.M), fields
     assert "/etc/default/nvml-exporter" in run("dpkg-deb", "--info", str(deb), "conffiles").stdout
+    # The install scripts are those test_maintainer_scripts runs.
+    for name in ("postinst", "prerm", "postrm"):
+        assert run("dpkg-deb", "--info", str(deb), name).stdout == maintainer_scripts()[f"deb-{name}"], name
     out = run(str(REPO / "scripts/package-check"), str(deb), "dgx-h100").stdout
     # The installed binary is this architecture's and says so in --version.
     assert f"target:     {ARCHES[arch][1]}" in out, out
@@ -96,12 +101,76 @@ def test_rpm_holds_the_service_config_and_user(packages, arch):
     scripts = run("rpm", "-qp", "--scripts", rpm).stdout
     pre = scripts.split("preinstall scriptlet")[1].split("scriptlet")[0]
     assert "useradd --system" in pre and "groupadd --system nvml-exporter" in pre, scripts
+    # The scriptlets are those test_maintainer_scripts runs (rpm -qp
+    # --scripts prints each body after its header line).
+    for name, header in (("pre", "preinstall"), ("post", "postinstall"), ("preun", "preuninstall"),
+                         ("postun", "postuninstall")):
+        body = scripts.split(f"{header} scriptlet (using /bin/sh):\n")[1]
+        assert body.startswith(maintainer_scripts()[f"rpm-{name}"].rstrip("\n")), (name, scripts)
     # The unit and the config in the package are deploy/systemd's, byte for
     # byte (--dump: path size mtime sha256 ...).
     dump = {line.split()[0]: line.split()[3] for line in run("rpm", "-qp", "--dump", rpm).stdout.splitlines()}
     for path, src in [("/usr/lib/systemd/system/nvml-exporter.service", "nvml-exporter.service"),
                       ("/etc/default/nvml-exporter", "nvml-exporter.env")]:
         assert dump[path] == hashlib.sha256((REPO / "deploy/systemd" / src).read_bytes()).hexdigest(), path
+
+
+def maintainer_scripts() -> dict[str, str]:
+    """The deb's and the rpm's install scripts, as scripts/package writes them."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        run(str(REPO / "scripts/package"), "--maintainer-scripts", d)
+        return {p.name: p.read_text() for p in Path(d).iterdir()}
+
+
+def test_maintainer_scripts_restart_on_upgrade_and_stop_on_removal(tmp_path):
+    """Issue 51, D11: an upgrade left the old, deleted binary serving until
+    someone restarted the service. Each script runs as dpkg and rpm call it
+    (their arguments: dpkg's configure with the old version, rpm's count of
+    versions left), with systemd's directory pointed at a tmp one and a
+    systemctl stand-in that records its calls. Cheap: builds nothing; the
+    slow tests above check that the packages hold these very scripts."""
+    systemd = tmp_path / "run-systemd-system"
+    systemd.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    (bin_dir / "systemctl").write_text(f'#!/bin/sh\necho "$*" >>"{calls}"\n')
+    (bin_dir / "getent").write_text("#!/bin/sh\nexit 0\n")  # the user exists: nothing added here
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    scripts = maintainer_scripts()
+
+    def called(script: str, *args: str) -> list[str]:
+        calls.write_text("")
+        path = tmp_path / script
+        path.write_text(scripts[script].replace("/run/systemd/system", str(systemd)))
+        r = subprocess.run(["sh", "-e", str(path), *args], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+        assert r.returncode == 0, (script, args, r.stderr)
+        return calls.read_text().splitlines()
+
+    reload, restart = "daemon-reload", "try-restart nvml-exporter.service"
+    stop = ["stop nvml-exporter.service", "disable nvml-exporter.service"]
+    # dpkg: a first install is `configure` with no old version; an upgrade
+    # is the old prerm `upgrade`, then the new postinst `configure OLD`.
+    assert called("deb-postinst", "configure") == [reload], "a first install starts nothing"
+    assert called("deb-postinst", "configure", "") == [reload]
+    assert called("deb-prerm", "upgrade", "0.1.1-1") == []
+    assert called("deb-postinst", "configure", "0.0.9-1") == [reload, restart]
+    assert called("deb-prerm", "remove") == stop
+    assert called("deb-postrm", "remove") == [reload]
+    # rpm: $1 is the number of versions installed once the step is done.
+    assert called("rpm-post", "1") == [reload]
+    assert called("rpm-post", "2") == [reload]
+    assert called("rpm-preun", "1") == [], "an upgrade does not stop it"
+    assert called("rpm-postun", "1") == [reload, restart]
+    assert called("rpm-preun", "0") == stop
+    assert called("rpm-postun", "0") == [reload]
+    # Without systemd (a container, a chroot) they call nothing.
+    systemd.rmdir()
+    assert called("deb-postinst", "configure", "0.0.9-1") == []
+    assert called("rpm-postun", "1") == []
 
 
 def extract_image(oci_dir: Path, dest: Path) -> dict:

@@ -5,7 +5,10 @@ a node's taints, conditions, state and drain reason the way the real tools
 would. A GSP timeout on one GPU taints and drains the node; an application
 fault on another does not; the driver reload that resets the GPUs untaints
 and resumes it; a drain someone else set stays; an exporter that cannot be
-read changes nothing."""
+read changes nothing. The stand-ins apply one call at a time, as the API
+server and slurmctld do, and fail any chosen call: each failure is finished
+by the next run, ten overlapping runs leave what one leaves, and neither an
+edited reason nor a hand-made mark passes for the script's own (issue 51)."""
 
 import json
 import os
@@ -29,10 +32,13 @@ NODE = "gpu-node-17"
 # type, as a strategic merge does). The node also keeps a cordon
 # (spec.unschedulable) that only a person sets here.
 FAKE_KUBECTL = r'''
-import json, sys
+import fcntl, json, os, sys
 state_path, argv = sys.argv[1], sys.argv[2:]
+lock = open(state_path + ".lock", "w")
+fcntl.flock(lock, fcntl.LOCK_EX)
 state = json.load(open(state_path))
 state["calls"].append(["kubectl", *argv])
+FAIL_PREAMBLE
 node = state["node"]
 node.setdefault("annotations", {})
 if argv[:2] == ["get", "node"]:
@@ -76,7 +82,9 @@ elif argv[:2] == ["patch", "node"]:
         node["conditions"] = [x for x in node["conditions"] if x["type"] != c["type"]] + [c]
 else:
     sys.exit(f"unexpected kubectl {argv}")
-json.dump(state, open(state_path, "w"))
+with open(state_path + ".tmp", "w") as f:
+    json.dump(state, f)
+os.replace(state_path + ".tmp", state_path)
 '''
 
 # scontrol show node / update NodeName=... State=DRAIN|RESUME Reason=...,
@@ -84,10 +92,13 @@ json.dump(state, open(state_path, "w"))
 # slurmctld does: a DRAIN replaces the reason, a RESUME lifts DRAIN and DOWN
 # and clears it, whoever set them.
 FAKE_SCONTROL = r'''
-import json, sys
+import fcntl, json, os, sys
 state_path, argv = sys.argv[1], sys.argv[2:]
+lock = open(state_path + ".lock", "w")
+fcntl.flock(lock, fcntl.LOCK_EX)
 state = json.load(open(state_path))
 state["calls"].append(["scontrol", *argv])
+FAIL_PREAMBLE
 node = state["slurm"]
 if argv[:2] == ["show", "node"]:
     reason = f"   Reason={node['reason']} [root@2026-11-24T01:00:00]\n" if node["reason"] else ""
@@ -109,8 +120,33 @@ elif argv[0] == "update":
         sys.exit(f"unexpected State {args['State']}")
 else:
     sys.exit(f"unexpected scontrol {argv}")
-json.dump(state, open(state_path, "w"))
+with open(state_path + ".tmp", "w") as f:
+    json.dump(state, f)
+os.replace(state_path + ".tmp", state_path)
 '''
+
+
+# Each stand-in call is atomic under a lock, as the API server and slurmctld
+# apply one request at a time. A failure on request: state["fail"] maps a
+# verb (taint, annotate, patch, update, get, show) to N, and the N-th call of
+# it from then on fails, changing nothing, as a timed-out API call does ("*":
+# the N-th call of any verb).
+FAIL_PREAMBLE = r'''
+verb = argv[0]
+countdown = state.setdefault("fail", {})
+for key in (verb, "*"):
+    if key not in countdown:
+        continue
+    countdown[key] -= 1
+    if countdown[key] <= 0:
+        del countdown[key]
+        with open(state_path + ".tmp", "w") as f:
+            json.dump(state, f)
+        os.replace(state_path + ".tmp", state_path)
+        sys.exit(f"error: the server was unable to return a response in the time allotted ({verb})")
+'''
+FAKE_KUBECTL = FAKE_KUBECTL.replace("FAIL_PREAMBLE", FAIL_PREAMBLE)
+FAKE_SCONTROL = FAKE_SCONTROL.replace("FAIL_PREAMBLE", FAIL_PREAMBLE)
 
 
 @pytest.fixture
@@ -129,12 +165,33 @@ def node(tmp_path):
         tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
 
     class Node:
-        def run(self, url: str, *args: str) -> subprocess.CompletedProcess:
-            env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+        state_dir = tmp_path / "verdict-state"
+
+        def argv(self, url: str, *args: str) -> list[str]:
             # Debian's /bin/sh is dash: the script is POSIX sh, not bash.
-            return subprocess.run([shutil.which("dash") or "sh", str(SCRIPT), "--url", url,
-                                   "--node", NODE, *args], capture_output=True, text=True, env=env,
-                                  timeout=60)
+            return [shutil.which("dash") or "sh", str(SCRIPT), "--url", url, "--node", NODE,
+                    "--state-dir", str(self.state_dir), *args]
+
+        def env(self) -> dict:
+            return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+        def run(self, url: str, *args: str) -> subprocess.CompletedProcess:
+            return subprocess.run(self.argv(url, *args), capture_output=True, text=True,
+                                  env=self.env(), timeout=120)
+
+        def start(self, url: str, *args: str) -> subprocess.Popen:
+            """A run in the background, to overlap with others."""
+            return subprocess.Popen(self.argv(url, *args), stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, env=self.env())
+
+        def fail(self, verb: str, nth: int = 1):
+            """The nth call of verb from now on fails (an API timeout)."""
+            s = self.state()
+            s.setdefault("fail", {})[verb] = nth
+            state.write_text(json.dumps(s))
+
+        def token(self) -> str:
+            return (self.state_dir / "token").read_text().strip()
 
         def state(self) -> dict:
             return json.loads(state.read_text())
@@ -195,7 +252,9 @@ def test_the_verdict_taints_and_drains_the_node_and_lifts_it_after_the_reset(tmp
         assert k8s.returncode == 0, k8s.stderr
         n = node.state()["node"]
         assert n["taints"] == [{"key": "nvml-exporter/gpu-action", "value": "reset_gpu", "effect": "NoSchedule"}]
-        assert n["annotations"] == {"nvml-exporter/gpu-action-taint": "reset_gpu"}, "the taint is marked ours"
+        assert n["annotations"] == {"nvml-exporter/gpu-action-taint": f"reset_gpu/{node.token()}"}, \
+            "the taint is marked ours, with this node's token"
+        assert len(node.token()) == 16
         (cond,) = n["conditions"]
         assert (cond["type"], cond["status"], cond["reason"]) == ("GPUActionRequired", "True", "reset_gpu")
         assert cond["message"] == "GPU 3 reset_gpu (xid_reset_gpu)"
@@ -363,3 +422,168 @@ def test_what_a_person_did_to_the_node_stays_done(tmp_path, node):
         assert (n["unschedulable"], n["taints"], n["annotations"]) == (True, theirs[:1], {})
     finally:
         exporter.stop()
+
+
+def test_min_action_none_is_refused(node):
+    """Issue 51, D6: `--min-action none` (or NVML_VERDICT_MIN_ACTION=none)
+    took every healthy GPU for one that needs work and drained or tainted
+    the node; it is refused like a misspelt action, before anything is read
+    or changed."""
+    url = "http://127.0.0.1:9/metrics"
+    for command in ("check", "kubernetes", "slurm"):
+        out = node.run(url, "--min-action", "none", command)
+        assert out.returncode == 64, (command, out)
+        assert "--min-action none would act on every healthy GPU" in out.stderr, out.stderr
+    out = subprocess.run(node.argv(url, "slurm"), capture_output=True, text=True, timeout=60,
+                         env={**node.env(), "NVML_VERDICT_MIN_ACTION": "none"})
+    assert out.returncode == 64 and "restart_app, reset_gpu, reboot, check_hardware, or rma" in out.stderr
+    assert node.state()["calls"] == []
+    usage = node.run(url, "--help")
+    assert usage.returncode == 64 and "none" not in usage.stderr.split("--min-action", 2)[2].split("\n")[0]
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory):
+    """Three real exporters on the simulated driver, one per verdict the
+    recipes see: every GPU healthy; GPU 3 at reset_gpu (a GSP timeout, XID
+    119); GPU 3 at reboot (fallen off the bus, XID 79)."""
+    work = tmp_path_factory.mktemp("verdicts")
+    exporters, urls = [], {}
+    try:
+        for name, xid, action in (("none", None, None), ("reset_gpu", 119, "reset_gpu"),
+                                  ("reboot", 79, "reboot")):
+            control = work / f"{name}.sock"
+            exporter = Exporter(work, "dgx-h100", name=f"exporter-{name}",
+                                env={"NVML_SIM_CONTROL": str(control)})
+            exporters.append(exporter)
+            exporter.wait_ready()
+            if xid is not None:
+                sim_control(control, f'{{ action = "xid", gpu = 3, code = {xid} }}')
+                wait_until(lambda e=exporter, a=action: verdict_of(e, "3") == a, 30, f"GPU 3 at {action}")
+            urls[name] = f"http://{exporter.address}/metrics"
+        yield urls
+    finally:
+        for exporter in exporters:
+            exporter.stop()
+
+
+OURS = "nvml-exporter: GPU 3 reset_gpu (xid_reset_gpu)"
+
+
+def test_an_edited_slurm_reason_is_the_persons(node, verdicts):
+    """Issue 51, D5: an administrator's note added to the script's drain
+    reason (still starting "nvml-exporter:") was set back by the next run and
+    the node resumed after recovery. Ownership is now the exact reason the
+    script wrote and recorded."""
+    assert node.run(verdicts["reset_gpu"], "slurm").returncode == 0
+    assert node.state()["slurm"] == {"state": "IDLE+DRAIN", "reason": OURS}
+    edited = f"{OURS} -- RMA ticket 4711, do not resume"
+    node.set_slurm("IDLE+DRAIN", edited)
+    mark = len(node.state()["calls"])
+    for verdict in ("reset_gpu", "reboot", "none", "none"):
+        out = node.run(verdicts[verdict], "slurm")
+        assert out.returncode == 0, out.stderr
+        assert node.state()["slurm"] == {"state": "IDLE+DRAIN", "reason": edited}, verdict
+    assert node.updates_since(mark) == [], "never rewritten, never resumed"
+    assert "for another reason" in node.run(verdicts["reset_gpu"], "slurm").stdout
+
+    # The person resumes the node; a new fault drains it as the script's own
+    # again, and the same text typed back after the record was dropped is
+    # not taken for the script's.
+    node.set_slurm("IDLE", "")
+    node.run(verdicts["none"], "slurm")
+    node.set_slurm("IDLE+DRAIN", OURS)
+    node.run(verdicts["none"], "slurm")
+    assert node.state()["slurm"] == {"state": "IDLE+DRAIN", "reason": OURS}, "a person's drain, same text"
+    node.set_slurm("IDLE", "")
+    node.run(verdicts["reset_gpu"], "slurm")
+    node.run(verdicts["none"], "slurm")
+    assert node.state()["slurm"] == {"state": "IDLE", "reason": ""}
+
+
+def settled(node) -> dict:
+    """What a run leaves on the node, without the call log and heartbeats."""
+    s = node.state()
+    conditions = [{k: v for k, v in c.items() if k != "lastHeartbeatTime"} for c in s["node"]["conditions"]]
+    return {"taints": s["node"]["taints"], "annotations": s["node"].get("annotations", {}),
+            "conditions": conditions, "slurm": s["slurm"]}
+
+
+@pytest.mark.parametrize("mode", ["kubernetes", "slurm"])
+def test_every_failed_call_is_finished_by_the_next_run(node, verdicts, mode):
+    """Issue 51, D4: one failed `kubectl taint` while the verdict rose from
+    reset_gpu to rma parted the taint from its mark for good: the taint was
+    "set by someone else" from then on and stayed after recovery. Here each
+    call of a fault, an escalation and a recovery fails in turn (an API
+    timeout); the run fails, and the next run with the same verdict leaves
+    exactly what a run without the failure leaves."""
+    steps = ("reset_gpu", "reboot", "none")
+    clean = []
+    for verdict in steps:
+        assert node.run(verdicts[verdict], mode).returncode == 0
+        clean.append(settled(node))
+    calls = len(node.state()["calls"])
+    assert clean[-1]["taints"] == [] and clean[-1]["slurm"] == {"state": "IDLE", "reason": ""}
+
+    for nth in range(1, calls + 1):
+        node.fail("*", nth)
+        failed = 0
+        for verdict, expected in zip(steps, clean):
+            out = node.run(verdicts[verdict], mode)
+            if out.returncode != 0:
+                failed += 1
+                assert "unable to return a response" in out.stderr, out.stderr
+                out = node.run(verdicts[verdict], mode)
+                assert out.returncode == 0, (nth, verdict, out.stderr)
+            assert settled(node) == expected, (nth, verdict)
+            assert "someone else" not in out.stdout, (nth, verdict, out.stdout)
+        assert failed == 1, f"call {nth} failed once"
+
+
+def test_overlapping_runs_leave_what_one_run_leaves(node, verdicts):
+    """Issue 51, D4: runs that overlap (a timer, a manual run, a rollout)
+    left the script's taint without its mark in 5 of 10 rounds, never to be
+    lifted. Ten runs started together leave what one leaves; runs of a
+    fault and of the recovery started together, then one more run after
+    recovery, leave the node clean."""
+    for mode in ("kubernetes", "slurm"):
+        assert node.run(verdicts["reset_gpu"], mode).returncode == 0
+    one = settled(node)
+    node.set_node(taints=[], annotations={}, conditions=[])
+    node.set_slurm("IDLE", "")
+    (node.state_dir / "slurm-reason").unlink(missing_ok=True)
+
+    runs = [node.start(verdicts["reset_gpu"], mode) for mode in ("kubernetes", "slurm") * 5]
+    for run in runs:
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 0, err
+    assert settled(node) == one
+    assert sum(1 for c in node.state()["calls"] if c[1] == "taint") == 2, "one taint, as one run"
+
+    for round_ in range(3):
+        runs = [node.start(verdicts[v], mode) for v in ("reboot", "none", "reset_gpu", "none")
+                for mode in ("kubernetes", "slurm")]
+        for run in runs:
+            _, err = run.communicate(timeout=300)
+            assert run.returncode == 0, err
+        for mode in ("kubernetes", "slurm"):
+            out = node.run(verdicts["none"], mode)
+            assert out.returncode == 0 and "someone else" not in out.stdout, out
+        after = settled(node)
+        assert (after["taints"], after["annotations"], after["slurm"]) == \
+            ([], {}, {"state": "IDLE", "reason": ""}), round_
+
+
+def test_a_forged_mark_is_not_the_scripts(node, verdicts):
+    """A taint whose mark carries another token (copied from another node,
+    or written by hand) or names another value is a person's."""
+    node.run(verdicts["none"], "kubernetes")  # makes this node's token
+    key, mark = "nvml-exporter/gpu-action", "nvml-exporter/gpu-action-taint"
+    for taint, annotation in (("reset_gpu", "reset_gpu/0123456789abcdef"), ("reset_gpu", "reset_gpu"),
+                              ("rma", f"reset_gpu/{node.token()}")):
+        theirs = [{"key": key, "value": taint, "effect": "NoSchedule"}]
+        node.set_node(taints=theirs, annotations={mark: annotation})
+        for verdict in ("reboot", "none"):
+            out = node.run(verdicts[verdict], "kubernetes")
+            assert out.returncode == 0 and "set by someone else" in out.stdout, out
+            assert node.state()["node"]["taints"] == theirs, (annotation, verdict)
