@@ -288,6 +288,12 @@ pub enum XidClass {
     NvlinkErrReport,
     /// XID 74 whose registers ask for the link to be checked.
     NvlinkErrCheckLink,
+    /// XID 74 whose fourth register's bit 18 asks for a reset of the
+    /// fabric.
+    NvlinkErrFabricReset,
+    /// XID 74 with ECC/parity bits seen more than twice on the same link
+    /// within `xid::NVLINK_ERR_REPEAT_WINDOW`: a report to NVIDIA.
+    NvlinkErrRepeated,
 }
 
 /// The latest XID of one code, class (and MIG instance) on a GPU.

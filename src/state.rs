@@ -107,6 +107,19 @@ pub struct GpuRecord {
     pub remap_pending: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retirement_pending: Option<bool>,
+    /// XID 74s with ECC/parity bits per NVLink link, counted for NVIDIA's
+    /// "if seen more than 2 times on the same link" (issue 46; absent from
+    /// files written before it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nvlink_err_links: Vec<LinkRepeatsRecord>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkRepeatsRecord {
+    pub link: u32,
+    /// Unix seconds of each event kept.
+    pub seen: Vec<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -192,7 +205,13 @@ impl StateFile {
             return Err(StateError::TooManyGpus(f.gpus.len()));
         }
         for g in &f.gpus {
-            if g.xids.len() > MAX_ENTRIES || g.latest.len() > MAX_ENTRIES {
+            if g.xids.len() > MAX_ENTRIES
+                || g.latest.len() > MAX_ENTRIES
+                || g.nvlink_err_links.len() > MAX_ENTRIES
+                || g.nvlink_err_links
+                    .iter()
+                    .any(|l| l.seen.len() > MAX_ENTRIES)
+            {
                 return Err(StateError::TooManyEntries(g.uuid.clone()));
             }
         }
@@ -726,6 +745,23 @@ mod tests {
         std::fs::create_dir_all(p.join("sys/kernel/random")).unwrap();
         std::fs::write(p.join("sys/kernel/random/boot_id"), format!("{id}\n")).unwrap();
         p
+    }
+
+    /// Issue 46: a file written before the per-link XID 74 counts still
+    /// loads, and one with them keeps them.
+    #[test]
+    fn the_link_counts_of_xid_74_extend_the_schema_compatibly() {
+        let old = br#"{"version":1,"boot_id":"b","gpus":[{"uuid":"GPU-1","xids":[{"code":74,"count":2,"last_seen":1.8e9}],"latest":[]}]}"#;
+        let f = StateFile::parse(old).expect("a file of before");
+        assert!(f.gpus[0].nvlink_err_links.is_empty());
+        let mut f = f;
+        f.gpus[0].nvlink_err_links.push(LinkRepeatsRecord {
+            link: 14,
+            seen: vec![1.8e9, 1.8e9 + 60.0],
+        });
+        let json = serde_json::to_vec(&f).unwrap();
+        assert!(String::from_utf8_lossy(&json).contains("\"nvlink_err_links\""));
+        assert_eq!(StateFile::parse(&json).unwrap(), f);
     }
 
     #[test]

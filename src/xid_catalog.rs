@@ -536,7 +536,7 @@ pub const CATALOG: &[Xid] = &[
         "NVLink error",
         Catalog(Bucket::WorkflowNvlinkErr),
         XidAlert::Critical,
-        "read the seven registers of its kernel-log line: NVIDIA's workflow checks the link's mechanical connections and runs field diagnostics for hardware bits, reports other bits (some only when repeated), ignores the rest; it never asks for a GPU reset, and the remote end may be the faulty one (the verdict decodes each event)",
+        "read the seven registers of its kernel-log line (valid on Hopper): hardware bits, a bit NVIDIA does not expect, sympathetic bits alone or ECC/parity bits seen more than twice on a link in 24 h drain the GPU for a person (check the link's mechanical connections, run field diagnostics, report to NVIDIA); fourth-register bit 18 asks for a GPU reset (the fabric); ignorable bits nothing. Without its registers, or on another architecture, the GPU is drained for a person; the remote end may be the faulty one (the verdict decodes each event)",
     ),
     xid(
         75,

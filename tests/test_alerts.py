@@ -176,8 +176,9 @@ def _xid_regex(rule) -> set[str]:
 # never goes to chat only.
 BUCKET_SEVERITIES = {
     "RESET_GPU": {"critical", "warning"},
-    # The catalog's workflows for these start with a reset (48, 74), and
-    # RESTART_BM (79) asks for more: a node reboot.
+    # The catalog's workflow for 48 starts with a reset, 74's drains on
+    # most of its registers (and on the bare code), and RESTART_BM (79)
+    # asks for more: a node reboot.
     "WORKFLOW_XID_48": {"critical"},
     "WORKFLOW_NVLINK_ERR": {"critical"},
     # Decided per event from the kernel-log line (docs/runbooks.md, "NVLink5

@@ -79,10 +79,20 @@ pub struct Xid {
     /// The words of an NVLink5 XID (144-150) that decide what it asks for;
     /// `None` for other codes and for NVLink5 lines without them.
     pub nvlink5: Option<Nvlink5Words>,
-    /// The seven registers of an XID 74 line (`NVLink: fatal error
-    /// detected on link 14(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)`);
-    /// `None` for other codes and for 74 lines without them.
-    pub nvlink_err: Option<[u32; 7]>,
+    /// The link and seven registers of an XID 74 line (`NVLink: fatal
+    /// error detected on link 14(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)`);
+    /// `None` for other codes and for 74 lines without the registers.
+    pub nvlink_err: Option<NvlinkErrWords>,
+}
+
+/// From an XID 74 line: the link it names (NVIDIA counts ECC/parity
+/// repeats "on the same link") and its seven registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NvlinkErrWords {
+    /// `None` where the words before the registers do not end in
+    /// `link <n>`.
+    pub link: Option<u32>,
+    pub registers: [u32; 7],
 }
 
 /// From an NVLink5 XID line: its unit, severity word, whether the driver
@@ -276,10 +286,11 @@ fn nvlink5_words(after_code: &str) -> Option<Nvlink5Words> {
     })
 }
 
-/// The seven registers at the end of an XID 74 line: `... link 14(0x0,
-/// 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)`; `None` unless all seven read.
-fn nvlink_err_registers(after_code: &str) -> Option<[u32; 7]> {
-    let (_, inside) = after_code.trim_end().rsplit_once('(')?;
+/// The link and seven registers at the end of an XID 74 line: `... link
+/// 14(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)`; `None` unless all seven
+/// registers read.
+fn nvlink_err_registers(after_code: &str) -> Option<NvlinkErrWords> {
+    let (before, inside) = after_code.trim_end().rsplit_once('(')?;
     let inside = inside.strip_suffix(')')?;
     let mut out = [0u32; 7];
     let mut fields = inside.split(',');
@@ -287,7 +298,14 @@ fn nvlink_err_registers(after_code: &str) -> Option<[u32; 7]> {
         let f = fields.next()?.trim();
         *slot = u32::from_str_radix(f.strip_prefix("0x").or(f.strip_prefix("0X"))?, 16).ok()?;
     }
-    fields.next().is_none().then_some(out)
+    let link = match before.split_whitespace().rev().collect::<Vec<_>>()[..] {
+        [n, "link", ..] if n.len() <= 4 && n.bytes().all(|b| b.is_ascii_digit()) => n.parse().ok(),
+        _ => None,
+    };
+    fields.next().is_none().then_some(NvlinkErrWords {
+        link,
+        registers: out,
+    })
 }
 
 /// From ` (DEVICE...): CODE[, ...]`: what is inside the parentheses, and
@@ -477,7 +495,18 @@ mod tests {
         // Issue 36, F3: XID 74's seven registers.
         assert_eq!(
             xid("NVRM: Xid (PCI:0003:00:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error detected on link 14(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)").nvlink_err,
-            Some([0, 0, 0x10000, 0, 0, 0, 0])
+            Some(NvlinkErrWords { link: Some(14), registers: [0, 0, 0x10000, 0, 0, 0, 0] })
+        );
+        // Issue 46: the link of a line that names none is not guessed.
+        assert_eq!(
+            xid(
+                "NVRM: Xid (PCI:0003:00:00): 74, NVLink: error (0x0, 0x0, 0x1, 0x0, 0x0, 0x0, 0x0)"
+            )
+            .nvlink_err,
+            Some(NvlinkErrWords {
+                link: None,
+                registers: [0, 0, 1, 0, 0, 0, 0]
+            })
         );
         assert_eq!(
             xid("NVRM: Xid (PCI:0000:5d:00): 74, pid=1, name=x, NVLink: fatal error detected on link 3").nvlink_err,

@@ -30,8 +30,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 pub use follow::last_seq;
 pub use message::{
-    Nvlink5Words, Xid, MAX_COMPUTE_INSTANCE_ID, MAX_GPU_INSTANCE_ID, NVSENTINEL_RESET_MARKER,
-    RESET_MARKER,
+    Nvlink5Words, NvlinkErrWords, Xid, MAX_COMPUTE_INSTANCE_ID, MAX_GPU_INSTANCE_ID,
+    NVSENTINEL_RESET_MARKER, RESET_MARKER,
 };
 pub use pci::PciAddress;
 pub use record::format as format_record;

@@ -21,8 +21,10 @@
 //! | `fabric` | check_hardware, or reset_gpu | NVML's fabric health summary says unhealthy (R580+: trays, switches, cables); fabric registration completed with a failure | the summary is healthy again; registration succeeds |
 //! | `xid_<bucket>` | the bucket's (`bucket_action`) | an XID whose code NVIDIA's catalog lists (`crate::xid_catalog`, the table the alert rules and the runbook are rendered from) | restart_app: a window after the last such XID; reset_gpu: a GPU reset after it; reboot, check_hardware: the next boot |
 //! | `xid_nvlink5_fatal` | reset_gpu | an NVLink5 XID (144-150) whose kernel-log line NVIDIA's decode sheet resolves to `RESET_GPU` (`crate::xid_catalog::nvlink5`) | a GPU reset after it |
-//! | `xid_workflow_nvlink_err` | check_hardware | an XID 74 whose registers NVIDIA's `WORKFLOW_NVLINK_ERR` reads as a hardware issue ("check link mechanical connections ... run diags"; `crate::xid_catalog::nvlink_err`) | the next boot |
-//! | `xid_nvlink_err_report`, `xid_nvlink_err_undecoded` | none | an XID 74 whose registers ask for a report to NVIDIA (a bit it does not expect, sympathetic bits alone), or one without its registers (NVML's event alone, a line without them): never a reset, which NVIDIA's workflow does not ask for | a GPU reset after it |
+//! | `xid_workflow_nvlink_err` | check_hardware | an XID 74 on a Hopper GPU whose registers NVIDIA's `WORKFLOW_NVLINK_ERR` reads as a hardware issue ("check link mechanical connections ... run diags"; `crate::xid_catalog::nvlink_err`) | the next boot |
+//! | `xid_nvlink_err_report`, `xid_nvlink_err_repeated` | check_hardware | an XID 74 on a Hopper GPU whose registers ask for a report to NVIDIA (a bit it does not expect, third register bit 13, sympathetic bits alone), or whose ECC/parity bits were seen more than twice on the same link within 24 h (`xid::NVLINK_ERR_REPEAT_WINDOW`): what the catalog's `CONTACT_SUPPORT` gets, as NVSentinel escalates each to `CONTACT_SUPPORT` | the next boot |
+//! | `xid_nvlink_err_undecoded`, `xid_nvlink_err_not_hopper` | check_hardware | an XID 74 without its registers (NVML's event alone, a line without them), or on a GPU not known to be Hopper, where NVIDIA's bit table is not valid: the code-wide action (DCGM: "NVLink Critical Error", always failing; NVSentinel: `CONTACT_SUPPORT`) | the next boot |
+//! | `xid_nvlink_err_fabric_reset` | reset_gpu | an XID 74 on a Hopper GPU with the fourth register's bit 18 ("a reset of the fabric is required") and company that asks for no more | a GPU reset after it |
 //! | `xid_update_swfw` | none | XID 78 (`UPDATE_SWFW`: a vGPU host/guest driver mismatch): a driver or firmware update, which no reset or reboot fixes | a GPU reset after it (the driver reloaded) |
 //! | `xid_workflow_xid_45` | none | a lone XID 45 (no other XID within 10 s) on an NVSwitch system: the catalog's `WORKFLOW_XID_45` asks for the fabric manager to be restarted | the restart_app window |
 //! | `xid_nvlink5_injected` | none | an NVLink5 XID the driver marks injected (`i1`: a drill): counted, judged as a test | a GPU reset after it |
@@ -74,11 +76,14 @@ pub fn bucket_action(bucket: Bucket) -> (Action, &'static str) {
         Bucket::CheckUvm => (Action::RestartApp, "xid_check_uvm"),
         Bucket::ResetGpu => (Action::ResetGpu, "xid_reset_gpu"),
         Bucket::WorkflowXid48 => (Action::ResetGpu, "xid_workflow_xid_48"),
-        // Decided per event by its registers (`xid::nvlink_err_class`): NVIDIA's
-        // workflow never asks for a GPU reset. Judged by the code alone
-        // (NVML's event, a line without registers), it defers to the
-        // driver: nothing, the reason says the registers were missing.
-        Bucket::WorkflowNvlinkErr => (Action::None, "xid_nvlink_err_undecoded"),
+        // Decided per event by its registers (`xid::nvlink_err_class`).
+        // Judged by the code alone (NVML's event, a line without
+        // registers) it is what every peer makes of the bare code (issue
+        // 46): DCGM 4.6 fails its health watch on 74 ("NVLink Critical
+        // Error", DcgmHealthWatch.cpp), gpud asks for a reboot and a
+        // hardware inspection (xid.go), NVSentinel's syslog monitor sends
+        // WORKFLOW_NVLINK_ERR to CONTACT_SUPPORT, which is ours below.
+        Bucket::WorkflowNvlinkErr => (Action::CheckHardware, "xid_nvlink_err_undecoded"),
         // Decided per event (`XidClass`); a code judged by its bucket alone
         // is an event without its line: the driver's recovery action and
         // XID 154 carry any need.
@@ -122,6 +127,9 @@ pub const REASONS: &[&str] = &[
     "xid_workflow_nvlink_err",
     "xid_nvlink_err_undecoded",
     "xid_nvlink_err_report",
+    "xid_nvlink_err_repeated",
+    "xid_nvlink_err_fabric_reset",
+    "xid_nvlink_err_not_hopper",
     "xid_nvlink5_fatal",
     "xid_nvlink5_undecoded",
     "xid_nvlink5_no_kernel_log",
@@ -154,8 +162,51 @@ pub fn xid_class_action(code: u64, class: XidClass) -> Option<(Action, &'static 
         XidClass::Nvlink5NoKernelLog => Some((Action::None, "xid_nvlink5_no_kernel_log")),
         XidClass::Nvlink5Injected => Some((Action::None, "xid_nvlink5_injected")),
         XidClass::NvlinkErrNothing => Some((Action::None, "none")),
-        XidClass::NvlinkErrReport => Some((Action::None, "xid_nvlink_err_report")),
+        // "Report a bug" is the catalog's CONTACT_SUPPORT in NVIDIA's own
+        // tools: NVSentinel's catalog test counts contact-support among the
+        // manual-triage buckets (a person decides), and its analyzer rules
+        // XID74Reg2Bit13Set, XID74Reg3UnexpectedError,
+        // XID74Reg0SoloNVLinkError and XID74Reg0ECCParityError send each
+        // report-a-bug case to CONTACT_SUPPORT: the same as
+        // `Bucket::ContactSupport` here (issue 46).
+        XidClass::NvlinkErrReport => Some((Action::CheckHardware, "xid_nvlink_err_report")),
+        XidClass::NvlinkErrRepeated => Some((Action::CheckHardware, "xid_nvlink_err_repeated")),
         XidClass::NvlinkErrCheckLink => Some((Action::CheckHardware, "xid_workflow_nvlink_err")),
+        // Fourth register bit 18: "These are generally sympathetic or
+        // secondary errors, though a reset of the fabric is required. If
+        // seen with other bits set or other Xid/SXid, please follow the
+        // resolution for those. If seen solo, please report a bug."
+        // (NVIDIA's catalog, WORKFLOW_NVLINK_ERR, as NVIDIA/NVSentinel's
+        // docs/designs/019-workflow-nvlink-err.md quotes it; its shipped
+        // rule XID74Reg3Bit18Set escalates it). The other bits may ask for
+        // more; solo it is a report (`nvlink_err::decide`).
+        XidClass::NvlinkErrFabricReset => Some((Action::ResetGpu, "xid_nvlink_err_fabric_reset")),
+    }
+}
+
+/// What an event asks for on this GPU: [`xid_class_action`], except that
+/// an XID 74's registers are read only on a GPU NVML names Hopper
+/// (`hopper`). NVIDIA: "The first, third, fourth and fifth registers are
+/// valid for Hopper-based products" (WORKFLOW_NVLINK_ERR, as NVSentinel's
+/// design 019 quotes it); elsewhere (A100, Blackwell, a GPU only the
+/// kernel log names) the code's action, its reason saying why.
+pub fn xid_event_action(
+    code: u64,
+    class: XidClass,
+    hopper: bool,
+) -> Option<(Action, &'static str)> {
+    match class {
+        XidClass::NvlinkErrNothing
+        | XidClass::NvlinkErrReport
+        | XidClass::NvlinkErrRepeated
+        | XidClass::NvlinkErrCheckLink
+        | XidClass::NvlinkErrFabricReset
+            if !hopper =>
+        {
+            let (action, _) = bucket_action(Bucket::WorkflowNvlinkErr);
+            Some((action, "xid_nvlink_err_not_hopper"))
+        }
+        _ => xid_class_action(code, class),
     }
 }
 
@@ -168,8 +219,6 @@ pub const NOTES: &[&str] = &[
     "xid_nvlink5_injected",
     "xid_update_swfw",
     "xid_workflow_xid_45",
-    "xid_nvlink_err_undecoded",
-    "xid_nvlink_err_report",
 ];
 
 /// XIDs within this of a 45 make it not solo (the catalog's "Not Solo":
@@ -195,6 +244,9 @@ pub struct Inputs<'a> {
     pub last_reset: Option<Instant>,
     pub now: Instant,
     pub restart_app_window: Duration,
+    /// NVML names the GPU's architecture Hopper: where NVIDIA's XID 74
+    /// bit table is valid.
+    pub hopper: bool,
 }
 
 /// The GPU's verdict, then one per MIG instance with its own; empty where
@@ -220,7 +272,7 @@ pub fn judge(i: &Inputs<'_>) -> Vec<Verdict> {
     }
     let mut instances: BTreeMap<(u32, Option<u32>), Worst> = BTreeMap::new();
     for x in i.xids {
-        let Some((action, reason)) = xid_class_action(x.code, x.class) else {
+        let Some((action, reason)) = xid_event_action(x.code, x.class, i.hopper) else {
             continue;
         };
         if action == Action::None && is_note(reason) {
@@ -273,6 +325,7 @@ pub fn judge_gpu(g: &GpuState, now: Instant, restart_app_window: Duration) -> Ve
         last_reset: e.last_reset,
         now,
         restart_app_window,
+        hopper: g.identity.architecture.as_deref() == Some("Hopper"),
     })
 }
 
@@ -297,6 +350,8 @@ pub fn judge_unnamed(
                 last_reset: e.last_reset,
                 now,
                 restart_app_window,
+                // Unknown: the log names an address NVML does not.
+                hopper: false,
             });
             let v = v.first()?;
             (v.action != Action::None).then(|| UnnamedGpuVerdict {

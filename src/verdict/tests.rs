@@ -16,6 +16,7 @@ struct Gpu {
     remembered: Remembered,
     instances: Vec<(u32, u32)>,
     last_reset: Option<Instant>,
+    hopper: bool,
 }
 
 impl Gpu {
@@ -29,6 +30,7 @@ impl Gpu {
             // MIG instances 1 to 7, one compute instance each.
             instances: (1..=7).map(|gi| (gi, 0)).collect(),
             last_reset: None,
+            hopper: true,
         }
     }
 
@@ -63,6 +65,7 @@ impl Gpu {
             last_reset: self.last_reset,
             now: self.at(secs),
             restart_app_window: WINDOW,
+            hopper: self.hopper,
         })
         .into_iter()
         .map(|v| (v.gpu_instance, v.action.as_label(), v.reason))
@@ -254,6 +257,13 @@ fn every_bucket_has_an_action_and_every_reason_is_listed() {
             assert_eq!(
                 (action, reason),
                 (Action::None, "xid_nvlink5_no_kernel_log")
+            );
+        } else if *bucket == crate::xid_catalog::Bucket::WorkflowNvlinkErr {
+            // XID 74 judged by its code alone: the registers were missing
+            // (issue 46: the code-wide action, the reason says why).
+            assert_eq!(
+                (action, reason),
+                (Action::CheckHardware, "xid_nvlink_err_undecoded")
             );
         } else if action != Action::None {
             assert_eq!(reason, format!("xid_{}", bucket.as_str().to_lowercase()));
@@ -513,8 +523,10 @@ fn update_swfw_and_a_lone_45_are_named_without_a_drain() {
     assert_eq!(g.gpu(4), ("none", "xid_update_swfw"), "not solo");
 }
 
-/// Issue 36, F3: XID 74 by NVIDIA's workflow on its registers, never a
-/// reset.
+/// Issue 36, F3: XID 74 by NVIDIA's workflow on its registers; issue 46:
+/// the fourth register's bit 18 asks for a reset of the fabric (it was a
+/// note at none), a report-a-bug is the catalog's CONTACT_SUPPORT, and
+/// the bare code what the peers make of it.
 #[test]
 fn xid_74_asks_for_what_its_registers_say() {
     let class = |r| nvlink_err_class(Some(r));
@@ -527,18 +539,71 @@ fn xid_74_asks_for_what_its_registers_say() {
         at(class([1 << 8, 0, 0, 0, 0, 0, 0])),
         Some((Action::CheckHardware, "xid_workflow_nvlink_err"))
     );
+    // Fourth register bit 18 with an ECC threshold bit: the fabric reset.
+    assert_eq!(
+        at(class([0, 0, 0, 1 << 18, 1 << 20, 0, 0])),
+        Some((Action::ResetGpu, "xid_nvlink_err_fabric_reset"))
+    );
+    // Solo, also "please report a bug": the catalog's CONTACT_SUPPORT.
+    let contact_support = bucket_action(Bucket::ContactSupport).0;
     assert_eq!(
         at(class([0, 0, 0, 1 << 18, 0, 0, 0])),
-        Some((Action::None, "xid_nvlink_err_report"))
+        Some((contact_support, "xid_nvlink_err_report"))
+    );
+    assert_eq!(
+        at(class([0, 0, 1 << 13, 0, 0, 0, 0])),
+        Some((contact_support, "xid_nvlink_err_report"))
+    );
+    assert_eq!(
+        at(XidClass::NvlinkErrRepeated),
+        Some((contact_support, "xid_nvlink_err_repeated"))
     );
     assert_eq!(
         at(nvlink_err_class(None)),
-        Some((Action::None, "xid_nvlink_err_undecoded"))
+        Some((Action::CheckHardware, "xid_nvlink_err_undecoded"))
     );
-    assert_eq!(xid_action(74).map(|a| a.0), Some(Action::None));
+    assert_eq!(xid_action(74).map(|a| a.0), Some(Action::CheckHardware));
     let mut g = Gpu::new();
     g.xid(1, 74, None);
-    assert_eq!(g.gpu(2), ("none", "xid_nvlink_err_undecoded"));
+    assert_eq!(g.gpu(2), ("check_hardware", "xid_nvlink_err_undecoded"));
+    // Past a reset, still: the board is to be looked at before reuse.
+    g.reset(3);
+    assert_eq!(g.gpu(4), ("check_hardware", "xid_nvlink_err_undecoded"));
+}
+
+/// Issue 46: the bit table is Hopper's ("The first, third, fourth and
+/// fifth registers are valid for Hopper-based products"). On another
+/// architecture any 74 gets the code's action, whatever its bits say.
+#[test]
+fn xid_74_bits_are_read_on_hopper_only() {
+    let mut g = Gpu::new();
+    g.xids.push(XidSeen {
+        code: 74,
+        class: nvlink_err_class(Some([1, 0, 0, 0, 0, 0, 0])),
+        gpu_instance: None,
+        compute_instance: None,
+        at: g.at(1),
+    });
+    assert_eq!(g.gpu(2), ("none", "none"), "Hopper: safely ignored");
+    g.hopper = false;
+    assert_eq!(g.gpu(2), ("check_hardware", "xid_nvlink_err_not_hopper"));
+    for class in [
+        XidClass::NvlinkErrReport,
+        XidClass::NvlinkErrRepeated,
+        XidClass::NvlinkErrCheckLink,
+        XidClass::NvlinkErrFabricReset,
+    ] {
+        assert_eq!(
+            xid_event_action(74, class, false),
+            Some((Action::CheckHardware, "xid_nvlink_err_not_hopper")),
+            "{class:?}"
+        );
+    }
+    // The bare code is the same everywhere.
+    assert_eq!(
+        xid_event_action(74, XidClass::Code, false),
+        xid_event_action(74, XidClass::Code, true)
+    );
 }
 
 /// The ledger keeps the latest event of exactly the codes and classes
@@ -557,12 +622,18 @@ fn what_the_ledger_keeps_is_what_the_verdict_acts_on() {
         XidClass::NvlinkErrNothing,
         XidClass::NvlinkErrReport,
         XidClass::NvlinkErrCheckLink,
+        XidClass::NvlinkErrFabricReset,
+        XidClass::NvlinkErrRepeated,
     ];
     let mut kept = 0;
     for code in 0..=crate::snapshot::MAX_XID_CODE + 2 {
         for class in classes {
-            let acts = xid_class_action(code, class)
-                .is_some_and(|(a, reason)| a != Action::None || is_note(reason));
+            // On some GPU: a 74 that asks for nothing on Hopper asks for
+            // the code's action elsewhere.
+            let acts = [true, false].iter().any(|&hopper| {
+                xid_event_action(code, class, hopper)
+                    .is_some_and(|(a, reason)| a != Action::None || is_note(reason))
+            });
             assert_eq!(crate::xid::kept(code, class), acts, "XID {code} {class:?}");
             kept += usize::from(acts);
         }

@@ -29,13 +29,14 @@ pub fn class_without_line(code: u64) -> XidClass {
 }
 
 /// How an XID 74 line is judged: by NVIDIA's workflow on its registers
-/// (`xid_catalog::nvlink_err`); without them, by its code (nothing of its
-/// own, the reason says the registers were missing).
+/// (`xid_catalog::nvlink_err`); without them, by its code (the verdict's
+/// code-wide action, the reason says the registers were missing).
 pub fn nvlink_err_class(registers: Option<[u32; 7]>) -> XidClass {
     use xid_catalog::nvlink_err::{decide, Decision};
     match registers.map(|r| decide(&r)) {
         None => XidClass::Code,
         Some(Decision::Nothing) => XidClass::NvlinkErrNothing,
+        Some(Decision::FabricReset) => XidClass::NvlinkErrFabricReset,
         Some(Decision::Report) => XidClass::NvlinkErrReport,
         Some(Decision::CheckLink) => XidClass::NvlinkErrCheckLink,
     }
@@ -79,7 +80,7 @@ pub fn nvlink5_class(code: u64, words: &Nvlink5Words, driver_major: Option<u32>)
 /// its bucket.
 pub(super) fn line_class(xid: &Xid, driver_major: Option<u32>) -> XidClass {
     match xid.nvlink5 {
-        _ if xid.code == 74 => nvlink_err_class(xid.nvlink_err),
+        _ if xid.code == 74 => nvlink_err_class(xid.nvlink_err.map(|e| e.registers)),
         _ if !is_nvlink5(xid.code) => XidClass::Code,
         Some(w) => nvlink5_class(xid.code, &w, driver_major),
         None => XidClass::Nvlink5Undecoded,
@@ -120,8 +121,13 @@ pub fn kept(code: u64, class: XidClass) -> bool {
             | Bucket::ContactSupport
             | Bucket::WorkflowXid45 => true,
         }),
-        XidClass::Nvlink5Nothing | XidClass::NvlinkErrNothing => false,
-        XidClass::Nvlink5Fatal
+        XidClass::Nvlink5Nothing => false,
+        // Kept: off Hopper the verdict gives the code-wide action whatever
+        // the bits say (`crate::verdict::xid_event_action`).
+        XidClass::NvlinkErrNothing
+        | XidClass::NvlinkErrFabricReset
+        | XidClass::NvlinkErrRepeated
+        | XidClass::Nvlink5Fatal
         | XidClass::Nvlink5Undecoded
         | XidClass::Nvlink5NoKernelLog
         | XidClass::Nvlink5Injected

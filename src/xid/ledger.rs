@@ -40,6 +40,14 @@ struct Recent {
     paired: bool,
 }
 
+/// NVIDIA's `WORKFLOW_NVLINK_ERR` asks a report for ECC/parity bits "seen
+/// more than 2 times on the same link" and gives no period; NVSentinel's
+/// rules (`XID74Reg0ECCParityError`, `RepeatedXID74Reg2HardwareIssue`)
+/// count "on the same NVLink and GPU within 24 hours", which we take.
+pub const NVLINK_ERR_REPEAT_WINDOW: Duration = Duration::from_secs(24 * 3600);
+/// Links counted per GPU: an H100 has 18, a crafted log may name more.
+const LINKS_MAX: usize = 64;
+
 /// A log record dated this little after the latest counted event of its
 /// code is the same event: the kernel's timestamp and NVML's arrival time
 /// of one event differ by milliseconds.
@@ -65,6 +73,10 @@ pub struct Ledger {
     /// restored counts hold. A log record of that code no later is one
     /// they counted already.
     pub counted_through: BTreeMap<XidKey, SystemTime>,
+    /// Per NVLink link: when XID 74 lines with ECC/parity bits were logged
+    /// on it, the latest `LINK_REPEATS_ALLOWED + 1` within
+    /// `NVLINK_ERR_REPEAT_WINDOW` of the newest (kept in the state file).
+    link_repeats: BTreeMap<u32, Vec<SystemTime>>,
 }
 
 impl Ledger {
@@ -91,6 +103,14 @@ impl Ledger {
             // Counted by an earlier run of this boot, whose restored
             // counts hold it.
             return;
+        }
+        if let Some(link) = e
+            .nvlink_err_link
+            .filter(|_| e.source == XidSource::KernelLog)
+        {
+            if self.repeated_on_link(link, e.wall) {
+                self.note_latest(key, XidClass::NvlinkErrRepeated, e.at);
+            }
         }
         // NVML's event of a code decided by its line (NVLink5, 74) waits
         // for that line.
@@ -168,6 +188,37 @@ impl Ledger {
             .collect()
     }
 
+    /// Counts an ECC/parity XID 74 on `link` logged at `wall`; whether the
+    /// link has now seen more than NVIDIA allows within the window.
+    fn repeated_on_link(&mut self, link: u32, wall: SystemTime) -> bool {
+        use crate::xid_catalog::nvlink_err::LINK_REPEATS_ALLOWED;
+        if !self.link_repeats.contains_key(&link) && self.link_repeats.len() >= LINKS_MAX {
+            return false;
+        }
+        let seen = self.link_repeats.entry(link).or_default();
+        seen.push(wall);
+        keep_window(seen, wall);
+        seen.len() > LINK_REPEATS_ALLOWED
+    }
+
+    /// The ECC/parity XID 74s counted per link, for the state file.
+    pub fn link_repeats(&self) -> impl Iterator<Item = (u32, &[SystemTime])> {
+        self.link_repeats.iter().map(|(&l, s)| (l, s.as_slice()))
+    }
+
+    /// Adds an earlier run's counts of a link (the state file's), held to
+    /// what counting keeps.
+    pub fn restore_link_repeats(&mut self, link: u32, seen: &[SystemTime]) {
+        if !self.link_repeats.contains_key(&link) && self.link_repeats.len() >= LINKS_MAX {
+            return;
+        }
+        let mine = self.link_repeats.entry(link).or_default();
+        mine.extend_from_slice(seen);
+        if let Some(&newest) = mine.iter().max() {
+            keep_window(mine, newest);
+        }
+    }
+
     /// Keeps the latest event of a code and class the verdict may act on.
     pub fn note_latest(&mut self, key: XidKey, class: XidClass, at: Instant) {
         // Kept too: an event at action none whose reason says what
@@ -228,6 +279,19 @@ impl Ledger {
         None
     }
 }
+/// Keeps, sorted, the latest `LINK_REPEATS_ALLOWED + 1` times within
+/// `NVLINK_ERR_REPEAT_WINDOW` before `newest`: all that deciding "more
+/// than 2" needs.
+fn keep_window(seen: &mut Vec<SystemTime>, newest: SystemTime) {
+    use crate::xid_catalog::nvlink_err::LINK_REPEATS_ALLOWED;
+    let from = newest.checked_sub(NVLINK_ERR_REPEAT_WINDOW);
+    seen.retain(|t| from.is_none_or(|f| *t > f));
+    seen.sort_unstable();
+    seen.dedup();
+    let extra = seen.len().saturating_sub(LINK_REPEATS_ALLOWED + 1);
+    seen.drain(..extra);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,6 +320,7 @@ mod tests {
             source: XidSource::Nvml,
             at: Instant::now(),
             wall,
+            nvlink_err_link: None,
         }
     }
 
@@ -268,6 +333,7 @@ mod tests {
             source,
             at,
             wall: SystemTime::now(),
+            nvlink_err_link: None,
         }
     }
 
@@ -467,5 +533,57 @@ mod tests {
         );
         let total: u64 = st.xids.values().map(|v| v.0).sum::<u64>() + other.count();
         assert_eq!(total, 10, "every event is counted somewhere");
+    }
+
+    /// Issue 46: "If seen more than 2 times on the same link, report a
+    /// bug" (NVIDIA's WORKFLOW_NVLINK_ERR, ECC/parity bits): the third
+    /// ECC/parity XID 74 on one link within 24 hours asks for a report;
+    /// two, other links, older events or NVML's copy do not.
+    #[test]
+    fn a_link_that_repeats_ecc_errors_asks_for_a_report() {
+        use XidSource::{KernelLog, Nvml};
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let at = Instant::now();
+        let line = |link, secs: u64, source| XidEvent {
+            class: XidClass::NvlinkErrNothing,
+            wall: t0 + Duration::from_secs(secs),
+            nvlink_err_link: Some(link),
+            ..event(74, None, source, at + Duration::from_secs(secs))
+        };
+        let repeated = |slot: &Slot| {
+            slot.ledger
+                .xids_seen()
+                .iter()
+                .any(|x| x.class == XidClass::NvlinkErrRepeated)
+        };
+        let mut slot = Slot::default();
+        // Two on link 3, one on link 4, one a day and more before.
+        slot.record_xid(line(3, 0, KernelLog), 64);
+        slot.record_xid(line(3, 25 * 3600, KernelLog), 64);
+        slot.record_xid(line(4, 25 * 3600 + 1, KernelLog), 64);
+        slot.record_xid(line(3, 25 * 3600 + 2, KernelLog), 64);
+        slot.record_xid(line(3, 25 * 3600 + 3, Nvml), 64);
+        assert!(!repeated(&slot), "{:?}", slot.ledger.xids_seen());
+        // The third within the window on link 3.
+        slot.record_xid(line(3, 26 * 3600, KernelLog), 64);
+        assert!(repeated(&slot));
+        // Kept per link, and restored into a fresh ledger they still count.
+        let kept: Vec<(u32, Vec<SystemTime>)> = slot
+            .ledger
+            .link_repeats()
+            .map(|(l, s)| (l, s.to_vec()))
+            .collect();
+        assert_eq!(
+            kept.iter().map(|(l, s)| (*l, s.len())).collect::<Vec<_>>(),
+            [(3, 3), (4, 1)]
+        );
+        let mut back = Slot::default();
+        for (l, s) in &kept {
+            back.ledger.restore_link_repeats(*l, s);
+        }
+        back.record_xid(line(4, 26 * 3600 + 1, KernelLog), 64);
+        assert!(!repeated(&back), "two on link 4");
+        back.record_xid(line(4, 26 * 3600 + 2, KernelLog), 64);
+        assert!(repeated(&back), "the third on link 4, one of them restored");
     }
 }

@@ -21,7 +21,7 @@ pub use classify::{
     class_without_line, decided_by_line, is_nvlink5, kept, nvlink5_class, nvlink_err_class,
     nvml_class,
 };
-pub use ledger::{Ledger, DEDUPE_WINDOW};
+pub use ledger::{Ledger, DEDUPE_WINDOW, NVLINK_ERR_REPEAT_WINDOW};
 
 /// An XID count's key: the XID, and the MIG GPU and compute instance it
 /// came from (on MIG-enabled GPUs).
@@ -46,6 +46,10 @@ pub struct XidEvent {
     /// When it happened: received from NVML, or logged by the kernel.
     pub at: Instant,
     pub wall: SystemTime,
+    /// An XID 74 line's link, where its registers have ECC/parity bits
+    /// NVIDIA asks a report for when "seen more than 2 times on the same
+    /// link": the ledger counts it there.
+    pub nvlink_err_link: Option<u32>,
 }
 
 impl XidEvent {
@@ -65,6 +69,11 @@ impl XidEvent {
             source: XidSource::KernelLog,
             at,
             wall,
+            nvlink_err_link: xid.nvlink_err.and_then(|e| {
+                crate::xid_catalog::nvlink_err::counts_on_link(&e.registers)
+                    .then_some(e.link)
+                    .flatten()
+            }),
         }
     }
 }

@@ -717,11 +717,11 @@ fn a_restart_on_a_wrapped_kernel_log_keeps_the_counts_with_the_state_file() {
         "never lower:\n{}",
         second.log()
     );
-    // A 74 line without its registers asks for nothing of its own (issue
-    // 36: NVIDIA's workflow never asks for a GPU reset).
+    // A 74 line without its registers: the code-wide action (issue 46:
+    // DCGM, gpud and NVSentinel all act on the bare code).
     assert_eq!(
         gpu_verdicts(&text)["3"],
-        verdict("none", "xid_nvlink_err_undecoded")
+        verdict("check_hardware", "xid_nvlink_err_undecoded")
     );
     assert!(
         second.log().contains("state of this boot restored"),

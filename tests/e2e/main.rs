@@ -35,6 +35,7 @@ mod http;
 mod kmsg;
 mod library_search;
 mod module_layers;
+mod nvlink_err;
 mod parser_bounds;
 mod privilege;
 mod replay;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use super::SlotState;
 use crate::snapshot::XidClass;
 use crate::snapshot::{GpuReadings, RemappedRows, XidOther, MAX_XID_CODE};
-use crate::state::{GpuRecord, LatestRecord, OtherRecord, XidCountRecord};
+use crate::state::{GpuRecord, LatestRecord, LinkRepeatsRecord, OtherRecord, XidCountRecord};
 use crate::xid::XidKey;
 
 /// Our clock against the boot's: `now` is `uptime` seconds after boot.
@@ -62,6 +62,8 @@ pub fn class_name(class: XidClass) -> &'static str {
         XidClass::NvlinkErrNothing => "nvlink_err_nothing",
         XidClass::NvlinkErrReport => "nvlink_err_report",
         XidClass::NvlinkErrCheckLink => "nvlink_err_check_link",
+        XidClass::NvlinkErrFabricReset => "nvlink_err_fabric_reset",
+        XidClass::NvlinkErrRepeated => "nvlink_err_repeated",
     }
 }
 
@@ -76,6 +78,8 @@ pub fn class_of(name: &str) -> Option<XidClass> {
         "nvlink_err_nothing" => XidClass::NvlinkErrNothing,
         "nvlink_err_report" => XidClass::NvlinkErrReport,
         "nvlink_err_check_link" => XidClass::NvlinkErrCheckLink,
+        "nvlink_err_fabric_reset" => XidClass::NvlinkErrFabricReset,
+        "nvlink_err_repeated" => XidClass::NvlinkErrRepeated,
         _ => return None,
     })
 }
@@ -133,6 +137,14 @@ pub fn record(st: &SlotState, clock: Option<&Clock>) -> Option<GpuRecord> {
         mig_remap_failure: st.remembered.mig_remap_failure,
         remap_pending: readings.and_then(|r| r.remapped_rows).map(|m| m.pending),
         retirement_pending: readings.and_then(|r| r.retired_pages_pending),
+        nvlink_err_links: st
+            .ledger
+            .link_repeats()
+            .map(|(link, seen)| LinkRepeatsRecord {
+                link,
+                seen: seen.iter().map(|&t| unix(t)).collect(),
+            })
+            .collect(),
     })
 }
 
@@ -199,6 +211,10 @@ pub fn restore(st: &mut SlotState, rec: &GpuRecord, clock: Option<&Clock>, max_c
             let at = c.instant(s);
             st.last_reset = st.last_reset.max(Some(at));
         }
+    }
+    for l in &rec.nvlink_err_links {
+        let seen: Vec<SystemTime> = l.seen.iter().map(|&s| system_time(s)).collect();
+        st.ledger.restore_link_repeats(l.link, &seen);
     }
     st.remembered.remap_failed |= rec.remap_failed;
     st.remembered.mig_remap_failure |= rec.mig_remap_failure;
@@ -286,6 +302,8 @@ mod tests {
             .note_latest((149, None, None), XidClass::Nvlink5Fatal, earlier);
         st.last_reset = Some(earlier.checked_sub(Duration::from_secs(5)).unwrap());
         st.remembered.mig_remap_failure = true;
+        let day = |s: f64| system_time(1.8e9 + s);
+        st.ledger.restore_link_repeats(7, &[day(0.0), day(60.0)]);
         st.readings = Some(std::sync::Arc::new(GpuReadings {
             retired_pages_pending: Some(true),
             ..GpuReadings::default()
@@ -308,6 +326,16 @@ mod tests {
             "the time comes back"
         );
         assert!(back.last_reset.is_some() && back.remembered.mig_remap_failure);
+        let links: Vec<_> = back
+            .ledger
+            .link_repeats()
+            .map(|(l, s)| (l, s.to_vec()))
+            .collect();
+        assert_eq!(
+            links,
+            [(7, vec![day(0.0), day(60.0)])],
+            "the link's ECC repeats"
+        );
         let base = back.baseline.unwrap();
         assert_eq!(base.retired_pages_pending, Some(true));
     }

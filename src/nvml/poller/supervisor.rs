@@ -163,6 +163,7 @@ impl Supervisor {
                         source: XidSource::KernelLog,
                         at: c.instant(u.at_s),
                         wall: persist::system_time(u.wall),
+                        nvlink_err_link: None,
                     },
                 );
             }

@@ -146,6 +146,7 @@ mod tests {
             source: XidSource::KernelLog,
             at,
             wall: SystemTime::now(),
+            nvlink_err_link: None,
         }
     }
 

@@ -183,6 +183,7 @@ impl Events {
                     source: XidSource::Nvml,
                     at: Instant::now(),
                     wall: SystemTime::now(),
+                    nvlink_err_link: None,
                 },
                 max_codes,
             ),
