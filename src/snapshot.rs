@@ -288,6 +288,10 @@ pub enum XidClass {
     NvlinkErrReport,
     /// XID 74 whose registers ask for the link to be checked.
     NvlinkErrCheckLink,
+    /// XID 45 whose line names the XID that caused it (`caused by previous
+    /// Xid N`): not solo, the catalog's "Not Solo: IGNORE"; the cause is
+    /// judged by its own line.
+    Xid45Caused,
 }
 
 /// The latest XID of one code, class (and MIG instance) on a GPU.

@@ -62,6 +62,7 @@ pub fn class_name(class: XidClass) -> &'static str {
         XidClass::NvlinkErrNothing => "nvlink_err_nothing",
         XidClass::NvlinkErrReport => "nvlink_err_report",
         XidClass::NvlinkErrCheckLink => "nvlink_err_check_link",
+        XidClass::Xid45Caused => "xid45_caused",
     }
 }
 
@@ -76,6 +77,7 @@ pub fn class_of(name: &str) -> Option<XidClass> {
         "nvlink_err_nothing" => XidClass::NvlinkErrNothing,
         "nvlink_err_report" => XidClass::NvlinkErrReport,
         "nvlink_err_check_link" => XidClass::NvlinkErrCheckLink,
+        "xid45_caused" => XidClass::Xid45Caused,
         _ => return None,
     })
 }
