@@ -1,4 +1,4 @@
-//! NVIDIA's XID catalog, every code from 1 to 176, with the resolution
+//! NVIDIA's XID catalog, every code from 1 to 176 and 185, with the resolution
 //! bucket that decides what we do about it: the one table behind the XID
 //! alert rules (`alerts/nvidia-gpu.rules.yml`: which rule's regular
 //! expression holds a code), the runbook's severity table
@@ -401,7 +401,7 @@ pub const CATALOG: &[Xid] = &[
         "Preemptive cleanup, due to previous errors",
         Catalog(Bucket::WorkflowXid45),
         XidAlert::None,
-        "nothing when it follows another XID (the catalog: not solo, IGNORE); alone on an NVSwitch system, restart Fabric Manager",
+        "nothing when another XID came with it on any GPU of the node within 10 s, or its line names the cause (caused by previous Xid N; the catalog: not solo, IGNORE); alone on an NVSwitch system, restart Fabric Manager (reason xid_workflow_xid_45)",
     ),
     xid(
         46,
