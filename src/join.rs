@@ -24,7 +24,7 @@ use crate::kubernetes::Attribution;
 use crate::render::{self, RenderContext};
 use crate::selection::Runtime;
 use crate::selfstat::SelfStats;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, XidSeen};
 use crate::verdict;
 use crate::workloads::Workloads;
 
@@ -104,8 +104,23 @@ impl Join {
 /// sampler published: each GPU's, and each address only the kernel log
 /// names. `--config.check` calls it alone, on the snapshot it counts.
 pub fn judge(snapshot: &mut Snapshot, now: Instant, restart_app_window: Duration) {
+    // Every GPU's XIDs, and those of addresses only the kernel log names:
+    // what a GPU's lone XID 45 is weighed against.
+    let node_xids: Vec<XidSeen> = snapshot
+        .gpus
+        .iter()
+        .filter_map(|g| g.evidence.as_ref())
+        .flat_map(|e| e.xids.iter().copied())
+        .chain(
+            snapshot
+                .kernel_log
+                .iter()
+                .filter_map(|l| l.unnamed_evidence.as_ref())
+                .flat_map(|e| e.gpus.iter().flat_map(|g| g.xids.iter().copied())),
+        )
+        .collect();
     for g in &mut snapshot.gpus {
-        g.verdicts = verdict::judge_gpu(g, now, restart_app_window);
+        g.verdicts = verdict::judge_gpu(g, &node_xids, now, restart_app_window);
     }
     if let Some(log) = &mut snapshot.kernel_log {
         log.unnamed_gpus = log.unnamed_evidence.as_ref().map_or_else(Vec::new, |e| {

@@ -294,6 +294,10 @@ pub enum XidClass {
     /// XID 74 with ECC/parity bits seen more than twice on the same link
     /// within `xid::NVLINK_ERR_REPEAT_WINDOW`: a report to NVIDIA.
     NvlinkErrRepeated,
+    /// XID 45 whose line names the XID that caused it (`caused by previous
+    /// Xid N`): not solo, the catalog's "Not Solo: IGNORE"; the cause is
+    /// judged by its own line.
+    Xid45Caused,
 }
 
 /// The latest XID of one code, class (and MIG instance) on a GPU.

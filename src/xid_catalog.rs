@@ -1,4 +1,4 @@
-//! NVIDIA's XID catalog, every code from 1 to 176, with the resolution
+//! NVIDIA's XID catalog, every code from 1 to 176 and 185, with the resolution
 //! bucket that decides what we do about it: the one table behind the XID
 //! alert rules (`alerts/nvidia-gpu.rules.yml`: which rule's regular
 //! expression holds a code), the runbook's severity table
@@ -12,13 +12,19 @@
 //! Source: *Analyzing Xid Errors with the Xid Catalog*
 //! (<https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html>),
 //! Ampere and newer: mnemonic, description and "Resolution Bucket
-//! (Immediate Action)" per code. The catalog gives no bucket for 162-176;
-//! for those the table says which bucket we chose and why. Codes 173-176
-//! are the driver's (`nverror.h` of NVIDIA/open-gpu-kernel-modules up to
-//! the 595 branch, kept in `xid_catalog/nverror_defines.txt` with its
-//! source; a test fails while one of its codes has no row here). Codes the
-//! catalog marks "Unused" on every Ampere-and-newer product are
-//! CONTACT_SUPPORT there: seen at all, they are worth a ticket.
+//! (Immediate Action)" per code. The catalog gives no bucket for 162-176
+//! and 185; for those the table says which bucket we chose and why: by
+//! default NVSentinel's for a code without one, CONTACT_SUPPORT
+//! (NVIDIA/NVSentinel `health-monitors/syslog-health-monitor/pkg/xid/parser/csv.go`,
+//! `parseStandardXID`: "No action found for XID code, defaulting to
+//! CONTACT_SUPPORT"), otherwise the row names its source or reason. Codes
+//! 173-176 are the driver's (`nverror.h` of NVIDIA/open-gpu-kernel-modules
+//! up to the 595 branch, kept in `xid_catalog/nverror_defines.txt` with its
+//! source; a test fails while one of its codes has no row here, or while
+//! the file is of another release than [`NVERROR_TAG`]); 185 is named by
+//! NVIDIA's R620 notes ([`PAST_NVERROR`]). Codes the catalog marks
+//! "Unused" on every Ampere-and-newer product are CONTACT_SUPPORT there:
+//! seen at all, a person looks (the verdict's `check_hardware`).
 //!
 //! The NVLink5 codes 144-150 resolve per event, by the sheet "XID 144-150
 //! Decode" (`nvlink5.rs`), not by code.
@@ -239,13 +245,13 @@ const fn unused(code: u16, mnemonic: &'static str) -> Xid {
         "Unused on Ampere and newer",
         Catalog(Bucket::ContactSupport),
         XidAlert::Warning,
-        "not expected on Ampere and newer: save the evidence and report it to NVIDIA (Volta and older: NVIDIA's archive catalog)",
+        "drained until a person decides: not expected on Ampere and newer; save the evidence and report it to NVIDIA (Volta and older: NVIDIA's archive catalog)",
     )
 }
 
 use Source::{Catalog, Departs, Ours};
 
-/// Every code of the catalog, 1 to 176, in order.
+/// Every code of the catalog, 1 to 176 and 185, in order.
 pub const CATALOG: &[Xid] = &[
     unused(1, "ROBUST_CHANNEL_FIFO_ERROR_FIFO_METHOD"),
     unused(2, "ROBUST_CHANNEL_FIFO_ERROR_SW_METHOD"),
@@ -395,7 +401,7 @@ pub const CATALOG: &[Xid] = &[
         "Preemptive cleanup, due to previous errors",
         Catalog(Bucket::WorkflowXid45),
         XidAlert::None,
-        "nothing when it follows another XID (the catalog: not solo, IGNORE); alone on an NVSwitch system, restart Fabric Manager",
+        "nothing when another XID came with it on any GPU of the node within 10 s, or its line names the cause (caused by previous Xid N; the catalog: not solo, IGNORE); alone on an NVSwitch system, restart Fabric Manager (reason xid_workflow_xid_45)",
     ),
     xid(
         46,
@@ -425,7 +431,7 @@ pub const CATALOG: &[Xid] = &[
         "Auxiliary power is not connected to the GPU board",
         Catalog(Bucket::CheckMechanicals),
         XidAlert::Warning,
-        "check the board's seating and power connectors at the next window; until then the GPU runs at reduced clocks",
+        "drained until a person decides: check the board's seating and power connectors (until then the GPU runs at reduced clocks)",
     ),
     unused(55, "SILENT_RUNNING_TEMPERATURE_READ_ERROR"),
     unused(56, "DISPLAY_CHANNEL_EXCEPTION"),
@@ -446,7 +452,7 @@ pub const CATALOG: &[Xid] = &[
         "Internal micro-controller breakpoint/warning (unused on Ampere and newer)",
         Catalog(Bucket::ContactSupport),
         XidAlert::Warning,
-        "older GPUs only: save the evidence, reset at convenience, report to NVIDIA if it recurs",
+        "drained until a person decides: older GPUs only; save the evidence, reset the GPU, report to NVIDIA if it recurs",
     ),
     xid(
         62,
@@ -462,7 +468,7 @@ pub const CATALOG: &[Xid] = &[
         "Row remap (or page retirement) recorded",
         Departs(Bucket::Ignore),
         XidAlert::Warning,
-        "reset at the next service window to apply it; a ticket, departing from the catalog, because on MIG GPUs this XID is the only sign of a remap (see below)",
+        "nothing on the XID itself (NVML's pending remap asks for the reset, remap_pending): reset at the next service window to apply it; a ticket, departing from the catalog, because on MIG GPUs this XID is the only sign of a remap (see below)",
     ),
     xid(
         64,
@@ -470,7 +476,7 @@ pub const CATALOG: &[Xid] = &[
         "ECC page retirement or row remap failure",
         Catalog(Bucket::ResetGpu),
         XidAlert::Critical,
-        "drain; RMA",
+        "drain, reset; RMA where remapping failed (NVML's flag, the verdict's remap_failed)",
     ),
     unused(65, "ROBUST_CHANNEL_NVENC1_ERROR"),
     xid(
@@ -568,7 +574,7 @@ pub const CATALOG: &[Xid] = &[
         "vGPU start error",
         Catalog(Bucket::UpdateSwFw),
         XidAlert::Warning,
-        "update the host and guest drivers to matching versions; check that the vGPU type suits the guest",
+        "drained until a person decides: update the host and guest drivers to matching versions and check that the vGPU type suits the guest, then reboot",
     ),
     xid(
         79,
@@ -961,7 +967,7 @@ pub const CATALOG: &[Xid] = &[
         "NVENC3 error (GB200)",
         Catalog(Bucket::ContactSupport),
         XidAlert::Warning,
-        "save the evidence and report it to NVIDIA",
+        "drained until a person decides: save the evidence and report it to NVIDIA",
     ),
     xid(
         143,
@@ -977,7 +983,7 @@ pub const CATALOG: &[Xid] = &[
         "NVLink5 SAW error (Blackwell)",
         Catalog(Bucket::WorkflowNvlink5Err),
         XidAlert::None,
-        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, a reset",
+        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, nothing on the XID (reason xid_nvlink5_no_kernel_log): the driver's recovery action and XID 154 carry any need",
     ),
     xid(
         145,
@@ -985,7 +991,7 @@ pub const CATALOG: &[Xid] = &[
         "NVLink5 RLW error (Blackwell)",
         Catalog(Bucket::WorkflowNvlink5Err),
         XidAlert::None,
-        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, a reset",
+        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, nothing on the XID (reason xid_nvlink5_no_kernel_log): the driver's recovery action and XID 154 carry any need",
     ),
     xid(
         146,
@@ -993,7 +999,7 @@ pub const CATALOG: &[Xid] = &[
         "NVLink5 TLW error (Blackwell)",
         Catalog(Bucket::WorkflowNvlink5Err),
         XidAlert::None,
-        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, a reset",
+        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, nothing on the XID (reason xid_nvlink5_no_kernel_log): the driver's recovery action and XID 154 carry any need",
     ),
     xid(
         147,
@@ -1001,7 +1007,7 @@ pub const CATALOG: &[Xid] = &[
         "NVLink5 TREX error (Blackwell)",
         Catalog(Bucket::WorkflowNvlink5Err),
         XidAlert::None,
-        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, a reset",
+        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, nothing on the XID (reason xid_nvlink5_no_kernel_log): the driver's recovery action and XID 154 carry any need",
     ),
     xid(
         148,
@@ -1009,7 +1015,7 @@ pub const CATALOG: &[Xid] = &[
         "NVLink5 NVLPW_CTRL error (Blackwell)",
         Catalog(Bucket::WorkflowNvlink5Err),
         XidAlert::None,
-        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, a reset",
+        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, nothing on the XID (reason xid_nvlink5_no_kernel_log): the driver's recovery action and XID 154 carry any need",
     ),
     xid(
         149,
@@ -1017,7 +1023,7 @@ pub const CATALOG: &[Xid] = &[
         "NVLink5 NETIR error (Blackwell)",
         Catalog(Bucket::WorkflowNvlink5Err),
         XidAlert::None,
-        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, a reset",
+        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, nothing on the XID (reason xid_nvlink5_no_kernel_log): the driver's recovery action and XID 154 carry any need",
     ),
     xid(
         150,
@@ -1025,7 +1031,7 @@ pub const CATALOG: &[Xid] = &[
         "NVLink5 MSE error (Blackwell)",
         Catalog(Bucket::WorkflowNvlink5Err),
         XidAlert::None,
-        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, a reset",
+        "decided per event by NVIDIA's decode sheet (NVLink5 XIDs 144-150, below): a fatal event asks for a reset and pages as NvidiaGpuActionRequired, a non-fatal one asks for nothing; without its kernel-log line, nothing on the XID (reason xid_nvlink5_no_kernel_log): the driver's recovery action and XID 154 carry any need",
     ),
     xid(
         151,
@@ -1081,7 +1087,7 @@ pub const CATALOG: &[Xid] = &[
         "Resource retirement failure: no spare resources left to repair (H100 and newer)",
         Departs(Bucket::Ignore),
         XidAlert::Warning,
-        "workloads may still run but the same fault can come back unrepaired: a ticket, departing from the catalog, to plan an RMA (as for exhausted remapper banks)",
+        "nothing on the GPU now: workloads still run, but the same fault can come back unrepaired: a ticket, departing from the catalog, to plan an RMA (as for exhausted remapper banks)",
     ),
     xid(
         158,
@@ -1097,7 +1103,7 @@ pub const CATALOG: &[Xid] = &[
         "CHI non-data error on a C2C link (Grace superchips)",
         Catalog(Bucket::CheckUvm),
         XidAlert::Warning,
-        "where UVM or vGPU is in use, reset the GPU at the next window; otherwise nothing",
+        "drained until a person decides: where UVM or vGPU is in use, reset the GPU; otherwise return it to service",
     ),
     xid(
         160,
@@ -1153,7 +1159,7 @@ pub const CATALOG: &[Xid] = &[
         "NVLink traffic in confidential computing mode before the link was set up for encryption (Blackwell)",
         Ours(Bucket::ContactSupport),
         XidAlert::Warning,
-        "confidential computing mode only: save the evidence and report it to NVIDIA (the catalog gives no bucket; ours: a ticket)",
+        "drained until a person decides: confidential computing mode only; save the evidence and report it to NVIDIA (the catalog gives no bucket; ours: NVSentinel's default for a code without one, CONTACT_SUPPORT)",
     ),
     xid(
         167,
@@ -1169,7 +1175,7 @@ pub const CATALOG: &[Xid] = &[
         "Reduced GPU memory capacity: errors in the write-protected region",
         Ours(Bucket::ResetGpu),
         XidAlert::Warning,
-        "the GPU runs with less memory: enable ECC (so rows can be remapped) or reboot, at the next window (the catalog gives no bucket; ours: a reset that can wait)",
+        "the GPU runs with less memory: enable ECC (so rows can be remapped) and reset the GPU, or reboot, at the next window (the catalog gives no bucket; ours: a reset that can wait)",
     ),
     xid(
         169,
@@ -1185,7 +1191,7 @@ pub const CATALOG: &[Xid] = &[
         "NVLink interrupt in confidential computing mode (Blackwell)",
         Ours(Bucket::ContactSupport),
         XidAlert::Warning,
-        "confidential computing mode only: save the evidence and report it to NVIDIA (the catalog gives no bucket; ours: a ticket)",
+        "drained until a person decides: confidential computing mode only; save the evidence and report it to NVIDIA (the catalog gives no bucket; ours: NVSentinel's default for a code without one, CONTACT_SUPPORT)",
     ),
     xid(
         171,
@@ -1217,7 +1223,7 @@ pub const CATALOG: &[Xid] = &[
         "A channel reset ended its process without an error to it (driver 590.44.01 and newer)",
         Ours(Bucket::RestartApp),
         XidAlert::Application,
-        "restart the application; nothing for the GPU (the catalog gives no bucket; ours: as the other channel errors that end one process)",
+        "restart the application; nothing for the GPU (the catalog gives no bucket; ours, by its name: a channel reset that ended one process, which RESTART_APP answers; the 595 driver never raises it)",
     ),
     xid(
         175,
@@ -1233,18 +1239,47 @@ pub const CATALOG: &[Xid] = &[
         "PCIe correctable errors past the driver's fault threshold (driver 595.44.02 and newer)",
         Ours(Bucket::CheckMechanicals),
         XidAlert::Warning,
-        "the link still works: check the slot, riser, retimers and cables at the next window; nvidia_gpu_pcie_replay_errors_total shows the trend (the catalog gives no bucket; ours: a degrading link is a mechanical check)",
+        "drained until a person decides: the link still works, but its correctable errors passed the driver's fault threshold; check the slot, riser, retimers and cables (nvidia_gpu_pcie_replay_errors_total shows the trend) (the catalog gives no bucket; ours: NVSentinel's default for a code without one, CONTACT_SUPPORT, which a degrading link narrows to a mechanical check)",
+    ),
+    xid(
+        185,
+        "SPARING_EVENT",
+        "Memory sparing state changed (R620 and newer; the name is NVIDIA's GPU Operational Event's, the driver's own mnemonic is not public)",
+        Ours(Bucket::ContactSupport),
+        XidAlert::Warning,
+        "drained until a person decides: read the event's context in the GPU Operational Events log (nvidia-smi event-log, R620) and act as NVIDIA's event catalog says for it (the catalog gives no bucket; ours: NVSentinel's default for a code without one, CONTACT_SUPPORT)",
     ),
 ];
 
-/// The highest code the driver defines (`ROBUST_CHANNEL_LAST_ERROR` of
-/// `nverror.h`, 595 branch).
-pub const LAST_CODE: u16 = 176;
+/// The highest code public sources name: the catalog's end. Codes up to
+/// [`NVERROR_LAST`] are the vendored `nverror.h`'s; past it, those of
+/// [`PAST_NVERROR`]. A code the catalog lacks (177-184, past 185) is judged
+/// by the verdict's stated policy for unlisted codes
+/// (`crate::verdict::xid_action`: CONTACT_SUPPORT, as NVSentinel does for a
+/// code without a bucket) and pages as NvidiaGpuXidUnlisted.
+pub const LAST_CODE: u16 = 185;
+
+/// The driver release whose `nverror.h` `xid_catalog/nverror_defines.txt`
+/// copies (the newest tag of NVIDIA/open-gpu-kernel-modules), and its
+/// `ROBUST_CHANNEL_LAST_ERROR`: a test fails while the vendored file says
+/// otherwise, so a newer list cannot be copied in without its rows.
+pub const NVERROR_TAG: &str = "595.45.04";
+pub const NVERROR_LAST: u16 = 176;
+
+/// Codes past the vendored `nverror.h` that NVIDIA names in public text,
+/// each with where. R620's `nverror.h` is not public (no tag past 595.45.04
+/// in NVIDIA/open-gpu-kernel-modules); 177-184 are not named anywhere
+/// public, so they have no row.
+pub const PAST_NVERROR: &[(u16, &str)] = &[(
+    185,
+    "GPU Operational Events, R620 release notes (https://docs.nvidia.com/deploy/gpu-operational-events/latest/release-notes.html): \"SPARING_EVENT (0x003D) reports Xid 185\"",
+)];
 
 /// The catalog's entry for a code.
 pub fn lookup(code: u64) -> Option<&'static Xid> {
-    let i = usize::try_from(code).ok()?.checked_sub(1)?;
-    CATALOG.get(i).filter(|x| u64::from(x.code) == code)
+    let code = u16::try_from(code).ok()?;
+    let i = CATALOG.binary_search_by_key(&code, |x| x.code).ok()?;
+    CATALOG.get(i)
 }
 
 /// The codes an alert rule's regular expression holds, ascending.
@@ -1271,10 +1306,14 @@ mod tests {
     use std::collections::BTreeSet;
 
     #[test]
-    fn every_code_from_1_to_176_once_in_order() {
-        assert_eq!(CATALOG.len(), usize::from(LAST_CODE));
-        for (i, x) in CATALOG.iter().enumerate() {
-            assert_eq!(usize::from(x.code), i + 1, "{x:?}");
+    fn every_code_from_1_to_176_and_185_once_in_order() {
+        let codes: Vec<u16> = CATALOG.iter().map(|x| x.code).collect();
+        let want: Vec<u16> = (1..=NVERROR_LAST)
+            .chain(PAST_NVERROR.iter().map(|&(c, _)| c))
+            .collect();
+        assert_eq!(codes, want);
+        assert_eq!(codes.last(), Some(&LAST_CODE));
+        for x in CATALOG {
             assert!(!x.mnemonic.is_empty() && !x.meaning.is_empty() && !x.action.is_empty());
             assert!(
                 !x.action.contains('|') && !x.meaning.contains('|'),
@@ -1288,6 +1327,10 @@ mod tests {
         );
         assert_eq!(lookup(0), None);
         assert_eq!(lookup(177), None);
+        assert_eq!(lookup(184), None);
+        assert_eq!(lookup(185).map(|x| x.mnemonic), Some("SPARING_EVENT"));
+        assert_eq!(lookup(186), None);
+        assert_eq!(lookup(65_536 + 79), None);
     }
 
     #[test]
@@ -1327,7 +1370,7 @@ mod tests {
             .filter(|x| x.catalog_bucket().is_none())
             .map(|x| x.code)
             .collect();
-        assert_eq!(ours, (162..=176).collect::<Vec<u16>>());
+        assert_eq!(ours, (162..=176).chain([185]).collect::<Vec<u16>>());
         for x in CATALOG.iter().filter(|x| x.catalog_bucket().is_none()) {
             assert!(
                 x.action.contains("the catalog gives no bucket; ours"),
@@ -1364,12 +1407,27 @@ mod tests {
         assert_eq!(alert(13), XidAlert::Application);
     }
 
-    /// Issue 36, F4: every code the newest driver defines (`nverror.h`,
-    /// copied with its source) has a row, and the catalog ends where the
-    /// driver does.
+    /// Issue 36, F4, and issue 46: every code the newest public driver
+    /// source defines (`nverror.h`, copied with its source) has a row; the
+    /// vendored file is the release the catalog says it follows; codes past
+    /// it are those NVIDIA's public text names, each with its source; and
+    /// the catalog ends at the highest of them. Copying a newer driver's
+    /// list in fails here until its release, its last code and every row
+    /// are in.
     #[test]
     fn the_catalog_reaches_the_drivers_newest_code() {
-        let defines: Vec<(&str, u16)> = include_str!("xid_catalog/nverror_defines.txt")
+        let file = include_str!("xid_catalog/nverror_defines.txt");
+        let tag = file
+            .lines()
+            .take_while(|l| l.starts_with('#') && !l.starts_with("#define"))
+            .find_map(|l| l.split_once(", tag ").map(|(_, t)| t))
+            .and_then(|t| t.split_whitespace().next())
+            .expect("the file names the tag it was copied from");
+        assert_eq!(
+            tag, NVERROR_TAG,
+            "the vendored nverror.h is another release"
+        );
+        let defines: Vec<(&str, u16)> = file
             .lines()
             .filter_map(|l| {
                 let mut w = l.strip_prefix("#define ")?.split_whitespace();
@@ -1383,16 +1441,40 @@ mod tests {
             .find(|(name, _)| *name == "ROBUST_CHANNEL_LAST_ERROR")
             .map(|(_, n)| *n)
             .expect("ROBUST_CHANNEL_LAST_ERROR");
-        assert_eq!(LAST_CODE, last, "the catalog ends where the driver does");
+        assert_eq!(NVERROR_LAST, last, "the vendored list ends elsewhere");
+        let highest = defines.iter().map(|&(_, n)| n).max();
+        assert_eq!(
+            highest,
+            Some(last),
+            "a define past ROBUST_CHANNEL_LAST_ERROR"
+        );
         assert!(defines.len() > 100);
+        for &(code, source) in PAST_NVERROR {
+            assert!(code > NVERROR_LAST, "{code} is the vendored list's");
+            assert!(source.contains("https://"), "{code}: no source");
+            assert!(lookup(u64::from(code)).is_some(), "{code}: no row");
+        }
+        let newest = PAST_NVERROR.iter().map(|&(c, _)| c).max().unwrap_or(last);
+        assert_eq!(
+            LAST_CODE,
+            newest.max(last),
+            "the catalog ends at the newest code named"
+        );
         for (name, code) in defines {
             assert!(
                 lookup(u64::from(code)).is_some(),
                 "{name} ({code}): no catalog row"
             );
         }
-        assert_eq!(lookup(173).map(|x| x.bucket()), Some(Bucket::RestartBm));
-        assert_eq!(lookup(175).map(|x| x.bucket()), Some(Bucket::ResetGpu));
+        // Ours, each with its stated source or reason (the row's text):
+        // 173 gpud's RebootSystem; 174 by its name; 175 the driver marks
+        // the GPU for reset; 176 and 185 NVSentinel's default.
+        let bucket = |c| lookup(c).map(|x| x.bucket());
+        assert_eq!(bucket(173), Some(Bucket::RestartBm));
+        assert_eq!(bucket(174), Some(Bucket::RestartApp));
+        assert_eq!(bucket(175), Some(Bucket::ResetGpu));
+        assert_eq!(bucket(176), Some(Bucket::CheckMechanicals));
+        assert_eq!(bucket(185), Some(Bucket::ContactSupport));
     }
 
     #[test]

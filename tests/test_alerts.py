@@ -201,8 +201,14 @@ BUCKET_SEVERITIES = {
 # remap; 157, an RMA candidate.
 DEPARTURES = {"63": "warning", "157": "warning"}
 # The codes the catalog gives no bucket for: the table names ours.
-# 173-176: the driver's nverror.h, past the catalog page (issue 36).
-OURS = {str(c) for c in range(162, 177)}
+# 173-176: the driver's nverror.h, past the catalog page (issue 36); 185:
+# NVIDIA's R620 GPU Operational Events notes (issue 46).
+OURS = {str(c) for c in range(162, 177)} | {"185"}
+# The buckets NVIDIA's catalog owners "intentionally resolve to
+# CONTACT_SUPPORT. A human decides" (NVIDIA/NVSentinel
+# health-monitors/syslog-health-monitor/pkg/common/xid_catalog_consistency_test.go,
+# manualTriageBuckets; issue #1888): never `none` in the verdict, one answer.
+MANUAL_TRIAGE = {"CONTACT_SUPPORT", "CHECK_MECHANICALS", "UPDATE_SWFW", "CHECK_UVM"}
 
 
 def _xid_table() -> dict[str, dict[str, str]]:
@@ -213,7 +219,7 @@ def _xid_table() -> dict[str, dict[str, str]]:
     rows = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 6 and cells[0].isdigit():
+        if len(cells) == 7 and cells[0].isdigit():
             assert cells[0] not in rows, f"XID {cells[0]} has two rows"
             action = cells[2]
             origin = "catalog"
@@ -222,14 +228,15 @@ def _xid_table() -> dict[str, dict[str, str]]:
             elif action.startswith("none, ours "):
                 action, origin = action.removeprefix("none, ours "), "ours"
             rows[cells[0]] = {"bucket": action, "origin": origin, "alert": cells[3],
-                              "severity": cells[4], "action": cells[5]}
+                              "severity": cells[4], "verdict": cells[5], "action": cells[6]}
     return rows
 
 
 def test_xid_table_matches_the_rules():
     rules = {r["alert"]: r for r in alert_rules()}
     table = _xid_table()
-    assert set(table) == {str(c) for c in range(1, 177)}, "every code of NVIDIA's catalog and the driver's nverror.h, 1 to 176"
+    assert set(table) == {str(c) for c in range(1, 177)} | {"185"}, \
+        "every code of NVIDIA's catalog and the driver's nverror.h, 1 to 176, and R620's 185"
     seen: dict[str, str] = {}
     for name in XID_RULES:
         for code in _xid_regex(rules[name]):
@@ -259,9 +266,22 @@ def test_xid_severity_follows_the_catalog_bucket():
         assert row["severity"] in BUCKET_SEVERITIES[row["bucket"]], \
             f"XID {code}: {row['bucket']} cannot be {row['severity']}"
     ours = {code for code, row in table.items() if row["origin"] == "ours"}
-    assert ours == OURS, "only 162-176 lack a bucket in NVIDIA's catalog"
+    assert ours == OURS, "only 162-176 and 185 lack a bucket in NVIDIA's catalog"
     for code in ours:
         assert "the catalog gives no bucket; ours" in table[code]["action"], f"XID {code}: say why"
+
+
+def test_manual_triage_buckets_answer_as_one_in_the_verdict():
+    """Issue 46: every code of a manual-triage bucket, NVIDIA's or ours,
+    is drained until a person decides, and its row says so."""
+    table = _xid_table()
+    triage = {code for code, row in table.items() if row["bucket"] in MANUAL_TRIAGE}
+    assert {"54", "78", "142", "159", "176", "185"} <= triage
+    for code in triage:
+        assert table[code]["verdict"].startswith("`check_hardware`"), f"XID {code}: {table[code]['verdict']}"
+        assert table[code]["action"].startswith("drained until a person decides"), f"XID {code}"
+    for code, row in table.items():
+        assert row["verdict"].startswith("`"), f"XID {code}: no verdict"
 
 
 def test_xid_codes_named_by_the_issue_land_where_the_catalog_says():

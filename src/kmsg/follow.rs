@@ -620,6 +620,7 @@ impl Reader<'_> {
                         code: 79,
                         nvlink5: None,
                         nvlink_err: None,
+                        caused_by: None,
                     },
                     self.driver_major,
                 )

@@ -83,6 +83,12 @@ pub struct Xid {
     /// error detected on link 14(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)`);
     /// `None` for other codes and for 74 lines without the registers.
     pub nvlink_err: Option<NvlinkErrWords>,
+    /// The XID an XID 45 line says caused it: the driver appends
+    /// `" caused by previous Xid %d"` to a preemptive cleanup it traces to
+    /// an earlier XID (NVIDIA/open-gpu-kernel-modules 595.45.04
+    /// `src/nvidia/src/kernel/gpu/rc/kernel_rc.c`, `rootCauseXidStr`);
+    /// `None` for other codes and for 45 lines without it.
+    pub caused_by: Option<u64>,
 }
 
 /// From an XID 74 line: the link it names (NVIDIA counts ECC/parity
@@ -143,6 +149,11 @@ pub fn classify(message: &str) -> Result<Message, Malformed> {
         } else {
             None
         };
+        let caused_by = if code == 45 {
+            after_code.and_then(caused_by)
+        } else {
+            None
+        };
         return Ok(Message::Xid(Xid {
             gpu,
             gpu_instance,
@@ -150,6 +161,7 @@ pub fn classify(message: &str) -> Result<Message, Malformed> {
             code,
             nvlink5,
             nvlink_err,
+            caused_by,
         }));
     }
     if let Some(rest) = m.strip_prefix("NVRM: GPU ") {
@@ -284,6 +296,16 @@ fn nvlink5_words(after_code: &str) -> Option<Nvlink5Words> {
         intr_info: hex()?,
         error_status: hex()?,
     })
+}
+
+/// The code at the end of `... caused by previous Xid 48`: the suffix the
+/// driver prints last on the line (`"%s%s\n"`, the message, then it), so
+/// it is read from the right, past whatever a process name holds.
+fn caused_by(after_code: &str) -> Option<u64> {
+    let (_, n) = after_code
+        .trim_end()
+        .rsplit_once(" caused by previous Xid ")?;
+    n.parse().ok().filter(|&n| n > 0)
 }
 
 /// The link and seven registers at the end of an XID 74 line: `... link
@@ -515,6 +537,32 @@ mod tests {
         assert_eq!(
             xid("NVRM: Xid (PCI:0000:5d:00): 74, NVLink: fatal error detected on link 3(0x1, 0x0)")
                 .nvlink_err,
+            None
+        );
+        // Issue 46: the cause the driver names on a 45, as kernel_rc.c
+        // prints it (with and without a process), and nothing elsewhere.
+        assert_eq!(
+            xid("NVRM: Xid (PCI:0000:3b:00): 45, pid=2411, name=python3, Ch 00000010 caused by previous Xid 149").caused_by,
+            Some(149)
+        );
+        assert_eq!(
+            xid("NVRM: Xid (PCI:0000:3b:00): 45, Ch 00000008 caused by previous Xid 48").caused_by,
+            Some(48)
+        );
+        assert_eq!(
+            xid(
+                "NVRM: Xid (PCI:0000:3b:00): 45, pid=7, name=caused by previous Xid 9, Ch 00000010"
+            )
+            .caused_by,
+            None,
+            "a process name is not the suffix"
+        );
+        assert_eq!(
+            xid("NVRM: Xid (PCI:0000:3b:00): 45, pid=2411, name=python3, Ch 00000010").caused_by,
+            None
+        );
+        assert_eq!(
+            xid("NVRM: Xid (PCI:0000:3b:00): 13, x caused by previous Xid 48").caused_by,
             None
         );
         // MIG instance ids at the driver's maximum are read.

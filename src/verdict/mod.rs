@@ -20,13 +20,14 @@
 //! | `retirement_pending` | reset_gpu | a page retirement waits for a reset | NVML says no longer pending |
 //! | `fabric` | check_hardware, or reset_gpu | NVML's fabric health summary says unhealthy (R580+: trays, switches, cables); fabric registration completed with a failure | the summary is healthy again; registration succeeds |
 //! | `xid_<bucket>` | the bucket's (`bucket_action`) | an XID whose code NVIDIA's catalog lists (`crate::xid_catalog`, the table the alert rules and the runbook are rendered from) | restart_app: a window after the last such XID; reset_gpu: a GPU reset after it; reboot, check_hardware: the next boot |
+//! | `xid_check_uvm`, `xid_update_swfw`, `xid_check_mechanicals`, `xid_contact_support` | check_hardware | an XID of a manual-triage bucket (`CHECK_UVM`, `UPDATE_SWFW`, `CHECK_MECHANICALS`, `CONTACT_SUPPORT`), which NVIDIA's catalog owners say "intentionally resolve to CONTACT_SUPPORT. A human decides" (NVIDIA/NVSentinel `xid_catalog_consistency_test.go`, `manualTriageBuckets`): drained until a person decides | the next boot |
+//! | `xid_unlisted` | check_hardware | an XID in NVIDIA's range (1-999) that the catalog lacks (177-184, past 185): NVSentinel's default for a code without a bucket, CONTACT_SUPPORT (`csv.go`, `parseStandardXID`) | the next boot |
 //! | `xid_nvlink5_fatal` | reset_gpu | an NVLink5 XID (144-150) whose kernel-log line NVIDIA's decode sheet resolves to `RESET_GPU` (`crate::xid_catalog::nvlink5`) | a GPU reset after it |
 //! | `xid_workflow_nvlink_err` | check_hardware | an XID 74 on a Hopper GPU whose registers NVIDIA's `WORKFLOW_NVLINK_ERR` reads as a hardware issue ("check link mechanical connections ... run diags"; `crate::xid_catalog::nvlink_err`) | the next boot |
 //! | `xid_nvlink_err_report`, `xid_nvlink_err_repeated` | check_hardware | an XID 74 on a Hopper GPU whose registers ask for a report to NVIDIA (a bit it does not expect, third register bit 13, sympathetic bits alone), or whose ECC/parity bits were seen more than twice on the same link within 24 h (`xid::NVLINK_ERR_REPEAT_WINDOW`): what the catalog's `CONTACT_SUPPORT` gets, as NVSentinel escalates each to `CONTACT_SUPPORT` | the next boot |
 //! | `xid_nvlink_err_undecoded`, `xid_nvlink_err_not_hopper` | check_hardware | an XID 74 without its registers (NVML's event alone, a line without them), or on a GPU not known to be Hopper, where NVIDIA's bit table is not valid: the code-wide action (DCGM: "NVLink Critical Error", always failing; NVSentinel: `CONTACT_SUPPORT`) | the next boot |
 //! | `xid_nvlink_err_fabric_reset` | reset_gpu | an XID 74 on a Hopper GPU with the fourth register's bit 18 ("a reset of the fabric is required") and company that asks for no more | a GPU reset after it |
-//! | `xid_update_swfw` | none | XID 78 (`UPDATE_SWFW`: a vGPU host/guest driver mismatch): a driver or firmware update, which no reset or reboot fixes | a GPU reset after it (the driver reloaded) |
-//! | `xid_workflow_xid_45` | none | a lone XID 45 (no other XID within 10 s) on an NVSwitch system: the catalog's `WORKFLOW_XID_45` asks for the fabric manager to be restarted | the restart_app window |
+//! | `xid_workflow_xid_45` | none | a lone XID 45 on an NVSwitch system: its line names no cause (`caused by previous Xid N`), and no other XID on any GPU of the node within 10 s; the catalog's `WORKFLOW_XID_45` asks for the fabric manager to be restarted | the restart_app window |
 //! | `xid_nvlink5_injected` | none | an NVLink5 XID the driver marks injected (`i1`: a drill): counted, judged as a test | a GPU reset after it |
 //! | `xid_nvlink5_no_kernel_log`, `xid_nvlink5_undecoded` | none | an NVLink5 XID without the evidence that decodes it: NVML's event alone (the kernel log not read or unreadable, or its line never came), or a line that cannot be read. Never a reset on the bare code: the driver announces any need through NVML's recovery action (`recovery_action`) and XID 154, as for the sheet's `XID_154_EVAL` rows; the reason, shown only while nothing else asks for an action, says which evidence was missing | a GPU reset after it |
 //!
@@ -65,15 +66,17 @@ pub const MAX_UNNAMED: usize = 16;
 /// `WORKFLOW_XID_45`, and `XID_154`, whose announced action NVML's
 /// recovery action carries) give `none`. Where the catalog's action is not
 /// one of ours: `RESTART_VM` is a reboot of the VM the exporter runs in;
-/// `UPDATE_SWFW` (a driver or firmware update) a reboot, after the update;
-/// `CHECK_UVM` ("where UVM or vGPU is in use, reset the GPU at the next
-/// window; otherwise nothing") a restart of the application: shown, not
-/// paged, for someone to look. The match is exhaustive: a bucket added to
-/// the catalog does not compile until it has an action here.
+/// the manual-triage buckets `CONTACT_SUPPORT`, `CHECK_MECHANICALS`,
+/// `UPDATE_SWFW` (a driver or firmware update) and `CHECK_UVM` ("where UVM
+/// or vGPU is in use, reset the GPU") answer as one, `check_hardware`:
+/// drained until a person decides, as NVIDIA's catalog owners resolve them
+/// ("intentionally resolve to CONTACT_SUPPORT. A human decides",
+/// NVIDIA/NVSentinel `xid_catalog_consistency_test.go`, issue #1888). The
+/// match is exhaustive: a bucket added to the catalog does not compile
+/// until it has an action here.
 pub fn bucket_action(bucket: Bucket) -> (Action, &'static str) {
     match bucket {
         Bucket::RestartApp => (Action::RestartApp, "xid_restart_app"),
-        Bucket::CheckUvm => (Action::RestartApp, "xid_check_uvm"),
         Bucket::ResetGpu => (Action::ResetGpu, "xid_reset_gpu"),
         Bucket::WorkflowXid48 => (Action::ResetGpu, "xid_workflow_xid_48"),
         // Decided per event by its registers (`xid::nvlink_err_class`).
@@ -90,10 +93,12 @@ pub fn bucket_action(bucket: Bucket) -> (Action, &'static str) {
         Bucket::WorkflowNvlink5Err => (Action::None, "xid_nvlink5_no_kernel_log"),
         Bucket::RestartBm => (Action::Reboot, "xid_restart_bm"),
         Bucket::RestartVm => (Action::Reboot, "xid_restart_vm"),
-        // A driver or firmware update (78: a vGPU host/guest driver
-        // mismatch), which no reset or reboot of ours fixes: asked for by
-        // the reason, without draining (issue 36).
-        Bucket::UpdateSwFw => (Action::None, "xid_update_swfw"),
+        // Manual triage (issue 46): a person decides, as for
+        // CONTACT_SUPPORT. 78 (a vGPU host/guest driver mismatch) is fixed
+        // by an update, 159 by a reset where UVM or vGPU is in use: the
+        // person does that, then the reboot that ends the drain.
+        Bucket::UpdateSwFw => (Action::CheckHardware, "xid_update_swfw"),
+        Bucket::CheckUvm => (Action::CheckHardware, "xid_check_uvm"),
         Bucket::CheckMechanicals => (Action::CheckHardware, "xid_check_mechanicals"),
         Bucket::ContactSupport => (Action::CheckHardware, "xid_contact_support"),
         // The catalog: "Solo: RESTART_FM, Not Solo: IGNORE"; judged in
@@ -140,6 +145,7 @@ pub const REASONS: &[&str] = &[
     "xid_workflow_xid_45",
     "xid_check_mechanicals",
     "xid_contact_support",
+    "xid_unlisted",
 ];
 
 /// `--collector.verdict.restart-app-window` by default: as long as the
@@ -147,15 +153,29 @@ pub const REASONS: &[&str] = &[
 pub const DEFAULT_RESTART_APP_WINDOW: Duration = Duration::from_secs(600);
 
 /// The action and reason an XID code asks for, judged by its catalog
-/// bucket; `None` for a code the catalog does not list.
+/// bucket; a code in NVIDIA's range the catalog does not list by
+/// [`UNLISTED`]; `None` outside that range (a corrupt event).
 pub fn xid_action(code: u64) -> Option<(Action, &'static str)> {
     xid_class_action(code, XidClass::Code)
 }
 
+/// What a code the catalog lacks asks for (177-184, past 185, a newer
+/// driver's): NVSentinel's default for a code without a bucket,
+/// CONTACT_SUPPORT ("No action found for XID code, defaulting to
+/// CONTACT_SUPPORT", NVIDIA/NVSentinel
+/// `health-monitors/syslog-health-monitor/pkg/xid/parser/csv.go`,
+/// `parseStandardXID`), which is `check_hardware` here: a person looks it
+/// up (NvidiaGpuXidUnlisted pages too) rather than the GPU serving on.
+pub const UNLISTED: (Action, &str) = (Action::CheckHardware, "xid_unlisted");
+
 /// The action and reason an XID event of this class asks for.
 pub fn xid_class_action(code: u64, class: XidClass) -> Option<(Action, &'static str)> {
     match class {
-        XidClass::Code => xid_catalog::lookup(code).map(|x| bucket_action(x.bucket())),
+        XidClass::Code => match xid_catalog::lookup(code) {
+            Some(x) => Some(bucket_action(x.bucket())),
+            None if (1..=crate::snapshot::MAX_XID_CODE).contains(&code) => Some(UNLISTED),
+            None => None,
+        },
         XidClass::Nvlink5Fatal => Some((Action::ResetGpu, "xid_nvlink5_fatal")),
         XidClass::Nvlink5Nothing => Some((Action::None, "none")),
         XidClass::Nvlink5Undecoded => Some((Action::None, "xid_nvlink5_undecoded")),
@@ -181,6 +201,8 @@ pub fn xid_class_action(code: u64, class: XidClass) -> Option<(Action, &'static 
         // rule XID74Reg3Bit18Set escalates it). The other bits may ask for
         // more; solo it is a report (`nvlink_err::decide`).
         XidClass::NvlinkErrFabricReset => Some((Action::ResetGpu, "xid_nvlink_err_fabric_reset")),
+        // "Not Solo: IGNORE": its cause decides, by its own event.
+        XidClass::Xid45Caused => Some((Action::None, "none")),
     }
 }
 
@@ -217,7 +239,6 @@ pub const NOTES: &[&str] = &[
     "xid_nvlink5_no_kernel_log",
     "xid_nvlink5_undecoded",
     "xid_nvlink5_injected",
-    "xid_update_swfw",
     "xid_workflow_xid_45",
 ];
 
@@ -236,6 +257,10 @@ pub struct Inputs<'a> {
     /// The GPU's current readings (absent while lost or hung).
     pub readings: Option<&'a GpuReadings>,
     pub xids: &'a [XidSeen],
+    /// The XIDs of the node's GPUs, this one's included: a 45 is not solo
+    /// where another GPU's XID came with it (a 48 on one GPU ends a job
+    /// that spans the others, each of which logs a 45).
+    pub node_xids: &'a [XidSeen],
     pub remembered: Remembered,
     /// The MIG instances the GPU has now, (GPU instance, compute
     /// instance): an XID naming another is judged on the GPU.
@@ -310,9 +335,14 @@ pub fn judge(i: &Inputs<'_>) -> Vec<Verdict> {
 }
 
 /// The verdicts of one GPU of a snapshot, judged at `now` from its health,
-/// readings and the evidence its sampler published; empty without
-/// evidence (NVML down).
-pub fn judge_gpu(g: &GpuState, now: Instant, restart_app_window: Duration) -> Vec<Verdict> {
+/// readings and the evidence its sampler published, and the XIDs of the
+/// node's GPUs (`node_xids`); empty without evidence (NVML down).
+pub fn judge_gpu(
+    g: &GpuState,
+    node_xids: &[XidSeen],
+    now: Instant,
+    restart_app_window: Duration,
+) -> Vec<Verdict> {
     let Some(e) = &g.evidence else {
         return Vec::new();
     };
@@ -320,6 +350,7 @@ pub fn judge_gpu(g: &GpuState, now: Instant, restart_app_window: Duration) -> Ve
         health: g.health,
         readings: g.readings.as_deref(),
         xids: &e.xids,
+        node_xids,
         remembered: e.remembered,
         instances: &e.instances,
         last_reset: e.last_reset,
@@ -345,6 +376,7 @@ pub fn judge_unnamed(
                 health: Health::Up,
                 readings: None,
                 xids: &g.xids,
+                node_xids: &[],
                 remembered: Remembered::default(),
                 instances: &[],
                 last_reset: e.last_reset,
@@ -373,13 +405,15 @@ pub fn judge_unnamed(
 /// Whether a note (`NOTES`) still says something now: as long as a reset
 /// would have been asked for; a 45 only where it is solo on an NVSwitch
 /// system (fabric state known) and recent, as the catalog's workflow
-/// asks the fabric manager be restarted then.
+/// asks the fabric manager be restarted then. Solo: no other XID within
+/// `XID_45_SOLO_WINDOW` on this GPU or any other of the node (a 45 whose
+/// line names its cause never gets here: `XidClass::Xid45Caused`).
 fn note_holds(x: &XidSeen, reason: &str, i: &Inputs<'_>) -> bool {
     if reason != "xid_workflow_xid_45" {
         return holds(Action::ResetGpu, x.at, i);
     }
     let nvswitch = i.readings.is_some_and(|r| r.fabric.is_some());
-    let solo = !i.xids.iter().any(|o| {
+    let solo = !i.xids.iter().chain(i.node_xids).any(|o| {
         o.code != x.code
             && o.at.max(x.at).saturating_duration_since(o.at.min(x.at)) < XID_45_SOLO_WINDOW
     });

@@ -13,6 +13,8 @@ struct Gpu {
     health: Health,
     readings: GpuReadings,
     xids: Vec<XidSeen>,
+    /// The XIDs of the node's other GPUs (issue 46).
+    node_xids: Vec<XidSeen>,
     remembered: Remembered,
     instances: Vec<(u32, u32)>,
     last_reset: Option<Instant>,
@@ -26,6 +28,7 @@ impl Gpu {
             health: Health::Up,
             readings: GpuReadings::default(),
             xids: Vec::new(),
+            node_xids: Vec::new(),
             remembered: Remembered::default(),
             // MIG instances 1 to 7, one compute instance each.
             instances: (1..=7).map(|gi| (gi, 0)).collect(),
@@ -60,6 +63,7 @@ impl Gpu {
             health: self.health,
             readings,
             xids: &self.xids,
+            node_xids: &self.node_xids,
             remembered: self.remembered,
             instances: &self.instances,
             last_reset: self.last_reset,
@@ -84,10 +88,10 @@ impl Gpu {
 fn a_healthy_gpu_needs_nothing() {
     let mut g = Gpu::new();
     assert_eq!(g.judge(0), [(None, "none", "none")]);
-    // IGNORE codes and codes the table does not list decide nothing.
+    // IGNORE codes decide nothing (codes the table does not list ask a
+    // person: a_code_past_the_catalog_asks_a_person).
     g.xid(1, 43, None);
     g.xid(1, 45, None);
-    g.xid(1, 999, None);
     assert_eq!(g.gpu(2), ("none", "none"));
 }
 
@@ -279,7 +283,10 @@ fn every_bucket_has_an_action_and_every_reason_is_listed() {
     assert_eq!(xid_action(120).map(|a| a.0), Some(Action::ResetGpu));
     assert_eq!(xid_action(13).map(|a| a.0), Some(Action::RestartApp));
     assert_eq!(xid_action(31).map(|a| a.0), Some(Action::RestartApp));
-    assert_eq!(xid_action(999), None);
+    // Issue 46: a code the catalog lacks asks a person; past NVIDIA's
+    // range, a corrupt event, nothing.
+    assert_eq!(xid_action(999), Some(UNLISTED));
+    assert_eq!(xid_action(1000), None);
 }
 
 #[test]
@@ -490,17 +497,17 @@ fn only_instances_the_gpu_has_get_their_own_series() {
     );
 }
 
-/// Issue 36, F9: 78 asks for an update, not a reboot; a lone 45 on an
-/// NVSwitch system points at the fabric manager, a 45 with company or
-/// without NVSwitches at nothing.
+/// Issue 36, F9: a lone 45 on an NVSwitch system points at the fabric
+/// manager, a 45 with company or without NVSwitches at nothing. 78 asks
+/// a person (issue 46: a manual-triage bucket).
 #[test]
-fn update_swfw_and_a_lone_45_are_named_without_a_drain() {
+fn update_swfw_asks_a_person_and_a_lone_45_is_named_without_a_drain() {
     let mut g = Gpu::new();
     g.xid(1, 78, None);
-    assert_eq!(g.gpu(2), ("none", "xid_update_swfw"));
+    assert_eq!(g.gpu(2), ("check_hardware", "xid_update_swfw"));
     assert_eq!(
         bucket_action(crate::xid_catalog::Bucket::UpdateSwFw).0,
-        Action::None
+        Action::CheckHardware
     );
     let mut g = Gpu::new();
     g.xid(1, 45, None);
@@ -519,8 +526,8 @@ fn update_swfw_and_a_lone_45_are_named_without_a_drain() {
     );
     assert_eq!(g.gpu(1000), ("none", "none"), "past the window");
     // With another XID within 10 s it is not solo: that one's resolution.
-    g.xid(3, 78, None);
-    assert_eq!(g.gpu(4), ("none", "xid_update_swfw"), "not solo");
+    g.xid(3, 13, None);
+    assert_eq!(g.gpu(4), ("restart_app", "xid_restart_app"), "not solo");
 }
 
 /// Issue 36, F3: XID 74 by NVIDIA's workflow on its registers; issue 46:
@@ -624,6 +631,7 @@ fn what_the_ledger_keeps_is_what_the_verdict_acts_on() {
         XidClass::NvlinkErrCheckLink,
         XidClass::NvlinkErrFabricReset,
         XidClass::NvlinkErrRepeated,
+        XidClass::Xid45Caused,
     ];
     let mut kept = 0;
     for code in 0..=crate::snapshot::MAX_XID_CODE + 2 {
@@ -639,4 +647,252 @@ fn what_the_ledger_keeps_is_what_the_verdict_acts_on() {
         }
     }
     assert!(kept > 100, "too few kept to compare: {kept}");
+}
+
+// Issue 46, items 2-5: the manual-triage buckets, codes the catalog lacks,
+// the lone 45, and the words operators read about each code.
+
+fn with_fabric(g: &mut Gpu) {
+    g.readings.fabric = Some(Fabric {
+        state: 3,
+        registered: true,
+        health_summary: Some(FabricHealth::Healthy),
+        health_issues: Vec::new(),
+        partition: None,
+    });
+}
+
+/// NVIDIA's catalog owners: UPDATE_SWFW, CHECK_MECHANICALS, CHECK_UVM and
+/// CONTACT_SUPPORT "intentionally resolve to CONTACT_SUPPORT. A human
+/// decides" (NVSentinel `xid_catalog_consistency_test.go`,
+/// `manualTriageBuckets`): one answer here, never `none`.
+#[test]
+fn manual_triage_buckets_answer_as_one() {
+    use crate::xid_catalog::Bucket;
+    for b in [
+        Bucket::UpdateSwFw,
+        Bucket::CheckMechanicals,
+        Bucket::CheckUvm,
+        Bucket::ContactSupport,
+    ] {
+        assert_eq!(bucket_action(b).0, Action::CheckHardware, "{b:?}");
+    }
+    for (code, reason) in [
+        (78, "xid_update_swfw"),
+        (54, "xid_check_mechanicals"),
+        (159, "xid_check_uvm"),
+        (142, "xid_contact_support"),
+        (176, "xid_check_mechanicals"),
+        (185, "xid_contact_support"),
+    ] {
+        let mut g = Gpu::new();
+        g.xid(1, code, None);
+        assert_eq!(g.gpu(2), ("check_hardware", reason), "XID {code}");
+        g.reset(5);
+        assert_eq!(
+            g.gpu(6),
+            ("check_hardware", reason),
+            "a reset does not end it"
+        );
+    }
+}
+
+/// A code the catalog lacks but NVIDIA's range holds (177-184, past 185)
+/// gets NVSentinel's default for a code without a bucket; a code outside
+/// the range is a corrupt event, judged by nothing.
+#[test]
+fn a_code_past_the_catalog_asks_a_person() {
+    for code in [177, 184, 186, 999] {
+        assert_eq!(xid_action(code), Some(UNLISTED), "XID {code}");
+        let mut g = Gpu::new();
+        g.xid(1, code, None);
+        assert_eq!(g.gpu(2), ("check_hardware", "xid_unlisted"), "XID {code}");
+    }
+    assert_eq!(xid_action(0), None);
+    assert_eq!(xid_action(1000), None);
+    assert!(REASONS.contains(&UNLISTED.1));
+}
+
+/// A 45 the driver says another XID caused is not solo, and neither is one
+/// that came with another GPU's XID: a 48 on GPU 0 ending a job on GPUs
+/// 1-7 names no fabric manager on them.
+#[test]
+fn a_45_with_a_named_cause_or_another_gpus_xid_is_not_solo() {
+    let mut g = Gpu::new();
+    with_fabric(&mut g);
+    g.xids.push(XidSeen {
+        code: 45,
+        class: XidClass::Xid45Caused,
+        gpu_instance: None,
+        compute_instance: None,
+        at: g.at(1),
+    });
+    assert_eq!(g.gpu(2), ("none", "none"), "its line names the cause");
+    assert_eq!(
+        xid_class_action(45, XidClass::Xid45Caused),
+        Some((Action::None, "none"))
+    );
+    assert!(!crate::xid::kept(45, XidClass::Xid45Caused));
+
+    let mut g = Gpu::new();
+    with_fabric(&mut g);
+    g.xid(1, 45, None);
+    assert_eq!(
+        g.gpu(2),
+        ("none", "xid_workflow_xid_45"),
+        "alone on the node"
+    );
+    let other = XidSeen {
+        code: 48,
+        class: XidClass::Code,
+        gpu_instance: None,
+        compute_instance: None,
+        at: g.at(0),
+    };
+    g.node_xids.push(other);
+    assert_eq!(g.gpu(2), ("none", "none"), "GPU 0's 48 came with it");
+    g.node_xids[0].at = g.at(30);
+    assert_eq!(
+        g.gpu(31),
+        ("none", "xid_workflow_xid_45"),
+        "another GPU's XID long after"
+    );
+    // Another GPU's 45 alone does not make it company.
+    g.node_xids[0] = XidSeen {
+        code: 45,
+        at: g.at(1),
+        ..other
+    };
+    assert_eq!(g.gpu(2), ("none", "xid_workflow_xid_45"));
+}
+
+/// What a catalog row tells an operator to do, read as an action: the
+/// words each action's rows must begin with or hold.
+fn says(action: Action, text: &str) -> bool {
+    match action {
+        Action::None => {
+            (text.starts_with("nothing") || text.starts_with("decided per event"))
+                && !text.contains("drain")
+        }
+        Action::RestartApp => {
+            (text.contains("restart the") || text.contains("application"))
+                && !text.starts_with("drain")
+        }
+        Action::ResetGpu => text.contains("reset"),
+        Action::Reboot => text.contains("reboot") || text.contains("restart the VM"),
+        Action::CheckHardware => text.starts_with("drained until a person decides"),
+        Action::Rma => text.contains("RMA"),
+    }
+}
+
+/// The words for what the NVLink5 codes ask for without their line.
+fn without_line(action: Action) -> &'static str {
+    match action {
+        Action::None => "nothing",
+        Action::RestartApp => "a restart of the application",
+        Action::ResetGpu => "a reset",
+        Action::Reboot => "a reboot",
+        Action::CheckHardware => "drained until a person decides",
+        Action::Rma => "an RMA",
+    }
+}
+
+/// Every row's "what to do" (rendered into docs/runbooks.md) says what the
+/// verdict does with its code: a change of behaviour without the words
+/// fails here. 74's row is decided per event by its registers
+/// (`xid_catalog::nvlink_err`, issue 46 item 1) and is left to that work.
+#[test]
+fn every_rows_words_say_what_the_verdict_does() {
+    use crate::xid_catalog::{Bucket, CATALOG};
+    let mut checked = 0;
+    for x in CATALOG.iter().filter(|x| x.code != 74) {
+        let (action, reason) = xid_action(u64::from(x.code)).expect("a catalogued code");
+        assert!(
+            says(action, x.action),
+            "XID {}: the verdict says {} ({reason}), the row says {:?}",
+            x.code,
+            action.as_label(),
+            x.action
+        );
+        if action != Action::CheckHardware {
+            assert!(
+                !x.action.starts_with("drained until a person decides"),
+                "XID {}",
+                x.code
+            );
+        }
+        if x.bucket() == Bucket::WorkflowNvlink5Err {
+            let (bare, reason) =
+                xid_class_action(u64::from(x.code), XidClass::Nvlink5NoKernelLog).unwrap();
+            let want = format!("without its kernel-log line, {} ", without_line(bare));
+            assert!(
+                x.action.contains(&want),
+                "XID {}: {:?} lacks {want:?}",
+                x.code,
+                x.action
+            );
+            assert!(
+                x.action.contains(reason),
+                "XID {}: names no {reason}",
+                x.code
+            );
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, CATALOG.len() - 1);
+    assert!(says(Action::None, "nothing"));
+    assert!(!says(
+        Action::None,
+        "decided per event; without its line, drain"
+    ));
+    assert!(!says(
+        Action::CheckHardware,
+        "save the evidence and report it to NVIDIA"
+    ));
+}
+
+/// The reason tables of this module's doc and of docs/operations.md ("What
+/// to do with a GPU now") state, for every reason an XID code can give by
+/// its bucket or as unlisted, the action the code gives.
+#[test]
+fn the_verdict_docs_state_what_each_code_reason_does() {
+    let module: String = include_str!("mod.rs")
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let operations = include_str!("../../docs/operations.md");
+    let operations = operations
+        .split_once("## What to do with a GPU now: the verdict")
+        .expect("docs/operations.md's verdict section")
+        .1;
+    let mut pairs: Vec<(Action, &str)> = crate::xid_catalog::Bucket::ALL
+        .iter()
+        .map(|b| bucket_action(*b))
+        .filter(|&(_, r)| r != "none")
+        .collect();
+    pairs.push(UNLISTED);
+    for (name, doc) in [
+        ("src/verdict/mod.rs", module.as_str()),
+        ("docs/operations.md", operations),
+    ] {
+        for &(action, reason) in &pairs {
+            let rows: Vec<Vec<&str>> = doc
+                .lines()
+                .filter(|l| l.starts_with("| `"))
+                .map(|l| l.split(" | ").collect::<Vec<_>>())
+                .filter(|c| c.len() >= 3 && c[0].contains(&format!("`{reason}`")))
+                .collect();
+            // The module's table may say it once for all buckets
+            // (`xid_<bucket>`, "the bucket's").
+            let generic = doc.contains("| `xid_<bucket>` | the bucket's");
+            assert!(
+                !rows.is_empty() || (generic && reason != UNLISTED.1),
+                "{name}: no row for {reason}"
+            );
+            for c in rows {
+                assert_eq!(c[1], action.as_label(), "{name}: {reason}");
+            }
+        }
+    }
 }

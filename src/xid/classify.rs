@@ -14,9 +14,9 @@ pub fn is_nvlink5(code: u64) -> bool {
 }
 
 /// Codes whose events are decided by their kernel-log line: NVML's event
-/// waits for it (NVLink5's decode sheet, 74's registers).
+/// waits for it (NVLink5's decode sheet, 74's registers, 45's named cause).
 pub fn decided_by_line(code: u64) -> bool {
-    is_nvlink5(code) || code == 74
+    is_nvlink5(code) || code == 74 || code == 45
 }
 
 /// The class of such an event whose line never came.
@@ -76,10 +76,11 @@ pub fn nvlink5_class(code: u64, words: &Nvlink5Words, driver_major: Option<u32>)
 }
 
 /// A kernel-log line's class: 74 by its registers, NVLink5 by its
-/// words (`driver_major`: the driver that printed it), any other code by
-/// its bucket.
+/// words (`driver_major`: the driver that printed it), a 45 that names
+/// its cause as caused, any other code by its bucket.
 pub(super) fn line_class(xid: &Xid, driver_major: Option<u32>) -> XidClass {
     match xid.nvlink5 {
+        _ if xid.code == 45 && xid.caused_by.is_some() => XidClass::Xid45Caused,
         _ if xid.code == 74 => nvlink_err_class(xid.nvlink_err.map(|e| e.registers)),
         _ if !is_nvlink5(xid.code) => XidClass::Code,
         Some(w) => nvlink5_class(xid.code, &w, driver_major),
@@ -106,6 +107,11 @@ pub fn nvml_class(code: u64) -> XidClass {
 /// class added does not compile until it is decided here.
 pub fn kept(code: u64, class: XidClass) -> bool {
     match class {
+        // A code the catalog lacks, in NVIDIA's range: the verdict's policy
+        // for unlisted codes acts on it.
+        XidClass::Code if xid_catalog::lookup(code).is_none() => {
+            (1..=crate::snapshot::MAX_XID_CODE).contains(&code)
+        }
         XidClass::Code => xid_catalog::lookup(code).is_some_and(|x| match x.bucket() {
             Bucket::Ignore | Bucket::Xid154 => false,
             Bucket::RestartApp
@@ -121,7 +127,7 @@ pub fn kept(code: u64, class: XidClass) -> bool {
             | Bucket::ContactSupport
             | Bucket::WorkflowXid45 => true,
         }),
-        XidClass::Nvlink5Nothing => false,
+        XidClass::Nvlink5Nothing | XidClass::Xid45Caused => false,
         // Kept: off Hopper the verdict gives the code-wide action whatever
         // the bits say (`crate::verdict::xid_event_action`).
         XidClass::NvlinkErrNothing

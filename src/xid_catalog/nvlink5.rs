@@ -12,8 +12,11 @@
 //! (`nvlink5_table.rs`); a test keeps the two equal. NVIDIA/NVSentinel
 //! reads the same sheet from the embedded workbook
 //! (`health-monitors/syslog-health-monitor/pkg/common/common.go`,
-//! `loadNVL5DecodingRules`). Every row is here, in the sheet's order: 94
-//! rows, 45 `IGNORE`, 41 `RESET_GPU`, 8 `XID_154_EVAL`, three of them
+//! `loadNVL5DecodingRules`). Every row is here, in the order of gpud's
+//! generator, which sorts them by (xid, unit, error status)
+//! (`scripts/xid-gen-catelog.py`), not the sheet's: the rows are disjoint
+//! but for two V1 TLW patterns that resolve alike, so the order decides
+//! nothing. 94 rows, 45 `IGNORE`, 41 `RESET_GPU`, 8 `XID_154_EVAL`, three of them
 //! (`RLW_RXPIPE` 0x1, 0x2, 0x4) with the sheet's second pattern pair and
 //! its "Action 2", `RESET_GPU` when IntrInfo bit 10 (V1) or 7 (V2) is set.
 //! A blank "Error Status" cell (NETIR/NETIR_INT, every NETIR_LINK_EVT row)

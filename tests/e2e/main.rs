@@ -42,6 +42,7 @@ mod replay;
 mod repo_docs;
 mod scenarios;
 mod state_file;
+mod triage;
 mod verdict;
 mod web_config_fuzz;
 mod web_config_tls;

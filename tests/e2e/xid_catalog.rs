@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use nvml_exporter::verdict::{xid_action, UNLISTED};
 use nvml_exporter::xid_catalog::nvlink5::{Resolution, RULES};
 use nvml_exporter::xid_catalog::{codes_of, regex_of, Source, XidAlert, CATALOG};
 
@@ -18,33 +19,46 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
 }
 
+/// The verdict's answer for a code judged by its code alone (issue 46:
+/// the table says what the verdict does, from the verdict itself).
+fn verdict_of((action, reason): (nvml_exporter::snapshot::Action, &str)) -> String {
+    if reason == "none" {
+        format!("`{}`", action.as_label())
+    } else {
+        format!("`{}` (`{reason}`)", action.as_label())
+    }
+}
+
 /// The runbook's XID severity table, header to the catch-all row.
 fn runbook_table() -> String {
     let mut out = String::new();
     out.push_str(
-        "| XID | Meaning (NVIDIA XID catalog) | Catalog action | Alert | Severity | What to do |\n",
+        "| XID | Meaning (NVIDIA XID catalog) | Catalog action | Alert | Severity | Verdict by code | What to do |\n",
     );
-    out.push_str("|---|---|---|---|---|---|\n");
+    out.push_str("|---|---|---|---|---|---|---|\n");
     for x in CATALOG {
         let action = match x.source {
             Source::Catalog(b) => b.as_str().to_string(),
             Source::Departs(b) => format!("{}, departed", b.as_str()),
             Source::Ours(b) => format!("none, ours {}", b.as_str()),
         };
+        let verdict = xid_action(u64::from(x.code)).expect("every catalogued code has a verdict");
         out.push_str(&format!(
-            "| {} | `{}`: {} | {} | {} | {} | {} |\n",
+            "| {} | `{}`: {} | {} | {} | {} | {} | {} |\n",
             x.code,
             x.mnemonic,
             x.meaning,
             action,
             x.alert.rule(),
             x.alert.severity().as_str(),
+            verdict_of(verdict),
             x.action
         ));
     }
-    out.push_str(
-        "| any other | not in the catalog up to 176 | | NvidiaGpuXidUnlisted | warning | look it up in NVIDIA's catalog; add it to src/xid_catalog.rs and run scripts/regenerate |\n",
-    );
+    out.push_str(&format!(
+        "| any other | not in the catalog (177-184, past 185): NVSentinel's default for a code without a bucket, CONTACT_SUPPORT | | NvidiaGpuXidUnlisted | warning | {} | drained until a person decides: look it up in NVIDIA's catalog and release notes; add it to src/xid_catalog.rs and run scripts/regenerate |\n",
+        verdict_of(UNLISTED)
+    ));
     out
 }
 
@@ -195,8 +209,13 @@ fn rendering_moves_a_code_between_rules() {
 fn the_table_marks_where_the_bucket_is_ours_or_departs() {
     let table = runbook_table();
     assert!(table.contains("| 167 | `PCIE_FATAL_TIMEOUT`: "));
-    assert!(table.contains("| none, ours RESET_GPU | NvidiaGpuXidCritical | critical |"));
-    assert!(table.contains("| IGNORE, departed | NvidiaGpuXidWarning | warning |"));
+    assert!(table.contains("| none, ours RESET_GPU | NvidiaGpuXidCritical | critical | `reset_gpu` (`xid_reset_gpu`) |"));
+    assert!(table.contains("| IGNORE, departed | NvidiaGpuXidWarning | warning | `none` |"));
+    // Issue 46: the verdict's own answer, manual triage as one.
+    assert!(table.contains("| 78 | `VGPU_START_ERROR`: "));
+    assert!(table.contains("| UPDATE_SWFW | NvidiaGpuXidWarning | warning | `check_hardware` (`xid_update_swfw`) | drained until a person decides: "));
+    assert!(table.contains("| 185 | `SPARING_EVENT`: "));
+    assert!(table.contains("| `check_hardware` (`xid_unlisted`) |"));
     assert_eq!(table.lines().count(), 2 + CATALOG.len() + 1);
 }
 

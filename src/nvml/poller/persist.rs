@@ -64,6 +64,7 @@ pub fn class_name(class: XidClass) -> &'static str {
         XidClass::NvlinkErrCheckLink => "nvlink_err_check_link",
         XidClass::NvlinkErrFabricReset => "nvlink_err_fabric_reset",
         XidClass::NvlinkErrRepeated => "nvlink_err_repeated",
+        XidClass::Xid45Caused => "xid45_caused",
     }
 }
 
@@ -80,6 +81,7 @@ pub fn class_of(name: &str) -> Option<XidClass> {
         "nvlink_err_check_link" => XidClass::NvlinkErrCheckLink,
         "nvlink_err_fabric_reset" => XidClass::NvlinkErrFabricReset,
         "nvlink_err_repeated" => XidClass::NvlinkErrRepeated,
+        "xid45_caused" => XidClass::Xid45Caused,
         _ => return None,
     })
 }

@@ -191,7 +191,7 @@ mod tests {
         assert!(snap.gpus[1].readings.is_none());
         // As the join step judges the evidence.
         let verdict = |g: &GpuState| {
-            crate::verdict::judge_gpu(g, Instant::now(), Duration::from_secs(600))
+            crate::verdict::judge_gpu(g, &[], Instant::now(), Duration::from_secs(600))
                 .first()
                 .map(|v| (v.action, v.reason))
         };
