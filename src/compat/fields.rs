@@ -220,32 +220,60 @@ impl PartialEq for Field {
     }
 }
 
-/// Which of a field's two names.
+/// Which of a field's names: before 4.9, 4.9's, or 4.10's (4.9's but for
+/// the fields 4.10 renamed again, [`RENAMED_IN_4_10`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Variant {
     Legacy,
     Current,
+    V4_10,
 }
+
+/// The fields dcgm-exporter 4.10.0 renamed, each with its new name, in
+/// the same unit (bytes per second): its release notes,
+/// github.com/NVIDIA/dcgm-exporter/releases/tag/4.10.0 ("Rename four
+/// profiling fields in the shipped collectors. PCIe TX and RX are
+/// collected by default. NVLink TX and RX are optional. All four still use
+/// bytes per second, and custom collectors can still use the old names").
+/// 4.10's own `etc/default-counters.csv` could not be read here (the
+/// newest dcgm-exporter snapshot reachable is 4.5.3-4.8.2): everything
+/// else in 4.10's default set is taken as 4.9's, which the notes do not
+/// say changed.
+pub const RENAMED_IN_4_10: &[(u16, &str)] = &[
+    (1009, "DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND"),
+    (1010, "DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND"),
+    (1011, "DCGM_FI_PROF_NVLINK_TX_BYTES_PER_SECOND"),
+    (1012, "DCGM_FI_PROF_NVLINK_RX_BYTES_PER_SECOND"),
+];
 
 impl Field {
     pub fn name(&self, v: Variant) -> &'static str {
         match v {
             Variant::Legacy => self.legacy,
             Variant::Current => self.current,
+            Variant::V4_10 => self.name_in_4_10().unwrap_or(self.current),
         }
+    }
+
+    /// The name 4.10 gave it, where 4.10 renamed it.
+    pub fn name_in_4_10(&self) -> Option<&'static str> {
+        RENAMED_IN_4_10
+            .iter()
+            .find(|(id, _)| *id == self.id)
+            .map(|(_, n)| *n)
     }
 
     pub fn unit(&self, v: Variant) -> Unit {
         match v {
             Variant::Legacy => self.legacy_unit,
-            Variant::Current => self.current_unit,
+            Variant::Current | Variant::V4_10 => self.current_unit,
         }
     }
 
     pub fn is_default(&self, v: Variant) -> bool {
         match v {
             Variant::Legacy => self.default_legacy,
-            Variant::Current => self.default_current,
+            Variant::Current | Variant::V4_10 => self.default_current,
         }
     }
 
@@ -255,13 +283,15 @@ impl Field {
     }
 }
 
-/// A field by either of its names.
+/// A field by any of its names.
 pub fn lookup(name: &str) -> Option<(&'static Field, Variant)> {
     FIELDS.iter().find_map(|f| {
         if f.legacy == name {
             Some((f, Variant::Legacy))
         } else if f.current == name {
             Some((f, Variant::Current))
+        } else if f.name_in_4_10() == Some(name) {
+            Some((f, Variant::V4_10))
         } else {
             None
         }
@@ -287,13 +317,14 @@ pub enum Resolved {
 /// resolves, as dcgm-exporter resolves it (go-dcgm's `GetFieldID`); `None`
 /// for a name neither knows.
 ///
-/// In order: the table's name before DCGM 4.7; under 4.9, the table's 4.9
-/// name; a DCGM or go-dcgm name, by its field id, in the unit DCGM serves
+/// In order: the table's name before DCGM 4.7; under 4.9 and 4.10, the
+/// table's 4.9 name; a DCGM or go-dcgm name, by its field id, in the unit DCGM serves
 /// that id in (a deprecated alias keeps the unit of the field it names:
 /// DCGM 4.6's `DCGM_FI_DEV_GPU_UTIL_RATIO` is field 203, in percent,
 /// `dcgm_fields.h` l. 775; go-dcgm 4.6.1's base-unit fields 1600-1612 are
 /// their own ids, each the value of an older field in base units); last,
-/// a 4.9 name under an older generation, in its own unit.
+/// a 4.10 name (any generation: its unit is 4.9's); last, a 4.9 name
+/// under an older generation, in its own unit.
 pub fn resolve(name: &str, generation: super::Generation) -> Option<Resolved> {
     let served = |field: &'static Field, name: &'static str, unit: Unit| {
         Some(match field.source {
@@ -305,10 +336,14 @@ pub fn resolve(name: &str, generation: super::Generation) -> Option<Resolved> {
         return served(f, f.legacy, f.legacy_unit);
     }
     let current = FIELDS.iter().find(|f| f.current == name);
-    if generation.variant() == Variant::Current {
+    if generation.variant() != Variant::Legacy {
         if let Some(f) = current {
             return served(f, f.current, f.current_unit);
         }
+    }
+    // A 4.10 name, under any generation: same unit as 4.9's.
+    if let Some(f) = FIELDS.iter().find(|f| f.name_in_4_10() == Some(name)) {
+        return served(f, f.name(Variant::V4_10), f.current_unit);
     }
     if let Some((known, id)) = super::names::lookup(name) {
         let base = super::names::BASE_UNIT

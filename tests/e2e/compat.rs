@@ -511,12 +511,87 @@ fn dcgm_exporter_s_own_version_strings_pick_that_release_s_labels() {
             "{version}: {temp:?}"
         );
     }
-    let (status, out) = run_to_exit(&["--simulate", "--compat.dcgm=4.10.0"], &[]);
+    let (status, out) = run_to_exit(&["--simulate", "--compat.dcgm=1.1.0"], &[]);
     assert!(!status.success());
     assert!(
-        out.contains("4.10.0") && out.contains("4.5.1-4.8.0"),
+        out.contains("1.1.0") && out.contains("4.5.1-4.8.0"),
         "{out}"
     );
+}
+
+/// dcgm-exporter 4.10.0 renamed the PCIe and NVLink profiling rates
+/// `..._BYTES_PER_SECOND` (its release notes), the PCIe pair in the
+/// default set; everything else is 4.9's. A release after it is served as
+/// 4.10, and the log says so once.
+#[test]
+fn dcgm_exporter_4_10_serves_the_renamed_rates_and_a_newer_release_is_served_as_4_10() {
+    for version in ["4.10", "4.10.0", "4.11.2"] {
+        let e = Exporter::simulate(
+            "hgx-b200",
+            &[&format!("--compat.dcgm={version}"), "--compat.dcgm.only"],
+        );
+        let text = scrape(&e, "DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND");
+        assert!(promtool_problems(&text).is_empty());
+        let served = dcgm_names(&text);
+        for name in [
+            "DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND",
+            "DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND",
+            "DCGM_FI_DEV_SM_CLOCK_HERTZ",
+            "DCGM_FI_DEV_GPU_UTIL_RATIO",
+        ] {
+            assert!(
+                served.contains_key(name),
+                "{version}: {name} missing: {served:?}"
+            );
+        }
+        for old in [
+            "DCGM_FI_PROF_PCIE_TX_BYTES",
+            "DCGM_FI_PROF_NVLINK_TX_BYTES_PER_SECOND",
+        ] {
+            assert!(!served.contains_key(old), "{version}: {old} served");
+        }
+        assert!(text.contains("DCGM_FI_SYSTEM_DRIVER_VERSION=\""));
+        let newer = "names a dcgm-exporter release newer than any known here";
+        // The line comes before the start line, so the start line says
+        // whether it will ever come.
+        assert!(e.wait_log("nvml-exporter started", std::time::Duration::from_secs(60)));
+        let log = e.log();
+        assert_eq!(
+            log.matches(newer).count(),
+            usize::from(version == "4.11.2"),
+            "{version}: {log}"
+        );
+    }
+    // A 4.10 user's file: the NVLink rates by their new names, beside the
+    // old name of the PCIe rate (custom collectors keep the old names).
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("counters.csv");
+    std::fs::write(
+        &csv,
+        "DCGM_FI_PROF_NVLINK_TX_BYTES_PER_SECOND, gauge, NVLink sent.\n\
+         DCGM_FI_PROF_NVLINK_RX_BYTES_PER_SECOND, gauge, NVLink received.\n\
+         DCGM_FI_PROF_PCIE_TX_BYTES, gauge, PCIe sent.\n\
+         DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND, gauge, PCIe sent.\n",
+    )
+    .unwrap();
+    let e = Exporter::simulate(
+        "dgx-h100",
+        &[
+            "--compat.dcgm=4.10.0",
+            "--compat.dcgm.only",
+            "--config.file",
+            csv.to_str().unwrap(),
+        ],
+    );
+    let text = scrape(&e, "DCGM_FI_PROF_NVLINK_TX_BYTES_PER_SECOND");
+    // GPU 2 of dgx-h100 is not in MIG mode: one series each.
+    let old = value_of(&text, "DCGM_FI_PROF_PCIE_TX_BYTES", "2");
+    assert!(old > 0.0);
+    assert_eq!(
+        value_of(&text, "DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND", "2"),
+        old
+    );
+    assert!(value_of(&text, "DCGM_FI_PROF_NVLINK_RX_BYTES_PER_SECOND", "2") > 0.0);
 }
 
 #[test]
