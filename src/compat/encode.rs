@@ -159,6 +159,9 @@ struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     fn collect(&self, field: &'static Field, unit: Unit, out: &mut SampleSink<'a>) {
+        if let Source::XidTotals = field.source {
+            return self.xid_totals(out);
+        }
         for e in entities(self.snapshot) {
             let Some(v) = self.value(field, &e) else {
                 continue;
@@ -184,6 +187,39 @@ impl<'a> Ctx<'a> {
                 if let Some(per_pod) = field.per_pod {
                     self.per_pod(&e, per_pod, unit, out);
                 }
+            }
+        }
+    }
+
+    /// `DCGM_EXP_XID_ERRORS_TOTAL{xid}`: per entity and code, the XIDs
+    /// counted since start, with the entity's labels and holder, as
+    /// dcgm-exporter's XID total collector serves them. A MIG GPU
+    /// instance counts its own XIDs and the whole GPU's, never a
+    /// sibling's (as [`last_xid`]).
+    fn xid_totals(&self, out: &mut SampleSink<'a>) {
+        for e in entities(self.snapshot) {
+            let gi = e.instance.map(|gi| gi.gpu_instance);
+            let mut codes: Vec<(u64, u64)> = Vec::new();
+            for x in e
+                .gpu
+                .xids
+                .iter()
+                .filter(|x| x.gpu_instance.is_none() || x.gpu_instance == gi)
+            {
+                match codes.iter_mut().find(|(c, _)| *c == x.xid) {
+                    Some((_, n)) => *n = n.saturating_add(x.count),
+                    None => codes.push((x.xid, x.count)),
+                }
+            }
+            codes.sort_unstable();
+            let mut holders = holders(&e);
+            let (first, second) = (holders.next(), holders.next());
+            for (code, n) in codes {
+                let mut b = self.labels(out.sample(), &e).label("xid", code);
+                if let (Some(p), None) = (first, second) {
+                    b = pod_labels(b, p);
+                }
+                b.set(Value::Float(n as f64));
             }
         }
     }
@@ -266,7 +302,7 @@ impl<'a> Ctx<'a> {
             }
             Source::Node(read) => read(self.snapshot),
             Source::LastXid => last_xid(e.gpu, e.instance.map(|gi| gi.gpu_instance)),
-            Source::Label(_) | Source::None(_) => None,
+            Source::Label(_) | Source::None(_) | Source::XidTotals => None,
         }
     }
 
@@ -323,6 +359,7 @@ const DCGM_LABELS: &[&str] = &[
     "err_code",
     "err_msg",
     "hpc_job",
+    "xid",
 ];
 
 /// The code of the most recent XID of the entity; `None` before the

@@ -152,6 +152,9 @@ pub enum Source {
     Node(fn(&Snapshot) -> Option<f64>),
     /// The code of the GPU's most recent XID.
     LastXid,
+    /// Every XID since the exporter started, one series per code
+    /// (dcgm-exporter's `DCGM_EXP_XID_ERRORS_TOTAL{xid}`).
+    XidTotals,
     /// A label value.
     Label(for<'a> fn(&'a Snapshot, &'a GpuState) -> Option<&'a str>),
     /// None here, and why: the field is known, and always absent.
@@ -166,6 +169,7 @@ impl std::fmt::Debug for Source {
             Source::Rate(_) | Source::LinkRate { .. } => "rate",
             Source::Node(_) => "node",
             Source::LastXid => "last_xid",
+            Source::XidTotals => "xid_totals",
             Source::Label(_) => "label",
             Source::None(why) => why,
         };
@@ -369,7 +373,23 @@ fn all() -> impl Iterator<Item = &'static Field> {
         .iter()
         .chain(LINK_FIELDS.iter())
         .chain(ENGINE_FIELDS.iter())
+        .chain(EXPORTER_SERVED.iter())
 }
+
+/// dcgm-exporter's own families this exporter serves when a counters file
+/// asks for them (none is in its default set: each is commented out in
+/// its `etc/default-counters.csv` from 4.6.0-4.8.3 on). Not DCGM fields:
+/// the id is none of DCGM's (DCGM's ids stop well below it).
+#[rustfmt::skip]
+pub static EXPORTER_SERVED: &[Field] = &[
+    // NVIDIA/dcgm-exporter `internal/pkg/collector/xid_total_collector.go`
+    // at 7ad5832 (4.8.3): per monitored entity (a GPU, or a MIG GPU
+    // instance), one counter per XID code in a label `xid`, counting the
+    // XID field's values since the exporter started; no series for a code
+    // before its first event (no 0 series).
+    same(u16::MAX, "DCGM_EXP_XID_ERRORS_TOTAL", Count, Counter, false, F_XID,
+        "XIDs since the exporter started, by code.", Source::XidTotals),
+];
 
 /// Bytes a link sent, received or both, as NVML counts them.
 pub fn link_bytes(r: &GpuReadings, link: u32, tx: bool, rx: bool) -> Option<u64> {
@@ -531,7 +551,6 @@ fn why_not_served(id: u16) -> &'static str {
 /// may list: known, never served here, each with where to look instead.
 pub const EXPORTER_FIELDS: &[(&str, &str)] = &[
     ("DCGM_EXP_XID_ERRORS_COUNT", "dcgm-exporter counts XIDs in a time window of its own; nvidia_gpu_xid_errors_total counts every XID"),
-    ("DCGM_EXP_XID_ERRORS_TOTAL", "dcgm-exporter's own XID counter; nvidia_gpu_xid_errors_total counts every XID, from NVML and the kernel log"),
     ("DCGM_EXP_CLOCK_EVENTS_COUNT", "dcgm-exporter counts clock events in a time window of its own; nvidia_gpu_clock_throttle_seconds_total times them"),
     ("DCGM_EXP_CLOCK_EVENTS_TOTAL", "dcgm-exporter's own clock event counter; nvidia_gpu_clock_throttle_seconds_total times them"),
     ("DCGM_EXP_GPU_HEALTH_STATUS", "DCGM's health checks; nvidia_gpu_recommended_action is this exporter's verdict"),

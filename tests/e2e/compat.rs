@@ -637,6 +637,63 @@ fn a_mig_instance_s_xid_carries_only_that_instance_s_series() {
     assert_eq!(xids[0].label("err_code"), Some("31"));
 }
 
+/// dcgm-exporter 4.8.3's opt-in `DCGM_EXP_XID_ERRORS_TOTAL{xid}`
+/// (`internal/pkg/collector/xid_total_collector.go`): a counter per
+/// entity and code, from the first XID of that code on; none before, on
+/// a healthy GPU; the entity's labels and the `xid` label.
+#[test]
+fn a_counters_file_asking_for_the_xid_total_gets_one_counter_per_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("sim.sock");
+    let csv = dir.path().join("counters.csv");
+    std::fs::write(
+        &csv,
+        "DCGM_FI_DEV_GPU_TEMP, gauge, x\nDCGM_EXP_XID_ERRORS_TOTAL, counter, XIDs by code.\n",
+    )
+    .unwrap();
+    let e = Exporter::simulate_env(
+        "dgx-h100",
+        &[
+            "--compat.dcgm=4.10",
+            "--compat.dcgm.only",
+            "--config.file",
+            csv.to_str().unwrap(),
+        ],
+        &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
+    );
+    e.wait_ready();
+    let text = e.scrape_until("the temperature", |t| t.contains("DCGM_FI_DEV_GPU_TEMP{"));
+    assert!(
+        !text.contains("DCGM_EXP_XID_ERRORS_TOTAL{"),
+        "no XID yet: {text}"
+    );
+    for code in ["48", "48", "79"] {
+        common::sim_control(&socket, &["xid", "--gpu", "2", "--code", code]);
+    }
+    let text = e.scrape_until("three XIDs", |t| {
+        t.contains("xid=\"79\"} 1") && t.contains("xid=\"48\"} 2")
+    });
+    assert!(promtool_problems(&text).is_empty());
+    assert!(
+        text.contains("# TYPE DCGM_EXP_XID_ERRORS_TOTAL counter\n"),
+        "{text}"
+    );
+    let s = samples(&text);
+    let totals: Vec<_> = s
+        .iter()
+        .filter(|s| s.name == "DCGM_EXP_XID_ERRORS_TOTAL")
+        .collect();
+    assert_eq!(totals.len(), 2, "{totals:#?}");
+    for t in &totals {
+        assert_eq!(t.label("gpu"), Some("2"));
+        assert!(
+            t.label("UUID").is_some() && t.label("hostname").is_some(),
+            "{t:?}"
+        );
+    }
+    assert!(!e.log().contains("DCGM_EXP_XID_ERRORS_TOTAL is not served"));
+}
+
 #[test]
 fn a_mig_instance_s_reserved_and_used_percent_are_its_own() {
     let dir = tempfile::tempdir().unwrap();
