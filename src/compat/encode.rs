@@ -28,7 +28,7 @@ use std::sync::PoisonError;
 use std::time::SystemTime;
 
 use super::fields::{Field, FieldKind, PerPod, Source, Unit};
-use super::{Compat, Selected};
+use super::{Compat, Generation, Selected};
 use crate::exposition::Writer;
 use crate::metric::{Kind, Metric, SampleBuilder, SampleSink, Scope, Value};
 use crate::snapshot::{GpuReadings, GpuState, MigGpuInstance, MigSize, PodAttribution, Snapshot};
@@ -174,7 +174,12 @@ impl<'a> Ctx<'a> {
                 let mut b = self.labels(out.sample(), &e);
                 if let Source::LastXid = field.source {
                     let code = v as u64;
-                    let msg = xid_catalog::lookup(code).map_or("Unknown Error", |x| x.meaning);
+                    // dcgm-exporter's text for 0 (`xid_errors.go` at
+                    // 3.3.6-3.4.2, l. 21): what it printed before an XID.
+                    let msg = match code {
+                        0 => "No Error",
+                        _ => xid_catalog::lookup(code).map_or("Unknown Error", |x| x.meaning),
+                    };
                     b = b.label("err_code", code).label("err_msg", msg);
                 }
                 if let (Some(p), None) = (first, second) {
@@ -281,9 +286,16 @@ impl<'a> Ctx<'a> {
         b
     }
 
-    /// The field's value for `e`, in base units; `None` where there is
-    /// none (never 0 for a missing reading).
+    /// The field's value for `e`, in base units: the reading, or where
+    /// NVML has none, what DCGM prints there ([`dcgm_blank`]); `None`
+    /// where DCGM prints nothing either.
     fn value(&self, field: &Field, e: &Entity<'a>) -> Option<f64> {
+        self.reading(field, e)
+            .or_else(|| dcgm_blank(field.id, self.compat.generation, e))
+    }
+
+    /// The reading for `e`, in base units; `None` where there is none.
+    fn reading(&self, field: &Field, e: &Entity<'a>) -> Option<f64> {
         match field.source {
             Source::Gpu(read) => e.readings.and_then(read),
             Source::Instance { gpu, mig } => match e.instance {
@@ -326,6 +338,36 @@ impl<'a> Ctx<'a> {
             }
         }
     }
+}
+
+/// What dcgm-exporter prints for a field NVML gave no value for, where
+/// that is not nothing: DCGM stores NVML's error as a blank value
+/// (NVIDIA/DCGM `dcgmlib/src/DcgmCacheManager.cpp` at 72fa3fe, e.g. the
+/// memory temperature l. 10974-10988, the fan l. 11216-11229) and
+/// dcgm-exporter skips blank values (`internal/pkg/collector/gpu_collector.go`
+/// `toString` at tag 4.5.3-4.8.2, l. 373-396; the same switch since 3.x),
+/// so most fields are absent, as here. The exceptions, each by generation
+/// (docs/migrating-from-dcgm-exporter.md, "What DCGM prints where NVML has
+/// no value"), only for a GPU that answered this poll:
+/// - `DCGM_FI_DEV_XID_ERRORS` (230): 0 before the first XID up to 3.4
+///   (NVIDIA/dcgm-exporter #700 and #646: 4.4.1-4.6.0 printed 0 on every
+///   healthy GPU, 4.5.3-4.8.2 prints nothing);
+/// - `DCGM_FI_DEV_MEMORY_TEMP` (140): 0 up to 3.4, nothing from DCGM 4 on
+///   (#460: 3.3.5-3.4.1 printed 0 on a board without a memory sensor,
+///   4.1.1-4.0.4 nothing; DCGM 4.6 stores NVML's error as blank);
+/// - `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL` (449): 0 on a GPU without
+///   NVLink, every generation (DCGM asks NVML for the sum over all links,
+///   scope `UINT_MAX`, l. 13917-13921, which is 0 without links; as real
+///   dcgm-exporter output on PCIe boards shows).
+fn dcgm_blank(id: u16, generation: Generation, e: &Entity<'_>) -> Option<f64> {
+    let r = e.readings?;
+    let zero = match id {
+        230 => generation == Generation::V3_4 && e.gpu.xids.is_empty() && e.gpu.xid_other.is_none(),
+        140 => generation == Generation::V3_4,
+        449 => r.nvlinks.is_empty(),
+        _ => false,
+    };
+    zero.then_some(0.0)
 }
 
 /// The holder's `pod`, `namespace` and `container`, and the pod labels

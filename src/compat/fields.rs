@@ -910,7 +910,7 @@ pub static FIELDS: &[Field] = &[
         "Decoder utilization.", Source::Gpu(|r| utilization(r, Engine::Decoder))),
     // Errors and violations
     renamed(230, "DCGM_FI_DEV_XID_ERRORS", Count, "DCGM_FI_DEV_XID_ERROR", Count, Gauge, true, F_XID,
-        "Code of the most recent XID since the exporter started; absent before the first.", Source::LastXid),
+        "Code of the most recent XID since the exporter started; before the first, 0 under 3.4, absent later (as dcgm-exporter).", Source::LastXid),
     same(240, "DCGM_FI_DEV_POWER_VIOLATION", Nanoseconds, Counter, false, F_THROTTLE,
         "Time held below its clocks by the power limit (NVML perf policy power).", Source::Gpu(|r| throttle_seconds(r, ThrottleReason::SwPowerCap))),
     same(241, "DCGM_FI_DEV_THERMAL_VIOLATION", Nanoseconds, Counter, false, F_THROTTLE,

@@ -694,6 +694,82 @@ fn a_counters_file_asking_for_the_xid_total_gets_one_counter_per_code() {
     assert!(!e.log().contains("DCGM_EXP_XID_ERRORS_TOTAL is not served"));
 }
 
+/// What DCGM prints where NVML has no value, on a fleet mixing an HBM
+/// board (H100) with GDDR boards (L4, L40S: no memory temperature, no
+/// NVLink), by generation. Expected from the cited behaviour
+/// (docs/migrating-from-dcgm-exporter.md, "What DCGM prints where NVML has
+/// no value"): up to 3.4, `DCGM_FI_DEV_MEMORY_TEMP` 0 on a board without
+/// the sensor (#460) and `DCGM_FI_DEV_XID_ERRORS` 0 with `err_code="0"`,
+/// `err_msg="No Error"` before the first XID (#700, #646,
+/// `xid_errors.go`); later generations print neither; every generation
+/// prints `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL` 0 without NVLink.
+#[test]
+fn dcgm_s_own_zeros_by_generation_on_a_fleet_mixing_hbm_and_gddr() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = dir.path().join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\n[[gpu]]\nmodel = \"l4\"\n[[gpu]]\nmodel = \"l40s\"\n",
+    )
+    .unwrap();
+    for (generation, old) in [
+        ("3.4", true),
+        ("4.8.2", false),
+        ("4.8", false),
+        ("4.9", false),
+        ("4.10", false),
+    ] {
+        let e = Exporter::ready(
+            fleet.to_str().unwrap(),
+            &[&format!("--compat.dcgm={generation}"), "--compat.dcgm.only"],
+        );
+        let text = e.scrape();
+        let (temp, xid, nvlink) = if generation == "4.9" || generation == "4.10" {
+            (
+                "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS",
+                "DCGM_FI_DEV_XID_ERROR",
+                "DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND",
+            )
+        } else {
+            (
+                "DCGM_FI_DEV_MEMORY_TEMP",
+                "DCGM_FI_DEV_XID_ERRORS",
+                "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+            )
+        };
+        let s = samples(&text);
+        let find = |name: &str, gpu: &str| {
+            s.iter()
+                .find(|x| x.name == name && x.label("gpu") == Some(gpu))
+                .map(|x| {
+                    (
+                        x.value.parse::<f64>().unwrap(),
+                        x.label("err_code").map(str::to_owned),
+                        x.label("err_msg").map(str::to_owned),
+                    )
+                })
+        };
+        // The H100 reads its HBM temperature: served as read, every generation.
+        assert!(
+            find(temp, "0").is_some_and(|(v, ..)| v > 0.0),
+            "{generation}: {text}"
+        );
+        for gddr in ["1", "2"] {
+            let want = old.then_some((0.0, None, None));
+            assert_eq!(find(temp, gddr), want, "{generation} gpu {gddr}: {temp}");
+            assert_eq!(
+                find(nvlink, gddr),
+                Some((0.0, None, None)),
+                "{generation} gpu {gddr}: {nvlink}"
+            );
+        }
+        for gpu in ["0", "1", "2"] {
+            let want = old.then(|| (0.0, Some("0".to_owned()), Some("No Error".to_owned())));
+            assert_eq!(find(xid, gpu), want, "{generation} gpu {gpu}: {xid}");
+        }
+    }
+}
+
 #[test]
 fn a_mig_instance_s_reserved_and_used_percent_are_its_own() {
     let dir = tempfile::tempdir().unwrap();
