@@ -1275,3 +1275,53 @@ fn per_engine_gpm_fields_are_each_engine_s_own() {
     // this exporter's own families stay off.
     assert!(!text.contains("nvidia_gpu_activity_ratio"), "{text}");
 }
+
+/// `major.minor` of a version text (`4.10.0`, `4.10`).
+fn major_minor(v: &str) -> (u32, u32) {
+    let mut parts = v
+        .split('.')
+        .map(|p| p.parse::<u32>().unwrap_or_else(|_| panic!("{v}")));
+    (parts.next().unwrap(), parts.next().unwrap_or(0))
+}
+
+/// The README's comparison names the dcgm-exporter release it describes;
+/// a table older than the newest generation the migration guide (and
+/// `--compat.dcgm`) knows describes a peer that has moved on, and its
+/// "work unchanged" sentence promises too little or too much.
+#[test]
+fn the_readme_comparison_is_of_the_newest_dcgm_exporter_the_docs_know() {
+    let readme = std::fs::read_to_string(common::repo_root().join("README.md")).unwrap();
+    let section = &readme[readme.find("## How it compares").expect("the section")..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let header = section
+        .lines()
+        .find(|l| l.starts_with("| | nvml-exporter |"))
+        .expect("the table's header");
+    let named = header
+        .split('|')
+        .map(str::trim)
+        .find_map(|c| c.strip_prefix("dcgm-exporter "))
+        .unwrap_or_else(|| panic!("the header names no dcgm-exporter release: {header}"));
+    let guide = std::fs::read_to_string(doc_path()).unwrap();
+    let newest_doc = guide
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+        .filter(|g| g.split('.').all(|p| p.parse::<u32>().is_ok()) && g.contains('.'))
+        .map(major_minor)
+        .max()
+        .expect("the guide's generation table");
+    let newest_code = major_minor(Generation::NEWEST.as_str());
+    assert_eq!(
+        newest_doc, newest_code,
+        "the guide's generations and --compat.dcgm's"
+    );
+    assert!(
+        major_minor(named) >= newest_doc,
+        "README compares dcgm-exporter {named}, older than {newest_doc:?} in docs/migrating-from-dcgm-exporter.md"
+    );
+    let promise = format!("3.4 to {}.{}", newest_doc.0, newest_doc.1);
+    assert!(
+        section.contains(&promise),
+        "the sentence under the table should say {promise}"
+    );
+}
