@@ -279,8 +279,10 @@ impl<'a> Ctx<'a> {
             self.compat.hostname.as_deref(),
         );
         for (name, field) in self.labels {
-            if let Source::Label(read) = field.source {
-                b = b.label_opt(name, read(self.snapshot, g));
+            match field.source {
+                Source::Label(read) => b = b.label_opt(name, read(self.snapshot, g)),
+                Source::LabelNumber(read) => b = b.label_opt(name, read(self.snapshot, g)),
+                _ => {}
             }
         }
         b
@@ -314,7 +316,7 @@ impl<'a> Ctx<'a> {
             }
             Source::Node(read) => read(self.snapshot),
             Source::LastXid => last_xid(e.gpu, e.instance.map(|gi| gi.gpu_instance)),
-            Source::Label(_) | Source::None(_) | Source::XidTotals => None,
+            Source::Label(_) | Source::LabelNumber(_) | Source::None(_) | Source::XidTotals => None,
         }
     }
 

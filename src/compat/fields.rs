@@ -157,6 +157,8 @@ pub enum Source {
     XidTotals,
     /// A label value.
     Label(for<'a> fn(&'a Snapshot, &'a GpuState) -> Option<&'a str>),
+    /// A label whose DCGM value is an integer (printed as one).
+    LabelNumber(fn(&Snapshot, &GpuState) -> Option<u64>),
     /// None here, and why: the field is known, and always absent.
     None(&'static str),
 }
@@ -170,7 +172,7 @@ impl std::fmt::Debug for Source {
             Source::Node(_) => "node",
             Source::LastXid => "last_xid",
             Source::XidTotals => "xid_totals",
-            Source::Label(_) => "label",
+            Source::Label(_) | Source::LabelNumber(_) => "label",
             Source::None(why) => why,
         };
         f.write_str(kind)
@@ -701,6 +703,13 @@ fn nvml_version<'a>(s: &'a Snapshot, _: &'a GpuState) -> Option<&'a str> {
     s.driver.as_ref().map(|d| d.nvml_version.as_str())
 }
 
+/// NVML's CUDA driver version as DCGM prints it: `12.8` is 12080.
+fn cuda_driver_version(s: &Snapshot, _: &GpuState) -> Option<u64> {
+    let v = s.driver.as_ref()?.cuda_driver_version.as_deref()?;
+    let (major, minor) = v.split_once('.')?;
+    Some(major.parse::<u64>().ok()? * 1000 + minor.parse::<u64>().ok()? * 10)
+}
+
 fn brand<'a>(_: &'a Snapshot, g: &'a GpuState) -> Option<&'a str> {
     g.identity.brand.as_deref()
 }
@@ -1020,6 +1029,28 @@ pub static FIELDS: &[Field] = &[
         "Device serial number.", Source::Label(serial)),
     same(85, "DCGM_FI_DEV_VBIOS_VERSION", Unit::Label, Label, false, None,
         "VBIOS version.", Source::Label(vbios)),
+    // Label rows users' counters files carry. DCGM reads each from NVML
+    // (NVIDIA/DCGM `dcgmlib/src/DcgmCacheManager.cpp` at 72fa3fe: the CUDA
+    // driver version l. 10258-10271, nvmlSystemGetCudaDriverVersion_v2's
+    // integer, 1000 * major + 10 * minor; the minor number l. 10664-10679;
+    // the name, UUID and PCI bus id from nvmlDeviceGetName, GetUUID and
+    // GetPciInfo_v3, l. 10290, 10604, 10894) and dcgm-exporter puts the
+    // value in a label named as the counters file names the field
+    // (`labels[counter.FieldName] = v`, `gpu_collector.go` at 4.5.3-4.8.2).
+    same(5, "DCGM_FI_CUDA_DRIVER_VERSION", Unit::Label, Label, false, None,
+        "CUDA driver version, 1000 * major + 10 * minor.", Source::LabelNumber(cuda_driver_version)),
+    renamed(50, "DCGM_FI_DEV_NAME", Unit::Label, "DCGM_FI_DEV_GPU_NAME", Unit::Label, Label, false, None,
+        "Device name.", Source::Label(|_, g| g.identity.name.as_deref())),
+    renamed(54, "DCGM_FI_DEV_UUID", Unit::Label, "DCGM_FI_DEV_GPU_UUID", Unit::Label, Label, false, None,
+        "Device UUID.", Source::Label(|_, g| Some(g.uuid.as_str()))),
+    renamed(55, "DCGM_FI_DEV_MINOR_NUMBER", Unit::Label, "DCGM_FI_DEV_GPU_MINOR_NUMBER", Unit::Label, Label, false, None,
+        "Device node minor number (/dev/nvidiaN).", Source::LabelNumber(|_, g| g.identity.minor_number.map(u64::from))),
+    renamed(57, "DCGM_FI_DEV_PCI_BUSID", Unit::Label, "DCGM_FI_DEV_PCI_BUS_ID", Unit::Label, Label, false, None,
+        "PCI bus id.", Source::Label(|_, g| g.identity.pci_bus_id.as_deref())),
+    // DCGM's name of its own process (nvmlSystemGetProcessName(getpid()),
+    // l. 10227-10239): dcgm-exporter's or nv-hostengine's.
+    renamed(3, "DCGM_FI_PROCESS_NAME", Unit::Label, "DCGM_FI_SYSTEM_PROCESS_NAME", Unit::Label, Label, false, None,
+        "Name of DCGM's own process.", Source::None("the name of DCGM's own process (dcgm-exporter or nv-hostengine), which does not run here")),
     renamed(56, "DCGM_FI_DEV_OEM_INFOROM_VER", Unit::Label, "DCGM_FI_DEV_INFOROM_OEM_VERSION", Unit::Label, Label, false, None,
         "OEM inforom version.", Source::None("inforom versions are not read here")),
     renamed(80, "DCGM_FI_DEV_ECC_INFOROM_VER", Unit::Label, "DCGM_FI_DEV_INFOROM_ECC_VERSION", Unit::Label, Label, false, None,

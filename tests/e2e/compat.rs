@@ -770,6 +770,72 @@ fn dcgm_s_own_zeros_by_generation_on_a_fleet_mixing_hbm_and_gddr() {
     }
 }
 
+/// A user's counters file with `label` rows: each field's value becomes a
+/// label named exactly as the file names the field, on every series of the
+/// device (dcgm-exporter `gpu_collector.go`, `labels[counter.FieldName]`),
+/// with DCGM's value (the CUDA driver version as NVML's integer, the minor
+/// number as its integer); a label row for a field not answered here
+/// (`DCGM_FI_PROCESS_NAME`, DCGM's own process) is named in the log, not
+/// fatal.
+#[test]
+fn label_rows_of_a_user_s_counters_file_label_the_device_s_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("counters.csv");
+    std::fs::write(
+        &csv,
+        "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature.\n\
+         DCGM_FI_DEV_NAME, label, Device name.\n\
+         DCGM_FI_DRIVER_VERSION, label, Driver version.\n\
+         DCGM_FI_DEV_MINOR_NUMBER, label, Minor number.\n\
+         DCGM_FI_CUDA_DRIVER_VERSION, label, CUDA driver version.\n\
+         DCGM_FI_DEV_GPU_UUID, label, UUID.\n\
+         DCGM_FI_PROCESS_NAME, label, Process name.\n",
+    )
+    .unwrap();
+    let e = Exporter::ready(
+        "workstation",
+        &[
+            "--compat.dcgm=4.8",
+            "--compat.dcgm.only",
+            "--config.file",
+            csv.to_str().unwrap(),
+        ],
+    );
+    let text = e.scrape();
+    assert!(promtool_problems(&text).is_empty());
+    let s = samples(&text);
+    let temp = s
+        .iter()
+        .find(|x| x.name == "DCGM_FI_DEV_GPU_TEMP")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(temp.label("DCGM_FI_DEV_NAME"), temp.label("modelName"));
+    assert!(temp.label("modelName").is_some());
+    assert_eq!(temp.label("DCGM_FI_DEV_GPU_UUID"), temp.label("UUID"));
+    assert!(temp
+        .label("DCGM_FI_DRIVER_VERSION")
+        .is_some_and(|v| v.contains('.')));
+    let minor = temp
+        .label("DCGM_FI_DEV_MINOR_NUMBER")
+        .expect("minor number");
+    assert!(minor.parse::<u32>().is_ok(), "{minor}");
+    let cuda: u64 = temp
+        .label("DCGM_FI_CUDA_DRIVER_VERSION")
+        .expect("CUDA driver version")
+        .parse()
+        .unwrap();
+    assert!(cuda >= 11000 && cuda.is_multiple_of(10), "{cuda}");
+    assert_eq!(temp.label("DCGM_FI_PROCESS_NAME"), None);
+    assert!(
+        !text.contains("DCGM_FI_DEV_NAME{"),
+        "a label row is no series"
+    );
+    let log = e.log();
+    assert!(
+        log.contains("DCGM_FI_PROCESS_NAME (DCGM field 3) is not served here"),
+        "{log}"
+    );
+}
+
 #[test]
 fn a_mig_instance_s_reserved_and_used_percent_are_its_own() {
     let dir = tempfile::tempdir().unwrap();
