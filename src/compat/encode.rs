@@ -44,6 +44,17 @@ pub struct State {
     /// DCGM's name of each GPU instance's profile, by GPU and instance,
     /// with the size it was made from.
     profiles: Vec<((u32, u32), MigSize, String)>,
+    /// Per GPU: the clock event reasons last seen, when, and how often
+    /// each turned on since (`DCGM_EXP_CLOCK_EVENTS_TOTAL`).
+    clock_events: Vec<ClockEvents>,
+}
+
+#[derive(Debug)]
+struct ClockEvents {
+    gpu: u32,
+    at: SystemTime,
+    mask: u64,
+    totals: [u64; super::fields::CLOCK_EVENTS.len()],
 }
 
 /// A cumulative counter of a GPU (bytes) as last seen, and its rate over
@@ -162,6 +173,9 @@ impl<'a> Ctx<'a> {
         if let Source::XidTotals = field.source {
             return self.xid_totals(out);
         }
+        if let Source::ClockEventTotals = field.source {
+            return self.clock_event_totals(out);
+        }
         for e in entities(self.snapshot) {
             let Some(v) = self.value(field, &e) else {
                 continue;
@@ -221,6 +235,34 @@ impl<'a> Ctx<'a> {
             let (first, second) = (holders.next(), holders.next());
             for (code, n) in codes {
                 let mut b = self.labels(out.sample(), &e).label("xid", code);
+                if let (Some(p), None) = (first, second) {
+                    b = pod_labels(b, p);
+                }
+                b.set(Value::Float(n as f64));
+            }
+        }
+    }
+
+    /// `DCGM_EXP_CLOCK_EVENTS_TOTAL{clock_event}`: per entity, how often
+    /// each reason turned on, for the reasons that did (a MIG GPU
+    /// instance carries its GPU's: the reasons are the GPU's).
+    fn clock_event_totals(&self, out: &mut SampleSink<'a>) {
+        for e in entities(self.snapshot) {
+            let Some(c) = self
+                .state
+                .clock_events
+                .iter()
+                .find(|c| c.gpu == e.gpu.index)
+            else {
+                continue;
+            };
+            let mut holders = holders(&e);
+            let (first, second) = (holders.next(), holders.next());
+            for (reason, n) in super::fields::CLOCK_EVENTS.iter().zip(c.totals) {
+                if n == 0 {
+                    continue;
+                }
+                let mut b = self.labels(out.sample(), &e).label("clock_event", *reason);
                 if let (Some(p), None) = (first, second) {
                     b = pod_labels(b, p);
                 }
@@ -316,7 +358,11 @@ impl<'a> Ctx<'a> {
             }
             Source::Node(read) => read(self.snapshot),
             Source::LastXid => last_xid(e.gpu, e.instance.map(|gi| gi.gpu_instance)),
-            Source::Label(_) | Source::LabelNumber(_) | Source::None(_) | Source::XidTotals => None,
+            Source::Label(_)
+            | Source::LabelNumber(_)
+            | Source::None(_)
+            | Source::XidTotals
+            | Source::ClockEventTotals => None,
         }
     }
 
@@ -404,6 +450,7 @@ const DCGM_LABELS: &[&str] = &[
     "err_msg",
     "hpc_job",
     "xid",
+    "clock_event",
 ];
 
 /// The code of the most recent XID of the entity; `None` before the
@@ -490,6 +537,7 @@ impl State {
                     continue;
                 }
                 match f.source {
+                    Source::ClockEventTotals => self.observe_clock_events(g.index, at, r),
                     Source::Rate(read) => self.observe_counter(g.index, f.id, at, read(r)),
                     Source::LinkRate { link, tx, rx } => self.observe_counter(
                         g.index,
@@ -531,6 +579,36 @@ impl State {
                 .map(|(k, size)| (k, size, dcgm_profile(size)))
                 .collect();
         }
+    }
+
+    /// Counts the reasons that turned on since the last reading, as
+    /// dcgm-exporter's clock events total collector does between two of
+    /// its reads: a GPU's first reading only primes it, and a reading
+    /// already seen (a render of the same poll) counts nothing.
+    fn observe_clock_events(&mut self, gpu: u32, at: SystemTime, r: &GpuReadings) {
+        let Some(mask) = super::fields::clock_event_bits(r) else {
+            return;
+        };
+        let Some(seen) = self.clock_events.iter_mut().find(|c| c.gpu == gpu) else {
+            self.clock_events.push(ClockEvents {
+                gpu,
+                at,
+                mask,
+                totals: Default::default(),
+            });
+            return;
+        };
+        if seen.at == at {
+            return;
+        }
+        let turned_on = mask & !seen.mask;
+        for (bit, total) in seen.totals.iter_mut().enumerate() {
+            if turned_on & (1 << bit) != 0 {
+                *total = total.saturating_add(1);
+            }
+        }
+        seen.at = at;
+        seen.mask = mask;
     }
 
     fn observe_counter(&mut self, gpu: u32, field: u16, at: SystemTime, value: Option<u64>) {

@@ -155,6 +155,9 @@ pub enum Source {
     /// Every XID since the exporter started, one series per code
     /// (dcgm-exporter's `DCGM_EXP_XID_ERRORS_TOTAL{xid}`).
     XidTotals,
+    /// Clock event reasons that became active, counted per reason since
+    /// start (dcgm-exporter's `DCGM_EXP_CLOCK_EVENTS_TOTAL{clock_event}`).
+    ClockEventTotals,
     /// A label value.
     Label(for<'a> fn(&'a Snapshot, &'a GpuState) -> Option<&'a str>),
     /// A label whose DCGM value is an integer (printed as one).
@@ -172,6 +175,7 @@ impl std::fmt::Debug for Source {
             Source::Node(_) => "node",
             Source::LastXid => "last_xid",
             Source::XidTotals => "xid_totals",
+            Source::ClockEventTotals => "clock_event_totals",
             Source::Label(_) | Source::LabelNumber(_) => "label",
             Source::None(why) => why,
         };
@@ -391,7 +395,33 @@ pub static EXPORTER_SERVED: &[Field] = &[
     // before its first event (no 0 series).
     same(u16::MAX, "DCGM_EXP_XID_ERRORS_TOTAL", Count, Counter, false, F_XID,
         "XIDs since the exporter started, by code.", Source::XidTotals),
+    // `clock_events_total_collector.go` at 7ad5832: per entity, each clock
+    // event reason counted when it turns on between two readings of the
+    // reasons bitmask (the first reading only primes it), in a label
+    // `clock_event` named as `clock_events_collector.go` names the bits.
+    same(u16::MAX - 1, "DCGM_EXP_CLOCK_EVENTS_TOTAL", Count, Counter, false, F_THROTTLE,
+        "Clock event reasons that turned on since the exporter started, by reason.", Source::ClockEventTotals),
 ];
+
+/// dcgm-exporter's names of the clock event reason bits, lowest bit first
+/// (`clock_events_collector.go` at d5e5f51, `clockEventToString`).
+pub const CLOCK_EVENTS: [&str; 9] = [
+    "gpu_idle",
+    "clocks_setting",
+    "power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal",
+    "hw_thermal",
+    "hw_power_brake",
+    "display_clocks",
+];
+
+/// DCGM's clock event reasons bitmask of the GPU, `None` where NVML gave
+/// no reasons.
+pub fn clock_event_bits(r: &GpuReadings) -> Option<u64> {
+    clock_event_mask(r).map(|m| m as u64)
+}
 
 /// Bytes a link sent, received or both, as NVML counts them.
 pub fn link_bytes(r: &GpuReadings, link: u32, tx: bool, rx: bool) -> Option<u64> {
@@ -554,7 +584,6 @@ fn why_not_served(id: u16) -> &'static str {
 pub const EXPORTER_FIELDS: &[(&str, &str)] = &[
     ("DCGM_EXP_XID_ERRORS_COUNT", "dcgm-exporter counts XIDs in a time window of its own; nvidia_gpu_xid_errors_total counts every XID"),
     ("DCGM_EXP_CLOCK_EVENTS_COUNT", "dcgm-exporter counts clock events in a time window of its own; nvidia_gpu_clock_throttle_seconds_total times them"),
-    ("DCGM_EXP_CLOCK_EVENTS_TOTAL", "dcgm-exporter's own clock event counter; nvidia_gpu_clock_throttle_seconds_total times them"),
     ("DCGM_EXP_GPU_HEALTH_STATUS", "DCGM's health checks; nvidia_gpu_recommended_action is this exporter's verdict"),
     ("DCGM_EXP_P2P_STATUS", "DCGM's peer-to-peer probe; NVML has no equivalent"),
 ];

@@ -694,6 +694,72 @@ fn a_counters_file_asking_for_the_xid_total_gets_one_counter_per_code() {
     assert!(!e.log().contains("DCGM_EXP_XID_ERRORS_TOTAL is not served"));
 }
 
+/// dcgm-exporter 4.8.3's opt-in `DCGM_EXP_CLOCK_EVENTS_TOTAL{clock_event}`
+/// (`clock_events_total_collector.go`): a reason counts each time it turns
+/// on between two readings, the first reading only primes, and a reason
+/// that never turned on has no series.
+#[test]
+fn the_clock_events_total_counts_each_reason_turning_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("sim.sock");
+    let csv = dir.path().join("counters.csv");
+    std::fs::write(
+        &csv,
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, gauge, x\nDCGM_EXP_CLOCK_EVENTS_TOTAL, counter, Clock events.\n",
+    )
+    .unwrap();
+    let e = Exporter::simulate_env(
+        "dgx-h100",
+        &[
+            "--compat.dcgm",
+            "--compat.dcgm.only",
+            "--config.file",
+            csv.to_str().unwrap(),
+        ],
+        &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
+    );
+    e.wait_ready();
+    let mask = |t: &str| -> u64 {
+        samples(t)
+            .iter()
+            .find(|s| s.name == "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" && s.label("gpu") == Some("2"))
+            .map_or(0, |s| s.value.parse::<f64>().unwrap() as u64)
+    };
+    let total = |t: &str| -> Option<f64> {
+        samples(t)
+            .iter()
+            .find(|s| {
+                s.name == "DCGM_EXP_CLOCK_EVENTS_TOTAL"
+                    && s.label("gpu") == Some("2")
+                    && s.label("clock_event") == Some("hw_slowdown")
+            })
+            .map(|s| s.value.parse().unwrap())
+    };
+    let text = e.scrape_until("the reasons of GPU 2", |t| {
+        t.contains("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{")
+    });
+    assert_eq!(mask(&text) & 0x8, 0);
+    assert_eq!(total(&text), None, "nothing turned on yet: {text}");
+    for round in 1..=2 {
+        common::sim_control(
+            &socket,
+            &["throttle", "--gpu", "2", "--reasons", "hw-slowdown"],
+        );
+        let text = e.scrape_until("hw slowdown on", |t| mask(t) & 0x8 != 0);
+        // The render that first sees the bit counts it.
+        assert_eq!(total(&text), Some(f64::from(round)), "{text}");
+        common::sim_control(&socket, &["throttle", "--gpu", "2", "--reasons", ""]);
+        let text = e.scrape_until("hw slowdown off", |t| mask(t) & 0x8 == 0);
+        assert_eq!(total(&text), Some(f64::from(round)), "off counts nothing");
+    }
+    let text = e.scrape();
+    assert!(promtool_problems(&text).is_empty());
+    assert!(text.contains("# TYPE DCGM_EXP_CLOCK_EVENTS_TOTAL counter\n"));
+    assert!(!e
+        .log()
+        .contains("DCGM_EXP_CLOCK_EVENTS_TOTAL is not served"));
+}
+
 /// What DCGM prints where NVML has no value, on a fleet mixing an HBM
 /// board (H100) with GDDR boards (L4, L40S: no memory temperature, no
 /// NVLink), by generation. Expected from the cited behaviour
