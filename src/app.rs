@@ -282,6 +282,20 @@ async fn supervise(server: &mut JoinHandle<()>, stop: impl Future<Output = &'sta
     }
 }
 
+/// One line when `--compat.dcgm` named a dcgm-exporter release newer than
+/// any generation known here (it is served as the newest known).
+fn log_newer_generation(config: &Config) {
+    if let Some(c) = config.compat.as_ref() {
+        if let Some(release) = c.newer_release.as_deref() {
+            tracing::warn!(
+                release,
+                served_as = c.generation.as_str(),
+                "--compat.dcgm names a dcgm-exporter release newer than any known here; serving the newest known generation's names"
+            );
+        }
+    }
+}
+
 /// Serves until a signal or a server failure: the sampler to shut down
 /// (`None` when stopped before it started) and how serving ended.
 async fn serve_until_signal(
@@ -412,6 +426,8 @@ async fn serve_until_signal(
     for address in &addresses {
         tracing::info!(address = %address, telemetry_path = %config.telemetry_path, "listening");
     }
+    // Before the start line, which tests wait on.
+    log_newer_generation(&config);
     let build = BuildInfo::current();
     tracing::info!(
         version = build.version,

@@ -10,7 +10,6 @@ use clap::{ArgAction, Parser, ValueEnum};
 
 use super::values::*;
 use super::{ListenAddress, LogFormat, LogLevel, DEFAULT_SCENARIO, DEFAULT_XID_MAX_CODES};
-use crate::compat::Generation;
 use crate::{kmsg, kubernetes, workloads};
 
 /// `--kubernetes.pod-labels.source`.
@@ -514,9 +513,11 @@ pub(super) struct Flags {
     /// named as dcgm-exporter GENERATION names them: 4.8 (4.8.3 and 4.8.4,
     /// the default when bare: what GPU Operator v26.7 ships), 4.8.2 (3.5.0
     /// to 4.8.2: host label Hostname), 3.4 (3.4.2 and earlier: no
-    /// pci_bus_id) or 4.9 (DCGM 4.7's names, in base units); or the
-    /// release as dcgm-exporter names it (4.5.1-4.8.0, 4.8.4, an image
-    /// tag). See docs/migrating-from-dcgm-exporter.md.
+    /// pci_bus_id), 4.9 (DCGM 4.7's names, in base units) or 4.10 (4.9's,
+    /// the PCIe and NVLink profiling rates renamed _BYTES_PER_SECOND); or
+    /// the release as dcgm-exporter names it (4.5.1-4.8.0, 4.8.4, 4.10.0,
+    /// an image tag; a release after 4.10 is served as 4.10). See
+    /// docs/migrating-from-dcgm-exporter.md.
     #[arg(
         long = "compat.dcgm",
         env = "NVML_EXPORTER_COMPAT_DCGM",
@@ -526,7 +527,7 @@ pub(super) struct Flags {
         value_parser = parse_generation,
         value_name = "GENERATION"
     )]
-    pub(super) compat_dcgm: Option<Generation>,
+    pub(super) compat_dcgm: Option<GenerationArg>,
 
     /// Serve the DCGM series instead of this exporter's nvidia_* families
     /// (its own nvml_exporter_*, process_* and promhttp_* stay). Needs

@@ -176,6 +176,9 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompatConfig {
     pub generation: Generation,
+    /// The dcgm-exporter release `--compat.dcgm` named where it is newer
+    /// than any generation known here (served as `generation`, the newest).
+    pub newer_release: Option<String>,
     pub only: bool,
     /// `--compat.dcgm.hostname`: `None` for the kernel's host name,
     /// `Some("")` for no host label.
@@ -388,8 +391,9 @@ where
         health_without_auth: flags.health_without_auth,
         kubernetes,
         workloads,
-        compat: flags.compat_dcgm.map(|generation| CompatConfig {
-            generation,
+        compat: flags.compat_dcgm.map(|arg| CompatConfig {
+            generation: arg.generation,
+            newer_release: arg.newer_release,
             only: flags.compat_dcgm_only,
             hostname: flags.compat_dcgm_hostname,
         }),

@@ -7,10 +7,21 @@ use std::time::Duration;
 use super::{ListenAddress, MIN_COLLECT_INTERVAL, MIN_STUCK_DEADLINE};
 use crate::compat::Generation;
 
-pub(super) fn parse_generation(s: &str) -> Result<Generation, String> {
-    Generation::parse(s.trim()).ok_or_else(|| {
+/// `--compat.dcgm`'s value: the generation, and the release asked for
+/// where it is newer than any generation known here (served as the
+/// newest known; the start log says so once).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenerationArg {
+    pub generation: Generation,
+    pub newer_release: Option<String>,
+}
+
+pub(super) fn parse_generation(s: &str) -> Result<GenerationArg, String> {
+    let s = s.trim();
+    let newer_release = Generation::newer_than_known(s).then(|| s.to_owned());
+    Generation::parse(s).map(|generation| GenerationArg { generation, newer_release }).ok_or_else(|| {
         format!(
-            "{s:?} is not a dcgm-exporter generation ({}) nor a dcgm-exporter release from 2.x to 4.9 (4.5.1-4.8.0, 4.8.4, 3.3.5-3.4.1-ubuntu22.04)",
+            "{s:?} is not a dcgm-exporter generation ({}) nor a dcgm-exporter release from 2.x on (4.5.1-4.8.0, 4.8.4, 4.10.0, 3.3.5-3.4.1-ubuntu22.04)",
             Generation::ALL
                 .iter()
                 .map(|g| g.as_str())

@@ -28,7 +28,7 @@ use std::sync::PoisonError;
 use std::time::SystemTime;
 
 use super::fields::{Field, FieldKind, PerPod, Source, Unit};
-use super::{Compat, Selected};
+use super::{Compat, Generation, Selected};
 use crate::exposition::Writer;
 use crate::metric::{Kind, Metric, SampleBuilder, SampleSink, Scope, Value};
 use crate::snapshot::{GpuReadings, GpuState, MigGpuInstance, MigSize, PodAttribution, Snapshot};
@@ -44,6 +44,17 @@ pub struct State {
     /// DCGM's name of each GPU instance's profile, by GPU and instance,
     /// with the size it was made from.
     profiles: Vec<((u32, u32), MigSize, String)>,
+    /// Per GPU: the clock event reasons last seen, when, and how often
+    /// each turned on since (`DCGM_EXP_CLOCK_EVENTS_TOTAL`).
+    clock_events: Vec<ClockEvents>,
+}
+
+#[derive(Debug)]
+struct ClockEvents {
+    gpu: u32,
+    at: SystemTime,
+    mask: u64,
+    totals: [u64; super::fields::CLOCK_EVENTS.len()],
 }
 
 /// A cumulative counter of a GPU (bytes) as last seen, and its rate over
@@ -159,6 +170,12 @@ struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     fn collect(&self, field: &'static Field, unit: Unit, out: &mut SampleSink<'a>) {
+        if let Source::XidTotals = field.source {
+            return self.xid_totals(out);
+        }
+        if let Source::ClockEventTotals = field.source {
+            return self.clock_event_totals(out);
+        }
         for e in entities(self.snapshot) {
             let Some(v) = self.value(field, &e) else {
                 continue;
@@ -171,7 +188,12 @@ impl<'a> Ctx<'a> {
                 let mut b = self.labels(out.sample(), &e);
                 if let Source::LastXid = field.source {
                     let code = v as u64;
-                    let msg = xid_catalog::lookup(code).map_or("Unknown Error", |x| x.meaning);
+                    // dcgm-exporter's text for 0 (`xid_errors.go` at
+                    // 3.3.6-3.4.2, l. 21): what it printed before an XID.
+                    let msg = match code {
+                        0 => "No Error",
+                        _ => xid_catalog::lookup(code).map_or("Unknown Error", |x| x.meaning),
+                    };
                     b = b.label("err_code", code).label("err_msg", msg);
                 }
                 if let (Some(p), None) = (first, second) {
@@ -184,6 +206,67 @@ impl<'a> Ctx<'a> {
                 if let Some(per_pod) = field.per_pod {
                     self.per_pod(&e, per_pod, unit, out);
                 }
+            }
+        }
+    }
+
+    /// `DCGM_EXP_XID_ERRORS_TOTAL{xid}`: per entity and code, the XIDs
+    /// counted since start, with the entity's labels and holder, as
+    /// dcgm-exporter's XID total collector serves them. A MIG GPU
+    /// instance counts its own XIDs and the whole GPU's, never a
+    /// sibling's (as [`last_xid`]).
+    fn xid_totals(&self, out: &mut SampleSink<'a>) {
+        for e in entities(self.snapshot) {
+            let gi = e.instance.map(|gi| gi.gpu_instance);
+            let mut codes: Vec<(u64, u64)> = Vec::new();
+            for x in e
+                .gpu
+                .xids
+                .iter()
+                .filter(|x| x.gpu_instance.is_none() || x.gpu_instance == gi)
+            {
+                match codes.iter_mut().find(|(c, _)| *c == x.xid) {
+                    Some((_, n)) => *n = n.saturating_add(x.count),
+                    None => codes.push((x.xid, x.count)),
+                }
+            }
+            codes.sort_unstable();
+            let mut holders = holders(&e);
+            let (first, second) = (holders.next(), holders.next());
+            for (code, n) in codes {
+                let mut b = self.labels(out.sample(), &e).label("xid", code);
+                if let (Some(p), None) = (first, second) {
+                    b = pod_labels(b, p);
+                }
+                b.set(Value::Float(n as f64));
+            }
+        }
+    }
+
+    /// `DCGM_EXP_CLOCK_EVENTS_TOTAL{clock_event}`: per entity, how often
+    /// each reason turned on, for the reasons that did (a MIG GPU
+    /// instance carries its GPU's: the reasons are the GPU's).
+    fn clock_event_totals(&self, out: &mut SampleSink<'a>) {
+        for e in entities(self.snapshot) {
+            let Some(c) = self
+                .state
+                .clock_events
+                .iter()
+                .find(|c| c.gpu == e.gpu.index)
+            else {
+                continue;
+            };
+            let mut holders = holders(&e);
+            let (first, second) = (holders.next(), holders.next());
+            for (reason, n) in super::fields::CLOCK_EVENTS.iter().zip(c.totals) {
+                if n == 0 {
+                    continue;
+                }
+                let mut b = self.labels(out.sample(), &e).label("clock_event", *reason);
+                if let (Some(p), None) = (first, second) {
+                    b = pod_labels(b, p);
+                }
+                b.set(Value::Float(n as f64));
             }
         }
     }
@@ -238,16 +321,25 @@ impl<'a> Ctx<'a> {
             self.compat.hostname.as_deref(),
         );
         for (name, field) in self.labels {
-            if let Source::Label(read) = field.source {
-                b = b.label_opt(name, read(self.snapshot, g));
+            match field.source {
+                Source::Label(read) => b = b.label_opt(name, read(self.snapshot, g)),
+                Source::LabelNumber(read) => b = b.label_opt(name, read(self.snapshot, g)),
+                _ => {}
             }
         }
         b
     }
 
-    /// The field's value for `e`, in base units; `None` where there is
-    /// none (never 0 for a missing reading).
+    /// The field's value for `e`, in base units: the reading, or where
+    /// NVML has none, what DCGM prints there ([`dcgm_blank`]); `None`
+    /// where DCGM prints nothing either.
     fn value(&self, field: &Field, e: &Entity<'a>) -> Option<f64> {
+        self.reading(field, e)
+            .or_else(|| dcgm_blank(field.id, self.compat.generation, e))
+    }
+
+    /// The reading for `e`, in base units; `None` where there is none.
+    fn reading(&self, field: &Field, e: &Entity<'a>) -> Option<f64> {
         match field.source {
             Source::Gpu(read) => e.readings.and_then(read),
             Source::Instance { gpu, mig } => match e.instance {
@@ -266,7 +358,11 @@ impl<'a> Ctx<'a> {
             }
             Source::Node(read) => read(self.snapshot),
             Source::LastXid => last_xid(e.gpu, e.instance.map(|gi| gi.gpu_instance)),
-            Source::Label(_) | Source::None(_) => None,
+            Source::Label(_)
+            | Source::LabelNumber(_)
+            | Source::None(_)
+            | Source::XidTotals
+            | Source::ClockEventTotals => None,
         }
     }
 
@@ -290,6 +386,36 @@ impl<'a> Ctx<'a> {
             }
         }
     }
+}
+
+/// What dcgm-exporter prints for a field NVML gave no value for, where
+/// that is not nothing: DCGM stores NVML's error as a blank value
+/// (NVIDIA/DCGM `dcgmlib/src/DcgmCacheManager.cpp` at 72fa3fe, e.g. the
+/// memory temperature l. 10974-10988, the fan l. 11216-11229) and
+/// dcgm-exporter skips blank values (`internal/pkg/collector/gpu_collector.go`
+/// `toString` at tag 4.5.3-4.8.2, l. 373-396; the same switch since 3.x),
+/// so most fields are absent, as here. The exceptions, each by generation
+/// (docs/migrating-from-dcgm-exporter.md, "What DCGM prints where NVML has
+/// no value"), only for a GPU that answered this poll:
+/// - `DCGM_FI_DEV_XID_ERRORS` (230): 0 before the first XID up to 3.4
+///   (NVIDIA/dcgm-exporter #700 and #646: 4.4.1-4.6.0 printed 0 on every
+///   healthy GPU, 4.5.3-4.8.2 prints nothing);
+/// - `DCGM_FI_DEV_MEMORY_TEMP` (140): 0 up to 3.4, nothing from DCGM 4 on
+///   (#460: 3.3.5-3.4.1 printed 0 on a board without a memory sensor,
+///   4.1.1-4.0.4 nothing; DCGM 4.6 stores NVML's error as blank);
+/// - `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL` (449): 0 on a GPU without
+///   NVLink, every generation (DCGM asks NVML for the sum over all links,
+///   scope `UINT_MAX`, l. 13917-13921, which is 0 without links; as real
+///   dcgm-exporter output on PCIe boards shows).
+fn dcgm_blank(id: u16, generation: Generation, e: &Entity<'_>) -> Option<f64> {
+    let r = e.readings?;
+    let zero = match id {
+        230 => generation == Generation::V3_4 && e.gpu.xids.is_empty() && e.gpu.xid_other.is_none(),
+        140 => generation == Generation::V3_4,
+        449 => r.nvlinks.is_empty(),
+        _ => false,
+    };
+    zero.then_some(0.0)
 }
 
 /// The holder's `pod`, `namespace` and `container`, and the pod labels
@@ -323,6 +449,8 @@ const DCGM_LABELS: &[&str] = &[
     "err_code",
     "err_msg",
     "hpc_job",
+    "xid",
+    "clock_event",
 ];
 
 /// The code of the most recent XID of the entity; `None` before the
@@ -409,6 +537,7 @@ impl State {
                     continue;
                 }
                 match f.source {
+                    Source::ClockEventTotals => self.observe_clock_events(g.index, at, r),
                     Source::Rate(read) => self.observe_counter(g.index, f.id, at, read(r)),
                     Source::LinkRate { link, tx, rx } => self.observe_counter(
                         g.index,
@@ -450,6 +579,36 @@ impl State {
                 .map(|(k, size)| (k, size, dcgm_profile(size)))
                 .collect();
         }
+    }
+
+    /// Counts the reasons that turned on since the last reading, as
+    /// dcgm-exporter's clock events total collector does between two of
+    /// its reads: a GPU's first reading only primes it, and a reading
+    /// already seen (a render of the same poll) counts nothing.
+    fn observe_clock_events(&mut self, gpu: u32, at: SystemTime, r: &GpuReadings) {
+        let Some(mask) = super::fields::clock_event_bits(r) else {
+            return;
+        };
+        let Some(seen) = self.clock_events.iter_mut().find(|c| c.gpu == gpu) else {
+            self.clock_events.push(ClockEvents {
+                gpu,
+                at,
+                mask,
+                totals: Default::default(),
+            });
+            return;
+        };
+        if seen.at == at {
+            return;
+        }
+        let turned_on = mask & !seen.mask;
+        for (bit, total) in seen.totals.iter_mut().enumerate() {
+            if turned_on & (1 << bit) != 0 {
+                *total = total.saturating_add(1);
+            }
+        }
+        seen.at = at;
+        seen.mask = mask;
     }
 
     fn observe_counter(&mut self, gpu: u32, field: u16, at: SystemTime, value: Option<u64>) {

@@ -152,8 +152,16 @@ pub enum Source {
     Node(fn(&Snapshot) -> Option<f64>),
     /// The code of the GPU's most recent XID.
     LastXid,
+    /// Every XID since the exporter started, one series per code
+    /// (dcgm-exporter's `DCGM_EXP_XID_ERRORS_TOTAL{xid}`).
+    XidTotals,
+    /// Clock event reasons that became active, counted per reason since
+    /// start (dcgm-exporter's `DCGM_EXP_CLOCK_EVENTS_TOTAL{clock_event}`).
+    ClockEventTotals,
     /// A label value.
     Label(for<'a> fn(&'a Snapshot, &'a GpuState) -> Option<&'a str>),
+    /// A label whose DCGM value is an integer (printed as one).
+    LabelNumber(fn(&Snapshot, &GpuState) -> Option<u64>),
     /// None here, and why: the field is known, and always absent.
     None(&'static str),
 }
@@ -166,7 +174,9 @@ impl std::fmt::Debug for Source {
             Source::Rate(_) | Source::LinkRate { .. } => "rate",
             Source::Node(_) => "node",
             Source::LastXid => "last_xid",
-            Source::Label(_) => "label",
+            Source::XidTotals => "xid_totals",
+            Source::ClockEventTotals => "clock_event_totals",
+            Source::Label(_) | Source::LabelNumber(_) => "label",
             Source::None(why) => why,
         };
         f.write_str(kind)
@@ -220,32 +230,60 @@ impl PartialEq for Field {
     }
 }
 
-/// Which of a field's two names.
+/// Which of a field's names: before 4.9, 4.9's, or 4.10's (4.9's but for
+/// the fields 4.10 renamed again, [`RENAMED_IN_4_10`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Variant {
     Legacy,
     Current,
+    V4_10,
 }
+
+/// The fields dcgm-exporter 4.10.0 renamed, each with its new name, in
+/// the same unit (bytes per second): its release notes,
+/// github.com/NVIDIA/dcgm-exporter/releases/tag/4.10.0 ("Rename four
+/// profiling fields in the shipped collectors. PCIe TX and RX are
+/// collected by default. NVLink TX and RX are optional. All four still use
+/// bytes per second, and custom collectors can still use the old names").
+/// 4.10's own `etc/default-counters.csv` could not be read here (the
+/// newest dcgm-exporter snapshot reachable is 4.5.3-4.8.2): everything
+/// else in 4.10's default set is taken as 4.9's, which the notes do not
+/// say changed.
+pub const RENAMED_IN_4_10: &[(u16, &str)] = &[
+    (1009, "DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND"),
+    (1010, "DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND"),
+    (1011, "DCGM_FI_PROF_NVLINK_TX_BYTES_PER_SECOND"),
+    (1012, "DCGM_FI_PROF_NVLINK_RX_BYTES_PER_SECOND"),
+];
 
 impl Field {
     pub fn name(&self, v: Variant) -> &'static str {
         match v {
             Variant::Legacy => self.legacy,
             Variant::Current => self.current,
+            Variant::V4_10 => self.name_in_4_10().unwrap_or(self.current),
         }
+    }
+
+    /// The name 4.10 gave it, where 4.10 renamed it.
+    pub fn name_in_4_10(&self) -> Option<&'static str> {
+        RENAMED_IN_4_10
+            .iter()
+            .find(|(id, _)| *id == self.id)
+            .map(|(_, n)| *n)
     }
 
     pub fn unit(&self, v: Variant) -> Unit {
         match v {
             Variant::Legacy => self.legacy_unit,
-            Variant::Current => self.current_unit,
+            Variant::Current | Variant::V4_10 => self.current_unit,
         }
     }
 
     pub fn is_default(&self, v: Variant) -> bool {
         match v {
             Variant::Legacy => self.default_legacy,
-            Variant::Current => self.default_current,
+            Variant::Current | Variant::V4_10 => self.default_current,
         }
     }
 
@@ -255,13 +293,15 @@ impl Field {
     }
 }
 
-/// A field by either of its names.
+/// A field by any of its names.
 pub fn lookup(name: &str) -> Option<(&'static Field, Variant)> {
     FIELDS.iter().find_map(|f| {
         if f.legacy == name {
             Some((f, Variant::Legacy))
         } else if f.current == name {
             Some((f, Variant::Current))
+        } else if f.name_in_4_10() == Some(name) {
+            Some((f, Variant::V4_10))
         } else {
             None
         }
@@ -287,13 +327,14 @@ pub enum Resolved {
 /// resolves, as dcgm-exporter resolves it (go-dcgm's `GetFieldID`); `None`
 /// for a name neither knows.
 ///
-/// In order: the table's name before DCGM 4.7; under 4.9, the table's 4.9
-/// name; a DCGM or go-dcgm name, by its field id, in the unit DCGM serves
+/// In order: the table's name before DCGM 4.7; under 4.9 and 4.10, the
+/// table's 4.9 name; a DCGM or go-dcgm name, by its field id, in the unit DCGM serves
 /// that id in (a deprecated alias keeps the unit of the field it names:
 /// DCGM 4.6's `DCGM_FI_DEV_GPU_UTIL_RATIO` is field 203, in percent,
 /// `dcgm_fields.h` l. 775; go-dcgm 4.6.1's base-unit fields 1600-1612 are
 /// their own ids, each the value of an older field in base units); last,
-/// a 4.9 name under an older generation, in its own unit.
+/// a 4.10 name (any generation: its unit is 4.9's); last, a 4.9 name
+/// under an older generation, in its own unit.
 pub fn resolve(name: &str, generation: super::Generation) -> Option<Resolved> {
     let served = |field: &'static Field, name: &'static str, unit: Unit| {
         Some(match field.source {
@@ -305,10 +346,14 @@ pub fn resolve(name: &str, generation: super::Generation) -> Option<Resolved> {
         return served(f, f.legacy, f.legacy_unit);
     }
     let current = FIELDS.iter().find(|f| f.current == name);
-    if generation.variant() == Variant::Current {
+    if generation.variant() != Variant::Legacy {
         if let Some(f) = current {
             return served(f, f.current, f.current_unit);
         }
+    }
+    // A 4.10 name, under any generation: same unit as 4.9's.
+    if let Some(f) = FIELDS.iter().find(|f| f.name_in_4_10() == Some(name)) {
+        return served(f, f.name(Variant::V4_10), f.current_unit);
     }
     if let Some((known, id)) = super::names::lookup(name) {
         let base = super::names::BASE_UNIT
@@ -334,6 +379,48 @@ fn all() -> impl Iterator<Item = &'static Field> {
         .iter()
         .chain(LINK_FIELDS.iter())
         .chain(ENGINE_FIELDS.iter())
+        .chain(EXPORTER_SERVED.iter())
+}
+
+/// dcgm-exporter's own families this exporter serves when a counters file
+/// asks for them (none is in its default set: each is commented out in
+/// its `etc/default-counters.csv` from 4.6.0-4.8.3 on). Not DCGM fields:
+/// the id is none of DCGM's (DCGM's ids stop well below it).
+#[rustfmt::skip]
+pub static EXPORTER_SERVED: &[Field] = &[
+    // NVIDIA/dcgm-exporter `internal/pkg/collector/xid_total_collector.go`
+    // at 7ad5832 (4.8.3): per monitored entity (a GPU, or a MIG GPU
+    // instance), one counter per XID code in a label `xid`, counting the
+    // XID field's values since the exporter started; no series for a code
+    // before its first event (no 0 series).
+    same(u16::MAX, "DCGM_EXP_XID_ERRORS_TOTAL", Count, Counter, false, F_XID,
+        "XIDs since the exporter started, by code.", Source::XidTotals),
+    // `clock_events_total_collector.go` at 7ad5832: per entity, each clock
+    // event reason counted when it turns on between two readings of the
+    // reasons bitmask (the first reading only primes it), in a label
+    // `clock_event` named as `clock_events_collector.go` names the bits.
+    same(u16::MAX - 1, "DCGM_EXP_CLOCK_EVENTS_TOTAL", Count, Counter, false, F_THROTTLE,
+        "Clock event reasons that turned on since the exporter started, by reason.", Source::ClockEventTotals),
+];
+
+/// dcgm-exporter's names of the clock event reason bits, lowest bit first
+/// (`clock_events_collector.go` at d5e5f51, `clockEventToString`).
+pub const CLOCK_EVENTS: [&str; 9] = [
+    "gpu_idle",
+    "clocks_setting",
+    "power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal",
+    "hw_thermal",
+    "hw_power_brake",
+    "display_clocks",
+];
+
+/// DCGM's clock event reasons bitmask of the GPU, `None` where NVML gave
+/// no reasons.
+pub fn clock_event_bits(r: &GpuReadings) -> Option<u64> {
+    clock_event_mask(r).map(|m| m as u64)
 }
 
 /// Bytes a link sent, received or both, as NVML counts them.
@@ -496,9 +583,7 @@ fn why_not_served(id: u16) -> &'static str {
 /// may list: known, never served here, each with where to look instead.
 pub const EXPORTER_FIELDS: &[(&str, &str)] = &[
     ("DCGM_EXP_XID_ERRORS_COUNT", "dcgm-exporter counts XIDs in a time window of its own; nvidia_gpu_xid_errors_total counts every XID"),
-    ("DCGM_EXP_XID_ERRORS_TOTAL", "dcgm-exporter's own XID counter; nvidia_gpu_xid_errors_total counts every XID, from NVML and the kernel log"),
     ("DCGM_EXP_CLOCK_EVENTS_COUNT", "dcgm-exporter counts clock events in a time window of its own; nvidia_gpu_clock_throttle_seconds_total times them"),
-    ("DCGM_EXP_CLOCK_EVENTS_TOTAL", "dcgm-exporter's own clock event counter; nvidia_gpu_clock_throttle_seconds_total times them"),
     ("DCGM_EXP_GPU_HEALTH_STATUS", "DCGM's health checks; nvidia_gpu_recommended_action is this exporter's verdict"),
     ("DCGM_EXP_P2P_STATUS", "DCGM's peer-to-peer probe; NVML has no equivalent"),
 ];
@@ -645,6 +730,13 @@ fn driver_version<'a>(s: &'a Snapshot, _: &'a GpuState) -> Option<&'a str> {
 
 fn nvml_version<'a>(s: &'a Snapshot, _: &'a GpuState) -> Option<&'a str> {
     s.driver.as_ref().map(|d| d.nvml_version.as_str())
+}
+
+/// NVML's CUDA driver version as DCGM prints it: `12.8` is 12080.
+fn cuda_driver_version(s: &Snapshot, _: &GpuState) -> Option<u64> {
+    let v = s.driver.as_ref()?.cuda_driver_version.as_deref()?;
+    let (major, minor) = v.split_once('.')?;
+    Some(major.parse::<u64>().ok()? * 1000 + minor.parse::<u64>().ok()? * 10)
 }
 
 fn brand<'a>(_: &'a Snapshot, g: &'a GpuState) -> Option<&'a str> {
@@ -856,7 +948,7 @@ pub static FIELDS: &[Field] = &[
         "Decoder utilization.", Source::Gpu(|r| utilization(r, Engine::Decoder))),
     // Errors and violations
     renamed(230, "DCGM_FI_DEV_XID_ERRORS", Count, "DCGM_FI_DEV_XID_ERROR", Count, Gauge, true, F_XID,
-        "Code of the most recent XID since the exporter started; absent before the first.", Source::LastXid),
+        "Code of the most recent XID since the exporter started; before the first, 0 under 3.4, absent later (as dcgm-exporter).", Source::LastXid),
     same(240, "DCGM_FI_DEV_POWER_VIOLATION", Nanoseconds, Counter, false, F_THROTTLE,
         "Time held below its clocks by the power limit (NVML perf policy power).", Source::Gpu(|r| throttle_seconds(r, ThrottleReason::SwPowerCap))),
     same(241, "DCGM_FI_DEV_THERMAL_VIOLATION", Nanoseconds, Counter, false, F_THROTTLE,
@@ -966,6 +1058,28 @@ pub static FIELDS: &[Field] = &[
         "Device serial number.", Source::Label(serial)),
     same(85, "DCGM_FI_DEV_VBIOS_VERSION", Unit::Label, Label, false, None,
         "VBIOS version.", Source::Label(vbios)),
+    // Label rows users' counters files carry. DCGM reads each from NVML
+    // (NVIDIA/DCGM `dcgmlib/src/DcgmCacheManager.cpp` at 72fa3fe: the CUDA
+    // driver version l. 10258-10271, nvmlSystemGetCudaDriverVersion_v2's
+    // integer, 1000 * major + 10 * minor; the minor number l. 10664-10679;
+    // the name, UUID and PCI bus id from nvmlDeviceGetName, GetUUID and
+    // GetPciInfo_v3, l. 10290, 10604, 10894) and dcgm-exporter puts the
+    // value in a label named as the counters file names the field
+    // (`labels[counter.FieldName] = v`, `gpu_collector.go` at 4.5.3-4.8.2).
+    same(5, "DCGM_FI_CUDA_DRIVER_VERSION", Unit::Label, Label, false, None,
+        "CUDA driver version, 1000 * major + 10 * minor.", Source::LabelNumber(cuda_driver_version)),
+    renamed(50, "DCGM_FI_DEV_NAME", Unit::Label, "DCGM_FI_DEV_GPU_NAME", Unit::Label, Label, false, None,
+        "Device name.", Source::Label(|_, g| g.identity.name.as_deref())),
+    renamed(54, "DCGM_FI_DEV_UUID", Unit::Label, "DCGM_FI_DEV_GPU_UUID", Unit::Label, Label, false, None,
+        "Device UUID.", Source::Label(|_, g| Some(g.uuid.as_str()))),
+    renamed(55, "DCGM_FI_DEV_MINOR_NUMBER", Unit::Label, "DCGM_FI_DEV_GPU_MINOR_NUMBER", Unit::Label, Label, false, None,
+        "Device node minor number (/dev/nvidiaN).", Source::LabelNumber(|_, g| g.identity.minor_number.map(u64::from))),
+    renamed(57, "DCGM_FI_DEV_PCI_BUSID", Unit::Label, "DCGM_FI_DEV_PCI_BUS_ID", Unit::Label, Label, false, None,
+        "PCI bus id.", Source::Label(|_, g| g.identity.pci_bus_id.as_deref())),
+    // DCGM's name of its own process (nvmlSystemGetProcessName(getpid()),
+    // l. 10227-10239): dcgm-exporter's or nv-hostengine's.
+    renamed(3, "DCGM_FI_PROCESS_NAME", Unit::Label, "DCGM_FI_SYSTEM_PROCESS_NAME", Unit::Label, Label, false, None,
+        "Name of DCGM's own process.", Source::None("the name of DCGM's own process (dcgm-exporter or nv-hostengine), which does not run here")),
     renamed(56, "DCGM_FI_DEV_OEM_INFOROM_VER", Unit::Label, "DCGM_FI_DEV_INFOROM_OEM_VERSION", Unit::Label, Label, false, None,
         "OEM inforom version.", Source::None("inforom versions are not read here")),
     renamed(80, "DCGM_FI_DEV_ECC_INFOROM_VER", Unit::Label, "DCGM_FI_DEV_INFOROM_ECC_VERSION", Unit::Label, Label, false, None,

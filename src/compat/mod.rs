@@ -47,6 +47,11 @@ pub enum Generation {
     /// 4.9: DCGM 4.7's names, 11 of them in base units, and the driver
     /// label renamed DCGM_FI_SYSTEM_DRIVER_VERSION.
     V4_9,
+    /// 4.10: 4.9's, with the four PCIe and NVLink profiling rates renamed
+    /// `..._BYTES_PER_SECOND` (the 4.10.0 release notes,
+    /// github.com/NVIDIA/dcgm-exporter/releases/tag/4.10.0: same unit, the
+    /// PCIe pair in the default set as before, the NVLink pair optional).
+    V4_10,
 }
 
 impl Generation {
@@ -60,7 +65,11 @@ impl Generation {
         Generation::V4_8_2,
         Generation::V4_8,
         Generation::V4_9,
+        Generation::V4_10,
     ];
+
+    /// The newest generation known here: what a newer release is served as.
+    pub const NEWEST: Generation = Generation::V4_10;
 
     /// As `--compat.dcgm` takes it.
     pub fn as_str(self) -> &'static str {
@@ -69,30 +78,37 @@ impl Generation {
             Generation::V4_8_2 => "4.8.2",
             Generation::V4_8 => "4.8",
             Generation::V4_9 => "4.9",
+            Generation::V4_10 => "4.10",
         }
     }
 
     /// A generation by its name, or the generation of a dcgm-exporter
     /// release named as dcgm-exporter names it: `<DCGM>-<dcgm-exporter>`
     /// (`4.5.1-4.8.0`), the exporter's version alone (`4.8.4`), or an image
-    /// tag (`4.5.3-4.8.2-ubuntu22.04`). `None` for 1.x (other names
-    /// altogether) and for releases after 4.9, unknown here.
+    /// tag (`4.5.3-4.8.2-ubuntu22.04`). A release after the newest known
+    /// (`4.11.0`, `5.0`) is served as the newest known
+    /// ([`Generation::newer_than_known`] says so, for the log). `None` for
+    /// 1.x (other names altogether).
     pub fn parse(s: &str) -> Option<Generation> {
         if let Some(g) = Generation::ALL.iter().copied().find(|g| g.as_str() == s) {
             return Some(g);
         }
-        let versions: Vec<(u32, u32, u32)> = s.split('-').filter_map(version).collect();
-        let exporter = match versions.as_slice() {
-            [e] | [_, e] => *e,
-            _ => return None,
-        };
-        match exporter {
+        match exporter_version(s)? {
             (2, ..) | (3, 0..=4, _) => Some(Generation::V3_4),
             (3, ..) | (4, 0..=7, _) | (4, 8, 0..=2) => Some(Generation::V4_8_2),
             (4, 8, _) => Some(Generation::V4_8),
             (4, 9, _) => Some(Generation::V4_9),
+            (4, 10, _) => Some(Generation::V4_10),
+            (4.., ..) => Some(Generation::NEWEST),
             _ => None,
         }
+    }
+
+    /// Whether `s` names a dcgm-exporter release after the newest
+    /// generation known here (served as [`Generation::NEWEST`]).
+    pub fn newer_than_known(s: &str) -> bool {
+        Generation::ALL.iter().all(|g| g.as_str() != s)
+            && matches!(exporter_version(s), Some((4, 11.., _) | (5.., ..)))
     }
 
     /// Whether its series carry `pci_bus_id`.
@@ -105,6 +121,7 @@ impl Generation {
         match self {
             Generation::V3_4 | Generation::V4_8_2 | Generation::V4_8 => Variant::Legacy,
             Generation::V4_9 => Variant::Current,
+            Generation::V4_10 => Variant::V4_10,
         }
     }
 
@@ -121,8 +138,21 @@ impl Generation {
     pub fn hostname_label(self) -> &'static str {
         match self {
             Generation::V3_4 | Generation::V4_8_2 => "Hostname",
-            Generation::V4_8 | Generation::V4_9 => "hostname",
+            Generation::V4_8 | Generation::V4_9 | Generation::V4_10 => "hostname",
         }
+    }
+}
+
+/// The dcgm-exporter version a release string names: `<DCGM>-<exporter>`,
+/// the exporter's version alone, or either with an image variant after it.
+/// A bare `x.y` is a version only after the newest known generation (a
+/// generation's own name is matched before).
+fn exporter_version(s: &str) -> Option<(u32, u32, u32)> {
+    let versions: Vec<(u32, u32, u32)> = s.split('-').filter_map(version).collect();
+    match versions.as_slice() {
+        [e] | [_, e] => Some(*e),
+        [] => short_version(s).filter(|v| *v >= (4, 11, 0)),
+        _ => None,
     }
 }
 
@@ -133,6 +163,12 @@ fn version(s: &str) -> Option<(u32, u32, u32)> {
         (Some(Some(a)), Some(Some(b)), Some(Some(c)), None) => Some((a, b, c)),
         _ => None,
     }
+}
+
+/// `x.y`, each a number, as `(x, y, 0)`.
+fn short_version(s: &str) -> Option<(u32, u32, u32)> {
+    let (a, b) = s.split_once('.')?;
+    Some((a.parse().ok()?, b.parse().ok()?, 0))
 }
 
 /// One served field: the row, the name it is served under (which decides
@@ -235,6 +271,10 @@ mod tests {
     use super::*;
     use crate::family::Family;
 
+    fn names(fields: &[Selected]) -> BTreeSet<&'static str> {
+        fields.iter().map(|s| s.name).collect()
+    }
+
     #[test]
     fn generations_parse_and_pick_their_names() {
         for g in Generation::ALL {
@@ -253,13 +293,30 @@ mod tests {
             ("3.3.5-3.4.1-ubuntu22.04", Generation::V3_4),
             ("2.2.9-2.4.1", Generation::V3_4),
             ("4.9.0", Generation::V4_9),
+            ("4.10.0", Generation::V4_10),
+            ("4.10.3", Generation::V4_10),
+            ("4.8.0-4.10.1-ubuntu22.04", Generation::V4_10),
+            // Newer than any known: served as the newest known.
+            ("4.11.0", Generation::V4_10),
+            ("5.0.0", Generation::V4_10),
+            ("5.1", Generation::V4_10),
         ] {
             assert_eq!(Generation::parse(s), Some(g), "{s}");
         }
+        for (s, newer) in [
+            ("4.11.0", true),
+            ("5.1", true),
+            ("4.10.0", false),
+            ("4.10", false),
+            ("4.9.0", false),
+            ("1.1.0", false),
+        ] {
+            assert_eq!(Generation::newer_than_known(s), newer, "{s}");
+        }
         for s in [
             "1.1.0",
-            "4.10.0",
-            "5.0.0",
+            "4.7",
+            "1.2",
             "4.8.x",
             "latest",
             "4.5.1-4.8.0-4.8.1",
@@ -278,6 +335,20 @@ mod tests {
         assert!(legacy.iter().any(|s| s.field.id == 526));
         assert!(!FIELDS.iter().any(|f| f.id == 56 && f.has_source()));
         assert_eq!(current.len(), legacy.len() + 1);
+        // 4.10: 4.9's set, the PCIe pair under its new names.
+        let v4_10 = names(&default_fields(Generation::V4_10));
+        let v4_9 = names(&current);
+        assert_eq!(v4_10.len(), v4_9.len());
+        let added: Vec<_> = v4_10.difference(&v4_9).copied().collect();
+        assert_eq!(
+            added,
+            [
+                "DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND",
+                "DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND"
+            ]
+        );
+        let (f, v) = fields::lookup("DCGM_FI_PROF_NVLINK_RX_BYTES_PER_SECOND").unwrap();
+        assert_eq!((f.id, v), (1012, Variant::V4_10));
     }
 
     #[test]

@@ -511,12 +511,87 @@ fn dcgm_exporter_s_own_version_strings_pick_that_release_s_labels() {
             "{version}: {temp:?}"
         );
     }
-    let (status, out) = run_to_exit(&["--simulate", "--compat.dcgm=4.10.0"], &[]);
+    let (status, out) = run_to_exit(&["--simulate", "--compat.dcgm=1.1.0"], &[]);
     assert!(!status.success());
     assert!(
-        out.contains("4.10.0") && out.contains("4.5.1-4.8.0"),
+        out.contains("1.1.0") && out.contains("4.5.1-4.8.0"),
         "{out}"
     );
+}
+
+/// dcgm-exporter 4.10.0 renamed the PCIe and NVLink profiling rates
+/// `..._BYTES_PER_SECOND` (its release notes), the PCIe pair in the
+/// default set; everything else is 4.9's. A release after it is served as
+/// 4.10, and the log says so once.
+#[test]
+fn dcgm_exporter_4_10_serves_the_renamed_rates_and_a_newer_release_is_served_as_4_10() {
+    for version in ["4.10", "4.10.0", "4.11.2"] {
+        let e = Exporter::simulate(
+            "hgx-b200",
+            &[&format!("--compat.dcgm={version}"), "--compat.dcgm.only"],
+        );
+        let text = scrape(&e, "DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND");
+        assert!(promtool_problems(&text).is_empty());
+        let served = dcgm_names(&text);
+        for name in [
+            "DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND",
+            "DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND",
+            "DCGM_FI_DEV_SM_CLOCK_HERTZ",
+            "DCGM_FI_DEV_GPU_UTIL_RATIO",
+        ] {
+            assert!(
+                served.contains_key(name),
+                "{version}: {name} missing: {served:?}"
+            );
+        }
+        for old in [
+            "DCGM_FI_PROF_PCIE_TX_BYTES",
+            "DCGM_FI_PROF_NVLINK_TX_BYTES_PER_SECOND",
+        ] {
+            assert!(!served.contains_key(old), "{version}: {old} served");
+        }
+        assert!(text.contains("DCGM_FI_SYSTEM_DRIVER_VERSION=\""));
+        let newer = "names a dcgm-exporter release newer than any known here";
+        // The line comes before the start line, so the start line says
+        // whether it will ever come.
+        assert!(e.wait_log("nvml-exporter started", std::time::Duration::from_secs(60)));
+        let log = e.log();
+        assert_eq!(
+            log.matches(newer).count(),
+            usize::from(version == "4.11.2"),
+            "{version}: {log}"
+        );
+    }
+    // A 4.10 user's file: the NVLink rates by their new names, beside the
+    // old name of the PCIe rate (custom collectors keep the old names).
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("counters.csv");
+    std::fs::write(
+        &csv,
+        "DCGM_FI_PROF_NVLINK_TX_BYTES_PER_SECOND, gauge, NVLink sent.\n\
+         DCGM_FI_PROF_NVLINK_RX_BYTES_PER_SECOND, gauge, NVLink received.\n\
+         DCGM_FI_PROF_PCIE_TX_BYTES, gauge, PCIe sent.\n\
+         DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND, gauge, PCIe sent.\n",
+    )
+    .unwrap();
+    let e = Exporter::simulate(
+        "dgx-h100",
+        &[
+            "--compat.dcgm=4.10.0",
+            "--compat.dcgm.only",
+            "--config.file",
+            csv.to_str().unwrap(),
+        ],
+    );
+    let text = scrape(&e, "DCGM_FI_PROF_NVLINK_TX_BYTES_PER_SECOND");
+    // GPU 2 of dgx-h100 is not in MIG mode: one series each.
+    let old = value_of(&text, "DCGM_FI_PROF_PCIE_TX_BYTES", "2");
+    assert!(old > 0.0);
+    assert_eq!(
+        value_of(&text, "DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND", "2"),
+        old
+    );
+    assert!(value_of(&text, "DCGM_FI_PROF_NVLINK_RX_BYTES_PER_SECOND", "2") > 0.0);
 }
 
 #[test]
@@ -560,6 +635,349 @@ fn a_mig_instance_s_xid_carries_only_that_instance_s_series() {
     assert_eq!(xids.len(), 1, "{xids:#?}");
     assert_eq!(xids[0].label("GPU_I_ID"), Some("5"));
     assert_eq!(xids[0].label("err_code"), Some("31"));
+}
+
+/// dcgm-exporter 4.8.3's opt-in `DCGM_EXP_XID_ERRORS_TOTAL{xid}`
+/// (`internal/pkg/collector/xid_total_collector.go`): a counter per
+/// entity and code, from the first XID of that code on; none before, on
+/// a healthy GPU; the entity's labels and the `xid` label.
+#[test]
+fn a_counters_file_asking_for_the_xid_total_gets_one_counter_per_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("sim.sock");
+    let csv = dir.path().join("counters.csv");
+    std::fs::write(
+        &csv,
+        "DCGM_FI_DEV_GPU_TEMP, gauge, x\nDCGM_EXP_XID_ERRORS_TOTAL, counter, XIDs by code.\n",
+    )
+    .unwrap();
+    let e = Exporter::simulate_env(
+        "dgx-h100",
+        &[
+            "--compat.dcgm=4.10",
+            "--compat.dcgm.only",
+            "--config.file",
+            csv.to_str().unwrap(),
+        ],
+        &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
+    );
+    e.wait_ready();
+    let text = e.scrape_until("the temperature", |t| t.contains("DCGM_FI_DEV_GPU_TEMP{"));
+    assert!(
+        !text.contains("DCGM_EXP_XID_ERRORS_TOTAL{"),
+        "no XID yet: {text}"
+    );
+    for code in ["48", "48", "79"] {
+        common::sim_control(&socket, &["xid", "--gpu", "2", "--code", code]);
+    }
+    let text = e.scrape_until("three XIDs", |t| {
+        t.contains("xid=\"79\"} 1") && t.contains("xid=\"48\"} 2")
+    });
+    assert!(promtool_problems(&text).is_empty());
+    assert!(
+        text.contains("# TYPE DCGM_EXP_XID_ERRORS_TOTAL counter\n"),
+        "{text}"
+    );
+    let s = samples(&text);
+    let totals: Vec<_> = s
+        .iter()
+        .filter(|s| s.name == "DCGM_EXP_XID_ERRORS_TOTAL")
+        .collect();
+    assert_eq!(totals.len(), 2, "{totals:#?}");
+    for t in &totals {
+        assert_eq!(t.label("gpu"), Some("2"));
+        assert!(
+            t.label("UUID").is_some() && t.label("hostname").is_some(),
+            "{t:?}"
+        );
+    }
+    assert!(!e.log().contains("DCGM_EXP_XID_ERRORS_TOTAL is not served"));
+}
+
+/// dcgm-exporter 4.8.3's opt-in `DCGM_EXP_CLOCK_EVENTS_TOTAL{clock_event}`
+/// (`clock_events_total_collector.go`): a reason counts each time it turns
+/// on between two readings, the first reading only primes, and a reason
+/// that never turned on has no series.
+#[test]
+fn the_clock_events_total_counts_each_reason_turning_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("sim.sock");
+    let csv = dir.path().join("counters.csv");
+    std::fs::write(
+        &csv,
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, gauge, x\nDCGM_EXP_CLOCK_EVENTS_TOTAL, counter, Clock events.\n",
+    )
+    .unwrap();
+    let e = Exporter::simulate_env(
+        "dgx-h100",
+        &[
+            "--compat.dcgm",
+            "--compat.dcgm.only",
+            "--config.file",
+            csv.to_str().unwrap(),
+        ],
+        &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
+    );
+    e.wait_ready();
+    let mask = |t: &str| -> u64 {
+        samples(t)
+            .iter()
+            .find(|s| s.name == "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" && s.label("gpu") == Some("2"))
+            .map_or(0, |s| s.value.parse::<f64>().unwrap() as u64)
+    };
+    let total = |t: &str| -> Option<f64> {
+        samples(t)
+            .iter()
+            .find(|s| {
+                s.name == "DCGM_EXP_CLOCK_EVENTS_TOTAL"
+                    && s.label("gpu") == Some("2")
+                    && s.label("clock_event") == Some("hw_slowdown")
+            })
+            .map(|s| s.value.parse().unwrap())
+    };
+    let text = e.scrape_until("the reasons of GPU 2", |t| {
+        t.contains("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{")
+    });
+    assert_eq!(mask(&text) & 0x8, 0);
+    assert_eq!(total(&text), None, "nothing turned on yet: {text}");
+    for round in 1..=2 {
+        common::sim_control(
+            &socket,
+            &["throttle", "--gpu", "2", "--reasons", "hw-slowdown"],
+        );
+        let text = e.scrape_until("hw slowdown on", |t| mask(t) & 0x8 != 0);
+        // The render that first sees the bit counts it.
+        assert_eq!(total(&text), Some(f64::from(round)), "{text}");
+        common::sim_control(&socket, &["throttle", "--gpu", "2", "--reasons", ""]);
+        let text = e.scrape_until("hw slowdown off", |t| mask(t) & 0x8 == 0);
+        assert_eq!(total(&text), Some(f64::from(round)), "off counts nothing");
+    }
+    let text = e.scrape();
+    assert!(promtool_problems(&text).is_empty());
+    assert!(text.contains("# TYPE DCGM_EXP_CLOCK_EVENTS_TOTAL counter\n"));
+    assert!(!e
+        .log()
+        .contains("DCGM_EXP_CLOCK_EVENTS_TOTAL is not served"));
+}
+
+/// What DCGM prints where NVML has no value, on a fleet mixing an HBM
+/// board (H100) with GDDR boards (L4, L40S: no memory temperature, no
+/// NVLink), by generation. Expected from the cited behaviour
+/// (docs/migrating-from-dcgm-exporter.md, "What DCGM prints where NVML has
+/// no value"): up to 3.4, `DCGM_FI_DEV_MEMORY_TEMP` 0 on a board without
+/// the sensor (#460) and `DCGM_FI_DEV_XID_ERRORS` 0 with `err_code="0"`,
+/// `err_msg="No Error"` before the first XID (#700, #646,
+/// `xid_errors.go`); later generations print neither; every generation
+/// prints `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL` 0 without NVLink.
+#[test]
+fn dcgm_s_own_zeros_by_generation_on_a_fleet_mixing_hbm_and_gddr() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = dir.path().join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        "[[gpu]]\nmodel = \"h100-sxm5-80gb\"\n[[gpu]]\nmodel = \"l4\"\n[[gpu]]\nmodel = \"l40s\"\n",
+    )
+    .unwrap();
+    for (generation, old) in [
+        ("3.4", true),
+        ("4.8.2", false),
+        ("4.8", false),
+        ("4.9", false),
+        ("4.10", false),
+    ] {
+        let e = Exporter::ready(
+            fleet.to_str().unwrap(),
+            &[&format!("--compat.dcgm={generation}"), "--compat.dcgm.only"],
+        );
+        let text = e.scrape();
+        let (temp, xid, nvlink) = if generation == "4.9" || generation == "4.10" {
+            (
+                "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS",
+                "DCGM_FI_DEV_XID_ERROR",
+                "DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND",
+            )
+        } else {
+            (
+                "DCGM_FI_DEV_MEMORY_TEMP",
+                "DCGM_FI_DEV_XID_ERRORS",
+                "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+            )
+        };
+        let s = samples(&text);
+        let find = |name: &str, gpu: &str| {
+            s.iter()
+                .find(|x| x.name == name && x.label("gpu") == Some(gpu))
+                .map(|x| {
+                    (
+                        x.value.parse::<f64>().unwrap(),
+                        x.label("err_code").map(str::to_owned),
+                        x.label("err_msg").map(str::to_owned),
+                    )
+                })
+        };
+        // The H100 reads its HBM temperature: served as read, every generation.
+        assert!(
+            find(temp, "0").is_some_and(|(v, ..)| v > 0.0),
+            "{generation}: {text}"
+        );
+        for gddr in ["1", "2"] {
+            let want = old.then_some((0.0, None, None));
+            assert_eq!(find(temp, gddr), want, "{generation} gpu {gddr}: {temp}");
+            assert_eq!(
+                find(nvlink, gddr),
+                Some((0.0, None, None)),
+                "{generation} gpu {gddr}: {nvlink}"
+            );
+        }
+        for gpu in ["0", "1", "2"] {
+            let want = old.then(|| (0.0, Some("0".to_owned()), Some("No Error".to_owned())));
+            assert_eq!(find(xid, gpu), want, "{generation} gpu {gpu}: {xid}");
+        }
+    }
+}
+
+/// A user's counters file with `label` rows: each field's value becomes a
+/// label named exactly as the file names the field, on every series of the
+/// device (dcgm-exporter `gpu_collector.go`, `labels[counter.FieldName]`),
+/// with DCGM's value (the CUDA driver version as NVML's integer, the minor
+/// number as its integer); a label row for a field not answered here
+/// (`DCGM_FI_PROCESS_NAME`, DCGM's own process) is named in the log, not
+/// fatal.
+#[test]
+fn label_rows_of_a_user_s_counters_file_label_the_device_s_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("counters.csv");
+    std::fs::write(
+        &csv,
+        "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature.\n\
+         DCGM_FI_DEV_NAME, label, Device name.\n\
+         DCGM_FI_DRIVER_VERSION, label, Driver version.\n\
+         DCGM_FI_DEV_MINOR_NUMBER, label, Minor number.\n\
+         DCGM_FI_CUDA_DRIVER_VERSION, label, CUDA driver version.\n\
+         DCGM_FI_DEV_GPU_UUID, label, UUID.\n\
+         DCGM_FI_PROCESS_NAME, label, Process name.\n",
+    )
+    .unwrap();
+    let e = Exporter::ready(
+        "workstation",
+        &[
+            "--compat.dcgm=4.8",
+            "--compat.dcgm.only",
+            "--config.file",
+            csv.to_str().unwrap(),
+        ],
+    );
+    let text = e.scrape();
+    assert!(promtool_problems(&text).is_empty());
+    let s = samples(&text);
+    let temp = s
+        .iter()
+        .find(|x| x.name == "DCGM_FI_DEV_GPU_TEMP")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(temp.label("DCGM_FI_DEV_NAME"), temp.label("modelName"));
+    assert!(temp.label("modelName").is_some());
+    assert_eq!(temp.label("DCGM_FI_DEV_GPU_UUID"), temp.label("UUID"));
+    assert!(temp
+        .label("DCGM_FI_DRIVER_VERSION")
+        .is_some_and(|v| v.contains('.')));
+    let minor = temp
+        .label("DCGM_FI_DEV_MINOR_NUMBER")
+        .expect("minor number");
+    assert!(minor.parse::<u32>().is_ok(), "{minor}");
+    let cuda: u64 = temp
+        .label("DCGM_FI_CUDA_DRIVER_VERSION")
+        .expect("CUDA driver version")
+        .parse()
+        .unwrap();
+    assert!(cuda >= 11000 && cuda.is_multiple_of(10), "{cuda}");
+    assert_eq!(temp.label("DCGM_FI_PROCESS_NAME"), None);
+    assert!(
+        !text.contains("DCGM_FI_DEV_NAME{"),
+        "a label row is no series"
+    );
+    let log = e.log();
+    assert!(
+        log.contains("DCGM_FI_PROCESS_NAME (DCGM field 3) is not served here"),
+        "{log}"
+    );
+}
+
+/// Every field of dcgm-exporter's default set has a series on every board
+/// the simulator has, except where DCGM prints nothing either (its blank
+/// for NVML's `NOT_SUPPORTED`: no memory temperature sensor on GDDR
+/// boards, no row remapping on Volta and GeForce) and the profiling fields
+/// where there is no GPM (before Hopper). Expected per board from its
+/// hardware, not from this output.
+#[test]
+fn every_default_field_dcgm_answers_is_served_on_every_board() {
+    // (board, remaps rows, has GPM); a memory temperature sensor is HBM's.
+    let boards = [
+        ("a100-sxm4-40gb", true, false),
+        ("a100-sxm4-80gb", true, false),
+        ("b200", true, true),
+        ("b300", true, true),
+        ("h100-sxm5-80gb", true, true),
+        ("h200-nvl-141gb", true, true),
+        ("h200-sxm5-141gb", true, true),
+        ("l4", true, false),
+        ("l40s", true, false),
+        ("rtx-4090", false, false),
+        ("rtx-pro-6000-blackwell-server", true, true),
+        ("v100-sxm2-32gb", false, false),
+    ];
+    let hbm = |b: &str| {
+        !matches!(
+            b,
+            "l4" | "l40s" | "rtx-4090" | "rtx-pro-6000-blackwell-server"
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = dir.path().join("fleet.toml");
+    let text: String = boards
+        .iter()
+        .map(|(b, ..)| format!("[[gpu]]\nmodel = \"{b}\"\n"))
+        .collect();
+    std::fs::write(&fleet, text).unwrap();
+    let e = Exporter::simulate(
+        fleet.to_str().unwrap(),
+        &["--compat.dcgm=4.8", "--compat.dcgm.only"],
+    );
+    // The rates and GPM need two polls of each GPU: wait for every one.
+    let gpms = boards.iter().filter(|(.., gpm)| *gpm).count();
+    e.wait_ready();
+    let text = e.scrape_until("two polls of every GPU", |t| {
+        let n = |name: &str| {
+            t.lines()
+                .filter(|l| l.starts_with(&format!("{name}{{")))
+                .count()
+        };
+        n("DCGM_FI_PROF_PCIE_TX_BYTES") == boards.len()
+            && n("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL") == boards.len()
+            && n("DCGM_FI_PROF_GR_ENGINE_ACTIVE") == gpms
+    });
+    let s = samples(&text);
+    for (i, (board, remaps, gpm)) in boards.iter().enumerate() {
+        let gpu = i.to_string();
+        for f in default_fields(Generation::V4_8) {
+            if f.kind == FieldKind::Label {
+                continue;
+            }
+            let expected = match f.name {
+                "DCGM_FI_DEV_MEMORY_TEMP" => hbm(board),
+                // No XID yet: blank in DCGM, skipped from 4.8.2 on.
+                "DCGM_FI_DEV_XID_ERRORS" => false,
+                "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"
+                | "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
+                | "DCGM_FI_DEV_ROW_REMAP_FAILURE" => *remaps,
+                n if n.starts_with("DCGM_FI_PROF_") && !n.contains("PCIE") => *gpm,
+                _ => true,
+            };
+            let served = s
+                .iter()
+                .any(|x| x.name == f.name && x.label("gpu") == Some(gpu.as_str()));
+            assert_eq!(served, expected, "{board}: {}", f.name);
+        }
+    }
 }
 
 #[test]
@@ -1066,4 +1484,54 @@ fn per_engine_gpm_fields_are_each_engine_s_own() {
     // The reading is GPM's full metric set, switched on for these fields;
     // this exporter's own families stay off.
     assert!(!text.contains("nvidia_gpu_activity_ratio"), "{text}");
+}
+
+/// `major.minor` of a version text (`4.10.0`, `4.10`).
+fn major_minor(v: &str) -> (u32, u32) {
+    let mut parts = v
+        .split('.')
+        .map(|p| p.parse::<u32>().unwrap_or_else(|_| panic!("{v}")));
+    (parts.next().unwrap(), parts.next().unwrap_or(0))
+}
+
+/// The README's comparison names the dcgm-exporter release it describes;
+/// a table older than the newest generation the migration guide (and
+/// `--compat.dcgm`) knows describes a peer that has moved on, and its
+/// "work unchanged" sentence promises too little or too much.
+#[test]
+fn the_readme_comparison_is_of_the_newest_dcgm_exporter_the_docs_know() {
+    let readme = std::fs::read_to_string(common::repo_root().join("README.md")).unwrap();
+    let section = &readme[readme.find("## How it compares").expect("the section")..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let header = section
+        .lines()
+        .find(|l| l.starts_with("| | nvml-exporter |"))
+        .expect("the table's header");
+    let named = header
+        .split('|')
+        .map(str::trim)
+        .find_map(|c| c.strip_prefix("dcgm-exporter "))
+        .unwrap_or_else(|| panic!("the header names no dcgm-exporter release: {header}"));
+    let guide = std::fs::read_to_string(doc_path()).unwrap();
+    let newest_doc = guide
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+        .filter(|g| g.split('.').all(|p| p.parse::<u32>().is_ok()) && g.contains('.'))
+        .map(major_minor)
+        .max()
+        .expect("the guide's generation table");
+    let newest_code = major_minor(Generation::NEWEST.as_str());
+    assert_eq!(
+        newest_doc, newest_code,
+        "the guide's generations and --compat.dcgm's"
+    );
+    assert!(
+        major_minor(named) >= newest_doc,
+        "README compares dcgm-exporter {named}, older than {newest_doc:?} in docs/migrating-from-dcgm-exporter.md"
+    );
+    let promise = format!("3.4 to {}.{}", newest_doc.0, newest_doc.1);
+    assert!(
+        section.contains(&promise),
+        "the sentence under the table should say {promise}"
+    );
 }
