@@ -248,7 +248,12 @@ impl Supervisor {
         // next round, as the log line says. The absent GPUs' records are
         // compared by whether they changed, and moved into the file for
         // the write, not cloned each round.
-        if !force && !self.absent_changed && self.saved.as_ref() == Some(&file) {
+        // ...unless the file was lost with its directory (`Store::rewrite_due`).
+        if !force
+            && !self.absent_changed
+            && self.saved.as_ref() == Some(&file)
+            && !lock(&store).rewrite_due()
+        {
             return;
         }
         let present = file.gpus.len();
