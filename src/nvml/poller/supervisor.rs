@@ -102,6 +102,8 @@ struct Supervisor {
     /// Our clock against the boot's, read once: times in the state file
     /// are seconds since boot, the same each time they are written.
     clock: Option<persist::Clock>,
+    /// When this process started, until the first snapshot is published.
+    unpublished_since: Option<Instant>,
 }
 
 impl Supervisor {
@@ -125,6 +127,7 @@ impl Supervisor {
             absent_changed: true,
             log_read_again: false,
             clock: persist::Clock::read(),
+            unpublished_since: Some(Instant::now()),
         }
         .restoring()
     }
@@ -575,9 +578,29 @@ impl Supervisor {
             }
             status
         });
-        (self.publish)(snapshot);
+        if self.may_publish(now) {
+            (self.publish)(snapshot);
+        }
         self.save_state(false);
         published
+    }
+
+    /// Nothing is published while NVML's first initialization is under
+    /// way, so that /metrics answers 503 ("No sample taken yet"), not
+    /// `nvml_up 0` for a driver that is only starting (issue 51). An
+    /// initialization blocked past the stuck-call deadline is published
+    /// as NVML down. GPUs not yet sampled have no series of their own
+    /// (`collectors::info`).
+    fn may_publish(&mut self, now: Instant) -> bool {
+        let Some(since) = self.unpublished_since else {
+            return true;
+        };
+        let starting = matches!(self.driver, Driver::Starting(_)) && !self.ever_up;
+        if starting && now.saturating_duration_since(since) < self.cfg.stuck_deadline {
+            return false;
+        }
+        self.unpublished_since = None;
+        true
     }
 
     /// Waits until every GPU has finished another sample (or an
