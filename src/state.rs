@@ -61,6 +61,12 @@ pub const MAX_ENTRIES: usize = 10_000;
 /// latest events first): a node has at most 16 GPUs, so only another
 /// node's or a crafted file's records go.
 pub const MAX_ABSENT_GPUS: usize = 16;
+/// Records of GPUs absent from this run whose latest counted event is
+/// older than this are dropped (7 days): far past any alert's window, so a
+/// GPU that comes back later starts its counters again, which `rate()`
+/// and `increase()` take as a reset; within it, a GPU lost and reset
+/// keeps its counts.
+pub const MAX_ABSENT_AGE_S: f64 = 7.0 * 86_400.0;
 /// The latest events kept of an absent GPU: what live judging keeps of one
 /// GPU (`LATEST_MAX` of the poller).
 pub const MAX_ABSENT_LATEST: usize = 256;
@@ -231,9 +237,16 @@ pub fn hold_records(records: &mut std::collections::BTreeMap<String, GpuRecord>,
 }
 
 /// The second half of `hold_records`' rule, once NVML has named this run's
-/// GPUs: keeps the `MAX_ABSENT_GPUS` absent GPUs with the latest events.
-/// Returns how many records went.
-pub fn age_absent(records: &mut std::collections::BTreeMap<String, GpuRecord>) -> usize {
+/// GPUs: drops the absent GPUs whose latest event is more than
+/// `MAX_ABSENT_AGE_S` before `now` (Unix seconds), then keeps the
+/// `MAX_ABSENT_GPUS` with the latest events. Returns how many records went.
+pub fn age_absent(records: &mut std::collections::BTreeMap<String, GpuRecord>, now: f64) -> usize {
+    let before = records.len();
+    records.retain(|_, r| {
+        let t = newest(r);
+        t == 0.0 || now - t <= MAX_ABSENT_AGE_S
+    });
+    let aged = before - records.len();
     let over = records.len().saturating_sub(MAX_ABSENT_GPUS);
     if over > 0 {
         let mut by_age: Vec<(f64, String)> = records
@@ -245,7 +258,7 @@ pub fn age_absent(records: &mut std::collections::BTreeMap<String, GpuRecord>) -
             records.remove(&uuid);
         }
     }
-    over
+    aged + over
 }
 
 /// Unix seconds of a record's latest counted event; 0 without one.
@@ -1300,13 +1313,18 @@ mod tests {
                 (uuid, rec)
             })
             .collect();
-        assert_eq!(age_absent(&mut records), 3);
+        assert_eq!(age_absent(&mut records, 2e9), 3);
         assert_eq!(records.len(), MAX_ABSENT_GPUS);
         for gone in ["GPU-01", "GPU-18", "GPU-17"] {
             assert!(!records.contains_key(gone), "{gone}");
         }
         assert!(records.contains_key("GPU-00") && records.contains_key("GPU-16"));
-        assert_eq!(age_absent(&mut records), 0, "within the cap: kept");
+        assert_eq!(age_absent(&mut records, 2e9), 0, "within the cap: kept");
+        // Just over a week after its latest event, GPU-16 (the oldest)
+        // goes, GPU-15 stays.
+        let gone = age_absent(&mut records, 2e9 - 16.0 + MAX_ABSENT_AGE_S + 0.5);
+        assert_eq!(gone, 1);
+        assert!(!records.contains_key("GPU-16") && records.contains_key("GPU-15"));
     }
 
     /// What a state could grow to is not written if the next start would

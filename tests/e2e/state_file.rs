@@ -186,6 +186,13 @@ fn a_restored_count_at_its_most_saturates_instead_of_wrapping() {
 /// many latest events: valid, under `MAX_ENTRIES`.
 fn absent_gpus_state(records: usize, entries: usize) -> String {
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    // Events of the last day (absent GPUs' records older than a week go),
+    // written as whole seconds: the same length as before.
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 86_400;
     let mut gpus = Vec::new();
     for g in 0..records {
         let mut xids = Vec::new();
@@ -195,7 +202,7 @@ fn absent_gpus_state(records: usize, entries: usize) -> String {
             xids.push(format!(
                 "{{\"code\":{code},\"gpu_instance\":{gi},\"count\":{},\"last_seen\":{}}}",
                 1 + i,
-                1.7e9 + i as f64
+                since as f64 + i as f64
             ));
             latest.push(format!(
                 "{{\"code\":{code},\"class\":\"code\",\"gpu_instance\":{gi},\"at_s\":{}}}",
@@ -642,7 +649,13 @@ fn a_second_exporter_is_refused_after_the_directory_is_made_again() {
     let first = Exporter::simulate("dgx-h100", &[flag.as_str()]);
     first.wait_ready();
     first.scrape_until("the state written", |_| state.is_file());
-    std::fs::remove_dir_all(&v).unwrap();
+    // The writer may put a file there meanwhile: removed until it is gone.
+    for _ in 0..100 {
+        if std::fs::remove_dir_all(&v).is_ok() || !v.exists() {
+            break;
+        }
+    }
+    assert!(!v.exists());
     assert!(
         first.wait_log("the state's lock file is gone", Duration::from_secs(30)),
         "{}",
@@ -661,5 +674,47 @@ fn a_second_exporter_is_refused_after_the_directory_is_made_again() {
     assert!(
         out.contains("another exporter keeps its state there"),
         "{out}"
+    );
+}
+
+/// Issue 51 (left from issue 41): the records of GPUs absent from this run
+/// were capped by number but never aged. Now one whose latest event is
+/// over 7 days old is dropped when the file is written; a recent one is
+/// kept.
+#[test]
+fn an_absent_gpus_record_older_than_a_week_is_dropped_and_a_recent_one_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let record = |uuid: &str, last_seen: f64| {
+        format!("{{\"uuid\":\"{uuid}\",\"xids\":[{{\"code\":48,\"count\":2,\"last_seen\":{last_seen}}}],\"latest\":[]}}")
+    };
+    std::fs::write(
+        &state,
+        format!(
+            "{{\"version\":1,\"boot_id\":\"{}\",\"gpus\":[{},{}]}}",
+            boot.trim(),
+            record("GPU-absent-old", now - 8.0 * 86_400.0),
+            record("GPU-absent-new", now - 86_400.0),
+        ),
+    )
+    .unwrap();
+    let flag = format!("--state.path={}", state.display());
+    let e = Exporter::simulate("dgx-h100", &[flag.as_str()]);
+    e.wait_ready();
+    let text = std::fs::read_to_string(&state).unwrap();
+    e.scrape_until("the state written without the old record", |_| {
+        std::fs::read_to_string(&state).is_ok_and(|t| !t.contains("GPU-absent-old"))
+    });
+    let written = std::fs::read_to_string(&state).unwrap();
+    assert!(written.contains("GPU-absent-new"), "{written}");
+    assert!(
+        e.wait_log("dropped from the state file", Duration::from_secs(10)),
+        "{}\n{text}",
+        e.log()
     );
 }

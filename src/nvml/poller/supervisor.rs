@@ -102,6 +102,9 @@ struct Supervisor {
     /// Our clock against the boot's, read once: times in the state file
     /// are seconds since boot, the same each time they are written.
     clock: Option<persist::Clock>,
+    /// Every GPU of this run was named when the restored records were
+    /// last claimed: those left are absent GPUs', to be aged.
+    every_gpu_named: bool,
     /// When this process started, until the first snapshot is published.
     unpublished_since: Option<Instant>,
 }
@@ -127,6 +130,7 @@ impl Supervisor {
             absent_changed: true,
             log_read_again: false,
             clock: persist::Clock::read(),
+            every_gpu_named: false,
             unpublished_since: Some(Instant::now()),
         }
         .restoring()
@@ -183,8 +187,14 @@ impl Supervisor {
             return;
         }
         let clock = self.clock;
+        // Whether what is left is only absent GPUs': judged in this same
+        // pass, as the workers name GPUs meanwhile.
+        self.every_gpu_named = self.device_count().is_some();
         for slot in self.shared.slots(self.device_count().unwrap_or(0)) {
             let mut st = lock(&slot.state);
+            if st.uuid.is_none() {
+                self.every_gpu_named = false;
+            }
             let Some(rec) = st.uuid.as_ref().and_then(|u| self.restored.remove(u)) else {
                 continue;
             };
@@ -237,13 +247,18 @@ impl Supervisor {
             }
         }
         // GPUs not named in this run keep what an earlier one knew, within
-        // bounds (`crate::state::age_absent`), once NVML has named them.
-        if self.device_count().is_some() {
-            let gone = crate::state::age_absent(&mut self.restored);
+        // bounds (`crate::state::age_absent`), once NVML has named every
+        // GPU of this run: a record not yet claimed by one still sampling
+        // for the first time is not an absent GPU's.
+        if !self.restored.is_empty() && self.every_gpu_named {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            let gone = crate::state::age_absent(&mut self.restored, now);
             if gone > 0 {
                 self.absent_changed = true;
                 tracing::info!(gone, kept = self.restored.len(),
-                    "records of GPUs absent from this run dropped from the state file: the {} with the latest events are kept",
+                    "records of GPUs absent from this run dropped from the state file: those whose latest event is over 7 days old, then past the {} with the latest events",
                     crate::state::MAX_ABSENT_GPUS);
             }
         }
