@@ -16,11 +16,20 @@
 //! `MAX_BYTES` on read (parsed as it is read) and on write, `MAX_GPUS` GPUs
 //! and `MAX_ENTRIES` entries of each list; the records of GPUs absent from
 //! this run are held to what live counting keeps (`hold_records`,
-//! `age_absent`), so that what the process holds fits its own limits. A file that is not that schema is moved aside to `<path>.bad`,
-//! said once, and the exporter starts clean: never a refusal to start,
-//! never the garbage silently overwritten. Two things do refuse the start,
-//! because going on would lose or mix what is kept: a directory given as
-//! the path, and another exporter holding `<path>.lock` (flock).
+//! `age_absent`), so that what the process holds fits its own limits. A
+//! state file that is not that schema (damaged, another version) is moved
+//! aside to `<path>.bad`, said once, and the exporter starts clean, never
+//! the garbage silently overwritten. Some things refuse the start, with
+//! nothing at the paths renamed or written, because going on would
+//! destroy or lose or mix what is there (issue 51): anything but a regular
+//! file at a path the state uses (a directory, a device, a FIFO, a socket;
+//! `check_paths`), a regular file that does not begin as a state file
+//! does, a state file or lock this user may not open (an exporter run as
+//! root left it), and another exporter holding `<path>.lock` (flock). The
+//! lock is held on the file at that name for the life of the process:
+//! taken again when the directory is removed and made again. Files the
+//! exporter makes are mode 0600 and, where it runs as root, its
+//! directory's owner's, so that a non-root successor can read them.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -28,7 +37,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +61,12 @@ pub const MAX_ENTRIES: usize = 10_000;
 /// latest events first): a node has at most 16 GPUs, so only another
 /// node's or a crafted file's records go.
 pub const MAX_ABSENT_GPUS: usize = 16;
+/// Records of GPUs absent from this run whose latest counted event is
+/// older than this are dropped (7 days): far past any alert's window, so a
+/// GPU that comes back later starts its counters again, which `rate()`
+/// and `increase()` take as a reset; within it, a GPU lost and reset
+/// keeps its counts.
+pub const MAX_ABSENT_AGE_S: f64 = 7.0 * 86_400.0;
 /// The latest events kept of an absent GPU: what live judging keeps of one
 /// GPU (`LATEST_MAX` of the poller).
 pub const MAX_ABSENT_LATEST: usize = 256;
@@ -173,6 +188,8 @@ pub struct UnnamedRecord {
 pub enum StateError {
     #[error("cannot read it: {0}")]
     Read(std::io::Error),
+    #[error("it does not begin as a state file does")]
+    NotOurs,
     #[error("it is larger than {MAX_BYTES} bytes")]
     TooLarge,
     #[error("it is not a state file: {0}")]
@@ -239,9 +256,16 @@ pub fn hold_records(records: &mut std::collections::BTreeMap<String, GpuRecord>,
 }
 
 /// The second half of `hold_records`' rule, once NVML has named this run's
-/// GPUs: keeps the `MAX_ABSENT_GPUS` absent GPUs with the latest events.
-/// Returns how many records went.
-pub fn age_absent(records: &mut std::collections::BTreeMap<String, GpuRecord>) -> usize {
+/// GPUs: drops the absent GPUs whose latest event is more than
+/// `MAX_ABSENT_AGE_S` before `now` (Unix seconds), then keeps the
+/// `MAX_ABSENT_GPUS` with the latest events. Returns how many records went.
+pub fn age_absent(records: &mut std::collections::BTreeMap<String, GpuRecord>, now: f64) -> usize {
+    let before = records.len();
+    records.retain(|_, r| {
+        let t = newest(r);
+        t == 0.0 || now - t <= MAX_ABSENT_AGE_S
+    });
+    let aged = before - records.len();
     let over = records.len().saturating_sub(MAX_ABSENT_GPUS);
     if over > 0 {
         let mut by_age: Vec<(f64, String)> = records
@@ -253,7 +277,7 @@ pub fn age_absent(records: &mut std::collections::BTreeMap<String, GpuRecord>) -
             records.remove(&uuid);
         }
     }
-    over
+    aged + over
 }
 
 /// Unix seconds of a record's latest counted event; 0 without one.
@@ -325,22 +349,146 @@ pub fn boot_id(procfs: &Path) -> Option<String> {
     (!id.is_empty() && id.len() <= 64).then(|| id.to_string())
 }
 
-/// Why the state cannot be kept at all: the exporter does not start.
+/// Why the state cannot be kept at all: the exporter does not start, and
+/// nothing at the paths is renamed or written.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error(
         "--state.path {0} is a directory: give the path of the file to keep, e.g. {0}/state.json"
     )]
     Directory(PathBuf),
+    /// A device, FIFO or socket where the exporter would rename or write
+    /// (issue 51: `--state.path=/dev/null` as root replaced the device).
+    #[error("--state.path {path}: {at} is {what}, not a regular file, and the exporter renames and writes there: it is left as it is and the exporter does not start. Give the path of a file to keep (e.g. {DEFAULT_PATH}), or an empty --state.path to keep no state")]
+    NotAFile {
+        path: PathBuf,
+        at: PathBuf,
+        what: &'static str,
+    },
+    /// A regular file that no exporter wrote (it does not begin as a
+    /// state file does): likely another file named by mistake.
+    #[error("--state.path {path} is a file that is not a state file (it is not JSON: it does not begin with {{): it is left as it is and the exporter does not start. Give the path of a file to keep, move that file away, or give an empty --state.path to keep no state")]
+    NotOurs { path: PathBuf },
+    /// A state file this user may not read: written by an exporter that
+    /// ran as another user (root). Starting clean would lose its counts.
+    #[error("--state.path {path}: cannot read it ({source}; owner uid {uid} gid {gid}, mode {mode:04o}): an exporter run as another user (root) wrote it. It is left as it is and the exporter does not start, so its XID counts are not lost: give the directory and its files to this exporter's user (chown -R; the Helm chart's init container does), or give another --state.path")]
+    Unreadable {
+        path: PathBuf,
+        uid: u32,
+        gid: u32,
+        mode: u32,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("--state.path {path}: another exporter keeps its state there (it holds {lock}); give each exporter its own --state.path")]
     Locked { path: PathBuf, lock: PathBuf },
-    #[error("--state.path {path}: cannot use the lock file {lock}: {source}")]
+    #[error("--state.path {path}: cannot use the lock file {lock}: {source}; without it nothing keeps a second exporter off this state (an exporter run as root leaves it root's: give the directory and its files to this exporter's user, chown -R)")]
     Lock {
         path: PathBuf,
         lock: PathBuf,
         #[source]
         source: std::io::Error,
     },
+}
+
+/// What a directory entry is, in words, for an error.
+fn what_it_is(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_file() {
+        "a regular file"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Checks every path the state uses before anything is renamed or
+/// written: the file itself (what a link there names: it is read, and
+/// a file that cannot be used is renamed aside), `.lock` (created and
+/// flocked; a link there is refused), `.tmp` and `.bad` (replaced: a link
+/// there is removed or replaced, never followed). Each may be absent or a
+/// regular file; anything else is refused by name.
+fn check_paths(path: &Path) -> Result<(), OpenError> {
+    let refuse = |at: &Path, t: std::fs::FileType| OpenError::NotAFile {
+        path: path.to_path_buf(),
+        at: at.to_path_buf(),
+        what: what_it_is(t),
+    };
+    if let Ok(m) = std::fs::metadata(path) {
+        if m.is_dir() {
+            return Err(OpenError::Directory(path.to_path_buf()));
+        }
+        if !m.is_file() {
+            return Err(refuse(path, m.file_type()));
+        }
+        check_contents(path, &m)?;
+    }
+    for (suffix, link_ok) in [(".lock", false), (".tmp", true), (".bad", true)] {
+        let at = sibling(path, suffix);
+        if let Ok(m) = std::fs::symlink_metadata(&at) {
+            let t = m.file_type();
+            if !(t.is_file() || (link_ok && t.is_symlink())) {
+                return Err(refuse(&at, t));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a state file this user may not read, or one that is no state
+/// file, before the lock is made or anything moved.
+fn check_contents(path: &Path, m: &std::fs::Metadata) -> Result<(), OpenError> {
+    use std::os::unix::fs::MetadataExt;
+    let mut head = [0u8; 16];
+    let read = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .and_then(|mut f| f.read(&mut head));
+    match read {
+        Ok(n) if !looks_like_ours(&head[..n]) => Err(OpenError::NotOurs {
+            path: path.to_path_buf(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(OpenError::Unreadable {
+            path: path.to_path_buf(),
+            uid: m.uid(),
+            gid: m.gid(),
+            mode: m.mode() & 0o7777,
+            source: e,
+        }),
+        // Said, with what is done about it, when it is read.
+        _ => Ok(()),
+    }
+}
+
+/// Gives a file the exporter made to the owner of its directory where
+/// they differ: an exporter run as root (to read the kernel log) leaves
+/// files its non-root successor can read and lock (the chart's
+/// directory is 65532's). Only root can; for anyone else the file is
+/// already theirs, and a refusal is no loss.
+fn give_to_directory_owner(file: &File, path: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let (Ok(d), Ok(f)) = (std::fs::metadata(dir), file.metadata()) else {
+        return;
+    };
+    if (d.uid(), d.gid()) != (f.uid(), f.gid()) {
+        let _ = std::os::unix::fs::fchown(file, Some(d.uid()), Some(d.gid()));
+    }
 }
 
 /// How writing the state file goes, for `/metrics`
@@ -383,6 +531,13 @@ struct Writer {
     pending: Mutex<Pending>,
     wake: Condvar,
     stats: Arc<WriteStats>,
+    /// `<path>.lock`, flocked for the life of the process (released by
+    /// the kernel when it ends, however it ends); taken again by the
+    /// writer when the file it holds is no longer at that name.
+    lock: Mutex<Option<File>>,
+    /// The file was lost with its directory and the lock taken again on a
+    /// new one: the next state is written even if it did not change.
+    rewrite: std::sync::atomic::AtomicBool,
 }
 
 fn lock_pending(w: &Writer) -> std::sync::MutexGuard<'_, Pending> {
@@ -402,21 +557,17 @@ pub struct Store {
     /// The state was last too large to write (said once).
     too_large: bool,
     writer: Arc<Writer>,
-    /// `<path>.lock`, flocked for the life of the process (released by
-    /// the kernel when it ends, however it ends).
-    _lock: Option<File>,
 }
 
 impl Store {
     /// Opens the state at `path` for the boot `procfs` names. `Ok(None)`,
     /// said at start, where the state cannot be kept: no boot id to tell
     /// this boot's file from another's. A file of this boot that does not
-    /// parse is moved aside. A directory, or a state another exporter
-    /// holds, is an error.
+    /// parse is moved aside. A directory, device, FIFO or socket at any
+    /// path it uses, a file that is not a state file, one this user may
+    /// not read, or a state another exporter holds, is an error.
     pub fn open(path: &Path, procfs: &Path) -> Result<Option<Store>, OpenError> {
-        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
-            return Err(OpenError::Directory(path.to_path_buf()));
-        }
+        check_paths(path)?;
         let Some(boot_id) = boot_id(procfs) else {
             tracing::warn!(state_path = %path.display(), procfs = %procfs.display(),
                 "cannot read the boot id (sys/kernel/random/boot_id under --path.procfs): XID counts and the kernel log's position are not kept across restarts");
@@ -434,6 +585,22 @@ impl Store {
                 tracing::info!(state_path = %path.display(), "the state file is of an earlier boot: starting clean");
                 None
             }
+            Err(StateError::NotOurs) => {
+                return Err(OpenError::NotOurs {
+                    path: path.to_path_buf(),
+                })
+            }
+            Err(StateError::Read(e)) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                use std::os::unix::fs::MetadataExt;
+                let m = std::fs::metadata(path).ok();
+                return Err(OpenError::Unreadable {
+                    path: path.to_path_buf(),
+                    uid: m.as_ref().map_or(0, MetadataExt::uid),
+                    gid: m.as_ref().map_or(0, MetadataExt::gid),
+                    mode: m.as_ref().map_or(0, |m| m.mode() & 0o7777),
+                    source: e,
+                });
+            }
             Err(e) => {
                 let aside = sibling(path, ".bad");
                 let moved = std::fs::rename(path, &aside).is_ok();
@@ -447,6 +614,8 @@ impl Store {
             pending: Mutex::new(Pending::default()),
             wake: Condvar::new(),
             stats: Arc::default(),
+            lock: Mutex::new(lock),
+            rewrite: std::sync::atomic::AtomicBool::new(false),
         });
         let (w, p) = (writer.clone(), path.to_path_buf());
         if let Err(e) = std::thread::Builder::new()
@@ -463,8 +632,13 @@ impl Store {
             last_queued: None,
             too_large: false,
             writer,
-            _lock: lock,
         }))
+    }
+
+    /// The file was lost with its directory and the lock is taken again
+    /// on a new one: the state is to be written though it did not change.
+    pub fn rewrite_due(&self) -> bool {
+        self.writer.rewrite.load(Ordering::Relaxed)
     }
 
     /// What `/metrics` says of the writes.
@@ -505,7 +679,7 @@ impl Store {
             bytes.hash(&mut h);
             (bytes.len(), h.finish())
         };
-        if self.last_queued == Some(digest) {
+        if self.last_queued == Some(digest) && !self.writer.rewrite.swap(false, Ordering::Relaxed) {
             return true;
         }
         lock_pending(&self.writer).next = Some(bytes);
@@ -547,42 +721,153 @@ impl Drop for Store {
     fn drop(&mut self) {
         lock_pending(&self.writer).stop = true;
         self.writer.wake.notify_all();
+        // Released now, not when the writer thread gets to it.
+        self.writer
+            .lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+}
+
+/// What the writer thread does next.
+enum Job {
+    Write(Vec<u8>),
+    /// Nothing to write for a while: see that the lock is still ours.
+    CheckLock,
+    Stop,
+}
+
+/// How often an idle writer sees that `<path>.lock` is still the file it
+/// holds: one `stat` each time.
+const LOCK_CHECK: Duration = Duration::from_secs(2);
+
+/// Waits for the next job: a newer state at once, a failed one again
+/// after `RETRY`, a look at the lock every `LOCK_CHECK`.
+fn next_job(w: &Writer, failed: &mut Option<Vec<u8>>, retry_at: Instant) -> Job {
+    let mut p = lock_pending(w);
+    loop {
+        if let Some(b) = p.next.take() {
+            p.busy = true;
+            *failed = None;
+            return Job::Write(b);
+        }
+        if p.stop {
+            return Job::Stop;
+        }
+        let now = Instant::now();
+        if failed.is_some() && now >= retry_at {
+            p.busy = true;
+            return failed.take().map_or(Job::CheckLock, Job::Write);
+        }
+        let wait = if failed.is_some() {
+            retry_at.saturating_duration_since(now).min(LOCK_CHECK)
+        } else {
+            LOCK_CHECK
+        };
+        let (guard, waited) = w
+            .wake
+            .wait_timeout(p, wait)
+            .unwrap_or_else(|e| e.into_inner());
+        p = guard;
+        let retry_due = failed.is_some() && Instant::now() >= retry_at;
+        if waited.timed_out() && p.next.is_none() && !p.stop && !retry_due {
+            return Job::CheckLock;
+        }
+    }
+}
+
+/// Whether the lock this process holds is still the file at `<path>.lock`.
+fn holds_lock(held: Option<&File>, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(f) = held else { return false };
+    match (
+        f.metadata(),
+        std::fs::symlink_metadata(sibling(path, ".lock")),
+    ) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
+}
+
+/// Where the lock stands, as the writer last found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LockState {
+    Held,
+    /// Gone (its directory removed) and not yet made again.
+    Lost,
+    /// Another exporter took the new file first: this one stops writing.
+    Yielded,
+}
+
+/// Sees that the lock is still held; takes it again on a new file when
+/// the old one is gone (issue 51, D10: after the directory was removed
+/// and made again, a second exporter started beside the first). Says
+/// each change once; returns whether the state may be written.
+fn keep_lock(w: &Writer, path: &Path, state: &mut LockState) -> bool {
+    let mut held = w.lock.lock().unwrap_or_else(|e| e.into_inner());
+    if lock_pending(w).stop || *state == LockState::Yielded {
+        return *state != LockState::Yielded;
+    }
+    if holds_lock(held.as_ref(), path) {
+        *state = LockState::Held;
+        return true;
+    }
+    let lock = sibling(path, ".lock");
+    let had = held.take().is_some() || *state == LockState::Lost;
+    match take_lock(path) {
+        Ok(Some(f)) => {
+            *held = Some(f);
+            if had {
+                tracing::info!(state_path = %path.display(), lock = %lock.display(),
+                    "the state's lock is taken again on a new lock file: a second exporter on this path is refused again");
+                w.rewrite.store(true, Ordering::Relaxed);
+            }
+            *state = LockState::Held;
+            true
+        }
+        Ok(None) => {
+            if had && *state != LockState::Lost {
+                tracing::warn!(state_path = %path.display(), lock = %lock.display(),
+                    "the state's lock file is gone (its directory removed?): taken again as soon as it can be made");
+            }
+            *state = LockState::Lost;
+            true
+        }
+        Err(e) => {
+            tracing::error!(state_path = %path.display(), error = %e,
+                "the state's lock file was replaced and this exporter cannot take the new one: it stops writing the state file (counted in nvml_exporter_state_write_errors_total), and the one holding it keeps the state");
+            *state = LockState::Yielded;
+            false
+        }
     }
 }
 
 /// The writer thread: writes the newest state handed over, retries a
-/// failed one, says a failure once and the recovery once.
+/// failed one, says a failure once and the recovery once, and keeps the
+/// lock on the file at `<path>.lock`.
 fn write_loop(w: &Writer, path: &Path) {
     let mut failed: Option<Vec<u8>> = None;
     let mut failing = false;
+    let mut retry_at = Instant::now();
+    let mut lock_state = LockState::Held;
     loop {
-        let bytes = {
-            let mut p = lock_pending(w);
-            loop {
-                if let Some(b) = p.next.take() {
-                    p.busy = true;
-                    break b;
-                }
-                if p.stop {
-                    return;
-                }
-                let Some(retry) = failed.take() else {
-                    p = w.wake.wait(p).unwrap_or_else(|e| e.into_inner());
-                    continue;
-                };
-                let (guard, waited) = w
-                    .wake
-                    .wait_timeout(p, RETRY)
-                    .unwrap_or_else(|e| e.into_inner());
-                p = guard;
-                if waited.timed_out() && p.next.is_none() && !p.stop {
-                    p.busy = true;
-                    break retry;
-                }
-                failed = Some(retry);
+        let bytes = match next_job(w, &mut failed, retry_at) {
+            Job::Stop => return,
+            Job::CheckLock => {
+                keep_lock(w, path, &mut lock_state);
+                continue;
             }
+            Job::Write(b) => b,
         };
-        match write_atomically(path, &bytes) {
+        let result = if keep_lock(w, path, &mut lock_state) {
+            write_atomically(path, &bytes)
+        } else {
+            Err(std::io::Error::other(
+                "another exporter holds the state's lock",
+            ))
+        };
+        match result {
             Ok(()) => {
                 failed = None;
                 let now = SystemTime::now()
@@ -600,6 +885,7 @@ fn write_loop(w: &Writer, path: &Path) {
                         "cannot write the state file (counted in nvml_exporter_state_write_errors_total): after a restart XID counters start again (kernel-log XIDs counted again from what the ring still holds), and a GPU reset made while the exporter is stopped is known only from the kernel log; give the exporter a writable --state.path (docs/operations.md, \"Restarts\"). Retrying");
                 }
                 failed = Some(bytes);
+                retry_at = Instant::now() + RETRY;
             }
         }
         lock_pending(w).busy = false;
@@ -616,7 +902,11 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
 
 /// Takes `<path>.lock` for the life of the process. `Ok(None)` where the
 /// lock file cannot be made because the directory is read-only or absent
-/// (the state cannot be written there either: said at the first write).
+/// or not this user's (the state cannot be written there either: said at
+/// the first write, and the writer takes the lock once it can). A lock
+/// file that exists and this user may not open (an exporter run as root
+/// made it) is an error: running without it would let a second exporter
+/// start beside this one.
 fn take_lock(path: &Path) -> Result<Option<File>, OpenError> {
     let lock = sibling(path, ".lock");
     let fail = |source| OpenError::Lock {
@@ -624,7 +914,18 @@ fn take_lock(path: &Path) -> Result<Option<File>, OpenError> {
         lock: lock.clone(),
         source,
     };
-    // No link followed, no FIFO waited on.
+    // A device is never opened (that alone can act on it; `check_paths`
+    // said so at start, this is for a lock taken again later), no link
+    // followed, no FIFO waited on.
+    if let Ok(m) = std::fs::symlink_metadata(&lock) {
+        if !m.is_file() {
+            return Err(OpenError::NotAFile {
+                path: path.to_path_buf(),
+                at: lock.clone(),
+                what: what_it_is(m.file_type()),
+            });
+        }
+    }
     let file = match OpenOptions::new()
         .read(true)
         .write(true)
@@ -635,11 +936,12 @@ fn take_lock(path: &Path) -> Result<Option<File>, OpenError> {
         .open(&lock)
     {
         Ok(f) => f,
+        // Made nowhere: the directory is absent, read-only, or not this
+        // user's. One that exists and cannot be opened is an error.
         Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EROFS | libc::EACCES | libc::ENOENT | libc::EPERM)
-            ) =>
+            if matches!(e.raw_os_error(), Some(libc::EROFS | libc::ENOENT))
+                || (matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM))
+                    && std::fs::symlink_metadata(&lock).is_err()) =>
         {
             // The state cannot be written there either: that write's own
             // warning says so, once.
@@ -652,6 +954,7 @@ fn take_lock(path: &Path) -> Result<Option<File>, OpenError> {
     if !file.metadata().map_err(fail)?.is_file() {
         return Err(fail(std::io::Error::other("not a regular file")));
     }
+    give_to_directory_owner(&file, &lock);
     match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(Some(file)),
         Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(OpenError::Locked {
@@ -660,6 +963,18 @@ fn take_lock(path: &Path) -> Result<Option<File>, OpenError> {
         }),
         Err(e) => Err(fail(e.into())),
     }
+}
+
+/// Whether a file's first bytes may be those of a state file, whole or
+/// damaged: a JSON object (`{`; its keys in any order, as a tool that
+/// edits it may write them), or nothing but NUL bytes and white space
+/// (what a crash can leave of a file). Anything else is not JSON: another
+/// file named by mistake (the web config, a key, a binary), refused rather
+/// than replaced.
+fn looks_like_ours(head: &[u8]) -> bool {
+    head.iter()
+        .find(|b| !(b.is_ascii_whitespace() || **b == 0))
+        .is_none_or(|b| *b == b'{')
 }
 
 /// The file at `path`; `Ok(None)` when there is none.
@@ -688,7 +1003,10 @@ fn read(path: &Path) -> Result<Option<StateFile>, StateError> {
     // Parsed as it is read: the bytes are never held whole beside what
     // they parse to. A file grown past the cap since its size was asked
     // ends early, and does not parse.
-    let reader = std::io::BufReader::with_capacity(64 << 10, file.take(MAX_BYTES));
+    let mut reader = std::io::BufReader::with_capacity(64 << 10, file.take(MAX_BYTES));
+    if !looks_like_ours(std::io::BufRead::fill_buf(&mut reader).map_err(StateError::Read)?) {
+        return Err(StateError::NotOurs);
+    }
     let f: StateFile = serde_json::from_reader(reader).map_err(|e| {
         if e.is_io() {
             StateError::Read(e.into())
@@ -714,9 +1032,22 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&tmp)
     };
+    let in_the_way = |at: &Path, what: &str| {
+        std::io::Error::other(format!(
+            "{} is {what}, not a regular file: it is left as it is and not written",
+            at.display()
+        ))
+    };
     let mut f = match create() {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            // unlink removes a link or a FIFO itself, not what it names.
+            // Only a crash's leftover or a link goes (unlink removes the
+            // link, not what it names); a device, FIFO or socket stays.
+            if let Ok(m) = std::fs::symlink_metadata(&tmp) {
+                let t = m.file_type();
+                if !(t.is_file() || t.is_symlink() || t.is_dir()) {
+                    return Err(in_the_way(&tmp, what_it_is(t)));
+                }
+            }
             std::fs::remove_file(&tmp).map_err(|e| {
                 std::io::Error::new(
                     e.kind(),
@@ -727,9 +1058,21 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         }
         other => other?,
     };
+    give_to_directory_owner(&f, &tmp);
     let written = f.write_all(bytes).and_then(|()| f.sync_all());
     drop(f);
-    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+    // Renamed over a regular file or a link only: a device, FIFO, socket
+    // or directory put there since the start stays.
+    let replaceable = || match std::fs::symlink_metadata(path) {
+        Ok(m) if !(m.file_type().is_file() || m.file_type().is_symlink()) => {
+            Err(in_the_way(path, what_it_is(m.file_type())))
+        }
+        _ => Ok(()),
+    };
+    if let Err(e) = written
+        .and_then(|()| replaceable())
+        .and_then(|()| std::fs::rename(&tmp, path))
+    {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
     }
@@ -815,7 +1158,7 @@ mod tests {
         let path = dir.path().join("state.json");
         let proc_a = procfs(dir.path(), "boot-a");
         for (bytes, says) in [
-            (&b"not json"[..], "not a state file"),
+            (&b"{\"version\":1,\"boot_"[..], "not a state file"),
             (
                 br#"{"version":1,"boot_id":"boot-a","gpus":[],"extra":1}"#,
                 "unknown field",
@@ -833,6 +1176,19 @@ mod tests {
                 bytes,
                 "kept, not lost"
             );
+        }
+        // Another file named by mistake: refused, left as it is.
+        std::fs::remove_file(path.with_extension("json.bad")).unwrap();
+        std::fs::write(&path, "not json").unwrap();
+        let err = Store::open(&path, &proc_a).unwrap_err().to_string();
+        assert!(err.contains("is a file that is not a state file"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"not json");
+        assert!(!path.with_extension("json.bad").exists());
+        for ours in [&b""[..], b"\0\0\0", b"  {\"vers", b"{\"boot_id\":"] {
+            assert!(looks_like_ours(ours), "{ours:?}");
+        }
+        for not in [&b"not json"[..], b"[1]", b"tls_server_config:"] {
+            assert!(!looks_like_ours(not), "{not:?}");
         }
         std::fs::write(&path, vec![b' '; (MAX_BYTES + 1) as usize]).unwrap();
         assert!(matches!(read(&path), Err(StateError::TooLarge)));
@@ -903,11 +1259,21 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
         assert_eq!(std::fs::read(&path).unwrap(), b"{}");
         std::fs::remove_file(&path).unwrap();
+        // A FIFO there (issue 51): left as it is, the write an error.
         let made = std::process::Command::new("mkfifo").arg(&tmp).status();
         assert!(made.unwrap().success());
-        write_atomically(&path, b"{ }").unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"{ }");
-        assert!(!tmp.exists());
+        let err = write_atomically(&path, b"{ }").unwrap_err().to_string();
+        assert!(err.contains("state.json.tmp is a FIFO"), "{err}");
+        assert!(!path.exists());
+        std::fs::remove_file(&tmp).unwrap();
+        // ...and one put at the file's own name since the start.
+        let made = std::process::Command::new("mkfifo").arg(&path).status();
+        assert!(made.unwrap().success());
+        let err = write_atomically(&path, b"{ }").unwrap_err().to_string();
+        assert!(err.contains("state.json is a FIFO"), "{err}");
+        assert!(std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()));
+        assert!(!tmp.exists(), "the temporary file removed");
+        std::fs::remove_file(&path).unwrap();
         // A directory in the way cannot be removed: an error naming it.
         std::fs::create_dir(&tmp).unwrap();
         let err = write_atomically(&path, b"{}").unwrap_err().to_string();
@@ -983,13 +1349,18 @@ mod tests {
                 (uuid, rec)
             })
             .collect();
-        assert_eq!(age_absent(&mut records), 3);
+        assert_eq!(age_absent(&mut records, 2e9), 3);
         assert_eq!(records.len(), MAX_ABSENT_GPUS);
         for gone in ["GPU-01", "GPU-18", "GPU-17"] {
             assert!(!records.contains_key(gone), "{gone}");
         }
         assert!(records.contains_key("GPU-00") && records.contains_key("GPU-16"));
-        assert_eq!(age_absent(&mut records), 0, "within the cap: kept");
+        assert_eq!(age_absent(&mut records, 2e9), 0, "within the cap: kept");
+        // Just over a week after its latest event, GPU-16 (the oldest)
+        // goes, GPU-15 stays.
+        let gone = age_absent(&mut records, 2e9 - 16.0 + MAX_ABSENT_AGE_S + 0.5);
+        assert_eq!(gone, 1);
+        assert!(!records.contains_key("GPU-16") && records.contains_key("GPU-15"));
     }
 
     /// What a state could grow to is not written if the next start would

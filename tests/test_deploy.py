@@ -218,7 +218,7 @@ def test_daemonset_runs_locked_down_on_gpu_nodes():
     assert [v for v in pod["volumes"] if "hostPath" in v] == [
         {"name": "state", "hostPath": {"path": "/var/lib/nvml-exporter", "type": "DirectoryOrCreate"}}]
     (init,) = pod["initContainers"]
-    assert init["command"] == ["chown", "65532:65532", "/var/lib/nvml-exporter"]
+    assert init["command"] == ["chown", "-R", "-h", "65532:65532", "/var/lib/nvml-exporter"]
     assert init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
     assert init["securityContext"]["allowPrivilegeEscalation"] is False
     assert init["securityContext"]["readOnlyRootFilesystem"] is True

@@ -29,8 +29,12 @@ pub static COLLECTOR: Collector = Collector {
 };
 
 fn gpu_info<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
-    // Nothing can be read of a GPU NVML will not open, not even its UUID.
-    for g in scope.gpus().filter(|g| g.health != Health::Denied) {
+    // Nothing can be read of a GPU NVML will not open, not even its UUID;
+    // nor yet of one not sampled since start.
+    for g in scope
+        .gpus()
+        .filter(|g| g.health != Health::Denied && !never_sampled(g))
+    {
         let id = &g.identity;
         out.gpu(g)
             .label_opt("name", id.name.as_ref())
@@ -58,8 +62,22 @@ fn driver_info<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 fn up<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     // A GPU this process may not open is not down: it has no `up` series
     // (so "GPU lost" cannot page for a permission setting), and
-    // nvml_exporter_gpu_access_denied says what it is.
-    for g in scope.gpus().filter(|g| g.health != Health::Denied) {
+    // nvml_exporter_gpu_access_denied says what it is. One not sampled
+    // since start is not down either: no series until its first sample
+    // ends or its call is stuck past the deadline (then hung, 0).
+    for g in scope
+        .gpus()
+        .filter(|g| g.health != Health::Denied && !never_sampled(g))
+    {
         out.gpu(g).set(g.health.is_up());
     }
+}
+
+/// Pending and no sample of it ever completed: the first snapshots after
+/// start (issue 51: `nvidia_gpu_up 0` for every GPU that was only
+/// starting; its UUID may be known before its first sample ends). A GPU
+/// pending again after NVML came back has completed one and keeps its
+/// `up` series (0), so it does not disappear.
+fn never_sampled(g: &crate::snapshot::GpuState) -> bool {
+    g.health == Health::Pending && g.last_sample.is_none()
 }

@@ -517,3 +517,80 @@ fn systemd_socket_without_sockets_is_a_clear_error() {
     assert_eq!(status.code(), Some(1), "{out}");
     assert!(out.contains("no sockets passed"), "{out}");
 }
+
+/// Issue 51 (probe 5): in the first moments after start `/metrics`
+/// answered 200 with `nvml_exporter_nvml_up 0` for a driver that was only
+/// initializing, then `nvidia_gpu_up 0` for every GPU not yet sampled.
+/// Now it answers 503 "No sample taken yet" until NVML's first
+/// initialization ends, and a GPU whose first sample has not ended has no
+/// series at all. Made slow on purpose, not raced: nvmlInit takes 2 s
+/// (a latency profile that sleeps) and GPU 3 hangs from the start.
+#[test]
+fn metrics_before_the_first_sample_is_503_and_no_gpu_series_not_zeros() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("latency.tsv");
+    std::fs::write(&profile, "function\tmedian_us\nnvmlInit_v2\t2000000\n").unwrap();
+    let scenario = dir.path().join("hang.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"hang-3\"\nbase = \"dgx-h100\"\n\n[[timeline]]\nat = 0\naction = \"hang\"\ngpu = 3\n",
+    )
+    .unwrap();
+    common::sim_library();
+    let args = [
+        format!("--simulate={}", scenario.display()),
+        format!("--collect.interval={}", common::TEST_INTERVAL),
+        "--collect.stuck-deadline=60s".to_string(),
+    ];
+    let env = [
+        ("NVML_SIM_LATENCY", profile.to_str().unwrap()),
+        ("NVML_SIM_LATENCY_SLEEP", "1"),
+    ];
+    let e = Exporter::start(&args, &env);
+    let mut answers = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let text = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{answers:?}\n{}",
+            e.log()
+        );
+        let r = e.get("/metrics");
+        let text = r.text();
+        if r.status != 200 {
+            answers.push((r.status, text));
+            continue;
+        }
+        assert!(
+            !text.contains("nvml_exporter_nvml_up 0"),
+            "NVML only initializing is not down:\n{text}"
+        );
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.starts_with("nvidia_gpu_up{") && l.ends_with(" 0")),
+            "a GPU not yet sampled is not down:\n{text}"
+        );
+        if common::value(&text, "nvidia_gpu_up", &[("gpu", "0")]) == Some(1.0) {
+            break text;
+        }
+    };
+    assert!(
+        answers
+            .iter()
+            .any(|(s, t)| *s == 503 && t.contains("No sample taken yet")),
+        "503 while NVML initializes: {answers:?}"
+    );
+    assert!(answers.iter().all(|(s, _)| *s == 503), "{answers:?}");
+    for gpu in ["0", "1", "2", "4", "5", "6", "7"] {
+        assert_eq!(
+            common::value(&text, "nvidia_gpu_up", &[("gpu", gpu)]),
+            Some(1.0),
+            "{text}"
+        );
+    }
+    assert!(
+        !text.contains("gpu=\"3\""),
+        "GPU 3, never sampled, has no series:\n{text}"
+    );
+}

@@ -102,6 +102,11 @@ struct Supervisor {
     /// Our clock against the boot's, read once: times in the state file
     /// are seconds since boot, the same each time they are written.
     clock: Option<persist::Clock>,
+    /// Every GPU of this run was named when the restored records were
+    /// last claimed: those left are absent GPUs', to be aged.
+    every_gpu_named: bool,
+    /// When this process started, until the first snapshot is published.
+    unpublished_since: Option<Instant>,
 }
 
 impl Supervisor {
@@ -125,6 +130,8 @@ impl Supervisor {
             absent_changed: true,
             log_read_again: false,
             clock: persist::Clock::read(),
+            every_gpu_named: false,
+            unpublished_since: Some(Instant::now()),
         }
         .restoring()
     }
@@ -181,8 +188,14 @@ impl Supervisor {
             return;
         }
         let clock = self.clock;
+        // Whether what is left is only absent GPUs': judged in this same
+        // pass, as the workers name GPUs meanwhile.
+        self.every_gpu_named = self.device_count().is_some();
         for slot in self.shared.slots(self.device_count().unwrap_or(0)) {
             let mut st = lock(&slot.state);
+            if st.uuid.is_none() {
+                self.every_gpu_named = false;
+            }
             let Some(rec) = st.uuid.as_ref().and_then(|u| self.restored.remove(u)) else {
                 continue;
             };
@@ -235,13 +248,18 @@ impl Supervisor {
             }
         }
         // GPUs not named in this run keep what an earlier one knew, within
-        // bounds (`crate::state::age_absent`), once NVML has named them.
-        if self.device_count().is_some() {
-            let gone = crate::state::age_absent(&mut self.restored);
+        // bounds (`crate::state::age_absent`), once NVML has named every
+        // GPU of this run: a record not yet claimed by one still sampling
+        // for the first time is not an absent GPU's.
+        if !self.restored.is_empty() && self.every_gpu_named {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            let gone = crate::state::age_absent(&mut self.restored, now);
             if gone > 0 {
                 self.absent_changed = true;
                 tracing::info!(gone, kept = self.restored.len(),
-                    "records of GPUs absent from this run dropped from the state file: the {} with the latest events are kept",
+                    "records of GPUs absent from this run dropped from the state file: those whose latest event is over 7 days old, then past the {} with the latest events",
                     crate::state::MAX_ABSENT_GPUS);
             }
         }
@@ -249,7 +267,12 @@ impl Supervisor {
         // next round, as the log line says. The absent GPUs' records are
         // compared by whether they changed, and moved into the file for
         // the write, not cloned each round.
-        if !force && !self.absent_changed && self.saved.as_ref() == Some(&file) {
+        // ...unless the file was lost with its directory (`Store::rewrite_due`).
+        if !force
+            && !self.absent_changed
+            && self.saved.as_ref() == Some(&file)
+            && !lock(&store).rewrite_due()
+        {
             return;
         }
         let present = file.gpus.len();
@@ -571,9 +594,29 @@ impl Supervisor {
             }
             status
         });
-        (self.publish)(snapshot);
+        if self.may_publish(now) {
+            (self.publish)(snapshot);
+        }
         self.save_state(false);
         published
+    }
+
+    /// Nothing is published while NVML's first initialization is under
+    /// way, so that /metrics answers 503 ("No sample taken yet"), not
+    /// `nvml_up 0` for a driver that is only starting (issue 51). An
+    /// initialization blocked past the stuck-call deadline is published
+    /// as NVML down. GPUs not yet sampled have no series of their own
+    /// (`collectors::info`).
+    fn may_publish(&mut self, now: Instant) -> bool {
+        let Some(since) = self.unpublished_since else {
+            return true;
+        };
+        let starting = matches!(self.driver, Driver::Starting(_)) && !self.ever_up;
+        if starting && now.saturating_duration_since(since) < self.cfg.stuck_deadline {
+            return false;
+        }
+        self.unpublished_since = None;
+        true
     }
 
     /// Waits until every GPU has finished another sample (or an
