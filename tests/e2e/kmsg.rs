@@ -194,6 +194,34 @@ fn xids_from_before_the_start_from_the_log_alone_and_from_both_sources_each_coun
     common::promtool_check(&text).unwrap();
 }
 
+/// Issue 51 (probe 6, D9): `--collector.xid.kmsg` with the `xid` family
+/// off, by flag or by the selection file, was dropped without a word. It is
+/// warned about once at start; the default asks nothing and says nothing.
+#[test]
+fn a_kernel_log_flag_with_the_xid_family_off_is_warned_about_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    boot_log(&kmsg);
+    let selection = dir.path().join("selection.yml");
+    std::fs::write(&selection, "version: 1\nfamilies:\n  deny: [xid]\n").unwrap();
+    let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
+    let selection_flag = format!("--config.file={}", selection.display());
+    let warning = "--collector.xid.kmsg has no effect: the xid family is off";
+    for off in ["--no-collector.xid", selection_flag.as_str()] {
+        let e = Exporter::simulate("dgx-h100", &["--collector.xid.kmsg", &kmsg_flag, off]);
+        e.wait_ready();
+        assert!(e.wait_log(warning, Duration::from_secs(10)), "{off}: {}", e.log());
+        e.wait_polls(2);
+        let text = e.scrape();
+        assert_eq!(value(&text, "nvml_exporter_kernel_log_up", &[]), None, "{off}");
+        assert_eq!(e.log().matches("has no effect").count(), 1, "{off}: {}", e.log());
+    }
+    let e = Exporter::simulate("dgx-h100", &["--no-collector.xid"]);
+    e.wait_ready();
+    e.wait_polls(1);
+    assert!(!e.log().contains("has no effect"), "{}", e.log());
+}
+
 #[test]
 fn without_the_kernel_log_nvml_alone_never_sees_log_only_xids() {
     let dir = tempfile::tempdir().unwrap();
