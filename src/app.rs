@@ -365,7 +365,7 @@ async fn serve_until_signal(
             cfg.resume_after = state
                 .as_ref()
                 .and_then(|s| s.restored.as_ref()?.kernel_log.as_ref())
-                .filter(|k| std::path::Path::new(&k.path) == cfg.path)
+                .filter(|k| crate::kmsg::same_log(&k.path, &cfg.path))
                 .map(|k| k.read_to);
             Some(KernelLog::start(cfg).map_err(AppError::KernelLog)?)
         }
@@ -583,7 +583,7 @@ fn forget_position_past_the_end(state: Option<&mut crate::state::Store>, log: &s
     let Some(read_to) = restored
         .kernel_log
         .as_ref()
-        .filter(|k| std::path::Path::new(&k.path) == log)
+        .filter(|k| crate::kmsg::same_log(&k.path, log))
         .map(|k| k.read_to)
     else {
         return;

@@ -341,6 +341,24 @@ impl Shared {
     }
 }
 
+/// Whether a kernel-log path saved in the state file names the log at
+/// `path`: the same file under any spelling (`./k`, `d/../k`, a symlink to
+/// it) is the same log, whose saved position holds. Compared by what the
+/// paths resolve to, and literally where either cannot be resolved now.
+/// Before, another spelling read the log again from its start, and records
+/// dated within 2 s of the last counted one were taken as counted (issue
+/// 51; probe 6, D12).
+pub fn same_log(saved: &str, path: &std::path::Path) -> bool {
+    let saved = std::path::Path::new(saved);
+    if saved == path {
+        return true;
+    }
+    match (std::fs::canonicalize(saved), std::fs::canonicalize(path)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
 /// Seconds since boot (`/proc/uptime`), the clock of the kernel log's
 /// timestamps.
 pub fn uptime() -> Option<f64> {

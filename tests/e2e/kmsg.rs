@@ -1029,6 +1029,53 @@ fn a_log_read_again_after_a_restart_counts_nothing_twice() {
     e.terminate(Duration::from_secs(10));
 }
 
+/// Issue 51 (probe 6, D12): the same log under another spelling of its
+/// path (a symlink, `d/../d/kmsg`) was read again from its start, and new
+/// records dated within 2 s of the last counted one were taken as counted
+/// (550 of 600). The saved position now holds for any spelling of the same
+/// file: every new record counts, none twice.
+#[test]
+fn another_spelling_of_the_log_path_resumes_where_the_last_run_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    let state = dir.path().join("state.json");
+    let state_flag = format!("--state.path={}", state.display());
+    // Every record carries the same kernel time, as a burst does.
+    let ts = ((kmsg::uptime().unwrap() - 10.0) * 1e6) as u64;
+    let burst = |seqs: std::ops::RangeInclusive<u64>| -> String {
+        seqs.map(|seq| {
+            kmsg::format_record(4, seq, ts, "NVRM: Xid (PCI:0000:2a:00): 13, pid=1, name=x, Graphics Exception")
+        })
+        .collect()
+    };
+    let key = ("1".to_string(), "13".to_string());
+    let link = dir.path().join("kmsg.link");
+    std::os::unix::fs::symlink(&kmsg, &link).unwrap();
+    let dotted = dir.path().join("sub/../kmsg");
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let mut total = 0;
+    for (path, seqs) in [(&kmsg, 1..=50), (&link, 51..=60), (&dotted, 61..=70)] {
+        total += seqs.clone().count();
+        append(&kmsg, &burst(seqs));
+        let flag = format!("--path.kmsg={}", path.display());
+        let mut e = Exporter::simulate(
+            "dgx-h100",
+            &["--collector.xid.kmsg", &flag, state_flag.as_str()],
+        );
+        e.wait_ready();
+        e.scrape_until(&format!("{total} XIDs via {}", path.display()), |t| {
+            xid_counts(t).get(&key) == Some(&(total as f64))
+        });
+        e.wait_polls(2);
+        assert_eq!(
+            xid_counts(&e.scrape()).get(&key),
+            Some(&(total as f64)),
+            "none counted twice"
+        );
+        e.terminate(Duration::from_secs(10));
+    }
+}
+
 /// Issue 36, F3: XID 74 decided by NVIDIA's workflow on its registers
 /// (once reset_gpu whatever they said). dgx-h100's buses: GPU 1 2a, 2 3a,
 /// 3 5d. GPU 4's event comes through NVML and the log both: NVML's waits

@@ -143,7 +143,7 @@ impl Supervisor {
         self.log_read_again = self.cfg.kernel_log.as_ref().is_some_and(|log| {
             file.kernel_log
                 .as_ref()
-                .is_none_or(|k| std::path::Path::new(&k.path) != log.path())
+                .is_none_or(|k| !crate::kmsg::same_log(&k.path, log.path()))
         });
         self.kernel_log_read_to = file.kernel_log.map(|k| k.read_to);
         if let Some(c) = &self.clock {
