@@ -36,9 +36,13 @@
 //! shutdown); at the end of
 //! a file it sleeps `FOLLOW_PERIOD` between reads (epoll does not watch
 //! regular files), four reads a second. While the queue of
-//! events the poller has not taken yet is full (NVML not up yet), it stops
-//! reading (a chunk already read is finished): memory stays bounded and,
-//! for a file, nothing is lost.
+//! events the poller has not taken yet is full (NVML not up yet, or a
+//! burst faster than the poller takes it: it takes a quarter-full queue
+//! within 50 ms, between its rounds too), it stops reading (a chunk
+//! already read is finished) until the poller takes them: memory stays
+//! bounded and, for a file, nothing is lost; `/dev/kmsg` keeps the records
+//! in its ring meanwhile, and what the ring overwrote before it was read is
+//! counted (`overrun`).
 
 use std::fs::{File, Metadata};
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
@@ -321,12 +325,7 @@ impl Reader<'_> {
     /// Waits while the poller has not taken the queued events; false when
     /// stopped.
     fn wait_for_room(&self) -> bool {
-        while self.shared.queue_full() {
-            if self.shared.sleep(FOLLOW_PERIOD) {
-                return false;
-            }
-        }
-        !self.shared.stopped()
+        self.shared.wait_for_room()
     }
 
     fn caught_up(&mut self) -> bool {

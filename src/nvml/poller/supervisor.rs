@@ -577,11 +577,17 @@ impl Supervisor {
 
     /// Waits until every GPU has finished another sample (or an
     /// initialization attempt is due or done), at the latest an interval.
-    fn wait_for_round(&self, published: &[(Arc<GpuSlot>, u64)]) {
+    /// Meanwhile it takes the kernel log's events whenever a burst has
+    /// queued `kmsg::BACKLOG` of them: the reader's queue is bounded, and a
+    /// storm is counted as it is read rather than one queue a round.
+    fn wait_for_round(&mut self, published: &[(Arc<GpuSlot>, u64)]) {
         let deadline = Instant::now() + self.cfg.interval;
         loop {
             if self.shared.stop.is_stopped() {
                 return;
+            }
+            if self.cfg.kernel_log.as_ref().is_some_and(|log| log.backlog()) {
+                self.take_kernel_log();
             }
             let now = Instant::now();
             if now >= deadline {
