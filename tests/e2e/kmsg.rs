@@ -1107,6 +1107,39 @@ fn a_storm_of_2000_xids_a_second_is_counted_as_it_is_logged() {
     );
 }
 
+/// Issue 51: a log recreated at the path while the exporter follows it,
+/// numbered from 1 again (the simulator's drill, a file written anew), was
+/// skipped as `out_of_order` until its numbers passed the old log's: every
+/// new XID lost. It is now read from its start, cut in place or replaced.
+#[test]
+fn a_log_recreated_with_its_numbering_restarted_is_read_from_its_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let kmsg = dir.path().join("kmsg");
+    let xids = |bus: &str, n: u64| -> String {
+        (1..=n)
+            .map(|seq| record(seq, 1.0, &format!("NVRM: Xid (PCI:0000:{bus}:00): 13, pid=1, name=x, Graphics Exception")))
+            .collect()
+    };
+    append(&kmsg, &xids("2a", 8));
+    let kmsg_flag = format!("--path.kmsg={}", kmsg.display());
+    let e = Exporter::simulate("dgx-h100", &["--collector.xid.kmsg", &kmsg_flag]);
+    e.wait_ready();
+    let on = |gpu: &str| (gpu.to_string(), "13".to_string());
+    e.scrape_until("GPU 1's eight", |t| xid_counts(t).get(&on("1")) == Some(&8.0));
+    // Cut in place and written anew.
+    std::fs::write(&kmsg, xids("3a", 3)).unwrap();
+    e.scrape_until("GPU 2's three", |t| xid_counts(t).get(&on("2")) == Some(&3.0));
+    // Replaced at the path.
+    let next = dir.path().join("kmsg.new");
+    std::fs::write(&next, xids("5d", 2)).unwrap();
+    std::fs::rename(&next, &kmsg).unwrap();
+    e.scrape_until("GPU 3's two", |t| xid_counts(t).get(&on("3")) == Some(&2.0));
+    e.wait_polls(2);
+    let text = e.scrape();
+    assert_eq!(xid_counts(&text).values().sum::<f64>(), 13.0, "none twice");
+    assert!(e.log().contains("numbered below the last one read"), "{}", e.log());
+}
+
 /// Issue 51 (probe 6, D12): the same log under another spelling of its
 /// path (a symlink, `d/../d/kmsg`) was read again from its start, and new
 /// records dated within 2 s of the last counted one were taken as counted
