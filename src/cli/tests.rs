@@ -191,7 +191,11 @@ fn the_kernel_log_is_read_by_default_with_the_xid_family_but_not_with_simulate()
     assert_eq!(c.kernel_log, None);
     assert_eq!(c.kernel_log_asked_by, Some("--collector.xid.kmsg"));
     let asked = |args: &[&str]| parse(args).unwrap().kernel_log_asked_by;
-    assert_eq!(asked(&["--no-collector.xid"]), None, "the default asks nothing");
+    assert_eq!(
+        asked(&["--no-collector.xid"]),
+        None,
+        "the default asks nothing"
+    );
     assert_eq!(asked(&["--simulate"]), None);
     assert_eq!(
         asked(&["--no-collector.xid", "--path.kmsg=/tmp/k"]),

@@ -563,15 +563,19 @@ mod tests {
     /// naming an unknown user then pinned a core for about 35 hours.
     #[test]
     fn costs_above_the_ceiling_are_refused_naming_user_and_cost() {
-        let at = |cost: u32| format!("$2y${cost:02}$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi");
+        let at = |cost: u32| {
+            format!("$2y${cost:02}$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi")
+        };
         assert_eq!(check_hash(&at(MAX_COST)), Ok(MAX_COST));
         for cost in [MAX_COST + 1, 31] {
-            let err = BasicAuth::new(BTreeMap::from([("prom".to_string(), Some(at(cost)))]))
-                .unwrap_err();
+            let err =
+                BasicAuth::new(BTreeMap::from([("prom".to_string(), Some(at(cost)))])).unwrap_err();
             assert_eq!(err.user, "prom");
             let text = err.to_string();
             assert!(
-                text.contains(&format!("bcrypt cost {cost} is above the exporter's ceiling of 15")),
+                text.contains(&format!(
+                    "bcrypt cost {cost} is above the exporter's ceiling of 15"
+                )),
                 "{text}"
             );
             assert!(!text.contains("QOauhQNb"), "the hash is not logged: {text}");

@@ -210,11 +210,24 @@ fn a_kernel_log_flag_with_the_xid_family_off_is_warned_about_once() {
     for off in ["--no-collector.xid", selection_flag.as_str()] {
         let e = Exporter::simulate("dgx-h100", &["--collector.xid.kmsg", &kmsg_flag, off]);
         e.wait_ready();
-        assert!(e.wait_log(warning, Duration::from_secs(10)), "{off}: {}", e.log());
+        assert!(
+            e.wait_log(warning, Duration::from_secs(10)),
+            "{off}: {}",
+            e.log()
+        );
         e.wait_polls(2);
         let text = e.scrape();
-        assert_eq!(value(&text, "nvml_exporter_kernel_log_up", &[]), None, "{off}");
-        assert_eq!(e.log().matches("has no effect").count(), 1, "{off}: {}", e.log());
+        assert_eq!(
+            value(&text, "nvml_exporter_kernel_log_up", &[]),
+            None,
+            "{off}"
+        );
+        assert_eq!(
+            e.log().matches("has no effect").count(),
+            1,
+            "{off}: {}",
+            e.log()
+        );
     }
     let e = Exporter::simulate("dgx-h100", &["--no-collector.xid"]);
     e.wait_ready();
@@ -1033,7 +1046,12 @@ fn a_log_read_again_after_a_restart_counts_nothing_twice() {
 /// size (KiB), for the storm's figures (BENCHMARKS.md, "Kernel log").
 fn cpu_ticks_and_peak_kib(pid: u32) -> (u64, u64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
     let ticks = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let peak = status
@@ -1082,7 +1100,13 @@ fn a_storm_of_2000_xids_a_second_is_counted_as_it_is_logged() {
             .map(|i| {
                 seq += 1;
                 let bus = buses[i % buses.len()];
-                record(seq, 0.0, &format!("NVRM: Xid (PCI:0000:{bus}:00): 13, pid=1, name=x, Graphics Exception"))
+                record(
+                    seq,
+                    0.0,
+                    &format!(
+                        "NVRM: Xid (PCI:0000:{bus}:00): 13, pid=1, name=x, Graphics Exception"
+                    ),
+                )
             })
             .collect();
         append(&kmsg, &text);
@@ -1102,7 +1126,11 @@ fn a_storm_of_2000_xids_a_second_is_counted_as_it_is_logged() {
     );
     assert_eq!(counted, (RATE * SECONDS) as f64, "{}", e.log());
     assert_eq!(
-        value(&text, "nvml_exporter_kernel_log_problems_total", &[("reason", "out_of_order")]),
+        value(
+            &text,
+            "nvml_exporter_kernel_log_problems_total",
+            &[("reason", "out_of_order")]
+        ),
         None
     );
 }
@@ -1117,7 +1145,15 @@ fn a_log_recreated_with_its_numbering_restarted_is_read_from_its_start() {
     let kmsg = dir.path().join("kmsg");
     let xids = |bus: &str, n: u64| -> String {
         (1..=n)
-            .map(|seq| record(seq, 1.0, &format!("NVRM: Xid (PCI:0000:{bus}:00): 13, pid=1, name=x, Graphics Exception")))
+            .map(|seq| {
+                record(
+                    seq,
+                    1.0,
+                    &format!(
+                        "NVRM: Xid (PCI:0000:{bus}:00): 13, pid=1, name=x, Graphics Exception"
+                    ),
+                )
+            })
             .collect()
     };
     append(&kmsg, &xids("2a", 8));
@@ -1125,10 +1161,14 @@ fn a_log_recreated_with_its_numbering_restarted_is_read_from_its_start() {
     let e = Exporter::simulate("dgx-h100", &["--collector.xid.kmsg", &kmsg_flag]);
     e.wait_ready();
     let on = |gpu: &str| (gpu.to_string(), "13".to_string());
-    e.scrape_until("GPU 1's eight", |t| xid_counts(t).get(&on("1")) == Some(&8.0));
+    e.scrape_until("GPU 1's eight", |t| {
+        xid_counts(t).get(&on("1")) == Some(&8.0)
+    });
     // Cut in place and written anew.
     std::fs::write(&kmsg, xids("3a", 3)).unwrap();
-    e.scrape_until("GPU 2's three", |t| xid_counts(t).get(&on("2")) == Some(&3.0));
+    e.scrape_until("GPU 2's three", |t| {
+        xid_counts(t).get(&on("2")) == Some(&3.0)
+    });
     // Replaced at the path.
     let next = dir.path().join("kmsg.new");
     std::fs::write(&next, xids("5d", 2)).unwrap();
@@ -1137,7 +1177,11 @@ fn a_log_recreated_with_its_numbering_restarted_is_read_from_its_start() {
     e.wait_polls(2);
     let text = e.scrape();
     assert_eq!(xid_counts(&text).values().sum::<f64>(), 13.0, "none twice");
-    assert!(e.log().contains("numbered below the last one read"), "{}", e.log());
+    assert!(
+        e.log().contains("numbered below the last one read"),
+        "{}",
+        e.log()
+    );
 }
 
 /// Issue 51 (probe 6, D12): the same log under another spelling of its
@@ -1155,7 +1199,12 @@ fn another_spelling_of_the_log_path_resumes_where_the_last_run_stopped() {
     let ts = ((kmsg::uptime().unwrap() - 10.0) * 1e6) as u64;
     let burst = |seqs: std::ops::RangeInclusive<u64>| -> String {
         seqs.map(|seq| {
-            kmsg::format_record(4, seq, ts, "NVRM: Xid (PCI:0000:2a:00): 13, pid=1, name=x, Graphics Exception")
+            kmsg::format_record(
+                4,
+                seq,
+                ts,
+                "NVRM: Xid (PCI:0000:2a:00): 13, pid=1, name=x, Graphics Exception",
+            )
         })
         .collect()
     };

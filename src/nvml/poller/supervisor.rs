@@ -586,7 +586,12 @@ impl Supervisor {
             if self.shared.stop.is_stopped() {
                 return;
             }
-            if self.cfg.kernel_log.as_ref().is_some_and(|log| log.backlog()) {
+            if self
+                .cfg
+                .kernel_log
+                .as_ref()
+                .is_some_and(|log| log.backlog())
+            {
                 self.take_kernel_log();
             }
             let now = Instant::now();
