@@ -367,6 +367,7 @@ async fn serve_until_signal(
         None => None,
     };
     let state_stats = state.as_ref().map(crate::state::Store::stats);
+    warn_kernel_log_unused(config.kernel_log_asked_by, &sampled);
     let kernel_log = match config
         .kernel_log
         .clone()
@@ -378,7 +379,7 @@ async fn serve_until_signal(
             cfg.resume_after = state
                 .as_ref()
                 .and_then(|s| s.restored.as_ref()?.kernel_log.as_ref())
-                .filter(|k| std::path::Path::new(&k.path) == cfg.path)
+                .filter(|k| crate::kmsg::same_log(&k.path, &cfg.path))
                 .map(|k| k.read_to);
             Some(KernelLog::start(cfg).map_err(AppError::KernelLog)?)
         }
@@ -563,6 +564,28 @@ async fn bind(address: &ListenAddress) -> Result<TcpListener, AppError> {
     }))
 }
 
+/// A kernel-log flag given by name has no effect while what it tunes is
+/// off: said once, at start (both families need a restart to switch). Not
+/// refused: the chart and the Docker recipe set the variables while an
+/// operator may deny `xid` in the selection file, and a family denied
+/// there never stops a start (issue 51; probe 6, D9).
+fn warn_kernel_log_unused(asked_by: Option<&'static str>, sampled: &FamilySet) {
+    let Some(flag) = asked_by else {
+        return;
+    };
+    let why = if !sampled.contains(Family::Xid) {
+        "the xid family is off (--no-collector.xid, or denied by the selection file)"
+    } else if !sampled.contains(Family::XidKmsg) {
+        "--collector.xid.kmsg is off (it is off by default under --simulate)"
+    } else {
+        return;
+    };
+    tracing::warn!(
+        flag,
+        "{flag} has no effect: {why}, so the kernel log is not read and nvml_exporter_kernel_log_up is not served"
+    );
+}
+
 /// A saved kernel-log position past the newest record the log holds is of
 /// another log (a file recreated at the same path, a crafted or copied
 /// state file; `/dev/kmsg` never numbers backwards within a boot): resuming
@@ -576,7 +599,7 @@ fn forget_position_past_the_end(state: Option<&mut crate::state::Store>, log: &s
     let Some(read_to) = restored
         .kernel_log
         .as_ref()
-        .filter(|k| std::path::Path::new(&k.path) == log)
+        .filter(|k| crate::kmsg::same_log(&k.path, log))
         .map(|k| k.read_to)
     else {
         return;

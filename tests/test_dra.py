@@ -201,6 +201,9 @@ def test_bad_input_is_logged_once_counted_and_changes_nothing_else(tmp_path, clu
     fake.start()
     fake.forbidden = {"/pods", "/apis/resource.k8s.io/v1/resourceslices"}
     good = dra_node.write_claim_spec(node.rootfs, uid(1), [dra_node.gpu_device(4)])
+    # A spec whose node is no GPU of this node (issue 51; probe 5, D13):
+    # once counted as resolved while attributed to nothing.
+    absent = dra_node.write_claim_spec(node.rootfs, uid(9), [dra_node.gpu_device(99)])
     cdi = node.rootfs / "var" / "run" / "cdi"
     (cdi / "k8s.gpu.nvidia.com-claim_broken.yaml").write_text("cdiVersion: [\n")
     (cdi / "unreadable.yaml").mkdir()  # not a regular file: refused before it is opened
@@ -212,6 +215,7 @@ def test_bad_input_is_logged_once_counted_and_changes_nothing_else(tmp_path, clu
         # cannot name either.
         Pod("ml", "ghost", "main", claims=[Claim("ml", "ghost", [ClaimDevice(
             "gpu-5", ["k8s.gpu.nvidia.com/claim=nowhere-gpu-5"])])]),
+        Pod("ml", "absent", "main", claims=[Claim("ml", "absent", [ClaimDevice("gpu-99", absent)])]),
         Pod("net", "router", "main", claims=[Claim("net", "nic", [ClaimDevice(
             "nic-0", ["k8s.nic.example.com/claim=x-nic-0"], driver="nic.example.com")])]),
         plugin,
@@ -224,7 +228,7 @@ def test_bad_input_is_logged_once_counted_and_changes_nothing_else(tmp_path, clu
         "--kubernetes.ca-file", str(fake.ca), "--kubernetes.token-file", str(fake.token_file),
     ])
     try:
-        m = wait_until(lambda: (m := scrape(exporter)) and value(m, CLAIMED, state="unresolved") == 1
+        m = wait_until(lambda: (m := scrape(exporter)) and value(m, CLAIMED, state="unresolved") == 2
                        and (value(m, ERRORS, source="pod_labels", reason="refused") or 0) >= 3 and m,
                        20, "the bad inputs counted over a few refreshes")
         # Everything else is attributed as ever, without labels.
@@ -239,7 +243,7 @@ def test_bad_input_is_logged_once_counted_and_changes_nothing_else(tmp_path, clu
         log = full_log(exporter)
         for line in ["a CDI spec could not be used", "a GPU of a DRA claim could not be resolved",
                      "DRA claims of this driver are not GPUs", "this node's ResourceSlices could not be read",
-                     "pod labels could not be read"]:
+                     "pod labels could not be read", "names a device no GPU of this node has"]:
             assert log.count(line) == (2 if line.startswith("a CDI spec") else 1), (line, log[-3000:])
         assert "broken.yaml" in log and "unreadable.yaml" in log
 

@@ -33,7 +33,7 @@ mod validate;
 mod values;
 
 use flags::Flags;
-use validate::{families_from, kubernetes_config, switched, unknown_env};
+use validate::{families_from, kernel_log_asked_by, kubernetes_config, switched, unknown_env};
 pub use values::{parse_duration, MAX_LIMIT};
 
 /// The default port. 9400 belongs to dcgm-exporter and 9835 to
@@ -148,6 +148,12 @@ pub struct Config {
     pub xid_max_codes: usize,
     /// The kernel log, when `--collector.xid.kmsg` (and `xid`) are on.
     pub kernel_log: Option<KernelLogConfig>,
+    /// The flag or variable that asked for the kernel log by name
+    /// (`--collector.xid.kmsg`, `--path.kmsg` or their variables), where
+    /// one did: with the `xid` family off (by flag, or denied by the
+    /// selection file) it has no effect, and that is warned about once at
+    /// start (`app::run`).
+    pub kernel_log_asked_by: Option<&'static str>,
     /// The state kept across restarts (`--state.path`), where kept.
     pub state: Option<StateConfig>,
     /// How long an application XID asks for a restart.
@@ -359,6 +365,7 @@ where
             ),
         ));
     }
+    let kernel_log_asked_by = kernel_log_asked_by(&matches);
     let kernel_log = (families.contains(Family::Xid) && families.contains(Family::XidKmsg))
         .then_some(KernelLogConfig {
             path: flags.kmsg_path,
@@ -381,6 +388,7 @@ where
         families,
         xid_max_codes: flags.xid_max_codes,
         kernel_log,
+        kernel_log_asked_by,
         state,
         restart_app_window: flags.restart_app_window,
         max_requests: flags.max_requests,

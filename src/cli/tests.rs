@@ -185,9 +185,27 @@ fn the_kernel_log_is_read_by_default_with_the_xid_family_but_not_with_simulate()
         c.kernel_log.map(|k| k.path),
         Some(PathBuf::from("/tmp/kmsg"))
     );
-    // A detail switch shows nothing while its family is off.
+    // A detail switch shows nothing while its family is off; asked for by
+    // name, it is said at start (`app::warn_kernel_log_unused`).
     let c = parse(&["--collector.xid.kmsg", "--no-collector.xid"]).unwrap();
     assert_eq!(c.kernel_log, None);
+    assert_eq!(c.kernel_log_asked_by, Some("--collector.xid.kmsg"));
+    let asked = |args: &[&str]| parse(args).unwrap().kernel_log_asked_by;
+    assert_eq!(
+        asked(&["--no-collector.xid"]),
+        None,
+        "the default asks nothing"
+    );
+    assert_eq!(asked(&["--simulate"]), None);
+    assert_eq!(
+        asked(&["--no-collector.xid", "--path.kmsg=/tmp/k"]),
+        Some("--path.kmsg")
+    );
+    assert_eq!(
+        asked(&["--no-collector.xid.kmsg", "--path.kmsg=/tmp/k"]),
+        None,
+        "switched off by name: the path is moot on purpose"
+    );
     assert!(
         c.families.contains(Family::Verdict),
         "the verdict is on by default"

@@ -203,6 +203,36 @@ pub(super) fn families_from(matches: &ArgMatches) -> FamilySet {
 }
 
 /// Whether the family was switched on or off by flag or environment.
+/// The flag or variable that asked for the kernel log by name: an explicit
+/// `--collector.xid.kmsg` (true), or `--path.kmsg`, on the command line or
+/// in the environment. The default (on, off under `--simulate`) asks
+/// nothing.
+pub(super) fn kernel_log_asked_by(matches: &ArgMatches) -> Option<&'static str> {
+    let given = |id: &str| {
+        matches.value_source(id).and_then(|s| match s {
+            ValueSource::CommandLine => Some(true),
+            ValueSource::EnvVariable => Some(false),
+            _ => None,
+        })
+    };
+    let kmsg = enable_id(Family::XidKmsg);
+    if switched(matches, Family::XidKmsg) == Some(true) {
+        match given(&kmsg) {
+            Some(true) => return Some("--collector.xid.kmsg"),
+            Some(false) => return Some("NVML_EXPORTER_COLLECTOR_XID_KMSG"),
+            None => {}
+        }
+    }
+    if switched(matches, Family::XidKmsg) == Some(false) {
+        return None;
+    }
+    match given("kmsg_path") {
+        Some(true) => Some("--path.kmsg"),
+        Some(false) => Some("NVML_EXPORTER_PATH_KMSG"),
+        None => None,
+    }
+}
+
 pub(super) fn switched(matches: &ArgMatches, f: Family) -> Option<bool> {
     // `overrides_with` leaves only the last of the pair given on the
     // command line; an environment value for `--collector.x` is applied

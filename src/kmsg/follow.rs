@@ -12,7 +12,10 @@
 //!   buffered (`oversized`); a file that shrinks is read again from its
 //!   start (`truncated`), one replaced at the path is opened anew
 //!   (`rotated`); records whose sequence number does not grow are skipped
-//!   (`out_of_order`), so neither counts a record twice. A file cut short
+//!   (`out_of_order`), so neither counts a record twice, unless the log
+//!   opened anew or read again no longer holds the last record read (a
+//!   file recreated with its numbering restarted): then it is read from
+//!   its start (`renumbered`). A file cut short
 //!   and refilled past the old length between two reads is noticed by its
 //!   content: the first bytes of the file are kept and compared at each end
 //!   of file.
@@ -36,9 +39,13 @@
 //! shutdown); at the end of
 //! a file it sleeps `FOLLOW_PERIOD` between reads (epoll does not watch
 //! regular files), four reads a second. While the queue of
-//! events the poller has not taken yet is full (NVML not up yet), it stops
-//! reading (a chunk already read is finished): memory stays bounded and,
-//! for a file, nothing is lost.
+//! events the poller has not taken yet is full (NVML not up yet, or a
+//! burst faster than the poller takes it: it takes a quarter-full queue
+//! within 50 ms, between its rounds too), it stops reading (a chunk
+//! already read is finished) until the poller takes them: memory stays
+//! bounded and, for a file, nothing is lost; `/dev/kmsg` keeps the records
+//! in its ring meanwhile, and what the ring overwrote before it was read is
+//! counted (`overrun`).
 
 use std::fs::{File, Metadata};
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
@@ -87,6 +94,8 @@ const KMSG_DEVICE: (u32, u32) = (1, 11);
 pub fn run(path: &Path, shared: &Shared) {
     let mut reader = Reader {
         shared,
+        path,
+        restarted: false,
         clock: Clock::read(),
         last_seq: None,
         resume_after: shared.resume_after(),
@@ -104,6 +113,9 @@ pub fn run(path: &Path, shared: &Shared) {
             Ok((file, meta)) => {
                 retry = RETRY_MIN;
                 shared.set_open(true);
+                // Opened anew (a file replaced at the path): the first
+                // record read decides whether its numbering restarted.
+                reader.restarted = true;
                 if meta.file_type().is_char_device() {
                     reader.follow_device(file);
                 } else {
@@ -295,6 +307,11 @@ impl Clock {
 
 struct Reader<'a> {
     shared: &'a Shared,
+    path: &'a Path,
+    /// The log was opened anew or read again from its start: the next
+    /// record, if not newer than the last read, may begin another log
+    /// (`renumbered`).
+    restarted: bool,
     clock: Clock,
     last_seq: Option<u64>,
     /// Records up to this sequence number were read by a run before this
@@ -321,12 +338,7 @@ impl Reader<'_> {
     /// Waits while the poller has not taken the queued events; false when
     /// stopped.
     fn wait_for_room(&self) -> bool {
-        while self.shared.queue_full() {
-            if self.shared.sleep(FOLLOW_PERIOD) {
-                return false;
-            }
-        }
-        !self.shared.stopped()
+        self.shared.wait_for_room()
     }
 
     fn caught_up(&mut self) -> bool {
@@ -436,7 +448,7 @@ impl Reader<'_> {
 
     /// Whether the file was cut since `place` (then counted, and read
     /// again from its start); `None` when it can no longer be followed.
-    fn restart_if_cut(&self, file: &mut File, place: &mut Place) -> Option<bool> {
+    fn restart_if_cut(&mut self, file: &mut File, place: &mut Place) -> Option<bool> {
         if !cut(file, place.offset, &place.head)? {
             return Some(false);
         }
@@ -446,7 +458,29 @@ impl Reader<'_> {
         );
         file.seek(SeekFrom::Start(0)).ok()?;
         *place = Place::default();
+        self.restarted = true;
         Some(true)
+    }
+
+    /// After a restart, a record numbered at or below the last one read:
+    /// true where the log now holds no record past that one, i.e. it is
+    /// another log numbered from the start (a file recreated at the path,
+    /// the simulator's drill), whose records are read from its start
+    /// instead of skipped as already read until its numbers pass the old
+    /// log's (issue 51). A file refilled with the records read before
+    /// holds the old last one again, and they stay skipped.
+    fn renumbered(&mut self, seq: u64) -> bool {
+        let Some(last) = self.last_seq else {
+            return false;
+        };
+        let Some(newest) = last_seq(self.path).filter(|&n| n < last) else {
+            return false;
+        };
+        tracing::warn!(path = %self.path.display(), last_read = last, newest, first = seq,
+            "the kernel log now holds records numbered below the last one read (another log at this path): reading it from its start");
+        self.last_seq = None;
+        self.resume_after = None;
+        true
     }
 
     /// Splits a chunk into lines; a line is never held beyond the record
@@ -513,6 +547,11 @@ impl Reader<'_> {
         };
         self.malformed_run = 0;
         self.pause = MALFORMED_PAUSE_MIN;
+        if std::mem::take(&mut self.restarted)
+            && self.last_seq.is_some_and(|last| record.seq <= last)
+        {
+            self.renumbered(record.seq);
+        }
         if let Some(resume) = self.resume_after {
             if self.last_seq.is_none() && record.seq > resume.saturating_add(1) && record.seq > 1 {
                 self.shared.problem(

@@ -279,6 +279,41 @@ fn a_full_queue_stops_the_reading_instead_of_growing() {
     log.shutdown(Instant::now() + Duration::from_secs(5));
 }
 
+/// The memory bound the docs give for a burst: the queue at its cap holds
+/// under 1 MiB of events (`QUEUE_CAP`; docs/operations.md).
+#[test]
+fn the_queue_at_its_cap_holds_under_a_mebibyte() {
+    let bytes = QUEUE_CAP * std::mem::size_of::<LogEvent>();
+    assert!(bytes < 1 << 20, "{bytes} bytes");
+}
+
+/// A burst asks the poller to take the queue before its round ends
+/// (`backlog`), and taking a full queue lets the waiting reader go on: the
+/// rest of a file longer than the queue is read without waiting a round.
+#[test]
+fn a_backlog_is_flagged_and_a_take_wakes_the_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kmsg");
+    let n = 3 * QUEUE_CAP;
+    let text: String = (1..=n as u64)
+        .map(|i| record(i, 1.0, "NVRM: Xid (PCI:0000:3a:00): 13, storm"))
+        .collect();
+    append(&path, &text);
+    let log = start(&path);
+    wait_for("the queue to fill", || log.shared.queue_full());
+    assert!(log.backlog());
+    let mut taken = 0;
+    while taken < n {
+        wait_for("a backlog or the end", || {
+            log.backlog() || log.shared.state().read_to == Some(n as u64)
+        });
+        taken += log.take().len();
+    }
+    assert_eq!(taken, n, "nothing lost, nothing twice");
+    assert!(!log.backlog());
+    log.shutdown(Instant::now() + Duration::from_secs(5));
+}
+
 #[test]
 fn sxids_are_bounded_per_switch() {
     let shared = Shared::new(2);

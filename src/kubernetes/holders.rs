@@ -202,6 +202,22 @@ pub fn attribute(
         .collect()
 }
 
+/// Whether the device may be on `gpu`: it is (`place`), or `gpu` does not
+/// say enough to rule it out (its minor number unknown; a MIG device of a
+/// GPU whose MIG layout is not read).
+pub fn may_be_on(gpu: &GpuState, device: &DeviceRef) -> bool {
+    if place(gpu, device).is_some() {
+        return true;
+    }
+    let minor = gpu.identity.minor_number;
+    match device {
+        DeviceRef::Minor(m) => minor.is_none_or(|g| g == *m),
+        DeviceRef::MigMinor { gpu_minor, .. } => minor.is_none_or(|g| g == *gpu_minor),
+        DeviceRef::Uuid(u) => u.starts_with("MIG-") && gpu.readings.is_none(),
+        DeviceRef::Index(_) => false,
+    }
+}
+
 /// Where on `gpu` the device is: `(None, None)` the whole GPU, `(Some(gi),
 /// ci)` a MIG device; `None` when it is not on this GPU.
 fn place(gpu: &GpuState, device: &DeviceRef) -> Option<(Option<u32>, Option<u32>)> {

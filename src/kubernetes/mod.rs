@@ -162,6 +162,10 @@ pub struct AttributionConfig {
 
 struct Known {
     holders: Vec<Holder>,
+    /// The devices each resolved DRA claim device names (by its key):
+    /// counted `resolved` only while one of them is a GPU of this node
+    /// (`apply`).
+    resolved: Vec<(String, Vec<DeviceRef>)>,
     /// Allowlisted labels by (namespace, pod).
     labels: HashMap<(String, String), PodLabels>,
     /// When the kubelet last answered; `None` before the first answer.
@@ -209,6 +213,7 @@ impl Attribution {
         Arc::new(Attribution {
             known: ArcSwap::from_pointee(Known {
                 holders: Vec::new(),
+                resolved: Vec::new(),
                 labels: HashMap::new(),
                 at: None,
             }),
@@ -272,9 +277,11 @@ impl Attribution {
             .unwrap_or_default();
         let outcomes = self.resolve_from_slices(local).await;
         let mut counts: BTreeMap<ClaimedDeviceState, HashSet<String>> = BTreeMap::new();
+        let mut resolved = Vec::new();
         for (c, outcome) in &outcomes {
             let state = match outcome {
                 Outcome::Resolved(devices) => {
+                    resolved.push((c.device_key(), devices.clone()));
                     let dra = (self.config.dra_labels && c.is_nvidia_gpu()).then(|| {
                         let (ns, name) = c.claim.split_once('/').unwrap_or(("", &c.claim));
                         Arc::new(holders::DraAttributes {
@@ -323,6 +330,7 @@ impl Attribution {
         let labels = self.pod_labels().await;
         self.known.store(Arc::new(Known {
             holders,
+            resolved,
             labels,
             at: Some(Instant::now()),
         }));
@@ -576,18 +584,56 @@ impl Attribution {
                 Vec::new()
             };
         }
+        let nowhere = self.resolved_to_no_gpu(&known, snapshot);
         let health = self.health();
+        let mut claimed = health.claimed.clone();
+        if nowhere > 0 {
+            if let Some(n) = claimed.get_mut(&ClaimedDeviceState::Resolved) {
+                *n = n.saturating_sub(nowhere);
+            }
+            *claimed.entry(ClaimedDeviceState::Unresolved).or_insert(0) += nowhere;
+        }
         snapshot.kubernetes = Some(KubernetesStatus {
             up: health.up,
             refresh_errors: health.refresh_errors,
             last_refresh: health.last_refresh,
-            claimed_devices: health.claimed.iter().map(|(s, n)| (*s, *n)).collect(),
+            claimed_devices: claimed.iter().map(|(s, n)| (*s, *n)).collect(),
             read_errors: health
                 .read_errors
                 .iter()
                 .map(|((s, r), n)| (*s, *r, *n))
                 .collect(),
         });
+    }
+}
+
+impl Attribution {
+    /// How many resolved claim devices name only devices no GPU of the
+    /// snapshot can be (a spec's `/dev/nvidia99` on an eight-GPU node):
+    /// they are attributed to nothing, so they count as `unresolved`, with
+    /// a line once per device (issue 51; probe 5, D13: they counted as
+    /// `resolved`). Not while the snapshot has no GPUs (NVML down).
+    fn resolved_to_no_gpu(&self, known: &Known, snapshot: &Snapshot) -> u64 {
+        if snapshot.gpus.is_empty() {
+            return 0;
+        }
+        let mut nowhere = 0;
+        for (key, devices) in &known.resolved {
+            let somewhere = devices
+                .iter()
+                .any(|d| snapshot.gpus.iter().any(|g| holders::may_be_on(g, d)));
+            if somewhere {
+                continue;
+            }
+            nowhere += 1;
+            self.warn_once(&format!("nowhere {key}"), || {
+                tracing::warn!(
+                    device = %key, devices = ?devices,
+                    "a GPU of a DRA claim names a device no GPU of this node has (its CDI spec's node, e.g. /dev/nvidia99); it is attributed to no GPU and counted as unresolved"
+                )
+            });
+        }
+        nowhere
     }
 }
 
@@ -815,6 +861,7 @@ mod tests {
     fn stale_answers_are_withdrawn() {
         let attribution = Attribution::new(config(Duration::from_millis(1)));
         attribution.known.store(Arc::new(Known {
+            resolved: Vec::new(),
             holders: vec![Holder {
                 device: DeviceRef::Index(0),
                 namespace: "a".into(),

@@ -148,6 +148,15 @@ fn check_hash(hash: &str) -> Result<u32, String> {
     if !(4..=31).contains(&cost) {
         return Err(format!("bcrypt cost {cost} outside 4..=31"));
     }
+    if cost > MAX_COST {
+        return Err(format!(
+            "bcrypt cost {cost} is above the exporter's ceiling of {MAX_COST}: each check \
+             doubles per step ({MAX_COST} takes about 2 s of a core, {cost} about {}), and one \
+             request naming an unknown user pays it; hash the password again at cost 10 to \
+             {MAX_COST}, e.g. `htpasswd -nBC 10 \"\" | tr -d ':\\n'`",
+            check_time(cost)
+        ));
+    }
     if hash.len() != 60 {
         return Err(format!(
             "bcrypt hash has {} characters, expected 60 (cut short or padded?); {HOW}",
@@ -155,6 +164,25 @@ fn check_hash(hash: &str) -> Result<u32, String> {
         ));
     }
     Ok(cost)
+}
+
+/// The highest bcrypt cost taken. Go's `bcrypt.MaxCost` (31), which the
+/// exporter-toolkit accepts, costs about 35 hours of a core per check; the
+/// exporter runs one check at a time, so one request naming an unknown user
+/// would pin a core that long and refuse every first login meanwhile
+/// (issue 51; probe 6, D8: cost 10 took 0.061 s, 14 0.967 s). 15, about
+/// 2 s, is above any cost a password tool proposes (Go's default 10,
+/// `htpasswd -B` 5, OWASP's minimum 10) and bounds a check's time.
+pub(crate) const MAX_COST: u32 = 15;
+
+/// About how long one check at `cost` takes on one core, from 1 s at 14.
+fn check_time(cost: u32) -> String {
+    let seconds = 2f64.powi(cost as i32 - 14);
+    if seconds < 3600.0 {
+        format!("{} s", seconds.round())
+    } else {
+        format!("{} h", (seconds / 3600.0).round())
+    }
 }
 
 /// A well-formed hash that no password matches; verifying against it costs
@@ -529,6 +557,30 @@ mod tests {
             check_cached(&BasicAuth::new(BTreeMap::new()).unwrap(), &cache, None),
             Cached::Decided(AuthDecision::Allowed)
         );
+    }
+
+    /// Issue 51 (probe 6, D8): a cost of 31 was taken, and one request
+    /// naming an unknown user then pinned a core for about 35 hours.
+    #[test]
+    fn costs_above_the_ceiling_are_refused_naming_user_and_cost() {
+        let at = |cost: u32| {
+            format!("$2y${cost:02}$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi")
+        };
+        assert_eq!(check_hash(&at(MAX_COST)), Ok(MAX_COST));
+        for cost in [MAX_COST + 1, 31] {
+            let err =
+                BasicAuth::new(BTreeMap::from([("prom".to_string(), Some(at(cost)))])).unwrap_err();
+            assert_eq!(err.user, "prom");
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!(
+                    "bcrypt cost {cost} is above the exporter's ceiling of 15"
+                )),
+                "{text}"
+            );
+            assert!(!text.contains("QOauhQNb"), "the hash is not logged: {text}");
+        }
+        assert!(check_hash(&at(31)).unwrap_err().contains("about 36 h"));
     }
 
     #[test]

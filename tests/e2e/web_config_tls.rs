@@ -375,6 +375,12 @@ fn bad_web_config_at_startup_is_a_clear_error_and_non_zero_exit() {
             "key pair",
         ),
         ("basic_auth_users:\n  alice: hunter2-in-clear\n", "alice"),
+        // Issue 51 (probe 6, D8): a cost of 31 pinned a core for hours per
+        // unknown user; refused at load, naming the user and the cost.
+        (
+            "basic_auth_users:\n  prom: $2y$31$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi\n",
+            "prom\\\": bcrypt cost 31 is above the exporter's ceiling of 15",
+        ),
         ("http_server_config:\n  headers:\n    Server: x\n", "Server"),
         (
             "tls_server_config:\n  cipher_suites: [TLS_BOGUS]\n",

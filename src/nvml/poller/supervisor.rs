@@ -150,7 +150,7 @@ impl Supervisor {
         self.log_read_again = self.cfg.kernel_log.as_ref().is_some_and(|log| {
             file.kernel_log
                 .as_ref()
-                .is_none_or(|k| std::path::Path::new(&k.path) != log.path())
+                .is_none_or(|k| !crate::kmsg::same_log(&k.path, log.path()))
         });
         self.kernel_log_read_to = file.kernel_log.map(|k| k.read_to);
         if let Some(c) = &self.clock {
@@ -621,11 +621,22 @@ impl Supervisor {
 
     /// Waits until every GPU has finished another sample (or an
     /// initialization attempt is due or done), at the latest an interval.
-    fn wait_for_round(&self, published: &[(Arc<GpuSlot>, u64)]) {
+    /// Meanwhile it takes the kernel log's events whenever a burst has
+    /// queued `kmsg::BACKLOG` of them: the reader's queue is bounded, and a
+    /// storm is counted as it is read rather than one queue a round.
+    fn wait_for_round(&mut self, published: &[(Arc<GpuSlot>, u64)]) {
         let deadline = Instant::now() + self.cfg.interval;
         loop {
             if self.shared.stop.is_stopped() {
                 return;
+            }
+            if self
+                .cfg
+                .kernel_log
+                .as_ref()
+                .is_some_and(|log| log.backlog())
+            {
+                self.take_kernel_log();
             }
             let now = Instant::now();
             if now >= deadline {
