@@ -347,8 +347,9 @@ pub struct FabricFile {
 }
 
 /// `platform = { chassis_serial, slot, tray, host_id, peer_type }`: the
-/// bytes of `nvmlPlatformInfo_v2_t` (module id is `module_id`); a key left
-/// out answers 0, as the driver's zeroed struct does.
+/// bytes of `nvmlPlatformInfo_v2_t` (module id is `module_id`); a slot or
+/// tray left out answers 0xFF, what nvidia-smi prints as N/A
+/// (`ffi/platform.rs`), any other key 0.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlatformFile {

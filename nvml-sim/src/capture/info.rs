@@ -110,8 +110,8 @@ impl Walker {
             let serial = String::from_utf8_lossy(&p.chassisSerialNumber[..end]).into_owned();
             out.gpu.platform = Some(crate::schema::PlatformFile {
                 chassis_serial: (!serial.is_empty()).then_some(serial),
-                slot: Some(p.slotNumber),
-                tray: Some(p.trayIndex),
+                slot: (p.slotNumber != crate::ffi::platform::NO_SLOT).then_some(p.slotNumber),
+                tray: (p.trayIndex != crate::ffi::platform::NO_SLOT).then_some(p.trayIndex),
                 host_id: Some(p.hostId),
                 peer_type: Some(p.peerType),
             });

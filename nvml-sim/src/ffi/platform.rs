@@ -3,6 +3,13 @@
 
 use super::*;
 
+/// The slot or tray byte of a GPU in no chassis slot. nvidia-smi prints
+/// N/A for both on the HGX B200 (qx-b200.xml) but 0 on an RTX 5090 and an
+/// RTX PRO 6000 (tests/corpus/gls, telegraf), so N/A is a byte other than
+/// 0; nvml.h does not say which. **Not verified**: 0xFF, the all-ones
+/// "invalid" of NVML's other unsigned char fields.
+pub const NO_SLOT: u8 = 0xFF;
+
 nvml_fn! {
     /// The GPU module's id on its baseboard (12.2 header: every branch
     /// modelled). The real captures answer it on every board, PCIe cards
@@ -45,8 +52,8 @@ nvml_fn! {
             // leaves what the platform does not report.
             ibGuid: [0; 16],
             chassisSerialNumber: serial,
-            slotNumber: p.slot.unwrap_or(0),
-            trayIndex: p.tray.unwrap_or(0),
+            slotNumber: p.slot.unwrap_or(NO_SLOT),
+            trayIndex: p.tray.unwrap_or(NO_SLOT),
             hostId: p.host_id.unwrap_or(0),
             peerType: p.peer_type.unwrap_or(0),
             moduleId: u8::try_from(module).unwrap_or(u8::MAX),
