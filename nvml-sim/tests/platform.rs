@@ -52,7 +52,12 @@ fn the_gb200_tray_names_its_rack_slot_tray_and_modules() {
             assert_eq!(rc, 0);
             assert_eq!(&v1.rackGuid[..13], b"1820000000001");
             assert_eq!(
-                (v1.chassisPhysicalSlotNumber, v1.computeSlotIndex, v1.nodeIndex, v1.moduleId),
+                (
+                    v1.chassisPhysicalSlotNumber,
+                    v1.computeSlotIndex,
+                    v1.nodeIndex,
+                    v1.moduleId
+                ),
                 (14, 4, 1, module)
             );
 

@@ -106,7 +106,11 @@ impl Walker {
         let mut p: nvmlPlatformInfo_v2_t = unsafe { std::mem::zeroed() };
         p.version = super::version::<nvmlPlatformInfo_v2_t>(2);
         if call!(self, nvmlDeviceGetPlatformInfo(d, &raw mut p)).is_ok() {
-            let end = p.chassisSerialNumber.iter().position(|&b| b == 0).unwrap_or(16);
+            let end = p
+                .chassisSerialNumber
+                .iter()
+                .position(|&b| b == 0)
+                .unwrap_or(16);
             let serial = String::from_utf8_lossy(&p.chassisSerialNumber[..end]).into_owned();
             out.gpu.platform = Some(crate::schema::PlatformFile {
                 chassis_serial: (!serial.is_empty()).then_some(serial),

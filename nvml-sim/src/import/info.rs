@@ -128,10 +128,16 @@ pub fn platform(g: &Gpu, out: &mut Out) -> Result<(), ParseError> {
             _ => Ok(None),
         }
     };
-    const SERIAL: [&str; 2] = ["platformInfo/chassis_serial_number", "platformInfo/rack_serial_number"];
+    const SERIAL: [&str; 2] = [
+        "platformInfo/chassis_serial_number",
+        "platformInfo/rack_serial_number",
+    ];
     let p = crate::schema::PlatformFile {
         chassis_serial: g.text(&SERIAL).map(|s| s.trim().to_string()),
-        slot: byte(&["platformInfo/slot_number", "platformInfo/chassis_physical_slot_number"])?,
+        slot: byte(&[
+            "platformInfo/slot_number",
+            "platformInfo/chassis_physical_slot_number",
+        ])?,
         tray: byte(&["platformInfo/tray_index", "platformInfo/compute_slot_index"])?,
         host_id: byte(&["platformInfo/host_id", "platformInfo/node_index"])?,
         peer_type: None,

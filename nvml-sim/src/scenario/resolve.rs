@@ -533,7 +533,11 @@ impl GpuFile {
                 ..FabricSpec::default()
             },
         };
-        if let Some(s) = self.platform.as_ref().and_then(|p| p.chassis_serial.as_ref()) {
+        if let Some(s) = self
+            .platform
+            .as_ref()
+            .and_then(|p| p.chassis_serial.as_ref())
+        {
             if s.len() > 16 {
                 return Err(at_table(format!(
                     "platform.chassis_serial `{s}` is longer than the 16 bytes of nvmlPlatformInfo_t"
