@@ -350,6 +350,23 @@ pub struct GpuIdentity {
     /// The `N` of the GPU's device node `/dev/nvidiaN`: how CDI specs and
     /// device cgroups name it.
     pub minor_number: Option<u32>,
+    /// Where the GPU sits in its rack (`nvmlDeviceGetPlatformInfo`, R570+,
+    /// NVL72 trays and HGX B200); `None` where the driver does not say.
+    pub platform: Option<Platform>,
+}
+
+/// `nvmlPlatformInfo_v2_t`, as labels: the chassis (rack) serial number,
+/// the chassis slot (switch trays counted), the compute tray index, the
+/// host within the tray and the GPU module. Each is `None` where
+/// nvidia-smi would print N/A (an empty serial number; the HGX B200's slot
+/// and tray).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Platform {
+    pub chassis_serial: Option<String>,
+    pub slot: Option<u8>,
+    pub tray: Option<u8>,
+    pub host_id: u8,
+    pub module_id: u8,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -138,6 +138,11 @@ pub struct GpuFile {
     pub readings: Option<Spanned<ReadingsFile>>,
     pub counters: Option<CountersFile>,
     pub fabric: Option<Spanned<FabricFile>>,
+    /// `nvmlDeviceGetModuleId` (default: the GPU's index + 1).
+    pub module_id: Option<u32>,
+    /// `nvmlDeviceGetPlatformInfo` (NVL72 trays, HGX B200); absent:
+    /// NOT_SUPPORTED.
+    pub platform: Option<PlatformFile>,
     /// Calls on this GPU's handle that answer an error, by function name.
     pub errors: Option<Spanned<CallErrors>>,
     /// Field values answered as they are: "ID" or "ID:SCOPE".
@@ -339,6 +344,22 @@ pub struct FabricFile {
     pub clique_id: Option<u32>,
     pub cluster_uuid: Option<String>,
     pub health: Option<FabricHealthSection>,
+}
+
+/// `platform = { chassis_serial, slot, tray, host_id, peer_type }`: the
+/// bytes of `nvmlPlatformInfo_v2_t` (module id is `module_id`); a slot or
+/// tray left out answers 0xFF, what nvidia-smi prints as N/A
+/// (`ffi/platform.rs`), any other key 0.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlatformFile {
+    /// At most 16 bytes (13 on Blackwell).
+    pub chassis_serial: Option<String>,
+    pub slot: Option<u8>,
+    pub tray: Option<u8>,
+    pub host_id: Option<u8>,
+    /// NVML's raw `peerType` byte: nvml.h does not name its values.
+    pub peer_type: Option<u8>,
 }
 
 /// `NVML_GPU_FABRIC_STATE_*` as a capture prints it.

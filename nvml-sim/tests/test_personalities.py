@@ -22,24 +22,25 @@ SYMBOLS = [
     "nvmlDeviceGetComputeRunningProcesses_v3",
     "nvmlDeviceGetSramEccErrorStatus",
     "nvmlDeviceGetProcessesUtilizationInfo",
+    "nvmlDeviceGetPlatformInfo",
 ]
 
 # driver -> (NVML version, CUDA driver version, exported SYMBOLS)
 EXPECTED = {
-    "535.104.05": ("12.535.104.05", 12020, [False, True, False, False, True, False, False]),
-    "545.29.06": ("12.545.29.06", 12030, [False, True, False, False, True, False, False]),
-    "550.127.05": ("12.550.127.05", 12040, [True, True, False, False, True, True, True]),
-    "560.35.03": ("12.560.35.03", 12060, [True, True, True, False, True, True, True]),
-    "570.133.20": ("12.570.133.20", 12080, [True, True, True, True, True, True, True]),
-    "580.95.05": ("13.580.95.05", 13000, [True, True, True, True, True, True, True]),
+    "535.104.05": ("12.535.104.05", 12020, [False, True, False, False, True, False, False, False]),
+    "545.29.06": ("12.545.29.06", 12030, [False, True, False, False, True, False, False, False]),
+    "550.127.05": ("12.550.127.05", 12040, [True, True, False, False, True, True, True, False]),
+    "560.35.03": ("12.560.35.03", 12060, [True, True, True, False, True, True, True, False]),
+    "570.133.20": ("12.570.133.20", 12080, [True, True, True, True, True, True, True, True]),
+    "580.95.05": ("13.580.95.05", 13000, [True, True, True, True, True, True, True, True]),
     # Branches without a row of their own: their own strings and CUDA, the
     # nearest modelled behaviour (R535's below it, 580.82's above).
-    "352.99": ("7.352.99", 7050, [False, True, False, False, True, False, False]),
-    "418.43": ("10.418.43", 10010, [False, True, False, False, True, False, False]),
-    "536.40": ("12.536.40", 12020, [False, True, False, False, True, False, False]),
-    "555.58.02": ("12.555.58.02", 12050, [True, True, True, False, True, True, True]),
-    "590.48.01": ("13.590.48.01", 13010, [True, True, True, True, True, True, True]),
-    "610.57.04": ("13.610.57.04", 13030, [True, True, True, True, True, True, True]),
+    "352.99": ("7.352.99", 7050, [False, True, False, False, True, False, False, False]),
+    "418.43": ("10.418.43", 10010, [False, True, False, False, True, False, False, False]),
+    "536.40": ("12.536.40", 12020, [False, True, False, False, True, False, False, False]),
+    "555.58.02": ("12.555.58.02", 12050, [True, True, True, False, True, True, True, False]),
+    "590.48.01": ("13.590.48.01", 13010, [True, True, True, True, True, True, True, True]),
+    "610.57.04": ("13.610.57.04", 13030, [True, True, True, True, True, True, True, True]),
 }
 
 PROBE = r"""

@@ -14,6 +14,12 @@ pub static COLLECTOR: Collector = Collector {
             collect: gpu_info,
         },
         Metric {
+            name: "nvidia_gpu_platform_info",
+            help: "Where the GPU sits in its rack (NVL72): chassis serial number, chassis slot, compute tray, host and module id; always 1. Absent where the driver does not say (before R570, Hopper and older).",
+            kind: Kind::Gauge,
+            collect: platform_info,
+        },
+        Metric {
             name: "nvidia_gpu_driver_info",
             help: "Driver, NVML and CUDA driver versions; always 1.",
             kind: Kind::Gauge,
@@ -46,6 +52,24 @@ fn gpu_info<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
             .label_opt("compute_capability", id.compute_capability.as_ref())
             .label_opt("board_part_number", id.board_part_number.as_ref())
             .set(1u64);
+    }
+}
+
+/// One series per GPU that answered `nvmlDeviceGetPlatformInfo`, read
+/// once at start (src/nvml/sampler/info.rs). The chassis serial names the
+/// rack, the failure domain of an NVL72 (issue 49); the peer type byte is
+/// left out until nvml.h names its values.
+fn platform_info<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    for g in scope.gpus().filter(|g| g.health != Health::Denied) {
+        if let Some(p) = &g.identity.platform {
+            out.gpu(g)
+                .label_opt("chassis_serial", p.chassis_serial.as_ref())
+                .label_opt("slot", p.slot.map(u32::from))
+                .label_opt("tray", p.tray.map(u32::from))
+                .label("host_id", u32::from(p.host_id))
+                .label("module_id", u32::from(p.module_id))
+                .set(1u64);
+        }
     }
 }
 

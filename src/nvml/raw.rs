@@ -1068,3 +1068,36 @@ pub fn row_remapper_histogram(nvml: &Nvml, device: DeviceHandle) -> Result<[u32;
     nvml_try(unsafe { f(device, &raw mut h) })?;
     Ok([h.max, h.high, h.partial, h.low, h.none])
 }
+
+/// `nvmlPlatformInfo_v2_t`'s bytes (the InfiniBand GUID is not read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawPlatform {
+    pub chassis_serial: [u8; 16],
+    pub slot: u8,
+    pub tray: u8,
+    pub host_id: u8,
+    pub module_id: u8,
+}
+
+/// `nvmlDeviceGetPlatformInfo` with the v2 struct: the 12.8 header (R570)
+/// that introduced the call defines both versions, so every driver that
+/// has the symbol takes v2. nvml-wrapper 0.13 does not wrap it. Before
+/// R570 the symbol is missing (`FailedToLoadSymbol`, "absent"); boards
+/// without platform data answer NOT_SUPPORTED.
+pub fn platform_info(nvml: &Nvml, device: DeviceHandle) -> Result<RawPlatform, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetPlatformInfo);
+    // SAFETY: POD; all zeros is a valid value.
+    let mut info: nvmlPlatformInfo_v2_t = unsafe { mem::zeroed() };
+    info.version = struct_version::<nvmlPlatformInfo_v2_t>(2);
+    // SAFETY: `f` is the library's own symbol of the type nvml.h declares
+    // (`sym!`); the device handle came from NVML and the out-pointer is to
+    // our own struct, live for the call.
+    nvml_try(unsafe { f(device, &raw mut info) })?;
+    Ok(RawPlatform {
+        chassis_serial: info.chassisSerialNumber,
+        slot: info.slotNumber,
+        tray: info.trayIndex,
+        host_id: info.hostId,
+        module_id: info.moduleId,
+    })
+}

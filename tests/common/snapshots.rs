@@ -28,6 +28,7 @@ pub fn h100_identity(i: u32) -> GpuIdentity {
         compute_capability: Some("9.0".into()),
         board_part_number: Some("692-2G520-0200-000".into()),
         minor_number: Some(i),
+        platform: None,
     }
 }
 
@@ -433,6 +434,14 @@ pub fn fully_populated() -> Snapshot {
     if let Some(r) = s.gpus[0].readings.as_mut().map(std::sync::Arc::make_mut) {
         r.fan_speeds = vec![(0, 0.45), (1, 0.5)];
     }
+    // Rack identity, as an NVL72 tray's driver gives it.
+    s.gpus[1].identity.platform = Some(nvml_exporter::snapshot::Platform {
+        chassis_serial: Some("1820000000001".into()),
+        slot: Some(14),
+        tray: Some(4),
+        host_id: 1,
+        module_id: 2,
+    });
     // Pod attribution: a GPU shared by two containers and a MIG device,
     // each pod with an allowlisted label (--kubernetes.pod-labels).
     let holder =
@@ -694,6 +703,7 @@ pub fn workstation() -> Snapshot {
         compute_capability: Some("8.9".into()),
         board_part_number: None,
         minor_number: Some(0),
+        platform: None,
     };
     Snapshot {
         nvml_up: true,

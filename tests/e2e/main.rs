@@ -37,6 +37,7 @@ mod library_search;
 mod module_layers;
 mod nvlink_err;
 mod parser_bounds;
+mod platform;
 mod privilege;
 mod replay;
 mod repo_docs;

@@ -92,3 +92,33 @@ impl Walker {
         a
     }
 }
+
+impl Walker {
+    /// The module id and the rack, tray and slot (`ffi/platform.rs`): what
+    /// the GPU's platform info answered, v2 (every branch that has the
+    /// call takes it); none where it answered an error.
+    pub(super) fn platform(&mut self, d: nvmlDevice_t, out: &mut GpuOut) {
+        let mut module = 0;
+        if call!(self, nvmlDeviceGetModuleId(d, &raw mut module)).is_ok() {
+            out.gpu.module_id = Some(module);
+        }
+        // SAFETY: a plain C struct; zero is a valid value.
+        let mut p: nvmlPlatformInfo_v2_t = unsafe { std::mem::zeroed() };
+        p.version = super::version::<nvmlPlatformInfo_v2_t>(2);
+        if call!(self, nvmlDeviceGetPlatformInfo(d, &raw mut p)).is_ok() {
+            let end = p
+                .chassisSerialNumber
+                .iter()
+                .position(|&b| b == 0)
+                .unwrap_or(16);
+            let serial = String::from_utf8_lossy(&p.chassisSerialNumber[..end]).into_owned();
+            out.gpu.platform = Some(crate::schema::PlatformFile {
+                chassis_serial: (!serial.is_empty()).then_some(serial),
+                slot: (p.slotNumber != crate::ffi::platform::NO_SLOT).then_some(p.slotNumber),
+                tray: (p.trayIndex != crate::ffi::platform::NO_SLOT).then_some(p.trayIndex),
+                host_id: Some(p.hostId),
+                peer_type: Some(p.peerType),
+            });
+        }
+    }
+}

@@ -197,6 +197,7 @@ impl Walker {
         let mut d: nvmlDevice_t = std::ptr::null_mut();
         call!(self, nvmlDeviceGetHandleByIndex_v2(index, &raw mut d))?;
         let arch = self.identity(d, out);
+        self.platform(d, out);
         self.memory(d, out);
         self.power_limits(d, out);
         self.clocks(d, out);

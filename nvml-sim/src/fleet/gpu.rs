@@ -128,6 +128,10 @@ pub struct Gpu {
     pub pcie: PcieState,
     pub nvlink: NvlinkState,
     pub fabric: FabricState,
+    /// `nvmlDeviceGetModuleId`.
+    pub module_id: u32,
+    /// `nvmlDeviceGetPlatformInfo`; `None`: NOT_SUPPORTED.
+    pub platform: Option<crate::schema::PlatformFile>,
     pub lost: bool,
     pub hang: Option<Hang>,
     pub slow_ms: u64,
@@ -172,6 +176,8 @@ impl Gpu {
             pcie: PcieState::from_spec(index, spec),
             nvlink: NvlinkState::new(&spec.model),
             fabric: FabricState::from_spec(spec),
+            module_id: spec.module_id.unwrap_or(index + 1),
+            platform: spec.platform.clone(),
             lost: false,
             hang: None,
             slow_ms: 0,

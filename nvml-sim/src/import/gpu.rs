@@ -65,6 +65,7 @@ pub fn read_gpu(
     let mut out = Out::default();
     info::board(&g, &facts, device_id, &mut out.board);
     info::gpu(&mut g, &mut out)?;
+    info::platform(&g, &mut out)?;
     mode::settings(&g, &mut out)?;
     let room = memory::board(&g, &mut out)?;
     power::limits(&g, &mut out)?;

@@ -3,7 +3,7 @@
 //! and minor number.
 
 use super::out::{Facts, Out};
-use super::read::{hex, Gpu};
+use super::read::{hex, Gpu, Printed};
 use super::ParseError;
 use crate::model::{BoardFile, Brand, InforomSection};
 use crate::schema::at;
@@ -103,5 +103,57 @@ pub fn gpu(g: &mut Gpu, out: &mut Out) -> Result<(), ParseError> {
             None => Val::NotSupported,
         }),
     };
+    Ok(())
+}
+
+/// `<platformInfo>` (`nvmlDeviceGetPlatformInfo`, R570+) and the module id
+/// (`nvmlDeviceGetModuleId`, in `<platformInfo>` from DTD v13, before that
+/// `<gpu_module_id>`). nvidia-smi prints every row N/A where the call
+/// answers NOT_SUPPORTED (Hopper and older: qx-h100.xml), so a capture
+/// with no row but the module id gives no `platform`. A row printed N/A
+/// beside others that are given (the HGX B200's slot and tray) is left
+/// out, answering the N/A byte (`ffi/platform.rs`). The peer type is printed by name ("Switch
+/// Connected") and nvml.h does not say which byte each name is, so it is
+/// not replayed (0).
+pub fn platform(g: &Gpu, out: &mut Out) -> Result<(), ParseError> {
+    const MODULE: [&str; 2] = ["platformInfo/module_id", "gpu_module_id"];
+    if let Some(Printed::Num(m)) = g.count(&MODULE)? {
+        out.gpu.module_id = Some(g.fits(&MODULE, m)?);
+    }
+    // v2 names first; text captures of the v1 era print the v1 struct's
+    // ("RACK Serial Number", "Chassis Physical Slot Number"...).
+    let byte = |paths: &[&str]| -> Result<Option<u8>, ParseError> {
+        match g.count(paths)? {
+            Some(Printed::Num(v)) => g.fits(paths, v).map(Some),
+            _ => Ok(None),
+        }
+    };
+    const SERIAL: [&str; 2] = [
+        "platformInfo/chassis_serial_number",
+        "platformInfo/rack_serial_number",
+    ];
+    let p = crate::schema::PlatformFile {
+        chassis_serial: g.text(&SERIAL).map(|s| s.trim().to_string()),
+        slot: byte(&[
+            "platformInfo/slot_number",
+            "platformInfo/chassis_physical_slot_number",
+        ])?,
+        tray: byte(&["platformInfo/tray_index", "platformInfo/compute_slot_index"])?,
+        host_id: byte(&["platformInfo/host_id", "platformInfo/node_index"])?,
+        peer_type: None,
+    };
+    let peer_printed = g.text(&["platformInfo/peer_type"]).is_some();
+    if p != crate::schema::PlatformFile::default() || peer_printed {
+        if let Some(s) = &p.chassis_serial {
+            if s.len() > 16 {
+                let n = g.first(&SERIAL).expect("read above");
+                return Err(super::read::fail(
+                    n,
+                    format!("chassis serial `{s}` is longer than NVML's 16 bytes"),
+                ));
+            }
+        }
+        out.gpu.platform = Some(p);
+    }
     Ok(())
 }

@@ -32,6 +32,10 @@ pub struct GpuSpec {
     /// (`[gpu.errors]`: what a capture recorded, by function name).
     pub call_errors: Vec<(String, u32)>,
     pub fabric: FabricSpec,
+    /// `nvmlDeviceGetModuleId`; `None`: the GPU's index + 1.
+    pub module_id: Option<u32>,
+    /// `nvmlDeviceGetPlatformInfo`; `None`: NOT_SUPPORTED.
+    pub platform: Option<crate::schema::PlatformFile>,
     /// Field values a capture recorded (`[gpu.fields]`), answered as they
     /// are: they do not move with time or faults.
     pub field_pins: Vec<FieldPin>,

@@ -533,6 +533,17 @@ impl GpuFile {
                 ..FabricSpec::default()
             },
         };
+        if let Some(s) = self
+            .platform
+            .as_ref()
+            .and_then(|p| p.chassis_serial.as_ref())
+        {
+            if s.len() > 16 {
+                return Err(at_table(format!(
+                    "platform.chassis_serial `{s}` is longer than the 16 bytes of nvmlPlatformInfo_t"
+                )));
+            }
+        }
         Ok(GpuSpec {
             model: model.clone(),
             load,
@@ -552,6 +563,8 @@ impl GpuFile {
             counters,
             call_errors,
             fabric,
+            module_id: self.module_id,
+            platform: self.platform.clone(),
             field_pins,
         })
     }

@@ -167,6 +167,8 @@ same!(
     nvmlSystemGetDriverVersion,
     nvmlSystemGetNVMLVersion,
     nvmlSystemGetProcessName,
+    nvmlDeviceGetModuleId,
+    nvmlDeviceGetPlatformInfo,
 );
 
 #[test]
