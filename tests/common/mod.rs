@@ -41,6 +41,25 @@ pub const PROCESS_SAMPLES: &[&str] = &[
     "process_max_fds",
 ];
 
+/// A /dev/kmsg record logged `ago` seconds before now, at NVRM's level
+/// (4): what the kernel-log tests write for the exporter to follow.
+pub fn kmsg_record(seq: u64, ago: f64, message: &str) -> String {
+    let ts = ((nvml_exporter::kmsg::uptime().unwrap() - ago).max(0.0) * 1e6) as u64;
+    nvml_exporter::kmsg::format_record(4, seq, ts, message)
+}
+
+/// Appends `text` to the file at `path`, creating it: a log growing while
+/// the exporter follows it.
+pub fn append(path: &Path, text: &str) {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+}
+
 pub fn target_dir() -> PathBuf {
     Path::new(EXE)
         .parent()

@@ -9,28 +9,11 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{gpu_verdicts, samples, value, xid_counts, Exporter};
+use common::{append, gpu_verdicts, kmsg_record as record, samples, value, xid_counts, Exporter};
 use nvml_exporter::kmsg;
-
-/// A /dev/kmsg record logged `ago` seconds before now.
-fn record(seq: u64, ago: f64, message: &str) -> String {
-    let ts = ((kmsg::uptime().unwrap() - ago).max(0.0) * 1e6) as u64;
-    kmsg::format_record(4, seq, ts, message)
-}
-
-fn append(path: &Path, text: &str) {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-}
 
 /// What a node's log holds before the exporter starts: the boot, the
 /// driver loading, GPU 2 falling off the bus, a GSP timeout on GPU 3, an

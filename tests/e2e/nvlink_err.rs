@@ -11,28 +11,9 @@
 
 use crate::common;
 
-use std::io::Write;
-use std::path::Path;
 use std::time::Duration;
 
-use common::{gpu_verdicts, xid_counts, Exporter};
-use nvml_exporter::kmsg;
-
-/// A /dev/kmsg record logged `ago` seconds before now.
-fn record(seq: u64, ago: f64, message: &str) -> String {
-    let ts = ((kmsg::uptime().unwrap() - ago).max(0.0) * 1e6) as u64;
-    kmsg::format_record(4, seq, ts, message)
-}
-
-fn append(path: &Path, text: &str) {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-}
+use common::{append, gpu_verdicts, kmsg_record as record, xid_counts, Exporter};
 
 /// An XID 74 line of the GPU on `bus`, naming `link` and its registers.
 fn line(bus: &str, link: u32, registers: [u32; 7]) -> String {

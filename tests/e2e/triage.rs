@@ -23,14 +23,7 @@ use crate::common;
 use std::io::Write;
 use std::path::Path;
 
-use common::{gpu_verdicts, xid_counts, Exporter};
-use nvml_exporter::kmsg;
-
-/// A /dev/kmsg record logged `ago` seconds before now.
-fn record(seq: u64, ago: f64, message: &str) -> String {
-    let ts = ((kmsg::uptime().unwrap() - ago).max(0.0) * 1e6) as u64;
-    kmsg::format_record(4, seq, ts, message)
-}
+use common::{gpu_verdicts, kmsg_record as record, xid_counts, Exporter};
 
 fn write_log(path: &Path, records: &[String]) {
     std::fs::File::create(path)
