@@ -50,7 +50,6 @@ pub use ffi::mig::*;
 pub use ffi::mode::*;
 pub use ffi::nvlink::*;
 pub use ffi::pcie::*;
-pub use ffi::platform::*;
 pub use ffi::power::*;
 pub use ffi::processes::*;
 pub use ffi::retirement::*;

@@ -349,7 +349,7 @@ pub struct FabricFile {
 /// `platform = { chassis_serial, slot, tray, host_id, peer_type }`: the
 /// bytes of `nvmlPlatformInfo_v2_t` (module id is `module_id`); a slot or
 /// tray left out answers 0xFF, what nvidia-smi prints as N/A
-/// (`ffi/platform.rs`), any other key 0.
+/// (`ffi/info.rs`), any other key 0.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlatformFile {

@@ -94,7 +94,7 @@ impl Walker {
 }
 
 impl Walker {
-    /// The module id and the rack, tray and slot (`ffi/platform.rs`): what
+    /// The module id and the rack, tray and slot (`ffi/info.rs`): what
     /// the GPU's platform info answered, v2 (every branch that has the
     /// call takes it); none where it answered an error.
     pub(super) fn platform(&mut self, d: nvmlDevice_t, out: &mut GpuOut) {
@@ -114,8 +114,8 @@ impl Walker {
             let serial = String::from_utf8_lossy(&p.chassisSerialNumber[..end]).into_owned();
             out.gpu.platform = Some(crate::schema::PlatformFile {
                 chassis_serial: (!serial.is_empty()).then_some(serial),
-                slot: (p.slotNumber != crate::ffi::platform::NO_SLOT).then_some(p.slotNumber),
-                tray: (p.trayIndex != crate::ffi::platform::NO_SLOT).then_some(p.trayIndex),
+                slot: (p.slotNumber != crate::ffi::info::NO_SLOT).then_some(p.slotNumber),
+                tray: (p.trayIndex != crate::ffi::info::NO_SLOT).then_some(p.trayIndex),
                 host_id: Some(p.hostId),
                 peer_type: Some(p.peerType),
             });

@@ -34,7 +34,6 @@ pub mod mig;
 pub mod mode;
 pub mod nvlink;
 pub mod pcie;
-pub mod platform;
 pub mod power;
 pub mod processes;
 pub mod retirement;

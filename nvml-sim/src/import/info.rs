@@ -112,7 +112,7 @@ pub fn gpu(g: &mut Gpu, out: &mut Out) -> Result<(), ParseError> {
 /// answers NOT_SUPPORTED (Hopper and older: qx-h100.xml), so a capture
 /// with no row but the module id gives no `platform`. A row printed N/A
 /// beside others that are given (the HGX B200's slot and tray) is left
-/// out, answering the N/A byte (`ffi/platform.rs`). The peer type is printed by name ("Switch
+/// out, answering the N/A byte (`ffi/info.rs`). The peer type is printed by name ("Switch
 /// Connected") and nvml.h does not say which byte each name is, so it is
 /// not replayed (0).
 pub fn platform(g: &Gpu, out: &mut Out) -> Result<(), ParseError> {
