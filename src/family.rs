@@ -53,6 +53,7 @@ families! {
     Ecc => "ecc", default true, "ECC mode and error counters (totals per error type and counter scope).";
     Retirement => "retirement", default true, "Retired pages, remapped rows, row remapper histogram, SRAM error threshold and recovery action.";
     Nvlink => "nvlink", default true, "NVLink links up/down, errors and traffic, summed over each GPU's links.";
+    C2c => "c2c", default false, "NVLink-C2C links between a Grace CPU and its GPU (GB200, GB300, GH200): state per link and, R575 on, CRC, replay and back-to-back replay errors (opt-in: 4 series per link, 40 per GPU on GB200).";
     Fabric => "fabric", default true, "NVLink fabric registration state, health and partition (NVSwitch systems, Hopper and newer).";
     Xid => "xid", default true, "XID error events.";
     Verdict => "verdict", default true, "One verdict per GPU (and per MIG instance with its own fault): the action to take now and the signal that decided it.";
@@ -157,7 +158,11 @@ mod tests {
         for f in Family::ALL {
             assert!(seen.insert(f.name()), "duplicate family name {}", f.name());
             let top = f.name().split('.').next().unwrap();
-            assert!(top.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+            // Digits after the first letter, as in `c2c` (NVLink-C2C).
+            assert!(top.starts_with(|c: char| c.is_ascii_lowercase()));
+            assert!(top
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'));
         }
     }
 

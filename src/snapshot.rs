@@ -755,6 +755,8 @@ pub struct GpuReadings {
     /// 3 completed) and whether it succeeded; NVSwitch systems only.
     pub fabric: Option<Fabric>,
     pub nvlinks: Vec<NvLink>,
+    /// NVLink-C2C links to the Grace CPU; empty on boards without them.
+    pub c2c_links: Vec<C2cLink>,
     /// Bytes moved over all the GPU's links, as the driver sums them:
     /// read so when no per-link series needs each link's counters (the
     /// links' own `tx_bytes`/`rx_bytes` are then `None`). See
@@ -908,6 +910,34 @@ impl GpuReadings {
                 .iter()
                 .filter_map(|l| pick(l.tx_bytes, l.rx_bytes))
                 .collect(),
+        }
+    }
+}
+
+/// One NVLink-C2C link: its state and the error counters the driver
+/// answered (R575 on), by `c2c_error_label` order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct C2cLink {
+    pub link: u32,
+    pub up: Option<bool>,
+    pub errors: Vec<(C2cError, u64)>,
+}
+
+/// `NVML_FI_DEV_C2C_LINK_ERROR_*`: INTR (nvml.h: "CRC Error Counter"),
+/// REPLAY and REPLAY_B2B.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum C2cError {
+    Crc,
+    Replay,
+    ReplayB2b,
+}
+
+impl C2cError {
+    pub fn as_label(self) -> &'static str {
+        match self {
+            C2cError::Crc => "crc",
+            C2cError::Replay => "replay",
+            C2cError::ReplayB2b => "replay_b2b",
         }
     }
 }

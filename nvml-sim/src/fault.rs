@@ -153,6 +153,30 @@ impl NvlinkCounter {
     }
 }
 
+/// The NVLink-C2C error counters (nvml.h 12.9 / R575 on, go-nvml 62ce1e3):
+/// `crc` is `NVML_FI_DEV_C2C_LINK_ERROR_INTR` (231, "C2C Link CRC Error
+/// Counter"), `replay` 232, `replay-b2b` 233 ("Back to Back Replay").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum C2cCounter {
+    Crc,
+    Replay,
+    ReplayB2b,
+}
+
+impl C2cCounter {
+    pub const COUNT: usize = 3;
+
+    /// Index into a link's counters: the field id less 231.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+fn c2c_replay() -> C2cCounter {
+    C2cCounter::Replay
+}
+
 /// `NVML_GPU_FABRIC_STATE_*` a fault can set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -352,6 +376,22 @@ pub enum Fault {
         #[serde(default = "one")]
         count: u64,
     },
+    /// One NVLink-C2C link to the Grace CPU goes inactive (`up = false`:
+    /// field 171 answers 0), as before XID 173, or trains up again.
+    C2cState {
+        gpu: u32,
+        link: u32,
+        up: bool,
+    },
+    /// One NVLink-C2C link's error counter grows by `count`.
+    C2cErrors {
+        gpu: u32,
+        link: u32,
+        #[serde(default = "c2c_replay")]
+        counter: C2cCounter,
+        #[serde(default = "one")]
+        count: u64,
+    },
     /// The GPU's NVLink fabric registration (NVSwitch boards): its state,
     /// and whether a completed registration succeeded.
     Fabric {
@@ -522,6 +562,8 @@ impl Fault {
             | Fault::Load { gpu, .. }
             | Fault::NvlinkState { gpu, .. }
             | Fault::NvlinkErrors { gpu, .. }
+            | Fault::C2cState { gpu, .. }
+            | Fault::C2cErrors { gpu, .. }
             | Fault::Pcie { gpu, .. }
             | Fault::Fabric { gpu, .. }
             | Fault::FabricHealth { gpu, .. }

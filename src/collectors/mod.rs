@@ -11,6 +11,7 @@
 //! its row in `docs/metrics.md` (a test keeps the two equal); the whole
 //! path is in `docs/design.md`.
 
+mod c2c;
 mod clocks;
 mod clocks_applications;
 mod ecc;
@@ -68,6 +69,7 @@ pub static COLLECTORS: &[&Collector] = &[
     &retirement::COLLECTOR,
     &nvlink::COLLECTOR,
     &nvlink_link::COLLECTOR,
+    &c2c::COLLECTOR,
     &fabric::COLLECTOR,
     &xid::COLLECTOR,
     &xid_kmsg::COLLECTOR,

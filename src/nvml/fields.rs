@@ -9,6 +9,20 @@ pub const PCIE_TX_BYTES: u32 = 197; // NVML_FI_DEV_PCIE_COUNT_TX_BYTES, R555+
 pub const PCIE_RX_BYTES: u32 = 198;
 pub const RECOVERY_ACTION: u32 = 230; // NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, R570+
 
+/// NVLink-C2C, a Grace board's GPU-to-CPU link, per link (`scopeId` =
+/// link, as NCCL and UCX ask 171 and 172). 170-172 are in every header
+/// R535 on (go-nvml 075f45f, 12.2: "Number of C2C Links present on the
+/// device", "C2C Link Status 0=INACTIVE 1=ACTIVE"); the error counters
+/// 231-233 come with the 12.9 header, R575 (62ce1e3:2578-2581): 231
+/// `NVML_FI_DEV_C2C_LINK_ERROR_INTR` is "C2C Link CRC Error Counter", 232
+/// replays, 233 back-to-back replays. 234, the link's power state, is not
+/// read: a link in low power is not a fault.
+pub const C2C_LINK_COUNT: u32 = 170;
+pub const C2C_LINK_STATUS: u32 = 171;
+pub const C2C_ERROR_CRC: u32 = 231;
+pub const C2C_ERROR_REPLAY: u32 = 232;
+pub const C2C_ERROR_REPLAY_B2B: u32 = 233;
+
 pub const TOTAL_ENERGY: u32 = 83; // NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, mJ
 pub const PCIE_REPLAY: u32 = 94; // NVML_FI_DEV_PCIE_REPLAY_COUNTER
 pub const RETIRED_SBE: u32 = 29;
@@ -114,6 +128,7 @@ impl DriverBranch {
             // the 12.6 header (go-nvml 7ec3ff8; 5f61a8a, 12.5, has none).
             NVLINK_TX_BYTES..=NVLINK5_SYMBOL_BER => self.major >= 560,
             RECOVERY_ACTION => self.major >= 570,
+            C2C_ERROR_CRC..=C2C_ERROR_REPLAY_B2B => self.major >= 575,
             _ => true,
         }
     }
@@ -334,6 +349,10 @@ mod tests {
         assert!(!b("555.42.02").has_field(NVLINK_TX_BYTES));
         assert!(b("560.35.03").has_field(NVLINK_RX_BYTES));
         assert!(b("535.183.01").has_field(NVLINK_TX_KIB));
+        // C2C: the link status in every branch, its error counters R575 on.
+        assert!(b("535.183.01").has_field(C2C_LINK_STATUS));
+        assert!(!b("570.133.20").has_field(C2C_ERROR_CRC));
+        assert!(b("575.57.08").has_field(C2C_ERROR_REPLAY_B2B));
     }
 
     #[test]

@@ -29,7 +29,9 @@
 //! temperature, PCIe tx/rx bytes and replay counter, energy, ECC totals,
 //! retired pages, remapped rows, recovery action, throttle durations, module
 //! and memory power by scope id, power smoothing lifetime; per-location ECC
-//! counters only with `ecc.by-location`), one `nvmlDeviceGetFieldValues` with
+//! counters only with `ecc.by-location`; with `c2c`, the NVLink-C2C link
+//! count in the first poll, then each link's status and error counters,
+//! scope id = link, on Grace boards only), one `nvmlDeviceGetFieldValues` with
 //! the per-link NVLink fields (state, traffic, and the error counters of the
 //! GPU's NVLink generation: replay, recovery, CRC up to Hopper, link recovery,
 //! effective and symbol errors on Blackwell; scope id = link),

@@ -214,6 +214,7 @@ pub fn h100_readings(i: u32) -> GpuReadings {
                 rx_bytes: Some(2_000_000_000_000 * u64::from(link + 1)),
             })
             .collect(),
+        c2c_links: vec![],
         // Each link's own traffic, as with nvlink.per-link.
         nvlink_traffic: None,
         compute_processes: Some(vec![
@@ -433,6 +434,21 @@ pub fn fully_populated() -> Snapshot {
     });
     if let Some(r) = s.gpus[0].readings.as_mut().map(std::sync::Arc::make_mut) {
         r.fan_speeds = vec![(0, 0.45), (1, 0.5)];
+    }
+    // A Grace board's NVLink-C2C links: one up, one down with errors.
+    if let Some(r) = s.gpus[1].readings.as_mut().map(std::sync::Arc::make_mut) {
+        use nvml_exporter::snapshot::{C2cError, C2cLink};
+        r.c2c_links = (0..2)
+            .map(|link| C2cLink {
+                link,
+                up: Some(link == 0),
+                errors: vec![
+                    (C2cError::Crc, u64::from(link)),
+                    (C2cError::Replay, 7 * u64::from(link)),
+                    (C2cError::ReplayB2b, 0),
+                ],
+            })
+            .collect();
     }
     // Rack identity, as an NVL72 tray's driver gives it.
     s.gpus[1].identity.platform = Some(nvml_exporter::snapshot::Platform {

@@ -247,11 +247,12 @@ fn documented_families_equal_emitted_families() {
 
     // A GB200 NVL72 tray: module and memory power, T.Limit margins, power
     // smoothing, the NVLink partition and (after a fault) a fabric health
-    // condition, and with the per-link switch NVLink5 bit error rates.
+    // condition, with the per-link switch NVLink5 bit error rates, and
+    // with the c2c switch the Grace links.
     let socket = dir.path().join("gb200.sock");
     let e = Exporter::simulate_env(
         "gb200-nvl72",
-        &["--collector.nvlink.per-link"],
+        &["--collector.nvlink.per-link", "--collector.c2c"],
         &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
     );
     e.wait_ready();
@@ -270,6 +271,8 @@ fn documented_families_equal_emitted_families() {
         scrape_with(
             &e,
             &[
+                "nvidia_gpu_c2c_link_errors_total",
+                "nvidia_gpu_c2c_link_up",
                 "nvidia_gpu_fabric_health_issue",
                 "nvidia_gpu_fabric_health",
                 "nvidia_gpu_fabric_info",

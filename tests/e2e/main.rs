@@ -18,6 +18,7 @@ mod snapshots;
 mod tls;
 
 mod budget;
+mod c2c;
 mod cli;
 mod compat;
 mod config_file;

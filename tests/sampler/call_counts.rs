@@ -19,14 +19,15 @@ fn calls_of(
     scenario: &str,
     gpus: usize,
     socket: &std::path::Path,
+    families: FamilySet,
 ) -> (usize, BTreeMap<String, u64>) {
     let interval = Duration::from_millis(500);
-    let (poller, snaps) = start_sim(
-        scenario,
-        interval,
-        Duration::from_secs(5),
-        FamilySet::defaults(),
-    );
+    let which = if families.contains(nvml_exporter::family::Family::C2c) {
+        "default families and c2c"
+    } else {
+        "default families"
+    };
+    let (poller, snaps) = start_sim(scenario, interval, Duration::from_secs(5), families);
     // Past the first polls, which also read identity and static values.
     let warm = snaps.wait_for("ready", Duration::from_secs(20), |s| {
         s.ready && s.gpus.len() == gpus
@@ -71,7 +72,10 @@ fn calls_of(
         "{scenario}: {gpu_polls} polls counted, {observed} observed"
     );
     let total: u64 = calls.values().sum();
-    println!("{scenario}, default families: {gpu_polls} GPU polls, {total} calls, {:.1} calls per GPU per poll", total as f64 / gpu_polls as f64);
+    println!(
+        "{scenario}, {which}: {gpu_polls} GPU polls, {total} calls, {:.1} calls per GPU per poll",
+        total as f64 / gpu_polls as f64
+    );
     for (name, count) in &calls {
         println!(
             "  {name:<48} {:>6.2} per GPU-poll",
@@ -89,8 +93,31 @@ fn calls_per_gpu_per_poll() {
     let socket = dir.path().join("control.sock");
     std::env::set_var("NVML_SIM_CONTROL", &socket);
     for (scenario, gpus) in [("dgx-h100", 8), ("hgx-b200", 8), ("gb200-nvl72", 4)] {
-        let (gpu_polls, calls) = calls_of(scenario, gpus, &socket);
+        let (gpu_polls, calls) = calls_of(scenario, gpus, &socket, FamilySet::defaults());
         check_batched(scenario, gpu_polls, &calls);
+        if scenario == "hgx-b200" {
+            continue;
+        }
+        // The C2C links ride in the scalar field batch: with the family on,
+        // a Grace board (GB200) and a board without C2C (H100, asked the
+        // link count once, in its first poll) call nothing more.
+        let mut with_c2c = FamilySet::defaults();
+        with_c2c.set(nvml_exporter::family::Family::C2c, true);
+        let (c2c_polls, c2c_calls) = calls_of(scenario, gpus, &socket, with_c2c);
+        check_batched(scenario, c2c_polls, &c2c_calls);
+        assert_eq!(
+            c2c_calls.keys().collect::<Vec<_>>(),
+            calls.keys().collect::<Vec<_>>(),
+            "{scenario}: the functions called with c2c on"
+        );
+        let per_poll = |c: &BTreeMap<String, u64>, polls: usize| {
+            c["nvmlDeviceGetFieldValues"] as f64 / polls as f64
+        };
+        let (with, without) = (per_poll(&c2c_calls, c2c_polls), per_poll(&calls, gpu_polls));
+        assert!(
+            (with - without).abs() < 0.1,
+            "{scenario}: field value calls per GPU poll {with:.2} with c2c, {without:.2} without"
+        );
     }
 }
 

@@ -41,6 +41,8 @@ commands:
   nvlink-errors --gpu N --link L [--counter C] [--count N]
                                     (NVLink 1-4: replay, recovery, crc-flit, crc-data, ecc-data;
                                      NVLink5, Blackwell: recovery, recovery-failed, effective, symbol)
+  c2c-state --gpu N --link L --up true|false    (NVLink-C2C to Grace: GB200, GB300)
+  c2c-errors --gpu N --link L [--counter crc|replay|replay-b2b] [--count N]
   fabric --gpu N --state not-started|in-progress|completed [--registered true|false]
   fabric-health --gpu N [--summary healthy|unhealthy|limited-capacity]
                 [--degraded-bandwidth B] [--route-recovery B] [--route-unhealthy B]

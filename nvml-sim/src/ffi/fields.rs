@@ -46,8 +46,9 @@ fn field_value(
         Field::PowerSmoothing(_) => return Err(NOT_SUPPORTED),
         Field::Id(id) => id,
     };
-    let groups: [&dyn Fn() -> R<FieldValue>; 5] = [
+    let groups: [&dyn Fn() -> R<FieldValue>; 6] = [
         &|| ecc_field(g, id),
+        &|| c2c_field(g, id, scope),
         &|| nvlink_error_field(g, id, scope),
         &|| nvlink_field(g, id, scope, t),
         &|| power_field(g, id, scope, t),
@@ -65,6 +66,48 @@ fn field_value(
 /// What a group answers for an id that is not one of its own (no NVML
 /// return code has this value).
 const NOT_MINE: u32 = u32::MAX;
+
+/// NVLink-C2C, the GPU's links to its Grace CPU (boards with `c2c_links`),
+/// `scope` the link as NCCL and UCX ask 171 and 172. The count, status and
+/// speed (170-172) are in every modelled header (12.2 on; the NVML change
+/// log puts them in R520); the error counters and power state (231-234)
+/// arrive with the 12.9 header (R575): the branch table leaves them out
+/// before. A board without C2C links answers NOT_SUPPORTED, as the H200
+/// capture's "C2C Mode: Disabled" board does.
+fn c2c_field(g: &Gpu, id: u32, scope: u32) -> R<FieldValue> {
+    use FieldValue::{U32, U64};
+    const COUNT: u32 = 170;
+    const STATUS: u32 = 171;
+    const MAX_BW: u32 = 172;
+    const ERRORS: std::ops::RangeInclusive<u32> = 231..=233;
+    const POWER_STATE: u32 = 234;
+    /// MB/s of an active link [inference: 900 GB/s of NVLink-C2C over the
+    /// model's links and two directions; no capture prints it].
+    const LINK_MBPS: u32 = 45_000;
+    if !(id == COUNT || id == STATUS || id == MAX_BW || ERRORS.contains(&id) || id == POWER_STATE) {
+        return Err(NOT_MINE);
+    }
+    let c2c = &g.c2c;
+    if c2c.links() == 0 {
+        return Err(NOT_SUPPORTED);
+    }
+    if id == COUNT {
+        return Ok(U32(c2c.links()));
+    }
+    if scope >= c2c.links() {
+        return Err(INVALID_ARGUMENT);
+    }
+    let active = c2c.active(scope);
+    match id {
+        STATUS => Ok(U32(u32::from(active))),
+        // "C2C Link Speed in MBps for active links".
+        MAX_BW if active => Ok(U32(LINK_MBPS)),
+        MAX_BW => Err(NOT_SUPPORTED),
+        // NVML_C2C_POWER_STATE_FULL_POWER (0); low power (1) is not modelled.
+        POWER_STATE => Ok(U32(0)),
+        _ => Ok(U64(c2c.errors[scope as usize][(id - 231) as usize])),
+    }
+}
 
 /// ECC counters and retired pages.
 fn ecc_field(g: &Gpu, id: u32) -> R<FieldValue> {

@@ -6,6 +6,7 @@
 //! `processes.rs` (processes and load), `nvlink.rs`, `pcie.rs`,
 //! `fabric.rs`, `throttle.rs` and `power.rs` (limit and power smoothing).
 
+mod c2c;
 mod device;
 mod ecc;
 mod fabric;
@@ -171,6 +172,13 @@ impl Sim {
                 counter,
                 count,
             } => self.nvlink_errors(*gpu, *link, *counter, *count),
+            Fault::C2cState { gpu, link, up } => self.c2c_state(*gpu, *link, *up),
+            Fault::C2cErrors {
+                gpu,
+                link,
+                counter,
+                count,
+            } => self.c2c_errors(*gpu, *link, *counter, *count),
             Fault::Pcie {
                 gpu,
                 width,

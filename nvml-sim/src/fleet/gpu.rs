@@ -5,6 +5,7 @@
 //! retired pages and remapped rows, clock events (`throttle.rs`), energy
 //! (`power.rs`), PCIe, NVLink and the fabric.
 
+mod c2c;
 mod ecc;
 mod fabric;
 mod nvlink;
@@ -12,6 +13,7 @@ mod pcie;
 mod power;
 mod throttle;
 
+pub use c2c::C2cState;
 pub use ecc::{EccState, RetiredPage};
 pub use fabric::FabricState;
 pub use nvlink::NvlinkState;
@@ -127,6 +129,7 @@ pub struct Gpu {
     pub power: PowerState,
     pub pcie: PcieState,
     pub nvlink: NvlinkState,
+    pub c2c: C2cState,
     pub fabric: FabricState,
     /// `nvmlDeviceGetModuleId`.
     pub module_id: u32,
@@ -175,6 +178,7 @@ impl Gpu {
             power: PowerState::from_spec(index, spec),
             pcie: PcieState::from_spec(index, spec),
             nvlink: NvlinkState::new(&spec.model),
+            c2c: C2cState::new(&spec.model),
             fabric: FabricState::from_spec(spec),
             module_id: spec.module_id.unwrap_or(index + 1),
             platform: spec.platform.clone(),

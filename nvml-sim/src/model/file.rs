@@ -93,6 +93,8 @@ pub struct BoardFile {
     pub serial_number: Option<bool>,
     pub display: Option<bool>,
     pub sm_count: Option<u32>,
+    /// NVLink-C2C links to a Grace CPU (`NVML_FI_DEV_C2C_LINK_COUNT`).
+    pub c2c_links: Option<u32>,
     pub gpm: Option<bool>,
     pub power_smoothing: Option<bool>,
     pub memory: Option<MemorySection>,
@@ -460,6 +462,13 @@ impl BoardFile {
         let engines = self.engines.clone().unwrap_or_default().resolve();
         let mig = self.mig.clone().unwrap_or_default().resolve()?;
         let inforom = self.inforom.clone().unwrap_or_default();
+        // nvml.h's GPM metric ids name C2C links 0-13 (NVML_GPM_METRIC_C2C_LINK0_* to LINK13_*).
+        let c2c_links = self.c2c_links.unwrap_or(0);
+        if c2c_links > 14 {
+            return Err(Invalid::from(format!(
+                "board `{key}`: c2c_links = {c2c_links}: at most 14"
+            )));
+        }
         Ok(Model {
             key: key.to_string(),
             name,
@@ -483,6 +492,7 @@ impl BoardFile {
             ),
             display_capable: self.display.unwrap_or(false),
             sm_count: self.sm_count.unwrap_or(0),
+            c2c_links,
             memory,
             power,
             clocks,

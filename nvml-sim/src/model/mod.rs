@@ -176,6 +176,8 @@ pub struct Model {
     pub gpm: bool,
     pub display_capable: bool,
     pub sm_count: u32,
+    /// NVLink-C2C links to the Grace CPU; 0: none (field 170 NOT_SUPPORTED).
+    pub c2c_links: u32,
     pub memory: Memory,
     pub power: Power,
     pub clocks: Clocks,

@@ -7,6 +7,7 @@
 //! family arrive in one batched call first (`scalar.rs`); a family falls
 //! back to its own calls only for what the batch did not deliver.
 
+mod c2c;
 mod carry;
 mod clocks;
 mod ecc;
@@ -70,6 +71,7 @@ pub struct GpuSampler<'n> {
     pcie: pcie::State,
     ecc: ecc::State,
     nvlink: nvlink::State,
+    c2c: c2c::State,
     fabric: fabric::State,
     processes: processes::State,
     workload_usage: workload_usage::State,
@@ -106,6 +108,7 @@ impl<'n> GpuSampler<'n> {
             pcie: pcie::State::default(),
             ecc: ecc::State::default(),
             nvlink: nvlink::State::default(),
+            c2c: c2c::State::default(),
             fabric: fabric::State::default(),
             processes: processes::State::default(),
             workload_usage: workload_usage::State::default(),
@@ -158,6 +161,7 @@ impl<'n> GpuSampler<'n> {
             pcie,
             ecc,
             nvlink,
+            c2c,
             fabric,
             processes,
             workload_usage,
@@ -181,7 +185,8 @@ impl<'n> GpuSampler<'n> {
         } else {
             Vec::new()
         };
-        let scalar = scalar::sample(&mut g, families, &nvlink_totals);
+        let c2c_requests = c2c.requests(&g, on(Family::C2c));
+        let scalar = scalar::sample(&mut g, families, &nvlink_totals, &c2c_requests);
         if on(Family::Mode) {
             mode.sample(&mut g, on(Family::ModeVgpuLicense), r);
         }
@@ -252,6 +257,9 @@ impl<'n> GpuSampler<'n> {
                 on(Family::NvlinkPerLink),
                 r,
             );
+        }
+        if on(Family::C2c) {
+            c2c.sample(&mut g, &scalar, r);
         }
         if on(Family::Fabric) {
             fabric.sample(&mut g, r);

@@ -143,8 +143,14 @@ fn requests(g: &Gpu<'_, '_>, families: &FamilySet) -> Vec<Request> {
 }
 
 /// The batch of `families`' scalar fields, with the NVLink totals that
-/// `nvlink.rs` asks for this poll (`nvlink`) riding along.
-pub fn sample(g: &mut Gpu<'_, '_>, families: &FamilySet, nvlink: &[(u32, u32)]) -> Scalar {
+/// `nvlink.rs` asks for this poll (`nvlink`) and the C2C link fields of
+/// `c2c.rs` (`c2c`) riding along.
+pub fn sample(
+    g: &mut Gpu<'_, '_>,
+    families: &FamilySet,
+    nvlink: &[(u32, u32)],
+    c2c: &[(u32, u32)],
+) -> Scalar {
     let mut ids = requests(g, families);
     let driver = g.driver;
     ids.extend(
@@ -152,6 +158,10 @@ pub fn sample(g: &mut Gpu<'_, '_>, families: &FamilySet, nvlink: &[(u32, u32)]) 
             .iter()
             .filter(|&&(id, _)| driver.has_field(id))
             .map(|&(id, scope)| (id, scope, Family::Nvlink.name())),
+    );
+    ids.extend(
+        c2c.iter()
+            .map(|&(id, scope)| (id, scope, Family::C2c.name())),
     );
     // What the driver said it does not have is not asked again before the
     // static refresh: the families fall back as when it answered so.
