@@ -402,6 +402,8 @@ def fleet_overview() -> dict:
         ],
         overrides=[override("gpu", {"links": DETAIL_LINK_TABLE})]), 16, 8)
 
+    rack_row(L)
+
     L.row("Health per node and GPU")
     health_q = [
         (f"max by (instance, gpu, uuid) (nvidia_gpu_up{{{SEL}}})", "up"),
@@ -527,7 +529,79 @@ def fleet_overview() -> dict:
                    thresholds((None, "green"), (1, "orange"), (10, "red")), 0), 8, 10)
     return dashboard("nvml-fleet-overview", "NVIDIA GPU fleet overview",
                      "How many GPUs, how many healthy, and which need attention. "
-                     "From nvml-exporter.", L)
+                     "From nvml-exporter.", L,
+                     (query_var("chassis_serial", "Rack",
+                                'label_values(nvidia_gpu_platform_info{job=~"$job"}, chassis_serial)'),))
+
+
+# The GPUs of the NVL72 racks in scope: those with a chassis serial
+# (nvidia_gpu_platform_info), narrowed by the Rack variable. "All" (.*)
+# would also match GPUs outside a rack, hence the second matcher.
+RACK = f'{SEL}, chassis_serial=~"$chassis_serial", chassis_serial!=""'
+VERDICT_MAP = value_map([(0, "none", "green"), (1, "restart_app", "yellow"), (2, "reset_gpu", "orange"),
+                         (3, "reboot", "orange"), (4, "check_hardware", "red"), (5, "rma", "red")])
+FABRIC_MAP = value_map([(1, "healthy", "green"), (2, "unhealthy", "red"),
+                        (3, "limited capacity", "orange")])
+
+
+def rack_row(L: Layout) -> None:
+    """Issue 49: an NVL72 rack is one failure domain (NvidiaGpuRackFault).
+    One row per GPU of the rack with its place (slot, tray, host, module),
+    its verdict and its fabric health: a fault on every tray is the rack's
+    fabric, a fault on one tray is that tray's."""
+    L.row("Rack (NVL72)")
+    platform = f"nvidia_gpu_platform_info{{{RACK}}}"
+    need = 'action=~"reset_gpu|reboot|check_hardware|rma"'
+    L.add(bargauge(
+        "GPUs per rack that need action",
+        "Per NVL72 rack (chassis serial, nvidia_gpu_platform_info): its GPUs in scope, and those "
+        "whose verdict is reset_gpu or worse. GPUs on two or more nodes of one rack page once as "
+        "NvidiaGpuRackFault (docs/runbooks.md). Empty without GB200/GB300 NVL72 trays (R570+).",
+        "short",
+        targets((f"count by (chassis_serial) ({platform})", "{{chassis_serial}} GPUs",
+                 {"instant": True}),
+                (f"count by (chassis_serial) ({platform} and on (instance, uuid) "
+                 f"nvidia_gpu_recommended_action{{{SEL}, {need}}}) or "
+                 f"count by (chassis_serial) ({platform}) * 0", "{{chassis_serial}} need action",
+                 {"instant": True})),
+        thresholds((None, "green"), (1, "orange")), minv=0), 8, 8)
+    rack_q = [
+        (platform, None),
+        (f'max by (instance, gpu, uuid) (nvidia_gpu_recommended_action{{{SEL}, gpu_instance=""}}) '
+         f"and on (instance, uuid) {platform}", "verdict"),
+        (f"max by (instance, gpu, uuid) (nvidia_gpu_fabric_health{{{SEL}}}) "
+         f"and on (instance, uuid) {platform}", "fabric health"),
+        (f"count by (instance, gpu, uuid) (nvidia_gpu_fabric_health_issue{{{SEL}}} == 1 "
+         f"and on (instance, uuid) {platform}) or "
+         f"max by (instance, gpu, uuid) ({platform}) * 0", "fabric issues"),
+    ]
+    tq = [target(e, ref=chr(65 + i), instant=True, table=True) for i, (e, _) in enumerate(rack_q)]
+    renames = {f"Value #{chr(65 + i)}": l for i, (_, l) in enumerate(rack_q) if l}
+    L.add(table(
+        "GPUs of the rack",
+        "One row per GPU of the NVL72 racks in scope (pick one with the Rack variable): its node, "
+        "chassis slot (switch trays counted), compute tray, host and module, its verdict "
+        "(nvidia_gpu_recommended_action) and NVLink fabric health (summary, R580+; and the number "
+        "of health-mask conditions that hold). Click a GPU to open its detail dashboard.",
+        "short", tq,
+        transformations=[
+            {"id": "merge", "options": {}},
+            {"id": "organize", "options": {
+                "excludeByName": {"Time": True, "Value #A": True, "__name__": True, "job": True,
+                                  "cluster": True},
+                "renameByName": renames,
+                "indexByName": {"chassis_serial": 0, "slot": 1, "tray": 2, "host_id": 3,
+                                "module_id": 4, "instance": 5, "gpu": 6, "uuid": 7}}},
+        ],
+        overrides=[
+            override("verdict", {"mappings": VERDICT_MAP, "unit": "none",
+                                 "custom.cellOptions": {"type": "color-background"}}),
+            override("fabric health", {"mappings": FABRIC_MAP, "unit": "none",
+                                       "custom.cellOptions": {"type": "color-background"}}),
+            override("fabric issues", {"thresholds": thresholds((None, "green"), (1, "red")),
+                                       "custom.cellOptions": {"type": "color-background"}}),
+            override("gpu", {"links": DETAIL_LINK_TABLE}),
+        ]), 16, 8)
 
 
 DETAIL_LINK_TABLE = [{

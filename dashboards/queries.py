@@ -67,7 +67,8 @@ def panels_without_data(query, dashboard: Path, timeout: float = 20, **subst) ->
 
 
 def substitute(expr: str, *, cluster: str = ".*", job: str = ".*", instance: str = ".*", gpu: str = ".*",
-               namespace: str = ".*", rate_interval: str = "1m", interval_s: int = 15,
+               namespace: str = ".*", chassis_serial: str = ".*", rate_interval: str = "1m",
+               interval_s: int = 15,
                range_s: int = 3600) -> str:
     """What Grafana sends: variables as given (".*" for All), the interval
     macros as durations and numbers. Longer macro names go first: $__range
@@ -84,6 +85,7 @@ def substitute(expr: str, *, cluster: str = ".*", job: str = ".*", instance: str
         ("$instance", instance),
         ("$gpu", gpu),
         ("$namespace", namespace),
+        ("$chassis_serial", chassis_serial),
     ):
         expr = expr.replace(macro, value)
     return expr

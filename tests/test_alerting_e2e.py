@@ -21,6 +21,7 @@ URLs, the simulator's time scale and the scrape/evaluation interval."""
 
 import re
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -378,3 +379,124 @@ def test_an_exporter_restart_on_a_wrapped_kernel_log_pages_no_old_xid(tmp_path):
             f.write(_kmsg_record(10, 0, line))
         wait_until(lambda: prom.query('ALERTS{alertname="NvidiaGpuXidCritical",gpu="3",xid="74"}'),
                    30, "a new XID 74 to fire")
+
+
+def _tray_scenario(workdir: Path, name: str, chassis: str, slot: int, tray: int) -> str:
+    """The built-in gb200-nvl72 tray (nvml-sim/scenarios), placed in another
+    slot, tray or rack: only its platform line changes."""
+    text = (ROOT / "nvml-sim" / "scenarios" / "gb200-nvl72.toml").read_text()
+    line = 'platform = { chassis_serial = "1820000000001", slot = 14, tray = 4, host_id = 1 }'
+    assert text.count(line) == 4, "the gb200-nvl72 scenario's platform lines changed"
+    text = text.replace(line, f'platform = {{ chassis_serial = "{chassis}", slot = {slot}, '
+                              f'tray = {tray}, host_id = 1 }}')
+    text = text.replace('name = "gb200-nvl72"', f'name = "{name}"')
+    path = workdir / f"{name}.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_fault_on_two_trays_of_a_rack_pages_once_and_one_gpu_pages_per_gpu(tmp_path):
+    """Issue 49: three NVL72 compute trays, two in rack R1 (trays 4 and 5)
+    and one in rack R2, each its own exporter and simulated driver. The
+    fabric health of three GPUs on both trays of R1 and of one GPU of R2
+    turns unhealthy at once: R1 pages once (NvidiaGpuRackFault, its GPUs
+    counted and trays named) with its per-GPU pages inhibited, while R2's
+    one GPU pages per GPU as before.
+
+    Alertmanager holds every alert first (a group wait of an hour) and
+    gets the shortened timers by a reload once it has them all: in
+    production the 30 s group wait covers the seconds between the rule
+    groups' evaluations (and FabricUnhealthy's 5 minutes `for`), which the
+    shortened 2 s `for` and 1 s group wait here would not."""
+    r1, r2 = "1820000000001", "1820000000002"
+    trays = {  # name: (rack, slot, tray, GPUs made unhealthy)
+        "r1-tray4": (r1, 14, 4, ["0", "1"]),
+        "r1-tray5": (r1, 15, 5, ["2"]),
+        "r2-tray4": (r2, 14, 4, ["1"]),
+    }
+    with Stack(WebhookReceiver()) as stack:
+        receiver = stack.receiver
+        exporters, sockets = {}, {}
+        for name, (rack, slot, tray, _) in trays.items():
+            sockets[name] = tmp_path / f"{name}.sock"
+            exporters[name] = stack.add(Exporter(
+                tmp_path, _tray_scenario(tmp_path, name, rack, slot, tray), interval="500ms",
+                name=name, env={"NVML_SIM_CONTROL": str(sockets[name])}))
+        holding = alertmanager_config(receiver.url)
+        for r in [holding["route"], *holding["route"]["routes"]]:
+            r["group_wait"] = "1h"
+        am = stack.add(Alertmanager(tmp_path, holding))
+        am.wait_ready()
+        for e in exporters.values():
+            e.wait_ready()
+        prom = stack.add(Prometheus(tmp_path, {JOB: [e.address for e in exporters.values()]},
+                                    shortened_rules(tmp_path), alertmanager=am.address))
+        prom.wait_ready()
+        prom.wait_targets_up(len(trays))
+        wait_until(lambda: len(prom.query('nvidia_gpu_fabric_health{summary="healthy"}')) == 12
+                   and len(prom.query(f'nvidia_gpu_platform_info{{chassis_serial="{r1}"}}')) == 8,
+                   30, "12 healthy GPUs, 8 of them in rack R1")
+        assert not prom.query("ALERTS")
+
+        for name, (*_, gpus) in trays.items():
+            for gpu in gpus:
+                sim_cli(sockets[name], "fabric-health", "--gpu", gpu, "--summary", "unhealthy")
+        addr = {name: e.address for name, e in exporters.items()}
+        faulted = {(addr[name], gpu) for name, (*_, gpus) in trays.items() for gpu in gpus}
+        r2_gpu = (addr["r2-tray4"], "1")
+        rack_gpus = faulted - {r2_gpu}
+        per_gpu = ("NvidiaGpuActionRequired", "NvidiaGpuFabricUnhealthy")
+
+        def held():
+            am.assert_running()
+            prom.assert_running()
+            state = {(a["labels"]["alertname"], a["labels"].get("instance"), a["labels"].get("gpu")):
+                     a["status"] for a in am.alerts()}
+            return (("NvidiaGpuRackFault", None, None) in state
+                    and all((n, *g) in state for n in per_gpu for g in faulted))
+
+        wait_until(held, 60, "the rack's and every GPU's alerts in Alertmanager", interval=0.5)
+        assert not receiver.alerts(), "nothing goes out within the group wait"
+        (rack,) = [a for a in am.alerts() if a["labels"]["alertname"] == "NvidiaGpuRackFault"]
+        assert rack["labels"]["chassis_serial"] == r1, rack
+        (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(alertmanager_config(receiver.url)))
+        req = urllib.request.Request(f"http://{am.address}/-/reload", method="POST")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+
+        def arrived():
+            am.assert_running()
+            got = {(a["labels"]["alertname"], a["labels"].get("instance"), a["labels"].get("gpu"))
+                   for _, a in receiver.alerts() if a["status"] == "firing"}
+            return {("NvidiaGpuRackFault", None, None), ("NvidiaGpuActionRequired", *r2_gpu),
+                    ("NvidiaGpuFabricUnhealthy", *r2_gpu)} <= got
+
+        wait_until(arrived, 60, "the rack's page and R2's per-GPU pages at the receiver", interval=0.5)
+
+        def inhibited():
+            state = {(a["labels"]["alertname"], a["labels"].get("instance"), a["labels"].get("gpu")):
+                     a["status"] for a in am.alerts()}
+            return all(state.get((n, *g), {}).get("state") == "suppressed"
+                       and state[(n, *g)]["inhibitedBy"]
+                       for n in per_gpu for g in rack_gpus)
+
+        wait_until(inhibited, 30, "R1's per-GPU alerts held back under the rack's", interval=0.5)
+
+        # One page for R1, with the rack, the count and both trays; R2's GPU
+        # pages on its own, with its rack; nothing of R1's GPUs went out.
+        notes = receiver.alerts()
+        racks = [(p, a) for p, a in notes if a["labels"]["alertname"] == "NvidiaGpuRackFault"]
+        assert len(racks) == 1, racks
+        path, alert = racks[0]
+        assert path == "/critical" and alert["status"] == "firing"
+        assert alert["labels"]["chassis_serial"] == r1
+        assert alert["annotations"]["summary"] == f"Rack {r1}: 3 GPUs on several trays need action"
+        desc = alert["annotations"]["description"]
+        assert f"{addr['r1-tray4']} (tray 4, 2 GPUs)" in desc, desc
+        assert f"{addr['r1-tray5']} (tray 5, 1 GPUs)" in desc, desc
+        assert addr["r2-tray4"] not in desc, desc
+        sent = {(a["labels"]["alertname"], a["labels"].get("instance"), a["labels"].get("gpu"),
+                 a["labels"].get("chassis_serial")) for _, a in notes}
+        assert sent == {("NvidiaGpuRackFault", None, None, r1),
+                        ("NvidiaGpuActionRequired", *r2_gpu, r2),
+                        ("NvidiaGpuFabricUnhealthy", *r2_gpu, r2)}, sorted(sent, key=str)

@@ -22,6 +22,8 @@ SEVERITIES = {"critical", "warning", "info"}
 # not one GPU, so their annotations cannot name a GPU index or UUID.
 NODE_LEVEL_ALERTS = {"NvmlExporterDown", "NvmlExporterNvmlDown", "NvidiaGpuMissing",
                      "NvmlExporterWorkloadAttributionStalled", "NvmlExporterXidEventsStalled"}
+# Alerts about a whole NVL72 rack (issue 49): no one node or GPU.
+RACK_LEVEL_ALERTS = {"NvidiaGpuRackFault"}
 XID_RULES = {
     "NvidiaGpuXidCritical",
     "NvidiaGpuXidWarning",
@@ -102,6 +104,12 @@ def test_rule_has_severity_and_annotations(rule):
     for key in ("summary", "description", "runbook_url"):
         assert annotations.get(key), f"{rule['alert']} lacks {key}"
     text = annotations["summary"] + annotations["description"]
+    assert "$value" in text, f"{rule['alert']} does not give the value"
+    if rule["alert"] in RACK_LEVEL_ALERTS:
+        # One page for many nodes: the rack, and each node and tray by query.
+        assert "$labels.chassis_serial" in text, f"{rule['alert']} does not name the rack"
+        assert ".Labels.instance" in text and ".Labels.tray" in text, rule["alert"]
+        return
     assert "$labels.instance" in text, f"{rule['alert']} does not name the node"
     assert "$value" in text, f"{rule['alert']} does not give the value"
     if rule["alert"] not in NODE_LEVEL_ALERTS:
@@ -476,3 +484,27 @@ def test_the_verdict_alert_fires_at_once_and_inhibits_only_what_it_covers():
     assert not targets & {"NvidiaGpuXidApplicationError", "NvidiaGpuXidStoppedProcessing",
                           "NvidiaGpuHwThermalSlowdown", "NvmlExporterDown", "NvidiaGpuActionRequired"}
     assert "uuid" in inhibit["equal"] and "instance" in inhibit["equal"]
+
+
+def test_the_rack_alert_inhibits_only_the_pages_of_its_rack():
+    """Issue 49: a rack-wide fault pages once; the per-GPU pages it covers
+    carry the rack's chassis_serial (joined from nvidia_gpu_platform_info),
+    so the inhibition cannot reach a GPU outside a rack or of another rack."""
+    rules = {r["alert"]: r for r in alert_rules()}
+    rack = rules["NvidiaGpuRackFault"]
+    assert "for" not in rack, "it must reach Alertmanager with the verdict pages it inhibits"
+    assert 'nvidia_gpu_platform_info{chassis_serial!=""}' in rack["expr"], \
+        "GPUs without a chassis serial would be counted as one rack"
+    cfg = yaml.safe_load((ALERTS_DIR / "alertmanager.example.yml").read_text())
+    assert "chassis_serial" in cfg["route"]["group_by"]
+    (inhibit,) = [r for r in cfg["inhibit_rules"]
+                  if r["source_matchers"] == ['alertname="NvidiaGpuRackFault"']]
+    (matcher,) = inhibit["target_matchers"]
+    targets = set(re.fullmatch(r'alertname=~"([^"]+)"', matcher).group(1).split("|"))
+    assert targets == {"NvidiaGpuActionRequired", "NvidiaGpuFabricUnhealthy", "NvidiaGpuFabricNotReady"}
+    assert set(inhibit["equal"]) == {"cluster", "chassis_serial"}
+    for name in targets:
+        expr = rules[name]["expr"]
+        assert re.search(r"group_left \(chassis_serial\)\s*nvidia_gpu_platform_info", expr), name
+        # GPUs without a rack page as before, through the `or` branch.
+        assert "or on (instance, uuid)" in expr, name

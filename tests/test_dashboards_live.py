@@ -55,6 +55,8 @@ EMPTY_ON_DGX_H100 = {
     "Power smoothing lifetime": "Blackwell only",
     "NVLink fabric health": "a single-node HGX H100 reports no fabric health (real ones print N/A)",
     "NVLink bit error rate per link": "NVLink5 (Blackwell) only, and opt-in: --collector.nvlink.per-link",
+    "GPUs per rack that need action": "an HGX H100 sits in no NVL72 rack: no platform info",
+    "GPUs of the rack": "an HGX H100 sits in no NVL72 rack: no platform info",
 }
 
 # Served only with --workloads, which this fleet runs without:
@@ -256,3 +258,27 @@ def test_recorded_panels_answer_like_their_raw_form(fleet):
         assert recorded == expanded, f"{name} / {title} / {ref}:\n    {query}\n    {raw}"
         checked += 1
     assert checked >= 15, checked
+
+
+def test_the_rack_view_shows_the_nvl72_tray(fleet):
+    """Issue 49: the fleet dashboard's rack row, narrowed to the GB200 tray's
+    rack by the Rack variable, lists its four GPUs with their tray and
+    module, each with a verdict and a fabric health; another rack, none."""
+    prom = fleet["prom"]
+    dash = json.loads((DASH_DIR / "fleet-overview.json").read_text())
+    (panel,) = [p for p in dash["panels"] if p["title"] == "GPUs of the rack"]
+    exprs = {t["refId"]: t["expr"] for t in panel["targets"]}
+
+    def run(ref, rack):
+        return prom.query(queries.substitute(exprs[ref], job=JOB, chassis_serial=rack))
+
+    places = run("A", "1820000000001")
+    assert sorted((r["metric"]["tray"], r["metric"]["module_id"]) for r in places) == \
+        [("4", "1"), ("4", "2"), ("4", "3"), ("4", "4")], places
+    uuids = {r["metric"]["uuid"] for r in places}
+    for ref in ("B", "C", "D"):
+        assert {r["metric"]["uuid"] for r in run(ref, "1820000000001")} == uuids, ref
+    # The gb200-tray's GPU 3 has degraded bandwidth from the start.
+    issues = {r["metric"]["gpu"]: r["value"][1] for r in run("D", "1820000000001")}
+    assert issues == {"0": "0", "1": "0", "2": "0", "3": "1"}, issues
+    assert not run("A", "1820000000002")

@@ -739,6 +739,11 @@ fn cuda_driver_version(s: &Snapshot, _: &GpuState) -> Option<u64> {
     Some(major.parse::<u64>().ok()? * 1000 + minor.parse::<u64>().ok()? * 10)
 }
 
+/// The GPU's place in its rack, where the driver gave one.
+fn platform(g: &GpuState) -> Option<&crate::snapshot::Platform> {
+    g.identity.platform.as_ref()
+}
+
 fn brand<'a>(_: &'a Snapshot, g: &'a GpuState) -> Option<&'a str> {
     g.identity.brand.as_deref()
 }
@@ -1076,6 +1081,28 @@ pub static FIELDS: &[Field] = &[
         "Device node minor number (/dev/nvidiaN).", Source::LabelNumber(|_, g| g.identity.minor_number.map(u64::from))),
     renamed(57, "DCGM_FI_DEV_PCI_BUSID", Unit::Label, "DCGM_FI_DEV_PCI_BUS_ID", Unit::Label, Label, false, None,
         "PCI bus id.", Source::Label(|_, g| g.identity.pci_bus_id.as_deref())),
+    // Where the GPU sits in its NVL72 rack (issue 49): DCGM 4.x's platform
+    // fields 571-577 (`dcgm_fields.h`, "Serial number of the chassis
+    // containing this GPU" ...), nvmlDeviceGetPlatformInfo's answer. The
+    // chassis serial and InfiniBand GUID are DCGM strings, the others its
+    // integers; all identity of the GPU, served as label rows like the
+    // minor number, from the platform info read once at start; absent
+    // where the driver gives none (before R570, Hopper and older) and for
+    // the slot and tray nvidia-smi prints as N/A (the HGX B200).
+    same(572, "DCGM_FI_DEV_PLATFORM_CHASSIS_SERIAL_NUMBER", Unit::Label, Label, false, None,
+        "Serial number of the chassis (NVL72 rack) containing the GPU.", Source::Label(|_, g| platform(g)?.chassis_serial.as_deref())),
+    same(573, "DCGM_FI_DEV_PLATFORM_CHASSIS_SLOT_NUMBER", Unit::Label, Label, false, None,
+        "Slot number in the rack containing the GPU (switch trays counted).", Source::LabelNumber(|_, g| platform(g)?.slot.map(u64::from))),
+    same(574, "DCGM_FI_DEV_PLATFORM_TRAY_INDEX", Unit::Label, Label, false, None,
+        "Compute tray index in the chassis containing the GPU (switch trays not counted).", Source::LabelNumber(|_, g| platform(g)?.tray.map(u64::from))),
+    same(575, "DCGM_FI_DEV_PLATFORM_HOST_ID", Unit::Label, Label, false, None,
+        "Index of the node within the slot containing the GPU.", Source::LabelNumber(|_, g| platform(g).map(|p| u64::from(p.host_id)))),
+    same(577, "DCGM_FI_DEV_PLATFORM_MODULE_ID", Unit::Label, Label, false, None,
+        "Id of the GPU (module) within the node.", Source::LabelNumber(|_, g| platform(g).map(|p| u64::from(p.module_id)))),
+    same(571, "DCGM_FI_DEV_PLATFORM_INFINIBAND_GUID", Unit::Label, Label, false, None,
+        "InfiniBand GUID of the GPU.", Source::None("the platform info's InfiniBand GUID is not kept here")),
+    same(576, "DCGM_FI_DEV_PLATFORM_PEER_TYPE", Unit::Label, Label, false, None,
+        "NVLink peer type the platform indicates.", Source::None("the platform info's peer type is not kept here: nvml.h does not name its values")),
     // DCGM's name of its own process (nvmlSystemGetProcessName(getpid()),
     // l. 10227-10239): dcgm-exporter's or nv-hostengine's.
     renamed(3, "DCGM_FI_PROCESS_NAME", Unit::Label, "DCGM_FI_SYSTEM_PROCESS_NAME", Unit::Label, Label, false, None,

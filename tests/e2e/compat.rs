@@ -902,6 +902,97 @@ fn label_rows_of_a_user_s_counters_file_label_the_device_s_series() {
     );
 }
 
+/// Issue 49: DCGM's platform fields 572-577 as label rows of a counters
+/// file, on the NVL72 tray: each GPU's rack (chassis serial), slot, tray,
+/// host and module, as nvmlDeviceGetPlatformInfo gives them (the
+/// gb200-nvl72 scenario: chassis 1820000000001, slot 14, tray 4, host 1,
+/// modules 2, 1, 4, 3 in GPU order). The InfiniBand GUID and the peer type
+/// are not kept here: named in the log, not labels. On an H100, where the
+/// driver has no platform info, none of the labels is there.
+#[test]
+fn platform_label_rows_name_each_gpu_s_rack_tray_and_module() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("counters.csv");
+    std::fs::write(
+        &csv,
+        "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature.\n\
+         DCGM_FI_DEV_PLATFORM_INFINIBAND_GUID, label, IB GUID.\n\
+         DCGM_FI_DEV_PLATFORM_CHASSIS_SERIAL_NUMBER, label, Chassis serial.\n\
+         DCGM_FI_DEV_PLATFORM_CHASSIS_SLOT_NUMBER, label, Slot.\n\
+         DCGM_FI_DEV_PLATFORM_TRAY_INDEX, label, Tray.\n\
+         DCGM_FI_DEV_PLATFORM_HOST_ID, label, Host.\n\
+         DCGM_FI_DEV_PLATFORM_PEER_TYPE, label, Peer type.\n\
+         DCGM_FI_DEV_PLATFORM_MODULE_ID, label, Module.\n",
+    )
+    .unwrap();
+    let args = [
+        "--compat.dcgm=4.8",
+        "--compat.dcgm.only",
+        "--config.file",
+        csv.to_str().unwrap(),
+    ];
+    let platform = [
+        "DCGM_FI_DEV_PLATFORM_CHASSIS_SERIAL_NUMBER",
+        "DCGM_FI_DEV_PLATFORM_CHASSIS_SLOT_NUMBER",
+        "DCGM_FI_DEV_PLATFORM_TRAY_INDEX",
+        "DCGM_FI_DEV_PLATFORM_HOST_ID",
+        "DCGM_FI_DEV_PLATFORM_MODULE_ID",
+    ];
+    let e = Exporter::ready("gb200-nvl72", &args);
+    let text = e.scrape();
+    assert!(promtool_problems(&text).is_empty());
+    let s = samples(&text);
+    for (gpu, module) in [("0", "2"), ("1", "1"), ("2", "4"), ("3", "3")] {
+        let temp = s
+            .iter()
+            .find(|x| x.name == "DCGM_FI_DEV_GPU_TEMP" && x.label("gpu") == Some(gpu))
+            .unwrap_or_else(|| panic!("gpu {gpu}: {text}"));
+        let got: Vec<Option<&str>> = platform.iter().map(|l| temp.label(l)).collect();
+        assert_eq!(
+            got,
+            [
+                Some("1820000000001"),
+                Some("14"),
+                Some("4"),
+                Some("1"),
+                Some(module)
+            ],
+            "gpu {gpu}: {temp:?}"
+        );
+        assert_eq!(temp.label("DCGM_FI_DEV_PLATFORM_INFINIBAND_GUID"), None);
+        assert_eq!(temp.label("DCGM_FI_DEV_PLATFORM_PEER_TYPE"), None);
+    }
+    assert!(
+        !text.contains("DCGM_FI_DEV_PLATFORM_TRAY_INDEX{"),
+        "a label row is no series"
+    );
+    let log = e.log();
+    for absent in [
+        "PLATFORM_INFINIBAND_GUID (DCGM field 571)",
+        "PLATFORM_PEER_TYPE (DCGM field 576)",
+    ] {
+        assert!(
+            log.contains(&format!("DCGM_FI_DEV_{absent} is not served here")),
+            "{log}"
+        );
+    }
+
+    let hopper = Exporter::ready("dgx-h100", &args);
+    let text = hopper.scrape();
+    let s = samples(&text);
+    let temps: Vec<_> = s
+        .iter()
+        .filter(|x| x.name == "DCGM_FI_DEV_GPU_TEMP")
+        .collect();
+    let gpus: std::collections::BTreeSet<_> = temps.iter().filter_map(|t| t.label("gpu")).collect();
+    assert_eq!(gpus.len(), 8, "{text}");
+    for t in temps {
+        for l in platform {
+            assert_eq!(t.label(l), None, "an H100 has no platform info: {t:?}");
+        }
+    }
+}
+
 /// Every field of dcgm-exporter's default set has a series on every board
 /// the simulator has, except where DCGM prints nothing either (its blank
 /// for NVML's `NOT_SUPPORTED`: no memory temperature sensor on GDDR
