@@ -459,7 +459,14 @@ def test_a_fault_on_two_trays_of_a_rack_pages_once_and_one_gpu_pages_per_gpu(tmp
         assert not receiver.alerts(), "nothing goes out within the group wait"
         (rack,) = [a for a in am.alerts() if a["labels"]["alertname"] == "NvidiaGpuRackFault"]
         assert rack["labels"]["chassis_serial"] == r1, rack
-        (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(alertmanager_config(receiver.url)))
+        # The reload starts a new dispatcher and a new inhibitor, each
+        # reading the held alerts on its own: a group wait of a few seconds
+        # lets the inhibitor hold the rack's alert before the first flush
+        # (with the 1 s one, a loaded machine flushed R1's pages first).
+        releasing = alertmanager_config(receiver.url)
+        for r in [releasing["route"], *releasing["route"]["routes"]]:
+            r["group_wait"] = "5s"
+        (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(releasing))
         req = urllib.request.Request(f"http://{am.address}/-/reload", method="POST")
         with urllib.request.urlopen(req, timeout=10) as resp:
             assert resp.status == 200
