@@ -795,6 +795,11 @@ pub fn xid_counts(text: &str) -> std::collections::BTreeMap<(String, String), f6
         .collect()
 }
 
+/// An expected `gpu_verdicts` entry: (action, reason).
+pub fn verdict(action: &str, reason: &str) -> (String, String) {
+    (action.to_string(), reason.to_string())
+}
+
 /// gpu -> (action, reason) of each named GPU's own verdict (not its MIG
 /// instances', not an unnamed address's).
 pub fn gpu_verdicts(text: &str) -> std::collections::BTreeMap<String, (String, String)> {

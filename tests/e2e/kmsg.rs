@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{append, gpu_verdicts, kmsg_record as record, samples, value, xid_counts, Exporter};
+use common::{
+    append, gpu_verdicts, kmsg_record as record, samples, value, verdict, xid_counts, Exporter,
+};
 use nvml_exporter::kmsg;
 
 /// What a node's log holds before the exporter starts: the boot, the
@@ -43,10 +45,6 @@ fn scenario(dir: &Path, timeline: &str) -> String {
     )
     .unwrap();
     path.display().to_string()
-}
-
-fn verdict(action: &str, reason: &str) -> (String, String) {
-    (action.to_string(), reason.to_string())
 }
 
 #[test]

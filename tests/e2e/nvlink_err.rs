@@ -13,7 +13,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{append, gpu_verdicts, kmsg_record as record, xid_counts, Exporter};
+use common::{append, gpu_verdicts, kmsg_record as record, verdict, xid_counts, Exporter};
 
 /// An XID 74 line of the GPU on `bus`, naming `link` and its registers.
 fn line(bus: &str, link: u32, registers: [u32; 7]) -> String {
@@ -22,10 +22,6 @@ fn line(bus: &str, link: u32, registers: [u32; 7]) -> String {
         "NVRM: Xid (PCI:0000:{bus}:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error detected on link {link}({})",
         r.join(", ")
     )
-}
-
-fn verdict(action: &str, reason: &str) -> (String, String) {
-    (action.to_string(), reason.to_string())
 }
 
 fn total_74(text: &str) -> f64 {

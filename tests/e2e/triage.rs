@@ -23,17 +23,13 @@ use crate::common;
 use std::io::Write;
 use std::path::Path;
 
-use common::{gpu_verdicts, kmsg_record as record, xid_counts, Exporter};
+use common::{gpu_verdicts, kmsg_record as record, verdict, xid_counts, Exporter};
 
 fn write_log(path: &Path, records: &[String]) {
     std::fs::File::create(path)
         .unwrap()
         .write_all(records.concat().as_bytes())
         .unwrap();
-}
-
-fn verdict(action: &str, reason: &str) -> (String, String) {
-    (action.to_string(), reason.to_string())
 }
 
 /// The verdicts once every line of the log is counted (`lines` XID events).
