@@ -256,3 +256,48 @@ def test_the_faulty_gpu_and_its_mig_devices_are_tainted_and_untainted_after_the_
         sorted(f"nvml-gpu-verdict.{NODE}.{d}" for d in faulty)
     assert all(m == "DELETE" for m, _ in api.writes()[mark:])
     assert "no GPU needs reset_gpu or more" in out.stdout
+
+
+RBAC = ROOT / "deploy" / "verdict" / "device-taints-rbac.yaml"
+
+
+def test_the_shipped_rbac_is_valid_and_allows_exactly_what_the_script_does(world, tmp_path):
+    """deploy/verdict/device-taints-rbac.yaml passes kubernetes-validate
+    --strict for 1.37, and its ClusterRole grants each request the script
+    made to the API server in these tests (read off the stand-in's log),
+    and no resource more."""
+    import yaml
+
+    objects = list(yaml.safe_load_all(RBAC.read_text()))
+    files = []
+    for i, obj in enumerate(objects):
+        f = tmp_path / f"{i}-{obj['kind']}.yaml"
+        f.write_text(yaml.safe_dump(obj))
+        files.append(str(f))
+    tool = Path(sys.executable).parent / "kubernetes-validate"
+    result = subprocess.run([str(tool) if tool.exists() else "kubernetes-validate", "--strict", "-k", "1.37.0",
+                             *files], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    kinds = {o["kind"]: o for o in objects}
+    assert {"ClusterRole", "ClusterRoleBinding", "ServiceAccount", "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"} <= set(kinds)
+    granted = {(group, resource, verb) for rule in kinds["ClusterRole"]["rules"]
+               for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
+    assert {r for _, r, _ in granted} == {"resourceslices", "devicetaintrules"}
+    sa = kinds["ServiceAccount"]["metadata"]
+    assert kinds["ClusterRoleBinding"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}]
+    policy = kinds["ValidatingAdmissionPolicy"]
+    assert f"system:serviceaccount:{sa['namespace']}:{sa['name']}" in policy["spec"]["matchConditions"][0]["expression"]
+    assert kinds["ValidatingAdmissionPolicyBinding"]["spec"]["policyName"] == policy["metadata"]["name"]
+
+    assert world.run().returncode == 0
+    verbs = {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}
+    used = set()
+    for method, path in world.api.requests:
+        parts = path.split("/")
+        if path.startswith("/apis/resource.k8s.io/v1/") and len(parts) >= 5:
+            verb = verbs.get(method) or ("get" if len(parts) == 6 else "list")
+            used.add(("resource.k8s.io", parts[4], verb))
+    assert ("resource.k8s.io", "resourceslices", "list") in used
+    assert used <= granted, used - granted
