@@ -256,7 +256,7 @@ def test_the_verdict_taints_and_drains_the_node_and_lifts_it_after_the_reset(tmp
             "the taint is marked ours, with this node's token"
         assert len(node.token()) == 16
         (cond,) = n["conditions"]
-        assert (cond["type"], cond["status"], cond["reason"]) == ("GPUActionRequired", "True", "reset_gpu")
+        assert (cond["type"], cond["status"], cond["reason"]) == ("GPUActionRequired", "True", "GPUResetRequired")
         assert cond["message"] == "GPU 3 reset_gpu (xid_reset_gpu)"
         # Run again (a timer does): no second taint call.
         calls = len(node.state()["calls"])
@@ -315,14 +315,33 @@ def test_usage_errors_name_the_problem(node):
     assert out.returncode == 64 and "usage:" in out.stderr
 
 
+# The node condition's reason for each action (issue 47, item 3), as the
+# `kubernetes` mode writes it and node-problem-detector's per-action
+# conditions are named.
+REASONS = {"restart_app": "GPUAppRestartRequired", "reset_gpu": "GPUResetRequired",
+           "reboot": "GPURebootRequired", "check_hardware": "GPUServiceRequired",
+           "rma": "GPUReplacementRequired"}
+
+
 def test_the_node_problem_detector_config_runs_the_check():
+    """One rule per condition: node-problem-detector's custom plugin
+    monitor gives a rule one fixed reason, and rules sharing a condition
+    overwrite each other's status (custom_plugin_monitor.go, generateStatus:
+    an OK result turns a True condition False whichever rule set it), so the
+    action is told by a condition per action, GPUActionRequired kept for
+    the threshold."""
     cfg = json.loads((ROOT / "deploy" / "verdict" / "node-problem-detector.json").read_text())
     assert cfg["plugin"] == "custom"
-    (condition,) = cfg["conditions"]
-    (rule,) = cfg["rules"]
-    assert rule["condition"] == condition["type"] == "GPUActionRequired"
-    assert rule["type"] == "permanent"
-    assert Path(rule["path"]).name == SCRIPT.name and rule["args"] == ["check"]
+    defaults = {c["type"]: c for c in cfg["conditions"]}
+    rules = {r["condition"]: r for r in cfg["rules"]}
+    assert len(rules) == len(cfg["rules"]), "no two rules share a condition"
+    assert set(rules) == set(defaults) == {"GPUActionRequired", *REASONS.values()}
+    for rule in cfg["rules"]:
+        assert rule["type"] == "permanent" and Path(rule["path"]).name == SCRIPT.name
+        assert defaults[rule["condition"]]["reason"] != rule["reason"]
+    assert rules["GPUActionRequired"]["args"] == ["check"]
+    for action, reason in REASONS.items():
+        assert (rules[reason]["reason"], rules[reason]["args"]) == (reason, ["--only", action, "check"])
 
 
 def test_a_gpu_lost_before_the_exporter_started_drains_the_node_by_its_address(tmp_path, node):
@@ -587,3 +606,107 @@ def test_a_forged_mark_is_not_the_scripts(node, verdicts):
             out = node.run(verdicts[verdict], "kubernetes")
             assert out.returncode == 0 and "set by someone else" in out.stdout, out
             assert node.state()["node"]["taints"] == theirs, (annotation, verdict)
+
+
+NVSENTINEL_POLICIES = ROOT / "deploy" / "verdict" / "nvsentinel-kubernetes-object-monitor.yaml"
+# NVIDIA/NVSentinel, health-monitors/kubernetes-object-monitor/pkg/config/types.go:
+# the fields of a Policy and of its parts, and the names of the
+# RecommendedAction enum of data-models/protobufs/health_event.proto.
+NVSENTINEL_POLICY_FIELDS = {"name": str, "enabled": bool, "resource": dict, "predicate": dict,
+                            "nodeAssociation": dict, "healthEvent": dict}
+NVSENTINEL_PART_FIELDS = {
+    "resource": {"group": str, "version": str, "kind": str},
+    "predicate": {"expression": str},
+    "nodeAssociation": {"expression": str},
+    "healthEvent": {"componentClass": str, "isFatal": bool, "message": str, "recommendedAction": str,
+                    "errorCode": list, "processingStrategy": str},
+}
+NVSENTINEL_ACTIONS = {"NONE", "COMPONENT_RESET", "CONTACT_SUPPORT", "RUN_FIELDDIAG", "RESTART_VM", "RESTART_BM",
+                      "REPLACE_VM", "RUN_DCGMEUD", "RESTART_APP", "UNKNOWN"}
+# Ours to NVSentinel's: the mapping docs/operations.md documents.
+NVSENTINEL_MAPPING = {"restart_app": ("RESTART_APP", False), "reset_gpu": ("COMPONENT_RESET", True),
+                      "reboot": ("RESTART_BM", True), "check_hardware": ("RUN_FIELDDIAG", True),
+                      "rma": ("CONTACT_SUPPORT", True)}
+
+
+def nvsentinel_policies() -> list[dict]:
+    import yaml
+
+    policies = yaml.safe_load(NVSENTINEL_POLICIES.read_text())["kubernetes-object-monitor"]["policies"]
+    for policy in policies:
+        assert set(policy) <= set(NVSENTINEL_POLICY_FIELDS), policy["name"]
+        for key, kind in NVSENTINEL_POLICY_FIELDS.items():
+            assert key == "nodeAssociation" or isinstance(policy[key], kind), (policy["name"], key)
+        for part, fields in NVSENTINEL_PART_FIELDS.items():
+            if part in policy:
+                assert set(policy[part]) <= set(fields), (policy["name"], part)
+                for key, value in policy[part].items():
+                    assert isinstance(value, fields[key]), (policy["name"], part, key)
+        assert policy["healthEvent"]["recommendedAction"] in NVSENTINEL_ACTIONS
+    return policies
+
+
+def matching_policies(policies: list[dict], node: dict) -> list[str]:
+    """The policies whose CEL predicate matches the Node, as NVSentinel's
+    monitor evaluates them (`resource` is the watched object)."""
+    try:
+        import cel
+    except ImportError:
+        pytest.fail("common-expression-language is not installed: run scripts/install-test-deps")
+
+    return [p["name"] for p in policies if p["enabled"]
+            and cel.evaluate(p["predicate"]["expression"], {"resource": node}) is True]
+
+
+def test_the_nvsentinel_policies_are_of_its_format_and_map_each_action():
+    policies = nvsentinel_policies()
+    assert len({p["name"] for p in policies}) == len(policies) == len(REASONS)
+    for action, reason in REASONS.items():
+        (policy,) = [p for p in policies if p["healthEvent"]["errorCode"] == [reason]]
+        assert policy["resource"] == {"group": "", "version": "v1", "kind": "Node"}
+        assert "nodeAssociation" not in policy, "a Node's event is the node's own"
+        event = policy["healthEvent"]
+        assert event["componentClass"] == "GPU"
+        assert (event["recommendedAction"], event["isFatal"]) == NVSENTINEL_MAPPING[action], action
+        assert f"({action})" in event["message"]
+
+
+def test_each_remediator_sees_the_action_in_the_condition_reason(node, verdicts):
+    """Issue 47, item 3: node-problem-detector's per-action conditions and
+    the `kubernetes` mode's reason name the node's worst action, and the
+    shipped NVSentinel policies, evaluated in CEL on the Node those
+    conditions make, match exactly the policy of that action (none when
+    nothing is needed)."""
+    cfg = json.loads((ROOT / "deploy" / "verdict" / "node-problem-detector.json").read_text())
+    policies = nvsentinel_policies()
+    by_reason = {p["healthEvent"]["errorCode"][0]: p["name"] for p in policies}
+    for verdict in ("reset_gpu", "reboot", "none"):
+        # node-problem-detector: each rule's run, its exit status read as
+        # NPD reads it (0 OK: condition False, 1 NonOK: True with the rule's reason).
+        npd = []
+        for rule in cfg["rules"]:
+            out = node.run(verdicts[verdict], *rule["args"])
+            assert out.returncode in (0, 1), out
+            npd.append({"type": rule["condition"], "status": "True" if out.returncode else "False",
+                        "reason": rule["reason"] if out.returncode else "No" + rule["reason"]})
+            if out.returncode:
+                assert out.stdout.strip() == f"GPU 3 {verdict} (xid_{'reset_gpu' if verdict == 'reset_gpu' else 'restart_bm'})"
+        true = {c["type"] for c in npd if c["status"] == "True"}
+        expected = {"GPUActionRequired", REASONS[verdict]} if verdict != "none" else set()
+        assert true == expected, verdict
+
+        # The kubernetes mode.
+        assert node.run(verdicts[verdict], "kubernetes").returncode == 0
+        (cond,) = node.state()["node"]["conditions"]
+        assert cond["reason"] == REASONS.get(verdict, "NoGPUActionRequired"), cond
+
+        for conditions in (npd, [cond]):
+            match = matching_policies(policies, {"metadata": {"name": NODE}, "status": {"conditions": conditions}})
+            assert match == ([by_reason[REASONS[verdict]]] if verdict != "none" else []), (verdict, conditions)
+
+    out = node.run(verdicts["reset_gpu"], "--only", "reboot", "check")
+    assert (out.returncode, out.stdout.strip()) == (0, "no GPU's worst action is reboot")
+    out = node.run(verdicts["reset_gpu"], "--only", "restart_app", "check")
+    assert (out.returncode, out.stdout.strip()) == (0, "no GPU's worst action is restart_app (the worst is reset_gpu)")
+    assert node.run(verdicts["reset_gpu"], "--only", "reboot", "slurm").returncode == 64, "--only is check's"
+    assert node.run(verdicts["reset_gpu"], "--only", "explode", "check").returncode == 64
