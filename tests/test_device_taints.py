@@ -197,6 +197,17 @@ def test_missing_data_and_api_errors_remove_nothing(world):
         out = world.run()
         assert out.returncode == 0, out
         assert f"nvml-gpu-verdict.{NODE}.gpu-6" not in api.items(RULES)
+        # Someone else's rule under the name ours would have: left as it
+        # is, and said.
+        name = f"nvml-gpu-verdict.{NODE}.gpu-{FAULTY}"
+        api.remove(RULES, name)
+        api.put(RULES, {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": name},
+                        "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": NODE, "device": "gpu-0"},
+                                 "taint": {"key": "example.com/hold", "effect": "NoSchedule"}}})
+        kept = api.get(RULES, name)
+        out = world.run()
+        assert out.returncode == 1 and "AlreadyExists" in out.stderr, out
+        assert api.get(RULES, name) == kept
     finally:
         api.put("resourceslices", slices[ours_slice])
         for rule in list(api.items(RULES)):
@@ -301,3 +312,50 @@ def test_the_shipped_rbac_is_valid_and_allows_exactly_what_the_script_does(world
             used.add(("resource.k8s.io", parts[4], verb))
     assert ("resource.k8s.io", "resourceslices", "list") in used
     assert used <= granted, used - granted
+
+
+def admitted(policy: dict, user: str, node: str | None, operation: str, obj, old) -> bool:
+    """The ValidatingAdmissionPolicy evaluated in CEL as kube-apiserver does:
+    match conditions, then its variables in order, then each validation."""
+    try:
+        import cel
+    except ImportError:
+        pytest.fail("common-expression-language is not installed: run scripts/install-test-deps")
+    extra = {"authentication.kubernetes.io/node-name": [node]} if node else {}
+    context = {"request": {"operation": operation, "userInfo": {"username": user, "extra": extra}},
+               "object": obj, "oldObject": old}
+    spec = policy["spec"]
+    if not all(cel.evaluate(m["expression"], context) for m in spec["matchConditions"]):
+        return True
+    variables = {}
+    for v in spec["variables"]:
+        variables[v["name"]] = cel.evaluate(v["expression"], {**context, "variables": variables})
+    return all(cel.evaluate(v["expression"], {**context, "variables": variables}) is True
+               for v in spec["validations"])
+
+
+def test_the_admission_policy_keeps_each_node_to_its_own_rules():
+    import yaml
+
+    policy = next(o for o in yaml.safe_load_all(RBAC.read_text()) if o["kind"] == "ValidatingAdmissionPolicy")
+    sa = "system:serviceaccount:nvml-gpu-verdict:nvml-gpu-verdict"
+    ours_rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+                 "metadata": {"name": f"nvml-gpu-verdict.{NODE}.gpu-1", "labels": OUR_LABELS},
+                 "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": NODE, "device": "gpu-1"},
+                          "taint": {"key": "nvml-exporter/gpu-action", "value": "reset_gpu", "effect": "NoSchedule"}}}
+    person, other_node = foreign_rules()
+    other_pool = {**ours_rule, "spec": {**ours_rule["spec"], "deviceSelector": {
+        **ours_rule["spec"]["deviceSelector"], "pool": "gpu-node-18"}}}
+    assert admitted(policy, sa, NODE, "CREATE", ours_rule, None)
+    assert admitted(policy, sa, NODE, "UPDATE", ours_rule, ours_rule)
+    assert admitted(policy, sa, NODE, "DELETE", None, ours_rule)
+    for operation, obj, old, node, what in (
+            ("CREATE", ours_rule, None, "gpu-node-18", "another node's token"),
+            ("CREATE", ours_rule, None, None, "a token without its node"),
+            ("CREATE", other_pool, None, NODE, "another node's pool"),
+            ("CREATE", person, None, NODE, "a rule without our labels"),
+            ("UPDATE", ours_rule, person, NODE, "taking over a person's rule"),
+            ("DELETE", None, person, NODE, "deleting a person's rule"),
+            ("DELETE", None, other_node, NODE, "deleting another node's rule")):
+        assert not admitted(policy, sa, node, operation, obj, old), what
+    assert admitted(policy, "kubernetes-admin", None, "DELETE", None, person), "a person is not limited"
