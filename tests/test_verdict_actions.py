@@ -300,7 +300,7 @@ def test_the_verdict_taints_and_drains_the_node_and_lifts_it_after_the_reset(tmp
 def test_an_exporter_that_cannot_be_read_changes_nothing(node):
     node.set_slurm("IDLE+DRAIN", "nvml-exporter: GPU 3 reset_gpu (xid_reset_gpu)")
     url = "http://127.0.0.1:9/metrics"
-    for command in ("check", "kubernetes", "slurm"):
+    for command in ("check", "kubernetes", "device-taints", "slurm"):
         out = node.run(url, command)
         assert out.returncode == 2, (command, out)
         assert "nothing changed" in out.stderr
@@ -449,7 +449,7 @@ def test_min_action_none_is_refused(node):
     the node; it is refused like a misspelt action, before anything is read
     or changed."""
     url = "http://127.0.0.1:9/metrics"
-    for command in ("check", "kubernetes", "slurm"):
+    for command in ("check", "kubernetes", "device-taints", "slurm"):
         out = node.run(url, "--min-action", "none", command)
         assert out.returncode == 64, (command, out)
         assert "--min-action none would act on every healthy GPU" in out.stderr, out.stderr
