@@ -29,6 +29,7 @@ use crate::kubernetes::Attribution;
 use crate::logging;
 use crate::metric::BuildInfo;
 use crate::nvml::{self, LibrarySource, PollerConfig};
+use crate::nvsentinel::Nvsentinel;
 use crate::selection::{ConfigError, Runtime};
 use crate::selection_check;
 use crate::selfstat::SelfStats;
@@ -361,6 +362,7 @@ async fn serve_until_signal(
         config.collect_interval,
         stop_rx.clone(),
     ));
+    let nvsentinel = (config.nvsentinel.clone()).map(|n| nvsentinel_start(n, &stop_rx));
     let http_stats = Arc::new(HttpStats::default());
     let mut state = match &config.state {
         Some(s) => crate::state::Store::open(&s.path, &s.procfs)?,
@@ -404,6 +406,7 @@ async fn serve_until_signal(
             runtime: runtime.clone(),
             restart_app_window: config.restart_app_window,
             state: state_stats,
+            nvsentinel,
         }
         .publish(latest.clone()),
     )?;
@@ -679,6 +682,29 @@ fn sample_for_check(
         config.restart_app_window,
     );
     Ok(last)
+}
+
+/// The NVSentinel event source, its settings completed from the host:
+/// the kernel's host name where no node name was given, and whether the
+/// CPU says it runs under a hypervisor (a reboot is then RESTART_VM).
+/// Its sending task is started here, on the runtime.
+fn nvsentinel_start(
+    mut settings: crate::nvsentinel::Settings,
+    stop: &watch::Receiver<()>,
+) -> Arc<Nvsentinel> {
+    if settings.node_name.is_empty() {
+        settings.node_name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|n| n.trim().to_string())
+            .unwrap_or_default();
+    }
+    settings.guest = std::fs::read_to_string("/proc/cpuinfo")
+        .is_ok_and(|c| crate::nvsentinel::guest_from_cpuinfo(&c));
+    tracing::info!(socket = %settings.socket.display(), node = %settings.node_name,
+        dry_run = settings.dry_run, guest = settings.guest,
+        "sending NVSentinel health events at each change of a GPU's verdict");
+    let n = Nvsentinel::new(settings);
+    tokio::spawn(n.clone().run(stop.clone()));
+    n
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 
 use crate::http::{HttpStats, Published};
 use crate::kubernetes::Attribution;
+use crate::nvsentinel::Nvsentinel;
 use crate::render::{self, RenderContext};
 use crate::selection::Runtime;
 use crate::selfstat::SelfStats;
@@ -43,6 +44,8 @@ pub struct Join {
     pub restart_app_window: Duration,
     /// How writing the state file goes, where one is kept.
     pub state: Option<Arc<crate::state::WriteStats>>,
+    /// Where `--nvsentinel.socket` sends each change of a verdict.
+    pub nvsentinel: Option<Arc<Nvsentinel>>,
 }
 
 impl Join {
@@ -58,7 +61,14 @@ impl Join {
         snapshot.http = Some(self.http.counts());
         snapshot.config = self.runtime.status();
         snapshot.state_write_errors = self.state.as_ref().map(|s| s.errors());
-        judge(snapshot, Instant::now(), self.restart_app_window);
+        let now = Instant::now();
+        judge(snapshot, now, self.restart_app_window);
+        if let Some(n) = &self.nvsentinel {
+            n.observe(snapshot, |g, v| {
+                verdict::xids_behind(g, v, now, self.restart_app_window)
+            });
+            snapshot.nvsentinel = Some(n.counts());
+        }
     }
 
     /// The callback the sampler calls after every poll round: complete the
@@ -232,6 +242,7 @@ mod tests {
             runtime,
             restart_app_window: WINDOW,
             state: None,
+            nvsentinel: None,
         };
         let now = Instant::now();
         let mut s = sampled(now);

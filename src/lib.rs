@@ -41,6 +41,7 @@ pub mod kubernetes;
 pub mod logging;
 pub mod metric;
 pub mod nvml;
+pub mod nvsentinel;
 pub mod reload;
 pub mod render;
 pub mod schedule;

@@ -60,6 +60,9 @@ pub struct Snapshot {
     /// Writes of the state file (`--state.path`) that failed since start;
     /// absent where no state is kept.
     pub state_write_errors: Option<u64>,
+    /// Health events for NVIDIA NVSentinel, where `--nvsentinel.socket`
+    /// sends them.
+    pub nvsentinel: Option<NvsentinelCounts>,
 }
 
 /// How loading the selection file (`--config.file`) has gone.
@@ -332,6 +335,18 @@ pub struct Verdict {
     pub action: Action,
     /// A fixed, bounded vocabulary (`crate::verdict::REASONS`).
     pub reason: &'static str,
+}
+
+/// Health events for NVSentinel since start, by outcome
+/// (`nvml_exporter_nvsentinel_events_total`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NvsentinelCounts {
+    /// Delivered: the platform connector answered.
+    pub sent: u64,
+    /// Calls that failed or timed out (each event is retried).
+    pub failed: u64,
+    /// Left out of the full queue, a newer state of the same GPU kept.
+    pub dropped: u64,
 }
 
 /// Strings that identify a GPU. Each is absent when NVML cannot give it

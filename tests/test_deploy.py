@@ -1141,3 +1141,26 @@ def test_host_driver_mounts_the_library_directories_read_only_under_the_host_roo
     # Off by default: the container toolkit injects the library.
     default = by_kind(render())["DaemonSet"]["spec"]["template"]["spec"]
     assert not any(v["name"].startswith("host-driver-") for v in default["volumes"])
+
+
+def test_nvsentinel_mounts_the_platform_connectors_socket_directory(tmp_path):
+    """nvsentinel.enabled: the socket NVSentinel creates under the host's
+    /var/run/nvsentinel, the node's name as the events' nodeName, dryRun
+    as STORE_ONLY (docs/operations.md, "NVIDIA NVSentinel"); off, none of it."""
+    objects = render({"nvsentinel": {"enabled": True, "dryRun": True}})
+    pod = by_kind(objects)["DaemonSet"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    assert env["NVML_EXPORTER_NVSENTINEL_SOCKET"] == "/var/run/nvsentinel/nvsentinel.sock"
+    assert env["NVML_EXPORTER_NVSENTINEL_NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert env["NVML_EXPORTER_NVSENTINEL_DRY_RUN"] == "true"
+    assert {"name": "nvsentinel", "hostPath": {"path": "/var/run/nvsentinel", "type": "DirectoryOrCreate"}} \
+        in pod["volumes"]
+    assert {"name": "nvsentinel", "mountPath": "/var/run/nvsentinel"} in container["volumeMounts"]
+    core = [o for o in objects if o["kind"] in CORE_KINDS | RBAC_KINDS]
+    result = kubernetes_validate(core, KUBERNETES_VERSIONS[-1], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    default = by_kind(render())["DaemonSet"]["spec"]["template"]["spec"]
+    assert not any(e["name"].startswith("NVML_EXPORTER_NVSENTINEL") for e in default["containers"][0]["env"])
+    assert not any(v["name"] == "nvsentinel" for v in default["volumes"])

@@ -240,6 +240,47 @@ pub(super) struct Flags {
     )]
     pub(super) health_without_auth: bool,
 
+    /// Send a health event to NVIDIA NVSentinel's platform connector on
+    /// this unix socket at every change of a GPU's verdict
+    /// (nvidia_gpu_recommended_action), and each GPU's state once at start
+    /// (docs/operations.md, "NVIDIA NVSentinel"). Off when unset.
+    #[arg(
+        long = "nvsentinel.socket",
+        env = "NVML_EXPORTER_NVSENTINEL_SOCKET",
+        value_name = "PATH"
+    )]
+    pub(super) nvsentinel_socket: Option<PathBuf>,
+
+    /// The events' nodeName [default: the NODE_NAME variable (the chart
+    /// sets it to the pod's node), else the kernel's host name].
+    #[arg(
+        long = "nvsentinel.node-name",
+        env = "NVML_EXPORTER_NVSENTINEL_NODE_NAME",
+        value_name = "NAME"
+    )]
+    pub(super) nvsentinel_node_name: Option<String>,
+
+    /// Send the events with processingStrategy STORE_ONLY: NVSentinel
+    /// stores and shows them but does not cordon, drain or remediate.
+    #[arg(
+        long = "nvsentinel.dry-run",
+        env = "NVML_EXPORTER_NVSENTINEL_DRY_RUN",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
+    )]
+    pub(super) nvsentinel_dry_run: bool,
+
+    /// How long one call to the platform connector may take before it
+    /// counts as failed and the event is retried.
+    #[arg(
+        long = "nvsentinel.timeout",
+        env = "NVML_EXPORTER_NVSENTINEL_TIMEOUT",
+        default_value = "5s",
+        value_parser = parse_positive_duration,
+        value_name = "DURATION"
+    )]
+    pub(super) nvsentinel_timeout: Duration,
+
     /// Attribute GPUs and MIG devices to Kubernetes pods through the
     /// kubelet's pod-resources API (adds `nvidia_gpu_pod_share_ratio` and
     /// `nvidia_gpu_mig_pod_share_ratio`).

@@ -33,7 +33,10 @@ mod validate;
 mod values;
 
 use flags::Flags;
-use validate::{families_from, kernel_log_asked_by, kubernetes_config, switched, unknown_env};
+use validate::{
+    families_from, kernel_log_asked_by, kubernetes_config, nvsentinel_settings, switched,
+    unknown_env,
+};
 pub use values::{parse_duration, MAX_LIMIT};
 
 /// The default port. 9400 belongs to dcgm-exporter and 9835 to
@@ -168,6 +171,8 @@ pub struct Config {
     pub kubernetes: Option<AttributionConfig>,
     /// Workload attribution, when `--workloads` or a mapping dir is given.
     pub workloads: Option<WorkloadsConfig>,
+    /// NVSentinel health events, when `--nvsentinel.socket` is given.
+    pub nvsentinel: Option<crate::nvsentinel::Settings>,
     /// dcgm-exporter's names (`--compat.dcgm`), when on.
     pub compat: Option<CompatConfig>,
     /// `--config.file`.
@@ -284,6 +289,7 @@ where
     }
     let mut families = families_from(&matches);
     let kubernetes = kubernetes_config(&flags, &mut cmd)?;
+    let nvsentinel = nvsentinel_settings(&flags, &mut cmd)?;
     let state_path = match (&flags.state_path, &flags.simulate) {
         (Some(p), _) => p.clone(),
         (None, Some(_)) => PathBuf::new(),
@@ -399,6 +405,7 @@ where
         health_without_auth: flags.health_without_auth,
         kubernetes,
         workloads,
+        nvsentinel,
         compat: flags.compat_dcgm.map(|arg| CompatConfig {
             generation: arg.generation,
             newer_release: arg.newer_release,

@@ -547,3 +547,25 @@ fn workloads_flags() {
     .expect("an engine socket turns attribution on");
     assert_eq!(c.container_engine_sockets.len(), 2);
 }
+
+#[test]
+fn nvsentinel_is_off_unless_its_socket_is_given() {
+    assert_eq!(parse(&[]).unwrap().nvsentinel, None);
+    let c = parse(&[
+        "--nvsentinel.socket",
+        "/var/run/nvsentinel/nvsentinel.sock",
+        "--nvsentinel.node-name",
+        "node-7",
+        "--nvsentinel.dry-run",
+        "--nvsentinel.timeout",
+        "2s",
+    ])
+    .unwrap();
+    let n = c.nvsentinel.unwrap();
+    assert_eq!(n.socket, PathBuf::from("/var/run/nvsentinel/nvsentinel.sock"));
+    assert_eq!(n.node_name, "node-7");
+    assert!(n.dry_run);
+    assert_eq!(n.timeout, Duration::from_secs(2));
+    let e = parse(&["--nvsentinel.dry-run"]).unwrap_err().to_string();
+    assert!(e.contains("--nvsentinel.socket"), "{e}");
+}

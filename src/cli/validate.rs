@@ -157,6 +157,38 @@ pub(super) fn kubernetes_config(
     }))
 }
 
+/// `--nvsentinel.socket` and its options; the options refused without
+/// it. The node name is the flag's, else `NODE_NAME`'s, else empty (the
+/// app puts the kernel's host name there).
+pub(super) fn nvsentinel_settings(
+    flags: &Flags,
+    cmd: &mut clap::Command,
+) -> Result<Option<crate::nvsentinel::Settings>, clap::Error> {
+    let Some(socket) = flags.nvsentinel_socket.clone() else {
+        if flags.nvsentinel_dry_run || flags.nvsentinel_node_name.is_some() {
+            return Err(cmd.error(
+                ErrorKind::MissingRequiredArgument,
+                "--nvsentinel.dry-run and --nvsentinel.node-name shape the health events \
+                 --nvsentinel.socket sends: they need --nvsentinel.socket",
+            ));
+        }
+        return Ok(None);
+    };
+    let node_name = flags
+        .nvsentinel_node_name
+        .clone()
+        .or_else(|| std::env::var("NODE_NAME").ok())
+        .map(|n| n.trim().to_string())
+        .unwrap_or_default();
+    Ok(Some(crate::nvsentinel::Settings {
+        socket,
+        node_name,
+        dry_run: flags.nvsentinel_dry_run,
+        timeout: flags.nvsentinel_timeout,
+        guest: false,
+    }))
+}
+
 /// Build-time variables (build.rs, the Dockerfile; cargo also sets them
 /// for the processes it runs) an environment may carry along, and the
 /// systemd unit's `NVML_EXPORTER_ARGS` (extra flags its `ExecStart` passes,

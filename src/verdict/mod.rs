@@ -360,6 +360,49 @@ pub fn judge_gpu(
     })
 }
 
+/// The XID codes behind a verdict of the GPU, judged at `now` as
+/// [`judge_gpu`] judged it: those of the GPU's XIDs (of the verdict's MIG
+/// instance, for an instance's) whose action and reason are the verdict's
+/// and still hold; sorted, each once. Empty for a verdict no XID decided
+/// (`hung`, `remap_pending`, ...).
+pub fn xids_behind(
+    g: &GpuState,
+    v: &Verdict,
+    now: Instant,
+    restart_app_window: Duration,
+) -> Vec<u64> {
+    let Some(e) = &g.evidence else {
+        return Vec::new();
+    };
+    let hopper = g.identity.architecture.as_deref() == Some("Hopper");
+    let i = Inputs {
+        health: g.health,
+        readings: None,
+        xids: &e.xids,
+        node_xids: &[],
+        remembered: e.remembered,
+        instances: &e.instances,
+        last_reset: e.last_reset,
+        now,
+        restart_app_window,
+        hopper,
+    };
+    let mut codes: Vec<u64> = e
+        .xids
+        .iter()
+        .filter(|x| {
+            v.gpu_instance.is_none()
+                || (x.gpu_instance, x.compute_instance) == (v.gpu_instance, v.compute_instance)
+        })
+        .filter(|x| xid_event_action(x.code, x.class, hopper) == Some((v.action, v.reason)))
+        .filter(|x| holds(v.action, x.at, &i))
+        .map(|x| x.code)
+        .collect();
+    codes.sort_unstable();
+    codes.dedup();
+    codes
+}
+
 /// One verdict per unnamed address whose XIDs still ask for something,
 /// worst first, at most `MAX_UNNAMED`. An unnamed GPU is judged on its
 /// log lines alone: no readings, no MIG instances, nothing remembered.

@@ -896,3 +896,44 @@ fn the_verdict_docs_state_what_each_code_reason_does() {
         }
     }
 }
+
+/// The XID codes NVSentinel's `errorCode` carries: those that decided the
+/// verdict and still hold, not every XID the GPU had.
+#[test]
+fn the_xids_behind_a_verdict_are_those_that_decided_it() {
+    let t0 = Instant::now();
+    let xid = |code, secs, gi: Option<u32>| XidSeen {
+        code,
+        class: XidClass::Code,
+        gpu_instance: gi,
+        compute_instance: gi.map(|_| 0),
+        at: t0 + Duration::from_secs(secs),
+    };
+    let mut g = GpuState::with_readings(0, GpuReadings::default());
+    g.evidence = Some(crate::snapshot::VerdictEvidence {
+        // 48 and 46 ask for a reset; 119 did too, before the reset at 15;
+        // 13 on instance 2 asks its application to restart.
+        xids: vec![xid(119, 10, None), xid(48, 20, None), xid(46, 30, None), xid(13, 25, Some(2))],
+        instances: vec![(2, 0)],
+        last_reset: Some(t0 + Duration::from_secs(15)),
+        ..crate::snapshot::VerdictEvidence::default()
+    });
+    let now = t0 + Duration::from_secs(40);
+    let verdicts = judge_gpu(&g, &[], now, WINDOW);
+    let gpu = verdicts[0];
+    assert_eq!((gpu.action, gpu.reason), (Action::ResetGpu, "xid_workflow_xid_48"));
+    assert_eq!(xids_behind(&g, &gpu, now, WINDOW), [48]);
+    let reset = Verdict {
+        reason: "xid_reset_gpu",
+        ..gpu
+    };
+    assert_eq!(xids_behind(&g, &reset, now, WINDOW), [46], "119 was reset");
+    let instance = verdicts[1];
+    assert_eq!(instance.gpu_instance, Some(2));
+    assert_eq!(xids_behind(&g, &instance, now, WINDOW), [13]);
+    let hung = Verdict {
+        reason: "hung",
+        ..gpu
+    };
+    assert!(xids_behind(&g, &hung, now, WINDOW).is_empty());
+}

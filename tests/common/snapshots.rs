@@ -398,6 +398,7 @@ pub fn dgx_fleet() -> Snapshot {
         config: None,
         xid_last_wait: None,
         state_write_errors: None,
+        nvsentinel: None,
     }
 }
 
@@ -410,6 +411,11 @@ pub fn dgx_fleet() -> Snapshot {
 pub fn fully_populated() -> Snapshot {
     let mut s = dgx_fleet();
     s.state_write_errors = Some(2);
+    s.nvsentinel = Some(NvsentinelCounts {
+        sent: 12,
+        failed: 3,
+        dropped: 0,
+    });
     s.process = Some(ProcessStats {
         cpu_seconds: 12.5,
         resident_memory_bytes: Some(9 << 20),
@@ -739,6 +745,7 @@ pub fn workstation() -> Snapshot {
         config: None,
         xid_last_wait: None,
         state_write_errors: None,
+        nvsentinel: None,
     }
 }
 

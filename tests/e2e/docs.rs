@@ -224,12 +224,23 @@ fn documented_families_equal_emitted_families() {
         "name = \"restricted\"\nbase = \"dgx-h100\"\ndenied = [3]\nprivileged = false\n",
     )
     .unwrap();
-    // A state file kept: how its writes go.
+    // A state file kept: how its writes go. NVSentinel events to a socket
+    // no connector listens on: how their delivery goes.
     let state_flag = format!("--state.path={}", dir.path().join("state.json").display());
-    let state_e = Exporter::ready("dgx-h100", &[state_flag.as_str()]);
+    let nvsentinel_flag = format!(
+        "--nvsentinel.socket={}",
+        dir.path().join("nvsentinel.sock").display()
+    );
+    let state_e = Exporter::ready("dgx-h100", &[state_flag.as_str(), nvsentinel_flag.as_str()]);
     merge(
         "state",
-        scrape_with(&state_e, &["nvml_exporter_state_write_errors_total"]),
+        scrape_with(
+            &state_e,
+            &[
+                "nvml_exporter_state_write_errors_total",
+                "nvml_exporter_nvsentinel_events_total",
+            ],
+        ),
     );
     drop(state_e);
     let e = Exporter::ready(scenario.to_str().unwrap(), &[]);

@@ -99,6 +99,7 @@ fn every_gpu_series_has_gpu_and_uuid_and_only_global_ones_lack_them() {
         "nvml_exporter_config_dcgm_fields_not_served",
         "nvml_exporter_xid_last_wait_timestamp_seconds",
         "nvml_exporter_state_write_errors_total",
+        "nvml_exporter_nvsentinel_events_total",
     ]
     .into_iter()
     .chain(common::PROCESS_SAMPLES.iter().copied())

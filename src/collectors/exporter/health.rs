@@ -63,6 +63,12 @@ pub static COLLECTOR: Collector = Collector {
             collect: state_write_errors,
         },
         Metric {
+            name: "nvml_exporter_nvsentinel_events_total",
+            help: "Health events for NVIDIA NVSentinel's platform connector (--nvsentinel.socket) since start, by result: sent (the connector answered), failed (a call that failed or timed out; the event waits and is retried), dropped (left out of the full queue, a newer state of the same GPU kept).",
+            kind: Kind::Counter,
+            collect: nvsentinel_events,
+        },
+        Metric {
             name: "nvml_exporter_stuck_call_seconds",
             help: "How long a driver call on the GPU has been blocked, as of the last poll; present only while one is stuck.",
             kind: Kind::Gauge,
@@ -133,6 +139,14 @@ fn mig_privileged<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 fn state_write_errors<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     if let Some(n) = scope.snapshot.state_write_errors {
         out.sample().set(n);
+    }
+}
+
+fn nvsentinel_events<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
+    if let Some(n) = scope.snapshot.nvsentinel {
+        for (result, count) in [("sent", n.sent), ("failed", n.failed), ("dropped", n.dropped)] {
+            out.sample().label("result", result).set(count);
+        }
     }
 }
 

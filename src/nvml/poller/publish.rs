@@ -118,6 +118,7 @@ pub fn build_snapshot(
         kernel_log: None,
         config: None,
         state_write_errors: None,
+        nvsentinel: None,
         xid_last_wait: if nvml_up {
             *lock(&shared.xid_last_wait)
         } else {
