@@ -820,6 +820,26 @@ def gpu_detail() -> dict:
                      "1.5e-254. Opt-in: needs --collector.nvlink.per-link on the node.", "sci",
                      targets((f"nvidia_gpu_nvlink_link_bit_error_ratio{{{SEL}}}",
                               G + " link {{link}} {{kind}}"))), 12, 8)
+    L.add(table("GPU topology (nvidia-smi topo -m)", "How each GPU (row) reaches each other GPU "
+                "(column), as nvidia-smi topo -m prints it: NV<n> over n NVLink links, else the PCIe "
+                "level (PIX, PXB, PHB, NODE, SYS); the CPUs and NUMA nodes near each GPU below. One "
+                "node at a time: pick it in the instance variable. Opt-in: needs "
+                "--collector.topology on the node.", "none",
+                targets((f"nvidia_gpu_topology_link_info{{{SEL}}}", "link",
+                         {"instant": True, "table": True})),
+                transformations=[{"id": "groupingToMatrix", "options": {
+                    "rowField": "gpu", "columnField": "peer_gpu", "valueField": "link",
+                    "emptyValue": "empty"}}]), 12, 8)
+    L.add(table("GPU CPU and NUMA affinity", "The CPUs (CPU Affinity) and NUMA nodes (NUMA "
+                "Affinity) near each GPU, as nvidia-smi topo -m prints them: pin a job's CPU "
+                "threads and NICs there. Opt-in: needs --collector.topology on the node.", "none",
+                targets((f"nvidia_gpu_cpu_affinity_info{{{SEL}}}", "affinity",
+                         {"instant": True, "table": True})),
+                transformations=[{"id": "organize", "options": {
+                    "excludeByName": {"Time": True, "__name__": True, "job": True,
+                                      "Value": True},
+                    "renameByName": {"cpus": "CPU affinity", "numa_nodes": "NUMA affinity"}}}]),
+          12, 8)
 
     L.row("Memory errors and XIDs")
     L.add(timeseries("ECC errors", "ECC error counters over all memory locations: volatile "

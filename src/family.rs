@@ -55,6 +55,7 @@ families! {
     Nvlink => "nvlink", default true, "NVLink links up/down, errors and traffic, summed over each GPU's links.";
     C2c => "c2c", default false, "NVLink-C2C links between a Grace CPU and its GPU (GB200, GB300, GH200): state per link and, R575 on, CRC, replay and back-to-back replay errors (opt-in: 4 series per link, 40 per GPU on GB200).";
     Fabric => "fabric", default true, "NVLink fabric registration state, health and partition (NVSwitch systems, Hopper and newer).";
+    Topology => "topology", default false, "GPU topology as nvidia-smi topo -m shows it: per ordered GPU pair the connection (NV# or the PCIe level) and its NVLink count, per GPU its CPU and NUMA affinity; read at start and when an NVLink link changes state (opt-in: 2 series per peer GPU, 15 per GPU on 8 GPUs).";
     Xid => "xid", default true, "XID error events.";
     Verdict => "verdict", default true, "One verdict per GPU (and per MIG instance with its own fault): the action to take now and the signal that decided it.";
     Processes => "processes", default true, "Process counts per GPU.";

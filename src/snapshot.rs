@@ -772,6 +772,9 @@ pub struct GpuReadings {
     pub nvlinks: Vec<NvLink>,
     /// NVLink-C2C links to the Grace CPU; empty on boards without them.
     pub c2c_links: Vec<C2cLink>,
+    /// Where the GPU sits on the host (`sampler/topology.rs`): read at
+    /// start and when a link changes state, shared between polls.
+    pub topology: Option<Arc<GpuTopology>>,
     /// Bytes moved over all the GPU's links, as the driver sums them:
     /// read so when no per-link series needs each link's counters (the
     /// links' own `tx_bytes`/`rx_bytes` are then `None`). See
@@ -1293,3 +1296,30 @@ label_enum!(
         PlainHttpOnTls => "plain_http_on_tls", MalformedRequest => "malformed_request",
     }
 );
+
+/// One GPU's place on the host as NVML gives it, the GPU's own row of
+/// `nvidia-smi topo -m` before it is joined with its peers' rows
+/// (`collectors/topology.rs`). Each part is `None` where NVML gave none.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuTopology {
+    /// `nvmlGpuTopologyLevel_t` to each other GPU, by the peer's index.
+    pub pcie: Vec<(u32, u32)>,
+    /// CPUs near the GPU, as nvidia-smi prints them (`0-55,112-167`).
+    pub cpus: Option<String>,
+    /// NUMA nodes near the GPU, printed the same way.
+    pub numa_nodes: Option<String>,
+    /// The GPU's own NUMA node (coherent Grace platforms).
+    pub numa_node: Option<u32>,
+    /// Its active NVLink links by what they reach; `None` on a GPU
+    /// without NVLink.
+    pub nvlink: Option<NvlinkReach>,
+}
+
+/// Where a GPU's active NVLink links go.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NvlinkReach {
+    /// Links to an NVSwitch: each reaches every GPU on the fabric.
+    pub to_switch: u32,
+    /// Links straight to another GPU, by its PCI bus id (upper case).
+    pub to_gpu: Vec<(String, u32)>,
+}

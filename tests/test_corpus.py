@@ -38,7 +38,7 @@ EXTRA_FLAGS = ["--collector.ecc.by-location", "--collector.process_memory",
 
 def capture_files() -> list[Path]:
     return sorted(p for p in CORPUS.rglob("*") if p.is_file() and p.parent != CORPUS
-                  and p.parent.name != "LICENSES"
+                  and p.parent.name != "LICENSES" and p.parent.name != "topo"
                   and str(p.relative_to(CORPUS)) not in NOT_CAPTURES)
 
 

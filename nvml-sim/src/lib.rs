@@ -56,6 +56,7 @@ pub use ffi::retirement::*;
 pub use ffi::system::*;
 pub use ffi::temperature::*;
 pub use ffi::throttle::*;
+pub use ffi::topology::*;
 pub use ffi::utilization::*;
 pub use ffi::{nvmlErrorString, nvmlInit, nvmlInitWithFlags, nvmlInit_v2, nvmlShutdown};
 pub use host::{nvml_sim_last_error, nvml_sim_last_warnings, nvml_sim_select_scenario};

@@ -53,6 +53,8 @@ pub struct ScenarioFile {
     pub denied: Option<Spanned<Vec<u32>>>,
     pub host_pid_namespace: Option<bool>,
     pub gpm_absent_engines: Option<GpmAbsentEngines>,
+    /// Where each GPU sits on the host (`scenario/topology.rs`).
+    pub topology: Option<Spanned<TopologyFile>>,
     /// System calls that answered an error (a capture's record).
     pub errors: Option<Spanned<CallErrors>>,
     /// Exports the captured driver lacked.
@@ -67,6 +69,31 @@ impl ScenarioFile {
         let table = toml::Table::try_from(self).map_err(|e| e.to_string())?;
         Ok(toml::to_string(&table).map_err(|e| e.to_string())?)
     }
+}
+
+/// A scenario's `[topology]` table, as written (what it means:
+/// `scenario/topology.rs`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TopologyFile {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub numa: Vec<NumaSet>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_numa: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pcie: Vec<Vec<u32>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nvswitches: Vec<String>,
+}
+
+/// A GPU's NUMA Affinity: one node, or a list as nvidia-smi prints it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum NumaSet {
+    One(u32),
+    Set(String),
 }
 
 /// What `nvmlGpmMetricsGet` answers for engines a GPU lacks

@@ -38,6 +38,7 @@ mod processes;
 mod retirement;
 mod temperature;
 mod throttle;
+mod topology;
 mod utilization;
 mod verdict;
 mod workload_usage;
@@ -71,6 +72,7 @@ pub static COLLECTORS: &[&Collector] = &[
     &nvlink_link::COLLECTOR,
     &c2c::COLLECTOR,
     &fabric::COLLECTOR,
+    &topology::COLLECTOR,
     &xid::COLLECTOR,
     &xid_kmsg::COLLECTOR,
     &verdict::COLLECTOR,

@@ -1101,3 +1101,106 @@ pub fn platform_info(nvml: &Nvml, device: DeviceHandle) -> Result<RawPlatform, N
         module_id: info.moduleId,
     })
 }
+
+// ---- topology (`sampler/topology.rs`) -------------------------------------
+
+/// The handle of the GPU at `index` (`nvmlDeviceGetHandleByIndex_v2`), for
+/// the topology queries that name two GPUs.
+pub fn handle_by_index(nvml: &Nvml, index: u32) -> Result<DeviceHandle, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetHandleByIndex_v2);
+    let mut h: nvmlDevice_t = std::ptr::null_mut();
+    // SAFETY: valid out-pointer.
+    nvml_try(unsafe { f(index, &raw mut h) })?;
+    Ok(h)
+}
+
+/// `nvmlGpuTopologyLevel_t` between two GPUs (0, 10, ..., 50).
+pub fn common_ancestor(nvml: &Nvml, a: DeviceHandle, b: DeviceHandle) -> Result<u32, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetTopologyCommonAncestor);
+    let mut level: nvmlGpuTopologyLevel_t = 0;
+    // SAFETY: valid out-pointer; both handles from this library.
+    nvml_try(unsafe { f(a, b, &raw mut level) })?;
+    Ok(level)
+}
+
+/// Words of the CPU and NUMA node masks asked: 64 x 64 bits, more CPUs
+/// than any host the driver supports has.
+const MASK_WORDS: usize = 64;
+
+fn bits(words: &[std::os::raw::c_ulong]) -> Vec<u32> {
+    let width = std::os::raw::c_ulong::BITS as usize;
+    let mut out = Vec::new();
+    for (w, word) in words.iter().enumerate() {
+        for b in 0..width {
+            if word & (1 << b) != 0 {
+                out.push((w * width + b) as u32);
+            }
+        }
+    }
+    out
+}
+
+/// The CPUs near the GPU (`nvmlDeviceGetCpuAffinity`).
+pub fn cpu_affinity(nvml: &Nvml, device: DeviceHandle) -> Result<Vec<u32>, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetCpuAffinity);
+    let mut words = [0 as std::os::raw::c_ulong; MASK_WORDS];
+    // SAFETY: the buffer holds MASK_WORDS words, as told.
+    nvml_try(unsafe { f(device, MASK_WORDS as u32, words.as_mut_ptr()) })?;
+    Ok(bits(&words))
+}
+
+/// The NUMA nodes near the GPU (`nvmlDeviceGetMemoryAffinity`, scope
+/// NODE): nvidia-smi's "NUMA Affinity".
+pub fn memory_affinity(nvml: &Nvml, device: DeviceHandle) -> Result<Vec<u32>, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetMemoryAffinity);
+    let mut words = [0 as std::os::raw::c_ulong; MASK_WORDS];
+    // SAFETY: as above.
+    nvml_try(unsafe {
+        f(
+            device,
+            MASK_WORDS as u32,
+            words.as_mut_ptr(),
+            NVML_AFFINITY_SCOPE_NODE,
+        )
+    })?;
+    Ok(bits(&words))
+}
+
+/// The GPU's own NUMA node where it is one (`nvmlDeviceGetNumaNodeId`):
+/// nvidia-smi's "GPU NUMA ID".
+pub fn numa_node_id(nvml: &Nvml, device: DeviceHandle) -> Result<u32, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetNumaNodeId);
+    let mut node: u32 = 0;
+    // SAFETY: valid out-pointer.
+    nvml_try(unsafe { f(device, &raw mut node) })?;
+    Ok(node)
+}
+
+/// What NVLink `link` reaches (`nvmlIntNvLinkDeviceType_t`: GPU 0, IBM
+/// NPU 1, NVSwitch 2, unknown 0xFF).
+pub fn nvlink_remote_type(nvml: &Nvml, device: DeviceHandle, link: u32) -> Result<u32, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetNvLinkRemoteDeviceType);
+    let mut t: nvmlIntNvLinkDeviceType_t = 0;
+    // SAFETY: valid out-pointer.
+    nvml_try(unsafe { f(device, link, &raw mut t) })?;
+    Ok(t)
+}
+
+/// The PCI bus id of the device at the far end of NVLink `link`.
+pub fn nvlink_remote_bus_id(
+    nvml: &Nvml,
+    device: DeviceHandle,
+    link: u32,
+) -> Result<String, NvmlError> {
+    let f = sym!(nvml, nvmlDeviceGetNvLinkRemotePciInfo_v2);
+    // SAFETY: plain C struct of integers and char arrays; all-zero is valid.
+    let mut p: nvmlPciInfo_t = unsafe { mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    nvml_try(unsafe { f(device, link, &raw mut p) })?;
+    // NVML NUL-terminates busId; the last byte is forced to NUL in case
+    // it did not.
+    p.busId[p.busId.len() - 1] = 0;
+    // SAFETY: NUL-terminated within the array (above).
+    let s = unsafe { CStr::from_ptr(p.busId.as_ptr()) };
+    Ok(s.to_string_lossy().into_owned())
+}

@@ -215,6 +215,7 @@ pub fn h100_readings(i: u32) -> GpuReadings {
             })
             .collect(),
         c2c_links: vec![],
+        topology: None,
         // Each link's own traffic, as with nvlink.per-link.
         nvlink_traffic: None,
         compute_processes: Some(vec![
@@ -455,6 +456,30 @@ pub fn fully_populated() -> Snapshot {
                 ],
             })
             .collect();
+    }
+    // `nvidia-smi topo -m` rows: GPUs 0 and 1 on NVSwitches (and GPU 0
+    // with one link straight to GPU 1), GPU 1 a Grace GPU that is its own
+    // NUMA node; GPU 2 without NVLink, on PCIe only.
+    for (i, nvlink) in [(0usize, true), (1, true), (2, false)] {
+        if let Some(r) = s.gpus[i].readings.as_mut().map(std::sync::Arc::make_mut) {
+            r.topology = Some(std::sync::Arc::new(GpuTopology {
+                pcie: (0..3u32)
+                    .filter(|&p| p as usize != i)
+                    .map(|p| (p, 40))
+                    .collect(),
+                cpus: Some("0-55,112-167".into()),
+                numa_nodes: Some("0".into()),
+                numa_node: (i == 1).then_some(2),
+                nvlink: nvlink.then(|| NvlinkReach {
+                    to_switch: 17,
+                    to_gpu: if i == 0 {
+                        vec![("00000000:28:00.0".into(), 1)]
+                    } else {
+                        Vec::new()
+                    },
+                }),
+            }));
+        }
     }
     // Rack identity, as an NVL72 tray's driver gives it.
     s.gpus[1].identity.platform = Some(nvml_exporter::snapshot::Platform {

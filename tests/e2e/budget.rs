@@ -28,6 +28,7 @@ const SCENARIOS: &[(&str, u32)] = &[
     ("dgx-h100", BUDGET),
     ("dgx-a100", BUDGET),
     ("workstation", BUDGET),
+    ("pcie-workstation", BUDGET),
     ("faults", BUDGET),
     ("large", BUDGET_LARGE),
     ("hgx-h200", BUDGET),
@@ -64,7 +65,7 @@ fn complete(scenario: &str, text: &str) -> bool {
     match scenario {
         "dgx-h100" => common::dgx_h100_gpm_complete(text),
         "large" => (0..16).all(|g| has("nvidia_gpu_mig_activity_ratio", g)),
-        "dgx-a100" | "workstation" => (0..1).all(|g| has("nvidia_gpu_temperature_celsius", g)),
+        "dgx-a100" | "workstation" | "pcie-workstation" => (0..1).all(|g| has("nvidia_gpu_temperature_celsius", g)),
         // The fault timeline loses and hangs GPUs: their measurements are
         // withdrawn, so wait for whole-GPU activity on the GPU that stays
         // healthy throughout.

@@ -86,6 +86,7 @@ fn documented_families_equal_emitted_families() {
             "--collector.clocks.applications",
             "--collector.power.instant",
             "--collector.driver_time",
+            "--collector.topology",
             "--collector.xid.kmsg",
             &kmsg_flag,
             &config_flag,
@@ -263,7 +264,11 @@ fn documented_families_equal_emitted_families() {
     let socket = dir.path().join("gb200.sock");
     let e = Exporter::simulate_env(
         "gb200-nvl72",
-        &["--collector.nvlink.per-link", "--collector.c2c"],
+        &[
+            "--collector.nvlink.per-link",
+            "--collector.c2c",
+            "--collector.topology",
+        ],
         &[("NVML_SIM_CONTROL", socket.to_str().unwrap())],
     );
     e.wait_ready();

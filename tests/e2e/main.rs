@@ -44,6 +44,7 @@ mod replay;
 mod repo_docs;
 mod scenarios;
 mod state_file;
+mod topology;
 mod triage;
 mod verdict;
 mod web_config_fuzz;

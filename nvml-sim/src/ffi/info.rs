@@ -133,7 +133,7 @@ nvml_fn! {
     }
 }
 
-fn pci_info(g: &Gpu) -> nvmlPciInfo_t {
+pub(crate) fn pci_info(g: &Gpu) -> nvmlPciInfo_t {
     // SAFETY: plain C struct of integers and char arrays; all-zero is valid.
     let mut p: nvmlPciInfo_t = unsafe { std::mem::zeroed() };
     fill_chars(&mut p.busIdLegacy, &g.pci.bus_id_legacy());

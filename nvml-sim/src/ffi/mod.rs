@@ -40,6 +40,7 @@ pub mod retirement;
 pub mod system;
 pub mod temperature;
 pub mod throttle;
+pub mod topology;
 pub mod utilization;
 
 pub type Ret = nvmlReturn_t;

@@ -59,6 +59,8 @@ pub struct Sim {
     pub gpm_absent_engines_unsupported: bool,
     /// System calls that answer an error (scenario top-level `errors`).
     pub call_errors: Vec<(String, u32)>,
+    /// Where each GPU sits on the host (`ffi/topology.rs` answers from it).
+    pub topology: std::sync::Arc<crate::scenario::Topology>,
 }
 
 pub fn now_us() -> u64 {
@@ -95,6 +97,7 @@ impl Sim {
             host_pid_namespace: scenario.host_pid_namespace,
             gpm_absent_engines_unsupported: scenario.gpm_absent_engines_unsupported,
             call_errors: scenario.call_errors.clone(),
+            topology: scenario.topology.clone(),
         }
     }
 

@@ -7,6 +7,8 @@
 
 mod gpu;
 mod resolve;
+mod topology;
+pub use topology::{Level, Placement, Topology, TopologyFile};
 
 pub use gpu::{
     CiSpec, Counters, FabricSpec, FieldPin, GpuSpec, Identity, MigSpec, ProcSpec, Readings,
@@ -63,6 +65,8 @@ pub struct Scenario {
     /// Exports the captured driver lacked, beyond its branch's
     /// (`absent_functions`): removed from the symbol table too.
     pub absent_functions: Vec<String>,
+    /// Where each GPU sits on the host (`topology.rs`).
+    pub topology: Arc<Topology>,
 }
 
 /// The identifiers a `[[gpu]]` table gives, before derivation and
@@ -531,6 +535,7 @@ fn build(
         .as_ref()
         .map(|b| base_scenario(b, &err))
         .transpose()?;
+    let base_topology = base.as_ref().map(|b| b.topology.clone());
     let (mut gpus, mut given, mut timeline, base_driver, base_privileged, base_denied) = match base
     {
         Some(b) => {
@@ -610,8 +615,10 @@ fn build(
         }
         None => base_denied,
     };
+    let topology = topology::build(raw.topology.as_ref(), base_topology, gpus.len(), &err)?;
     Ok(Scenario {
         name,
+        topology,
         gpus,
         timeline,
         driver,

@@ -26,6 +26,7 @@ mod retirement;
 mod scalar;
 mod temperature;
 mod throttle;
+mod topology;
 mod utilization;
 mod workload_usage;
 
@@ -73,6 +74,7 @@ pub struct GpuSampler<'n> {
     nvlink: nvlink::State,
     c2c: c2c::State,
     fabric: fabric::State,
+    topology: topology::State,
     processes: processes::State,
     workload_usage: workload_usage::State,
     /// The last poll's readings, kept only while the schedule has families
@@ -110,6 +112,7 @@ impl<'n> GpuSampler<'n> {
             nvlink: nvlink::State::default(),
             c2c: c2c::State::default(),
             fabric: fabric::State::default(),
+            topology: topology::State::default(),
             processes: processes::State::default(),
             workload_usage: workload_usage::State::default(),
             last: None,
@@ -163,6 +166,7 @@ impl<'n> GpuSampler<'n> {
             nvlink,
             c2c,
             fabric,
+            topology,
             processes,
             workload_usage,
             last,
@@ -264,6 +268,7 @@ impl<'n> GpuSampler<'n> {
         if on(Family::Fabric) {
             fabric.sample(&mut g, r);
         }
+        topology.sample(&mut g, on(Family::Topology), r);
         if on(Family::Processes) || on(Family::ProcessMemory) {
             processes.sample(&mut g, on(Family::ProcessMemory), mig_enabled, r);
         }
