@@ -19,7 +19,6 @@ use crate::snapshot::XidClass;
 
 pub use classify::{
     class_without_line, decided_by_line, is_nvlink5, kept, nvlink5_class, nvlink_err_class,
-    nvml_class,
 };
 pub use ledger::{Ledger, DEDUPE_WINDOW, NVLINK_ERR_REPEAT_WINDOW};
 
