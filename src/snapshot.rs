@@ -116,7 +116,7 @@ pub struct KernelLogStatus {
     /// under `sxid: None`, i.e. `sxid="other"`).
     pub sxids: Vec<SxidCount>,
     /// What the verdicts of GPUs the exporter cannot name are judged from:
-    /// the XIDs the log gives per PCI address (`crate::nvml`, "unnamed");
+    /// the XIDs the log gives per PCI address (`crate::xid::Unnamed`);
     /// present only while some GPU is lost, failing or hung without a
     /// known address.
     pub unnamed_evidence: Option<UnnamedEvidence>,
