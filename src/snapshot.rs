@@ -119,7 +119,7 @@ pub struct KernelLogStatus {
     /// under `sxid: None`, i.e. `sxid="other"`).
     pub sxids: Vec<SxidCount>,
     /// What the verdicts of GPUs the exporter cannot name are judged from:
-    /// the XIDs the log gives per PCI address (`crate::nvml`, "unnamed");
+    /// the XIDs the log gives per PCI address (`crate::xid::Unnamed`);
     /// present only while some GPU is lost, failing or hung without a
     /// known address.
     pub unnamed_evidence: Option<UnnamedEvidence>,
@@ -484,6 +484,53 @@ impl XidOther {
 /// leave decades of room for new codes, while the values a driver bug or a
 /// corrupt event produces (0, 2^32-1, 2^64-1) are folded into `other`.
 pub const MAX_XID_CODE: u64 = 999;
+
+impl XidClass {
+    /// Whether an event of this code and class matters: a catalogued code
+    /// whose bucket asks for something, or whose reason says what evidence
+    /// the verdict lacked; a code the catalog lacks in NVIDIA's range (the
+    /// verdict's policy for unlisted codes acts on it); a class decoded to
+    /// something, or to a note. Decided here once: the XID ledger keeps
+    /// the latest event of what matters (`crate::xid::kept`) and the
+    /// verdict judges only what matters (`crate::verdict`), whose actions
+    /// a test there holds to this (an action or a note exactly where it
+    /// matters). Both matches are exhaustive: a bucket or a class added
+    /// does not compile until it is decided here.
+    pub fn matters(self, code: u64) -> bool {
+        use crate::xid_catalog::{lookup, Bucket};
+        match self {
+            // A code the catalog lacks, in NVIDIA's range.
+            XidClass::Code if lookup(code).is_none() => (1..=MAX_XID_CODE).contains(&code),
+            XidClass::Code => lookup(code).is_some_and(|x| match x.bucket() {
+                Bucket::Ignore | Bucket::Xid154 => false,
+                Bucket::RestartApp
+                | Bucket::CheckUvm
+                | Bucket::ResetGpu
+                | Bucket::WorkflowXid48
+                | Bucket::WorkflowNvlinkErr
+                | Bucket::WorkflowNvlink5Err
+                | Bucket::RestartBm
+                | Bucket::RestartVm
+                | Bucket::UpdateSwFw
+                | Bucket::CheckMechanicals
+                | Bucket::ContactSupport
+                | Bucket::WorkflowXid45 => true,
+            }),
+            XidClass::Nvlink5Nothing | XidClass::Xid45Caused => false,
+            // Kept: off Hopper the verdict gives the code-wide action
+            // whatever the bits say (`crate::verdict::xid_event_action`).
+            XidClass::NvlinkErrNothing
+            | XidClass::NvlinkErrFabricReset
+            | XidClass::NvlinkErrRepeated
+            | XidClass::Nvlink5Fatal
+            | XidClass::Nvlink5Undecoded
+            | XidClass::Nvlink5NoKernelLog
+            | XidClass::Nvlink5Injected
+            | XidClass::NvlinkErrReport
+            | XidClass::NvlinkErrCheckLink => true,
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DriverTimeCount {

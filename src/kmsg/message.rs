@@ -139,7 +139,7 @@ pub fn classify(message: &str) -> Result<Message, Malformed> {
             }
         }
         let after_code = rest.split_once("):").map(|(_, after)| after);
-        let nvlink5 = if (144..=150).contains(&code) {
+        let nvlink5 = if crate::xid_catalog::nvlink5::is_nvlink5(code) {
             after_code.and_then(nvlink5_words)
         } else {
             None

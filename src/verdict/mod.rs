@@ -296,7 +296,9 @@ pub fn judge(i: &Inputs<'_>) -> Vec<Verdict> {
         _ => {}
     }
     let mut instances: BTreeMap<(u32, Option<u32>), Worst> = BTreeMap::new();
-    for x in i.xids {
+    // Only what matters (the rule the ledger keeps by); the rest asks for
+    // nothing and carries no note.
+    for x in i.xids.iter().filter(|x| x.class.matters(x.code)) {
         let Some((action, reason)) = xid_event_action(x.code, x.class, i.hopper) else {
             continue;
         };

@@ -25,7 +25,7 @@ use hyper::header::{HeaderName, HeaderValue};
 use tokio_rustls::rustls::ServerConfig;
 
 pub use auth::AuthDecision;
-pub use tls::{ClientAuth, TlsVersion};
+pub use names::{ClientAuth, TlsVersion};
 pub use watch::WebConfigWatcher;
 
 use crate::fsread::{ReadError, Reader};

@@ -1,10 +1,12 @@
-//! The toolkit's names for TLS cipher suites and curves, turned into values
-//! while the file is decoded, as prometheus/exporter-toolkit does
-//! (`web/tls_config.go`: `Cipher` and `Curve` implement `UnmarshalYAML`
-//! over Go's `tls.CipherSuites()` names and its curve names, and refuse any
-//! other). An unknown name fails the decode, naming itself; a name the
-//! toolkit knows but rustls does not offer decodes to a `GoName` without a
-//! value, which `tls.rs` leaves out with a warning.
+//! The toolkit's names for TLS cipher suites, curves, versions and client
+//! auth types, turned into values while the file is decoded, as
+//! prometheus/exporter-toolkit does (`web/tls_config.go`: `Cipher`, `Curve`
+//! and `TLSVersion` implement `UnmarshalYAML` over Go's names, and refuse
+//! any other; `ClientAuth` is looked up in the toolkit's table of Go's
+//! `tls.ClientAuthType` names). An unknown name fails the decode, naming
+//! itself; a cipher suite or curve the toolkit knows but rustls does not
+//! offer decodes to a `GoName` without a value, which `tls.rs` leaves out
+//! with a warning (a TLS version it does not offer, likewise, by `tls.rs`).
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -67,6 +69,134 @@ impl<'de, T: GoNamed> Deserialize<'de> for GoName<T> {
         }
         d.deserialize_str(V(PhantomData))
     }
+}
+
+/// A TLS version by the toolkit's name (`min_version`, `max_version`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TlsVersion {
+    Tls10,
+    Tls11,
+    Tls12,
+    Tls13,
+}
+
+impl TlsVersion {
+    fn by_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "TLS10" => Self::Tls10,
+            "TLS11" => Self::Tls11,
+            "TLS12" => Self::Tls12,
+            "TLS13" => Self::Tls13,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for TlsVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Tls10 => "TLS10",
+            Self::Tls11 => "TLS11",
+            Self::Tls12 => "TLS12",
+            Self::Tls13 => "TLS13",
+        })
+    }
+}
+
+/// Go's `tls.ClientAuthType`, by the names the toolkit accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    NoClientCert,
+    RequestClientCert,
+    RequireAnyClientCert,
+    VerifyClientCertIfGiven,
+    RequireAndVerifyClientCert,
+}
+
+impl ClientAuth {
+    fn by_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "NoClientCert" => Self::NoClientCert,
+            "RequestClientCert" => Self::RequestClientCert,
+            // "RequireClientCert" is the toolkit's backwards-compatible alias.
+            "RequireAnyClientCert" | "RequireClientCert" => Self::RequireAnyClientCert,
+            "VerifyClientCertIfGiven" => Self::VerifyClientCertIfGiven,
+            "RequireAndVerifyClientCert" => Self::RequireAndVerifyClientCert,
+            _ => return None,
+        })
+    }
+
+    /// The toolkit's name for it, as written in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NoClientCert => "NoClientCert",
+            Self::RequestClientCert => "RequestClientCert",
+            Self::RequireAnyClientCert => "RequireAnyClientCert",
+            Self::VerifyClientCertIfGiven => "VerifyClientCertIfGiven",
+            Self::RequireAndVerifyClientCert => "RequireAndVerifyClientCert",
+        }
+    }
+
+    pub(crate) fn verifies(self) -> bool {
+        matches!(
+            self,
+            Self::VerifyClientCertIfGiven | Self::RequireAndVerifyClientCert
+        )
+    }
+
+    pub(crate) fn requires_cert(self) -> bool {
+        matches!(
+            self,
+            Self::RequireAnyClientCert | Self::RequireAndVerifyClientCert
+        )
+    }
+}
+
+/// `min_version`: a version by its name; an empty value is no value (the
+/// default applies).
+pub(crate) fn min_version<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TlsVersion>, D::Error> {
+    named(d, TlsVersion::by_name, |name| unknown_version("min_version", name))
+}
+
+/// `max_version`, as `min_version`.
+pub(crate) fn max_version<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TlsVersion>, D::Error> {
+    named(d, TlsVersion::by_name, |name| unknown_version("max_version", name))
+}
+
+/// The decode error names its field: the parser's place is the mapping's.
+fn unknown_version(field: &str, name: &str) -> String {
+    format!("{field}: unknown TLS version {name:?} (expected TLS10, TLS11, TLS12 or TLS13)")
+}
+
+/// `client_auth_type`: an auth type by its name; an empty value is no
+/// value (`NoClientCert`, and TLS is not thereby switched on).
+pub(crate) fn client_auth_type<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<ClientAuth>, D::Error> {
+    named(d, ClientAuth::by_name, |name| {
+        format!(
+            "invalid client_auth_type {name:?} (expected NoClientCert, RequestClientCert, \
+             RequireAnyClientCert, VerifyClientCertIfGiven or RequireAndVerifyClientCert)"
+        )
+    })
+}
+
+/// A name looked up while decoding: `None` for an empty one, the decode's
+/// error (`unknown`'s words, naming the value) for one `by_name` lacks.
+fn named<'de, D: Deserializer<'de>, T>(
+    d: D,
+    by_name: fn(&str) -> Option<T>,
+    unknown: fn(&str) -> String,
+) -> Result<Option<T>, D::Error> {
+    let Some(name) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    if name.is_empty() {
+        return Ok(None);
+    }
+    by_name(&name)
+        .map(Some)
+        .ok_or_else(|| serde::de::Error::custom(unknown(&name)))
 }
 
 /// A cipher suite (`tls_server_config.cipher_suites`).

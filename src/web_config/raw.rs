@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use super::names::{CipherSuite, Curve};
+use super::names::{self, CipherSuite, ClientAuth, Curve, TlsVersion};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(
@@ -44,18 +44,18 @@ pub(crate) struct RawTls {
     pub cert_file: Option<String>,
     #[serde(default)]
     pub key_file: Option<String>,
-    #[serde(default)]
-    pub client_auth_type: Option<String>,
+    #[serde(default, deserialize_with = "names::client_auth_type")]
+    pub client_auth_type: Option<ClientAuth>,
     #[serde(default)]
     pub client_ca_file: Option<String>,
     #[serde(default)]
     pub cipher_suites: Option<Vec<CipherSuite>>,
     #[serde(default)]
     pub curve_preferences: Option<Vec<Curve>>,
-    #[serde(default)]
-    pub min_version: Option<String>,
-    #[serde(default)]
-    pub max_version: Option<String>,
+    #[serde(default, deserialize_with = "names::min_version")]
+    pub min_version: Option<TlsVersion>,
+    #[serde(default, deserialize_with = "names::max_version")]
+    pub max_version: Option<TlsVersion>,
     #[serde(default, deserialize_with = "yaml11_bool")]
     pub prefer_server_cipher_suites: Option<bool>,
     #[serde(default)]

@@ -600,6 +600,36 @@ fn an_unknown_name_is_a_decode_error_naming_itself_and_the_file() {
     }
 }
 
+/// Issue 50: TLS versions and client auth types are typed while the file
+/// is decoded, as the toolkit's are (its `TLSVersion` unmarshals itself):
+/// a bad one is refused naming itself and its field, before anything
+/// decides whether TLS is on; an empty one is no value.
+#[test]
+fn tls_versions_and_client_auth_are_typed_at_decode() {
+    let pki = Pki::new();
+    for (yaml, field, value) in [
+        (
+            "tls_server_config:\n  client_auth_type: RequireAndVerify\n",
+            "client_auth_type",
+            "\"RequireAndVerify\"",
+        ),
+        (
+            "tls_server_config:\n  max_version: TLS14\n",
+            "max_version",
+            "\"TLS14\"",
+        ),
+    ] {
+        let e = pki.err(yaml);
+        assert!(e.contains(field) && e.contains(value), "{yaml:?}: {e}");
+        assert!(!e.contains("missing one of cert"), "{yaml:?}: {e}");
+    }
+    // Empty: the defaults, and TLS stays off.
+    let c = pki
+        .load("tls_server_config:\n  client_auth_type: \"\"\n  min_version: \"\"\n")
+        .unwrap();
+    assert_eq!(c.client_auth(), None);
+}
+
 #[test]
 fn names_are_checked_even_without_tls() {
     // The toolkit checks names while decoding, before deciding TLS is off.

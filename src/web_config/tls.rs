@@ -4,7 +4,6 @@
 //! existing file keeps working, and a warning says what was left out; a file
 //! that would leave nothing usable is refused.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -21,7 +20,7 @@ use tokio_rustls::rustls::{
     SupportedCipherSuite,
 };
 
-use super::names::{supported_cipher_names, GoName};
+use super::names::{supported_cipher_names, ClientAuth, GoName, TlsVersion};
 use super::raw::RawTls;
 use super::{san, Problem};
 use crate::fsread::ReadError;
@@ -29,95 +28,6 @@ use crate::fsread::ReadError;
 /// Certificates, keys and CA bundles larger than this are refused: no real
 /// one comes near it, and it bounds what a mistaken path can make us read.
 pub(crate) const MAX_PEM_BYTES: u64 = 4 << 20;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum TlsVersion {
-    Tls10,
-    Tls11,
-    Tls12,
-    Tls13,
-}
-
-impl TlsVersion {
-    fn parse(field: &str, s: &str) -> Result<Self, Problem> {
-        match s {
-            "TLS10" => Ok(Self::Tls10),
-            "TLS11" => Ok(Self::Tls11),
-            "TLS12" => Ok(Self::Tls12),
-            "TLS13" => Ok(Self::Tls13),
-            _ => Err(Problem::new(
-                field,
-                format!("unknown TLS version {s:?} (expected TLS10, TLS11, TLS12 or TLS13)"),
-            )),
-        }
-    }
-}
-
-impl fmt::Display for TlsVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Tls10 => "TLS10",
-            Self::Tls11 => "TLS11",
-            Self::Tls12 => "TLS12",
-            Self::Tls13 => "TLS13",
-        })
-    }
-}
-
-/// Go's `tls.ClientAuthType`, by the names the toolkit accepts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClientAuth {
-    NoClientCert,
-    RequestClientCert,
-    RequireAnyClientCert,
-    VerifyClientCertIfGiven,
-    RequireAndVerifyClientCert,
-}
-
-impl ClientAuth {
-    fn parse(s: &str) -> Result<Self, Problem> {
-        match s {
-            "" | "NoClientCert" => Ok(Self::NoClientCert),
-            "RequestClientCert" => Ok(Self::RequestClientCert),
-            // "RequireClientCert" is the toolkit's backwards-compatible alias.
-            "RequireAnyClientCert" | "RequireClientCert" => Ok(Self::RequireAnyClientCert),
-            "VerifyClientCertIfGiven" => Ok(Self::VerifyClientCertIfGiven),
-            "RequireAndVerifyClientCert" => Ok(Self::RequireAndVerifyClientCert),
-            _ => Err(Problem::new(
-                "tls_server_config.client_auth_type",
-                format!(
-                    "invalid client_auth_type {s:?} (expected NoClientCert, RequestClientCert, \
-                     RequireAnyClientCert, VerifyClientCertIfGiven or RequireAndVerifyClientCert)"
-                ),
-            )),
-        }
-    }
-
-    /// The toolkit's name for it, as written in the file.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::NoClientCert => "NoClientCert",
-            Self::RequestClientCert => "RequestClientCert",
-            Self::RequireAnyClientCert => "RequireAnyClientCert",
-            Self::VerifyClientCertIfGiven => "VerifyClientCertIfGiven",
-            Self::RequireAndVerifyClientCert => "RequireAndVerifyClientCert",
-        }
-    }
-
-    fn verifies(self) -> bool {
-        matches!(
-            self,
-            Self::VerifyClientCertIfGiven | Self::RequireAndVerifyClientCert
-        )
-    }
-
-    fn requires_cert(self) -> bool {
-        matches!(
-            self,
-            Self::RequireAnyClientCert | Self::RequireAndVerifyClientCert
-        )
-    }
-}
 
 /// Where a PEM blob comes from: a file (re-read on change) or inline text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,15 +107,9 @@ pub(crate) fn settings(
     base: &Path,
     warnings: &mut Vec<String>,
 ) -> Result<Option<TlsSettings>, Problem> {
-    // Names first: the toolkit refuses unknown ones while decoding YAML.
-    let min = match non_empty(&raw.min_version) {
-        Some(s) => TlsVersion::parse("tls_server_config.min_version", s)?,
-        None => TlsVersion::Tls12,
-    };
-    let max = match non_empty(&raw.max_version) {
-        Some(s) => TlsVersion::parse("tls_server_config.max_version", s)?,
-        None => TlsVersion::Tls13,
-    };
+    // Names were checked while decoding (`names.rs`), as the toolkit does.
+    let min = raw.min_version.unwrap_or(TlsVersion::Tls12);
+    let max = raw.max_version.unwrap_or(TlsVersion::Tls13);
     // Go ignores cipher_suites for TLS 1.3; so do we.
     let tls12_suites = choose(
         "tls_server_config.cipher_suites",
@@ -243,8 +147,10 @@ pub(crate) fn settings(
         (None, Some(pem)) => Some(PemSource::Inline(pem.to_string())),
         (None, None) => None,
     };
-    let auth_type = raw.client_auth_type.as_deref().unwrap_or("");
-    let enabled = cert.is_some() || key.is_some() || client_ca.is_some() || !auth_type.is_empty();
+    let enabled = cert.is_some()
+        || key.is_some()
+        || client_ca.is_some()
+        || raw.client_auth_type.is_some();
     if !enabled {
         return Ok(None);
     }
@@ -252,7 +158,7 @@ pub(crate) fn settings(
         cert.ok_or_else(|| Problem::new("tls_server_config", "missing one of cert or cert_file"))?;
     let key =
         key.ok_or_else(|| Problem::new("tls_server_config", "missing one of key or key_file"))?;
-    let client_auth = ClientAuth::parse(auth_type)?;
+    let client_auth = raw.client_auth_type.unwrap_or(ClientAuth::NoClientCert);
     if client_ca.is_some() && client_auth == ClientAuth::NoClientCert {
         return Err(Problem::new(
             "tls_server_config.client_auth_type",

@@ -6,12 +6,9 @@
 
 use crate::kmsg::{Nvlink5Words, Xid};
 use crate::snapshot::XidClass;
-use crate::xid_catalog::{self, Bucket};
+use crate::xid_catalog;
 
-/// The NVLink5 codes, judged per event.
-pub fn is_nvlink5(code: u64) -> bool {
-    (144..=150).contains(&code)
-}
+pub use xid_catalog::nvlink5::is_nvlink5;
 
 /// Codes whose events are decided by their kernel-log line: NVML's event
 /// waits for it (NVLink5's decode sheet, 74's registers, 45's named cause).
@@ -19,7 +16,9 @@ pub fn decided_by_line(code: u64) -> bool {
     is_nvlink5(code) || code == 74 || code == 45
 }
 
-/// The class of such an event whose line never came.
+/// The class of an event whose line never came, and of NVML's event,
+/// which carries the code alone (an NVLink5 code waits for its log line:
+/// `Ledger::record`).
 pub fn class_without_line(code: u64) -> XidClass {
     if is_nvlink5(code) {
         XidClass::Nvlink5NoKernelLog
@@ -88,56 +87,9 @@ pub(super) fn line_class(xid: &Xid, driver_major: Option<u32>) -> XidClass {
     }
 }
 
-/// The class of NVML's event: it carries the code alone, so an NVLink5
-/// code waits for its log line (`Ledger::record`).
-pub fn nvml_class(code: u64) -> XidClass {
-    if is_nvlink5(code) {
-        XidClass::Nvlink5NoKernelLog
-    } else {
-        XidClass::Code
-    }
-}
-
 /// Whether the verdict may act on an event of this code and class, so the
-/// ledger keeps its latest (`Ledger::note_latest`): a catalogued code
-/// whose bucket asks for something, or whose reason says what evidence
-/// the verdict lacked; a class decoded to something, or to a note. Equal
-/// to `crate::verdict::xid_class_action` giving an action or a note (a
-/// test there holds it so). Both matches are exhaustive: a bucket or a
-/// class added does not compile until it is decided here.
+/// ledger keeps its latest (`Ledger::note_latest`): the one rule, which
+/// the verdict reads too (`XidClass::matters`).
 pub fn kept(code: u64, class: XidClass) -> bool {
-    match class {
-        // A code the catalog lacks, in NVIDIA's range: the verdict's policy
-        // for unlisted codes acts on it.
-        XidClass::Code if xid_catalog::lookup(code).is_none() => {
-            (1..=crate::snapshot::MAX_XID_CODE).contains(&code)
-        }
-        XidClass::Code => xid_catalog::lookup(code).is_some_and(|x| match x.bucket() {
-            Bucket::Ignore | Bucket::Xid154 => false,
-            Bucket::RestartApp
-            | Bucket::CheckUvm
-            | Bucket::ResetGpu
-            | Bucket::WorkflowXid48
-            | Bucket::WorkflowNvlinkErr
-            | Bucket::WorkflowNvlink5Err
-            | Bucket::RestartBm
-            | Bucket::RestartVm
-            | Bucket::UpdateSwFw
-            | Bucket::CheckMechanicals
-            | Bucket::ContactSupport
-            | Bucket::WorkflowXid45 => true,
-        }),
-        XidClass::Nvlink5Nothing | XidClass::Xid45Caused => false,
-        // Kept: off Hopper the verdict gives the code-wide action whatever
-        // the bits say (`crate::verdict::xid_event_action`).
-        XidClass::NvlinkErrNothing
-        | XidClass::NvlinkErrFabricReset
-        | XidClass::NvlinkErrRepeated
-        | XidClass::Nvlink5Fatal
-        | XidClass::Nvlink5Undecoded
-        | XidClass::Nvlink5NoKernelLog
-        | XidClass::Nvlink5Injected
-        | XidClass::NvlinkErrReport
-        | XidClass::NvlinkErrCheckLink => true,
-    }
+    class.matters(code)
 }

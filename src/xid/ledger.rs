@@ -7,8 +7,10 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant, SystemTime};
 
+use super::record::{class_name, class_of, system_time, unix, Clock};
 use super::{classify, XidEvent, XidKey, XidSource};
 use crate::snapshot::{XidClass, XidOther, XidSeen, MAX_XID_CODE};
+use crate::state::{GpuRecord, LatestRecord, LinkRepeatsRecord, OtherRecord, XidCountRecord};
 
 /// XID dedupe: the driver raises an XID through NVML and prints it to the
 /// kernel log at the same moment. An event from one source pairs with an
@@ -53,18 +55,35 @@ const LINKS_MAX: usize = 64;
 /// of one event differ by milliseconds.
 const COUNTED_SLACK: Duration = Duration::from_secs(2);
 
+/// What an event recorded says beyond its count, for the GPU's slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded {
+    /// An XID 64 on a MIG-enabled GPU: a row remap failed (NVML hides the
+    /// remap flags there), remembered until the next boot.
+    pub mig_remap_failure: bool,
+}
+
+/// Where a folded event went in `xid="other"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fold {
+    OverLimit,
+    OutOfRange,
+}
+
 /// Per GPU: the counts, what the verdict reads, and what pairing and
-/// decoding still wait for.
+/// decoding still wait for. Its fields are its own: events come in by
+/// `record`, an earlier run's by `restore`, and a GPU replaced at its
+/// index is forgotten by `forget_counts`.
 #[derive(Default)]
 pub struct Ledger {
-    pub xids: BTreeMap<XidKey, (u64, SystemTime)>,
-    pub xid_other: Option<XidOther>,
+    xids: BTreeMap<XidKey, (u64, SystemTime)>,
+    xid_other: Option<XidOther>,
     /// Recent events, for pairing the two sources.
     recent: VecDeque<Recent>,
     /// The latest event of each code NVIDIA's catalog lists and class
     /// that asks for something (bounded by the catalog), whether or not its
     /// count was folded: what the verdict reads.
-    pub xid_latest: BTreeMap<(XidKey, XidClass), Instant>,
+    xid_latest: BTreeMap<(XidKey, XidClass), Instant>,
     /// NVLink5 events NVML delivered, waiting (at most `AWAITING_MAX`) for
     /// their kernel-log line: NVML carries the code alone.
     awaiting: VecDeque<(XidKey, Instant)>,
@@ -72,7 +91,7 @@ pub struct Ledger {
     /// (`Supervisor::log_read_again`): per code, the latest event the
     /// restored counts hold. A log record of that code no later is one
     /// they counted already.
-    pub counted_through: BTreeMap<XidKey, SystemTime>,
+    counted_through: BTreeMap<XidKey, SystemTime>,
     /// Per NVLink link: when XID 74 lines with ECC/parity bits were logged
     /// on it, the latest `LINK_REPEATS_ALLOWED + 1` within
     /// `NVLINK_ERR_REPEAT_WINDOW` of the newest (kept in the state file).
@@ -86,8 +105,20 @@ impl Ledger {
     /// second event of a pair from the two sources is not counted again.
     ///
     /// An event keeps its MIG instance only on a MIG-enabled GPU
-    /// (`mig_enabled`); `gpu` names the GPU in the log.
-    pub fn record(&mut self, e: XidEvent, mig_enabled: bool, max_codes: usize, gpu: u32) {
+    /// (`mig_enabled`); `gpu` names the GPU in the log. What the event
+    /// says beyond its count is returned (`Recorded`).
+    pub fn record(
+        &mut self,
+        e: XidEvent,
+        mig_enabled: bool,
+        max_codes: usize,
+        gpu: u32,
+    ) -> Recorded {
+        let recorded = Recorded {
+            // NVML hides the remap flags of a MIG-enabled GPU: this XID is
+            // the one sign of a failed remap there (`verdict::Remembered`).
+            mig_remap_failure: e.code == 64 && mig_enabled,
+        };
         let (gi, ci) = if mig_enabled {
             (e.gpu_instance, e.compute_instance)
         } else {
@@ -102,7 +133,7 @@ impl Ledger {
         {
             // Counted by an earlier run of this boot, whose restored
             // counts hold it.
-            return;
+            return recorded;
         }
         if let Some(link) = e
             .nvlink_err_link
@@ -128,7 +159,7 @@ impl Ledger {
                     self.note_latest(partner.key, e.class, partner.at);
                 }
             }
-            return;
+            return recorded;
         }
         if nvlink5_from_nvml {
             if self.awaiting.len() >= AWAITING_MAX {
@@ -141,34 +172,169 @@ impl Ledger {
             self.note_latest(key, e.class, e.at);
         }
         let xid = e.code;
-        let in_range = (1..=MAX_XID_CODE).contains(&xid);
-        if in_range && (self.xids.contains_key(&key) || self.xids.len() < max_codes) {
-            let c = self.xids.entry(key).or_insert((0, e.wall));
-            // Saturates: a counter never goes backwards, even from a
-            // restored count at u64::MAX.
-            c.0 = c.0.saturating_add(1);
-            c.1 = c.1.max(e.wall);
-            return;
-        }
-        let other = self.xid_other.get_or_insert(XidOther {
-            out_of_range: 0,
-            over_limit: 0,
-            last_seen: e.wall,
-        });
-        other.last_seen = other.last_seen.max(e.wall);
         // Logged at the first fold of each kind, not per event: a driver
         // that floods codes must not flood the log instead.
-        if in_range {
-            other.over_limit = other.over_limit.saturating_add(1);
-            if other.over_limit == 1 {
+        match self.count(key, 1, e.wall, max_codes) {
+            Some(Fold::OverLimit) if self.xid_other.as_ref().is_some_and(|o| o.over_limit == 1) => {
                 tracing::warn!(gpu, xid, max_codes,
                     "this GPU already has --collector.xid.max-codes XID label sets; further new codes are counted as xid=\"other\"");
             }
-        } else {
-            other.out_of_range = other.out_of_range.saturating_add(1);
-            if other.out_of_range == 1 {
+            Some(Fold::OutOfRange) if self.xid_other.as_ref().is_some_and(|o| o.out_of_range == 1) => {
                 tracing::warn!(gpu, xid,
                     "XID code outside NVIDIA's range (1 to {MAX_XID_CODE}); counted as xid=\"other\"");
+            }
+            _ => {}
+        }
+        recorded
+    }
+
+    /// The one count-or-fold rule, for a live event (`n` = 1) and for an
+    /// earlier run's count alike: `n` events of `key`, the latest at
+    /// `wall`, counted under their own label set, or folded into `other`
+    /// when the code is out of NVIDIA's range or the GPU already has
+    /// `max_codes` label sets. Which fold, if folded.
+    fn count(&mut self, key: XidKey, n: u64, wall: SystemTime, max_codes: usize) -> Option<Fold> {
+        if self.has_room(key, max_codes) {
+            let c = self.xids.entry(key).or_insert((0, wall));
+            // Saturates: a counter never goes backwards, even from a
+            // restored count at u64::MAX.
+            c.0 = c.0.saturating_add(n);
+            c.1 = c.1.max(wall);
+            return None;
+        }
+        if (1..=MAX_XID_CODE).contains(&key.0) {
+            self.fold(0, n, wall);
+            Some(Fold::OverLimit)
+        } else {
+            self.fold(n, 0, wall);
+            Some(Fold::OutOfRange)
+        }
+    }
+
+    /// Whether `key` is counted under its own label set: a code in
+    /// NVIDIA's range, whose label set the GPU has, or has room for.
+    fn has_room(&self, key: XidKey, max_codes: usize) -> bool {
+        (1..=MAX_XID_CODE).contains(&key.0)
+            && (self.xids.contains_key(&key) || self.xids.len() < max_codes)
+    }
+
+    /// Adds folded events to `other`, the latest at `seen`.
+    fn fold(&mut self, out_of_range: u64, over_limit: u64, seen: SystemTime) {
+        let other = self.xid_other.get_or_insert(XidOther {
+            out_of_range: 0,
+            over_limit: 0,
+            last_seen: seen,
+        });
+        other.out_of_range = other.out_of_range.saturating_add(out_of_range);
+        other.over_limit = other.over_limit.saturating_add(over_limit);
+        other.last_seen = other.last_seen.max(seen);
+    }
+
+    /// Forgets the counts: another GPU now has this GPU's index.
+    pub fn forget_counts(&mut self) {
+        self.xids.clear();
+        self.xid_other = None;
+    }
+
+    /// The counts, per code and MIG instance: how many, and the latest.
+    pub fn counts(&self) -> impl Iterator<Item = (XidKey, u64, SystemTime)> + '_ {
+        self.xids.iter().map(|(&k, &(n, last))| (k, n, last))
+    }
+
+    /// The events folded into `xid="other"`, if any.
+    pub fn other(&self) -> Option<&XidOther> {
+        self.xid_other.as_ref()
+    }
+
+    /// Writes the XID part of a GPU's state file record: the counts, what
+    /// is folded, the latest events the verdict reads (only where times
+    /// since boot can be kept, `clock`), the ECC/parity XID 74s per link.
+    pub fn save_into(&self, rec: &mut GpuRecord, clock: Option<&Clock>) {
+        rec.xids = self
+            .counts()
+            .map(|((code, gi, ci), count, last)| XidCountRecord {
+                code,
+                gpu_instance: gi,
+                compute_instance: ci,
+                count,
+                last_seen: unix(last),
+            })
+            .collect();
+        rec.other = self.xid_other.as_ref().map(|o| OtherRecord {
+            out_of_range: o.out_of_range,
+            over_limit: o.over_limit,
+            last_seen: unix(o.last_seen),
+        });
+        rec.latest = clock.map_or_else(Vec::new, |c| {
+            self.xid_latest
+                .iter()
+                .map(|(&((code, gi, ci), class), &at)| LatestRecord {
+                    code,
+                    class: class_name(class).into(),
+                    gpu_instance: gi,
+                    compute_instance: ci,
+                    at_s: c.since_boot(at),
+                })
+                .collect()
+        });
+        rec.nvlink_err_links = self
+            .link_repeats()
+            .map(|(link, seen)| LinkRepeatsRecord {
+                link,
+                seen: seen.iter().map(|&t| unix(t)).collect(),
+            })
+            .collect();
+    }
+
+    /// Adds an earlier run's record (the state file's) by the rules a live
+    /// event follows: its counts through `count` (so the file is held to
+    /// NVIDIA's range and `max_codes` label sets, perhaps fewer now than
+    /// when it was written; events this ledger counted before its GPU's
+    /// UUID was read are this run's, and add up), what it folded into
+    /// `other`, its latest events through `note_latest` (only with a
+    /// `clock`), its links' ECC/parity repeats. Where the kernel log is
+    /// read again from its start (`log_read_again`), what the counts hold
+    /// is noted, so that a log record no later is not counted twice.
+    pub fn restore(
+        &mut self,
+        rec: &GpuRecord,
+        clock: Option<&Clock>,
+        max_codes: usize,
+        log_read_again: bool,
+    ) {
+        for x in &rec.xids {
+            let key: XidKey = (x.code, x.gpu_instance, x.compute_instance);
+            let seen = system_time(x.last_seen);
+            if x.count == 0 && !self.has_room(key, max_codes) {
+                // Nothing to fold: `other` is not made for it.
+                continue;
+            }
+            self.count(key, x.count, seen, max_codes);
+        }
+        if let Some(o) = &rec.other {
+            self.fold(o.out_of_range, o.over_limit, system_time(o.last_seen));
+        }
+        if let Some(c) = clock {
+            for l in &rec.latest {
+                let Some(class) = class_of(&l.class) else {
+                    continue;
+                };
+                let key: XidKey = (l.code, l.gpu_instance, l.compute_instance);
+                self.note_latest(key, class, c.instant(l.at_s));
+            }
+        }
+        for l in &rec.nvlink_err_links {
+            let seen: Vec<SystemTime> = l.seen.iter().map(|&s| system_time(s)).collect();
+            self.restore_link_repeats(l.link, &seen);
+        }
+        if log_read_again {
+            for x in &rec.xids {
+                let seen = system_time(x.last_seen);
+                let t = self
+                    .counted_through
+                    .entry((x.code, x.gpu_instance, x.compute_instance))
+                    .or_insert(seen);
+                *t = (*t).max(seen);
             }
         }
     }
@@ -202,13 +368,13 @@ impl Ledger {
     }
 
     /// The ECC/parity XID 74s counted per link, for the state file.
-    pub fn link_repeats(&self) -> impl Iterator<Item = (u32, &[SystemTime])> {
+    fn link_repeats(&self) -> impl Iterator<Item = (u32, &[SystemTime])> {
         self.link_repeats.iter().map(|(&l, s)| (l, s.as_slice()))
     }
 
     /// Adds an earlier run's counts of a link (the state file's), held to
     /// what counting keeps.
-    pub fn restore_link_repeats(&mut self, link: u32, seen: &[SystemTime]) {
+    fn restore_link_repeats(&mut self, link: u32, seen: &[SystemTime]) {
         if !self.link_repeats.contains_key(&link) && self.link_repeats.len() >= LINKS_MAX {
             return;
         }
@@ -220,7 +386,7 @@ impl Ledger {
     }
 
     /// Keeps the latest event of a code and class the verdict may act on.
-    pub fn note_latest(&mut self, key: XidKey, class: XidClass, at: Instant) {
+    fn note_latest(&mut self, key: XidKey, class: XidClass, at: Instant) {
         // Kept too: an event at action none whose reason says what
         // evidence it lacked (NVLink5 without its line).
         if !classify::kept(key.0, class) {
@@ -585,5 +751,180 @@ mod tests {
         assert!(!repeated(&back), "two on link 4");
         back.record_xid(line(4, 26 * 3600 + 2, KernelLog), 64);
         assert!(repeated(&back), "the third on link 4, one of them restored");
+    }
+
+    /// Issue 50: an earlier run's counts come back by the rule that counts
+    /// a live event. The same events, once recorded live and once restored
+    /// as the state file's records of them (one each, in the order they
+    /// came), make the same ledger: the same label sets, the same counts
+    /// and times, the same folds into `other`.
+    #[test]
+    fn restored_counts_follow_the_rule_live_events_follow() {
+        let t = |s: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + s);
+        let events: Vec<(u64, Option<u32>, Option<u32>, SystemTime)> = vec![
+            (13, None, None, t(0)),
+            (31, Some(1), Some(0), t(1)),
+            (13, None, None, t(2)),
+            (0, None, None, t(3)),
+            (43, None, None, t(4)),
+            // Past the limit of three label sets: folded.
+            (13, Some(2), Some(0), t(5)),
+            (48, None, None, t(6)),
+            (MAX_XID_CODE + 1, None, None, t(7)),
+            (79, None, None, t(8)),
+            // Known label sets still count.
+            (31, Some(1), Some(0), t(9)),
+            (13, None, None, t(4)),
+        ];
+        let max_codes = 3;
+        let mut live = Slot {
+            mig_enabled: true,
+            ..Slot::default()
+        };
+        for &(code, gi, ci, wall) in &events {
+            live.record_xid(nvml_event(code, gi, ci, wall), max_codes);
+        }
+        let rec = GpuRecord {
+            xids: events
+                .iter()
+                .map(|&(code, gi, ci, wall)| XidCountRecord {
+                    code,
+                    gpu_instance: gi,
+                    compute_instance: ci,
+                    count: 1,
+                    last_seen: unix(wall),
+                })
+                .collect(),
+            ..GpuRecord::default()
+        };
+        let mut restored = Ledger::default();
+        restored.restore(&rec, None, max_codes, false);
+        assert_eq!(live.ledger.xids, restored.xids);
+        assert_eq!(live.ledger.xid_other, restored.xid_other);
+        // Not a pair of empty ledgers: three label sets, five folds.
+        assert_eq!(restored.xids.len(), 3);
+        assert_eq!(restored.xids[&(13, None, None)], (3, t(4)));
+        let other = restored.xid_other.as_ref().expect("folded");
+        assert_eq!((other.over_limit, other.out_of_range), (3, 2));
+        assert_eq!(other.last_seen, t(8));
+
+        // And the live ledger written and read back is the same again.
+        let clock = Clock::read().expect("/proc/uptime");
+        let mut file = GpuRecord::default();
+        live.ledger.save_into(&mut file, Some(&clock));
+        let mut back = Ledger::default();
+        back.restore(&file, Some(&clock), max_codes, false);
+        assert_eq!(live.ledger.xids, back.xids);
+        assert_eq!(live.ledger.xid_other, back.xid_other);
+        assert_eq!(
+            live.ledger.xid_latest.keys().collect::<Vec<_>>(),
+            back.xid_latest.keys().collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_file_is_held_to_the_bounds_of_live_counting_and_never_panics() {
+        let xid = |code, count| XidCountRecord {
+            code,
+            gpu_instance: None,
+            compute_instance: None,
+            count,
+            last_seen: 1.7e9,
+        };
+        // Written under a larger --collector.xid.max-codes, with a code
+        // outside NVIDIA's range and counts and times no clock holds.
+        let rec = GpuRecord {
+            uuid: "GPU-1".into(),
+            xids: vec![
+                xid(13, u64::MAX),
+                xid(13, 5),
+                xid(31, 1),
+                xid(43, 2),
+                xid(0, 7),
+            ],
+            other: Some(OtherRecord {
+                out_of_range: u64::MAX,
+                over_limit: 0,
+                last_seen: 1e300,
+            }),
+            ..GpuRecord::default()
+        };
+        let clock = Clock::read().expect("/proc/uptime");
+        let mut ledger = Ledger::default();
+        ledger.restore(&rec, Some(&clock), 2, false);
+        assert_eq!(ledger.xids.len(), 2, "{:?}", ledger.xids);
+        assert_eq!(
+            ledger.xids[&(13, None, None)].0,
+            u64::MAX,
+            "saturated, not wrapped"
+        );
+        let other = ledger.xid_other.expect("the rest under xid=\"other\"");
+        assert_eq!(other.over_limit, 2);
+        assert_eq!(other.out_of_range, u64::MAX);
+    }
+
+    #[test]
+    fn a_ledger_comes_back_as_it_was() {
+        let clock = Clock::read().expect("/proc/uptime");
+        let earlier = Instant::now().checked_sub(Duration::from_secs(30)).unwrap();
+        let mut ledger = Ledger::default();
+        ledger
+            .xids
+            .insert((48, None, None), (3, system_time(1.7e9)));
+        ledger.note_latest((48, None, None), XidClass::Code, earlier);
+        ledger.note_latest((149, None, None), XidClass::Nvlink5Fatal, earlier);
+        let day = |s: f64| system_time(1.8e9 + s);
+        ledger.restore_link_repeats(7, &[day(0.0), day(60.0)]);
+        let mut rec = GpuRecord::default();
+        ledger.save_into(&mut rec, Some(&clock));
+        let json = serde_json::to_string(&rec).unwrap();
+        let rec: GpuRecord = serde_json::from_str(&json).unwrap();
+
+        let mut back = Ledger::default();
+        // One event counted before the UUID was read: it adds up.
+        back.xids
+            .insert((48, None, None), (1, system_time(1.8e9)));
+        back.restore(&rec, Some(&clock), 64, false);
+        assert_eq!(back.xids[&(48, None, None)].0, 4);
+        assert_eq!(back.xid_latest.len(), 2);
+        let at = back.xid_latest[&((149, None, None), XidClass::Nvlink5Fatal)];
+        assert!(
+            at.max(earlier) - at.min(earlier) < Duration::from_millis(5),
+            "the time comes back"
+        );
+        let links: Vec<_> = back
+            .link_repeats()
+            .map(|(l, s)| (l, s.to_vec()))
+            .collect();
+        assert_eq!(
+            links,
+            [(7, vec![day(0.0), day(60.0)])],
+            "the link's ECC repeats"
+        );
+        // Where the kernel log is read again from its start, a record no
+        // later than the restored counts' latest is not counted again.
+        let mut again = Ledger::default();
+        again.restore(&rec, Some(&clock), 64, true);
+        let line = |wall| XidEvent {
+            wall,
+            ..event(48, None, XidSource::KernelLog, Instant::now())
+        };
+        again.record(line(system_time(1.7e9)), false, 64, 0);
+        assert_eq!(again.xids[&(48, None, None)].0, 3, "counted already");
+        again.record(line(system_time(1.7e9 + 60.0)), false, 64, 0);
+        assert_eq!(again.xids[&(48, None, None)].0, 4, "a later event");
+    }
+
+    #[test]
+    fn an_xid_64_on_a_mig_gpu_is_a_failed_remap() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(5);
+        let mut ledger = Ledger::default();
+        let remap = |l: &mut Ledger, code, mig| {
+            l.record(nvml_event(code, None, None, t), mig, 64, 0)
+                .mig_remap_failure
+        };
+        assert!(remap(&mut ledger, 64, true));
+        assert!(!remap(&mut ledger, 64, false), "no MIG: NVML shows the flags");
+        assert!(!remap(&mut ledger, 63, true));
     }
 }

@@ -1,9 +1,14 @@
 //! An XID between its source and the snapshot: the event (from NVML's
 //! event set or the kernel log), how it is classified (`classify.rs`: its
-//! catalog bucket or its NVLink5 line's decode), and each GPU's ledger
+//! catalog bucket or its NVLink5 line's decode), each GPU's ledger
 //! (`ledger.rs`: the two sources' copies paired, counted or folded into
 //! `other`, the latest event of each code the verdict reads, NVLink5
-//! events waiting for their line).
+//! events waiting for their line, an XID 64 on a MIG GPU noted as a failed
+//! remap; restored from the state file by the same rule that counts a
+//! live event), the events of addresses no GPU is named for yet
+//! (`unnamed.rs`), and the state file's spelling of them (`record.rs`).
+//! The ledger's state is its own: the poller calls its methods and
+//! writes none of its fields.
 //!
 //! Below both the sampler (`crate::nvml`, which routes each event to its
 //! GPU's ledger) and the verdict (`crate::verdict`, which judges what the
@@ -12,6 +17,8 @@
 
 mod classify;
 mod ledger;
+mod record;
+mod unnamed;
 
 use std::time::{Instant, SystemTime};
 
@@ -19,9 +26,10 @@ use crate::snapshot::XidClass;
 
 pub use classify::{
     class_without_line, decided_by_line, is_nvlink5, kept, nvlink5_class, nvlink_err_class,
-    nvml_class,
 };
-pub use ledger::{Ledger, DEDUPE_WINDOW, NVLINK_ERR_REPEAT_WINDOW};
+pub use ledger::{Ledger, Recorded, DEDUPE_WINDOW, NVLINK_ERR_REPEAT_WINDOW};
+pub use record::Clock;
+pub use unnamed::Unnamed;
 
 /// An XID count's key: the XID, and the MIG GPU and compute instance it
 /// came from (on MIG-enabled GPUs).

@@ -35,6 +35,13 @@
 //! (`recovery_action`). The severity is the sheet's column, kept for the
 //! runbook.
 
+/// The NVLink5 XIDs, 144-150: the sheet's codes, each event judged by
+/// its kernel-log line. The one place the range is written (the kernel
+/// log's parser and the XID room both ask here).
+pub fn is_nvlink5(code: u64) -> bool {
+    (144..=150).contains(&code)
+}
+
 /// The sheet's "Resolution Bucket" of a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Resolution {

@@ -12,7 +12,6 @@
 mod persist;
 mod publish;
 mod supervisor;
-mod unnamed;
 mod worker;
 mod xid;
 
@@ -131,20 +130,6 @@ struct SlotState {
 }
 
 impl SlotState {
-    /// Records what `rec`'s counts hold, so that the kernel log read again
-    /// does not count it twice.
-    fn skip_counted(&mut self, rec: &crate::state::GpuRecord) {
-        for x in &rec.xids {
-            let seen = persist::system_time(x.last_seen);
-            let t = self
-                .ledger
-                .counted_through
-                .entry((x.code, x.gpu_instance, x.compute_instance))
-                .or_insert(seen);
-            *t = (*t).max(seen);
-        }
-    }
-
     /// The GPU's PCI address, once its identity has been read.
     fn pci_address(&self) -> Option<PciAddress> {
         self.identity
@@ -195,16 +180,18 @@ impl GpuSlot {
         }
     }
 
-    /// Counts an XID event on this GPU's ledger (`Ledger::record`).
+    /// Counts an XID event on this GPU's ledger (`Ledger::record`), and
+    /// remembers what the ledger says it showed.
     fn record_xid(&self, e: XidEvent, max_codes: usize) {
         let mut st = lock(&self.state);
-        if e.code == 64 && st.mig_enabled && !st.remembered.mig_remap_failure {
-            // NVML hides the remap flags of a MIG-enabled GPU: this XID is
-            // the one sign of a failed remap there (`verdict::Remembered`).
+        let mig_enabled = st.mig_enabled;
+        if st
+            .ledger
+            .record(e, mig_enabled, max_codes, self.index)
+            .mig_remap_failure
+        {
             st.remembered.mig_remap_failure = true;
         }
-        let mig_enabled = st.mig_enabled;
-        st.ledger.record(e, mig_enabled, max_codes, self.index);
     }
 
     /// Records a GPU reset at `at` (XIDs before it no longer ask for one).

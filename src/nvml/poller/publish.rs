@@ -77,9 +77,8 @@ pub fn build_snapshot(
             readings,
             xids: st
                 .ledger
-                .xids
-                .iter()
-                .map(|(&(xid, gi, ci), &(count, last_seen))| XidCount {
+                .counts()
+                .map(|((xid, gi, ci), count, last_seen)| XidCount {
                     xid,
                     gpu_instance: gi,
                     compute_instance: ci,
@@ -87,7 +86,7 @@ pub fn build_snapshot(
                     last_seen,
                 })
                 .collect(),
-            xid_other: st.ledger.xid_other.clone(),
+            xid_other: st.ledger.other().cloned(),
             nvml_errors: st.errors.counts(),
             driver_time: st.driver_time.counts(),
             pods: Vec::new(),

@@ -17,13 +17,12 @@ use super::super::watchdog::lock;
 use super::super::PollerConfig;
 use super::persist;
 use super::publish::build_snapshot;
-use super::unnamed::Unnamed;
 use super::{spawn, worker, xid, Generation, GpuSlot, Shared};
 use crate::family::Family;
 use crate::kmsg::{LogEvent, PciAddress};
 use crate::snapshot::{DriverInfo, Health, KernelLogProblem, Snapshot};
 use crate::state::{GpuRecord, KernelLogPosition, StateFile};
-use crate::xid::{XidEvent, XidSource, DEDUPE_WINDOW};
+use crate::xid::{Clock, Unnamed, XidEvent, DEDUPE_WINDOW};
 use std::collections::BTreeMap;
 
 const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
@@ -101,7 +100,7 @@ struct Supervisor {
     log_read_again: bool,
     /// Our clock against the boot's, read once: times in the state file
     /// are seconds since boot, the same each time they are written.
-    clock: Option<persist::Clock>,
+    clock: Option<Clock>,
     /// Every GPU of this run was named when the restored records were
     /// last claimed: those left are absent GPUs', to be aged.
     every_gpu_named: bool,
@@ -129,7 +128,7 @@ impl Supervisor {
             saved: None,
             absent_changed: true,
             log_read_again: false,
-            clock: persist::Clock::read(),
+            clock: Clock::read(),
             every_gpu_named: false,
             unpublished_since: Some(Instant::now()),
         }
@@ -154,26 +153,7 @@ impl Supervisor {
         });
         self.kernel_log_read_to = file.kernel_log.map(|k| k.read_to);
         if let Some(c) = &self.clock {
-            for u in &file.unnamed {
-                let (Some(gpu), Some(class)) =
-                    (PciAddress::parse(&u.pci), persist::class_of(&u.class))
-                else {
-                    continue;
-                };
-                self.unnamed.push(
-                    gpu,
-                    XidEvent {
-                        code: u.code,
-                        class,
-                        gpu_instance: None,
-                        compute_instance: None,
-                        source: XidSource::KernelLog,
-                        at: c.instant(u.at_s),
-                        wall: persist::system_time(u.wall),
-                        nvlink_err_link: None,
-                    },
-                );
-            }
+            self.unnamed.restore(&file.unnamed, c);
         }
         self.restored = file.gpus.into_iter().map(|g| (g.uuid.clone(), g)).collect();
         crate::state::hold_records(&mut self.restored, self.cfg.xid_max_codes);
@@ -200,10 +180,13 @@ impl Supervisor {
                 continue;
             };
             self.absent_changed = true;
-            persist::restore(&mut st, &rec, clock.as_ref(), self.cfg.xid_max_codes);
-            if self.log_read_again {
-                st.skip_counted(&rec);
-            }
+            persist::restore(
+                &mut st,
+                &rec,
+                clock.as_ref(),
+                self.cfg.xid_max_codes,
+                self.log_read_again,
+            );
             // Sampled before the record was found: compare now.
             let evidence = match (&st.readings, &st.baseline) {
                 (Some(now), Some(before)) => worker::reset_evidence(before, now),

@@ -142,8 +142,7 @@ fn read_identity(sampler: &mut GpuSampler<'_>, slot: &GpuSlot) -> bool {
         if st.uuid.as_ref().is_some_and(|old| *old != u) {
             tracing::warn!(gpu = slot.index, old = st.uuid.as_deref().unwrap_or(""), new = %u,
                 "a different GPU now has this index; its counts start afresh");
-            st.ledger.xids.clear();
-            st.ledger.xid_other = None;
+            st.ledger.forget_counts();
             st.errors = ErrorBook::default();
             sampler.calls.errors = ErrorBook::default();
             st.driver_time = DriverTime::default();

@@ -31,7 +31,7 @@ use nvml_wrapper::Nvml;
 use super::super::raw::{self, EventSet, RawEvent};
 use super::super::watchdog::lock;
 use super::{Generation, GpuSlot, Shared};
-use crate::xid::{nvml_class, XidEvent, XidSource};
+use crate::xid::{class_without_line, XidEvent, XidSource};
 
 const WAIT_MS: u32 = 200;
 /// After a swap of event sets, how long an event the old set delivered
@@ -177,7 +177,7 @@ impl Events {
                     code: e.data,
                     // NVML's event carries the code alone; an NVLink5 code
                     // waits for its log line (`xid::Ledger::record`).
-                    class: nvml_class(e.data),
+                    class: class_without_line(e.data),
                     gpu_instance: id(e.gpu_instance),
                     compute_instance: id(e.compute_instance),
                     source: XidSource::Nvml,

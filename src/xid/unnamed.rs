@@ -13,11 +13,11 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
-use super::persist::{class_name, unix, Clock};
+use super::record::{class_name, class_of, system_time, unix, Clock};
+use super::{XidEvent, XidSource};
 use crate::kmsg::PciAddress;
 use crate::snapshot::{UnnamedEvidence, UnnamedGpuXids, XidClass, XidSeen};
 use crate::state::UnnamedRecord;
-use crate::xid::XidEvent;
 
 /// The latest event of each code and class.
 type LatestByCode = BTreeMap<(u64, XidClass), Instant>;
@@ -66,6 +66,29 @@ impl Unnamed {
                 wall: unix(e.wall),
             })
             .collect()
+    }
+
+    /// Takes back what an earlier run of this boot left in the state file
+    /// (records of an address or class this run cannot read are skipped).
+    pub fn restore(&mut self, records: &[UnnamedRecord], clock: &Clock) {
+        for u in records {
+            let (Some(gpu), Some(class)) = (PciAddress::parse(&u.pci), class_of(&u.class)) else {
+                continue;
+            };
+            self.push(
+                gpu,
+                XidEvent {
+                    code: u.code,
+                    class,
+                    gpu_instance: None,
+                    compute_instance: None,
+                    source: XidSource::KernelLog,
+                    at: clock.instant(u.at_s),
+                    wall: system_time(u.wall),
+                    nvlink_err_link: None,
+                },
+            );
+        }
     }
 
     pub fn reset_before(&mut self, at: Instant) {
@@ -129,7 +152,6 @@ mod tests {
     use super::*;
     use crate::snapshot::{Action, UnnamedGpuVerdict};
     use crate::verdict::{judge_unnamed, MAX_UNNAMED};
-    use crate::xid::XidSource;
     use std::time::{Duration, SystemTime};
 
     /// As the join step judges them.
