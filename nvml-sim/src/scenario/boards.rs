@@ -1,10 +1,11 @@
-//! A scenario's boards: its `[board.*]` tables and the built-ins, `base`
-//! chains merged, each resolved once; and one `[[gpu]]` table checked on
-//! its board.
+//! A scenario's boards: its `[board.*]` tables and the built-ins, each
+//! laid over its `base` chain as typed files (`model::Overlay`: key by
+//! key, section by section), each resolved once; and one `[[gpu]]` table
+//! checked on its board.
 
 use super::{GpuSpec, IdentityGiven, Place, ScenarioError, Site, MAX_GPUS};
 use crate::identity::PciAddr;
-use crate::model::{self, BoardFile, Model};
+use crate::model::{self, BoardFile, Model, Overlay};
 use crate::schema::GpuFile;
 use crate::value::Invalid;
 use std::collections::{BTreeMap, HashMap};
@@ -17,15 +18,6 @@ const MAX_BOARD_DEPTH: usize = 8;
 pub(super) struct Boards<'a> {
     defined: &'a BTreeMap<String, toml::Spanned<BoardFile>>,
     resolved: HashMap<String, Arc<Model>>,
-}
-
-fn file_table(f: &BoardFile) -> toml::Table {
-    let mut t = match toml::Value::try_from(f) {
-        Ok(toml::Value::Table(t)) => t,
-        _ => toml::Table::new(),
-    };
-    t.remove("base");
-    t
 }
 
 impl<'a> Boards<'a> {
@@ -145,8 +137,8 @@ impl<'a> Boards<'a> {
         Ok((spec, identity, count))
     }
 
-    /// The board `key` as one table, its `base` chain merged in.
-    fn table(&self, key: &str, depth: usize) -> Result<toml::Table, Invalid> {
+    /// The board `key` as one file, laid over its `base` chain.
+    fn file(&self, key: &str, depth: usize) -> Result<BoardFile, Invalid> {
         if depth > MAX_BOARD_DEPTH {
             return Err(Invalid::from(format!(
                 "board `{key}`: `base` goes more than {MAX_BOARD_DEPTH} boards deep (a loop?)"
@@ -154,25 +146,17 @@ impl<'a> Boards<'a> {
         }
         if let Some(f) = self.defined.get(key) {
             let f = f.get_ref();
-            let mut t = match &f.base {
-                Some(b) => self.table(b, depth + 1)?,
-                None => toml::Table::new(),
+            let base = match &f.base {
+                Some(b) => self.file(b, depth + 1)?,
+                None => BoardFile::default(),
             };
-            model::merge_tables(&mut t, file_table(f));
-            return Ok(t);
+            return Ok(f.clone().over(base));
         }
-        model::builtin_table(key).ok_or_else(|| {
+        model::builtin_file(key).ok_or_else(|| {
             let mut known: Vec<&str> = self.defined.keys().map(String::as_str).collect();
             known.extend(model::BUILTIN_BOARDS.iter().map(|(k, _)| *k));
             format!("unknown GPU model `{key}` (known: {})", known.join(", ")).into()
         })
-    }
-
-    fn resolve(key: &str, table: toml::Table) -> Result<Arc<Model>, Invalid> {
-        let file: BoardFile = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| e.message().trim().to_string())?;
-        file.resolve(key).map(Arc::new)
     }
 
     /// A board by key, resolved once.
@@ -181,9 +165,9 @@ impl<'a> Boards<'a> {
             return Ok(m.clone());
         }
         let m = if self.defined.contains_key(key) {
-            Self::resolve(key, self.table(key, 0)?)?
+            Arc::new(self.file(key, 0)?.resolve(key)?)
         } else {
-            model::model_by_key(key).ok_or_else(|| self.table(key, 0).err().unwrap_or_default())?
+            model::model_by_key(key).ok_or_else(|| self.file(key, 0).err().unwrap_or_default())?
         };
         self.resolved.insert(key.to_string(), m.clone());
         Ok(m)
@@ -191,11 +175,13 @@ impl<'a> Boards<'a> {
 
     /// A board described in a `[[gpu]]` table, on its base if it has one.
     fn inline(&self, base: Option<&str>, over: &BoardFile) -> Result<Arc<Model>, Invalid> {
-        let mut t = match base {
-            Some(b) => self.table(b, 1)?,
-            None => toml::Table::new(),
+        let base_file = match base {
+            Some(b) => self.file(b, 1)?,
+            None => BoardFile::default(),
         };
-        model::merge_tables(&mut t, file_table(over));
-        Self::resolve(base.unwrap_or("inline"), t)
+        over.clone()
+            .over(base_file)
+            .resolve(base.unwrap_or("inline"))
+            .map(Arc::new)
     }
 }
