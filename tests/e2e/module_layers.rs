@@ -529,6 +529,41 @@ fn the_simulator_allows_unsafe_only_in_named_modules() {
     );
 }
 
+/// A target whose test harness `Cargo.toml` turns off (`test = false`:
+/// the two binaries, thin mains over their libraries) holds no test and no
+/// module of its own, whose tests would silently never run.
+#[test]
+fn the_binaries_without_a_test_harness_hold_no_test() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (manifest, main) in [
+        ("Cargo.toml", "src/main.rs"),
+        ("nvml-sim/Cargo.toml", "nvml-sim/src/bin/nvml-sim.rs"),
+    ] {
+        let toml = std::fs::read_to_string(root.join(manifest)).unwrap();
+        let bin = toml
+            .split("[[bin]]")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{manifest} has no [[bin]]"));
+        let bin = bin.split("\n[").next().unwrap_or_default();
+        assert!(bin.contains(&format!(
+            "path = \"{}\"",
+            main.trim_start_matches("nvml-sim/")
+        )));
+        assert!(bin.contains("test = false"), "{manifest}: {bin}");
+        let code = std::fs::read_to_string(root.join(main)).unwrap();
+        for line in code.lines().map(str::trim_start) {
+            assert!(
+                !line.starts_with("#[test]")
+                    && !line.starts_with("#[cfg(test)]")
+                    && !line.starts_with("mod ")
+                    && !line.starts_with("pub mod "),
+                "{main} has no test harness (`test = false` in {manifest}), so it holds \
+                 no test and no module: {line}"
+            );
+        }
+    }
+}
+
 /// A row of the group table: its group (`None` for the last row, the
 /// files of no one group) and each folder's cell, as the names quoted in it.
 type GroupRow = (Option<String>, Vec<Vec<String>>);
@@ -592,7 +627,7 @@ fn group_folder_entries(folder: &Path) -> BTreeSet<String> {
 #[test]
 fn each_nvml_group_has_one_name() {
     let (folders, rows) = group_table();
-    assert_eq!(folders.len(), 6, "the table's folders: {folders:?}");
+    assert_eq!(folders.len(), 7, "the table's folders: {folders:?}");
     assert!(
         rows.len() > 15,
         "read too few rows of the group table: {rows:?}"
