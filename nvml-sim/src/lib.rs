@@ -5,8 +5,9 @@
 //!
 //! `unsafe` is allowed per module, where the C ABI is: the exports
 //! (`ffi`, `host`), the capture of a real driver (`capture`) and the
-//! symbol table a driver branch presents (`driver`); the rest of the crate
-//! denies it.
+//! symbol table a driver branch presents (`driver`); and on one function
+//! elsewhere, glibc's `malloc_trim` after a scenario is built
+//! (`scenario/kept.rs`); the rest of the crate denies it.
 
 pub mod calls;
 // `nvml-sim capture` calls a real driver's NVML through its C ABI.
@@ -17,6 +18,7 @@ pub mod control;
 // dynamic symbol table, edited in place, and an `.init_array` entry.
 #[allow(unsafe_code)]
 pub mod driver;
+pub mod error;
 pub mod fault;
 // The NVML C ABI: raw pointers in every export.
 #[allow(unsafe_code)]

@@ -10,7 +10,8 @@
 //! child it falls through to the test's body. The children run one at a
 //! time, as the former one-binary-per-test layout ran them, so a test that
 //! measures the driver's timing does not share the machine with another
-//! simulated fleet of this binary.
+//! simulated fleet of this binary. nvml-sim's `tests/library/` runs its
+//! tests the same way, with this file (`#[path]`).
 
 use std::io::Read;
 use std::process::{Command, Stdio};

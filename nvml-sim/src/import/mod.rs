@@ -72,25 +72,7 @@ impl Node {
 /// readers' recursion, so no input can exhaust the stack.
 const MAX_DEPTH: usize = 64;
 
-/// What is wrong with a capture, and where.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ParseError {
-    pub line: usize,
-    /// The element (or, for text captures, the label's element) it was in.
-    pub element: Option<String>,
-    pub message: String,
-}
-
-impl std::fmt::Display for ParseError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.element {
-            Some(e) => write!(f, "line {}: <{e}>: {}", self.line, self.message),
-            None => write!(f, "line {}: {}", self.line, self.message),
-        }
-    }
-}
-
-impl std::error::Error for ParseError {}
+pub use crate::error::ParseError;
 
 /// The two capture formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

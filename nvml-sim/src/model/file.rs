@@ -345,7 +345,9 @@ pub struct ProfileEntry {
 }
 
 /// Deep merge: `over`'s keys replace `base`'s; tables merge key by key,
-/// anything else (arrays included) is replaced whole.
+/// anything else (arrays included) is replaced whole. The tests' reference
+/// for the typed overlay (`overlay.rs`), which boards are merged by.
+#[cfg(test)]
 pub fn merge_tables(base: &mut toml::Table, over: toml::Table) {
     for (k, v) in over {
         match (base.get_mut(&k), v) {

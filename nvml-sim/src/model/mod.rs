@@ -10,15 +10,19 @@ mod arch;
 mod brand;
 mod file;
 mod named;
+mod overlay;
 
 pub use arch::Architecture;
 pub use brand::Brand;
+#[cfg(test)]
+pub use file::merge_tables;
 pub use file::{
-    architecture_name, brand_name, gi_profile_name, merge_tables, BoardFile, ClocksSection,
-    EccSection, FabricHealthSection, HealthSummary, IncorrectConfiguration, InforomSection,
-    MemorySection, MigSection, NvlinkSection, PcieSection, PowerSection, ProfileEntry,
-    ScopeSection, ThermalSection, BUILTIN_BOARDS, BUILTIN_SCENARIOS,
+    architecture_name, brand_name, gi_profile_name, BoardFile, ClocksSection, EccSection,
+    FabricHealthSection, HealthSummary, IncorrectConfiguration, InforomSection, MemorySection,
+    MigSection, NvlinkSection, PcieSection, PowerSection, ProfileEntry, ScopeSection,
+    ThermalSection, BUILTIN_BOARDS, BUILTIN_SCENARIOS,
 };
+pub use overlay::Overlay;
 
 use crate::value::Invalid;
 use nvml_wrapper_sys::bindings as sys;
@@ -299,13 +303,7 @@ pub fn builtins() -> &'static [Arc<Model>] {
         BUILTIN_BOARDS
             .iter()
             .map(|(key, _)| {
-                let table = builtin_table(key).expect("a built-in board");
-                let file: BoardFile =
-                    toml::Value::Table(table)
-                        .try_into()
-                        .unwrap_or_else(|e: toml::de::Error| {
-                            panic!("boards/{key}.toml: {}", e.message())
-                        });
+                let file = builtin_file(key).expect("a built-in board");
                 Arc::new(
                     file.resolve(key)
                         .unwrap_or_else(|e| panic!("boards/{key}.toml: {e}")),
@@ -315,10 +313,29 @@ pub fn builtins() -> &'static [Arc<Model>] {
     })
 }
 
-/// A built-in board file as a table, merged over its `base` (a built-in
-/// board too: a variant says only what differs, as scenarios' boards do);
-/// `None` if no built-in has that key. The unit tests prove every file
-/// parses and every base exists.
+/// A built-in board file, laid over its `base` (a built-in board too: a
+/// variant says only what differs, as scenarios' boards do); `None` if no
+/// built-in has that key. The unit tests prove every file reads and every
+/// base exists.
+pub fn builtin_file(key: &str) -> Option<BoardFile> {
+    let text = BUILTIN_BOARDS.iter().find(|(k, _)| *k == key)?.1;
+    let file: BoardFile = toml::from_str(text)
+        .unwrap_or_else(|e: toml::de::Error| panic!("boards/{key}.toml: {}", e.message()));
+    match &file.base {
+        Some(base) if base != key => {
+            let under = builtin_file(base)
+                .unwrap_or_else(|| panic!("boards/{key}.toml: no built-in base `{base}`"));
+            Some(file.over(under))
+        }
+        Some(base) => panic!("boards/{key}.toml: base \"{base}\" is not another built-in board"),
+        None => Some(file),
+    }
+}
+
+/// A built-in board file as a table, merged over its `base`: how boards
+/// were merged before [`builtin_file`], kept as the reference its tests
+/// hold the typed overlay to.
+#[cfg(test)]
 pub fn builtin_table(key: &str) -> Option<toml::Table> {
     let text = BUILTIN_BOARDS.iter().find(|(k, _)| *k == key)?.1;
     let mut table: toml::Table = text

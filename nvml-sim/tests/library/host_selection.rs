@@ -5,7 +5,7 @@
 // Calls the simulator's C ABI directly, as NVML clients do.
 #![allow(unsafe_code)]
 
-mod common;
+use crate::common;
 
 use std::ffi::{c_char, CString};
 
@@ -33,6 +33,7 @@ fn names(nvml: &nvml_wrapper::Nvml) -> Vec<String> {
 
 #[test]
 fn the_selected_scenario_is_built_at_the_next_init() {
+    in_own_process!(the_selected_scenario_is_built_at_the_next_init);
     // SAFETY: the simulator's initializers have no preconditions.
     let lib = unsafe { libloading::Library::new(common::lib_path()) }.unwrap();
 

@@ -9,7 +9,7 @@
 // call, and sets its variables before this process's first NVML init.
 #![allow(unsafe_code, clippy::disallowed_methods)]
 
-mod common;
+use crate::common;
 
 use nvml_wrapper::enum_wrappers::device::{
     Clock, EccCounter, GpuVirtualizationMode, MemoryError, PcieUtilCounter, PerformanceState,
@@ -103,6 +103,7 @@ gpu = 0
 )]
 #[test]
 fn a_pinned_host_answers_as_captured_and_still_takes_faults() {
+    in_own_process!(a_pinned_host_answers_as_captured_and_still_takes_faults);
     let dir = std::env::temp_dir().join(format!("nvml-sim-replay-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("replay.toml");

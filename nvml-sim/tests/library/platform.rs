@@ -7,7 +7,7 @@
 
 #![allow(unsafe_code, clippy::disallowed_methods)]
 
-mod common;
+use crate::common;
 
 use nvml_wrapper_sys::bindings::{nvmlPlatformInfo_v1_t, nvmlPlatformInfo_v2_t};
 
@@ -20,6 +20,7 @@ fn version<T>(v: u32) -> u32 {
 
 #[test]
 fn the_gb200_tray_names_its_rack_slot_tray_and_modules() {
+    in_own_process!(the_gb200_tray_names_its_rack_slot_tray_and_modules);
     std::env::set_var("NVML_SIM_SCENARIO", "gb200-nvl72");
     std::env::remove_var("NVML_SIM_DRIVER");
     std::env::remove_var("NVML_SIM_CONTROL");

@@ -6,9 +6,9 @@
 
 #![allow(unsafe_code, clippy::disallowed_methods)]
 
-mod common;
+use crate::common;
 
-use common::{cli, ok, raw_fields};
+use crate::common::{cli, ok, raw_fields};
 
 const INVALID_ARGUMENT: u32 = 2;
 const NOT_SUPPORTED: u32 = 3;
@@ -31,6 +31,7 @@ fn link(l: u32) -> Vec<(u32, u32)> {
 
 #[test]
 fn the_gb200_c2c_links_answer_per_link_and_faults_move_one() {
+    in_own_process!(the_gb200_c2c_links_answer_per_link_and_faults_move_one);
     let dir = std::env::temp_dir().join(format!("nvml-sim-c2c-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("control.sock");

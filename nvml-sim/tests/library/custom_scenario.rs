@@ -5,7 +5,7 @@
 // variables before this process's first NVML init.
 #![allow(unsafe_code, clippy::disallowed_methods)]
 
-mod common;
+use crate::common;
 
 use nvml_wrapper::enum_wrappers::device::RetirementCause;
 use nvml_wrapper::error::NvmlError;
@@ -34,6 +34,7 @@ cause = "dbe"
 
 #[test]
 fn hand_written_scenario() {
+    in_own_process!(hand_written_scenario);
     let dir = std::env::temp_dir().join(format!("nvml-sim-custom-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("lab.toml");

@@ -5,7 +5,7 @@
 // variables before this process's first NVML init.
 #![allow(unsafe_code, clippy::disallowed_methods)]
 
-mod common;
+use crate::common;
 
 use nvml_wrapper::enum_wrappers::device::{
     Clock, EccCounter, MemoryError, MemoryLocation, PerformanceState, TemperatureSensor,
@@ -31,6 +31,7 @@ fn nvml() -> Nvml {
 
 #[test]
 fn system_and_identity() {
+    in_own_process!(system_and_identity);
     let nvml = nvml();
     assert_eq!(nvml.sys_driver_version().unwrap(), "560.35.03");
     assert_eq!(nvml.sys_nvml_version().unwrap(), "12.560.35.03");
@@ -74,6 +75,7 @@ fn system_and_identity() {
 
 #[test]
 fn memory_adds_up() {
+    in_own_process!(memory_adds_up);
     let nvml = nvml();
     for i in 0..8 {
         let d = nvml.device_by_index(i).unwrap();
@@ -99,6 +101,7 @@ fn memory_adds_up() {
 
 #[test]
 fn power_clocks_and_pstate_move_together() {
+    in_own_process!(power_clocks_and_pstate_move_together);
     let nvml = nvml();
     let busy = nvml.device_by_index(6).unwrap();
     let idle = nvml.device_by_index(7).unwrap();
@@ -136,6 +139,7 @@ fn power_clocks_and_pstate_move_together() {
 
 #[test]
 fn ecc_and_rows() {
+    in_own_process!(ecc_and_rows);
     let nvml = nvml();
     let d = nvml.device_by_index(3).unwrap();
     assert!(d.is_ecc_enabled().unwrap().currently_enabled);
@@ -178,6 +182,7 @@ fn ecc_and_rows() {
 
 #[test]
 fn field_values() {
+    in_own_process!(field_values);
     use nvml_wrapper_sys::bindings::field_id::*;
     let nvml = nvml();
     let d = nvml.device_by_index(2).unwrap();
@@ -231,6 +236,7 @@ fn field_values() {
 
 #[test]
 fn processes() {
+    in_own_process!(processes);
     let nvml = nvml();
     let d = nvml.device_by_index(4).unwrap();
     let procs = d.running_compute_processes().unwrap();
@@ -276,6 +282,7 @@ fn processes() {
 
 #[test]
 fn mig_devices() {
+    in_own_process!(mig_devices);
     let nvml = nvml();
     let d0 = nvml.device_by_index(0).unwrap();
     let mode = d0.mig_mode().unwrap();
@@ -326,6 +333,7 @@ fn mig_devices() {
 
 #[test]
 fn mig_profiles_and_instances() {
+    in_own_process!(mig_profiles_and_instances);
     let nvml = nvml();
     let d1 = nvml.device_by_index(1).unwrap();
     let lib = nvml.lib();
@@ -389,6 +397,7 @@ fn mig_profiles_and_instances() {
 
 #[test]
 fn gpm_on_hopper() {
+    in_own_process!(gpm_on_hopper);
     let nvml = nvml();
     let d2 = nvml.device_by_index(2).unwrap();
     assert!(d2.gpm_support().unwrap());
@@ -428,6 +437,7 @@ fn gpm_on_hopper() {
 
 #[test]
 fn events_time_out_when_nothing_happens() {
+    in_own_process!(events_time_out_when_nothing_happens);
     let nvml = nvml();
     let d = nvml.device_by_index(7).unwrap();
     let types = d.supported_event_types().unwrap();
@@ -440,6 +450,7 @@ fn events_time_out_when_nothing_happens() {
 
 #[test]
 fn many_threads_at_once() {
+    in_own_process!(many_threads_at_once);
     let nvml = nvml();
     std::thread::scope(|s| {
         for t in 0..8u32 {

@@ -9,7 +9,7 @@
 // variables before this process's first NVML init.
 #![allow(unsafe_code, clippy::disallowed_methods)]
 
-mod common;
+use crate::common;
 
 use nvml_wrapper_sys::bindings::{nvmlFieldValue_t, nvmlGpuFabricInfo_v3_t};
 
@@ -43,6 +43,7 @@ fn fabric(nvml: &nvml_wrapper::Nvml, d: &nvml_wrapper::Device) -> nvmlGpuFabricI
 
 #[test]
 fn a_gb200_tray_and_its_faults() {
+    in_own_process!(a_gb200_tray_and_its_faults);
     let dir = std::env::temp_dir().join(format!("nvml-sim-blackwell-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("control.sock");

@@ -6,9 +6,9 @@
 // variables before this process's first NVML init.
 #![allow(unsafe_code, clippy::disallowed_methods)]
 
-mod common;
+use crate::common;
 
-use common::{cli, ok};
+use crate::common::{cli, ok};
 
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{
@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn faults_through_the_cli() {
+    in_own_process!(faults_through_the_cli);
     let dir = std::env::temp_dir().join(format!("nvml-sim-control-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("control.sock");

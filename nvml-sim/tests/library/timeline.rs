@@ -5,7 +5,7 @@
 // variables before this process's first NVML init.
 #![allow(unsafe_code, clippy::disallowed_methods)]
 
-mod common;
+use crate::common;
 
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError, TemperatureSensor};
@@ -28,6 +28,7 @@ fn wait_until(start: Instant, scenario_t: f64) {
 
 #[test]
 fn faults_timeline() {
+    in_own_process!(faults_timeline);
     std::env::set_var("NVML_SIM_SCENARIO", "faults");
     std::env::set_var("NVML_SIM_TIME_SCALE", SCALE.to_string());
     std::env::remove_var("NVML_SIM_CONTROL");

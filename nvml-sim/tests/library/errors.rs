@@ -6,7 +6,7 @@
 // variables before this process's first NVML init.
 #![allow(unsafe_code, clippy::disallowed_methods)]
 
-mod common;
+use crate::common;
 
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::CStr;
@@ -27,6 +27,7 @@ const UNKNOWN: u32 = 999;
 )]
 #[test]
 fn error_codes() {
+    in_own_process!(error_codes);
     std::env::remove_var("NVML_SIM_CONTROL");
     // SAFETY: loads the simulator's library, whose exports have the types nvml-wrapper-sys
     // declares.

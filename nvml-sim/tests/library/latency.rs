@@ -7,9 +7,9 @@
 // Sets the simulator's variables before this process's first NVML init.
 #![allow(unsafe_code, clippy::disallowed_methods)]
 
-mod common;
+use crate::common;
 
-use common::ok;
+use crate::common::ok;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -26,6 +26,7 @@ fn driver_time(socket: &std::path::Path) -> BTreeMap<String, f64> {
 
 #[test]
 fn calls_are_charged_the_h200s_latencies_and_slept() {
+    in_own_process!(calls_are_charged_the_h200s_latencies_and_slept);
     let dir = std::env::temp_dir().join(format!("nvml-sim-latency-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("control.sock");

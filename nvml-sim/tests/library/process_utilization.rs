@@ -14,7 +14,7 @@
 // process's first NVML init.
 #![allow(unsafe_code, clippy::disallowed_methods)]
 
-mod common;
+use crate::common;
 
 use nvml_wrapper::enum_wrappers::device::Sampling;
 use nvml_wrapper::enums::device::SampleValue;
@@ -107,6 +107,7 @@ const V1: u32 = std::mem::size_of::<nvmlProcessesUtilizationInfo_v1_t>() as u32 
 
 #[test]
 fn per_process_utilization_like_a_driver() {
+    in_own_process!(per_process_utilization_like_a_driver);
     let dir = std::env::temp_dir().join(format!("nvml-sim-procutil-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let scenario = dir.join("shared.toml");
