@@ -20,6 +20,9 @@ FROM ${BUILDER_IMAGE} AS build
 # The commit, compiled into nvml_exporter_build_info (.git is not in the
 # build context, so the build cannot ask git).
 ARG REVISION=unknown
+# The cargo profile: release ships; scripts/build-image --profile release-test
+# (the image test) builds the same binaries without fat LTO (Cargo.toml).
+ARG PROFILE=release
 WORKDIR /src
 COPY . .
 # The cache mounts keep the crate downloads and the target directory between
@@ -27,10 +30,10 @@ COPY . .
 # the same step because a cache mount is not part of the image.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    NVML_EXPORTER_REVISION="${REVISION}" cargo build --release --workspace --locked \
-    && install -D -m 0755 target/release/nvml-exporter /out/usr/bin/nvml-exporter \
-    && install -D -m 0755 target/release/nvml-sim /out/usr/bin/nvml-sim \
-    && install -D -m 0644 target/release/libnvml_sim.so /out/usr/lib/nvml-exporter/libnvml_sim.so
+    NVML_EXPORTER_REVISION="${REVISION}" cargo build --profile "${PROFILE}" --workspace --locked \
+    && install -D -m 0755 "target/${PROFILE}/nvml-exporter" /out/usr/bin/nvml-exporter \
+    && install -D -m 0755 "target/${PROFILE}/nvml-sim" /out/usr/bin/nvml-sim \
+    && install -D -m 0644 "target/${PROFILE}/libnvml_sim.so" /out/usr/lib/nvml-exporter/libnvml_sim.so
 
 FROM ${RUNTIME_IMAGE}
 ARG VERSION=0.1.0

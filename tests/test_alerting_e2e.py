@@ -20,7 +20,6 @@ durations (expressions untouched), Alertmanager's group timers, the webhook
 URLs, the simulator's time scale and the scrape/evaluation interval."""
 
 import re
-import time
 import urllib.request
 from pathlib import Path
 
@@ -348,8 +347,9 @@ def test_an_exporter_restart_on_a_wrapped_kernel_log_pages_no_old_xid(tmp_path):
             for p in stack.processes:
                 if isinstance(p, Exporter):
                     p.stop()
-            # Down for a few scrapes, as in a rollout.
-            time.sleep(3)
+            # Down for a few scrapes, as in a rollout: three that failed.
+            prom.wait_scrapes([first.address], 3)
+            assert prom.query(f'up{{instance="{first.address}"}} == 0'), "the target down"
             e = stack.add(Exporter(tmp_path, "dgx-h100", interval="500ms", extra=flags, name=name,
                                    port=port))
             e.wait_ready()
@@ -360,8 +360,8 @@ def test_an_exporter_restart_on_a_wrapped_kernel_log_pages_no_old_xid(tmp_path):
         restart("exporter-2", extra)
         wait_until(lambda: [r["value"][1] for r in prom.query(xid74)] == ["4"], 30,
                    "the counter back in Prometheus")
-        time.sleep(5)
-        # Never lower, across the restart.
+        # Never lower, across the restart: over every scrape of the new one.
+        prom.wait_scrapes([first.address], 5)
         lowest = prom.query(f"min_over_time({xid74}[1m])")
         assert [r["value"][1] for r in lowest] == ["4"], lowest
         # Again without a state file: the counter drops to what the ring
@@ -370,7 +370,9 @@ def test_an_exporter_restart_on_a_wrapped_kernel_log_pages_no_old_xid(tmp_path):
         restart("exporter-3", extra[:2])
         wait_until(lambda: [r["value"][1] for r in prom.query(xid74)] == ["2"], 30,
                    "the counter of the wrapped ring")
-        time.sleep(5)
+        # The rules have seen the dropped counter: scrapes, then evaluations.
+        prom.wait_scrapes([first.address], 5)
+        prom.wait_evaluations(2)
         fired = prom.query('max_over_time(ALERTS{alertname=~"NvidiaGpuXid.*"}[5m])')
         assert not fired, f"an old XID paged again: {fired}"
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 import subprocess
 import tomllib
 import urllib.request
@@ -822,9 +821,11 @@ def test_alerts_fire_what_each_capture_warrants(replayed):
             for i, g in enumerate(host.capture.gpus):
                 w |= {(a, str(i)) for a in warranted(host.capture, i, g)}
             want[address] = w
-        # Rules evaluate every second: a few evaluations after every target
-        # was scraped, every condition that holds is an active alert.
-        time.sleep(8)
+        # Once every target has been scraped three more times (rate() and
+        # increase() need two samples) and every rule group evaluated twice
+        # after that, every condition that holds is an active alert.
+        prom.wait_scrapes(list(by_instance), 3, timeout=120)
+        prom.wait_evaluations(2)
         got = active()
         problems = []
         for address, host in by_instance.items():

@@ -799,7 +799,10 @@ def test_dockerfile_follows_the_image_contract():
     global_args = [rest.split("=")[0] for word, rest in instructions[: instructions.index(("FROM", froms[0]))] if word == "ARG"]
     assert global_args == ["BUILDER_IMAGE", "RUNTIME_IMAGE"]
     runs = " ".join(rest for word, rest in instructions if word == "RUN")
-    assert "cargo build --release --workspace --locked" in runs
+    # The release profile unless PROFILE is given (the image test builds
+    # release-test, Cargo.toml): what `docker build .` ships is release's.
+    assert 'cargo build --profile "${PROFILE}" --workspace --locked' in runs
+    assert ("ARG", "PROFILE=release") in instructions
     assert "/out/usr/lib/nvml-exporter/libnvml_sim.so" in runs
     assert "/out/usr/bin/nvml-exporter" in runs
     final = instructions[instructions.index(("FROM", froms[-1])) :]

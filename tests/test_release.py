@@ -13,10 +13,18 @@ would use it (issue 37).
   pushed to a registry this test starts (Debian's docker-registry), read back
   with skopeo; the arm64 image's own exporter, as pulled, runs under qemu.
 
-Slow on a fresh machine (two release builds with fat LTO, two debootstraps;
+The binaries are built with the `release-test` cargo profile (Cargo.toml):
+the release profile without fat LTO in one codegen unit, at opt-level 1
+(issue 52: fat LTO was most of this file's time). Nothing here checks what
+fat LTO changes (size, speed); what is checked (the packages' files,
+scripts and dependencies, the installed binary's architecture, --version
+and /metrics) is the same for both profiles, which differ in no semantics
+(no debug assertions, no overflow checks, stripped, the same panic
+strategy). NVML_EXPORTER_RELEASE_PROFILE=release runs the same tests on the
+shipped profile. Slow on a fresh machine (two builds, two debootstraps;
 BENCHMARKS.md, "Release artifacts", gives measured times); later runs reuse
-the release targets and the root file systems. Needs root, like the image
-test; it does not skip.
+the targets and the root file systems. Needs root, like the image test; it
+does not skip.
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ from local_registry import registry  # noqa: F401  (a fixture)
 
 REPO = Path(__file__).resolve().parent.parent
 VERSION = re.search(r'^version = "(.*)"', (REPO / "Cargo.toml").read_text(), re.M)[1]
+# The cargo profile the packages and images are built from (see above).
+PROFILE = os.environ.get("NVML_EXPORTER_RELEASE_PROFILE", "release-test")
 ARCHES = {"amd64": ("x86_64", "x86_64-unknown-linux-gnu"), "arm64": ("aarch64", "aarch64-unknown-linux-gnu")}
 
 
@@ -49,12 +59,12 @@ def packages(tmp_path_factory) -> Path:
     if os.geteuid() != 0:
         pytest.fail("the release artifacts need root (scripts/cross, debootstrap, buildah)")
     out = tmp_path_factory.mktemp("packages")
-    # Builds both architectures' release binaries first (the image test below
-    # reuses them). NVML_EXPORTER_RELEASE_PREBUILT=1 packages the release
-    # binaries as they are, for iterating on the packaging alone (a commit
-    # changes the revision compiled in, and so relinks the fat-LTO binaries).
+    # Builds both architectures' binaries first (the image test below reuses
+    # them). NVML_EXPORTER_RELEASE_PREBUILT=1 packages the binaries as they
+    # are, for iterating on the packaging alone (a commit changes the
+    # revision compiled in, and so relinks them).
     prebuilt = ["--no-build"] if os.environ.get("NVML_EXPORTER_RELEASE_PREBUILT") == "1" else []
-    run(str(REPO / "scripts/package"), "--out", str(out), *prebuilt)
+    run(str(REPO / "scripts/package"), "--out", str(out), "--profile", PROFILE, *prebuilt)
     return out
 
 
@@ -186,7 +196,8 @@ def extract_image(oci_dir: Path, dest: Path) -> dict:
 
 def test_multiarch_image_pushed_read_back_and_runs_on_arm64(packages, registry, tmp_path):
     ref = f"{registry}/nvml-exporter:{VERSION}"
-    out = run(str(REPO / "scripts/image-multiarch"), "--no-build", "--tag", "localhost/nvml-exporter:release-test",
+    out = run(str(REPO / "scripts/image-multiarch"), "--no-build", "--profile", PROFILE,
+              "--tag", "localhost/nvml-exporter:release-test",
               "--push", f"docker://{ref}", "--insecure", "--out", str(tmp_path / "sboms")).stdout
     assert f"pushed docker://{ref}" in out, out
     index = json.loads(run("skopeo", "inspect", "--raw", "--tls-verify=false", f"docker://{ref}").stdout)

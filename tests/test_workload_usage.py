@@ -284,7 +284,8 @@ def test_jobs_and_pods_in_prometheus_with_the_documented_queries_and_rules(tmp_p
         prometheus = Prometheus(tmp_path, {"nvml": [exporter.address]}, rule_files=rule_files)
         prometheus.wait_ready()
         prometheus.wait_targets_up(1)
-        time.sleep(8)
+        # Eight scrapes, each a sample of every counter for increase().
+        prometheus.wait_scrapes([exporter.address], 8)
 
         sm_by_job, energy_by_namespace, held_energy_by_job, energy_by_gpu, waste_by_job, idle_top = (
             prometheus.query(q) for q in documented_queries())

@@ -163,6 +163,7 @@ class Prometheus(Process):
         further settings of a job's scrape config (metric_relabel_configs)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.interval = interval
         labels = target_labels or {}
         options = job_options or {}
         config = {
@@ -218,6 +219,65 @@ class Prometheus(Process):
             self.assert_running()
             return len(self.query("up == 1")) >= count
         wait_until(all_up, timeout, f"{count} scrape targets up")
+
+
+    def scrapes(self) -> dict[str, int]:
+        """How many times Prometheus has scraped each target, by instance
+        (up's samples in the last hour; a test is shorter), answered or not."""
+        return {r["metric"]["instance"]: int(r["value"][1])
+                for r in self.query("count_over_time(up[1h])")}
+
+    def wait_scrapes(self, instances: list[str], count: int, timeout: float = 60):
+        """Waits until each of `instances` has been scraped `count` more
+        times than now: the event a test that needs samples in Prometheus
+        waits on (under load a guessed sleep holds fewer scrapes)."""
+        start = self.scrapes()
+
+        def done():
+            self.assert_running()
+            now = self.scrapes()
+            return all(now.get(i, 0) >= start.get(i, 0) + count for i in instances)
+        wait_until(done, timeout, f"{count} more scrapes of {instances}")
+
+    def rule_evaluations(self) -> dict[str, str]:
+        """The last evaluation time of each rule group evaluated at the
+        global interval, by file and name. A group with a longer interval
+        of its own (the 2-minute inventory counts) is left out: a test
+        cannot wait for it."""
+        every = _seconds(self.interval)
+        return {f"{g['file']}:{g['name']}": g["lastEvaluation"] for g in self.api("rules")["groups"]
+                if g["interval"] <= every}
+
+    def wait_evaluations(self, count: int = 2, timeout: float = 60):
+        """Waits until every rule group (of the global interval) has been
+        evaluated at least `count` more times than now (its last
+        evaluation time seen to change `count` times; a missed change only
+        makes this wait longer): what a test that asserts an alert is, or
+        is not, active waits on."""
+        last = self.rule_evaluations()
+        assert last, "no rule groups loaded"
+        seen = dict.fromkeys(last, 0)
+
+        def done():
+            self.assert_running()
+            for group, at in self.rule_evaluations().items():
+                if at != last.get(group):
+                    last[group] = at
+                    seen[group] = seen.get(group, 0) + 1
+            return min(seen.values()) >= count
+        try:
+            wait_until(done, timeout, f"{count} more evaluations of every rule group", interval=0.1)
+        except AssertionError as e:
+            behind = {g: (n, last[g]) for g, n in seen.items() if n < count}
+            raise AssertionError(f"{e}; behind: {behind}") from None
+
+
+def _seconds(duration: str) -> float:
+    """A Prometheus duration of one unit ("500ms", "1s", "2m") in seconds."""
+    for unit, scale in (("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)):
+        if duration.endswith(unit) and duration[: -len(unit)].isdigit():
+            return int(duration[: -len(unit)]) * scale
+    raise ValueError(f"not a one-unit duration: {duration}")
 
 
 class PromQLError(Exception):
