@@ -157,10 +157,13 @@ class Prometheus(Process):
                  rule_files: list[Path] | None = None, alertmanager: str | None = None,
                  interval: str = "1s", remote_write: str | None = None,
                  target_labels: dict[str, dict[str, str]] | None = None,
-                 job_options: dict[str, dict] | None = None):
+                 job_options: dict[str, dict] | None = None, resend_delay: str | None = None):
         """`target_labels`: labels a job's targets carry (as Kubernetes
         service discovery gives a target its pod's), by job; `job_options`:
-        further settings of a job's scrape config (metric_relabel_configs)."""
+        further settings of a job's scrape config (metric_relabel_configs);
+        `resend_delay`: how soon a firing alert is sent to Alertmanager
+        again (Prometheus resends an alert whose annotations changed only
+        then: 1 m by default)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.interval = interval
@@ -190,6 +193,7 @@ class Prometheus(Process):
             require_binary("prometheus"), f"--config.file={cfg}",
             f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{self.port}",
             "--log.level=warn",
+            *([f"--rules.alert.resend-delay={resend_delay}"] if resend_delay else []),
         ], workdir)
 
     def wait_ready(self, timeout: float = 30):
