@@ -442,53 +442,7 @@ pub fn fully_populated() -> Snapshot {
     if let Some(r) = s.gpus[0].readings.as_mut().map(std::sync::Arc::make_mut) {
         r.fan_speeds = vec![(0, 0.45), (1, 0.5)];
     }
-    // A Grace board's NVLink-C2C links: one up, one down with errors.
-    if let Some(r) = s.gpus[1].readings.as_mut().map(std::sync::Arc::make_mut) {
-        use nvml_exporter::snapshot::{C2cError, C2cLink};
-        r.c2c_links = (0..2)
-            .map(|link| C2cLink {
-                link,
-                up: Some(link == 0),
-                errors: vec![
-                    (C2cError::Crc, u64::from(link)),
-                    (C2cError::Replay, 7 * u64::from(link)),
-                    (C2cError::ReplayB2b, 0),
-                ],
-            })
-            .collect();
-    }
-    // `nvidia-smi topo -m` rows: GPUs 0 and 1 on NVSwitches (and GPU 0
-    // with one link straight to GPU 1), GPU 1 a Grace GPU that is its own
-    // NUMA node; GPU 2 without NVLink, on PCIe only.
-    for (i, nvlink) in [(0usize, true), (1, true), (2, false)] {
-        if let Some(r) = s.gpus[i].readings.as_mut().map(std::sync::Arc::make_mut) {
-            r.topology = Some(std::sync::Arc::new(GpuTopology {
-                pcie: (0..3u32)
-                    .filter(|&p| p as usize != i)
-                    .map(|p| (p, 40))
-                    .collect(),
-                cpus: Some("0-55,112-167".into()),
-                numa_nodes: Some("0".into()),
-                numa_node: (i == 1).then_some(2),
-                nvlink: nvlink.then(|| NvlinkReach {
-                    to_switch: 17,
-                    to_gpu: if i == 0 {
-                        vec![("00000000:28:00.0".into(), 1)]
-                    } else {
-                        Vec::new()
-                    },
-                }),
-            }));
-        }
-    }
-    // Rack identity, as an NVL72 tray's driver gives it.
-    s.gpus[1].identity.platform = Some(nvml_exporter::snapshot::Platform {
-        chassis_serial: Some("1820000000001".into()),
-        slot: Some(14),
-        tray: Some(4),
-        host_id: 1,
-        module_id: 2,
-    });
+    set_grace_rack_and_topology(&mut s);
     // Pod attribution: a GPU shared by two containers and a MIG device,
     // each pod with an allowlisted label (--kubernetes.pod-labels).
     let holder =
@@ -712,6 +666,58 @@ pub fn fully_populated() -> Snapshot {
         hpc_jobs: std::sync::Arc::default(),
     });
     s
+}
+
+/// What a Grace rack tray adds to `fully_populated`: C2C links, rack
+/// identity, and `nvidia-smi topo -m` rows.
+fn set_grace_rack_and_topology(s: &mut Snapshot) {
+    // A Grace board's NVLink-C2C links: one up, one down with errors.
+    if let Some(r) = s.gpus[1].readings.as_mut().map(std::sync::Arc::make_mut) {
+        use nvml_exporter::snapshot::{C2cError, C2cLink};
+        r.c2c_links = (0..2)
+            .map(|link| C2cLink {
+                link,
+                up: Some(link == 0),
+                errors: vec![
+                    (C2cError::Crc, u64::from(link)),
+                    (C2cError::Replay, 7 * u64::from(link)),
+                    (C2cError::ReplayB2b, 0),
+                ],
+            })
+            .collect();
+    }
+    // `nvidia-smi topo -m` rows: GPUs 0 and 1 on NVSwitches (and GPU 0
+    // with one link straight to GPU 1), GPU 1 a Grace GPU that is its own
+    // NUMA node; GPU 2 without NVLink, on PCIe only.
+    for (i, nvlink) in [(0usize, true), (1, true), (2, false)] {
+        if let Some(r) = s.gpus[i].readings.as_mut().map(std::sync::Arc::make_mut) {
+            r.topology = Some(std::sync::Arc::new(GpuTopology {
+                pcie: (0..3u32)
+                    .filter(|&p| p as usize != i)
+                    .map(|p| (p, 40))
+                    .collect(),
+                cpus: Some("0-55,112-167".into()),
+                numa_nodes: Some("0".into()),
+                numa_node: (i == 1).then_some(2),
+                nvlink: nvlink.then(|| NvlinkReach {
+                    to_switch: 17,
+                    to_gpu: if i == 0 {
+                        vec![("00000000:28:00.0".into(), 1)]
+                    } else {
+                        Vec::new()
+                    },
+                }),
+            }));
+        }
+    }
+    // Rack identity, as an NVL72 tray's driver gives it.
+    s.gpus[1].identity.platform = Some(nvml_exporter::snapshot::Platform {
+        chassis_serial: Some("1820000000001".into()),
+        slot: Some(14),
+        tray: Some(4),
+        host_id: 1,
+        module_id: 2,
+    });
 }
 
 /// One consumer card: no ECC, no MIG, no NVLink, no BAR1 beyond basics, a
