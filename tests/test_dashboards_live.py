@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DASH_DIR = ROOT / "dashboards"
 RULE_FILES = sorted((ROOT / "alerts").glob("*.rules.yml"))
 OPT_IN = ["--collector.process_memory", "--collector.nvlink.per-link", "--collector.ecc.by-location",
-          "--collector.gpm.all-metrics", "--collector.mig.memory-free"]
+          "--collector.gpm.all-metrics", "--collector.mig.memory-free", "--collector.topology"]
 NAMES = ["fleet-overview.json", "gpu-detail.json", "mig.json"]
 JOB = "nvml-exporter"
 SCRAPE = "1s"
@@ -50,6 +50,8 @@ EMPTY_ON_DGX_H100 = {
     "NVLink errors per link": "opt-in: --collector.nvlink.per-link",
     "NVLink link state": "opt-in: --collector.nvlink.per-link",
     "ECC errors by location": "opt-in: --collector.ecc.by-location",
+    "GPU topology (nvidia-smi topo -m)": "opt-in: --collector.topology",
+    "GPU CPU and NUMA affinity": "opt-in: --collector.topology",
     "Module and memory power": "an H100 has no module power scope (Grace superchips only)",
     "T.Limit margin": "the H100 board reports its thresholds in degrees",
     "Power smoothing lifetime": "Blackwell only",
