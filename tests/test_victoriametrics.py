@@ -41,7 +41,7 @@ JOB = "nvml-exporter"
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
 RULE_FILES = sorted((ROOT / "alerts").glob("*.rules.yml"))
 OPT_IN = ["--collector.process_memory", "--collector.nvlink.per-link", "--collector.ecc.by-location",
-          "--collector.gpm.all-metrics", "--collector.mig.memory-free"]
+          "--collector.gpm.all-metrics", "--collector.mig.memory-free", "--collector.topology"]
 
 
 class PromAPI:
