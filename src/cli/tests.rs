@@ -562,7 +562,10 @@ fn nvsentinel_is_off_unless_its_socket_is_given() {
     ])
     .unwrap();
     let n = c.nvsentinel.unwrap();
-    assert_eq!(n.socket, PathBuf::from("/var/run/nvsentinel/nvsentinel.sock"));
+    assert_eq!(
+        n.socket,
+        PathBuf::from("/var/run/nvsentinel/nvsentinel.sock")
+    );
     assert_eq!(n.node_name, "node-7");
     assert!(n.dry_run);
     assert_eq!(n.timeout, Duration::from_secs(2));

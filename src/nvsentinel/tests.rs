@@ -5,11 +5,26 @@ use crate::snapshot::{GpuReadings, GpuState};
 fn each_action_maps_to_nvsentinels_and_fatal_starts_at_a_reset() {
     let cases = [
         (Action::None, false, RecommendedAction::None, false),
-        (Action::RestartApp, false, RecommendedAction::RestartApp, false),
-        (Action::ResetGpu, false, RecommendedAction::ComponentReset, true),
+        (
+            Action::RestartApp,
+            false,
+            RecommendedAction::RestartApp,
+            false,
+        ),
+        (
+            Action::ResetGpu,
+            false,
+            RecommendedAction::ComponentReset,
+            true,
+        ),
         (Action::Reboot, false, RecommendedAction::RestartBm, true),
         (Action::Reboot, true, RecommendedAction::RestartVm, true),
-        (Action::CheckHardware, false, RecommendedAction::ContactSupport, true),
+        (
+            Action::CheckHardware,
+            false,
+            RecommendedAction::ContactSupport,
+            true,
+        ),
         (Action::Rma, false, RecommendedAction::ContactSupport, true),
     ];
     for (ours, guest, theirs, fatal) in cases {
@@ -23,8 +38,15 @@ fn a_changed_reason_is_cleared_under_its_old_name_first() {
     let none = (Action::None, "none");
     let hung = (Action::ResetGpu, "hung");
     let lost = (Action::Reboot, "lost");
-    assert_eq!(changes(None, none), [Change::Healthy("none")], "start: healthy, said once");
-    assert_eq!(changes(None, hung), [Change::Fault(Action::ResetGpu, "hung")]);
+    assert_eq!(
+        changes(None, none),
+        [Change::Healthy("none")],
+        "start: healthy, said once"
+    );
+    assert_eq!(
+        changes(None, hung),
+        [Change::Fault(Action::ResetGpu, "hung")]
+    );
     assert_eq!(changes(Some(hung), hung), []);
     assert_eq!(changes(Some(none), none), []);
     assert_eq!(
@@ -35,10 +57,16 @@ fn a_changed_reason_is_cleared_under_its_old_name_first() {
     assert_eq!(changes(Some(hung), none), [Change::Healthy("hung")]);
     assert_eq!(
         changes(Some(hung), lost),
-        [Change::Healthy("hung"), Change::Fault(Action::Reboot, "lost")]
+        [
+            Change::Healthy("hung"),
+            Change::Fault(Action::Reboot, "lost")
+        ]
     );
     assert_eq!(
-        changes(Some((Action::ResetGpu, "fabric")), (Action::CheckHardware, "fabric")),
+        changes(
+            Some((Action::ResetGpu, "fabric")),
+            (Action::CheckHardware, "fabric")
+        ),
         [Change::Fault(Action::CheckHardware, "fabric")],
         "the same check, worse: one event"
     );
@@ -52,9 +80,15 @@ fn nvmls_bus_id_is_written_as_nvsentinels_monitors_write_it() {
 
 #[test]
 fn a_guest_is_known_by_the_hypervisor_flag() {
-    assert!(guest_from_cpuinfo("processor\t: 0\nflags\t\t: fpu vme hypervisor lahf_lm\n"));
-    assert!(!guest_from_cpuinfo("processor\t: 0\nflags\t\t: fpu vme lahf_lm\n"));
-    assert!(!guest_from_cpuinfo("processor\t: 0\nFeatures\t: fp asimd\n"));
+    assert!(guest_from_cpuinfo(
+        "processor\t: 0\nflags\t\t: fpu vme hypervisor lahf_lm\n"
+    ));
+    assert!(!guest_from_cpuinfo(
+        "processor\t: 0\nflags\t\t: fpu vme lahf_lm\n"
+    ));
+    assert!(!guest_from_cpuinfo(
+        "processor\t: 0\nFeatures\t: fp asimd\n"
+    ));
 }
 
 fn settings(dry_run: bool) -> Settings {
@@ -102,10 +136,16 @@ fn a_fault_and_its_recovery_become_events_with_nvsentinels_fields() {
     let events = queued(&n);
     assert_eq!(events.len(), 1, "an unchanged verdict raises nothing");
     let e = &events[0];
-    assert_eq!((e.version, e.agent.as_str(), e.component_class.as_str()), (1, AGENT, "GPU"));
+    assert_eq!(
+        (e.version, e.agent.as_str(), e.component_class.as_str()),
+        (1, AGENT, "GPU")
+    );
     assert_eq!(e.check_name, "xid_reset_gpu");
     assert!(e.is_fatal && !e.is_healthy);
-    assert_eq!(e.recommended_action, RecommendedAction::ComponentReset as i32);
+    assert_eq!(
+        e.recommended_action,
+        RecommendedAction::ComponentReset as i32
+    );
     assert_eq!(e.error_code, ["94", "48"]);
     let entities: Vec<(&str, &str)> = e
         .entities_impacted
@@ -115,14 +155,20 @@ fn a_fault_and_its_recovery_become_events_with_nvsentinels_fields() {
     assert_eq!(entities, [("PCI", "0000:3a:00.0"), ("GPU_UUID", "GPU-0")]);
     assert_eq!(e.node_name, "node-1");
     assert!(e.generated_timestamp.is_some_and(|t| t.seconds > 0));
-    assert_eq!(e.processing_strategy, ProcessingStrategy::ExecuteRemediation as i32);
+    assert_eq!(
+        e.processing_strategy,
+        ProcessingStrategy::ExecuteRemediation as i32
+    );
 
     s.gpus[0] = gpu(Action::None, "none");
     n.observe(&s, |_, _| vec![94]);
     let events = queued(&n);
     assert_eq!(events.len(), 1);
     let e = &events[0];
-    assert_eq!(e.check_name, "xid_reset_gpu", "cleared under the fault's name");
+    assert_eq!(
+        e.check_name, "xid_reset_gpu",
+        "cleared under the fault's name"
+    );
     assert!(e.is_healthy && !e.is_fatal);
     assert_eq!(e.recommended_action, RecommendedAction::None as i32);
     assert!(e.error_code.is_empty());
@@ -144,7 +190,11 @@ fn a_mig_instance_names_its_instance_and_its_recovery_is_sent() {
     };
     n.observe(&s, |_, _| vec![13]);
     let events = queued(&n);
-    assert_eq!(events.len(), 2, "the GPU's healthy start, the instance's fault");
+    assert_eq!(
+        events.len(),
+        2,
+        "the GPU's healthy start, the instance's fault"
+    );
     let e = &events[1];
     assert!(!e.is_fatal, "an application restart is not fatal");
     assert_eq!(e.recommended_action, RecommendedAction::RestartApp as i32);

@@ -913,7 +913,12 @@ fn the_xids_behind_a_verdict_are_those_that_decided_it() {
     g.evidence = Some(crate::snapshot::VerdictEvidence {
         // 48 and 46 ask for a reset; 119 did too, before the reset at 15;
         // 13 on instance 2 asks its application to restart.
-        xids: vec![xid(119, 10, None), xid(48, 20, None), xid(46, 30, None), xid(13, 25, Some(2))],
+        xids: vec![
+            xid(119, 10, None),
+            xid(48, 20, None),
+            xid(46, 30, None),
+            xid(13, 25, Some(2)),
+        ],
         instances: vec![(2, 0)],
         last_reset: Some(t0 + Duration::from_secs(15)),
         ..crate::snapshot::VerdictEvidence::default()
@@ -921,7 +926,10 @@ fn the_xids_behind_a_verdict_are_those_that_decided_it() {
     let now = t0 + Duration::from_secs(40);
     let verdicts = judge_gpu(&g, &[], now, WINDOW);
     let gpu = verdicts[0];
-    assert_eq!((gpu.action, gpu.reason), (Action::ResetGpu, "xid_workflow_xid_48"));
+    assert_eq!(
+        (gpu.action, gpu.reason),
+        (Action::ResetGpu, "xid_workflow_xid_48")
+    );
     assert_eq!(xids_behind(&g, &gpu, now, WINDOW), [48]);
     let reset = Verdict {
         reason: "xid_reset_gpu",

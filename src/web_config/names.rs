@@ -155,12 +155,16 @@ impl ClientAuth {
 /// `min_version`: a version by its name; an empty value is no value (the
 /// default applies).
 pub(crate) fn min_version<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TlsVersion>, D::Error> {
-    named(d, TlsVersion::by_name, |name| unknown_version("min_version", name))
+    named(d, TlsVersion::by_name, |name| {
+        unknown_version("min_version", name)
+    })
 }
 
 /// `max_version`, as `min_version`.
 pub(crate) fn max_version<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TlsVersion>, D::Error> {
-    named(d, TlsVersion::by_name, |name| unknown_version("max_version", name))
+    named(d, TlsVersion::by_name, |name| {
+        unknown_version("max_version", name)
+    })
 }
 
 /// The decode error names its field: the parser's place is the mapping's.

@@ -147,10 +147,8 @@ pub(crate) fn settings(
         (None, Some(pem)) => Some(PemSource::Inline(pem.to_string())),
         (None, None) => None,
     };
-    let enabled = cert.is_some()
-        || key.is_some()
-        || client_ca.is_some()
-        || raw.client_auth_type.is_some();
+    let enabled =
+        cert.is_some() || key.is_some() || client_ca.is_some() || raw.client_auth_type.is_some();
     if !enabled {
         return Ok(None);
     }

@@ -179,7 +179,9 @@ impl Ledger {
                 tracing::warn!(gpu, xid, max_codes,
                     "this GPU already has --collector.xid.max-codes XID label sets; further new codes are counted as xid=\"other\"");
             }
-            Some(Fold::OutOfRange) if self.xid_other.as_ref().is_some_and(|o| o.out_of_range == 1) => {
+            Some(Fold::OutOfRange)
+                if self.xid_other.as_ref().is_some_and(|o| o.out_of_range == 1) =>
+            {
                 tracing::warn!(gpu, xid,
                     "XID code outside NVIDIA's range (1 to {MAX_XID_CODE}); counted as xid=\"other\"");
             }
@@ -882,8 +884,7 @@ mod tests {
 
         let mut back = Ledger::default();
         // One event counted before the UUID was read: it adds up.
-        back.xids
-            .insert((48, None, None), (1, system_time(1.8e9)));
+        back.xids.insert((48, None, None), (1, system_time(1.8e9)));
         back.restore(&rec, Some(&clock), 64, false);
         assert_eq!(back.xids[&(48, None, None)].0, 4);
         assert_eq!(back.xid_latest.len(), 2);
@@ -892,10 +893,7 @@ mod tests {
             at.max(earlier) - at.min(earlier) < Duration::from_millis(5),
             "the time comes back"
         );
-        let links: Vec<_> = back
-            .link_repeats()
-            .map(|(l, s)| (l, s.to_vec()))
-            .collect();
+        let links: Vec<_> = back.link_repeats().map(|(l, s)| (l, s.to_vec())).collect();
         assert_eq!(
             links,
             [(7, vec![day(0.0), day(60.0)])],
@@ -924,7 +922,10 @@ mod tests {
                 .mig_remap_failure
         };
         assert!(remap(&mut ledger, 64, true));
-        assert!(!remap(&mut ledger, 64, false), "no MIG: NVML shows the flags");
+        assert!(
+            !remap(&mut ledger, 64, false),
+            "no MIG: NVML shows the flags"
+        );
         assert!(!remap(&mut ledger, 63, true));
     }
 }

@@ -65,7 +65,9 @@ fn complete(scenario: &str, text: &str) -> bool {
     match scenario {
         "dgx-h100" => common::dgx_h100_gpm_complete(text),
         "large" => (0..16).all(|g| has("nvidia_gpu_mig_activity_ratio", g)),
-        "dgx-a100" | "workstation" | "pcie-workstation" => (0..1).all(|g| has("nvidia_gpu_temperature_celsius", g)),
+        "dgx-a100" | "workstation" | "pcie-workstation" => {
+            (0..1).all(|g| has("nvidia_gpu_temperature_celsius", g))
+        }
         // The fault timeline loses and hangs GPUs: their measurements are
         // withdrawn, so wait for whole-GPU activity on the GPU that stays
         // healthy throughout.

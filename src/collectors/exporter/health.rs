@@ -144,7 +144,11 @@ fn state_write_errors<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
 
 fn nvsentinel_events<'a>(scope: &Scope<'a>, out: &mut SampleSink<'a>) {
     if let Some(n) = scope.snapshot.nvsentinel {
-        for (result, count) in [("sent", n.sent), ("failed", n.failed), ("dropped", n.dropped)] {
+        for (result, count) in [
+            ("sent", n.sent),
+            ("failed", n.failed),
+            ("dropped", n.dropped),
+        ] {
             out.sample().label("result", result).set(count);
         }
     }
