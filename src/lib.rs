@@ -50,6 +50,7 @@ pub mod selection_check;
 pub mod selfstat;
 pub mod snapshot;
 pub mod state;
+pub mod unix_grpc;
 pub mod verdict;
 pub mod web_config;
 pub mod workloads;

@@ -12,9 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
 use tonic::codegen::http::uri::PathAndQuery;
-use tonic::transport::{Endpoint, Uri};
 
 /// Large nodes list hundreds of pods; the kubelet itself allows 16 MiB.
 const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
@@ -130,17 +128,7 @@ pub async fn list(
 }
 
 async fn list_inner(socket: &Path) -> Result<ListPodResourcesResponse, KubeletError> {
-    let path = socket.to_path_buf();
-    // The URI is required by the API but unused: the connector ignores it
-    // and dials the unix socket.
-    let channel = Endpoint::from_static("http://kubelet.invalid")
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let path = path.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(path).await?;
-                Ok::<_, std::io::Error>(TokioIo::new(stream))
-            }
-        }))
+    let channel = crate::unix_grpc::channel(socket, "http://kubelet.invalid")
         .await
         .map_err(|source| KubeletError::Connect {
             socket: socket.to_path_buf(),

@@ -10,10 +10,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
 use tokio::sync::watch;
 use tonic::codegen::http::uri::PathAndQuery;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Channel;
 
 use super::proto::{Empty, HealthEvents, HEALTH_EVENT_OCCURRED_V1};
 use super::{HealthEvent, Nvsentinel, Shared};
@@ -106,17 +105,7 @@ fn next(shared: &Shared) -> Option<(u64, HealthEvent)> {
 }
 
 async fn connect(socket: &std::path::Path) -> Result<Channel, String> {
-    let path = socket.to_path_buf();
-    // The URI is required by the API but unused: the connector dials the
-    // unix socket.
-    Endpoint::from_static("http://nvsentinel.invalid")
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let path = path.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(path).await?;
-                Ok::<_, std::io::Error>(TokioIo::new(stream))
-            }
-        }))
+    crate::unix_grpc::channel(socket, "http://nvsentinel.invalid")
         .await
         .map_err(|e| format!("cannot connect: {e}"))
 }
