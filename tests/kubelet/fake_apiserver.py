@@ -30,17 +30,16 @@ from __future__ import annotations
 
 import copy
 import json
-import ssl
 import threading
 import urllib.parse
 import uuid as uuidlib
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import kubernetes_validate
 
-from fake_https import TOKEN, make_pki
+from fake_https import TOKEN, make_pki, tls_server
 
 GROUP, VERSION = "resource.k8s.io", "v1"
 # plural -> (kind, field selectors the real server accepts for it:
@@ -129,11 +128,7 @@ class FakeApiServer:
             def log_message(self, *args):
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(crt, key)
-        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
-        self.url = f"https://127.0.0.1:{self._server.server_address[1]}"
+        self._server, self.url = tls_server(Handler, crt, key)
         self.kubeconfig.write_text(json.dumps({
             "apiVersion": "v1", "kind": "Config", "current-context": "test",
             "clusters": [{"name": "test", "cluster": {"server": self.url,

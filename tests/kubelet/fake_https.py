@@ -29,6 +29,16 @@ from pathlib import Path
 TOKEN = "test-service-account-token"
 
 
+def tls_server(handler, crt: Path, key: Path) -> tuple[ThreadingHTTPServer, str]:
+    """An HTTPS server on a free local port with the PKI's server
+    certificate, and its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(crt, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    return server, f"https://127.0.0.1:{server.server_address[1]}"
+
+
 def make_pki(directory: Path) -> tuple[Path, Path, Path]:
     """A CA, and a server certificate it signs for 127.0.0.1 and
     localhost: (ca.crt, server.crt, server.key)."""
@@ -100,11 +110,7 @@ class FakeKubernetes:
             def log_message(self, *args):
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(crt, key)
-        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
-        self.url = f"https://127.0.0.1:{self._server.server_address[1]}"
+        self._server, self.url = tls_server(Handler, crt, key)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def start(self):
