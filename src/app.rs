@@ -692,13 +692,23 @@ fn nvsentinel_start(
     mut settings: crate::nvsentinel::Settings,
     stop: &watch::Receiver<()>,
 ) -> Arc<Nvsentinel> {
+    // Read once at start, through a reader with a deadline and a cap: a
+    // procfs read is a read like any other (`crate::fsread`).
+    let reader = crate::fsread::Reader::new("nvsentinel", 1);
+    let read = |path: &str, limit: u64| {
+        reader
+            .read(std::path::Path::new(path), limit, Duration::from_secs(2))
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+    };
     if settings.node_name.is_empty() {
-        settings.node_name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        settings.node_name = read("/proc/sys/kernel/hostname", 256)
             .map(|n| n.trim().to_string())
             .unwrap_or_default();
     }
-    settings.guest = std::fs::read_to_string("/proc/cpuinfo")
-        .is_ok_and(|c| crate::nvsentinel::guest_from_cpuinfo(&c));
+    // 16 MiB: /proc/cpuinfo of the largest hosts is a few MiB.
+    settings.guest =
+        read("/proc/cpuinfo", 16 << 20).is_some_and(|c| crate::nvsentinel::guest_from_cpuinfo(&c));
     tracing::info!(socket = %settings.socket.display(), node = %settings.node_name,
         dry_run = settings.dry_run, guest = settings.guest,
         "sending NVSentinel health events at each change of a GPU's verdict");
